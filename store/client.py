@@ -1,0 +1,303 @@
+"""A session with etcd over its JSON gateway: reads, guarded writes, leases.
+
+Every write is a transaction comparing the key's revision with the one the
+writer read (``create_revision == 0`` for a create): a lost race raises
+:class:`~store.errors.Conflict` naming the key, never overwrites. Batches
+larger than etcd's per-transaction limit (128 operations by default) are split;
+each chunk is atomic.
+
+etcd3gw carries the HTTP session (TLS, connection pool, its error mapping);
+requests go to the gateway endpoints directly because etcd3gw's helpers drop
+the response header (we need its revision) and encode str keys as latin-1.
+The gateway sends every int64 as a JSON string and omits false booleans.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+from etcd3gw.client import Etcd3Client
+
+from store.config import EtcdConfig
+from store.errors import Conflict, StoreError, Unauthorized, translate
+
+log = logging.getLogger(__name__)
+
+MAX_TXN_OPS = 128  # etcd's default --max-txn-ops
+PAGE = 1000  # keys per range request when listing
+
+T = TypeVar("T")
+
+
+def b64(data: str | bytes) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unb64(data: str | None) -> bytes:
+    return base64.b64decode(data) if data else b""
+
+
+def prefix_end(prefix: str) -> str:
+    """The range end that selects every key starting with ``prefix``."""
+    raw = bytearray(prefix.encode())
+    while raw:
+        if raw[-1] < 0xFF:
+            raw[-1] += 1
+            return raw.decode("latin-1")
+        raw.pop()
+    return "\0"
+
+
+class KV(NamedTuple):
+    """One stored key with its revisions."""
+
+    key: str
+    value: bytes
+    mod_revision: int
+    create_revision: int
+    version: int
+    lease: int = 0
+
+    @classmethod
+    def from_json(cls, kv: dict[str, Any]) -> KV:
+        return cls(
+            key=unb64(kv.get("key")).decode(),
+            value=unb64(kv.get("value")),
+            mod_revision=int(kv.get("mod_revision", 0)),
+            create_revision=int(kv.get("create_revision", 0)),
+            version=int(kv.get("version", 0)),
+            lease=int(kv.get("lease", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Write ``value`` at ``key`` if it is still at ``mod_revision`` (0: create)."""
+
+    key: str
+    value: bytes
+    mod_revision: int = 0
+    lease: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete ``key`` if it is still at ``mod_revision`` (None: whatever it is)."""
+
+    key: str
+    mod_revision: int | None = None
+
+
+Op = Put | Delete
+
+
+class Store:
+    """A thread-safe session with one etcd cluster."""
+
+    def __init__(self, config: EtcdConfig | None = None) -> None:
+        self.config = config or EtcdConfig()
+        self.session = self.config.session()
+        self._gw = Etcd3Client(
+            host=self.config.host,
+            port=self.config.port,
+            protocol=self.config.scheme,
+            timeout=self.config.timeout,
+            api_path="/v3/",
+            session=self.session,
+        )
+        self._auth_lock = threading.Lock()
+        if self.config.user:
+            self.authenticate()
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def url(self, path: str) -> str:
+        return self._gw.get_url(path)
+
+    def authenticate(self) -> None:
+        """Exchange user and password for a token; the stale token is dropped first."""
+        with self._auth_lock:
+            self.session.headers.pop("Authorization", None)
+            try:
+                reply = self._gw.post(
+                    self.url("auth/authenticate"),
+                    json={"name": self.config.user, "password": self.config.password},
+                )
+            except Exception as exc:
+                raise translate(exc, f"authenticating as {self.config.user!r}") from exc
+            token = reply.get("token")
+            if not token:
+                raise Unauthorized(f"authenticating as {self.config.user!r}: no token returned")
+            self.session.headers["Authorization"] = token
+
+    def call(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
+        """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token."""
+        for attempt in (1, 2):
+            try:
+                reply: dict[str, Any] = self._gw.post(self.url(path), json=body)
+                return reply
+            except Exception as exc:
+                err = translate(exc, context)
+                if isinstance(err, Unauthorized) and self.config.user and attempt == 1:
+                    log.info("etcd token rejected (%s); authenticating again", err)
+                    self.authenticate()
+                    continue
+                raise err from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- reads --------------------------------------------------------------------
+
+    def get(self, key: str) -> KV | None:
+        """The key's current value and revisions, or None."""
+        reply = self.call("kv/range", {"key": b64(key)}, key)
+        kvs = reply.get("kvs") or []
+        return KV.from_json(kvs[0]) if kvs else None
+
+    def revision(self) -> int:
+        """The store's current revision."""
+        reply = self.call("kv/range", {"key": b64("\0"), "limit": 1, "count_only": True}, "revision")
+        return int(reply["header"]["revision"])
+
+    def list(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
+        """Every key under ``prefix`` as of one revision, and that revision.
+
+        Large prefixes are read in pages, all at the revision of the first page,
+        so the result is one consistent snapshot.
+        """
+        end = b64(prefix_end(prefix))
+        out: list[KV] = []
+        start = prefix
+        while True:
+            body: dict[str, Any] = {"key": b64(start), "range_end": end, "limit": PAGE}
+            if revision:
+                body["revision"] = revision
+            reply = self.call("kv/range", body, prefix)
+            if not revision:
+                revision = int(reply["header"]["revision"])
+            page = [KV.from_json(kv) for kv in reply.get("kvs") or []]
+            out.extend(page)
+            if not reply.get("more") or not page:
+                return out, revision
+            start = page[-1].key + "\0"
+
+    def iter_prefix(self, prefix: str) -> Iterator[KV]:
+        yield from self.list(prefix)[0]
+
+    # -- writes -------------------------------------------------------------------
+
+    def create(self, key: str, value: bytes, *, lease: int = 0) -> int:
+        """Create ``key``; Conflict if it exists. Returns the new revision."""
+        return self.commit([Put(key, value, 0, lease)])
+
+    def update(self, key: str, value: bytes, mod_revision: int, *, lease: int = 0) -> int:
+        """Replace ``key`` if still at ``mod_revision``; Conflict otherwise."""
+        if mod_revision <= 0:
+            raise ValueError("update needs the mod_revision the value was read at")
+        return self.commit([Put(key, value, mod_revision, lease)])
+
+    def delete(self, key: str, mod_revision: int | None = None) -> int:
+        """Delete ``key`` (if still at ``mod_revision`` when given)."""
+        return self.commit([Delete(key, mod_revision)])
+
+    def commit(self, ops: Sequence[Op]) -> int:
+        """Apply ``ops`` in one transaction, all or nothing. Returns its revision.
+
+        Raises Conflict naming every key whose guard failed.
+        """
+        if not ops:
+            return self.revision()
+        if len(ops) > MAX_TXN_OPS:
+            raise ValueError(f"{len(ops)} operations exceed etcd's {MAX_TXN_OPS} per transaction")
+        compare: list[dict[str, Any]] = []
+        success: list[dict[str, Any]] = []
+        for op in ops:
+            key = b64(op.key)
+            if isinstance(op, Put):
+                if op.mod_revision == 0:
+                    compare.append({"key": key, "target": "CREATE", "result": "EQUAL",
+                                    "create_revision": "0"})
+                else:
+                    compare.append({"key": key, "target": "MOD", "result": "EQUAL",
+                                    "mod_revision": str(op.mod_revision)})
+                put: dict[str, Any] = {"key": key, "value": b64(op.value)}
+                if op.lease:
+                    put["lease"] = str(op.lease)
+                success.append({"request_put": put})
+            else:
+                if op.mod_revision is not None:
+                    compare.append({"key": key, "target": "MOD", "result": "EQUAL",
+                                    "mod_revision": str(op.mod_revision)})
+                success.append({"request_delete_range": {"key": key}})
+        # On failure read the guarded keys back, to name the ones that moved.
+        guarded = [op for op in ops if not (isinstance(op, Delete) and op.mod_revision is None)]
+        failure = [{"request_range": {"key": b64(op.key)}} for op in guarded]
+        context = ops[0].key if len(ops) == 1 else f"{len(ops)} keys from {ops[0].key}"
+        reply = self.call("kv/txn", {"compare": compare, "success": success, "failure": failure},
+                          context)
+        if reply.get("succeeded"):
+            return int(reply["header"]["revision"])
+        moved: list[str] = []
+        for op, resp in zip(guarded, reply.get("responses") or [], strict=False):
+            kvs = resp.get("response_range", {}).get("kvs") or []
+            current = int(kvs[0].get("mod_revision", 0)) if kvs else 0
+            expected = op.mod_revision or 0
+            if current != expected:
+                if expected == 0:
+                    moved.append(f"{op.key} already exists")
+                elif current == 0:
+                    moved.append(f"{op.key} was deleted since it was read")
+                else:
+                    moved.append(f"{op.key} changed since it was read")
+        first = moved[0].split(" ", 1)[0] if moved else ops[0].key
+        if len(moved) > 1:
+            raise Conflict(first, f"{len(moved)} conflicts: {'; '.join(moved[:5])}")
+        raise Conflict(first, moved[0] if moved else f"{context}: changed since it was read")
+
+    def commit_chunks(
+        self, ops: Sequence[Op], *, on_chunk: Callable[[int, int], None] | None = None
+    ) -> list[int]:
+        """Apply ``ops`` in transactions of at most MAX_TXN_OPS; each chunk is atomic.
+
+        Returns the revision of each chunk; stops at the first failing chunk
+        (the earlier ones stay written: callers that need all-or-nothing roll
+        them back, as bootstrap does).
+        """
+        revisions = []
+        for start in range(0, len(ops), MAX_TXN_OPS):
+            revisions.append(self.commit(ops[start : start + MAX_TXN_OPS]))
+            if on_chunk:
+                on_chunk(min(start + MAX_TXN_OPS, len(ops)), len(ops))
+        return revisions
+
+    def compact(self, revision: int) -> None:
+        """Compact history up to ``revision`` (tests and operators)."""
+        self.call("kv/compaction", {"revision": str(revision), "physical": True}, "compaction")
+
+    # -- leases -------------------------------------------------------------------
+
+    def grant(self, ttl: int) -> int:
+        """A new lease of ``ttl`` seconds; returns its ID."""
+        reply = self.call("lease/grant", {"TTL": str(ttl)}, f"lease of {ttl}s")
+        return int(reply["ID"])
+
+    def keep_alive(self, lease: int) -> int:
+        """Refresh a lease once; returns its remaining TTL, or -1 if it expired."""
+        reply = self.call("lease/keepalive", {"ID": str(lease)}, f"lease {lease:x}")
+        return int(reply.get("result", {}).get("TTL", -1))
+
+    def revoke(self, lease: int) -> None:
+        """Revoke a lease: every key attached to it is deleted."""
+        try:
+            self.call("lease/revoke", {"ID": str(lease)}, f"lease {lease:x}")
+        except StoreError as exc:
+            if "not found" not in str(exc):
+                raise
+
+    def close(self) -> None:
+        self.session.close()

@@ -1,0 +1,84 @@
+"""How to reach etcd: URL, TLS material and credentials.
+
+Explicit settings always win over the environment. On these machines
+``REQUESTS_CA_BUNDLE`` is set and a plain ``requests.Session`` would silently
+use it instead of the CA we were given, so sessions are built with
+``trust_env=False`` and every TLS option set explicitly.
+
+With etcd auth enabled, the gateway rejects client certificates that carry a
+Common Name (etcd would take the CN as the user name and skip the password):
+use client certificates without a CN, or no client certificate, with
+``--etcd-user``/``--etcd-password``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+
+DEFAULT_URL = "http://127.0.0.1:2379"
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdConfig:
+    """Connection settings for one etcd cluster (one endpoint URL)."""
+
+    url: str = DEFAULT_URL
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    user: str | None = None
+    password: str | None = None
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"--etcd {self.url!r}: expected http(s)://host:port")
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("--etcd-cert and --etcd-key go together")
+        if (self.user is None) != (self.password is None):
+            raise ValueError("--etcd-user and --etcd-password go together")
+
+    @classmethod
+    def from_env(cls, **overrides: str | float | None) -> EtcdConfig:
+        """Settings from ``BERTH_ETCD*`` variables, overridden by non-None arguments."""
+        env = {
+            "url": os.environ.get("BERTH_ETCD", DEFAULT_URL),
+            "ca": os.environ.get("BERTH_ETCD_CA"),
+            "cert": os.environ.get("BERTH_ETCD_CERT"),
+            "key": os.environ.get("BERTH_ETCD_KEY"),
+            "user": os.environ.get("BERTH_ETCD_USER"),
+            "password": os.environ.get("BERTH_ETCD_PASSWORD"),
+        }
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)  # type: ignore[arg-type]
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (443 if parts.scheme == "https" else 2379)
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    def session(self) -> requests.Session:
+        """A requests session with exactly these TLS settings, immune to the environment."""
+        s = requests.Session()
+        s.trust_env = False  # REQUESTS_CA_BUNDLE, proxies and .netrc must not apply
+        s.verify = self.ca if self.ca else True
+        if self.cert and self.key:
+            s.cert = (self.cert, self.key)
+        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=64)
+        s.mount("http://", adapter)
+        s.mount("https://", adapter)
+        return s

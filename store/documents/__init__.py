@@ -1,0 +1,114 @@
+"""berth's documents: the typed shapes of every value under ``/berth/``.
+
+``RESOURCE_TYPES`` maps each user-owned kind to its full (strict) type;
+processes decode with smaller views of their own where they read little.
+"""
+
+from __future__ import annotations
+
+from store.documents.application import (
+    Affinity,
+    Application,
+    ApplicationSpec,
+    ClusterAffinity,
+    ClusterSelectorTerm,
+    Gang,
+    MatchExpression,
+    Placement,
+    PreferredTerm,
+    Toleration,
+    TopologySpreadConstraint,
+    WorkloadAffinity,
+    WorkloadAffinityTerm,
+)
+from store.documents.base import Header, Metadata, NameOnly, ObjectRef
+from store.documents.decisions import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ClusterState,
+    ClusterStatus,
+    StatusMeta,
+    Target,
+)
+from store.documents.infrastructure import Cloud, Cluster, ClusterSpec, GlobalCloud, Taint
+from store.documents.metrics import (
+    GlobalMetric,
+    GlobalMetricsProvider,
+    Metric,
+    MetricError,
+    MetricRef,
+    MetricsProvider,
+    MetricsProviderSpec,
+    MetricSpec,
+    MetricValue,
+    MetricValueStatus,
+    ProviderInfo,
+)
+
+Resource = (
+    GlobalMetricsProvider | MetricsProvider | GlobalMetric | Metric | GlobalCloud | Cloud
+    | Cluster | Application
+)
+
+RESOURCE_TYPES: dict[str, type[Resource]] = {
+    "GlobalMetricsProvider": GlobalMetricsProvider,
+    "MetricsProvider": MetricsProvider,
+    "GlobalMetric": GlobalMetric,
+    "Metric": Metric,
+    "GlobalCloud": GlobalCloud,
+    "Cloud": Cloud,
+    "Cluster": Cluster,
+    "Application": Application,
+}
+
+__all__ = [
+    "RESOURCE_TYPES",
+    "Affinity",
+    "Application",
+    "ApplicationSpec",
+    "ApplicationState",
+    "ApplicationStatus",
+    "Binding",
+    "BindingMeta",
+    "BindingSpec",
+    "BindingStatus",
+    "Cloud",
+    "Cluster",
+    "ClusterAffinity",
+    "ClusterSelectorTerm",
+    "ClusterSpec",
+    "ClusterState",
+    "ClusterStatus",
+    "Gang",
+    "GlobalCloud",
+    "GlobalMetric",
+    "GlobalMetricsProvider",
+    "Header",
+    "MatchExpression",
+    "Metadata",
+    "Metric",
+    "MetricError",
+    "MetricRef",
+    "MetricSpec",
+    "MetricValue",
+    "MetricValueStatus",
+    "MetricsProvider",
+    "MetricsProviderSpec",
+    "NameOnly",
+    "ObjectRef",
+    "Placement",
+    "PreferredTerm",
+    "ProviderInfo",
+    "Resource",
+    "StatusMeta",
+    "Taint",
+    "Target",
+    "Toleration",
+    "TopologySpreadConstraint",
+    "WorkloadAffinity",
+    "WorkloadAffinityTerm",
+]

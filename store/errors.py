@@ -1,0 +1,124 @@
+"""The one error tree every berth process sees from the store.
+
+    StoreError
+    ├── Conflict       a compare-and-swap lost: re-read, re-decide, retry
+    ├── NotFound       the key does not exist
+    ├── Unavailable    etcd could not be reached or did not answer in time
+    ├── Compacted      a watch asked for a revision etcd no longer keeps: relist
+    ├── Unauthorized   authentication failed or permission was denied
+    └── Invalid        etcd refused the request, or a value does not decode
+
+Errors of the lower libraries (etcd3gw, requests) are translated here and only
+here, so that callers never import either of them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import requests
+from etcd3gw import exceptions as gw
+
+
+class StoreError(Exception):
+    """Base of every error raised by :mod:`store`."""
+
+
+class Conflict(StoreError):
+    """A guarded write found another revision than the one it expected."""
+
+    def __init__(self, key: str, message: str = "") -> None:
+        super().__init__(message or f"{key}: changed since it was read")
+        self.key = key
+
+
+class NotFound(StoreError):
+    """The key does not exist."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key}: not found")
+        self.key = key
+
+
+class Unavailable(StoreError):
+    """etcd could not be reached, or did not answer in time. Temporary."""
+
+
+class Compacted(StoreError):
+    """A watch start revision was compacted away; the caller must relist."""
+
+    def __init__(self, revision: int, compact_revision: int) -> None:
+        super().__init__(
+            f"revision {revision} is compacted (oldest kept: {compact_revision}); relist"
+        )
+        self.revision = revision
+        self.compact_revision = compact_revision
+
+
+class Unauthorized(StoreError):
+    """Authentication failed, the token expired, or permission was denied."""
+
+
+class Invalid(StoreError):
+    """etcd rejected the request as malformed, or a stored value does not decode."""
+
+
+# gRPC status codes as the gateway reports them (google.golang.org/grpc/codes).
+_GRPC_UNAVAILABLE = {1, 4, 14}  # canceled, deadline exceeded, unavailable
+_GRPC_UNAUTHORIZED = {7, 16}  # permission denied, unauthenticated
+_GRPC_INVALID = {3, 9, 11}  # invalid argument, failed precondition, out of range
+
+
+def _gateway_error(text: str | None) -> tuple[int | None, str]:
+    """Pull the gRPC code and message out of a gateway error body."""
+    if not text:
+        return None, ""
+    try:
+        body: Any = json.loads(text)
+    except ValueError:
+        return None, text.strip()
+    if not isinstance(body, dict):
+        return None, text.strip()
+    err = body.get("error", body)
+    if isinstance(err, dict):
+        code = err.get("grpc_code", err.get("code"))
+        message = str(err.get("message", ""))
+    else:
+        code, message = body.get("code"), str(err)
+    return (int(code) if isinstance(code, int | str) and str(code).isdigit() else None), message
+
+
+def classify(code: int | None, message: str, context: str) -> StoreError:
+    """Map a gRPC code and message from etcd to the store error tree."""
+    text = f"{context}: {message}" if message else context
+    lowered = message.lower()
+    if code in _GRPC_UNAUTHORIZED or "auth" in lowered or "permission denied" in lowered:
+        return Unauthorized(text)
+    if code in _GRPC_UNAVAILABLE or "leader" in lowered or "timed out" in lowered:
+        return Unavailable(text)
+    if code in _GRPC_INVALID:
+        return Invalid(text)
+    return StoreError(text)
+
+
+def translate(exc: BaseException, context: str) -> StoreError:
+    """Translate an etcd3gw or requests exception into a :class:`StoreError`.
+
+    ``context`` names what was being done (usually the key), so the message
+    tells an operator where to look.
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, gw.ConnectionFailedError | gw.ConnectionTimeoutError):
+        return Unavailable(f"{context}: etcd unreachable: {exc.detail_text or exc}")
+    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        return Unavailable(f"{context}: etcd unreachable: {exc}")
+    if isinstance(exc, gw.Etcd3Exception):
+        code, message = _gateway_error(exc.detail_text)
+        return classify(code, message or str(exc.args or exc.detail_text), context)
+    if isinstance(exc, requests.exceptions.RequestException):
+        return Unavailable(f"{context}: {exc}")
+    if isinstance(exc, ValueError):  # a body that is not JSON: a proxy, not etcd
+        return Invalid(f"{context}: unexpected answer from etcd: {exc}")
+    return StoreError(f"{context}: {exc}")

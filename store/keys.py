@@ -1,0 +1,167 @@
+"""The key layout of DESIGN.md "Store contract", in one place.
+
+Every key berth reads or writes is built here, so the layout an operator sees
+with ``etcdctl get --prefix /berth/`` is the layout the code uses:
+
+    /berth/v1/<plural>/<name>                         global kinds
+    /berth/v1/<plural>/<namespace>/<name>             namespaced kinds
+    /berth/v1/bindings/<plural>/<namespace>/<name>    the scheduler's decisions
+    /berth/v1/status/<plural>/<namespace>/<name>      the propagator's observations
+    /berth/v1/metricvalues/globalmetrics/<name>       the metrics-cache's values
+    /berth/v1/metricvalues/metrics/<namespace>/<name>
+    /berth/v1/leases/<process>                        leader election
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ROOT = "/berth/v1/"
+BINDINGS = ROOT + "bindings/"
+STATUS = ROOT + "status/"
+METRIC_VALUES = ROOT + "metricvalues/"
+LEASES = ROOT + "leases/"
+
+# Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
+NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What the store knows of a kind: its API group, key segment and scope."""
+
+    name: str
+    api: str
+    plural: str
+    namespaced: bool
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("GlobalMetricsProvider", "core", "globalmetricsproviders", False),
+        Kind("MetricsProvider", "core", "metricsproviders", True),
+        Kind("GlobalMetric", "core", "globalmetrics", False),
+        Kind("Metric", "core", "metrics", True),
+        Kind("GlobalCloud", "infrastructure", "globalclouds", False),
+        Kind("Cloud", "infrastructure", "clouds", True),
+        Kind("Cluster", "kubernetes", "clusters", True),
+        Kind("Application", "kubernetes", "applications", True),
+    )
+}
+BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}
+
+
+def kind(name: str) -> Kind:
+    """Look a kind up by its name (``Cluster``) or plural (``clusters``)."""
+    found = KINDS.get(name) or BY_PLURAL.get(name)
+    if found is None:
+        raise KeyError(f"unknown kind {name!r}; known: {', '.join(sorted(KINDS))}")
+    return found
+
+
+def check_name(name: str, what: str = "name") -> None:
+    """Raise ValueError unless ``name`` is a valid, key-safe resource name."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValueError(
+            f"invalid {what} {name!r}: 1-253 ASCII letters, digits, '-', '_' or '.',"
+            " starting and ending with a letter or digit"
+        )
+
+
+def check_namespace(namespace: str) -> None:
+    """Raise ValueError unless ``namespace`` is a valid namespace name."""
+    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+        raise ValueError(
+            f"invalid namespace {namespace!r}: 1-63 lower-case letters, digits or '-',"
+            " starting and ending with a letter or digit"
+        )
+
+
+def _tail(k: Kind, name: str, namespace: str | None) -> str:
+    check_name(name)
+    if not k.namespaced:
+        if namespace:
+            raise ValueError(f"{k.name} is a global kind: it has no namespace")
+        return f"{k.plural}/{name}"
+    if not namespace:
+        raise ValueError(f"{k.name} is namespaced: a namespace is required")
+    check_namespace(namespace)
+    return f"{k.plural}/{namespace}/{name}"
+
+
+def resource_key(kind_name: str, name: str, namespace: str | None = None) -> str:
+    """The key a user-owned resource lives at."""
+    return ROOT + _tail(kind(kind_name), name, namespace)
+
+
+def resource_prefix(kind_name: str, namespace: str | None = None) -> str:
+    """The prefix of all resources of a kind (in one namespace if given)."""
+    k = kind(kind_name)
+    if namespace:
+        check_namespace(namespace)
+        return f"{ROOT}{k.plural}/{namespace}/"
+    return f"{ROOT}{k.plural}/"
+
+
+def binding_key(kind_name: str, namespace: str, name: str) -> str:
+    """The key of the scheduler's decision for a resource."""
+    return BINDINGS + _tail(kind(kind_name), name, namespace)
+
+
+def binding_prefix(kind_name: str) -> str:
+    return f"{BINDINGS}{kind(kind_name).plural}/"
+
+
+def status_key(kind_name: str, namespace: str, name: str) -> str:
+    """The key of what the propagator observed of a resource."""
+    return STATUS + _tail(kind(kind_name), name, namespace)
+
+
+def status_prefix(kind_name: str) -> str:
+    return f"{STATUS}{kind(kind_name).plural}/"
+
+
+def metric_value_key(name: str, namespace: str | None = None) -> str:
+    """The key of a metric's current value: GlobalMetric if no namespace, else Metric."""
+    return METRIC_VALUES + _tail(kind("Metric" if namespace else "GlobalMetric"), name, namespace)
+
+
+def lease_key(process: str) -> str:
+    """The election key of a process type (``scheduler``, ``propagator``, ...)."""
+    check_name(process, "process name")
+    return LEASES + process
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRef:
+    """A parsed key: which family, kind, namespace and name it addresses."""
+
+    family: str  # "resource", "binding", "status" or "metricvalue"
+    kind: Kind
+    namespace: str | None
+    name: str
+
+
+def parse_key(key: str) -> KeyRef:
+    """Parse a key built by this module; ValueError for anything else."""
+    if not key.startswith(ROOT):
+        raise ValueError(f"{key!r} is not a berth key (they start with {ROOT})")
+    rest = key[len(ROOT) :]
+    family = "resource"
+    for prefix, fam in (("bindings/", "binding"), ("status/", "status"),
+                        ("metricvalues/", "metricvalue")):
+        if rest.startswith(prefix):
+            family, rest = fam, rest[len(prefix) :]
+            break
+    parts = rest.split("/")
+    k = BY_PLURAL.get(parts[0])
+    if k is None:
+        raise ValueError(f"{key!r}: unknown kind segment {parts[0]!r}")
+    if k.namespaced and len(parts) == 3:
+        return KeyRef(family, k, parts[1], parts[2])
+    if not k.namespaced and len(parts) == 2:
+        return KeyRef(family, k, None, parts[1])
+    raise ValueError(f"{key!r}: expected {'namespace/name' if k.namespaced else 'name'}")
