@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -159,12 +159,30 @@ class Store:
         kvs = reply.get("kvs") or []
         return KV.from_json(kvs[0]) if kvs else None
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, KV]:
+        """The current values of ``keys`` (missing ones left out), 128 per round trip."""
+        found: dict[str, KV] = {}
+        for start in range(0, len(keys), MAX_TXN_OPS):
+            chunk = keys[start : start + MAX_TXN_OPS]
+            reply = self.call(
+                "kv/txn",
+                {"success": [{"request_range": {"key": b64(k)}} for k in chunk]},
+                f"{len(chunk)} keys from {chunk[0]}",
+            )
+            for resp in reply.get("responses") or []:
+                for kv in resp.get("response_range", {}).get("kvs") or []:
+                    item = KV.from_json(kv)
+                    found[item.key] = item
+        return found
+
     def revision(self) -> int:
         """The store's current revision."""
-        reply = self.call("kv/range", {"key": b64("\0"), "limit": 1, "count_only": True}, "revision")
+        reply = self.call(
+            "kv/range", {"key": b64("\0"), "limit": 1, "count_only": True}, "revision"
+        )
         return int(reply["header"]["revision"])
 
-    def list(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
+    def list_prefix(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
         """Every key under ``prefix`` as of one revision, and that revision.
 
         Large prefixes are read in pages, all at the revision of the first page,
@@ -185,9 +203,6 @@ class Store:
             if not reply.get("more") or not page:
                 return out, revision
             start = page[-1].key + "\0"
-
-    def iter_prefix(self, prefix: str) -> Iterator[KV]:
-        yield from self.list(prefix)[0]
 
     # -- writes -------------------------------------------------------------------
 
@@ -220,26 +235,40 @@ class Store:
             key = b64(op.key)
             if isinstance(op, Put):
                 if op.mod_revision == 0:
-                    compare.append({"key": key, "target": "CREATE", "result": "EQUAL",
-                                    "create_revision": "0"})
+                    compare.append(
+                        {"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+                    )
                 else:
-                    compare.append({"key": key, "target": "MOD", "result": "EQUAL",
-                                    "mod_revision": str(op.mod_revision)})
+                    compare.append(
+                        {
+                            "key": key,
+                            "target": "MOD",
+                            "result": "EQUAL",
+                            "mod_revision": str(op.mod_revision),
+                        }
+                    )
                 put: dict[str, Any] = {"key": key, "value": b64(op.value)}
                 if op.lease:
                     put["lease"] = str(op.lease)
                 success.append({"request_put": put})
             else:
                 if op.mod_revision is not None:
-                    compare.append({"key": key, "target": "MOD", "result": "EQUAL",
-                                    "mod_revision": str(op.mod_revision)})
+                    compare.append(
+                        {
+                            "key": key,
+                            "target": "MOD",
+                            "result": "EQUAL",
+                            "mod_revision": str(op.mod_revision),
+                        }
+                    )
                 success.append({"request_delete_range": {"key": key}})
         # On failure read the guarded keys back, to name the ones that moved.
         guarded = [op for op in ops if not (isinstance(op, Delete) and op.mod_revision is None)]
         failure = [{"request_range": {"key": b64(op.key)}} for op in guarded]
         context = ops[0].key if len(ops) == 1 else f"{len(ops)} keys from {ops[0].key}"
-        reply = self.call("kv/txn", {"compare": compare, "success": success, "failure": failure},
-                          context)
+        reply = self.call(
+            "kv/txn", {"compare": compare, "success": success, "failure": failure}, context
+        )
         if reply.get("succeeded"):
             return int(reply["header"]["revision"])
         moved: list[str] = []

@@ -47,7 +47,7 @@ class EtcdConfig:
     @classmethod
     def from_env(cls, **overrides: str | float | None) -> EtcdConfig:
         """Settings from ``BERTH_ETCD*`` variables, overridden by non-None arguments."""
-        env = {
+        env: dict[str, str | float | None] = {
             "url": os.environ.get("BERTH_ETCD", DEFAULT_URL),
             "ca": os.environ.get("BERTH_ETCD_CA"),
             "cert": os.environ.get("BERTH_ETCD_CERT"),

@@ -95,9 +95,7 @@ def _head(expression: str, ops: tuple[tuple[str, Op], ...], what: str) -> tuple[
         raise ConstraintError(f"cannot parse {expression!r}: expected a {what} name first")
     found = _match_op(expression[m.end() :], ops)
     if found is None:
-        raise ConstraintError(
-            f"cannot parse {expression!r}: unknown operator after {m.group(1)!r}"
-        )
+        raise ConstraintError(f"cannot parse {expression!r}: unknown operator after {m.group(1)!r}")
     return m.group(1), found[0], found[1]
 
 

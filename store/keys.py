@@ -151,8 +151,11 @@ def parse_key(key: str) -> KeyRef:
         raise ValueError(f"{key!r} is not a berth key (they start with {ROOT})")
     rest = key[len(ROOT) :]
     family = "resource"
-    for prefix, fam in (("bindings/", "binding"), ("status/", "status"),
-                        ("metricvalues/", "metricvalue")):
+    for prefix, fam in (
+        ("bindings/", "binding"),
+        ("status/", "status"),
+        ("metricvalues/", "metricvalue"),
+    ):
         if rest.startswith(prefix):
             family, rest = fam, rest[len(prefix) :]
             break

@@ -130,8 +130,13 @@ class Watch:
                 if self.closed:
                     return
                 self.reconnects += 1
-                log.log(logging.DEBUG if isinstance(exc, _Idle) else logging.WARNING,"watch %s broke (%s); resuming from revision %d",
-                            self.prefix, exc, self.next_revision)
+                log.log(
+                    logging.DEBUG if isinstance(exc, _Idle) else logging.WARNING,
+                    "watch %s broke (%s); resuming from revision %d",
+                    self.prefix,
+                    exc,
+                    self.next_revision,
+                )
 
     def _connect(self) -> Iterator[bytes]:
         """Open the stream (retrying with backoff while etcd is unreachable)."""
@@ -140,8 +145,10 @@ class Watch:
             wait=tenacity.wait_exponential_jitter(initial=0.1, max=self.max_backoff),
             stop=lambda _state: self.closed,
             before_sleep=lambda st: log.warning(
-                "watch %s: etcd unreachable (%s); retrying", self.prefix,
-                st.outcome.exception() if st.outcome else "?"),
+                "watch %s: etcd unreachable (%s); retrying",
+                self.prefix,
+                st.outcome.exception() if st.outcome else "?",
+            ),
             reraise=True,
         )
         return retrying(self._open)
@@ -172,8 +179,9 @@ class Watch:
                 code, message = err.get("grpc_code", err.get("code")), err.get("message", text)
             except (ValueError, AttributeError):
                 code, message = None, text
-            raise classify(int(code) if code is not None else None, str(message),
-                           f"watch {self.prefix}")
+            raise classify(
+                int(code) if code is not None else None, str(message), f"watch {self.prefix}"
+            )
         with self._lock:
             if self.closed:
                 resp.close()
@@ -210,8 +218,11 @@ class Watch:
         if "error" in message:
             err = message["error"]
             code = err.get("grpc_code", err.get("code"))
-            raise classify(int(code) if code is not None else None, str(err.get("message", "")),
-                           f"watch {self.prefix}")
+            raise classify(
+                int(code) if code is not None else None,
+                str(err.get("message", "")),
+                f"watch {self.prefix}",
+            )
         result = message.get("result") or {}
         revision = int((result.get("header") or {}).get("revision", 0))
         if result.get("canceled"):

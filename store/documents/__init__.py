@@ -41,17 +41,23 @@ from store.documents.metrics import (
     Metric,
     MetricError,
     MetricRef,
+    MetricSpec,
     MetricsProvider,
     MetricsProviderSpec,
-    MetricSpec,
     MetricValue,
     MetricValueStatus,
     ProviderInfo,
 )
 
 Resource = (
-    GlobalMetricsProvider | MetricsProvider | GlobalMetric | Metric | GlobalCloud | Cloud
-    | Cluster | Application
+    GlobalMetricsProvider
+    | MetricsProvider
+    | GlobalMetric
+    | Metric
+    | GlobalCloud
+    | Cloud
+    | Cluster
+    | Application
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {

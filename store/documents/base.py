@@ -48,8 +48,10 @@ class ObjectRef(msgspec.Struct, omit_defaults=True):
     namespace: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else (
-            f"{self.kind} {self.name}"
+        return (
+            f"{self.kind} {self.namespace}/{self.name}"
+            if self.namespace
+            else (f"{self.kind} {self.name}")
         )
 
 

@@ -81,9 +81,7 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     errors: dict[str, str] = {}
 
 
-class ApplicationStatus(
-    msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"
-):
+class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):
     metadata: StatusMeta
     status: ApplicationState
     api: str = "kubernetes"

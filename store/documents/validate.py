@@ -77,8 +77,12 @@ def _metadata(doc: Resource, kind: keys.Kind) -> Iterator[Problem]:
 
 def _provider(doc: MetricsProvider) -> Iterator[Problem]:
     spec = doc.spec
-    sub = {"prometheus": spec.prometheus, "kafka": spec.kafka, "ksql": spec.ksql,
-           "static": spec.static}
+    sub = {
+        "prometheus": spec.prometheus,
+        "kafka": spec.kafka,
+        "ksql": spec.ksql,
+        "static": spec.static,
+    }
     if sub[spec.type] is None and not (spec.type == "ksql" and spec.kafka is not None):
         yield Problem(f"spec.{spec.type}", f"a provider of type {spec.type!r} needs this section")
     for name, value in sub.items():
@@ -87,8 +91,11 @@ def _provider(doc: MetricsProvider) -> Iterator[Problem]:
     if spec.kafka is not None:
         k = spec.kafka
         if k.is_ksql:
-            missing = [f for f in ("url", "table", "comparison_column", "value_column")
-                       if getattr(k, f) is None]
+            missing = [
+                f
+                for f in ("url", "table", "comparison_column", "value_column")
+                if getattr(k, f) is None
+            ]
             if missing:
                 yield Problem(
                     "spec.kafka",
@@ -99,7 +106,8 @@ def _provider(doc: MetricsProvider) -> Iterator[Problem]:
             yield Problem("spec.kafka", "a topic consumer needs both bootstrap_servers and topic")
     intervals = [("spec.poll_interval", spec.poll_interval)] + [
         (f"spec.{n}.poll_interval", getattr(v, "poll_interval", None))
-        for n, v in sub.items() if v is not None
+        for n, v in sub.items()
+        if v is not None
     ]
     for path, interval in intervals:
         if interval is not None and interval <= 0:
@@ -168,7 +176,9 @@ def _application(doc: Application) -> Iterator[Problem]:
         c = spec.constraints.cluster
         yield from _expressions(c.labels, "spec.constraints.cluster.labels", label=True)
         yield from _expressions(c.metrics, "spec.constraints.cluster.metrics", label=False)
-        yield from _custom_resources(c.custom_resources, "spec.constraints.cluster.custom_resources")
+        yield from _custom_resources(
+            c.custom_resources, "spec.constraints.cluster.custom_resources"
+        )
     for i, obj in enumerate(spec.manifest):
         if not obj.get("kind") or not obj.get("apiVersion"):
             yield Problem(f"spec.manifest[{i}]", "a Kubernetes object needs apiVersion and kind")
@@ -182,7 +192,9 @@ def _application(doc: Application) -> Iterator[Problem]:
             yield Problem("spec.placement.clusterNames", "PickFixed needs cluster names")
         for i, t in enumerate(p.topology_spread_constraints):
             if t.max_skew < 1:
-                yield Problem(f"spec.placement.topologySpreadConstraints[{i}].maxSkew", "must be >= 1")
+                yield Problem(
+                    f"spec.placement.topologySpreadConstraints[{i}].maxSkew", "must be >= 1"
+                )
     aff = spec.affinity
     if aff is not None and aff.cluster_affinity is not None:
         ca = aff.cluster_affinity

@@ -1,0 +1,1 @@
+"""The ``berth`` command: one entry point, a subcommand per process or tool."""

@@ -1,0 +1,58 @@
+"""``berth bootstrap FILE|DIR|- ...``: validate everything, then write all or nothing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bootstrap import LoadErrors, load, plan, write
+from cli.etcd_options import open_store
+from store import StoreError
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bootstrap",
+        help="seed etcd from YAML documents (all or nothing)",
+        description="Validate every document of every input, then write them all in "
+        "one go, or nothing. Inputs are files, directories (their .yaml/.yml/.json "
+        "files, recursively) or - for standard input.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="FILE|DIR|-")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing resources (keeping uid and created, bumping generation)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would be written, write nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    def progress(what: str, done: int, total: int) -> None:
+        if not args.quiet:
+            print(f"bootstrap: {what} {done}/{total}", file=sys.stderr, flush=True)
+
+    try:
+        loaded = load(args.inputs)
+        progress("validated", len(loaded), len(loaded))
+        store = open_store(args)
+        planned = plan(store, loaded, force=args.force)
+        if args.dry_run:
+            for p in planned:
+                action = "replace" if p.old else "create"
+                print(f"{action} {p.key} {p.value.decode()}")
+            print(f"bootstrap: dry run, {len(planned)} documents, nothing written",
+                  file=sys.stderr)
+            return 0
+        result = write(store, planned, progress=progress)
+    except LoadErrors as exc:
+        for line in exc.errors:
+            print(f"error: {line}", file=sys.stderr)
+        print(f"bootstrap: {len(exc.errors)} error(s); nothing written", file=sys.stderr)
+        return 1
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"bootstrap: {result.created} created, {result.replaced} replaced "
+          f"(revision {result.revision})", file=sys.stderr)
+    return 0

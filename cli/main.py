@@ -1,0 +1,40 @@
+"""``berth``: subcommands for each process and tool, sharing the etcd options."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from cli import bootstrap_cmd
+from cli.etcd_options import add_etcd_options
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="berth", description="A multi-cluster workload scheduler.")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (bootstrap_cmd,):
+        module.add_parser(sub)
+    for action in sub.choices.values():
+        add_etcd_options(action)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.run(args))
+    except ValueError as exc:  # bad option values (an --etcd URL, half a TLS pair)
+        print(f"berth {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""An informer: a local, always-current copy of one key prefix.
+
+It lists the prefix, then watches from the list's revision + 1; when etcd
+says that revision was compacted it lists again and tells its handlers the
+difference, so they see every change in order and never miss a deletion.
+Values are decoded with the caller's msgspec type (usually a small view
+holding only the fields the caller reads). A value that does not decode is
+logged with its key and skipped; the informer keeps the last good value and
+keeps running.
+
+It knows no resource kind: the prefix and the type are the caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Generic, TypeVar
+
+from prometheus_client import Counter
+
+from store import Compacted, Invalid, Store, StoreError, Watch, WatchEvent, decode
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DECODE_ERRORS = Counter(
+    "berth_informer_decode_errors_total", "Stored values that did not decode", ["prefix"]
+)
+RELISTS = Counter("berth_informer_relists_total", "Lists after compaction or errors", ["prefix"])
+EVENTS = Counter("berth_informer_events_total", "Changes delivered to handlers", ["prefix"])
+
+
+class EventType(Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class Item(Generic[T]):
+    """A decoded value and the revision it was written at."""
+
+    key: str
+    obj: T
+    mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event(Generic[T]):
+    type: EventType
+    key: str
+    obj: T  # the new value; for DELETED, the last known one
+    old: T | None
+    revision: int
+
+
+Handler = Callable[[Event[T]], None]
+
+
+class Informer(Generic[T]):
+    """Keeps ``cache`` equal to the decodable values under ``prefix``."""
+
+    def __init__(
+        self,
+        store: Store,
+        prefix: str,
+        type_: type[T],
+        *,
+        idle_timeout: float = 30.0,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.type = type_
+        self.idle_timeout = idle_timeout
+        self.retry_delay = retry_delay
+        self.handlers: list[Handler[T]] = []
+        self.cache: dict[str, Item[T]] = {}
+        self.revision = 0  # everything up to here has been delivered
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._watch: Watch | None = None
+        self._seen = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    # -- reading --------------------------------------------------------------
+
+    def get(self, key: str) -> T | None:
+        item = self.cache.get(key)
+        return item.obj if item else None
+
+    def items(self) -> list[Item[T]]:
+        return list(self.cache.values())
+
+    def add_handler(self, handler: Handler[T]) -> None:
+        self.handlers.append(handler)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self.synced.wait(timeout)
+
+    def wait_for_revision(self, revision: int, timeout: float) -> bool:
+        """Block until changes up to ``revision`` have been delivered."""
+        deadline = time.monotonic() + timeout
+        with self._seen:
+            while self.revision < revision:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._seen.wait(left)
+        return True
+
+    # -- running --------------------------------------------------------------
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(
+            target=self.run, name=f"informer {self.prefix}", daemon=True
+        )
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def sync(self) -> None:
+        """List the prefix now (the first list, or a relist) and deliver the changes."""
+        self._relist()
+
+    def run(self) -> None:
+        """Watch until stopped; list first if not synced, again after compaction."""
+        while not self._stop.is_set():
+            try:
+                if not self.synced.is_set():
+                    self._relist()
+                self._watch = Watch(
+                    self.store, self.prefix, self.revision + 1, idle_timeout=self.idle_timeout
+                )
+                if self._stop.is_set():
+                    return
+                for batch in self._watch:
+                    for ev in batch.events:
+                        self._apply(ev)
+                    # A batch's header revision can run ahead of events still to
+                    # come (etcd sends a long backlog in parts); only a quiet batch
+                    # (a progress notification) vouches for its header revision.
+                    self._advance(self._watch.next_revision - 1)
+            except Compacted as exc:
+                log.warning("informer %s: %s", self.prefix, exc)
+                self.synced.clear()
+                RELISTS.labels(self.prefix).inc()
+            except StoreError as exc:
+                if self._stop.is_set():
+                    return
+                log.error("informer %s: %s; listing again in %.1fs",
+                          self.prefix, exc, self.retry_delay)
+                self.synced.clear()
+                RELISTS.labels(self.prefix).inc()
+                self._stop.wait(self.retry_delay)
+
+    def _relist(self) -> None:
+        kvs, revision = self.store.list_prefix(self.prefix)
+        seen = set()
+        for kv in kvs:
+            seen.add(kv.key)
+            current = self.cache.get(kv.key)
+            if current is not None and current.mod_revision == kv.mod_revision:
+                continue
+            self._store_value(kv.key, kv.value, kv.mod_revision)
+        for key in [k for k in self.cache if k not in seen]:
+            gone = self.cache.pop(key)
+            self._emit(Event(EventType.DELETED, key, gone.obj, gone.obj, revision))
+        self._advance(revision)
+        self.synced.set()
+
+    def _apply(self, ev: WatchEvent) -> None:
+        if ev.type == "DELETE":
+            gone = self.cache.pop(ev.key, None)
+            if gone is not None:
+                self._emit(Event(EventType.DELETED, ev.key, gone.obj, gone.obj, ev.mod_revision))
+        else:
+            self._store_value(ev.key, ev.value, ev.mod_revision)
+
+    def _store_value(self, key: str, value: bytes, revision: int) -> None:
+        try:
+            obj = decode(value, self.type, key)
+        except Invalid as exc:
+            DECODE_ERRORS.labels(self.prefix).inc()
+            log.error("skipping undecodable value: %s", exc)
+            return
+        old = self.cache.get(key)
+        self.cache[key] = Item(key, obj, revision)
+        kind = EventType.ADDED if old is None else EventType.MODIFIED
+        self._emit(Event(kind, key, obj, old.obj if old else None, revision))
+
+    def _emit(self, event: Event[T]) -> None:
+        EVENTS.labels(self.prefix).inc()
+        for handler in self.handlers:
+            try:
+                handler(event)
+            except Exception:
+                log.exception(
+                    "informer %s: handler failed on %s %s", self.prefix, event.type.value, event.key
+                )
+
+    def _advance(self, revision: int) -> None:
+        with self._seen:
+            if revision > self.revision:
+                self.revision = revision
+                self._seen.notify_all()

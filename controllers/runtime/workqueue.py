@@ -1,0 +1,195 @@
+"""A work queue of keys: one in flight per key, latest wins, backoff on failure.
+
+Items are keys, not values: a worker reads the current value from an
+informer's cache when it gets to the key, so ten changes to one object while
+it waits are handled once, with the latest value. A key added while it is
+being processed is queued again when the worker says ``done``, never handed
+to a second worker at the same time. Failed keys come back after an
+exponential backoff; ``forget`` resets it.
+
+The clock is injectable so tests need not sleep.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+log = logging.getLogger(__name__)
+K = TypeVar("K", bound=Hashable)
+
+
+class TemporaryError(Exception):
+    """Processing failed but may succeed later: retry after ``delay`` (or backoff)."""
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class PermanentError(Exception):
+    """Processing failed for a reason retrying will not fix: log and drop the key."""
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        *,
+        base_delay: float = 0.05,
+        max_delay: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.clock = clock
+        self._cond = threading.Condition()
+        self._queue: deque[K] = deque()
+        self._queued: set[K] = set()
+        self._processing: set[K] = set()
+        self._dirty: set[K] = set()  # re-added while processing
+        self._delayed: list[tuple[float, int, K]] = []
+        self._seq = itertools.count()
+        self._failures: dict[K, int] = {}
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue) + len(self._delayed)
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` now (a no-op if it is already waiting)."""
+        with self._cond:
+            if self._shutdown:
+                return
+            if key in self._processing:
+                self._dirty.add(key)
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Queue ``key`` once ``delay`` seconds have passed."""
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            if self._shutdown:
+                return
+            heapq.heappush(self._delayed, (self.clock() + delay, next(self._seq), key))
+            self._cond.notify()
+
+    def backoff(self, key: K) -> float:
+        """The delay the next failure of ``key`` would wait."""
+        n = self._failures.get(key, 0)
+        return float(min(self.max_delay, self.base_delay * (2 ** min(n, 30))))
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue ``key`` after its exponential backoff; returns the delay."""
+        with self._cond:
+            delay = self.backoff(key)
+            self._failures[key] = self._failures.get(key, 0) + 1
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset ``key``'s backoff (it succeeded)."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    def get(self, timeout: float | None = None) -> K | None:
+        """The next key to process, or None on shutdown or timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._promote()
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._queued.discard(key)
+                    self._processing.add(key)
+                    return key
+                if self._shutdown:
+                    return None
+                wait = None
+                if self._delayed:
+                    wait = max(0.0, self._delayed[0][0] - self.clock())
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def done(self, key: K) -> None:
+        """The worker finished ``key``; queue it again if it changed meanwhile."""
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                if key not in self._queued:
+                    self._queued.add(key)
+                    self._queue.append(key)
+                    self._cond.notify()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    def _promote(self) -> None:
+        now = self.clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            if key in self._processing:
+                self._dirty.add(key)
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
+
+
+def run_worker(queue: WorkQueue[K], process: Callable[[K], None]) -> None:
+    """Process keys until the queue shuts down; failures are retried with backoff."""
+    while True:
+        key = queue.get()
+        if key is None:
+            return
+        try:
+            process(key)
+        except TemporaryError as exc:
+            if exc.delay is None:
+                delay = queue.add_rate_limited(key)
+            else:
+                delay = exc.delay
+                queue.add_after(key, delay)
+            log.warning("%s: %s; retrying in %.2fs", key, exc, delay)
+        except PermanentError as exc:
+            queue.forget(key)
+            log.error("%s: %s; not retrying", key, exc)
+        except Exception:
+            delay = queue.add_rate_limited(key)
+            log.exception("%s: processing failed; retrying in %.2fs", key, delay)
+        else:
+            queue.forget(key)
+        finally:
+            queue.done(key)
+
+
+def start_workers(
+    queue: WorkQueue[K], process: Callable[[K], None], count: int = 1, name: str = "worker"
+) -> list[threading.Thread]:
+    threads = [
+        threading.Thread(target=run_worker, args=(queue, process), name=f"{name}-{i}", daemon=True)
+        for i in range(count)
+    ]
+    for t in threads:
+        t.start()
+    return threads
