@@ -176,11 +176,9 @@ class Store:
         return found
 
     def revision(self) -> int:
-        """The store's current revision."""
-        reply = self.call(
-            "kv/range", {"key": b64("\0"), "limit": 1, "count_only": True}, "revision"
-        )
-        return int(reply["header"]["revision"])
+        """The store's current revision (read through a key berth may always read)."""
+        body = {"key": b64("/berth/"), "count_only": True}
+        return int(self.call("kv/range", body, "revision")["header"]["revision"])
 
     def list_prefix(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
         """Every key under ``prefix`` as of one revision, and that revision.

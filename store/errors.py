@@ -68,6 +68,8 @@ class Invalid(StoreError):
 _GRPC_UNAVAILABLE = {1, 4, 14}  # canceled, deadline exceeded, unavailable
 _GRPC_UNAUTHORIZED = {7, 16}  # permission denied, unauthenticated
 _GRPC_INVALID = {3, 9, 11}  # invalid argument, failed precondition, out of range
+# etcd reports some auth failures as invalid argument ("user name is empty").
+_AUTH_WORDS = ("auth", "permission denied", "user name is empty", "token")
 
 
 def _gateway_error(text: str | None) -> tuple[int | None, str]:
@@ -93,7 +95,7 @@ def classify(code: int | None, message: str, context: str) -> StoreError:
     """Map a gRPC code and message from etcd to the store error tree."""
     text = f"{context}: {message}" if message else context
     lowered = message.lower()
-    if code in _GRPC_UNAUTHORIZED or "auth" in lowered or "permission denied" in lowered:
+    if code in _GRPC_UNAUTHORIZED or any(w in lowered for w in _AUTH_WORDS):
         return Unauthorized(text)
     if code in _GRPC_UNAVAILABLE or "leader" in lowered or "timed out" in lowered:
         return Unavailable(text)

@@ -142,7 +142,8 @@ class Watch:
         """Open the stream (retrying with backoff while etcd is unreachable)."""
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(Unavailable),
-            wait=tenacity.wait_exponential_jitter(initial=0.1, max=self.max_backoff),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=self.max_backoff)
+            + tenacity.wait_random(0, 0.1),
             stop=lambda _state: self.closed,
             before_sleep=lambda st: log.warning(
                 "watch %s: etcd unreachable (%s); retrying",

@@ -1,0 +1,161 @@
+"""The controller runtime against a real etcd: informers and leader election."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+
+import msgspec
+import pytest
+
+from controllers.runtime import Event, EventType, HealthServer, Informer, LeaderElection
+from store import Put, Store, encode
+
+P = "/berth/v1/things/"
+
+
+class Thing(msgspec.Struct):
+    name: str
+    size: int = 0
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def recorder(informer: Informer[Thing]) -> list[Event[Thing]]:
+    events: list[Event[Thing]] = []
+    informer.add_handler(events.append)
+    return events
+
+
+def test_the_informer_lists_then_follows_changes(store: Store) -> None:
+    store.create(P + "a", encode(Thing("a", 1)))
+    inf = Informer(store, P, Thing, idle_timeout=5)
+    events = recorder(inf)
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        assert [(e.type, e.key) for e in events] == [(EventType.ADDED, P + "a")]
+        rev = store.update(P + "a", encode(Thing("a", 2)), store.get(P + "a").mod_revision)  # type: ignore[union-attr]
+        store.create(P + "b", encode(Thing("b")))
+        store.delete(P + "a")
+        assert inf.wait_for_revision(rev + 2, 10)
+        assert [(e.type, e.key) for e in events[1:]] == [
+            (EventType.MODIFIED, P + "a"), (EventType.ADDED, P + "b"), (EventType.DELETED, P + "a")]
+        assert events[1].old == Thing("a", 1) and events[3].obj == Thing("a", 2)
+        assert set(inf.cache) == {P + "b"}
+    finally:
+        inf.stop()
+
+
+def test_the_informer_skips_garbage_and_keeps_running(store: Store) -> None:
+    inf = Informer(store, P, Thing, idle_timeout=5)
+    events = recorder(inf)
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        store.create(P + "garbage", b"{not json")
+        store.create(P + "wrong-shape", b'{"size": "big"}')
+        rev = store.create(P + "good", encode(Thing("good")))
+        assert inf.wait_for_revision(rev, 10)
+        assert [e.key for e in events] == [P + "good"]
+        assert inf.get(P + "good") == Thing("good")
+    finally:
+        inf.stop()
+
+
+def test_the_informer_relists_after_compaction_and_sees_what_it_missed(store: Store) -> None:
+    keep = store.create(P + "keep", encode(Thing("keep")))
+    store.create(P + "gone", encode(Thing("gone")))
+    inf = Informer(store, P, Thing, idle_timeout=5)
+    events = recorder(inf)
+    inf.sync()  # listed, not yet watching: it will miss what follows
+    del events[:]
+    store.delete(P + "gone")
+    store.update(P + "keep", encode(Thing("keep", 9)), keep)
+    last = store.create(P + "new", encode(Thing("new")))
+    store.compact(last)
+    inf.start()
+    try:
+        wait_until(lambda: len(events) == 3)
+        assert sorted((e.type.value, e.key) for e in events) == [
+            ("ADDED", P + "new"), ("DELETED", P + "gone"), ("MODIFIED", P + "keep")]
+        assert inf.get(P + "keep") == Thing("keep", 9)
+    finally:
+        inf.stop()
+
+
+def test_the_informer_delivers_a_large_batch_in_order(store: Store) -> None:
+    inf = Informer(store, P, Thing, idle_timeout=5)
+    events = recorder(inf)
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        revs = store.commit_chunks([Put(f"{P}{i:05d}", encode(Thing(str(i))))
+                                    for i in range(3000)])
+        assert inf.wait_for_revision(revs[-1], 30)
+        assert [e.key for e in events] == [f"{P}{i:05d}" for i in range(3000)]
+    finally:
+        inf.stop()
+
+
+def test_leadership_moves_within_the_ttl_when_the_leader_dies(store: Store) -> None:
+    ttl = 2
+    first = LeaderElection(store, "testproc", identity="first", ttl=ttl)
+    second = LeaderElection(store, "testproc", identity="second", ttl=ttl)
+    first.start()
+    assert first.leading.wait(5)
+    second.start()
+    time.sleep(ttl)
+    assert not second.is_leader, "two leaders at once"
+    # A crash: the leader stops refreshing its lease but does not revoke it.
+    first._stop.set()
+    died = time.monotonic()
+    assert second.leading.wait(ttl + 3)
+    handover = time.monotonic() - died
+    assert handover <= ttl + 2, f"handover took {handover:.1f}s"
+    second.resign()
+    assert store.get("/berth/v1/leases/testproc") is None
+
+
+def test_resigning_hands_over_at_once(store: Store) -> None:
+    first = LeaderElection(store, "quick", identity="first", ttl=10)
+    second = LeaderElection(store, "quick", identity="second", ttl=10)
+    first.start()
+    assert first.leading.wait(5)
+    second.start()
+    time.sleep(0.5)
+    began = time.monotonic()
+    first.resign()
+    assert second.leading.wait(3)
+    assert time.monotonic() - began < 3
+    assert not first.is_leader
+    second.resign()
+
+
+def test_health_endpoints_report_checks() -> None:
+    ready = threading.Event()
+    server = HealthServer()
+    server.add_liveness("alive", lambda: True)
+    server.add_readiness("synced", ready.is_set)
+    server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        assert urllib.request.urlopen(base + "/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(base + "/readyz")
+        assert err.value.code == 503 and b"synced" in err.value.read()
+        ready.set()
+        assert urllib.request.urlopen(base + "/readyz").status == 200
+        body = urllib.request.urlopen(base + "/metrics").read()
+        assert b"berth_informer_events_total" in body
+    finally:
+        server.stop()

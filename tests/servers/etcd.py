@@ -1,0 +1,237 @@
+"""A real etcd for tests and benchmarks, on free loopback ports.
+
+The binary comes from ``$BERTH_ETCD_BIN`` (a directory holding ``etcd`` and
+``etcdctl``) or from ``scripts/install-etcd.sh`` (built once from source into
+``~/.cache/berth``, falling back to Debian's etcd-server). If neither works and
+a Docker engine is reachable, testcontainers runs etcd's image instead.
+Otherwise the caller gets an error that says how to install etcd.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL = ROOT / "scripts" / "install-etcd.sh"
+HOW = (
+    "etcd is needed: run scripts/install-etcd.sh (builds etcd from source with Go and "
+    "caches it in ~/.cache/berth), or `apt-get install etcd-server`, or set BERTH_ETCD_BIN "
+    "to a directory holding etcd and etcdctl"
+)
+
+
+class ServerUnavailable(RuntimeError):
+    """A real server the tests need could not be started; the message says how to get it."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_bindir: Path | None = None
+
+
+def etcd_bindir() -> Path:
+    """The directory with etcd and etcdctl, building or installing them if needed."""
+    global _bindir
+    if _bindir is not None:
+        return _bindir
+    env = os.environ.get("BERTH_ETCD_BIN")
+    if env:
+        path = Path(env)
+        if not (path / "etcd").exists():
+            raise ServerUnavailable(f"BERTH_ETCD_BIN={env} holds no etcd binary. {HOW}")
+        _bindir = path
+        return path
+    try:
+        out = subprocess.run(["bash", str(INSTALL)], check=True, capture_output=True, text=True,
+                             timeout=1800)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        stderr = getattr(exc, "stderr", "") or ""
+        raise ServerUnavailable(f"{INSTALL.name} failed: {stderr[-2000:]}\n{HOW}") from None
+    _bindir = Path(out.stdout.strip().splitlines()[-1])
+    return _bindir
+
+
+def etcd_version(bindir: Path) -> tuple[int, int]:
+    out = subprocess.run([str(bindir / "etcd"), "--version"], capture_output=True, text=True)
+    first = out.stdout.split("\n", 1)[0]  # "etcd Version: 3.6.16"
+    major, minor = first.rsplit(" ", 1)[-1].split(".")[:2]
+    return int(major), int(minor)
+
+
+@dataclass
+class Tls:
+    """Files for a TLS etcd: CA, server pair, and a client pair (without a CN)."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+
+
+def make_tls(directory: Path) -> Tls:
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate."""
+    d = directory
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/O=berth test CA",
+        "-keyout", "ca.key", "-out", "ca.crt")
+    (d / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, subj in (("server", "/CN=localhost"), ("client", "/O=berth clients")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj,
+            "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.crt")
+    return Tls(str(d / "ca.crt"), str(d / "server.crt"), str(d / "server.key"),
+               str(d / "client.crt"), str(d / "client.key"))
+
+
+class EtcdServer:
+    """One etcd member; ``restart`` keeps its ports and data."""
+
+    def __init__(self, *, tls: Tls | None = None, client_cert_auth: bool = False,
+                 progress_interval: str = "1s", extra: list[str] | None = None) -> None:
+        self.bindir = etcd_bindir()
+        self.tls = tls
+        self.client_cert_auth = client_cert_auth
+        self.progress_interval = progress_interval
+        self.extra = extra or []
+        self.workdir = Path(tempfile.mkdtemp(prefix="berth-etcd-"))
+        self.port = free_port()
+        self.peer_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+
+    def args(self) -> list[str]:
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        notify = ("--watch-progress-notify-interval" if etcd_version(self.bindir) >= (3, 6)
+                  else "--experimental-watch-progress-notify-interval")
+        args = [
+            str(self.bindir / "etcd"), "--name", "default",
+            "--data-dir", str(self.workdir / "data"),
+            "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"default={peer}",
+            f"{notify}={self.progress_interval}", "--log-level", "warn",
+            *self.extra,
+        ]
+        if self.tls:
+            args += ["--cert-file", self.tls.server_cert, "--key-file", self.tls.server_key,
+                     "--trusted-ca-file", self.tls.ca]
+            if self.client_cert_auth:
+                args.append("--client-cert-auth")
+        return args
+
+    def start(self, timeout: float = 30.0) -> EtcdServer:
+        with open(self.workdir / "etcd.log", "ab") as log:  # the child keeps its own copy
+            self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerUnavailable(f"etcd exited at start:\n{self.log_tail()}")
+            if self._healthy():
+                return self
+            time.sleep(0.1)
+        self.kill()
+        raise ServerUnavailable(f"etcd did not become healthy in {timeout}s:\n{self.log_tail()}")
+
+    def _healthy(self) -> bool:
+        ctx = None
+        if self.tls:
+            ctx = ssl.create_default_context(cafile=self.tls.ca)
+            ctx.load_cert_chain(self.tls.client_cert, self.tls.client_key)
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=1, context=ctx) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def log_tail(self, lines: int = 30) -> str:
+        path = self.workdir / "etcd.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if (
+            path.exists()) else ""
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def etcdctl(self, *args: str) -> str:
+        cmd = [str(self.bindir / "etcdctl"), "--endpoints", self.url]
+        if self.tls:
+            cmd += ["--cacert", self.tls.ca, "--cert", self.tls.client_cert,
+                    "--key", self.tls.client_key]
+        out = subprocess.run([*cmd, *args], check=True, capture_output=True, text=True,
+                             timeout=30)
+        return out.stdout
+
+    def cleanup(self) -> None:
+        self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def docker_etcd() -> object | None:
+    """A context manager running etcd in Docker via testcontainers, or None without Docker.
+
+    Entering it yields an object whose ``url`` is the etcd endpoint.
+    """
+    try:
+        import docker  # testcontainers' dependency
+
+        docker.from_env().ping()
+    except Exception:
+        return None
+    from testcontainers.core.container import DockerContainer
+
+    class _Running:
+        def __init__(self) -> None:
+            self.container = (
+                DockerContainer("gcr.io/etcd-development/etcd:v3.6.16")
+                .with_command("etcd --listen-client-urls http://0.0.0.0:2379 "
+                              "--advertise-client-urls http://127.0.0.1:2379 "
+                              "--watch-progress-notify-interval=1s")
+                .with_exposed_ports(2379)
+            )
+            self.url = ""
+
+        def __enter__(self) -> _Running:
+            self.container.start()
+            port = self.container.get_exposed_port(2379)
+            self.url = f"http://{self.container.get_container_host_ip()}:{port}"
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.container.stop()
+
+    return _Running()
