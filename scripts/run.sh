@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# berth's main job on a fresh machine, on a local etcd this command starts:
+# set up, start etcd (data in a temporary directory, or --data-dir DIR),
+# bootstrap the examples of deploy/examples/ (or the files given), and show
+# what was stored at the contract keys. Later issues grow this into the whole
+# suite (scheduler, metrics-cache, propagator).
+#
+#   scripts/run.sh [--keep] [--port N] [--data-dir DIR] [FILE|DIR ...]
+#
+# --keep leaves etcd running (its URL is printed) instead of stopping it.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+source scripts/setup.sh
+
+keep=0; port=23790; data=""; inputs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keep) keep=1 ;;
+    --port) port="$2"; shift ;;
+    --data-dir) data="$2"; shift ;;
+    *) inputs+=("$1") ;;
+  esac
+  shift
+done
+[ ${#inputs[@]} -gt 0 ] || inputs=(deploy/examples)
+[ -n "$data" ] || data="$(mktemp -d -t berth-etcd-XXXX)/data"
+mkdir -p "$data"
+log="$(dirname "$data")/etcd.log"
+
+url="http://127.0.0.1:$port"
+peer="http://127.0.0.1:$((port + 1))"
+echo "run: starting etcd ($BERTH_ETCD_BIN) at $url, data in $data" >&2
+"$BERTH_ETCD_BIN/etcd" --name berth --data-dir "$data" \
+  --listen-client-urls "$url" --advertise-client-urls "$url" \
+  --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+  --initial-cluster "berth=$peer" --log-level warn >"$log" 2>&1 &
+etcd_pid=$!
+if [ "$keep" = 0 ]; then trap 'kill $etcd_pid 2>/dev/null; wait $etcd_pid 2>/dev/null' EXIT; fi
+for _ in $(seq 100); do
+  "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" endpoint health >/dev/null 2>&1 && break
+  kill -0 $etcd_pid 2>/dev/null || {
+    echo "run: etcd did not start (is port $port or $((port + 1)) taken? try --port N):" >&2
+    tail -n 5 "$log" >&2; exit 1; }
+  sleep 0.1
+done
+
+export BERTH_ETCD="$url"
+berth bootstrap --force "${inputs[@]}"
+echo "run: stored under /berth/ (etcdctl get --prefix /berth/ --keys-only):" >&2
+"$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get --prefix /berth/ --keys-only | sed '/^$/d'
+echo "run: one document:" >&2
+"$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get /berth/v1/globalmetrics/heat_demand_zone_1 \
+  --print-value-only 2>/dev/null || true
+if [ "$keep" = 1 ]; then
+  echo "run: etcd keeps running at $url (pid $etcd_pid); export BERTH_ETCD=$url" >&2
+fi

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: set up, lint, type-check, then the
+# unit tests and the integration tests against the real servers the suite
+# starts itself (etcd so far). Extra arguments go to pytest.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+source scripts/setup.sh
+
+echo "== ruff" >&2
+ruff check .
+echo "== mypy" >&2
+mypy
+echo "== pytest" >&2
+python -m pytest -p no:cacheprovider "$@"

@@ -1,0 +1,119 @@
+"""``berth bootstrap`` against a real etcd: all or nothing, --force, --dry-run, scale."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from bootstrap import load, plan, write
+from cli.main import main
+from store import Conflict, Store, StoreError, decode
+from store.documents import Application, GlobalMetric
+from tests.servers.etcd import ROOT, EtcdServer
+
+EXAMPLES = ROOT / "deploy" / "examples"
+
+
+def berth(etcd: EtcdServer, *args: str) -> int:
+    return main(["bootstrap", "--etcd", etcd.url, "--quiet", *args])
+
+
+def metric(name: str, lo: float = 0, hi: float = 1) -> str:
+    return (f"api: core\nkind: GlobalMetric\nmetadata: {{name: {name}}}\n"
+            f"spec: {{min: {lo}, max: {hi}, provider: {{name: p, metric: {name}}}}}\n")
+
+
+def app(name: str, label: str = "location is DE") -> str:
+    return (f"api: kubernetes\nkind: Application\nmetadata: {{name: {name}, namespace: default}}\n"
+            f"spec:\n  constraints:\n    cluster:\n      labels: [{label!r}]\n")
+
+
+def test_the_examples_load_and_read_back_at_the_contract_keys(
+    etcd_server: EtcdServer, store: Store
+) -> None:
+    assert berth(etcd_server, str(EXAMPLES)) == 0
+    kv = store.get("/berth/v1/globalmetrics/heat_demand_zone_1")
+    assert kv is not None
+    doc = decode(kv.value, GlobalMetric, kv.key)
+    assert doc.spec.max == 5.0 and doc.metadata.generation == 1 and doc.metadata.uid
+    assert store.get("/berth/v1/applications/default/web") is not None
+    assert store.get("/berth/v1/clusters/default/dresden-1") is not None
+    assert store.get("/berth/v1/globalclouds/os-dresden") is not None
+    out = etcd_server.etcdctl("get", "--prefix", "/berth/v1/globalmetricsproviders/")
+    lines = out.splitlines()
+    assert json.loads(lines[lines.index("/berth/v1/globalmetricsproviders/kafka_provider") + 1])[
+        "spec"]["kafka"]["table"] == "my_table"
+
+
+def test_one_bad_document_means_nothing_is_written(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "metrics.yaml").write_text(metric("good1") + "---\n" + metric("good2"))
+    (tmp_path / "apps.yaml").write_text(
+        app("ok") + "---\n" + app("fine") + "---\n" + app("bad", "location iz DE"))
+    assert berth(etcd_server, str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert "apps.yaml#3 spec.constraints.cluster.labels[0]: cannot parse 'location iz DE'" in err
+    assert "nothing written" in err
+    assert store.list_prefix("/berth/")[0] == []
+
+
+def test_existing_resources_are_refused_unless_forced(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text(metric("m", 0, 1))
+    assert berth(etcd_server, str(f)) == 0
+    first = decode(store.get("/berth/v1/globalmetrics/m").value, GlobalMetric)  # type: ignore[union-attr]
+    f.write_text(metric("m", 0, 10) + "---\n" + metric("other"))
+    assert berth(etcd_server, str(f)) == 1
+    assert "exists (use --force" in capsys.readouterr().err
+    assert store.get("/berth/v1/globalmetrics/other") is None
+    assert berth(etcd_server, "--force", str(f)) == 0
+    second = decode(store.get("/berth/v1/globalmetrics/m").value, GlobalMetric)  # type: ignore[union-attr]
+    assert second.spec.max == 10
+    assert second.metadata.uid == first.metadata.uid
+    assert second.metadata.created == first.metadata.created
+    assert second.metadata.generation == first.metadata.generation + 1
+
+
+def test_dry_run_writes_nothing(
+    etcd_server: EtcdServer, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert berth(etcd_server, "--dry-run", str(EXAMPLES / "metrics.yaml")) == 0
+    out = capsys.readouterr().out
+    assert "create /berth/v1/globalmetrics/heat_demand_zone_1 {" in out
+    assert store.list_prefix("/berth/")[0] == []
+
+
+def test_a_failing_later_chunk_rolls_back_the_earlier_ones(store: Store, tmp_path: Path) -> None:
+    f = tmp_path / "many.yaml"
+    f.write_text("---\n".join(metric(f"m{i:04d}") for i in range(600)))
+    planned = plan(store, load([str(f)]), force=False)
+    store.create("/berth/v1/globalmetrics/m0500", b"{}")  # a racing writer, in chunk 4 of 5
+    with pytest.raises(StoreError, match="m0500 already exists.*nothing was written") as err:
+        write(store, planned)
+    assert isinstance(err.value.__cause__, Conflict)
+    kvs, _ = store.list_prefix("/berth/")
+    assert [kv.key for kv in kvs] == ["/berth/v1/globalmetrics/m0500"]
+
+
+def test_stdin_and_ten_thousand_documents_in_one_call(
+    etcd_server: EtcdServer, store: Store
+) -> None:
+    text = "---\n".join(app(f"app-{i:05d}") for i in range(10_000))
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "bootstrap", "--etcd", etcd_server.url, "-"],
+        input=text, capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "written 10000/10000" in proc.stderr  # progress was shown
+    kvs, _ = store.list_prefix("/berth/v1/applications/default/")
+    assert len(kvs) == 10_000
+    last = msgspec.json.decode(kvs[-1].value, type=Application)
+    assert last.metadata.name == "app-09999"

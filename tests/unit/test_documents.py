@@ -1,0 +1,157 @@
+"""Document types: Krake's YAML loads unchanged; bad documents name their field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+
+from bootstrap.load import LoadErrors, load, to_document
+from store import Invalid, decode, encode
+from store.documents import (
+    Application,
+    ClusterStatus,
+    GlobalMetricsProvider,
+    Header,
+    MetricsProvider,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_examples_are_valid() -> None:
+    loaded = load([str(ROOT / "deploy" / "examples")])
+    kinds = sorted({type(item.doc).__name__ for item in loaded})
+    assert kinds == ["Application", "Cluster", "GlobalCloud", "GlobalMetric",
+                     "GlobalMetricsProvider"]
+
+
+def test_krakes_kafka_provider_is_the_ksql_one() -> None:
+    doc = to_document("x#1", yaml.safe_load("""
+api: core
+kind: GlobalMetricsProvider
+metadata: {name: kafka_provider}
+spec:
+  type: kafka
+  kafka: {comparison_column: c, table: t, url: "http://localhost:8080", value_column: v}
+""")).doc
+    assert isinstance(doc, GlobalMetricsProvider)
+    assert doc.spec.effective_type() == "ksql"
+    topic = msgspec.structs.replace(
+        doc.spec, kafka=msgspec.convert({"bootstrap_servers": "k:9092", "topic": "m"},
+                                        type(doc.spec.kafka)))
+    assert topic.effective_type() == "kafka"
+
+
+def where(text: str) -> str:
+    with pytest.raises(Invalid) as err:
+        to_document("f.yaml#2", yaml.safe_load(text))
+    return str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kind: Pod", "f.yaml#2 kind: 'Pod' is not a kind berth stores"),
+        ("[1, 2]", "f.yaml#2: expected a mapping"),
+        ("kind: GlobalMetric\nmetadata: {name: m}\nspec: {min: 1, max: 1, provider: {name: p, metric: m}}",
+         "f.yaml#2 spec.max: min (1) must be less than max (1)"),
+        ("kind: GlobalMetric\nmetadata: {name: m}\nspec: {min: x, max: 1, provider: {name: p, metric: m}}",
+         "f.yaml#2 spec.min: Expected 'float', got 'str'"),
+        ("kind: GlobalMetric\nmetadata: {name: m}\nspec: {mni: 0, max: 1, provider: {name: p, metric: m}}",
+         "f.yaml#2 spec: Object contains unknown field 'mni'"),
+        ("kind: GlobalMetric\nmetadata: {name: 'a b'}\nspec: {min: 0, max: 1, provider: {name: p, metric: m}}",
+         "f.yaml#2 metadata.name: invalid name 'a b'"),
+        ("kind: GlobalMetric\napi: kubernetes\nmetadata: {name: m}\nspec: {min: 0, max: 1, provider: {name: p, metric: m}}",
+         "f.yaml#2 api: GlobalMetric belongs to api 'core'"),
+        ("kind: GlobalMetricsProvider\nmetadata: {name: p}\nspec: {type: prometheus}",
+         "f.yaml#2 spec.prometheus: a provider of type 'prometheus' needs this section"),
+        ("kind: GlobalMetricsProvider\nmetadata: {name: p}\nspec: {type: kafka, kafka: {url: u}}",
+         "f.yaml#2 spec.kafka: a KSQL table needs table, comparison_column, value_column"),
+        ("kind: GlobalMetricsProvider\nmetadata: {name: p}\nspec: {type: graphite}",
+         "f.yaml#2 spec.type: Invalid enum value 'graphite'"),
+        ("kind: Cluster\nmetadata: {name: c}\nspec: {metrics: [{name: m, weight: -1}]}",
+         "f.yaml#2 spec.metrics[0].weight: must not be negative"),
+        ("kind: Cluster\nmetadata: {name: c}\nspec: {custom_resources: [crontabs]}",
+         "f.yaml#2 spec.custom_resources[0]: 'crontabs' is not a custom resource name"),
+        ("kind: Cluster\nmetadata: {name: c}\nspec: {constraints: {cloud: {metrics: ['x <> 1']}}}",
+         "f.yaml#2 spec.constraints.cloud.metrics[0]: cannot parse 'x <> 1'"),
+        ("kind: Cluster\nmetadata: {name: c}\nspec: {taints: [{key: k, effect: Never}]}",
+         "f.yaml#2 spec.taints[0].effect: Invalid enum value 'Never'"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {constraints: {cluster: {metrics: ['load < lots']}}}",
+         "f.yaml#2 spec.constraints.cluster.metrics[0]: cannot parse 'load < lots'"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {placement: {policy: PickN}}",
+         "f.yaml#2 spec.placement.numberOfClusters: PickN needs a number >= 1"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {placement: {policy: PickFixed}}",
+         "f.yaml#2 spec.placement.clusterNames: PickFixed needs cluster names"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {manifest: [{kind: Service}]}",
+         "f.yaml#2 spec.manifest[0]: a Kubernetes object needs apiVersion and kind"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {affinity: {clusterAffinity: "
+         "{requiredDuringSchedulingIgnoredDuringExecution: [{matchExpressions: "
+         "[{key: cpu, operator: Gt, values: [many]}]}]}}}",
+         "f.yaml#2 spec.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+         ".matchExpressions[0].values: 'many' is not an integer"),
+        ("kind: Application\nmetadata: {name: a, namespace: Bad}\nspec: {}",
+         "f.yaml#2 metadata.namespace: invalid namespace 'Bad'"),
+    ],
+)
+def test_bad_documents_name_the_field(text: str, message: str) -> None:
+    assert message in where(text)
+
+
+def test_namespaced_kinds_default_to_the_default_namespace() -> None:
+    item = to_document("x#1", {"kind": "Application", "metadata": {"name": "a"}, "spec": {}})
+    assert item.key == "/berth/v1/applications/default/a"
+
+
+def test_yaml_errors_name_file_document_and_line(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("kind: GlobalMetric\n---\nkey: [unclosed\n")
+    with pytest.raises(LoadErrors) as err:
+        load([str(tmp_path / "a.yaml")])
+    assert f"{tmp_path / 'a.yaml'}#2 (line 4): invalid YAML" in err.value.errors[0]
+
+
+def test_duplicates_in_the_input_are_errors(tmp_path: Path) -> None:
+    doc = "kind: Application\nmetadata: {name: a}\nspec: {}\n"
+    (tmp_path / "a.yaml").write_text(doc + "---\n" + doc)
+    with pytest.raises(LoadErrors, match="also defined at .*a.yaml#1"):
+        load([str(tmp_path / "a.yaml")])
+
+
+def test_missing_inputs_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(LoadErrors, match="no such file"):
+        load([str(tmp_path / "nope.yaml")])
+    with pytest.raises(LoadErrors, match="no .yaml"):
+        load([str(tmp_path)])
+
+
+def test_documents_round_trip_through_json() -> None:
+    item = load([str(ROOT / "deploy" / "examples" / "applications.yaml")])[0]
+    data = encode(item.doc)
+    assert decode(data, Application) == item.doc
+    header = decode(data, Header)
+    assert (header.kind, header.metadata.name) == ("Application", "web")
+
+
+def test_a_process_decodes_only_what_it_reads() -> None:
+    class AppView(msgspec.Struct):
+        metadata: dict[str, object]
+
+    data = encode(load([str(ROOT / "deploy" / "examples" / "applications.yaml")])[0].doc)
+    assert decode(data, AppView).metadata["name"] == "web"
+
+
+def test_the_minimal_cluster_status_document_decodes() -> None:
+    raw = (b'{"api":"kubernetes","kind":"Cluster","metadata":{"name":"N","namespace":"NS"},'
+           b'"status":{"state":"ONLINE"}}')
+    assert decode(raw, ClusterStatus).status.state == "ONLINE"
+
+
+def test_undecodable_values_name_key_and_field() -> None:
+    with pytest.raises(Invalid, match=r"^/k: spec.type: Expected 'str', got 'int'"):
+        decode(b'{"kind":"MetricsProvider","metadata":{"name":"p"},"spec":{"type":1}}',
+               MetricsProvider, "/k")
+    with pytest.raises(Invalid, match="^/k: "):
+        decode(b"{garbage", MetricsProvider, "/k")

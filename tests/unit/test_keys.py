@@ -1,0 +1,46 @@
+"""The key layout of DESIGN.md, exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from store import keys
+
+
+def test_the_contract_keys() -> None:
+    assert keys.resource_key("GlobalMetric", "heat") == "/berth/v1/globalmetrics/heat"
+    assert keys.resource_key("Cluster", "a", "default") == "/berth/v1/clusters/default/a"
+    assert keys.binding_key("Application", "default", "web") == (
+        "/berth/v1/bindings/applications/default/web")
+    assert keys.status_key("Cluster", "ns", "c") == "/berth/v1/status/clusters/ns/c"
+    assert keys.metric_value_key("heat") == "/berth/v1/metricvalues/globalmetrics/heat"
+    assert keys.metric_value_key("load", "ns") == "/berth/v1/metricvalues/metrics/ns/load"
+    assert keys.lease_key("scheduler") == "/berth/v1/leases/scheduler"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["/berth/v1/globalmetrics/heat", "/berth/v1/clusters/default/a",
+     "/berth/v1/bindings/applications/default/web", "/berth/v1/status/clusters/ns/c",
+     "/berth/v1/metricvalues/metrics/ns/load"],
+)
+def test_keys_parse_back(key: str) -> None:
+    ref = keys.parse_key(key)
+    assert key.endswith(f"{ref.kind.plural}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: keys.resource_key("Cluster", "a"), "namespace is required"),
+        (lambda: keys.resource_key("GlobalMetric", "a", "ns"), "global kind"),
+        (lambda: keys.resource_key("Cluster", "a/b", "ns"), "invalid name"),
+        (lambda: keys.resource_key("Cluster", "a", "Bad_NS"), "invalid namespace"),
+        (lambda: keys.resource_key("Pod", "a", "ns"), "unknown kind"),
+        (lambda: keys.parse_key("/berth/v1/clusters/a"), "namespace/name"),
+        (lambda: keys.parse_key("/other/x"), "not a berth key"),
+    ],
+)
+def test_bad_keys_are_refused(call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises((ValueError, KeyError), match=message):
+        call()

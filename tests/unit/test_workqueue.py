@@ -1,0 +1,94 @@
+"""The work queue: one in flight per key, latest wins, backoff; a fake clock."""
+
+from __future__ import annotations
+
+import threading
+
+from controllers.runtime import PermanentError, TemporaryError, WorkQueue, run_worker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_key_added_many_times_is_processed_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for _ in range(5):
+        q.add("a")
+    q.add("b")
+    assert [q.get(0), q.get(0), q.get(0)] == ["a", "b", None]
+
+
+def test_a_key_is_never_handed_out_twice_at_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    assert q.get(0) == "a"
+    q.add("a")  # changed while being processed
+    assert q.get(0) is None, "handed to a second worker"
+    q.done("a")
+    assert q.get(0) == "a"  # processed again, with the latest state
+    q.done("a")
+    assert q.get(0) is None
+
+
+def test_failures_back_off_exponentially_and_forget_resets() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(base_delay=1, max_delay=5, clock=clock)
+    delays = [q.add_rate_limited("a") for _ in range(5)]
+    assert delays == [1, 2, 4, 5, 5]
+    q.forget("a")
+    assert q.backoff("a") == 1
+
+
+def test_delayed_keys_wait_for_the_clock() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add_after("later", 10)
+    q.add_after("sooner", 5)
+    assert q.get(0) is None
+    clock.now += 5
+    assert q.get(0) == "sooner"
+    clock.now += 5
+    assert q.get(0) == "later"
+
+
+def test_workers_retry_temporary_errors_and_drop_permanent_ones() -> None:
+    q: WorkQueue[str] = WorkQueue(base_delay=0.001)
+    calls: list[str] = []
+    finished = threading.Event()
+
+    def process(key: str) -> None:
+        calls.append(key)
+        if key == "flaky" and calls.count("flaky") < 3:
+            raise TemporaryError("not yet")
+        if key == "broken":
+            raise PermanentError("never")
+        if key == "crash" and calls.count("crash") < 2:
+            raise RuntimeError("bug")
+        if {"flaky", "crash"} <= set(calls) and calls.count("flaky") == 3 and (
+                calls.count("crash") == 2):
+            finished.set()
+
+    for key in ("flaky", "broken", "crash"):
+        q.add(key)
+    worker = threading.Thread(target=run_worker, args=(q, process))
+    worker.start()
+    assert finished.wait(5)
+    q.shutdown()
+    worker.join(5)
+    assert calls.count("broken") == 1
+    assert q.failures("flaky") == 0 and q.failures("crash") == 0
+
+
+def test_shutdown_wakes_waiting_workers() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    got: list[str | None] = []
+    t = threading.Thread(target=lambda: got.append(q.get()))
+    t.start()
+    q.shutdown()
+    t.join(5)
+    assert got == [None]
