@@ -16,6 +16,7 @@ from store.errors import (
     Unauthorized,
     Unavailable,
 )
+from store.lease import KeptLease
 from store.watch import Watch, WatchBatch, WatchEvent
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Delete",
     "EtcdConfig",
     "Invalid",
+    "KeptLease",
     "NotFound",
     "Op",
     "Put",

@@ -13,6 +13,7 @@ from store import (
     Conflict,
     Delete,
     EtcdConfig,
+    KeptLease,
     Put,
     Store,
     Unavailable,
@@ -80,6 +81,15 @@ def test_a_leased_key_vanishes_when_the_lease_is_revoked(store: Store) -> None:
     store.revoke(lease)
     assert store.get(P + "leased") is None
     assert store.keep_alive(lease) == -1
+
+
+def test_a_kept_lease_outlives_its_ttl_and_its_keys_go_with_it(store: Store) -> None:
+    lease = KeptLease(store, 2)
+    store.create(P + "kept", b"v", lease=lease.id)
+    time.sleep(3)  # longer than the TTL: only the keep-alive keeps the key
+    assert store.get(P + "kept") is not None and not lease.lost.is_set()
+    lease.revoke()
+    assert store.get(P + "kept") is None
 
 
 def test_unreachable_etcd_is_unavailable() -> None:
