@@ -43,8 +43,14 @@ class PreferredTerm(CamelStrict):
     preference: ClusterSelectorTerm
 
 
+class ClusterSelector(CamelStrict):
+    """Terms ORed together; the expressions of one term ANDed (seed 001)."""
+
+    cluster_selector_terms: list[ClusterSelectorTerm] = []
+
+
 class ClusterAffinity(CamelStrict):
-    required_during_scheduling_ignored_during_execution: list[ClusterSelectorTerm] = []
+    required_during_scheduling_ignored_during_execution: ClusterSelector | None = None
     preferred_during_scheduling_ignored_during_execution: list[PreferredTerm] = []
 
 

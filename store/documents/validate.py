@@ -199,10 +199,12 @@ def _application(doc: Application) -> Iterator[Problem]:
     if aff is not None and aff.cluster_affinity is not None:
         ca = aff.cluster_affinity
         base = "spec.affinity.clusterAffinity"
-        for i, term in enumerate(ca.required_during_scheduling_ignored_during_execution):
+        required = ca.required_during_scheduling_ignored_during_execution
+        for i, term in enumerate(required.cluster_selector_terms if required else []):
             yield from _match_expressions(
                 term.match_expressions,
-                f"{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}].matchExpressions",
+                f"{base}.requiredDuringSchedulingIgnoredDuringExecution"
+                f".clusterSelectorTerms[{i}].matchExpressions",
             )
         for i, pref in enumerate(ca.preferred_during_scheduling_ignored_during_execution):
             where = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"

@@ -89,10 +89,10 @@ def where(text: str) -> str:
         ("kind: Application\nmetadata: {name: a}\nspec: {manifest: [{kind: Service}]}",
          "f.yaml#2 spec.manifest[0]: a Kubernetes object needs apiVersion and kind"),
         ("kind: Application\nmetadata: {name: a}\nspec: {affinity: {clusterAffinity: "
-         "{requiredDuringSchedulingIgnoredDuringExecution: [{matchExpressions: "
-         "[{key: cpu, operator: Gt, values: [many]}]}]}}}",
-         "f.yaml#2 spec.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
-         ".matchExpressions[0].values: 'many' is not an integer"),
+         "{requiredDuringSchedulingIgnoredDuringExecution: {clusterSelectorTerms: [{matchExpressions: "
+         "[{key: cpu, operator: Gt, values: [many]}]}]}}}}",
+         "f.yaml#2 spec.affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+         ".clusterSelectorTerms[0].matchExpressions[0].values: 'many' is not an integer"),
         ("kind: Application\nmetadata: {name: a, namespace: Bad}\nspec: {}",
          "f.yaml#2 metadata.namespace: invalid namespace 'Bad'"),
     ],
