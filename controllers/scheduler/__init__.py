@@ -1,0 +1,1 @@
+"""berth's scheduler: Krake's placement inside a Kubernetes-style scheduling framework."""

@@ -1,0 +1,227 @@
+"""The scheduler's cache: informers over everything it reads, as a Snapshot.
+
+It never calls a metrics provider or a cluster: metric values come from the
+metrics-cache's keys, cluster health from the propagator's status keys.
+``epoch`` changes whenever a candidate, its status, a metric definition or a
+metric value changes, which is what invalidates the framework's memo.
+
+Decisions written but not yet seen on the watch are *assumed*: kept here by
+the revision they were written at, so the next attempt sees them, until the
+bindings informer delivers that revision.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from controllers.runtime import Event, Informer
+from controllers.scheduler.framework import Candidate, MetricReading, Placed, Ref, Subject
+from controllers.scheduler.framework.types import candidate_key
+from controllers.scheduler.views import (
+    AppView,
+    CloudView,
+    ClusterView,
+    MetricDefView,
+    subject_from_application,
+    subject_from_cluster,
+)
+from store import Store, keys
+from store.documents import Binding, ClusterStatus, MetricRef, MetricValue, Target
+
+log = logging.getLogger(__name__)
+
+
+class Cache:
+    def __init__(self, store: Store, *, idle_timeout: float = 30.0) -> None:
+        def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
+            return Informer(store, prefix, type_, idle_timeout=idle_timeout)
+
+        r = keys.ROOT
+        self.applications: Informer[AppView] = informer(r + "applications/", AppView)
+        self.clusters: Informer[ClusterView] = informer(r + "clusters/", ClusterView)
+        self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
+        self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
+        self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
+        self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
+        self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
+        self.values: Informer[MetricValue] = informer(keys.METRIC_VALUES, MetricValue)
+        self.bindings: Informer[Binding] = informer(keys.BINDINGS, Binding)
+        self.informers: list[Informer] = [  # type: ignore[type-arg]
+            self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
+            self.globalmetrics, self.metrics, self.values, self.bindings,
+        ]
+        self._epoch = 0
+        self._lock = threading.Lock()
+        self._candidates: dict[tuple[str, str | None], tuple[int, list[Candidate]]] = {}
+        self._by_key: dict[str, Candidate] = {}
+        self._by_key_epoch = -1
+        self.assumed: dict[str, tuple[Binding, int]] = {}  # binding key → (doc, revision)
+        for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
+                    self.globalmetrics, self.metrics, self.values):
+            inf.add_handler(self._bump)
+        self.bindings.add_handler(self._binding_seen)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        for inf in self.informers:
+            inf.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return all(inf.wait_synced(timeout) for inf in self.informers)
+
+    def stop(self) -> None:
+        for inf in self.informers:
+            inf.stop()
+
+    def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
+        for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
+                    self.globalmetrics, self.metrics, self.values):
+            inf.add_handler(callback)
+
+    def _bump(self, event: Event[Any]) -> None:
+        with self._lock:
+            self._epoch += 1
+
+    def _binding_seen(self, event: Event[Binding]) -> None:
+        assumed = self.assumed.get(event.key)
+        if assumed is not None and event.revision >= assumed[1]:
+            self.assumed.pop(event.key, None)
+
+    # -- subjects --------------------------------------------------------------
+
+    def subject(self, key: str) -> Subject | None:
+        """The subject stored at ``key`` (an application or a cluster), or None."""
+        if key.startswith(self.applications.prefix):
+            app = self.applications.get(key)
+            return subject_from_application(key, app) if app else None
+        cluster = self.clusters.get(key)
+        return subject_from_cluster(key, cluster) if cluster else None
+
+    def binding(self, subject: Subject) -> tuple[Binding | None, int]:
+        """The subject's Binding as last written (assumed) or seen, and its revision."""
+        key = keys.binding_key(subject.ref.kind, subject.ref.namespace or "", subject.ref.name)
+        assumed = self.assumed.get(key)
+        if assumed is not None:
+            return assumed
+        item = self.bindings.cache.get(key)
+        return (item.obj, item.mod_revision) if item else (None, 0)
+
+    # -- Snapshot ------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def candidates(self, subject: Subject) -> list[Candidate]:
+        ns = subject.ref.namespace
+        epoch = self._epoch
+        hit = self._candidates.get((subject.candidate_kind, ns))
+        if hit is not None and hit[0] == epoch:
+            return hit[1]
+        if subject.candidate_kind == "Cluster":
+            found = [self._cluster(item.obj) for item in self.clusters.items()
+                     if item.obj.metadata.namespace == ns]
+        else:
+            found = [self._cloud("GlobalCloud", item.obj) for item in self.globalclouds.items()]
+            found += [self._cloud("Cloud", item.obj) for item in self.clouds.items()
+                      if item.obj.metadata.namespace == ns]
+        found.sort(key=lambda c: c.key)
+        self._candidates[(subject.candidate_kind, ns)] = (epoch, found)
+        return found
+
+    def candidate_by_key(self, key: str) -> Candidate | None:
+        if self._by_key_epoch != self._epoch:
+            self._by_key = {}
+            self._by_key_epoch = self._epoch
+        found = self._by_key.get(key)
+        if found is None:
+            kind, _, rest = key.partition("/")
+            ns, _, name = rest.rpartition("/")
+            if kind == "Cluster":
+                view = self.clusters.get(keys.resource_key("Cluster", name, ns))
+                found = self._cluster(view) if view else None
+            else:
+                cloud = self.clouds.get(keys.resource_key(kind, name, ns or None)) if (
+                    kind == "Cloud") else self.globalclouds.get(keys.resource_key(kind, name))
+                found = self._cloud(kind, cloud) if cloud else None
+            if found is not None:
+                self._by_key[key] = found
+        return found
+
+    def _cluster(self, view: ClusterView) -> Candidate:
+        m = view.metadata
+        status = self.status.get(keys.status_key("Cluster", m.namespace or "", m.name))
+        state = status.status if status else None
+        return Candidate(
+            ref=Ref("Cluster", m.namespace, m.name),
+            labels=m.labels,
+            metrics=tuple(view.spec.metrics),
+            custom_resources=frozenset(view.spec.custom_resources) | frozenset(
+                state.custom_resources if state else ()),
+            taints=tuple(view.spec.taints),
+            state=state.state if state else "",
+            deleted=m.deleted is not None,
+        )
+
+    def _cloud(self, kind: str, view: CloudView) -> Candidate:
+        m = view.metadata
+        return Candidate(ref=Ref(kind, m.namespace, m.name), labels=m.labels,
+                         metrics=tuple(view.spec.metrics), state="ONLINE",
+                         deleted=m.deleted is not None)
+
+    def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
+        ns = candidate.ref.namespace if ref.namespaced else None
+        if ref.namespaced and not ns:
+            return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
+                                 message="a namespaced metric on a global resource")
+        definition = (self.metrics.get(keys.resource_key("Metric", ref.name, ns)) if ns
+                      else self.globalmetrics.get(keys.resource_key("GlobalMetric", ref.name)))
+        if definition is None:
+            return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
+                                 message=f"no {'Metric' if ns else 'GlobalMetric'} {ref.name}")
+        doc = self.values.get(keys.metric_value_key(ref.name, ns))
+        if doc is None:
+            return MetricReading(ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
+                                 message="no current value (metrics-cache down, or value expired)")
+        v = doc.status
+        if v.error is not None:
+            return MetricReading(ref.name, ref.weight, v.value, reason=v.error.reason,
+                                 message=v.error.message)
+        if v.value is None:
+            return MetricReading(ref.name, ref.weight, reason="INVALID_METRIC",
+                                 message="the value is empty")
+        lo, hi = definition.spec.min, definition.spec.max
+        if not lo < hi:
+            return MetricReading(ref.name, ref.weight, v.value, reason="INVALID_METRIC",
+                                 message=f"min ({lo:g}) is not below max ({hi:g})")
+        normalized = (v.value - lo) / (hi - lo)
+        message = ""
+        if not 0.0 <= normalized <= 1.0:
+            message = f"value {v.value:g} outside [{lo:g}, {hi:g}]; clamped"
+            normalized = min(1.0, max(0.0, normalized))
+        return MetricReading(ref.name, ref.weight, v.value, normalized, message=message)
+
+    def current_targets(self, subject: Subject) -> list[Target]:
+        binding, _ = self.binding(subject)
+        return list(binding.spec.targets) if binding else []
+
+    def placed(self, namespace: str | None) -> list[Placed]:
+        out = []
+        for item in self.bindings.items():
+            b = item.obj
+            ref = b.spec.resource
+            if ref.namespace != namespace or not b.spec.targets or ref.kind != "Application":
+                continue
+            app = self.applications.get(keys.resource_key("Application", ref.name, ref.namespace))
+            if app is None:
+                continue
+            out.append(Placed(Ref(ref.kind, ref.namespace, ref.name), app.metadata.labels,
+                              tuple(Ref(t.kind, t.namespace, t.name) for t in b.spec.targets)))
+        return out
+
+
+__all__ = ["Cache", "candidate_key"]

@@ -1,0 +1,22 @@
+"""CycleState: scratch space the plugins of one scheduling attempt share.
+
+Thrown away after the attempt. Besides free-form ``data`` (keyed by plugin
+name, so plugins never collide), it gathers the explanation: per candidate,
+the score breakdown each plugin reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class CycleState:
+    data: dict[str, Any] = field(default_factory=dict)
+    breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
+    record: bool = True  # False when nobody will read the explanation
+
+    def explain(self, candidate_key: str, plugin: str, detail: Any) -> None:
+        if self.record:
+            self.breakdown.setdefault(candidate_key, {})[plugin] = detail

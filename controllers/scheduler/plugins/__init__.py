@@ -1,0 +1,27 @@
+"""The built-in plugins, one module each, registered by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from controllers.scheduler.framework import Plugin
+from controllers.scheduler.plugins.candidate_online import CandidateOnline
+from controllers.scheduler.plugins.cluster_affinity import ClusterAffinity
+from controllers.scheduler.plugins.cluster_selector import ClusterSelector
+from controllers.scheduler.plugins.custom_resources import CustomResources
+from controllers.scheduler.plugins.default_binder import DefaultBinder
+from controllers.scheduler.plugins.label_constraints import LabelConstraints
+from controllers.scheduler.plugins.metric_constraints import MetricConstraints
+from controllers.scheduler.plugins.metric_score import MetricScore
+from controllers.scheduler.plugins.placement_fixed import PlacementFixed
+from controllers.scheduler.plugins.priority_sort import PrioritySort
+from controllers.scheduler.plugins.taint_toleration import TaintToleration
+
+REGISTRY: dict[str, Callable[..., Plugin]] = {
+    cls.name: cls
+    for cls in (
+        CandidateOnline, ClusterAffinity, ClusterSelector, CustomResources, DefaultBinder,
+        LabelConstraints, MetricConstraints, MetricScore, PlacementFixed, PrioritySort,
+        TaintToleration,
+    )
+}

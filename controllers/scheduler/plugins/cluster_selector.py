@@ -1,0 +1,28 @@
+"""ClusterSelector: every ``clusterSelector`` label must match (seed 001)."""
+
+from __future__ import annotations
+
+from controllers.scheduler.framework import (
+    SUCCESS,
+    Candidate,
+    CycleState,
+    Plugin,
+    Snapshot,
+    Status,
+    Subject,
+    unschedulable,
+)
+
+NAME = "ClusterSelector"
+
+
+class ClusterSelector(Plugin):
+    name = NAME
+    cacheable = True
+
+    def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
+               snapshot: Snapshot) -> Status:
+        for key, value in subject.cluster_selector.items():
+            if candidate.labels.get(key) != value:
+                return unschedulable(f"clusterSelector {key}={value}")
+        return SUCCESS

@@ -1,0 +1,60 @@
+"""MetricConstraints: seed 000's metric constraints, on the current raw value.
+
+The value compared is the metric's raw value as the provider gave it (seed
+000: "the value of a metric") — not Krake's weight times normalised value, which
+surprises its users. A candidate that does not use the metric, or whose
+value is missing, expired or errored, fails the constraint.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from controllers.scheduler.framework import (
+    SKIP,
+    SUCCESS,
+    Candidate,
+    CycleState,
+    Plugin,
+    Snapshot,
+    Status,
+    Subject,
+    unresolvable,
+    unschedulable,
+)
+from store.constraints import ConstraintError, MetricConstraint
+
+NAME = "MetricConstraints"
+
+
+@lru_cache(maxsize=4096)
+def parse(expression: str) -> MetricConstraint:
+    return MetricConstraint.parse(expression)
+
+
+class MetricConstraints(Plugin):
+    name = NAME
+    cacheable = True
+
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        if not subject.metric_constraints:
+            return SKIP
+        try:
+            state.data[NAME] = [parse(e) for e in subject.metric_constraints]
+        except ConstraintError as exc:
+            return unresolvable(f"invalid metric constraint: {exc}")
+        return SUCCESS
+
+    def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
+               snapshot: Snapshot) -> Status:
+        for c in state.data[NAME]:
+            ref = next((m for m in candidate.metrics if m.name == c.metric), None)
+            if ref is None:
+                return unschedulable(f"metric constraint '{c}': no metric {c.metric}")
+            reading = snapshot.metric(candidate, ref)
+            if reading.value is None or reading.reason:
+                why = reading.reason or "no value"
+                return unschedulable(f"metric constraint '{c}': {why}")
+            if not c.matches(reading.value):
+                return unschedulable(f"metric constraint '{c}'")
+        return SUCCESS

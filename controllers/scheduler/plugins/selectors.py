@@ -1,0 +1,46 @@
+"""Label selection shared by the affinity plugins (a helper, not a plugin).
+
+``In``/``NotIn``/``Exists``/``DoesNotExist`` as in Kubernetes (``NotIn`` and
+``DoesNotExist`` hold when the label is absent); ``Gt``/``Lt`` compare the
+label and the single value as integers and fail when either is not one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from store.documents import MatchExpression
+
+
+def expression_matches(e: MatchExpression, labels: Mapping[str, str]) -> bool:
+    value = labels.get(e.key)
+    match e.operator:
+        case "In":
+            return value is not None and value in e.values
+        case "NotIn":
+            return value is None or value not in e.values
+        case "Exists":
+            return value is not None
+        case "DoesNotExist":
+            return value is None
+        case "Gt" | "Lt":
+            try:
+                have, want = int(value or ""), int(e.values[0])
+            except (ValueError, IndexError):
+                return False
+            return have > want if e.operator == "Gt" else have < want
+    return False
+
+
+def selector_matches(match_labels: Mapping[str, str], expressions: Iterable[MatchExpression],
+                     labels: Mapping[str, str]) -> bool:
+    """All of ``match_labels`` and all ``expressions`` hold (an empty selector matches)."""
+    return all(labels.get(k) == v for k, v in match_labels.items()) and all(
+        expression_matches(e, labels) for e in expressions)
+
+
+def describe(match_labels: Mapping[str, str], expressions: Iterable[MatchExpression]) -> str:
+    parts = [f"{k}={v}" for k, v in match_labels.items()]
+    parts += [f"{e.key} {e.operator} ({', '.join(e.values)})" if e.values
+              else f"{e.key} {e.operator}" for e in expressions]
+    return ", ".join(parts) or "{}"

@@ -1,0 +1,285 @@
+"""The scheduler: queue → pre-filter → filter → score → select → reserve → permit → bind.
+
+One generic pipeline for every kind placed: Applications on Clusters, and
+Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
+(``schedulerName``) are left alone; subjects being deleted keep their Binding
+(the propagator cleans up); a Binding whose subject vanished is deleted.
+
+Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
+its status or a metric changes, each placed subject is decided again;
+stickiness keeps it where it is unless another candidate is better by more
+than the stickiness. ``spec.migration: false`` (or Krake's
+``constraints.migration: false``) never moves a placed subject, and
+``placement.ignoredDuringExecution`` keeps feasible targets until the spec
+changes. A Cluster, once placed on a Cloud, stays there (seed 000).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+
+from controllers.runtime import Event, EventType
+from controllers.scheduler.binder import BindingWriter, Write
+from controllers.scheduler.cache import Cache
+from controllers.scheduler.config import SchedulerConfig
+from controllers.scheduler.framework import Code, CycleState, Framework, Subject
+from controllers.scheduler.framework.types import candidate_key
+from controllers.scheduler.plugins import REGISTRY
+from controllers.scheduler.queue import SchedulingQueue
+from controllers.scheduler.selection import explanation, select, summary, targets
+from controllers.scheduler.views import AppView, ClusterView
+from store import Store, keys
+from store.documents import (
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ObjectRef,
+    Target,
+)
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["result"])
+LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
+
+
+def _refs(ts: list[Target]) -> set[tuple[str, str | None, str]]:
+    return {(t.kind, t.namespace, t.name) for t in ts}
+
+
+class Scheduler:
+    def __init__(self, store: Store, config: SchedulerConfig, *,
+                 idle_timeout: float = 30.0) -> None:
+        self.store = store
+        self.config = config
+        self.cache = Cache(store, idle_timeout=idle_timeout)
+        self.framework = Framework(config, REGISTRY, shared={
+            "stickiness_weight": config.stickiness_weight, "submit": self._submit})
+        self.queue = SchedulingQueue(
+            self._sort_key, initial_backoff=config.backoff.initial,
+            max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)
+        self.writer = BindingWriter(store, self.cache, batch=config.bind_batch,
+                                    retry=self.queue.add)
+        self._stop = threading.Event()
+        self._resync = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.cache.applications.add_handler(self._on_subject)
+        self.cache.clusters.add_handler(self._on_subject)
+        self.cache.bindings.add_handler(self._on_binding)
+        self.cache.on_candidates_changed(lambda _e: self._resync.set())
+
+    # -- running -----------------------------------------------------------------
+
+    def start(self, *, sync_timeout: float = 60.0) -> None:
+        self.cache.start()
+        if not self.cache.wait_synced(sync_timeout):
+            raise TimeoutError("the scheduler cache did not sync with etcd")
+        self.writer.start()
+        for target, name in ((self._loop, "scheduling"), (self._resync_loop, "resync")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._resync.set()
+        self.queue.close()
+        for t in self._threads:
+            t.join(timeout=10)
+        self.writer.stop()
+        self.cache.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            key = self.queue.pop()
+            if key is None:
+                continue
+            began = time.perf_counter()
+            try:
+                result = self.schedule_one(key)
+            except Exception:
+                log.exception("%s: scheduling failed", key)
+                ATTEMPTS.labels("error").inc()
+                self.queue.failed(key)
+            else:
+                ATTEMPTS.labels(result).inc()
+            finally:
+                LATENCY.observe(time.perf_counter() - began)
+                self.queue.done(key)
+
+    def _resync_loop(self) -> None:
+        """After candidates or metrics change: flush the waiting, re-decide the placed."""
+        while not self._stop.is_set():
+            self._resync.wait()
+            if self._stop.is_set():
+                return
+            time.sleep(0.1)  # let a burst of changes settle into one pass
+            self._resync.clear()
+            self.queue.move_all_to_active()
+            for item in self.cache.bindings.items():
+                ref = item.obj.spec.resource
+                if item.obj.spec.targets:
+                    self.queue.add(keys.resource_key(ref.kind, ref.name, ref.namespace))
+
+    # -- events --------------------------------------------------------------------
+
+    def _on_subject(self, event: Event[Any]) -> None:
+        obj = event.obj
+        if isinstance(obj, ClusterView) and obj.has_kubeconfig:
+            return  # an existing Kubernetes cluster: a candidate, not a subject
+        if event.type is EventType.DELETED:
+            self.queue.forget(event.key)
+        if isinstance(obj, AppView | ClusterView):
+            self.queue.add(event.key)
+
+    def _on_binding(self, event: Event[Binding]) -> None:
+        if event.type is EventType.DELETED:  # someone removed our decision: decide again
+            ref = event.obj.spec.resource
+            try:
+                self.queue.add(keys.resource_key(ref.kind, ref.name, ref.namespace))
+            except (KeyError, ValueError):
+                log.warning("Binding %s names no valid resource", event.key)
+
+    def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
+        subject = self.cache.subject(key)
+        if subject is None:
+            return (0, enqueued)
+        return self.framework.sort_key(subject, enqueued)
+
+    # -- one attempt ------------------------------------------------------------------
+
+    def schedule_one(self, key: str) -> str:
+        """Decide for the subject at ``key``; returns what happened (for metrics)."""
+        subject = self.cache.subject(key)
+        if subject is None:
+            return self._forget(key)
+        if subject.deleted:
+            return "deleting"
+        if subject.scheduler_name and subject.scheduler_name != self.config.scheduler_name:
+            return "other-scheduler"
+        if subject.ref.kind == "Cluster":
+            view = self.cache.clusters.get(key)
+            if view is None or view.has_kubeconfig:
+                return "not-a-subject"
+        binding, _ = self.cache.binding(subject)
+        current = list(binding.spec.targets) if binding else []
+        if current and not subject.migration:
+            alive = [t for t in current if self._exists(t)]
+            if alive:
+                self._write(subject, binding, alive, "Scheduled",
+                            "migration is disabled: staying on the current targets",
+                            binding.status.explanation if binding else [])
+                return "kept"
+            current = []  # everything it ran on is gone: it has to be placed anew
+
+        state = CycleState()
+        status = self.framework.pre_filter(state, subject, self.cache)
+        if not status.ok:
+            reason = f"{status.plugin}: {status.reason}" if status.reason else str(status)
+            return self._unschedulable(subject, binding, current, reason, [])
+        evaluation = self.framework.evaluate(state, subject, self.cache)
+        if "*" in evaluation.rejected:  # a score plugin failed: retry with backoff
+            self.queue.failed(key)
+            return "error"
+        if not evaluation.ranked:
+            self.framework.post_filter(state, subject, evaluation.rejected)
+            return self._unschedulable(subject, binding, current,
+                                       summary(subject.candidate_kind, evaluation),
+                                       explanation(evaluation, {}, self.config.explain_limit))
+        keep = subject.placement.ignored_during_execution and bool(binding) and (
+            binding.spec.generation == subject.generation if binding else False)
+        chosen = select(subject, evaluation.ranked, current, keep_current=keep)
+        new = targets(chosen)
+        details = self._describe(state, subject, chosen)
+        state.data["decision"] = (
+            summary(subject.candidate_kind, evaluation),
+            explanation(evaluation, details, self.config.explain_limit))
+        status = self.framework.reserve(state, subject, new)
+        if status.ok:
+            status = self.framework.permit(state, subject, new)
+        if status.code is Code.WAIT or not status.ok:
+            self.framework.unreserve(state, subject, new)
+            self.queue.failed(key)
+            return "not-permitted"
+        status = self.framework.bind(state, subject, new)
+        if not status.ok:
+            self.framework.unreserve(state, subject, new)
+            self.queue.failed(key)
+            return "bind-failed"
+        self.queue.succeeded(key)
+        if subject.migration and not subject.placement.ignored_during_execution:
+            self.queue.add_after(key, self.config.reschedule_after)
+        return "scheduled"
+
+    def _describe(self, state: CycleState, subject: Subject,
+                  chosen: list[Any]) -> dict[str, dict[str, Any]]:
+        details: dict[str, dict[str, Any]] = {}
+        for plugin in self.framework.instances.values():
+            describe = getattr(plugin, "describe", None)
+            if describe is None:
+                continue
+            for r in chosen[: self.config.explain_limit]:
+                details.setdefault(r.candidate.key, {}).update(
+                    describe(state, subject, r.candidate, self.cache))
+        return details
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def _submit(self, state: CycleState, subject: Subject, new: list[Target]) -> None:
+        """DefaultBinder's writer: a Binding with ``new`` as targets (if anything changed)."""
+        binding, _ = self.cache.binding(subject)
+        reason, explained = state.data.get("decision", ("", []))
+        self._write(subject, binding, new, "Scheduled", reason, explained)
+
+    def _exists(self, t: Target) -> bool:
+        c = self.cache.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
+        return c is not None and not c.deleted
+
+    def _unschedulable(self, subject: Subject, binding: Binding | None, current: list[Target],
+                       reason: str, explained: list[dict[str, Any]]) -> str:
+        # Keep what runs where it runs: a brief outage of every cluster must not
+        # tear the application down. The reason says it does not fit anymore.
+        self._write(subject, binding, current, "Unschedulable", reason, explained)
+        self.queue.unschedulable_now(subject.key)
+        return "unschedulable"
+
+    def _write(self, subject: Subject, binding: Binding | None, new: list[Target], state: str,
+               reason: str, explained: list[dict[str, Any]]) -> None:
+        ref = subject.ref
+        same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
+        if (binding is not None and same_targets and binding.spec.generation == subject.generation
+                and binding.status.state == state and (
+                    state == "Scheduled" or binding.status.reason == reason)):
+            return  # nothing an observer would see has changed
+        now = datetime.now(UTC)
+        scheduled = binding.spec.scheduled if binding is not None and same_targets else (
+            now if new else None)
+        doc = Binding(
+            metadata=BindingMeta(name=ref.name, namespace=ref.namespace,
+                                 created=binding.metadata.created if binding else now,
+                                 modified=now),
+            spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
+                             generation=subject.generation, targets=new, scheduled=scheduled),
+            status=BindingStatus(state=state, reason=reason, explanation=explained),
+        )
+        bkey = keys.binding_key(ref.kind, ref.namespace or "", ref.name)
+        self.writer.submit(Write(subject.key, bkey, doc))
+
+    def _forget(self, key: str) -> str:
+        self.queue.forget(key)
+        try:
+            ref = keys.parse_key(key)
+        except ValueError:
+            return "gone"
+        bkey = keys.binding_key(ref.kind.name, ref.namespace or "", ref.name)
+        if bkey in self.cache.bindings.cache or bkey in self.cache.assumed:
+            self.writer.submit(Write(key, bkey, None))
+            return "binding-deleted"
+        return "gone"

@@ -1,0 +1,160 @@
+"""The scheduler's views of stored documents: only the fields it reads.
+
+An Application's manifest is never decoded (msgspec skips it without
+building it); a Cluster's kubeconfig is kept as raw bytes, only to know that
+it has one. ``subject_from_*`` turn a view into the framework's Subject —
+the one place where Application and Cluster differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+import msgspec
+
+from controllers.scheduler.framework import Ref, Subject
+from store import keys
+from store.documents import (
+    Affinity,
+    Gang,
+    MetricRef,
+    Placement,
+    Taint,
+    Toleration,
+)
+from store.documents.application import AppConstraints
+from store.documents.infrastructure import ClusterConstraints
+
+
+class Meta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    generation: int = 0
+    created: datetime | None = None
+    deleted: datetime | None = None
+
+
+class AppSpec(msgspec.Struct):
+    constraints: AppConstraints | None = None
+    migration: bool | None = None
+    placement: Placement | None = None
+    cluster_selector: dict[str, str] = msgspec.field(default_factory=dict, name="clusterSelector")
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
+    priority: int = 0
+    gang: Gang | None = None
+
+
+class AppView(msgspec.Struct):
+    metadata: Meta
+    spec: AppSpec = msgspec.field(default_factory=AppSpec)
+
+
+class ClusterSpec(msgspec.Struct):
+    kubeconfig: msgspec.Raw | None = None
+    metrics: list[MetricRef] = []
+    custom_resources: list[str] = []
+    taints: list[Taint] = []
+    constraints: ClusterConstraints | None = None
+
+
+class ClusterView(msgspec.Struct):
+    metadata: Meta
+    spec: ClusterSpec = msgspec.field(default_factory=ClusterSpec)
+
+    @property
+    def has_kubeconfig(self) -> bool:
+        raw = self.spec.kubeconfig
+        return raw is not None and bytes(raw) not in (b"null", b"{}")
+
+
+class CloudSpec(msgspec.Struct):
+    metrics: list[MetricRef] = []
+
+
+class CloudView(msgspec.Struct):
+    metadata: Meta
+    spec: CloudSpec = msgspec.field(default_factory=CloudSpec)
+
+
+class ProviderRef(msgspec.Struct):
+    name: str = ""
+    metric: str = ""
+
+
+class MetricDefSpec(msgspec.Struct):
+    min: float
+    max: float
+    provider: ProviderRef = msgspec.field(default_factory=ProviderRef)
+
+
+class MetricDefView(msgspec.Struct):
+    metadata: Meta
+    spec: MetricDefSpec
+
+
+def _signature(*parts: object) -> bytes:
+    return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
+
+
+def subject_from_application(key: str, app: AppView) -> Subject:
+    s = app.spec
+    c = s.constraints.cluster if s.constraints and s.constraints.cluster else None
+    migration = s.migration if s.migration is not None else (
+        s.constraints.migration if s.constraints and s.constraints.migration is not None
+        else True)
+    placement = s.placement or Placement()
+    subject = Subject(
+        ref=Ref("Application", app.metadata.namespace, app.metadata.name),
+        key=key,
+        candidate_kind="Cluster",
+        generation=app.metadata.generation,
+        labels=app.metadata.labels,
+        created=app.metadata.created.timestamp() if app.metadata.created else 0.0,
+        priority=s.priority,
+        deleted=app.metadata.deleted is not None,
+        scheduler_name=s.scheduler_name,
+        label_constraints=tuple(c.labels) if c else (),
+        metric_constraints=tuple(c.metrics) if c else (),
+        custom_resources=tuple(c.custom_resources) if c else (),
+        cluster_selector=s.cluster_selector,
+        affinity=s.affinity,
+        tolerations=tuple(s.tolerations),
+        placement=placement,
+        migration=migration,
+        gang=s.gang,
+    )
+    subject.signature = _signature(
+        "Cluster", subject.ref.namespace, subject.label_constraints, subject.metric_constraints,
+        subject.custom_resources, s.cluster_selector,
+        s.affinity.cluster_affinity if s.affinity else None, s.tolerations,
+        placement.policy, placement.cluster_names,
+    )
+    return subject
+
+
+def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
+    """A cluster without a kubeconfig, to be placed on a cloud (seed 000)."""
+    cloud = cluster.spec.constraints.cloud if cluster.spec.constraints else None
+    subject = Subject(
+        ref=Ref("Cluster", cluster.metadata.namespace, cluster.metadata.name),
+        key=key,
+        candidate_kind="Cloud",
+        generation=cluster.metadata.generation,
+        labels=cluster.metadata.labels,
+        created=cluster.metadata.created.timestamp() if cluster.metadata.created else 0.0,
+        deleted=cluster.metadata.deleted is not None,
+        label_constraints=tuple(cloud.labels) if cloud else (),
+        metric_constraints=tuple(cloud.metrics) if cloud else (),
+        migration=False,  # a cluster, once placed on a cloud, stays there
+    )
+    subject.signature = _signature("Cloud", subject.ref.namespace, subject.label_constraints,
+                                   subject.metric_constraints)
+    return subject
+
+
+def subject_key_kind(key: str) -> str:
+    return keys.parse_key(key).kind.name
