@@ -1,0 +1,74 @@
+"""A Snapshot in memory, for table-driven plugin and pipeline tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controllers.scheduler.config import SchedulerConfig
+from controllers.scheduler.framework import (
+    Candidate,
+    CycleState,
+    Evaluation,
+    Framework,
+    MetricReading,
+    Placed,
+    Ref,
+    Subject,
+)
+from controllers.scheduler.plugins import REGISTRY
+from controllers.scheduler.selection import select
+from store.documents import MetricRef, Target
+
+
+def cluster(name: str, *, labels: dict[str, str] | None = None, state: str = "ONLINE",
+            metrics: dict[str, float] | None = None, **kw: object) -> Candidate:
+    """A cluster whose metrics are given as {name: weight}."""
+    refs = tuple(MetricRef(m, w) for m, w in (metrics or {}).items())
+    return Candidate(Ref("Cluster", "default", name), labels or {}, refs, state=state,
+                     **kw)  # type: ignore[arg-type]
+
+
+def app(name: str = "app", **kw: object) -> Subject:
+    return Subject(Ref("Application", "default", name), f"/berth/v1/applications/default/{name}",
+                   "Cluster", **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class FakeSnapshot:
+    clusters: list[Candidate]
+    values: dict[tuple[str, str], MetricReading | float] = field(default_factory=dict)
+    targets: dict[str, list[str]] = field(default_factory=dict)  # subject name → cluster names
+    epoch: int = 1
+
+    def candidates(self, subject: Subject) -> list[Candidate]:
+        return [c for c in self.clusters if c.ref.namespace == subject.ref.namespace]
+
+    def candidate_by_key(self, key: str) -> Candidate | None:
+        return next((c for c in self.clusters if c.key == key), None)
+
+    def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
+        v = self.values.get((candidate.ref.name, ref.name))
+        if v is None:
+            return MetricReading(ref.name, ref.weight, reason="MISSING_METRIC_VALUE")
+        if isinstance(v, MetricReading):
+            return v
+        return MetricReading(ref.name, ref.weight, value=v, normalized=v)
+
+    def current_targets(self, subject: Subject) -> list[Target]:
+        return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
+
+    def placed(self, namespace: str | None) -> list[Placed]:
+        return []
+
+
+def evaluate(snapshot: FakeSnapshot, subject: Subject,
+             config: SchedulerConfig | None = None) -> tuple[Evaluation, list[str]]:
+    """Run pre-filter, filter, score and selection; return the evaluation and the chosen."""
+    fw = Framework(config or SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1})
+    state = CycleState()
+    status = fw.pre_filter(state, subject, snapshot)
+    if not status.ok:
+        return Evaluation([], {"*": status}), []
+    ev = fw.evaluate(state, subject, snapshot)
+    chosen = select(subject, ev.ranked, snapshot.current_targets(subject))
+    return ev, [r.candidate.ref.name for r in chosen]
