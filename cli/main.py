@@ -27,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.WARNING)  # one line per request otherwise
     try:
         return int(args.run(args))
     except ValueError as exc:  # bad option values (an --etcd URL, half a TLS pair)

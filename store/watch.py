@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
@@ -35,6 +36,23 @@ from store.client import Store, b64, prefix_end, unb64
 from store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
 
 log = logging.getLogger(__name__)
+
+
+def _interrupt(response: requests.Response) -> None:
+    """Wake a thread blocked reading ``response``.
+
+    ``Response.close()`` would wait for the buffered reader's lock, which the
+    reading thread holds until data arrives; shutting the socket down makes
+    the blocked read return at once.
+    """
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+            return
+        except OSError:
+            pass
+    response.close()
 
 
 class _Idle(Unavailable):
@@ -102,10 +120,11 @@ class Watch:
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        """End the iteration, from any thread, at once."""
         self._closed.set()
         with self._lock:
             if self._response is not None:
-                self._response.close()
+                _interrupt(self._response)
 
     @property
     def closed(self) -> bool:

@@ -123,12 +123,17 @@ class Informer(Generic[T]):
         self._thread.start()
         return self._thread
 
-    def stop(self) -> None:
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop watching; ``wait=False`` returns at once (then call ``join``)."""
         self._stop.set()
         if self._watch is not None:
             self._watch.close()
+        if wait:
+            self.join()
+
+    def join(self, timeout: float = 10.0) -> None:
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=timeout)
 
     def sync(self) -> None:
         """List the prefix now (the first list, or a relist) and deliver the changes."""

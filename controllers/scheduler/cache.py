@@ -75,7 +75,9 @@ class Cache:
 
     def stop(self) -> None:
         for inf in self.informers:
-            inf.stop()
+            inf.stop(wait=False)
+        for inf in self.informers:
+            inf.join()
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status,

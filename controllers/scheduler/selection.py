@@ -85,7 +85,7 @@ def summary(kind: str, evaluation: Evaluation) -> str:
     if not evaluation.rejected:
         return head
     counts = Counter(status.reason or status.code.value for status in evaluation.rejected.values())
-    parts = [f"{n} {reason}" for reason, n in counts.most_common()]
+    parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))]
     return f"{head}: {', '.join(parts)}"
 
 

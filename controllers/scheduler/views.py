@@ -54,7 +54,7 @@ class AppView(msgspec.Struct):
 
 
 class ClusterSpec(msgspec.Struct):
-    kubeconfig: msgspec.Raw | None = None
+    kubeconfig: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
     metrics: list[MetricRef] = []
     custom_resources: list[str] = []
     taints: list[Taint] = []
@@ -67,8 +67,7 @@ class ClusterView(msgspec.Struct):
 
     @property
     def has_kubeconfig(self) -> bool:
-        raw = self.spec.kubeconfig
-        return raw is not None and bytes(raw) not in (b"null", b"{}")
+        return bytes(self.spec.kubeconfig).strip() not in (b"", b"null", b"{}")
 
 
 class CloudSpec(msgspec.Struct):

@@ -1,0 +1,139 @@
+"""Helpers for scheduler tests: documents in etcd, and the real `berth scheduler` process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from store import Store, decode, encode, keys
+from store.documents import Binding, MetricValue, MetricValueStatus, ProviderInfo
+from store.documents.base import Metadata
+from tests.servers.etcd import ROOT
+
+T = TypeVar("T")
+
+
+def put(store: Store, key: str, doc: Any) -> int:
+    """Create or replace ``key`` (guarded by the revision just read)."""
+    data = doc if isinstance(doc, bytes) else encode(doc)
+    current = store.get(key)
+    if current is None:
+        return store.create(key, data)
+    return store.update(key, data, current.mod_revision)
+
+
+def cluster(store: Store, name: str, *, labels: dict[str, str] | None = None,
+            metrics: dict[str, float] | None = None, online: bool = True,
+            namespace: str = "default", kubeconfig: bool = True, **spec: Any) -> None:
+    body: dict[str, Any] = {
+        "api": "kubernetes", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {},
+                     "generation": 1},
+        "spec": {"metrics": [{"name": m, "weight": w} for m, w in (metrics or {}).items()],
+                 **spec},
+    }
+    if kubeconfig:
+        body["spec"]["kubeconfig"] = {"apiVersion": "v1", "kind": "Config"}
+    put(store, keys.resource_key("Cluster", name, namespace), msgspec.json.encode(body))
+    if online:
+        set_state(store, name, "ONLINE", namespace)
+
+
+def set_state(store: Store, name: str, state: str, namespace: str = "default") -> None:
+    raw = (f'{{"api":"kubernetes","kind":"Cluster","metadata":{{"name":"{name}",'
+           f'"namespace":"{namespace}"}},"status":{{"state":"{state}"}}}}').encode()
+    put(store, keys.status_key("Cluster", namespace, name), raw)
+
+
+def metric(store: Store, name: str, lo: float = 0.0, hi: float = 1.0) -> None:
+    body = {"api": "core", "kind": "GlobalMetric", "metadata": {"name": name},
+            "spec": {"min": lo, "max": hi, "provider": {"name": "static", "metric": name}}}
+    put(store, keys.resource_key("GlobalMetric", name), msgspec.json.encode(body))
+
+
+def value(store: Store, name: str, v: float, lo: float = 0.0, hi: float = 1.0) -> int:
+    """Write a metric value as the metrics-cache would."""
+    doc = MetricValue(Metadata(name=name), MetricValueStatus(
+        value=v, normalized=min(1.0, max(0.0, (v - lo) / (hi - lo))),
+        observed=datetime.now(UTC), provider=ProviderInfo("static", "static")))
+    return put(store, keys.metric_value_key(name), doc)
+
+
+def application(store: Store, name: str, *, namespace: str = "default",
+                labels: dict[str, str] | None = None, generation: int = 1,
+                **spec: Any) -> int:
+    body = {"api": "kubernetes", "kind": "Application",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {},
+                         "generation": generation},
+            "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": name}}], **spec}}
+    return put(store, keys.resource_key("Application", name, namespace),
+               msgspec.json.encode(body))
+
+
+def binding(store: Store, name: str, namespace: str = "default",
+            kind: str = "Application") -> Binding | None:
+    kv = store.get(keys.binding_key(kind, namespace, name))
+    return decode(kv.value, Binding, kv.key) if kv else None
+
+
+def wait_for(get: Callable[[], T | None], check: Callable[[T], bool] = lambda _: True,
+             timeout: float = 15.0) -> T:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = get()
+        if last is not None and check(last):
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"not reached within {timeout}s; last: {last!r}")
+
+
+def targets(b: Binding) -> list[str]:
+    return [t.name for t in b.spec.targets]
+
+
+class SchedulerProcess:
+    """``berth scheduler`` in a child process, on the test etcd."""
+
+    def __init__(self, url: str, workdir: Path, *, config: str = "", name: str = "s") -> None:
+        self.log = workdir / f"scheduler-{name}.log"
+        self.args = [sys.executable, "-m", "cli.main", "--log-level", "DEBUG", "scheduler",
+                     "--etcd", url, "--http", "127.0.0.1:0", "--lease-ttl", "2"]
+        if config:
+            path = workdir / f"scheduler-{name}.yaml"
+            path.write_text(config)
+            self.args += ["--config", str(path)]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SchedulerProcess:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
+                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return self
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                return self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode if self.proc else 0
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -1,0 +1,167 @@
+"""The real `berth scheduler` process against a real etcd."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store import Put, Store, encode, keys
+from store.documents import Binding
+from tests.integration.scheduler_env import (
+    SchedulerProcess,
+    application,
+    binding,
+    cluster,
+    metric,
+    put,
+    set_state,
+    targets,
+    value,
+    wait_for,
+)
+from tests.servers.etcd import EtcdServer
+
+
+def scheduled(store: Store, name: str) -> Binding:
+    return wait_for(lambda: binding(store, name), lambda b: b.status.state == "Scheduled")
+
+
+@pytest.fixture
+def scheduler(etcd_server: EtcdServer, store: Store, tmp_path: Path) -> Iterator[SchedulerProcess]:
+    proc = SchedulerProcess(etcd_server.url, tmp_path).start()
+    yield proc
+    proc.stop()
+    print(proc.output()[-3000:])
+
+
+def test_an_application_is_bound_to_the_cluster_that_fits(
+    store: Store, scheduler: SchedulerProcess
+) -> None:
+    cluster(store, "de", labels={"location": "DE"})
+    cluster(store, "fr", labels={"location": "FR"})
+    application(store, "web", constraints={"cluster": {"labels": ["location is DE"]}})
+    b = wait_for(lambda: binding(store, "web"), lambda b: b.status.state == "Scheduled")
+    assert targets(b) == ["de"]
+    assert b.spec.generation == 1 and b.status.state == "Scheduled"
+    assert b.spec.resource.kind == "Application" and b.spec.scheduled is not None
+    assert b.status.reason == "1/2 clusters are available: 1 label constraint 'location == DE'"
+    rejected = [e for e in b.status.explanation if "rejected_by" in e]
+    assert rejected == [{"candidate": "Cluster/default/fr", "rejected_by": "LabelConstraints",
+                         "reason": "label constraint 'location == DE'"}]
+
+
+def test_a_better_metric_moves_the_application_and_stickiness_holds_small_changes(
+    store: Store, scheduler: SchedulerProcess
+) -> None:
+    metric(store, "heat_a")
+    metric(store, "heat_b")
+    value(store, "heat_a", 0.75)
+    value(store, "heat_b", 0.75)
+    cluster(store, "a", metrics={"heat_a": 1.0})
+    cluster(store, "b", metrics={"heat_b": 1.0})
+    application(store, "app")
+    first = scheduled(store, "app")
+    here = targets(first)[0]
+    there = "b" if here == "a" else "a"
+    assert first.spec.targets[0].score == pytest.approx(0.75)
+    # Better, but by less than the stickiness: (0.75 + 0.1) / 1.1 = 0.7727 > 0.77.
+    value(store, f"heat_{there}", 0.77)
+    application(store, "probe")  # placed without stickiness: proves the value was seen
+    assert targets(scheduled(store, "probe")) == [there]
+    assert targets(binding(store, "app")) == [here]  # type: ignore[arg-type]
+    value(store, f"heat_{there}", 0.95)  # better by more than the stickiness
+    moved = wait_for(lambda: binding(store, "app"), lambda b: targets(b) == [there], timeout=10)
+    assert moved.spec.scheduled is not None and moved.spec.scheduled > first.spec.scheduled  # type: ignore[operator]
+
+
+def test_nothing_fits_then_a_cluster_comes_online(store: Store,
+                                                  scheduler: SchedulerProcess) -> None:
+    cluster(store, "late", labels={"tier": "gold"}, online=False)
+    cluster(store, "cheap", labels={"tier": "bronze"})
+    application(store, "gold-app", constraints={"cluster": {"labels": ["tier in (gold)"]}})
+    reason = ("0/2 clusters are available: 1 label constraint 'tier in (gold)', "
+              "1 not ONLINE (no status)")
+    b = wait_for(lambda: binding(store, "gold-app"), lambda b: b.status.reason == reason)
+    assert b.status.state == "Unschedulable" and b.spec.targets == []
+    set_state(store, "late", "ONLINE")
+    b = wait_for(lambda: binding(store, "gold-app"), lambda b: b.status.state == "Scheduled")
+    assert targets(b) == ["late"]
+
+
+def test_an_application_for_another_scheduler_is_left_alone(
+    store: Store, scheduler: SchedulerProcess
+) -> None:
+    cluster(store, "c")
+    application(store, "theirs", schedulerName="someone-else")
+    application(store, "ours")
+    scheduled(store, "ours")
+    assert binding(store, "theirs") is None
+
+
+def test_a_spec_change_is_decided_for_its_generation(
+    store: Store, scheduler: SchedulerProcess
+) -> None:
+    cluster(store, "c")
+    application(store, "app")
+    b1 = scheduled(store, "app")
+    application(store, "app", generation=2, priority=5)
+    b2 = wait_for(lambda: binding(store, "app"), lambda b: b.spec.generation == 2)
+    assert b2.spec.scheduled == b1.spec.scheduled  # same cluster: the decision did not change
+
+
+def test_a_vanished_application_loses_its_binding(store: Store,
+                                                  scheduler: SchedulerProcess) -> None:
+    cluster(store, "c")
+    application(store, "app")
+    scheduled(store, "app")
+    store.delete(keys.resource_key("Application", "app", "default"))
+    wait_for(lambda: binding(store, "app") is None or None, timeout=10)
+
+
+def test_migration_false_never_moves(store: Store, scheduler: SchedulerProcess) -> None:
+    metric(store, "m1")
+    metric(store, "m2")
+    value(store, "m1", 0.9)
+    value(store, "m2", 0.1)
+    cluster(store, "one", metrics={"m1": 1})
+    cluster(store, "two", metrics={"m2": 1})
+    application(store, "pinned", migration=False)
+    assert targets(scheduled(store, "pinned")) == ["one"]
+    value(store, "m1", 0.0)
+    value(store, "m2", 1.0)
+    application(store, "probe")  # a later decision proves the scheduler saw the new values
+    assert targets(scheduled(store, "probe")) == ["two"]
+    assert targets(binding(store, "pinned")) == ["one"]  # type: ignore[arg-type]
+
+
+def test_a_cluster_without_kubeconfig_is_placed_on_a_cloud(
+    store: Store, scheduler: SchedulerProcess
+) -> None:
+    metric(store, "price")
+    value(store, "price", 0.2)
+    for name, labels, metrics in (("os-de", {"location": "DE"}, [{"name": "price", "weight": 1}]),
+                                  ("os-fr", {"location": "FR"}, [])):
+        put(store, keys.resource_key("GlobalCloud", name), encode({
+            "api": "infrastructure", "kind": "GlobalCloud",
+            "metadata": {"name": name, "labels": labels}, "spec": {"metrics": metrics}}))
+    cluster(store, "new-cluster", kubeconfig=False, online=False)
+    b = wait_for(lambda: binding(store, "new-cluster", kind="Cluster"))
+    assert [(t.kind, t.name) for t in b.spec.targets] == [("GlobalCloud", "os-de")]
+    assert binding(store, "de", kind="Cluster") is None
+
+
+def test_a_burst_of_creates_all_get_bindings(store: Store, scheduler: SchedulerProcess) -> None:
+    cluster(store, "c1", labels={"zone": "a"})
+    cluster(store, "c2", labels={"zone": "b"})
+    n = 1000
+    ops = [Put(keys.resource_key("Application", f"burst-{i:04d}", "default"), encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": f"burst-{i:04d}", "namespace": "default", "generation": 1},
+        "spec": {"constraints": {"cluster": {"labels": ["zone in (a, b)"]}}}})) for i in range(n)]
+    store.commit_chunks(ops)
+    prefix = keys.binding_prefix("Application") + "default/"
+    wait_for(lambda: len(store.list_prefix(prefix)[0]) == n or None, timeout=60)
+    kvs, _ = store.list_prefix(prefix)
+    assert sorted(kv.key.rsplit("/", 1)[1] for kv in kvs) == [f"burst-{i:04d}" for i in range(n)]
