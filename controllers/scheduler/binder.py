@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from prometheus_client import Counter, Histogram
 
 from controllers.scheduler.cache import Cache
+from controllers.scheduler.views import BindingView
 from store import Conflict, Delete, Put, Store, StoreError, encode
 from store.documents import Binding
 
@@ -58,7 +59,7 @@ class BindingWriter:
         write.enqueued = time.monotonic()
         with self._cond:
             if write.doc is not None:
-                self.cache.assumed[write.binding_key] = (write.doc, PENDING)
+                self.cache.assumed[write.binding_key] = (BindingView.of(write.doc), PENDING)
             self._pending[write.binding_key] = write  # a newer decision replaces an older one
             self._cond.notify()
 
@@ -150,6 +151,6 @@ class BindingWriter:
             else:
                 self._revisions[w.binding_key] = revision
                 if w.binding_key not in self._pending:  # not superseded meanwhile
-                    self.cache.assumed[w.binding_key] = (w.doc, revision)
+                    self.cache.assumed[w.binding_key] = (BindingView.of(w.doc), revision)
         if self.written is not None:
             self.written(w, revision)

@@ -22,6 +22,7 @@ from controllers.scheduler.framework import Candidate, MetricReading, Placed, Re
 from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.views import (
     AppView,
+    BindingView,
     CloudView,
     ClusterView,
     MetricDefView,
@@ -29,7 +30,7 @@ from controllers.scheduler.views import (
     subject_from_cluster,
 )
 from store import Store, keys
-from store.documents import Binding, ClusterStatus, MetricRef, MetricValue, Target
+from store.documents import ClusterStatus, MetricRef, MetricValue, Target
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Cache:
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
         self.values: Informer[MetricValue] = informer(keys.METRIC_VALUES, MetricValue)
-        self.bindings: Informer[Binding] = informer(keys.BINDINGS, Binding)
+        self.bindings: Informer[BindingView] = informer(keys.BINDINGS, BindingView)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings,
@@ -58,7 +59,7 @@ class Cache:
         self._candidates: dict[tuple[str, str | None], tuple[int, list[Candidate]]] = {}
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
-        self.assumed: dict[str, tuple[Binding, int]] = {}  # binding key → (doc, revision)
+        self.assumed: dict[str, tuple[BindingView, int]] = {}  # binding key → (doc, revision)
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
                     self.globalmetrics, self.metrics, self.values):
             inf.add_handler(self._bump)
@@ -88,7 +89,7 @@ class Cache:
         with self._lock:
             self._epoch += 1
 
-    def _binding_seen(self, event: Event[Binding]) -> None:
+    def _binding_seen(self, event: Event[BindingView]) -> None:
         assumed = self.assumed.get(event.key)
         if assumed is not None and event.revision >= assumed[1]:
             self.assumed.pop(event.key, None)
@@ -103,9 +104,9 @@ class Cache:
         cluster = self.clusters.get(key)
         return subject_from_cluster(key, cluster) if cluster else None
 
-    def binding(self, subject: Subject) -> tuple[Binding | None, int]:
+    def binding(self, subject: Subject) -> tuple[BindingView | None, int]:
         """The subject's Binding as last written (assumed) or seen, and its revision."""
-        key = keys.binding_key(subject.ref.kind, subject.ref.namespace or "", subject.ref.name)
+        key = subject.binding_key
         assumed = self.assumed.get(key)
         if assumed is not None:
             return assumed

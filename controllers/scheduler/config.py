@@ -61,7 +61,7 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     backoff: Backoff = msgspec.field(default_factory=Backoff)
     unschedulable_flush: float = 60.0
     bind_batch: int = 128  # Bindings per etcd transaction
-    explain_limit: int = 20  # candidates kept in a Binding's explanation
+    explain_limit: int = 10  # best and rejected candidates kept in a Binding's explanation
     plugins: dict[str, list[PluginSpec]] = msgspec.field(default_factory=default_plugins)
     extenders: list[Extender] = []
 

@@ -16,6 +16,7 @@ changes. A Cluster, once placed on a Cloud, stays there (seed 000).
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -33,7 +34,7 @@ from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.plugins import REGISTRY
 from controllers.scheduler.queue import SchedulingQueue
 from controllers.scheduler.selection import explanation, select, summary, targets
-from controllers.scheduler.views import AppView, ClusterView
+from controllers.scheduler.views import AppView, BindingView, ClusterView
 from store import Store, keys
 from store.documents import (
     Binding,
@@ -81,6 +82,10 @@ class Scheduler:
         self.cache.start()
         if not self.cache.wait_synced(sync_timeout):
             raise TimeoutError("the scheduler cache did not sync with etcd")
+        # The synced cache is long-lived: keep the collector from rescanning it
+        # (a full collection over a large fleet pauses every thread for 100s of ms).
+        gc.collect()
+        gc.freeze()
         self.writer.start()
         for target, name in ((self._loop, "scheduling"), (self._resync_loop, "resync")):
             t = threading.Thread(target=target, name=name, daemon=True)
@@ -139,7 +144,7 @@ class Scheduler:
         if isinstance(obj, AppView | ClusterView):
             self.queue.add(event.key)
 
-    def _on_binding(self, event: Event[Binding]) -> None:
+    def _on_binding(self, event: Event[BindingView]) -> None:
         if event.type is EventType.DELETED:  # someone removed our decision: decide again
             ref = event.obj.spec.resource
             try:
@@ -174,8 +179,7 @@ class Scheduler:
             alive = [t for t in current if self._exists(t)]
             if alive:
                 self._write(subject, binding, alive, "Scheduled",
-                            "migration is disabled: staying on the current targets",
-                            binding.status.explanation if binding else [])
+                            "migration is disabled: staying on the current targets", [])
                 return "kept"
             current = []  # everything it ran on is gone: it has to be placed anew
 
@@ -242,7 +246,7 @@ class Scheduler:
         c = self.cache.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
         return c is not None and not c.deleted
 
-    def _unschedulable(self, subject: Subject, binding: Binding | None, current: list[Target],
+    def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
                        reason: str, explained: list[dict[str, Any]]) -> str:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
@@ -250,7 +254,7 @@ class Scheduler:
         self.queue.unschedulable_now(subject.key)
         return "unschedulable"
 
-    def _write(self, subject: Subject, binding: Binding | None, new: list[Target], state: str,
+    def _write(self, subject: Subject, binding: BindingView | None, new: list[Target], state: str,
                reason: str, explained: list[dict[str, Any]]) -> None:
         ref = subject.ref
         same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
@@ -269,8 +273,7 @@ class Scheduler:
                              generation=subject.generation, targets=new, scheduled=scheduled),
             status=BindingStatus(state=state, reason=reason, explanation=explained),
         )
-        bkey = keys.binding_key(ref.kind, ref.namespace or "", ref.name)
-        self.writer.submit(Write(subject.key, bkey, doc))
+        self.writer.submit(Write(subject.key, subject.binding_key, doc))
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)

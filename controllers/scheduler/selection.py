@@ -11,13 +11,14 @@ best others.
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from controllers.scheduler.framework import Evaluation, Ranked, Status, Subject
+from controllers.scheduler.framework import Evaluation, Ranked, Subject
 from controllers.scheduler.framework.types import candidate_key
 from store.documents import Target
+
+SAMPLE = 5  # candidate names kept per rejection reason
 
 
 def wanted(subject: Subject, feasible: int) -> int:
@@ -82,31 +83,55 @@ def summary(kind: str, evaluation: Evaluation) -> str:
     """``0/12 clusters are available: 7 label constraint '...', 3 not ONLINE (...)``."""
     noun = {"Cluster": "clusters", "Cloud": "clouds"}.get(kind, kind.lower() + "s")
     head = f"{len(evaluation.ranked)}/{evaluation.considered} {noun} are available"
-    if not evaluation.rejected:
+    if not evaluation.counts:
         return head
-    counts = Counter(status.reason or status.code.value for status in evaluation.rejected.values())
-    parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))]
-    return f"{head}: {', '.join(parts)}"
+    tail = evaluation.derived.get("summary")
+    if tail is None:
+        ordered = sorted(evaluation.counts.items(), key=lambda i: (-i[1], i[0]))
+        tail = evaluation.derived["summary"] = ", ".join(f"{n} {r}" for r, n in ordered)
+    return f"{head}: {tail}"
 
 
 def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
                 limit: int) -> list[dict[str, Any]]:
-    """The best ``limit`` candidates with their breakdown, then up to ``limit`` rejections."""
-    out: list[dict[str, Any]] = []
-    for r in evaluation.ranked[:limit]:
-        entry: dict[str, Any] = {
-            "candidate": r.candidate.key,
-            "score": round(r.score, 9),
-            "scores": {name: round(v, 9) for name, v in r.scores.items()},
-        }
-        if r.tier:
-            entry["tier"] = r.tier
-        entry.update(details.get(r.candidate.key, {}))
-        out.append(entry)
-    for key, status in list(evaluation.rejected.items())[:limit]:
-        out.append(_rejection(key, status))
-    return out
+    """The best ``limit`` candidates with their breakdown, then up to ``limit`` rejections.
+
+    Built once per evaluation (subjects sharing a cached evaluation share it);
+    only the entries that get per-subject ``details`` are copied.
+    """
+    cached: list[dict[str, Any]] | None = evaluation.derived.get(f"explanation:{limit}")
+    if cached is None:
+        cached = [_entry(r) for r in evaluation.ranked[:limit]] + _rejections(evaluation, limit)
+        evaluation.derived[f"explanation:{limit}"] = cached
+    if not details:
+        return cached
+    return [{**e, **details[e["candidate"]]} if e.get("candidate") in details else e
+            for e in cached]
 
 
-def _rejection(key: str, status: Status) -> dict[str, Any]:
-    return {"candidate": key, "rejected_by": status.plugin, "reason": status.reason}
+def _entry(r: Ranked) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "candidate": r.candidate.key,
+        "score": round(r.score, 9),
+        "scores": {name: round(v, 9) for name, v in r.scores.items() if v},
+    }
+    if r.tier:
+        entry["tier"] = r.tier
+    return entry
+
+
+def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
+    """Rejected candidates grouped by plugin and reason, a few names each."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, status in evaluation.rejected.items():
+        group = groups.get((status.plugin, status.reason))
+        if group is None:
+            if len(groups) >= limit:
+                continue
+            group = groups[(status.plugin, status.reason)] = {
+                "rejected_by": status.plugin, "reason": status.reason, "count": 0,
+                "candidates": []}
+        group["count"] += 1
+        if len(group["candidates"]) < SAMPLE:
+            group["candidates"].append(key)
+    return list(groups.values())

@@ -17,6 +17,9 @@ from controllers.scheduler.framework import Ref, Subject
 from store import keys
 from store.documents import (
     Affinity,
+    Binding,
+    BindingMeta,
+    BindingSpec,
     Gang,
     MetricRef,
     Placement,
@@ -93,6 +96,23 @@ class MetricDefSpec(msgspec.Struct):
 class MetricDefView(msgspec.Struct):
     metadata: Meta
     spec: MetricDefSpec
+
+
+class BindingStatusView(msgspec.Struct):
+    state: str = ""
+    reason: str = ""
+
+
+class BindingView(msgspec.Struct):
+    """A Binding without its explanation: what the scheduler reads back (small in memory)."""
+
+    metadata: BindingMeta
+    spec: BindingSpec
+    status: BindingStatusView = msgspec.field(default_factory=BindingStatusView)
+
+    @classmethod
+    def of(cls, doc: Binding) -> BindingView:
+        return cls(doc.metadata, doc.spec, BindingStatusView(doc.status.state, doc.status.reason))
 
 
 def _signature(*parts: object) -> bytes:

@@ -48,8 +48,9 @@ def test_an_application_is_bound_to_the_cluster_that_fits(
     assert b.spec.resource.kind == "Application" and b.spec.scheduled is not None
     assert b.status.reason == "1/2 clusters are available: 1 label constraint 'location == DE'"
     rejected = [e for e in b.status.explanation if "rejected_by" in e]
-    assert rejected == [{"candidate": "Cluster/default/fr", "rejected_by": "LabelConstraints",
-                         "reason": "label constraint 'location == DE'"}]
+    assert rejected == [{"rejected_by": "LabelConstraints", "count": 1,
+                         "reason": "label constraint 'location == DE'",
+                         "candidates": ["Cluster/default/fr"]}]
 
 
 def test_a_better_metric_moves_the_application_and_stickiness_holds_small_changes(

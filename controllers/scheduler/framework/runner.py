@@ -12,7 +12,7 @@ tier, then score. Ties are left for the selection to break at random.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -52,6 +52,12 @@ class Evaluation:
     rejected: dict[str, Status]  # candidate key → the status that rejected it
     considered: int = 0
     index: dict[str, Ranked] = field(default_factory=dict)  # candidate key → entry
+    counts: Counter[str] = field(default_factory=Counter)  # rejection reason → candidates
+    derived: dict[str, Any] = field(default_factory=dict)  # memoized views of this result
+
+    @staticmethod
+    def count(rejected: Mapping[str, Status]) -> Counter[str]:
+        return Counter(s.reason or s.code.value for s in rejected.values())
 
 
 class _PluginScores(Mapping[str, float]):
@@ -109,6 +115,18 @@ class Framework:
                 enabled.append((instance, spec.weight))
             self.points[point] = enabled
         self._memo: OrderedDict[bytes, tuple[int, Evaluation]] = OrderedDict()
+        # What each plugin can do, decided once: isinstance on a Protocol is slow.
+        self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
+        self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
+        self._adjusts = {n for n, p in self.instances.items() if isinstance(p, points.Adjust)}
+        filters = self.points.get("filter", [])
+        scores = self.points.get("score", [])
+        self._static_filters = [p for p, _ in filters if p.cacheable]
+        self._dynamic_filters = [p for p, _ in filters if not p.cacheable]
+        self._static_scores = [(p, w) for p, w in scores if p.cacheable]
+        self._dynamic_scores = [(p, w) for p, w in scores if not p.cacheable]
+        self._adjusters: list[tuple[Any, float]] = [
+            (p, w) for p, w in scores if p.cacheable and p.name in self._adjusts]
 
     def plugins(self, point: str) -> list[Any]:
         return [p for p, _ in self.points.get(point, [])]
@@ -138,13 +156,13 @@ class Framework:
         if base is None:
             base = self._static(state, subject, snapshot, skipped)
             self._remember(subject, snapshot.epoch, base)
-        dynamic_filters = [p for p in self.plugins("filter")
-                           if not p.cacheable and p.name not in skipped]
-        dynamic_scores = [(p, w) for p, w in self.points.get("score", [])
-                          if not p.cacheable and p.name not in skipped]
-        adjusters = [(p, w) for p, w in self.points.get("score", [])
-                     if p.cacheable and isinstance(p, points.Adjust) and p.name not in skipped]
+        dynamic_filters = [p for p in self._dynamic_filters if p.name not in skipped]
+        dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
+        adjusters = [(p, w) for p, w in self._adjusters if p.name not in skipped]
+        if not (dynamic_filters or dynamic_scores or adjusters):
+            return base
         ranked, rejected = base.ranked, base.rejected
+        counts = base.counts
         keep: set[str] | None = None
         if dynamic_filters:
             feasible = [r.candidate for r in ranked]
@@ -152,6 +170,7 @@ class Framework:
             keep = {c.key for c in rest.feasible}
             ranked = [r for r in ranked if r.candidate.key in keep]
             rejected = {**rejected, **rest.rejected}
+            counts = counts + Evaluation.count(rest.rejected)
         overrides: dict[str, Ranked] = {}
         for p, weight in adjusters:
             mine = _PluginScores(base.index, p.name, weight)
@@ -163,6 +182,8 @@ class Framework:
                 new.score += weight * value - new.scores.get(p.name, 0.0)
                 new.scores[p.name] = weight * value
                 overrides[key] = new
+        if not (overrides or dynamic_scores or dynamic_filters):
+            return base
         if overrides or dynamic_scores:
             ranked = [overrides.get(r.candidate.key, r) for r in ranked]
         if dynamic_scores:
@@ -172,23 +193,23 @@ class Framework:
                 return Evaluation([], {"*": status}, base.considered)
         if overrides or dynamic_scores:
             ranked.sort(key=lambda r: r.order, reverse=True)
-        return Evaluation(ranked, rejected, base.considered)
+        return Evaluation(ranked, rejected, base.considered, counts=counts)
 
     def _static(self, state: CycleState, subject: Subject, snapshot: Snapshot,
                 skipped: set[str]) -> Evaluation:
         candidates = snapshot.candidates(subject)
-        filters = [p for p in self.plugins("filter") if p.cacheable and p.name not in skipped]
+        filters = [p for p in self._static_filters if p.name not in skipped]
         result = self._run_filters(state, subject, candidates, snapshot, filters,
                                    limit=self._sample_size(len(candidates)))
         ranked = [Ranked(c, 0, 0.0) for c in result.feasible]
-        scorers = [(p, w) for p, w in self.points.get("score", [])
-                   if p.cacheable and p.name not in skipped]
+        scorers = [(p, w) for p, w in self._static_scores if p.name not in skipped]
         status = self._score(state, subject, ranked, snapshot, scorers)
         if not status.ok:
             return Evaluation([], {"*": status}, len(candidates))
         ranked.sort(key=lambda r: r.order, reverse=True)
         return Evaluation(ranked, result.rejected, len(candidates),
-                          {r.candidate.key: r for r in ranked})
+                          {r.candidate.key: r for r in ranked},
+                          Evaluation.count(result.rejected))
 
     def _score(self, state: CycleState, subject: Subject, ranked: list[Ranked],
                snapshot: Snapshot, scorers: list[tuple[Any, float]]) -> Status:
@@ -196,13 +217,14 @@ class Framework:
             try:
                 raw = {r.candidate.key: p.score(state, subject, r.candidate, snapshot)
                        for r in ranked}
-                if isinstance(p, points.Normalize):
+                if p.name in self._normalizes:
                     p.normalize(state, subject, raw)
+                tiers = p.name in self._tiers
                 for r in ranked:
                     value = weight * raw[r.candidate.key]
                     r.scores[p.name] = value
                     r.score += value
-                    if isinstance(p, points.Tier):
+                    if tiers:
                         r.tier += p.tier(state, subject, r.candidate)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)

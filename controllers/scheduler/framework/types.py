@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from store import keys
 from store.documents import (
     Affinity,
     Gang,
@@ -44,10 +45,10 @@ class Candidate:
     taints: tuple[Taint, ...] = ()
     state: str = ""  # ONLINE, UNHEALTHY, OFFLINE, "" (no status yet)
     deleted: bool = False
+    key: str = field(init=False, default="")
 
-    @property
-    def key(self) -> str:
-        return candidate_key(self.ref.kind, self.ref.namespace, self.ref.name)
+    def __post_init__(self) -> None:
+        self.key = candidate_key(self.ref.kind, self.ref.namespace, self.ref.name)
 
 
 def candidate_key(kind: str, namespace: str | None, name: str) -> str:
@@ -62,6 +63,7 @@ class Subject:
     ref: Ref
     key: str  # the resource's etcd key
     candidate_kind: str  # "Cluster" or "Cloud"
+    binding_key: str = ""  # where its Binding lives; derived from ``key``
     generation: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     created: float = 0.0
@@ -78,6 +80,10 @@ class Subject:
     migration: bool = True
     gang: Gang | None = None
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
+
+    def __post_init__(self) -> None:
+        if not self.binding_key and self.key.startswith(keys.ROOT):
+            self.binding_key = keys.BINDINGS + self.key[len(keys.ROOT):]
 
 
 @dataclass(frozen=True, slots=True)
