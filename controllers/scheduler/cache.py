@@ -213,11 +213,13 @@ class Cache:
         return list(binding.spec.targets) if binding else []
 
     def placed(self, namespace: str | None) -> list[Placed]:
+        """Applications of ``namespace`` with targets, as decided (assumed or seen)."""
+        decided: dict[str, BindingView] = {item.key: item.obj for item in self.bindings.items()}
+        decided.update({k: doc for k, (doc, _) in list(self.assumed.items())})
         out = []
-        for item in self.bindings.items():
-            b = item.obj
+        for b in decided.values():
             ref = b.spec.resource
-            if ref.namespace != namespace or not b.spec.targets or ref.kind != "Application":
+            if ref.kind != "Application" or ref.namespace != namespace or not b.spec.targets:
                 continue
             app = self.applications.get(keys.resource_key("Application", ref.name, ref.namespace))
             if app is None:

@@ -44,11 +44,13 @@ def default_plugins() -> dict[str, list[PluginSpec]]:
     return {
         "queueSort": [p("PrioritySort")],
         "preFilter": [p("PlacementFixed"), p("LabelConstraints"), p("MetricConstraints"),
-                      p("ClusterAffinity")],
+                      p("ClusterAffinity"), p("WorkloadAffinity"), p("TopologySpread")],
         "filter": [p("CandidateOnline"), p("PlacementFixed"), p("LabelConstraints"),
                    p("CustomResources"), p("MetricConstraints"), p("ClusterSelector"),
-                   p("ClusterAffinity"), p("TaintToleration")],
-        "score": [p("MetricScore", 1.0), p("ClusterAffinity", 1.0), p("TaintToleration", 1.0)],
+                   p("ClusterAffinity"), p("TaintToleration"), p("TopologySpread"),
+                   p("WorkloadAffinity")],
+        "score": [p("MetricScore", 1.0), p("ClusterAffinity", 1.0), p("TaintToleration", 1.0),
+                  p("WorkloadAffinity", 1.0)],
         "bind": [p("DefaultBinder")],
     }
 

@@ -70,6 +70,7 @@ class Scheduler:
                                     retry=self.queue.add)
         self._stop = threading.Event()
         self._resync = threading.Event()
+        self._waiting_on_placements: set[str] = set()
         self._threads: list[threading.Thread] = []
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
@@ -145,6 +146,9 @@ class Scheduler:
             self.queue.add(event.key)
 
     def _on_binding(self, event: Event[BindingView]) -> None:
+        # A placement changed: subjects waiting on workload affinity may fit now.
+        if self._waiting_on_placements:
+            self.queue.activate(set(self._waiting_on_placements))
         if event.type is EventType.DELETED:  # someone removed our decision: decide again
             ref = event.obj.spec.resource
             try:
@@ -199,7 +203,8 @@ class Scheduler:
                                        explanation(evaluation, {}, self.config.explain_limit))
         keep = subject.placement.ignored_during_execution and bool(binding) and (
             binding.spec.generation == subject.generation if binding else False)
-        chosen = select(subject, evaluation.ranked, current, keep_current=keep)
+        chosen = select(subject, evaluation.ranked, current, keep_current=keep,
+                        fill=self.framework.selector(state))
         new = targets(chosen)
         details = self._describe(state, subject, chosen)
         state.data["decision"] = (
@@ -218,6 +223,7 @@ class Scheduler:
             self.queue.failed(key)
             return "bind-failed"
         self.queue.succeeded(key)
+        self._waiting_on_placements.discard(key)
         if subject.migration and not subject.placement.ignored_during_execution:
             self.queue.add_after(key, self.config.reschedule_after)
         return "scheduled"
@@ -252,6 +258,9 @@ class Scheduler:
         # tear the application down. The reason says it does not fit anymore.
         self._write(subject, binding, current, "Unschedulable", reason, explained)
         self.queue.unschedulable_now(subject.key)
+        aff = subject.affinity
+        if aff is not None and (aff.workload_affinity or aff.workload_anti_affinity):
+            self._waiting_on_placements.add(subject.key)
         return "unschedulable"
 
     def _write(self, subject: Subject, binding: BindingView | None, new: list[Target], state: str,

@@ -11,7 +11,7 @@ best others.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from controllers.scheduler.framework import Evaluation, Ranked, Subject
@@ -47,8 +47,11 @@ def _tie_groups(ranked: Sequence[Ranked]) -> Iterator[Ranked]:
         i = j
 
 
+Fill = Callable[[Subject, Iterable[Ranked], int, Sequence[Ranked]], list[Ranked]]
+
+
 def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target],
-           *, keep_current: bool = False) -> list[Ranked]:
+           *, keep_current: bool = False, fill: Fill | None = None) -> list[Ranked]:
     """The chosen entries of ``ranked``, best first.
 
     ``keep_current`` keeps every feasible current target (ignoredDuringExecution,
@@ -63,6 +66,10 @@ def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target]
         kept = [r for r in ranked if r.candidate.key in current_keys]
         if keep_current or len(kept) < n:
             chosen = kept[:n]
+    if fill is not None:
+        chosen = fill(subject, _tie_groups(ranked), n, chosen)
+        chosen.sort(key=lambda r: r.order, reverse=True)
+        return chosen
     taken = {r.candidate.key for r in chosen}
     for r in _tie_groups(ranked):
         if len(chosen) >= n:

@@ -150,7 +150,7 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         "Cluster", subject.ref.namespace, subject.label_constraints, subject.metric_constraints,
         subject.custom_resources, s.cluster_selector,
         s.affinity.cluster_affinity if s.affinity else None, s.tolerations,
-        placement.policy, placement.cluster_names,
+        placement.policy, placement.cluster_names, placement.topology_spread_constraints,
     )
     return subject
 

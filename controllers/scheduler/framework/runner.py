@@ -128,6 +128,14 @@ class Framework:
         self._adjusters: list[tuple[Any, float]] = [
             (p, w) for p, w in scores if p.cacheable and p.name in self._adjusts]
 
+    def selector(self, state: CycleState) -> Any:
+        """The first enabled filter plugin that fills selections, unless it skipped."""
+        skipped: set[str] = state.data.get("skip", set())
+        for p in self.plugins("filter"):
+            if callable(getattr(p, "select", None)) and p.name not in skipped:
+                return p.select
+        return None
+
     def plugins(self, point: str) -> list[Any]:
         return [p for p, _ in self.points.get(point, [])]
 

@@ -16,12 +16,14 @@ from controllers.scheduler.plugins.metric_score import MetricScore
 from controllers.scheduler.plugins.placement_fixed import PlacementFixed
 from controllers.scheduler.plugins.priority_sort import PrioritySort
 from controllers.scheduler.plugins.taint_toleration import TaintToleration
+from controllers.scheduler.plugins.topology_spread import TopologySpread
+from controllers.scheduler.plugins.workload_affinity import WorkloadAffinity
 
 REGISTRY: dict[str, Callable[..., Plugin]] = {
     cls.name: cls
     for cls in (
         CandidateOnline, ClusterAffinity, ClusterSelector, CustomResources, DefaultBinder,
         LabelConstraints, MetricConstraints, MetricScore, PlacementFixed, PrioritySort,
-        TaintToleration,
+        TaintToleration, TopologySpread, WorkloadAffinity,
     )
 }

@@ -81,6 +81,16 @@ class SchedulingQueue:
                 self.active.push(key, self.sort_key(key, now))
             self._cond.notify_all()
 
+    def activate(self, keys: set[str]) -> None:
+        """Move these waiting subjects (if still unschedulable) to activeQ."""
+        with self._cond:
+            now = self.clock()
+            for key in keys:
+                if key in self.unschedulable:
+                    self.unschedulable.discard(key)
+                    self.active.push(key, self.sort_key(key, now))
+            self._cond.notify_all()
+
     def forget(self, key: str) -> None:
         """The subject is gone."""
         with self._cond:

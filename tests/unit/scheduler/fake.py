@@ -38,6 +38,7 @@ class FakeSnapshot:
     clusters: list[Candidate]
     values: dict[tuple[str, str], MetricReading | float] = field(default_factory=dict)
     targets: dict[str, list[str]] = field(default_factory=dict)  # subject name → cluster names
+    others: list[Placed] = field(default_factory=list)  # other placed workloads
     epoch: int = 1
 
     def candidates(self, subject: Subject) -> list[Candidate]:
@@ -58,7 +59,7 @@ class FakeSnapshot:
         return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
 
     def placed(self, namespace: str | None) -> list[Placed]:
-        return []
+        return [p for p in self.others if p.ref.namespace == namespace]
 
 
 def evaluate(snapshot: FakeSnapshot, subject: Subject,
@@ -70,5 +71,6 @@ def evaluate(snapshot: FakeSnapshot, subject: Subject,
     if not status.ok:
         return Evaluation([], {"*": status}), []
     ev = fw.evaluate(state, subject, snapshot)
-    chosen = select(subject, ev.ranked, snapshot.current_targets(subject))
+    chosen = select(subject, ev.ranked, snapshot.current_targets(subject),
+                    fill=fw.selector(state))
     return ev, [r.candidate.ref.name for r in chosen]

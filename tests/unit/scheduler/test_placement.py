@@ -171,3 +171,87 @@ def test_the_configuration_refuses_nonsense(tmp_path) -> None:  # type: ignore[n
     bad.write_text("reschedule_afterr: 5\n")
     with pytest.raises(ValueError, match="unknown field 'reschedule_afterr'"):
         load_config(str(bad))
+
+
+def workload_affinity(kind: str, required: list[dict[str, object]] | None = None,
+                      preferred: list[dict[str, object]] | None = None) -> Affinity:
+    body: dict[str, object] = {}
+    if required is not None:
+        body["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    if preferred is not None:
+        body["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return msgspec.convert({kind: body}, Affinity)
+
+
+def zoned() -> FakeSnapshot:
+    from controllers.scheduler.framework import Placed, Ref
+
+    snap = FakeSnapshot([cluster("a1", labels={"zone": "a"}), cluster("a2", labels={"zone": "a"}),
+                         cluster("b1", labels={"zone": "b"}), cluster("nozone")])
+    snap.others = [Placed(Ref("Application", "default", "backend"), {"app": "backend"},
+                          (Ref("Cluster", "default", "a1"),))]
+    return snap
+
+
+BACKEND = {"labelSelector": {"matchLabels": {"app": "backend"}}, "topologyKey": "zone"}
+
+
+def test_required_workload_affinity_follows_the_backend_into_its_zone() -> None:
+    ev, _ = evaluate(zoned(), app(affinity=workload_affinity("workloadAffinity", [BACKEND]),
+                                  placement=Placement(policy="PickAll")))
+    assert {r.candidate.ref.name for r in ev.ranked} == {"a1", "a2"}
+
+
+def test_required_workload_anti_affinity_avoids_the_backends_zone() -> None:
+    ev, _ = evaluate(zoned(), app(affinity=workload_affinity("workloadAntiAffinity", [BACKEND]),
+                                  placement=Placement(policy="PickAll")))
+    assert {r.candidate.ref.name for r in ev.ranked} == {"b1", "nozone"}
+
+
+def test_the_first_of_a_group_may_land_anywhere() -> None:
+    snap = zoned()
+    snap.others = []
+    me = app(labels={"app": "backend"}, placement=Placement(policy="PickAll"),
+             affinity=workload_affinity("workloadAffinity", [BACKEND]))
+    ev, _ = evaluate(snap, me)
+    assert {r.candidate.ref.name for r in ev.ranked} == {"a1", "a2", "b1"}  # not "nozone"
+
+
+def test_preferred_workload_affinity_and_anti_affinity_score() -> None:
+    pref = [{"weight": 2, "workloadAffinityTerm": BACKEND}]
+    _, chosen = evaluate(zoned(), app(affinity=workload_affinity("workloadAffinity", preferred=pref)))
+    assert chosen[0] in ("a1", "a2")
+    ev, _ = evaluate(zoned(), app(affinity=workload_affinity("workloadAntiAffinity",
+                                                             preferred=pref)))
+    assert ev.ranked[-1].candidate.labels.get("zone") == "a"
+    assert ev.ranked[-1].score == pytest.approx(-1.0)
+
+
+def spread(policy: Placement) -> list[str]:
+    snap = FakeSnapshot(
+        [cluster(f"{z}{i}", labels={"region": z}, metrics=M) for z in "ab" for i in range(3)]
+        + [cluster("c0", labels={"region": "c"}, metrics=M), cluster("none", metrics=M)],
+        {(f"{z}{i}", "heat"): (0.9 if z == "a" else 0.5) - i / 100 for z in "ab"
+         for i in range(3)} | {("c0", "heat"): 0.1, ("none", "heat"): 0.95})
+    return sorted(evaluate(snap, app(placement=policy))[1])
+
+
+def test_topology_spread_keeps_the_skew_of_a_pick_n() -> None:
+    from store.documents import TopologySpreadConstraint as T
+
+    hard = Placement(policy="PickN", number_of_clusters=3,
+                     topology_spread_constraints=[T(1, "region")])
+    assert spread(hard) == ["a0", "b0", "c0"]  # one per region, not the three best ("a*")
+    loose = Placement(policy="PickN", number_of_clusters=4,
+                      topology_spread_constraints=[T(2, "region")])
+    assert spread(loose) == ["a0", "a1", "b0", "b1"]  # a:2 b:2 c:0 is a skew of 2
+    soft = Placement(policy="PickN", number_of_clusters=3,
+                     topology_spread_constraints=[T(1, "region", "ScheduleAnyway")])
+    assert "none" in spread(soft)  # unlabelled clusters stay eligible when soft
+
+
+def test_topology_spread_stops_short_rather_than_break_a_hard_skew() -> None:
+    from store.documents import TopologySpreadConstraint as T
+
+    p = Placement(policy="PickN", number_of_clusters=6, topology_spread_constraints=[T(1, "region")])
+    assert spread(p) == ["a0", "a1", "b0", "b1", "c0"]  # a sixth would make a skew of 2

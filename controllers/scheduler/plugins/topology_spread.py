@@ -1,0 +1,90 @@
+"""TopologySpread: spread a multi-cluster placement across topology domains (seeds 002, 003).
+
+For ``topologySpreadConstraints`` ``{maxSkew, topologyKey, whenUnsatisfiable}``
+the clusters a PickN/PickAll placement chooses are spread over the values of
+the ``topologyKey`` cluster label so that, counting the chosen clusters per
+domain, ``max - min <= maxSkew`` (min over every domain a feasible cluster
+is in). Batch mode: the clusters are picked greedily from the one ranking,
+best first, skipping those that would break a constraint.
+
+``DoNotSchedule``: clusters without the label are filtered out, and the
+placement stops short rather than break the skew. ``ScheduleAnyway``: a
+preference; when no cluster keeps the skew, the best remaining one is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from controllers.scheduler.framework import (
+    SKIP,
+    SUCCESS,
+    Candidate,
+    CycleState,
+    Plugin,
+    Ranked,
+    Snapshot,
+    Status,
+    Subject,
+    unschedulable,
+)
+
+NAME = "TopologySpread"
+
+
+class TopologySpread(Plugin):
+    name = NAME
+    cacheable = True  # the constraints are part of the subject's signature
+
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        return SUCCESS if subject.placement.topology_spread_constraints else SKIP
+
+    def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
+               snapshot: Snapshot) -> Status:
+        for c in subject.placement.topology_spread_constraints:
+            if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key not in candidate.labels:
+                return unschedulable(f"topology spread: no label {c.topology_key}")
+        return SUCCESS
+
+    def select(self, subject: Subject, ordered: Iterable[Ranked], n: int,
+               chosen: Sequence[Ranked]) -> list[Ranked]:
+        """Fill ``chosen`` up to ``n`` from ``ordered`` (best first), keeping the spread."""
+        constraints = subject.placement.topology_spread_constraints
+        if not constraints:
+            return list(chosen)
+        pool = list(ordered)
+        picked = list(chosen)
+        taken = {r.candidate.key for r in picked}
+        domains = {c.topology_key: {r.candidate.labels[c.topology_key] for r in pool
+                                    if c.topology_key in r.candidate.labels}
+                   for c in constraints}
+
+        def skew_ok(r: Ranked, *, hard_only: bool) -> bool:
+            for c in constraints:
+                if hard_only and c.when_unsatisfiable != "DoNotSchedule":
+                    continue
+                value = r.candidate.labels.get(c.topology_key)
+                if value is None:
+                    return False
+                counts = dict.fromkeys(domains[c.topology_key], 0)
+                for p in picked:
+                    v = p.candidate.labels.get(c.topology_key)
+                    if v is not None:
+                        counts[v] = counts.get(v, 0) + 1
+                counts[value] = counts.get(value, 0) + 1
+                if max(counts.values()) - min(counts.values()) > c.max_skew:
+                    return False
+            return True
+
+        while len(picked) < n:
+            rest = [r for r in pool if r.candidate.key not in taken]
+            nxt = next((r for r in rest if skew_ok(r, hard_only=False)), None)
+            if nxt is None:
+                nxt = next((r for r in rest if skew_ok(r, hard_only=True)), None) if any(
+                    c.when_unsatisfiable == "DoNotSchedule" for c in constraints) else (
+                    rest[0] if rest else None)
+            if nxt is None:
+                break
+            picked.append(nxt)
+            taken.add(nxt.candidate.key)
+        return picked

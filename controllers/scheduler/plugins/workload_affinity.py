@@ -1,0 +1,128 @@
+"""WorkloadAffinity: affinity and anti-affinity to other workloads (seed 001).
+
+A term selects workloads by their labels (in the subject's namespace unless
+``namespaces`` says otherwise) and names a cluster label as ``topologyKey``:
+"run (or do not run) in a topology domain where such a workload runs".
+
+* required affinity: the candidate's domain must hold a matching workload; a
+  candidate without the topology label fails. As in Kubernetes, if no
+  matching workload runs anywhere and the subject matches its own term, the
+  term holds (the first of a group must land somewhere).
+* required anti-affinity: the candidate's domain must hold none.
+* preferred terms add (affinity) or subtract (anti-affinity) their weight;
+  the score is normalised by the total weight into [-1, 1].
+
+Where workloads run comes from the Bindings, including decisions written but
+not yet seen on the watch, so a burst of subjects sees each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controllers.scheduler.framework import (
+    SKIP,
+    SUCCESS,
+    Candidate,
+    CycleState,
+    Placed,
+    Plugin,
+    Snapshot,
+    Status,
+    Subject,
+    unschedulable,
+)
+from controllers.scheduler.framework.types import candidate_key
+from controllers.scheduler.plugins.selectors import describe, selector_matches
+from store.documents import WorkloadAffinityTerm
+
+NAME = "WorkloadAffinity"
+
+
+@dataclass(slots=True)
+class _Term:
+    term: WorkloadAffinityTerm
+    domains: set[str]  # topology values where a matching workload runs
+    matches_self: bool
+    weight: float = 0.0
+    anti: bool = False
+
+    def label(self) -> str:
+        sel = self.term.label_selector
+        return f"{describe(sel.match_labels, sel.match_expressions)} by {self.term.topology_key}"
+
+
+def _domains(term: WorkloadAffinityTerm, subject: Subject, placed: list[Placed],
+             snapshot: Snapshot) -> set[str]:
+    sel = term.label_selector
+    out: set[str] = set()
+    for p in placed:
+        if p.ref == subject.ref or not selector_matches(sel.match_labels, sel.match_expressions,
+                                                        p.labels):
+            continue
+        for t in p.targets:
+            c = snapshot.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
+            value = c.labels.get(term.topology_key) if c else None
+            if value is not None:
+                out.add(value)
+    return out
+
+
+class WorkloadAffinity(Plugin):
+    name = NAME
+
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        aff = subject.affinity
+        if aff is None or (aff.workload_affinity is None and aff.workload_anti_affinity is None):
+            return SKIP
+        namespaces = {subject.ref.namespace}
+        for group in (aff.workload_affinity, aff.workload_anti_affinity):
+            for t in (group.required_during_scheduling_ignored_during_execution if group else []):
+                namespaces.update(t.namespaces)
+            for w in (group.preferred_during_scheduling_ignored_during_execution if group else []):
+                namespaces.update(w.term.namespaces)
+        placed = [p for ns in namespaces for p in snapshot.placed(ns)]
+        terms: dict[str, list[_Term]] = {"required": [], "preferred": []}
+        for anti, group in ((False, aff.workload_affinity), (True, aff.workload_anti_affinity)):
+            if group is None:
+                continue
+            for t in group.required_during_scheduling_ignored_during_execution:
+                terms["required"].append(self._term(t, subject, placed, snapshot, anti, 0.0))
+            for w in group.preferred_during_scheduling_ignored_during_execution:
+                terms["preferred"].append(self._term(w.term, subject, placed, snapshot, anti,
+                                                     w.weight))
+        state.data[NAME] = terms
+        return SUCCESS
+
+    @staticmethod
+    def _term(t: WorkloadAffinityTerm, subject: Subject, placed: list[Placed],
+              snapshot: Snapshot, anti: bool, weight: float) -> _Term:
+        sel = t.label_selector
+        own = selector_matches(sel.match_labels, sel.match_expressions, subject.labels)
+        return _Term(t, _domains(t, subject, placed, snapshot), own, weight, anti)
+
+    def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
+               snapshot: Snapshot) -> Status:
+        for term in state.data[NAME]["required"]:
+            value = candidate.labels.get(term.term.topology_key)
+            if term.anti:
+                if value is not None and value in term.domains:
+                    return unschedulable(f"workload anti-affinity ({term.label()})")
+            elif value is None:
+                return unschedulable(f"workload affinity: no label {term.term.topology_key}")
+            elif value not in term.domains and not (not term.domains and term.matches_self):
+                return unschedulable(f"workload affinity ({term.label()})")
+        return SUCCESS
+
+    def score(self, state: CycleState, subject: Subject, candidate: Candidate,
+              snapshot: Snapshot) -> float:
+        preferred: list[_Term] = state.data[NAME]["preferred"]
+        total = sum(t.weight for t in preferred)
+        if not total:
+            return 0.0
+        got = 0.0
+        for t in preferred:
+            value = candidate.labels.get(t.term.topology_key)
+            if value is not None and value in t.domains:
+                got += -t.weight if t.anti else t.weight
+        return got / total
