@@ -63,6 +63,35 @@ class BindingWriter:
             self._pending[write.binding_key] = write  # a newer decision replaces an older one
             self._cond.notify()
 
+    def commit_group(self, writes: list[Write]) -> None:
+        """Write ``writes`` in one transaction (a gang): all bound, or all retried."""
+        if not writes:
+            return
+        if len(writes) > 128:
+            for w in writes:
+                self.retry(w.subject_key)
+            log.error("a group of %d Bindings exceeds one transaction; not bound", len(writes))
+            return
+        with self._cond:
+            for w in writes:
+                self._pending.pop(w.binding_key, None)
+                if w.doc is not None:
+                    self.cache.assumed[w.binding_key] = (BindingView.of(w.doc), PENDING)
+        try:
+            revision = self.store.commit(self._ops(writes))
+        except StoreError as exc:
+            log.warning("binding a group of %d failed (%s); deciding again", len(writes), exc)
+            with self._cond:
+                for w in writes:
+                    self.cache.assumed.pop(w.binding_key, None)
+                    self._revisions.pop(w.binding_key, None)
+            for w in writes:
+                self.retry(w.subject_key)
+            return
+        BATCH.observe(len(writes))
+        for w in writes:
+            self._done(w, revision)
+
     def base_revision(self, binding_key: str) -> int:
         item = self.cache.bindings.cache.get(binding_key)
         seen = item.mod_revision if item else 0

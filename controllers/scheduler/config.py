@@ -2,7 +2,9 @@
 
 ``berth scheduler --write-config-to FILE`` writes the defaults; a file given
 with ``--config`` may set any subset. Plugins are enabled per extension point,
-in order, each with an optional weight (score) and arguments.
+in order, each with an optional weight (score) and arguments; an extension
+point the file does not list keeps its defaults, one it lists (even as an
+empty list) gets exactly those.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def default_plugins() -> dict[str, list[PluginSpec]]:
                    p("WorkloadAffinity")],
         "score": [p("MetricScore", 1.0), p("ClusterAffinity", 1.0), p("TaintToleration", 1.0),
                   p("WorkloadAffinity", 1.0)],
+        "permit": [p("Gang")],
         "bind": [p("DefaultBinder")],
     }
 
@@ -68,6 +71,10 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     extenders: list[Extender] = []
 
     def __post_init__(self) -> None:
+        # An extension point the file does not mention keeps its default plugins;
+        # one it lists (even as []) is exactly what the file says.
+        for point, specs in default_plugins().items():
+            self.plugins.setdefault(point, specs)
         if self.reschedule_after <= 0:
             raise ValueError("reschedule_after must be positive")
         if self.stickiness_weight < 0:

@@ -71,6 +71,9 @@ class Scheduler:
         self._stop = threading.Event()
         self._resync = threading.Event()
         self._waiting_on_placements: set[str] = set()
+        # Subjects held at permit (gangs): key → (state, subject, targets, deadline).
+        self._waiting: dict[str, tuple[CycleState, Subject, list[Target], float]] = {}
+        self._group: list[Write] | None = None
         self._threads: list[threading.Thread] = []
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
@@ -104,7 +107,8 @@ class Scheduler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            key = self.queue.pop()
+            key = self.queue.pop(timeout=1.0)
+            self._expire_waiting()
             if key is None:
                 continue
             began = time.perf_counter()
@@ -187,7 +191,8 @@ class Scheduler:
                 return "kept"
             current = []  # everything it ran on is gone: it has to be placed anew
 
-        state = CycleState()
+        self._waiting.pop(key, None)  # a new attempt replaces a held one
+        state = CycleState(current=current)
         status = self.framework.pre_filter(state, subject, self.cache)
         if not status.ok:
             reason = f"{status.plugin}: {status.reason}" if status.reason else str(status)
@@ -213,20 +218,61 @@ class Scheduler:
         status = self.framework.reserve(state, subject, new)
         if status.ok:
             status = self.framework.permit(state, subject, new)
-        if status.code is Code.WAIT or not status.ok:
-            self.framework.unreserve(state, subject, new)
-            self.queue.failed(key)
-            return "not-permitted"
-        status = self.framework.bind(state, subject, new)
+        if status.code is Code.WAIT:
+            self._waiting[key] = (state, subject, new, time.monotonic() + status.timeout)
+            return "waiting"
         if not status.ok:
             self.framework.unreserve(state, subject, new)
             self.queue.failed(key)
+            return "not-permitted"
+        released = [self._waiting.pop(k) for k in state.allow if k in self._waiting]
+        if not self._bind_together([(state, subject, new), *[w[:3] for w in released]]):
             return "bind-failed"
+        for _, other, _, _ in released:
+            self._after_bind(other)
+        self._after_bind(subject)
+        return "scheduled"
+
+    def _bind_together(self, members: list[tuple[CycleState, Subject, list[Target]]]) -> bool:
+        """Bind one subject, or a released gang in one transaction."""
+        self._group = [] if len(members) > 1 else None
+        try:
+            for state, subject, new in members:
+                status = self.framework.bind(state, subject, new)
+                if not status.ok:
+                    for s, subj, t in members:
+                        self.framework.unreserve(s, subj, t)
+                        self.queue.failed(subj.key)
+                    return False
+            if self._group is not None:
+                self.writer.commit_group(self._group)
+            return True
+        finally:
+            self._group = None
+
+    def _expire_waiting(self) -> None:
+        now = time.monotonic()
+        for key, (state, subject, new, deadline) in list(self._waiting.items()):
+            if deadline > now:
+                continue
+            del self._waiting[key]
+            self.framework.unreserve(state, subject, new)
+            for plugin in self.framework.plugins("permit"):
+                reject = getattr(plugin, "reject", None)
+                if reject is not None:
+                    reject(subject)
+            binding, _ = self.cache.binding(subject)
+            gang = subject.gang
+            self._write(subject, binding, state.current, "Unschedulable",
+                        f"gang {gang.name if gang else '?'}: not enough members in time", [])
+            self.queue.failed(key)
+
+    def _after_bind(self, subject: Subject) -> None:
+        key = subject.key
         self.queue.succeeded(key)
         self._waiting_on_placements.discard(key)
         if subject.migration and not subject.placement.ignored_during_execution:
             self.queue.add_after(key, self.config.reschedule_after)
-        return "scheduled"
 
     def _describe(self, state: CycleState, subject: Subject,
                   chosen: list[Any]) -> dict[str, dict[str, Any]]:
@@ -282,7 +328,11 @@ class Scheduler:
                              generation=subject.generation, targets=new, scheduled=scheduled),
             status=BindingStatus(state=state, reason=reason, explanation=explained),
         )
-        self.writer.submit(Write(subject.key, subject.binding_key, doc))
+        write = Write(subject.key, subject.binding_key, doc)
+        if self._group is not None:
+            self._group.append(write)
+        else:
+            self.writer.submit(write)
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)

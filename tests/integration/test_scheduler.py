@@ -166,3 +166,42 @@ def test_a_burst_of_creates_all_get_bindings(store: Store, scheduler: SchedulerP
     wait_for(lambda: len(store.list_prefix(prefix)[0]) == n or None, timeout=60)
     kvs, _ = store.list_prefix(prefix)
     assert sorted(kv.key.rsplit("/", 1)[1] for kv in kvs) == [f"burst-{i:04d}" for i in range(n)]
+
+
+GANG_CONFIG = "plugins:\n  permit:\n  - name: Gang\n    args: {timeout: 1.5}\n"
+
+
+@pytest.fixture
+def gang_scheduler(etcd_server: EtcdServer, store: Store,
+                   tmp_path: Path) -> Iterator[SchedulerProcess]:
+    proc = SchedulerProcess(etcd_server.url, tmp_path, config=GANG_CONFIG).start()
+    yield proc
+    proc.stop()
+
+
+def test_a_gang_is_bound_all_together_in_one_transaction(
+    store: Store, gang_scheduler: SchedulerProcess
+) -> None:
+    cluster(store, "c")
+    application(store, "probe")  # the scheduler is up and sees the cluster
+    scheduled(store, "probe")
+    gang = {"name": "trio", "minMember": 3}
+    application(store, "m1", gang=gang)
+    application(store, "m2", gang=gang)
+    application(store, "m3", gang=gang)
+    bound = [scheduled(store, f"m{i}") for i in (1, 2, 3)]
+    assert all(targets(b) == ["c"] for b in bound)
+    revisions = {store.get(keys.binding_key("Application", "default", f"m{i}")).mod_revision  # type: ignore[union-attr]
+                 for i in (1, 2, 3)}
+    assert len(revisions) == 1, "the gang was not bound in one transaction"
+
+
+def test_an_incomplete_gang_is_not_bound(store: Store, gang_scheduler: SchedulerProcess) -> None:
+    cluster(store, "c")
+    gang = {"name": "pair-of-three", "minMember": 3}
+    application(store, "g1", gang=gang)
+    application(store, "g2", gang=gang)
+    b = wait_for(lambda: binding(store, "g1"), lambda b: "gang" in b.status.reason)
+    assert b.status.state == "Unschedulable" and b.spec.targets == []
+    assert b.status.reason == "gang pair-of-three: not enough members in time"
+    assert targets(binding(store, "g2") or b) == []

@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from store.documents import Target
+
 
 @dataclass(slots=True)
 class CycleState:
     data: dict[str, Any] = field(default_factory=dict)
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
     record: bool = True  # False when nobody will read the explanation
+    current: list[Target] = field(default_factory=list)  # the subject's targets before
+    allow: list[str] = field(default_factory=list)  # waiting subjects a permit released
 
     def explain(self, candidate_key: str, plugin: str, detail: Any) -> None:
         if self.record:

@@ -10,6 +10,7 @@ from controllers.scheduler.plugins.cluster_affinity import ClusterAffinity
 from controllers.scheduler.plugins.cluster_selector import ClusterSelector
 from controllers.scheduler.plugins.custom_resources import CustomResources
 from controllers.scheduler.plugins.default_binder import DefaultBinder
+from controllers.scheduler.plugins.gang import Gang
 from controllers.scheduler.plugins.label_constraints import LabelConstraints
 from controllers.scheduler.plugins.metric_constraints import MetricConstraints
 from controllers.scheduler.plugins.metric_score import MetricScore
@@ -22,7 +23,7 @@ from controllers.scheduler.plugins.workload_affinity import WorkloadAffinity
 REGISTRY: dict[str, Callable[..., Plugin]] = {
     cls.name: cls
     for cls in (
-        CandidateOnline, ClusterAffinity, ClusterSelector, CustomResources, DefaultBinder,
+        CandidateOnline, ClusterAffinity, ClusterSelector, CustomResources, DefaultBinder, Gang,
         LabelConstraints, MetricConstraints, MetricScore, PlacementFixed, PrioritySort,
         TaintToleration, TopologySpread, WorkloadAffinity,
     )
