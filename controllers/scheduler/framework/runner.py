@@ -114,6 +114,15 @@ class Framework:
                     raise ValueError(f"plugins.{point}: {spec.name} does not implement {point}")
                 enabled.append((instance, spec.weight))
             self.points[point] = enabled
+        if config.extenders:
+            from controllers.scheduler.plugins.extender import Extender
+
+            for i, ext in enumerate(config.extenders):
+                plugin = Extender(ext, i)
+                self.instances[plugin.name] = plugin
+                self.points.setdefault("filter", []).append((plugin, 1.0))
+                self.points.setdefault("score", []).append((plugin, ext.weight))
+                self.points.setdefault("preBind", []).append((plugin, 1.0))
         self._memo: OrderedDict[bytes, tuple[int, Evaluation]] = OrderedDict()
         # What each plugin can do, decided once: isinstance on a Protocol is slow.
         self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
@@ -223,8 +232,12 @@ class Framework:
                snapshot: Snapshot, scorers: list[tuple[Any, float]]) -> Status:
         for p, weight in scorers:
             try:
-                raw = {r.candidate.key: p.score(state, subject, r.candidate, snapshot)
-                       for r in ranked}
+                if hasattr(p, "score_all"):
+                    bulk = p.score_all(state, subject, [r.candidate for r in ranked], snapshot)
+                    raw = {r.candidate.key: bulk.get(r.candidate.key, 0.0) for r in ranked}
+                else:
+                    raw = {r.candidate.key: p.score(state, subject, r.candidate, snapshot)
+                           for r in ranked}
                 if p.name in self._normalizes:
                     p.normalize(state, subject, raw)
                 tiers = p.name in self._tiers
@@ -249,6 +262,9 @@ class Framework:
                      snapshot: Snapshot, filters: list[Any], limit: int | None) -> FilterResult:
         feasible: list[Candidate] = []
         rejected: dict[str, Status] = {}
+        batch = [p for p in filters if hasattr(p, "filter_all")]
+        if batch:
+            filters = [p for p in filters if p not in batch]
         for c in candidates:
             for p in filters:
                 try:
@@ -263,6 +279,15 @@ class Framework:
                 feasible.append(c)
                 if limit is not None and len(feasible) >= limit:
                     break
+        for p in batch:  # one call for all survivors (an extender: one HTTP request)
+            try:
+                out = p.filter_all(state, subject, feasible, snapshot)
+            except Exception as exc:
+                log.exception("plugin %s failed", p.name)
+                out = {c.key: error(f"plugin crashed: {exc!r}") for c in feasible}
+            for key, status in out.items():
+                rejected[key] = status.named(p.name)
+            feasible = [c for c in feasible if c.key not in out]
         return FilterResult(feasible, rejected)
 
     def _memoized(self, subject: Subject, epoch: int) -> Evaluation | None:
