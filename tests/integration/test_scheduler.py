@@ -47,6 +47,18 @@ def test_an_application_is_bound_to_the_cluster_that_fits(
     assert b.spec.generation == 1 and b.status.state == "Scheduled"
     assert b.spec.resource.kind == "Application" and b.spec.scheduled is not None
     assert b.status.reason == "1/2 clusters are available: 1 label constraint 'location == DE'"
+    import contextlib
+    import io
+
+    from cli.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["explain", "application", "default/web", "--etcd", store.config.url]) == 0
+    table = out.getvalue()
+    assert "Application default/web: Scheduled (generation 1" in table
+    assert "targets: Cluster default/de (score 0.0000)" in table
+    assert "LabelConstraints         1  label constraint 'location == DE'  (fr)" in table
     rejected = [e for e in b.status.explanation if "rejected_by" in e]
     assert rejected == [{"rejected_by": "LabelConstraints", "count": 1,
                          "reason": "label constraint 'location == DE'",

@@ -18,7 +18,7 @@ calls: list[str] = []
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         calls.append(self.path)
         if self.path == "/filter":
