@@ -37,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from controllers.scheduler.scheduler import Scheduler
 
     store = open_store(args)
-    scheduler = Scheduler(store, config)
     return run_process(
-        name="scheduler", store=store, start=scheduler.start, stop=scheduler.stop,
-        ready=lambda: scheduler.cache.wait_synced(0), listen=parse_listen(args.http),
-        lease_ttl=args.lease_ttl,
+        name="scheduler", store=store, make=lambda: Scheduler(store, config),
+        listen=parse_listen(args.http), lease_ttl=args.lease_ttl,
     )

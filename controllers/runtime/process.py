@@ -1,10 +1,11 @@
 """Running a controller as a process: health endpoint, leader election, signals.
 
 Every replica serves ``/healthz``, ``/readyz`` and ``/metrics``; one leads.
-The leader runs the controller; if it loses its lease it stops the
-controller and exits with status 1, so its supervisor restarts it as a
-follower (no half-stopped state to reason about). SIGTERM and SIGINT stop
-cleanly and hand leadership over at once.
+The leader runs the controller. A replica that loses its lease (etcd
+unreachable for longer than the lease allows, say) stops its controller and
+campaigns again; when it leads again it starts a fresh one, built by the
+``make`` function, so no state of the old run leaks into the new. SIGTERM
+and SIGINT stop cleanly and hand leadership over at once.
 """
 
 from __future__ import annotations
@@ -15,12 +16,21 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import Protocol
 
 from controllers.runtime.election import LeaderElection
 from controllers.runtime.health import HealthServer
 from store import Store
 
 log = logging.getLogger(__name__)
+
+
+class Controller(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def ready(self) -> bool: ...
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -35,49 +45,60 @@ def run_process(
     *,
     name: str,
     store: Store,
-    start: Callable[[], None],
-    stop: Callable[[], None],
-    ready: Callable[[], bool],
+    make: Callable[[], Controller],
     listen: tuple[str, int],
     lease_ttl: int = 10,
+    retry_delay: float = 1.0,
 ) -> int:
     # Controllers hold large caches of small objects: collect the young
     # generation less often, so pauses stay rare and short.
     gc.set_threshold(50_000, 20, 100)
-    health = HealthServer(*listen)
+    changed = threading.Condition()
     stopping = threading.Event()
-    lost = threading.Event()
-    started = threading.Event()
+    running: list[Controller] = []
 
-    def lead() -> None:
-        log.info("%s: leading; starting", name)
-        start()
-        started.set()
+    def wake() -> None:
+        with changed:
+            changed.notify_all()
 
-    def follow() -> None:
-        if started.is_set() and not stopping.is_set():
-            log.error("%s: lost leadership; stopping", name)
-            lost.set()
-            stopping.set()
-
-    election = LeaderElection(store, name, ttl=lease_ttl, on_started_leading=lead,
-                              on_stopped_leading=follow)
-    health.add_liveness("process", lambda: not lost.is_set())
+    election = LeaderElection(store, name, ttl=lease_ttl, on_started_leading=wake,
+                              on_stopped_leading=wake)
+    health = HealthServer(*listen)
+    health.add_liveness("process", lambda: not stopping.is_set())
     health.add_readiness(
-        "ready", lambda: (not election.is_leader) or (started.is_set() and ready()))
+        "ready", lambda: (not election.is_leader) or (bool(running) and running[0].ready()))
     health.start()
     log.info("%s: health and metrics on http://%s:%d/", name, listen[0], health.port)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("%s: signal %d; stopping", name, signum)
         stopping.set()
+        wake()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     election.start()
-    stopping.wait()
-    if started.is_set():
-        stop()
-    election.resign()
-    health.stop()
-    return 1 if lost.is_set() else 0
+    try:
+        while not stopping.is_set():
+            if election.is_leader and not running:
+                log.info("%s: leading; starting", name)
+                controller = make()
+                try:
+                    controller.start()
+                    running.append(controller)
+                except Exception as exc:
+                    log.error("%s: could not start (%s); retrying", name, exc)
+                    controller.stop()
+                    stopping.wait(retry_delay)
+                    continue
+            elif running and not election.is_leader:
+                log.error("%s: lost leadership; stopping until leading again", name)
+                running.pop().stop()
+            with changed:
+                changed.wait(retry_delay)
+    finally:
+        if running:
+            running.pop().stop()
+        election.resign()
+        health.stop()
+    return 0

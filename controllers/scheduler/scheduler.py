@@ -96,6 +96,9 @@ class Scheduler:
             t.start()
             self._threads.append(t)
 
+    def ready(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.cache.informers)
+
     def stop(self) -> None:
         self._stop.set()
         self._resync.set()
