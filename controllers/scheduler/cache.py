@@ -59,6 +59,7 @@ class Cache:
         self._candidates: dict[tuple[str, str | None], tuple[int, list[Candidate]]] = {}
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
+        self._subjects: dict[str, tuple[int, Subject]] = {}
         self.assumed: dict[str, tuple[BindingView, int]] = {}  # binding key → (doc, revision)
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
                     self.globalmetrics, self.metrics, self.values):
@@ -97,12 +98,22 @@ class Cache:
     # -- subjects --------------------------------------------------------------
 
     def subject(self, key: str) -> Subject | None:
-        """The subject stored at ``key`` (an application or a cluster), or None."""
-        if key.startswith(self.applications.prefix):
-            app = self.applications.get(key)
-            return subject_from_application(key, app) if app else None
-        cluster = self.clusters.get(key)
-        return subject_from_cluster(key, cluster) if cluster else None
+        """The subject stored at ``key`` (an application or a cluster), or None.
+
+        Built once per stored revision: attempts and sweeps read it many times.
+        """
+        apps = key.startswith(self.applications.prefix)
+        item = (self.applications if apps else self.clusters).cache.get(key)
+        if item is None:
+            self._subjects.pop(key, None)
+            return None
+        hit = self._subjects.get(key)
+        if hit is not None and hit[0] == item.mod_revision:
+            return hit[1]
+        subject = (subject_from_application(key, item.obj) if apps  # type: ignore[arg-type]
+                   else subject_from_cluster(key, item.obj))  # type: ignore[arg-type]
+        self._subjects[key] = (item.mod_revision, subject)
+        return subject
 
     def binding(self, subject: Subject) -> tuple[BindingView | None, int]:
         """The subject's Binding as last written (assumed) or seen, and its revision."""

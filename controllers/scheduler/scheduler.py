@@ -51,8 +51,11 @@ ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["re
 LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
 
 
-def _refs(ts: list[Target]) -> set[tuple[str, str | None, str]]:
-    return {(t.kind, t.namespace, t.name) for t in ts}
+SWEEP = "<sweep>"  # a queue item: check every placed subject after a change
+
+
+def _refs(ts: list[Target]) -> frozenset[tuple[str, str | None, str]]:
+    return frozenset((t.kind, t.namespace, t.name) for t in ts)
 
 
 class Scheduler:
@@ -71,6 +74,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._resync = threading.Event()
         self._waiting_on_placements: set[str] = set()
+        self._attempts: dict[str, Any] = {}  # result → its counter child
         # Subjects held at permit (gangs): key → (state, subject, targets, deadline).
         self._waiting: dict[str, tuple[CycleState, Subject, list[Target], float]] = {}
         self._group: list[Write] | None = None
@@ -114,6 +118,10 @@ class Scheduler:
             self._expire_waiting()
             if key is None:
                 continue
+            if key == SWEEP:
+                self.queue.done(key)
+                self._sweep()
+                continue
             began = time.perf_counter()
             try:
                 result = self.schedule_one(key)
@@ -122,24 +130,80 @@ class Scheduler:
                 ATTEMPTS.labels("error").inc()
                 self.queue.failed(key)
             else:
-                ATTEMPTS.labels(result).inc()
+                counter = self._attempts.get(result)
+                if counter is None:
+                    counter = self._attempts[result] = ATTEMPTS.labels(result)
+                counter.inc()
             finally:
                 LATENCY.observe(time.perf_counter() - began)
                 self.queue.done(key)
 
     def _resync_loop(self) -> None:
-        """After candidates or metrics change: flush the waiting, re-decide the placed."""
+        """After candidates or metrics change, ask the scheduling thread for a sweep."""
         while not self._stop.is_set():
             self._resync.wait()
             if self._stop.is_set():
                 return
             time.sleep(0.1)  # let a burst of changes settle into one pass
             self._resync.clear()
-            self.queue.move_all_to_active()
-            for item in self.cache.bindings.items():
-                ref = item.obj.spec.resource
-                if item.obj.spec.targets:
-                    self.queue.add(keys.resource_key(ref.kind, ref.name, ref.namespace))
+            self.queue.add(SWEEP)
+
+    def _sweep(self) -> None:
+        """Flush the waiting; queue each placed subject whose decision would change.
+
+        Checking is cheap (the evaluations are memoized per constraint set), so
+        only the subjects that actually move pay for a full attempt, and they
+        move at once rather than after every other subject has been retried.
+        """
+        began = time.perf_counter()
+        self.queue.move_all_to_active()
+        queued = 0
+        # Subjects alike (same constraints, same current targets) get the same
+        # answer: decide it once per group, not once per subject.
+        answers: dict[tuple[Any, ...], bool] = {}
+        per_subject = bool(self.config.extenders)
+        for item in self.cache.bindings.items():
+            ref = item.obj.spec.resource
+            if not item.obj.spec.targets or ref.kind != "Application":
+                continue
+            key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+            subject = self.cache.subject(key)
+            if subject is None:
+                continue
+            aff = subject.affinity
+            alone = per_subject or (aff is not None and bool(
+                aff.workload_affinity or aff.workload_anti_affinity))
+            p = subject.placement
+            group = (subject.signature, _refs(item.obj.spec.targets), subject.migration,
+                     p.ignored_during_execution, p.number_of_clusters,
+                     item.obj.spec.generation == subject.generation, subject.deleted,
+                     key if alone else None)
+            answer = answers.get(group)
+            if answer is None:
+                answer = answers[group] = self._would_change(subject)
+            if answer:
+                self.queue.add(key)
+                queued += 1
+        log.debug("sweep: %d subjects to decide again (%.3fs)", queued,
+                  time.perf_counter() - began)
+
+    def _would_change(self, subject: Subject) -> bool:
+        binding, _ = self.cache.binding(subject)
+        if binding is None or subject.deleted or binding.spec.generation != subject.generation:
+            return True
+        current = list(binding.spec.targets)
+        if not subject.migration:
+            return not all(self._exists(t) for t in current)
+        state = CycleState(current=current, record=False)
+        if not self.framework.pre_filter(state, subject, self.cache).ok:
+            return True
+        evaluation = self.framework.evaluate(state, subject, self.cache)
+        if not evaluation.ranked or "*" in evaluation.rejected:
+            return True
+        chosen = select(subject, evaluation.ranked, current,
+                        keep_current=subject.placement.ignored_during_execution,
+                        fill=self.framework.selector(state))
+        return _refs(targets(chosen)) != _refs(current)
 
     # -- events --------------------------------------------------------------------
 
@@ -164,6 +228,8 @@ class Scheduler:
                 log.warning("Binding %s names no valid resource", event.key)
 
     def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
+        if key == SWEEP:
+            return (float("-inf"), enqueued)
         subject = self.cache.subject(key)
         if subject is None:
             return (0, enqueued)
@@ -280,10 +346,7 @@ class Scheduler:
     def _describe(self, state: CycleState, subject: Subject,
                   chosen: list[Any]) -> dict[str, dict[str, Any]]:
         details: dict[str, dict[str, Any]] = {}
-        for plugin in self.framework.instances.values():
-            describe = getattr(plugin, "describe", None)
-            if describe is None:
-                continue
+        for describe in self.framework.describers:
             for r in chosen[: self.config.explain_limit]:
                 details.setdefault(r.candidate.key, {}).update(
                     describe(state, subject, r.candidate, self.cache))

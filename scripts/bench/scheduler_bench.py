@@ -79,13 +79,13 @@ def seed(store: Store, clusters: int) -> int:
     return len(names)
 
 
-def app_doc(name: str) -> bytes:
+def app_doc(name: str, locations: str = "DE, FR, NL") -> bytes:
     return encode({
         "api": "kubernetes", "kind": "Application",
         "metadata": {"name": name, "namespace": "default", "generation": 1},
         "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
                                "metadata": {"name": name}, "data": {"x": "y" * 200}}],
-                 "constraints": {"cluster": {"labels": ["location in (DE, FR, NL)"],
+                 "constraints": {"cluster": {"labels": [f"location in ({locations})"],
                                              "metrics": ["load < 9"]}}}})
 
 
@@ -199,22 +199,23 @@ def main() -> None:
               f"p50 {statistics.median(lat) * 1e3:.1f} ms, p99 {pct(lat, 0.99) * 1e3:.1f} ms, "
               f"max {max(lat) * 1e3:.1f} ms")
 
-        # -- rescheduling on a metric change
-        probe = names[0]
+        # -- rescheduling on a metric change: one application among all the others
+        probe = "probe-it"
+        store.create(keys.resource_key("Application", probe, "default"), app_doc(probe, "IT"))
+        watcher.wait(lambda: probe in watcher.targets, 30)
         here = watcher.targets[probe][0]
         zone = int(here.rsplit("-", 1)[1]) % ZONES
-        candidates = sorted(f"cluster-{i:04d}" for i in range(args.clusters)
-                            if LOCATIONS[i % len(LOCATIONS)] in ("DE", "FR", "NL")
-                            and i % ZONES != zone)
-        better = candidates[0]
+        better = next(f"cluster-{i:04d}" for i in range(args.clusters)
+                      if LOCATIONS[i % len(LOCATIONS)] == "IT" and i % ZONES != zone)
         i = int(better.rsplit("-", 1)[1])
+        time.sleep(1.0)
         t0 = time.perf_counter()
         value(store, f"cost-{i}", 10.0, 0, 10)
         value(store, f"heat-z{i % ZONES}", 10.0, 0, 10)
         moved = watcher.wait(lambda: watcher.targets.get(probe) == [better], 60)
         print(f"rescheduling: {probe} moved {here} -> {better} "
-              f"{'in' if moved else 'NOT within'} {time.perf_counter() - t0:.2f}s "
-              "after the metric change")
+              f"{'in' if moved else 'NOT within'} {time.perf_counter() - t0:.2f}s after the "
+              f"metric change, with {len(watcher.targets)} placed applications to check")
 
         # -- the floor
         docs = [kv.value for kv in store.list_prefix(keys.binding_prefix("Application"))[0]]

@@ -124,6 +124,10 @@ class Framework:
                 self.points.setdefault("score", []).append((plugin, ext.weight))
                 self.points.setdefault("preBind", []).append((plugin, 1.0))
         self._memo: OrderedDict[bytes, tuple[int, Evaluation]] = OrderedDict()
+        self._plugins: dict[str, list[Any]] = {}
+        self.describers: list[Callable[..., dict[str, Any]]] = [
+            getattr(p, "describe") for p in self.instances.values()  # noqa: B009
+            if callable(getattr(p, "describe", None))]
         # What each plugin can do, decided once: isinstance on a Protocol is slow.
         self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
         self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
@@ -146,7 +150,10 @@ class Framework:
         return None
 
     def plugins(self, point: str) -> list[Any]:
-        return [p for p, _ in self.points.get(point, [])]
+        cached = self._plugins.get(point)
+        if cached is None:
+            cached = self._plugins[point] = [p for p, _ in self.points.get(point, [])]
+        return cached
 
     # -- queue sort -------------------------------------------------------------
 
