@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # berth's main job on a fresh machine, on a local etcd this command starts:
 # set up, start etcd (data in a temporary directory, or --data-dir DIR),
-# bootstrap the examples of deploy/examples/ (or the files given), and show
-# what was stored at the contract keys. Later issues grow this into the whole
-# suite (scheduler, metrics-cache, propagator).
+# start the scheduler, bootstrap the examples of deploy/examples/ (or the
+# files given), show what was stored at the contract keys and explain the
+# scheduler's decision for the example application. The propagator (which
+# marks clusters ONLINE) and the metrics-cache come with later issues; until
+# then the example application is "Unschedulable: clusters not ONLINE", which
+# `berth explain` shows.
 #
 #   scripts/run.sh [--keep] [--port N] [--data-dir DIR] [FILE|DIR ...]
 #
-# --keep leaves etcd running (its URL is printed) instead of stopping it.
+# --keep leaves etcd and the scheduler running instead of stopping them.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -36,7 +39,10 @@ echo "run: starting etcd ($BERTH_ETCD_BIN) at $url, data in $data" >&2
   --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
   --initial-cluster "berth=$peer" --log-level warn >"$log" 2>&1 &
 etcd_pid=$!
-if [ "$keep" = 0 ]; then trap 'kill $etcd_pid 2>/dev/null; wait $etcd_pid 2>/dev/null' EXIT; fi
+scheduler_pid=""
+if [ "$keep" = 0 ]; then
+  trap 'kill $scheduler_pid $etcd_pid 2>/dev/null; wait 2>/dev/null' EXIT
+fi
 for _ in $(seq 100); do
   "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" endpoint health >/dev/null 2>&1 && break
   kill -0 $etcd_pid 2>/dev/null || {
@@ -46,12 +52,26 @@ for _ in $(seq 100); do
 done
 
 export BERTH_ETCD="$url"
+berth --log-level WARNING scheduler --http 127.0.0.1:0 >"$(dirname "$data")/scheduler.log" 2>&1 &
+scheduler_pid=$!
+echo "run: scheduler started (pid $scheduler_pid, log $(dirname "$data")/scheduler.log)" >&2
 berth bootstrap --force "${inputs[@]}"
 echo "run: stored under /berth/ (etcdctl get --prefix /berth/ --keys-only):" >&2
 "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get --prefix /berth/ --keys-only | sed '/^$/d'
 echo "run: one document:" >&2
 "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get /berth/v1/globalmetrics/heat_demand_zone_1 \
   --print-value-only 2>/dev/null || true
+if "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get --prefix /berth/v1/applications/default/web \
+    --keys-only | grep -q web; then
+  for _ in $(seq 100); do
+    "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get /berth/v1/bindings/applications/default/web \
+      --keys-only | grep -q web && break
+    sleep 0.1
+  done
+  echo "run: the scheduler's decision (berth explain application default/web):" >&2
+  berth explain application default/web || true
+fi
 if [ "$keep" = 1 ]; then
-  echo "run: etcd keeps running at $url (pid $etcd_pid); export BERTH_ETCD=$url" >&2
+  echo "run: etcd (pid $etcd_pid) and the scheduler (pid $scheduler_pid) keep running;" \
+       "export BERTH_ETCD=$url" >&2
 fi
