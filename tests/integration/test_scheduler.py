@@ -165,19 +165,20 @@ def test_a_cluster_without_kubeconfig_is_placed_on_a_cloud(
     assert binding(store, "de", kind="Cluster") is None
 
 
-def test_a_burst_of_creates_all_get_bindings(store: Store, scheduler: SchedulerProcess) -> None:
+def test_a_burst_of_10000_creates_all_get_bindings(store: Store,
+                                                   scheduler: SchedulerProcess) -> None:
     cluster(store, "c1", labels={"zone": "a"})
     cluster(store, "c2", labels={"zone": "b"})
-    n = 1000
-    ops = [Put(keys.resource_key("Application", f"burst-{i:04d}", "default"), encode({
+    n = 10_000
+    ops = [Put(keys.resource_key("Application", f"burst-{i:05d}", "default"), encode({
         "api": "kubernetes", "kind": "Application",
-        "metadata": {"name": f"burst-{i:04d}", "namespace": "default", "generation": 1},
+        "metadata": {"name": f"burst-{i:05d}", "namespace": "default", "generation": 1},
         "spec": {"constraints": {"cluster": {"labels": ["zone in (a, b)"]}}}})) for i in range(n)]
     store.commit_chunks(ops)
     prefix = keys.binding_prefix("Application") + "default/"
-    wait_for(lambda: len(store.list_prefix(prefix)[0]) == n or None, timeout=60)
+    wait_for(lambda: len(store.list_prefix(prefix)[0]) == n or None, timeout=120)
     kvs, _ = store.list_prefix(prefix)
-    assert sorted(kv.key.rsplit("/", 1)[1] for kv in kvs) == [f"burst-{i:04d}" for i in range(n)]
+    assert sorted(kv.key.rsplit("/", 1)[1] for kv in kvs) == [f"burst-{i:05d}" for i in range(n)]
 
 
 GANG_CONFIG = "plugins:\n  permit:\n  - name: Gang\n    args: {timeout: 1.5}\n"
