@@ -7,10 +7,7 @@ the user fixes it), never a crash.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from controllers.scheduler.framework import (
-    SKIP,
     SUCCESS,
     Candidate,
     CycleState,
@@ -18,17 +15,11 @@ from controllers.scheduler.framework import (
     Snapshot,
     Status,
     Subject,
-    unresolvable,
     unschedulable,
 )
-from store.constraints import ConstraintError, LabelConstraint
+from controllers.scheduler.plugins.expressions import parse_into, parse_label
 
 NAME = "LabelConstraints"
-
-
-@lru_cache(maxsize=4096)
-def parse(expression: str) -> LabelConstraint:
-    return LabelConstraint.parse(expression)
 
 
 class LabelConstraints(Plugin):
@@ -36,13 +27,7 @@ class LabelConstraints(Plugin):
     cacheable = True
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
-        if not subject.label_constraints:
-            return SKIP
-        try:
-            state.data[NAME] = [parse(e) for e in subject.label_constraints]
-        except ConstraintError as exc:
-            return unresolvable(f"invalid label constraint: {exc}")
-        return SUCCESS
+        return parse_into(state, NAME, subject.label_constraints, parse_label, "label")
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

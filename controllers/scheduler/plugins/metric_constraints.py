@@ -8,10 +8,7 @@ value is missing, expired or errored, fails the constraint.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from controllers.scheduler.framework import (
-    SKIP,
     SUCCESS,
     Candidate,
     CycleState,
@@ -19,17 +16,11 @@ from controllers.scheduler.framework import (
     Snapshot,
     Status,
     Subject,
-    unresolvable,
     unschedulable,
 )
-from store.constraints import ConstraintError, MetricConstraint
+from controllers.scheduler.plugins.expressions import parse_into, parse_metric
 
 NAME = "MetricConstraints"
-
-
-@lru_cache(maxsize=4096)
-def parse(expression: str) -> MetricConstraint:
-    return MetricConstraint.parse(expression)
 
 
 class MetricConstraints(Plugin):
@@ -37,13 +28,7 @@ class MetricConstraints(Plugin):
     cacheable = True
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
-        if not subject.metric_constraints:
-            return SKIP
-        try:
-            state.data[NAME] = [parse(e) for e in subject.metric_constraints]
-        except ConstraintError as exc:
-            return unresolvable(f"invalid metric constraint: {exc}")
-        return SUCCESS
+        return parse_into(state, NAME, subject.metric_constraints, parse_metric, "metric")
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

@@ -1,0 +1,33 @@
+"""Parsing seed 000 constraint expressions once, for the constraint plugins (a helper).
+
+An expression that does not parse makes the subject unresolvable with a
+reason quoting it (it cannot fit anywhere until the user fixes it), never a
+crash. Parsed constraints are cached by their text: thousands of
+applications usually share a handful of expressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import TypeVar
+
+from controllers.scheduler.framework import SKIP, SUCCESS, CycleState, Status, unresolvable
+from store.constraints import ConstraintError, LabelConstraint, MetricConstraint
+
+T = TypeVar("T")
+
+parse_label = lru_cache(maxsize=4096)(LabelConstraint.parse)
+parse_metric = lru_cache(maxsize=4096)(MetricConstraint.parse)
+
+
+def parse_into(state: CycleState, name: str, expressions: Sequence[str],
+               parse: Callable[[str], T], what: str) -> Status:
+    """Parse ``expressions`` into ``state.data[name]``; SKIP when there are none."""
+    if not expressions:
+        return SKIP
+    try:
+        state.data[name] = [parse(e) for e in expressions]
+    except ConstraintError as exc:
+        return unresolvable(f"invalid {what} constraint: {exc}")
+    return SUCCESS
