@@ -21,6 +21,7 @@ if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
   "$here/.venv/bin/pip" install -q --disable-pip-version-check -e "$here[test,dev]" >&2
   touch "$stamp"
 fi
+bash "$here/scripts/install-prometheus.sh"
 export BERTH_PY="$here/.venv/bin/python"
 BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" | tail -n 1)"
 export BERTH_ETCD_BIN

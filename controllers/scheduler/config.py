@@ -9,13 +9,11 @@ empty list) gets exactly those.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
-from store.codec import field_error
+from controllers.runtime.config import dump_yaml, load_yaml
 
 
 class PluginSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -89,17 +87,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 def load_config(path: str | None) -> SchedulerConfig:
     """The configuration in ``path`` over the defaults; ValueError names the problem."""
-    if path is None:
-        return SchedulerConfig()
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    try:
-        return msgspec.convert(data, SchedulerConfig)
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"{path}: {field_error(exc)}") from None
+    return load_yaml(path, SchedulerConfig)
 
 
 def dump_config(config: SchedulerConfig) -> str:
-    return yaml.safe_dump(msgspec.to_builtins(config), sort_keys=False)
+    return dump_yaml(config)

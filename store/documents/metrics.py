@@ -139,7 +139,8 @@ class MetricValueStatus(msgspec.Struct, omit_defaults=True):
 
     value: float | None = None  # raw, as the provider gave it
     normalized: float | None = None  # (value - min) / (max - min), clamped to [0, 1]
-    out_of_range: bool = False
+    out_of_range: bool = False  # value outside [min, max]: normalized was clamped
+    invalid_range: bool = False  # min >= max: no normalized value
     observed: datetime | None = None
     provider: ProviderInfo | None = None
     error: MetricError | None = None

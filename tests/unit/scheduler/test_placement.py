@@ -256,3 +256,13 @@ def test_topology_spread_stops_short_rather_than_break_a_hard_skew() -> None:
 
     p = Placement(policy="PickN", number_of_clusters=6, topology_spread_constraints=[T(1, "region")])
     assert spread(p) == ["a0", "a1", "b0", "b1", "c0"]  # a sixth would make a skew of 2
+
+
+def test_percentage_of_clusters_to_score_stops_filtering_early() -> None:
+    big = FakeSnapshot([cluster(f"c{i:03d}") for i in range(400)])
+    ev, _ = evaluate(big, app(), SchedulerConfig(percentage_of_clusters_to_score=50))
+    assert len(ev.ranked) == 200  # max(100, 400 x 50%)
+    ev, _ = evaluate(big, app(), SchedulerConfig(percentage_of_clusters_to_score=10))
+    assert len(ev.ranked) == 100  # never fewer than 100 (seed 002)
+    ev, _ = evaluate(big, app())
+    assert len(ev.ranked) == 400

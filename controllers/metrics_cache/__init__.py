@@ -1,0 +1,1 @@
+"""berth's metrics-cache: current metric values from providers into leased etcd keys."""

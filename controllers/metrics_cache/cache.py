@@ -1,0 +1,343 @@
+"""The metrics-cache: which metrics are referenced, who provides them, and polling.
+
+It watches metrics providers, metric definitions, and the clusters and clouds
+that reference metrics. Only a metric some cluster or cloud references is
+polled; a referenced metric's definition names its provider (a namespaced
+Metric's MetricsProvider in the same namespace, else a GlobalMetricsProvider
+of that name; a GlobalMetric's GlobalMetricsProvider). Each provider is
+polled by its own thread, every ``poll_interval`` seconds (the provider's own
+setting, else the configured default), jittered, so a slow or dead provider
+never delays the others; all the metrics of a provider are fetched in one
+call (one Prometheus query per metric, one KSQL pull query in all).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from prometheus_client import Counter, Histogram
+
+from controllers.metrics_cache.config import MetricsCacheConfig
+from controllers.metrics_cache.providers import Failure, Provider, Reading, make_provider
+from controllers.metrics_cache.providers.base import UNKNOWN_PROVIDER
+from controllers.metrics_cache.writer import ValueWriter
+from controllers.runtime import Informer
+from store import Store, keys
+from store.documents import (
+    GlobalMetric,
+    GlobalMetricsProvider,
+    Metadata,
+    Metric,
+    MetricError,
+    MetricRef,
+    MetricsProvider,
+    MetricValue,
+    MetricValueStatus,
+    ProviderInfo,
+)
+
+log = logging.getLogger(__name__)
+
+POLLS = Counter("berth_metrics_cache_polls_total", "Provider polls", ["provider", "result"])
+POLL_SECONDS = Histogram("berth_metrics_cache_poll_seconds", "Time of one provider poll",
+                         ["provider"])
+
+
+class _RefsMeta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+
+
+class _RefsSpec(msgspec.Struct):
+    metrics: list[MetricRef] = []
+
+
+class Referencing(msgspec.Struct):
+    """A cluster or a cloud, as far as its metric references go."""
+
+    metadata: _RefsMeta
+    spec: _RefsSpec = msgspec.field(default_factory=_RefsSpec)
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One value key: a GlobalMetric (namespace None) or a namespaced Metric."""
+
+    name: str
+    namespace: str | None
+
+    @property
+    def key(self) -> str:
+        return keys.metric_value_key(self.name, self.namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    series: Series
+    query: str  # the metric's name on the provider
+    min: float
+    max: float
+
+
+@dataclass(slots=True)
+class ProviderPlan:
+    key: str  # the provider resource's key
+    name: str
+    spec: bytes  # encoded spec: a change rebuilds the provider
+    doc: MetricsProvider | None
+    wanted: list[Wanted]
+
+
+def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
+                 previous: MetricValueStatus | None, now: datetime,
+                 stale_after: float) -> MetricValueStatus:
+    """The document for one reading; errors keep the last value until it is stale."""
+    if isinstance(reading, Failure):
+        kept = previous.value if previous is not None and previous.observed is not None and (
+            (now - previous.observed).total_seconds() < stale_after) else None
+        return MetricValueStatus(
+            value=kept, observed=previous.observed if kept is not None and previous else None,
+            provider=provider, error=MetricError(reading.reason, reading.message))
+    invalid = not w.min < w.max
+    normalized = None if invalid else (reading - w.min) / (w.max - w.min)
+    out = normalized is not None and not 0.0 <= normalized <= 1.0
+    if normalized is not None:
+        normalized = min(1.0, max(0.0, normalized))
+    return MetricValueStatus(value=reading, normalized=normalized, out_of_range=out,
+                             invalid_range=invalid, observed=now, provider=provider)
+
+
+class Poller:
+    """Polls one provider on its own thread."""
+
+    def __init__(self, cache: MetricsCache, plan: ProviderPlan) -> None:
+        self.cache = cache
+        self.plan = plan
+        self.provider: Provider | None = None
+        self.failure: Failure | None = None
+        if plan.doc is None:
+            self.failure = Failure(UNKNOWN_PROVIDER, f"no metrics provider {plan.name}")
+        else:
+            try:
+                self.provider = make_provider(plan.name, plan.doc.spec,
+                                              timeout=cache.config.timeout,
+                                              retries=cache.config.retries)
+            except Exception as exc:
+                self.failure = Failure(UNKNOWN_PROVIDER, f"{plan.name}: {exc}")
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"poll {plan.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def interval(self) -> float:
+        doc = self.plan.doc
+        if doc is not None:
+            s = doc.spec
+            own = [s.poll_interval] + [getattr(sub, "poll_interval", None) for sub in
+                                       (s.prometheus, s.kafka, s.ksql)]
+            for value in own:
+                if value:
+                    return float(value)
+        return self.cache.config.poll_interval
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            jitter = self.cache.config.jitter
+            delay = self.interval * random.uniform(1 - jitter, 1 + jitter)
+            self.wake.wait(delay)
+            self.wake.clear()
+
+    def poll(self) -> None:
+        wanted = list(self.plan.wanted)
+        if not wanted:
+            return
+        began = time.perf_counter()
+        readings: dict[str, Reading]
+        if self.provider is None:
+            readings = {w.query: self.failure or Failure(UNKNOWN_PROVIDER) for w in wanted}
+        else:
+            try:
+                readings = dict(self.provider.fetch(sorted({w.query for w in wanted})))
+            except Exception as exc:  # a provider bug must not stop the others
+                log.exception("provider %s failed", self.plan.name)
+                readings = {w.query: Failure("UNREACHABLE_METRICS_PROVIDER", repr(exc))
+                            for w in wanted}
+        POLL_SECONDS.labels(self.plan.name).observe(time.perf_counter() - began)
+        failed = sum(1 for r in readings.values() if isinstance(r, Failure))
+        POLLS.labels(self.plan.name, "error" if failed else "ok").inc()
+        kind = self.plan.doc.spec.effective_type() if self.plan.doc else "unknown"
+        self.cache.record(wanted, readings, ProviderInfo(self.plan.name, kind))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake.set()
+        self._thread.join(timeout=15)
+        if self.provider is not None:
+            self.provider.close()
+
+
+class MetricsCache:
+    def __init__(self, store: Store, config: MetricsCacheConfig) -> None:
+        self.store = store
+        self.config = config
+        r = keys.ROOT
+
+        def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
+            return Informer(store, prefix, type_, idle_timeout=config.watch_idle_timeout)
+
+        self.global_providers: Informer[GlobalMetricsProvider] = informer(
+            r + "globalmetricsproviders/", GlobalMetricsProvider)
+        self.providers: Informer[MetricsProvider] = informer(r + "metricsproviders/",
+                                                             MetricsProvider)
+        self.global_metrics: Informer[GlobalMetric] = informer(r + "globalmetrics/", GlobalMetric)
+        self.metrics: Informer[Metric] = informer(r + "metrics/", Metric)
+        self.clusters: Informer[Referencing] = informer(r + "clusters/", Referencing)
+        self.global_clouds: Informer[Referencing] = informer(r + "globalclouds/", Referencing)
+        self.clouds: Informer[Referencing] = informer(r + "clouds/", Referencing)
+        self.informers: list[Informer[Any]] = [
+            self.global_providers, self.providers, self.global_metrics, self.metrics,
+            self.clusters, self.global_clouds, self.clouds]
+        self.writer: ValueWriter | None = None
+        self.pollers: dict[str, Poller] = {}
+        self._values: dict[str, MetricValueStatus] = {}  # last status per value key
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        for inf in self.informers:
+            inf.add_handler(lambda _e: self._changed.set())
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self, sync_timeout: float = 60.0) -> None:
+        for inf in self.informers:
+            inf.start()
+        if not all(inf.wait_synced(sync_timeout) for inf in self.informers):
+            raise TimeoutError("the metrics-cache did not sync with etcd")
+        self.writer = ValueWriter(self.store, lease_ttl=self.config.lease_ttl)
+        self._thread = threading.Thread(target=self._plan_loop, name="plan", daemon=True)
+        self._thread.start()
+
+    def ready(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.informers) and self.writer is not None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for poller in self.pollers.values():
+            poller.stop()
+        self.pollers.clear()
+        for inf in self.informers:
+            inf.stop(wait=False)
+        for inf in self.informers:
+            inf.join()
+        if self.writer is not None:
+            self.writer.close()
+
+    def _plan_loop(self) -> None:
+        self._changed.set()
+        while not self._stop.is_set():
+            self._changed.wait()
+            if self._stop.is_set():
+                return
+            time.sleep(0.05)  # let a burst of changes settle
+            self._changed.clear()
+            try:
+                self.apply(self.plan())
+            except Exception:
+                log.exception("planning the metrics to poll failed; retrying")
+                time.sleep(1.0)
+                self._changed.set()
+
+    # -- what to poll ---------------------------------------------------------------
+
+    def referenced(self) -> set[Series]:
+        out: set[Series] = set()
+        for inf in (self.clusters, self.global_clouds, self.clouds):
+            for item in inf.items():
+                ns = item.obj.metadata.namespace
+                for ref in item.obj.spec.metrics:
+                    if ref.namespaced and not ns:
+                        continue  # a namespaced metric on a global resource: nothing to poll
+                    out.add(Series(ref.name, ns if ref.namespaced else None))
+        return out
+
+    def plan(self) -> dict[str, ProviderPlan]:
+        plans: dict[str, ProviderPlan] = {}
+        for series in sorted(self.referenced(), key=lambda s: s.key):
+            definition = (self.metrics.get(keys.resource_key("Metric", series.name,
+                                                             series.namespace))
+                          if series.namespace else
+                          self.global_metrics.get(keys.resource_key("GlobalMetric", series.name)))
+            if definition is None:
+                continue  # the scheduler reports UNKNOWN_METRIC: nothing to fetch
+            pname = definition.spec.provider.name
+            pkey, provider = self._provider(pname, series.namespace)
+            plan = plans.get(pkey)
+            if plan is None:
+                spec = msgspec.json.encode(provider.spec) if provider is not None else b""
+                plan = plans[pkey] = ProviderPlan(pkey, pname, spec, provider, [])
+            plan.wanted.append(Wanted(series, definition.spec.provider.metric,
+                                      definition.spec.min, definition.spec.max))
+        return plans
+
+    def _provider(self, name: str, namespace: str | None) -> tuple[str, MetricsProvider | None]:
+        if namespace:
+            key = keys.resource_key("MetricsProvider", name, namespace)
+            found = self.providers.get(key)
+            if found is not None:
+                return key, found
+        key = keys.resource_key("GlobalMetricsProvider", name)
+        return key, self.global_providers.get(key)
+
+    def apply(self, plans: dict[str, ProviderPlan]) -> None:
+        """Start, rebuild, update or stop pollers; remove values nobody references."""
+        for pkey in list(self.pollers):
+            poller = self.pollers[pkey]
+            plan = plans.get(pkey)
+            if plan is None or plan.spec != poller.plan.spec or (plan.doc is None) != (
+                    poller.plan.doc is None):
+                poller.stop()
+                del self.pollers[pkey]
+        for pkey, plan in plans.items():
+            running = self.pollers.get(pkey)
+            if running is None:
+                self.pollers[pkey] = Poller(self, plan)
+            elif plan.wanted != running.plan.wanted:
+                running.plan = plan
+                running.wake.set()  # new metrics: fetch them now
+        wanted = {w.series.key for plan in plans.values() for w in plan.wanted}
+        if self.writer is not None:
+            for key in self.writer.written_keys() - wanted:
+                self.writer.remove(key)
+                self._values.pop(key, None)
+
+    # -- results ------------------------------------------------------------------
+
+    def record(self, wanted: list[Wanted], readings: dict[str, Reading],
+               provider: ProviderInfo) -> None:
+        if self.writer is None or self._stop.is_set():
+            return
+        now = datetime.now(UTC)
+        for w in wanted:
+            reading = readings.get(w.query, Failure("UNKNOWN_METRIC", f"{w.query}: no answer"))
+            key = w.series.key
+            status = value_status(w, reading, provider, self._values.get(key), now,
+                                  self.config.stale_after)
+            if not self.writer.unchanged(key, status):
+                self._values[key] = status  # unchanged keeps the first observation
+            doc = MetricValue(Metadata(name=w.series.name, namespace=w.series.namespace), status)
+            try:
+                self.writer.write(key, doc)
+            except Exception as exc:
+                log.warning("%s: not written: %s", key, exc)

@@ -1,0 +1,48 @@
+"""What a provider is to the cache: fetch current values for metric names.
+
+``fetch`` returns, for each name asked, a float or a :class:`Failure` with
+Krake's reason code. It may block (a network call); each provider is polled
+from its own thread, so a slow or dead one never delays the others.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+UNREACHABLE = "UNREACHABLE_METRICS_PROVIDER"
+UNKNOWN_PROVIDER = "UNKNOWN_METRICS_PROVIDER"
+UNKNOWN_METRIC = "UNKNOWN_METRIC"
+INVALID = "INVALID_METRIC"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    reason: str
+    message: str = ""
+
+
+Reading = float | Failure
+
+
+class Provider(Protocol):
+    type: str
+
+    def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]: ...
+
+    def close(self) -> None: ...
+
+
+def number(raw: Any, what: str) -> Reading:
+    """``raw`` as a finite float, or an INVALID_METRIC failure naming ``what``."""
+    if isinstance(raw, bool):
+        return Failure(INVALID, f"{what}: {raw!r} is not a number")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return Failure(INVALID, f"{what}: {str(raw)[:80]!r} is not a number")
+    if not math.isfinite(value):
+        return Failure(INVALID, f"{what}: {value} is not finite")
+    return value

@@ -1,0 +1,132 @@
+"""The Kafka provider: consume a topic of metric values, the latest per metric wins.
+
+Each record's key is the metric name; its value a number, or JSON
+``{"value": ..., "timestamp": ...}``. The consumer (aiokafka, in an asyncio
+loop on its own thread) runs continuously in the provider's consumer group
+and commits its offsets, so a restarted cache resumes where it left off.
+``fetch`` answers from what has been consumed: a metric never seen is
+UNKNOWN_METRIC, a record that is not a number INVALID_METRIC, and while the
+consumer cannot reach the brokers every metric is UNREACHABLE_METRICS_PROVIDER.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controllers.metrics_cache.providers.base import (
+    UNKNOWN_METRIC,
+    UNREACHABLE,
+    Failure,
+    Reading,
+    number,
+)
+from store.documents.metrics import KafkaSpec
+
+log = logging.getLogger(__name__)
+
+
+def parse_record(value: bytes | None, name: str) -> tuple[Reading, float | None]:
+    """A record's value and its timestamp (if the record carries one)."""
+    if value is None:
+        return Failure("INVALID_METRIC", f"{name}: empty record"), None
+    text = value.decode("utf-8", errors="replace").strip()
+    try:
+        body: Any = json.loads(text)
+    except ValueError:
+        return number(text, name), None
+    if isinstance(body, dict):
+        stamp = body.get("timestamp")
+        return number(body.get("value"), name), stamp if isinstance(stamp, int | float) else None
+    return number(body, name), None
+
+
+class KafkaProvider:
+    type = "kafka"
+
+    def __init__(self, spec: KafkaSpec, *, provider: str) -> None:
+        servers = spec.bootstrap_servers or []
+        self.servers = servers if isinstance(servers, str) else ",".join(servers)
+        self.topic = spec.topic or ""
+        self.group = spec.group_id or f"berth-metrics-cache-{provider}"
+        self.spec = spec
+        self.latest: dict[str, tuple[Reading, float]] = {}  # name → (reading, ordering key)
+        self.connected = False
+        self.error = "not connected yet"
+        self._stop = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=f"kafka {self.topic}", daemon=True)
+        self._thread.start()
+
+    def _consumer_options(self) -> dict[str, Any]:
+        s = self.spec
+        options: dict[str, Any] = {
+            "bootstrap_servers": self.servers, "group_id": self.group,
+            "enable_auto_commit": True, "auto_commit_interval_ms": 1000,
+            "auto_offset_reset": "earliest", "request_timeout_ms": 10000,
+        }
+        if s.security_protocol:
+            options["security_protocol"] = s.security_protocol
+        if s.ssl_cafile or s.ssl_certfile:
+            from aiokafka.helpers import create_ssl_context
+
+            options["ssl_context"] = create_ssl_context(
+                cafile=s.ssl_cafile, certfile=s.ssl_certfile, keyfile=s.ssl_keyfile)
+        if s.sasl_mechanism:
+            options.update(sasl_mechanism=s.sasl_mechanism, sasl_plain_username=s.sasl_username,
+                           sasl_plain_password=s.sasl_password)
+        return options
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._consume_forever())
+
+    async def _consume_forever(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.errors import KafkaError
+
+        while not self._stop.is_set():
+            consumer = AIOKafkaConsumer(self.topic, **self._consumer_options())
+            try:
+                await consumer.start()
+                self.connected, self.error = True, ""
+                while not self._stop.is_set():
+                    batches = await consumer.getmany(timeout_ms=500)
+                    for records in batches.values():
+                        for r in records:
+                            self._record(r.key, r.value, r.timestamp)
+            except (KafkaError, OSError) as exc:
+                self.connected, self.error = False, f"{self.servers}: {exc}"
+                log.warning("kafka provider %s: %s", self.topic, exc)
+            finally:
+                try:
+                    await consumer.stop()
+                except Exception as exc:  # a half-started consumer
+                    log.debug("kafka provider %s: stopping: %s", self.topic, exc)
+            if not self._stop.is_set():
+                await asyncio.sleep(1.0)
+
+    def _record(self, key: bytes | None, value: bytes | None, timestamp: int) -> None:
+        if key is None:
+            return
+        name = key.decode("utf-8", errors="replace")
+        reading, stamp = parse_record(value, name)
+        order = stamp if stamp is not None else timestamp / 1000.0
+        current = self.latest.get(name)
+        if current is None or order >= current[1]:
+            self.latest[name] = (reading, order)
+
+    def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
+        if not self.connected:
+            return dict.fromkeys(metrics, Failure(UNREACHABLE, self.error))
+        return {m: self.latest[m][0] if m in self.latest
+                else Failure(UNKNOWN_METRIC, f"no record for {m!r} on topic {self.topic}")
+                for m in metrics}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
