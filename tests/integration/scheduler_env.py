@@ -102,20 +102,22 @@ def targets(b: Binding) -> list[str]:
     return [t.name for t in b.spec.targets]
 
 
-class SchedulerProcess:
-    """``berth scheduler`` in a child process, on the test etcd."""
+class BerthProcess:
+    """A ``berth`` subcommand in a child process, on the test etcd."""
+
+    command = "scheduler"
 
     def __init__(self, url: str, workdir: Path, *, config: str = "", name: str = "s") -> None:
-        self.log = workdir / f"scheduler-{name}.log"
-        self.args = [sys.executable, "-m", "cli.main", "--log-level", "DEBUG", "scheduler",
+        self.log = workdir / f"{self.command}-{name}.log"
+        self.args = [sys.executable, "-m", "cli.main", "--log-level", "DEBUG", self.command,
                      "--etcd", url, "--http", "127.0.0.1:0", "--lease-ttl", "2"]
         if config:
-            path = workdir / f"scheduler-{name}.yaml"
+            path = workdir / f"{self.command}-{name}.yaml"
             path.write_text(config)
             self.args += ["--config", str(path)]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> SchedulerProcess:
+    def start(self) -> BerthProcess:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
                                          cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -137,3 +139,11 @@ class SchedulerProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+class SchedulerProcess(BerthProcess):
+    command = "scheduler"
+
+
+class MetricsCacheProcess(BerthProcess):
+    command = "metrics-cache"

@@ -1,0 +1,164 @@
+"""The real `berth metrics-cache` process against a real etcd and a real Prometheus."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store import Store, Watch, decode, encode, keys
+from store.documents import MetricValue
+from tests.integration.scheduler_env import MetricsCacheProcess, cluster, put, wait_for
+from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.prometheus import PrometheusServer
+
+CONFIG = "poll_interval: 0.5\nlease_ttl: 2\nstale_after: 2\ntimeout: 1\nretries: 0\n"
+
+
+@pytest.fixture
+def cache(etcd_server: EtcdServer, store: Store, tmp_path: Path) -> Iterator[MetricsCacheProcess]:
+    proc = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG).start()
+    yield proc
+    proc.stop()
+    print(proc.output()[-3000:])
+
+
+@pytest.fixture(scope="module")
+def prometheus() -> Iterator[PrometheusServer]:
+    try:
+        server = PrometheusServer().start()
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.cleanup()
+
+
+def provider(store: Store, name: str, spec: dict[str, object]) -> None:
+    put(store, keys.resource_key("GlobalMetricsProvider", name), encode({
+        "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": name},
+        "spec": spec}))
+
+
+def metric(store: Store, name: str, provider_name: str, query: str, lo: float = 0,
+           hi: float = 5) -> None:
+    put(store, keys.resource_key("GlobalMetric", name), encode({
+        "api": "core", "kind": "GlobalMetric", "metadata": {"name": name},
+        "spec": {"min": lo, "max": hi, "provider": {"name": provider_name, "metric": query}}}))
+
+
+def value(store: Store, name: str) -> MetricValue | None:
+    kv = store.get(keys.metric_value_key(name))
+    return decode(kv.value, MetricValue, kv.key) if kv else None
+
+
+def test_static_values_reach_etcd_and_follow_the_spec(store: Store,
+                                                     cache: MetricsCacheProcess) -> None:
+    provider(store, "static", {"type": "static", "static": {"metrics": {"heat": 0.9,
+                                                                        "unused": 1}}})
+    metric(store, "heat", "static", "heat")
+    metric(store, "unused", "static", "unused")
+    cluster(store, "c", metrics={"heat": 1.0})
+    v = wait_for(lambda: value(store, "heat"))
+    assert (v.status.value, v.status.normalized) == (0.9, pytest.approx(0.18))
+    assert v.status.provider is not None and v.status.provider.type == "static"
+    assert store.get(keys.metric_value_key("heat")).lease != 0  # type: ignore[union-attr]
+    provider(store, "static", {"type": "static", "static": {"metrics": {"heat": 4.5}}})
+    wait_for(lambda: value(store, "heat"), lambda v: v.status.value == 4.5, timeout=5)
+    assert value(store, "unused") is None  # referenced by no cluster: never polled
+
+
+def test_a_value_is_written_only_when_it_changes(store: Store,
+                                                cache: MetricsCacheProcess) -> None:
+    provider(store, "static", {"type": "static", "static": {"metrics": {"m": 1.0}}})
+    metric(store, "m", "static", "m")
+    cluster(store, "c", metrics={"m": 1.0})
+    wait_for(lambda: value(store, "m"))
+    writes: list[int] = []
+    watch = Watch(store, keys.metric_value_key("m"), store.revision() + 1)
+    threading.Thread(target=lambda: [writes.extend(e.mod_revision for e in b.events)
+                                     for b in watch], daemon=True).start()
+    time.sleep(3)  # six polls
+    watch.close()
+    assert writes == []
+
+
+def test_a_missing_provider_and_bad_ranges_are_reasons_not_crashes(
+    store: Store, cache: MetricsCacheProcess
+) -> None:
+    metric(store, "orphan", "no-such-provider", "x")
+    provider(store, "static", {"type": "static", "static": {"metrics": {"flat": 3, "high": 9}}})
+    metric(store, "flat", "static", "flat", lo=1, hi=1)
+    metric(store, "high", "static", "high", lo=0, hi=5)
+    cluster(store, "c", metrics={"orphan": 1.0, "flat": 1.0, "high": 1.0})
+    orphan = wait_for(lambda: value(store, "orphan"))
+    assert orphan.status.error is not None
+    assert orphan.status.error.reason == "UNKNOWN_METRICS_PROVIDER"
+    flat = wait_for(lambda: value(store, "flat"))
+    assert flat.status.invalid_range and flat.status.normalized is None
+    high = wait_for(lambda: value(store, "high"))
+    assert high.status.out_of_range and high.status.normalized == 1.0
+
+
+def test_prometheus_values_errors_expiry_and_recovery(
+    store: Store, cache: MetricsCacheProcess, prometheus: PrometheusServer
+) -> None:
+    prometheus.push(load=2.5, noise="NaN")
+    prometheus.wait_value("load", 2.5)
+    provider(store, "prom", {"type": "prometheus", "prometheus": {"url": prometheus.url}})
+    metric(store, "load", "prom", "load")
+    metric(store, "noise", "prom", "noise")
+    metric(store, "absent", "prom", "absent_metric")
+    cluster(store, "c", metrics={"load": 1.0, "noise": 1.0, "absent": 1.0})
+    v = wait_for(lambda: value(store, "load"))
+    assert (v.status.value, v.status.normalized) == (2.5, 0.5)
+    noise = wait_for(lambda: value(store, "noise"))
+    assert noise.status.error is not None and noise.status.error.reason == "INVALID_METRIC"
+    absent = wait_for(lambda: value(store, "absent"))
+    assert absent.status.error is not None and absent.status.error.reason == "UNKNOWN_METRIC"
+
+    prometheus.push(load=4.0)
+    prometheus.wait_value("load", 4.0)
+    wait_for(lambda: value(store, "load"), lambda v: v.status.value == 4.0, timeout=3)
+
+    prometheus.stop_prometheus()  # the provider goes down
+    down = wait_for(lambda: value(store, "load"), lambda v: v.status.error is not None,
+                    timeout=5)
+    assert down.status.error.reason == "UNREACHABLE_METRICS_PROVIDER"  # type: ignore[union-attr]
+    assert down.status.value == 4.0  # the last value, until it is stale
+    wait_for(lambda: value(store, "load"), lambda v: v.status.value is None, timeout=6)
+
+    prometheus.start_prometheus()  # and comes back
+    back = wait_for(lambda: value(store, "load"),
+                    lambda v: v.status.error is None and v.status.value == 4.0, timeout=30)
+    assert back.status.normalized == 0.8
+
+
+def test_values_expire_when_the_cache_dies_and_return_when_it_restarts(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    provider(store, "static", {"type": "static", "static": {"metrics": {"m": 2.0}}})
+    metric(store, "m", "static", "m")
+    cluster(store, "c", metrics={"m": 1.0})
+    first = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="1").start()
+    wait_for(lambda: value(store, "m"))
+    first.kill()
+    wait_for(lambda: value(store, "m") is None or None, timeout=10)  # lease TTL 2 s
+    second = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="2").start()
+    try:
+        assert wait_for(lambda: value(store, "m")).status.value == 2.0
+    finally:
+        second.stop()
+    assert value(store, "m") is None  # a clean stop revokes the lease at once
+
+
+def test_garbage_in_a_provider_key_is_skipped(store: Store, cache: MetricsCacheProcess) -> None:
+    store.create(keys.resource_key("GlobalMetricsProvider", "broken"), b"{not json")
+    provider(store, "static", {"type": "static", "static": {"metrics": {"m": 1.5}}})
+    metric(store, "m", "static", "m")
+    cluster(store, "c", metrics={"m": 1.0})
+    assert wait_for(lambda: value(store, "m")).status.value == 1.5
+    assert cache.proc is not None and cache.proc.poll() is None
+    assert "skipping undecodable value: /berth/v1/globalmetricsproviders/broken" in cache.output()
