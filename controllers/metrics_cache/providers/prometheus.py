@@ -15,9 +15,9 @@ from typing import Any
 
 import requests
 import tenacity
-from urllib3.util.retry import Retry
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
 
 from controllers.metrics_cache.providers.base import (
     INVALID,
