@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for berth: a virtualenv with berth and its test and
-# dev tools (.venv), and etcd (built once into ~/.cache/berth, see
-# install-etcd.sh). Idempotent and quick when everything is already there.
+# dev tools (.venv); etcd (built once into ~/.cache/berth, see
+# install-etcd.sh); Prometheus and the Pushgateway (Debian's packages); the
+# Kafka broker's jars (Maven Central, cached in ~/.cache/berth). Idempotent
+# and quick when everything is already there.
 # Source it to get BERTH_PY and BERTH_ETCD_BIN.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +24,7 @@ if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
   touch "$stamp"
 fi
 bash "$here/scripts/install-prometheus.sh"
+bash "$here/scripts/install-kafka.sh" >/dev/null
 export BERTH_PY="$here/.venv/bin/python"
 BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" | tail -n 1)"
 export BERTH_ETCD_BIN

@@ -13,6 +13,8 @@ from store import Store, Watch, decode, encode, keys
 from store.documents import MetricValue
 from tests.integration.scheduler_env import MetricsCacheProcess, cluster, put, wait_for
 from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.kafka import KafkaServer, produce
+from tests.servers.ksql import KsqlServer
 from tests.servers.prometheus import PrometheusServer
 
 CONFIG = "poll_interval: 0.5\nlease_ttl: 2\nstale_after: 2\ntimeout: 1\nretries: 0\n"
@@ -162,3 +164,104 @@ def test_garbage_in_a_provider_key_is_skipped(store: Store, cache: MetricsCacheP
     assert wait_for(lambda: value(store, "m")).status.value == 1.5
     assert cache.proc is not None and cache.proc.poll() is None
     assert "skipping undecodable value: /berth/v1/globalmetricsproviders/broken" in cache.output()
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[KafkaServer]:
+    try:
+        server = KafkaServer().start()
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.cleanup()
+
+
+def test_kafka_topic_values_resume_from_committed_offsets(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, kafka: KafkaServer
+) -> None:
+    produce(kafka.bootstrap, "energy", [("early", b"1.0"), ("price", b"2.0"),
+                                        ("junk", b"not a number")])
+    provider(store, "k", {"type": "kafka", "kafka": {
+        "bootstrap_servers": kafka.bootstrap, "topic": "energy", "group_id": "berth-test"}})
+    for name in ("early", "price", "junk"):
+        metric(store, name, "k", name)
+    cluster(store, "c", metrics={"early": 1.0, "price": 1.0, "junk": 1.0})
+    first = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="k1").start()
+    try:
+        wait_for(lambda: value(store, "price"), lambda v: v.status.value == 2.0, timeout=30)
+        wait_for(lambda: value(store, "early"), lambda v: v.status.value == 1.0)
+        junk = wait_for(lambda: value(store, "junk"), lambda v: v.status.error is not None
+                        and v.status.error.reason != "UNREACHABLE_METRICS_PROVIDER")
+        assert junk.status.error is not None and junk.status.error.reason == "INVALID_METRIC"
+        stamp = int(time.time() * 1000)
+        produce(kafka.bootstrap, "energy",
+                [("price", b'{"value": 3.0, "timestamp": %d}' % stamp)])
+        wait_for(lambda: value(store, "price"), lambda v: v.status.value == 3.0, timeout=5)
+        time.sleep(1.5)  # offsets are committed every second
+    finally:
+        first.stop()
+    produce(kafka.bootstrap, "energy", [("price", b"4.0")])  # while the cache is down
+    second = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="k2").start()
+    try:
+        assert wait_for(lambda: value(store, "price"), lambda v: v.status.value == 4.0,
+                        timeout=30).status.error is None
+        # Resumed from the committed offset, not from the start of the topic:
+        # the record of "early" lies before it, so that value is not known again.
+        early = wait_for(lambda: value(store, "early"), lambda v: v.status.error is not None
+                         and v.status.error.reason != "UNREACHABLE_METRICS_PROVIDER")
+        assert early.status.error.reason == "UNKNOWN_METRIC"  # type: ignore[union-attr]
+    finally:
+        second.stop()
+
+
+def test_ksql_pull_queries_quote_names_and_report_nonsense(
+    store: Store, cache: MetricsCacheProcess
+) -> None:
+    ksql = KsqlServer()
+    try:
+        ksql.tables["energy"] = {"heat": 2.5, "it's": 1.0}
+        provider(store, "kq", {"type": "kafka", "kafka": {  # Krake's spelling of the KSQL provider
+            "url": ksql.url, "table": "energy", "comparison_column": "metric_name",
+            "value_column": "metric_value"}})
+        metric(store, "heat", "kq", "heat")
+        metric(store, "quoted", "kq", "it's")
+        metric(store, "gone", "kq", "no_such_row")
+        cluster(store, "c", metrics={"heat": 1.0, "quoted": 1.0, "gone": 1.0})
+        assert wait_for(lambda: value(store, "heat")).status.value == 2.5
+        assert wait_for(lambda: value(store, "quoted")).status.value == 1.0
+        gone = wait_for(lambda: value(store, "gone"))
+        assert gone.status.error is not None and gone.status.error.reason == "UNKNOWN_METRIC"
+        statement = ksql.statements[-1]
+        assert statement == ("SELECT `metric_name`, `metric_value` FROM `energy` WHERE "
+                             "`metric_name` IN ('heat', 'it''s', 'no_such_row');")
+        ksql.tables["energy"]["heat"] = 3.5
+        wait_for(lambda: value(store, "heat"), lambda v: v.status.value == 3.5, timeout=3)
+        ksql.answer = {"nonsense": True}
+        bad = wait_for(lambda: value(store, "heat"), lambda v: v.status.error is not None,
+                       timeout=3)
+        assert bad.status.error.reason == "INVALID_METRIC"  # type: ignore[union-attr]
+    finally:
+        ksql.close()
+    down = wait_for(lambda: value(store, "heat"), lambda v: v.status.error is not None and
+                    v.status.error.reason == "UNREACHABLE_METRICS_PROVIDER", timeout=5)
+    assert down.status.error is not None
+
+
+def test_kafka_going_away_is_unreachable_and_coming_back_recovers(
+    store: Store, cache: MetricsCacheProcess, kafka: KafkaServer
+) -> None:
+    produce(kafka.bootstrap, "flaky", [("wind", b"0.5")])
+    provider(store, "kf", {"type": "kafka", "kafka": {
+        "bootstrap_servers": kafka.bootstrap, "topic": "flaky"}})
+    metric(store, "wind", "kf", "wind", lo=0, hi=1)
+    cluster(store, "c", metrics={"wind": 1.0})
+    wait_for(lambda: value(store, "wind"), lambda v: v.status.value == 0.5, timeout=30)
+    kafka.stop()
+    try:
+        down = wait_for(lambda: value(store, "wind"), lambda v: v.status.error is not None,
+                        timeout=20)
+        assert down.status.error.reason == "UNREACHABLE_METRICS_PROVIDER"  # type: ignore[union-attr]
+    finally:
+        kafka.start()
+    wait_for(lambda: value(store, "wind"),
+             lambda v: v.status.error is None and v.status.value == 0.5, timeout=40)

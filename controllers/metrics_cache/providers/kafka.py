@@ -1,7 +1,9 @@
 """The Kafka provider: consume a topic of metric values, the latest per metric wins.
 
 Each record's key is the metric name; its value a number, or JSON
-``{"value": ..., "timestamp": ...}``. The consumer (aiokafka, in an asyncio
+``{"value": ..., "timestamp": ...}`` (seconds or milliseconds since the
+epoch). The latest value wins: by the JSON timestamp when the record has one,
+else by Kafka's record timestamp. The consumer (aiokafka, in an asyncio
 loop on its own thread) runs continuously in the provider's consumer group
 and commits its offsets, so a restarted cache resumes where it left off.
 ``fetch`` answers from what has been consumed: a metric never seen is
@@ -41,14 +43,18 @@ def parse_record(value: bytes | None, name: str) -> tuple[Reading, float | None]
         return number(text, name), None
     if isinstance(body, dict):
         stamp = body.get("timestamp")
-        return number(body.get("value"), name), stamp if isinstance(stamp, int | float) else None
+        if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+            return number(body.get("value"), name), None
+        # Seconds since the epoch, or milliseconds (as Kafka's own timestamps).
+        return number(body.get("value"), name), stamp / 1000.0 if stamp > 1e11 else float(stamp)
     return number(body, name), None
 
 
 class KafkaProvider:
     type = "kafka"
 
-    def __init__(self, spec: KafkaSpec, *, provider: str) -> None:
+    def __init__(self, spec: KafkaSpec, *, provider: str, liveness_interval: float = 2.0) -> None:
+        self.liveness_interval = liveness_interval
         servers = spec.bootstrap_servers or []
         self.servers = servers if isinstance(servers, str) else ",".join(servers)
         self.topic = spec.topic or ""
@@ -94,11 +100,23 @@ class KafkaProvider:
             try:
                 await consumer.start()
                 self.connected, self.error = True, ""
+                loop_time = asyncio.get_running_loop().time
+                last_check = loop_time()
                 while not self._stop.is_set():
                     batches = await consumer.getmany(timeout_ms=500)
                     for records in batches.values():
                         for r in records:
                             self._record(r.key, r.value, r.timestamp)
+                    if loop_time() - last_check >= self.liveness_interval:
+                        # The consumer reconnects silently: ask the brokers for
+                        # metadata to know whether they can be reached now.
+                        last_check = loop_time()
+                        try:
+                            await asyncio.wait_for(consumer.topics(), self.liveness_interval)
+                            self.connected, self.error = True, ""
+                        except (TimeoutError, KafkaError, OSError) as exc:
+                            self.connected = False
+                            self.error = f"{self.servers}: unreachable ({exc!r})"
             except (KafkaError, OSError) as exc:
                 self.connected, self.error = False, f"{self.servers}: {exc}"
                 log.warning("kafka provider %s: %s", self.topic, exc)
