@@ -150,10 +150,12 @@ class Poller:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            began = time.monotonic()
             self.poll()
             jitter = self.cache.config.jitter
+            # A fixed rate: the poll's own duration counts against the interval.
             delay = self.interval * random.uniform(1 - jitter, 1 + jitter)
-            self.wake.wait(delay)
+            self.wake.wait(max(0.0, delay - (time.monotonic() - began)))
             self.wake.clear()
 
     def poll(self) -> None:
@@ -329,6 +331,7 @@ class MetricsCache:
         if self.writer is None or self._stop.is_set():
             return
         now = datetime.now(UTC)
+        docs: list[tuple[str, MetricValue]] = []
         for w in wanted:
             reading = readings.get(w.query, Failure("UNKNOWN_METRIC", f"{w.query}: no answer"))
             key = w.series.key
@@ -336,8 +339,10 @@ class MetricsCache:
                                   self.config.stale_after)
             if not self.writer.unchanged(key, status):
                 self._values[key] = status  # unchanged keeps the first observation
-            doc = MetricValue(Metadata(name=w.series.name, namespace=w.series.namespace), status)
-            try:
-                self.writer.write(key, doc)
-            except Exception as exc:
-                log.warning("%s: not written: %s", key, exc)
+            docs.append((key, MetricValue(
+                Metadata(name=w.series.name, namespace=w.series.namespace), status)))
+        try:
+            self.writer.write_many(docs)  # a poll's changes land together
+        except Exception as exc:
+            log.warning("writing %d values from %s failed (%s); next poll retries",
+                        len(docs), provider.name, exc)

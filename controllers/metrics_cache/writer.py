@@ -15,7 +15,7 @@ import threading
 
 from prometheus_client import Counter
 
-from store import Conflict, Delete, KeptLease, Put, Store, StoreError, encode
+from store import MAX_TXN_OPS, Conflict, Delete, KeptLease, Put, Store, StoreError, encode
 from store.documents import MetricValue, MetricValueStatus
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,34 @@ class ValueWriter:
             self._written[key] = (essence, new)
         WRITES.labels("put").inc()
         return True
+
+    def write_many(self, docs: list[tuple[str, MetricValue]]) -> int:
+        """Write the changed ones of ``docs``, up to 128 per transaction; returns how many.
+
+        A transaction that conflicts (another run's keys, after a restart) is
+        retried key by key, which takes the keys over.
+        """
+        changed = [(k, d) for k, d in docs if not self.unchanged(k, d.status)]
+        if not changed:
+            return 0
+        self._ensure_lease()
+        done = 0
+        for start in range(0, len(changed), MAX_TXN_OPS):
+            chunk = changed[start : start + MAX_TXN_OPS]
+            with self._lock:
+                revs = [self._written.get(k, (None, 0))[1] for k, _ in chunk]
+            try:
+                new = self.store.commit([Put(k, encode(d), rev, self.lease.id)
+                                         for (k, d), rev in zip(chunk, revs, strict=True)])
+            except Conflict:
+                done += sum(1 for k, d in chunk if self.write(k, d))
+                continue
+            with self._lock:
+                for k, d in chunk:
+                    self._written[k] = (_essence(d.status), new)
+            WRITES.labels("put").inc(len(chunk))
+            done += len(chunk)
+        return done
 
     def remove(self, key: str) -> None:
         """Delete a value nobody references any more."""

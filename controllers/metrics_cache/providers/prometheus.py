@@ -1,22 +1,25 @@
 """The Prometheus provider: one instant query per metric per poll.
 
 ``spec.provider.metric`` is the query: a metric name or a PromQL expression;
-it must yield one sample (a scalar, or a vector of one series). The query
-goes through prometheus-api-client with a session of our own (explicit TLS,
-the environment ignored), a timeout, and retries with backoff (tenacity) on
-connection errors only: a bad query is not retried.
+it must yield one sample (a scalar, or a vector of one series). A few
+queries are in flight at once. Each goes through prometheus-api-client with
+a session of our own (explicit TLS, the environment ignored), a timeout, and
+retries with backoff (tenacity) on connection errors only: a bad query is
+not retried.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
 import tenacity
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from controllers.metrics_cache.providers.base import (
@@ -35,11 +38,15 @@ log = logging.getLogger(__name__)
 class PrometheusProvider:
     type = "prometheus"
 
-    def __init__(self, spec: PrometheusSpec, *, timeout: float = 5.0, retries: int = 2) -> None:
+    def __init__(self, spec: PrometheusSpec, *, timeout: float = 5.0, retries: int = 2,
+                 concurrency: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="prometheus")
         self.url = spec.url
         self.timeout = spec.timeout or timeout
         self.session = requests.Session()
         self.session.trust_env = False
+        self.session.mount("http://", HTTPAdapter(pool_maxsize=concurrency))
+        self.session.mount("https://", HTTPAdapter(pool_maxsize=concurrency))
         # No retries inside the client (its default retries for ~20 s); ours are bounded.
         self.client = PrometheusConnect(url=spec.url, disable_ssl=False, session=self.session,
                                         retry=Retry(total=0))
@@ -52,21 +59,24 @@ class PrometheusProvider:
         )
 
     def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
-        out: dict[str, Reading] = {}
-        for query in metrics:
-            try:
-                result = self._retrying(self._query, query)
-            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-                failure = Failure(UNREACHABLE, f"{self.url}: {exc}")
-                return {m: out.get(m, failure) for m in metrics}  # one outage, not N
-            except PrometheusApiClientException as exc:
-                out[query] = Failure(INVALID, f"query {query!r}: {exc}")
-                continue
-            except (ValueError, requests.RequestException) as exc:
-                out[query] = Failure(INVALID, f"query {query!r}: {exc}")
-                continue
-            out[query] = self._value(query, result)
-        return out
+        """One instant query per metric, a few in flight at once (Prometheus is concurrent)."""
+        if len(metrics) <= 1:
+            return {m: self._one(m) for m in metrics}
+        results = dict(zip(metrics, self._pool.map(self._one, metrics), strict=True))
+        down = next((r for r in results.values()
+                     if isinstance(r, Failure) and r.reason == UNREACHABLE), None)
+        if down is not None:  # one outage, reported the same for every metric
+            return dict.fromkeys(metrics, down)
+        return results
+
+    def _one(self, query: str) -> Reading:
+        try:
+            result = self._retrying(self._query, query)
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            return Failure(UNREACHABLE, f"{self.url}: {exc}")
+        except (PrometheusApiClientException, ValueError, requests.RequestException) as exc:
+            return Failure(INVALID, f"query {query!r}: {exc}")
+        return self._value(query, result)
 
     def _query(self, query: str) -> Any:
         return self.client.custom_query(
@@ -89,4 +99,5 @@ class PrometheusProvider:
         return number(sample[1], query)
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self.session.close()
