@@ -5,8 +5,8 @@
 Starts its own etcd, Prometheus and Pushgateway, seeds ``--series`` metrics
 (``--prometheus-share`` of them pushed to Prometheus, the others static)
 referenced by clusters (4 each), runs ``berth metrics-cache`` (poll interval
-10 s) and, after every value is in etcd, measures for ``--window`` seconds while ``--change`` of the values
-change every 10 s:
+10 s) and, after every value is in etcd, measures for ``--window`` seconds
+while ``--change`` of the values change every 10 s:
 
 * the process's CPU, as a percentage of one core;
 * etcd writes per poll against the values that changed (only changes are written);
