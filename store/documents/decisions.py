@@ -1,7 +1,9 @@
 """Documents written by processes: Bindings (scheduler) and status (propagator).
 
 One writer per key: the scheduler alone writes a Binding, the propagator
-alone writes a status document. Neither copies the manifest.
+alone writes a status document. Neither copies the manifest. The top-level
+fields (``kind``, ``api``, ``metadata``, ``spec``/``status``) are always
+written, defaults included; nested fields are left out when at their default.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class BindingMeta(msgspec.Struct, omit_defaults=True):
     modified: datetime | None = None
 
 
-class Binding(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Binding"):
+class Binding(msgspec.Struct, tag_field="kind", tag="Binding"):
     metadata: BindingMeta
     spec: BindingSpec
     status: BindingStatus = msgspec.field(default_factory=BindingStatus)
@@ -63,7 +65,7 @@ class ClusterState(msgspec.Struct, omit_defaults=True):
     probed: datetime | None = None
 
 
-class ClusterStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Cluster"):
+class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):
     """``/berth/v1/status/clusters/<ns>/<name>``; the minimal form
     ``{"api":"kubernetes","kind":"Cluster","metadata":{...},"status":{"state":"ONLINE"}}``
     decodes."""

@@ -146,7 +146,7 @@ class MetricValueStatus(msgspec.Struct, omit_defaults=True):
     error: MetricError | None = None
 
 
-class MetricValue(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="MetricValue"):
+class MetricValue(msgspec.Struct, tag_field="kind", tag="MetricValue"):
     """The document at ``/berth/v1/metricvalues/...`` (written by the metrics-cache)."""
 
     metadata: Metadata
