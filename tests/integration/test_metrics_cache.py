@@ -265,3 +265,34 @@ def test_kafka_going_away_is_unreachable_and_coming_back_recovers(
         kafka.start()
     wait_for(lambda: value(store, "wind"),
              lambda v: v.status.error is None and v.status.value == 0.5, timeout=40)
+
+
+def test_the_scheduler_follows_values_from_the_metrics_cache(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, cache: MetricsCacheProcess
+) -> None:
+    from tests.integration.scheduler_env import (
+        SchedulerProcess,
+        application,
+        binding,
+        targets,
+    )
+
+    provider(store, "static", {"type": "static", "static": {"metrics": {
+        "green_a": 1.0, "green_b": 4.0}}})
+    metric(store, "green_a", "static", "green_a")
+    metric(store, "green_b", "static", "green_b")
+    cluster(store, "a", metrics={"green_a": 1.0})
+    cluster(store, "b", metrics={"green_b": 1.0})
+    wait_for(lambda: value(store, "green_a"))
+    wait_for(lambda: value(store, "green_b"))
+    scheduler = SchedulerProcess(etcd_server.url, tmp_path, name="with-cache").start()
+    try:
+        application(store, "app")
+        placed = wait_for(lambda: binding(store, "app"),
+                          lambda b: b.status.state == "Scheduled" and targets(b) == ["b"])
+        assert placed.spec.targets[0].score == pytest.approx(0.8)
+        provider(store, "static", {"type": "static", "static": {"metrics": {
+            "green_a": 5.0, "green_b": 4.0}}})  # a is now better by more than the stickiness
+        wait_for(lambda: binding(store, "app"), lambda b: targets(b) == ["a"], timeout=10)
+    finally:
+        scheduler.stop()

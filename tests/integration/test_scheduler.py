@@ -66,7 +66,7 @@ def test_an_application_is_bound_to_the_cluster_that_fits(
 
 
 def test_a_better_metric_moves_the_application_and_stickiness_holds_small_changes(
-    store: Store, scheduler: SchedulerProcess
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:
     metric(store, "heat_a")
     metric(store, "heat_b")
@@ -74,6 +74,16 @@ def test_a_better_metric_moves_the_application_and_stickiness_holds_small_change
     value(store, "heat_b", 0.75)
     cluster(store, "a", metrics={"heat_a": 1.0})
     cluster(store, "b", metrics={"heat_b": 1.0})
+    # Started after the values exist: its first list holds them all (watches
+    # of different prefixes may deliver a burst of changes in any order).
+    proc = SchedulerProcess(etcd_server.url, tmp_path, name="metrics").start()
+    try:
+        _moves_and_sticks(store)
+    finally:
+        proc.stop()
+
+
+def _moves_and_sticks(store: Store) -> None:
     application(store, "app")
     first = scheduled(store, "app")
     here = targets(first)[0]
@@ -133,13 +143,22 @@ def test_a_vanished_application_loses_its_binding(store: Store,
     wait_for(lambda: binding(store, "app") is None or None, timeout=10)
 
 
-def test_migration_false_never_moves(store: Store, scheduler: SchedulerProcess) -> None:
+def test_migration_false_never_moves(etcd_server: EtcdServer, store: Store,
+                                     tmp_path: Path) -> None:
     metric(store, "m1")
     metric(store, "m2")
     value(store, "m1", 0.9)
     value(store, "m2", 0.1)
     cluster(store, "one", metrics={"m1": 1})
     cluster(store, "two", metrics={"m2": 1})
+    proc = SchedulerProcess(etcd_server.url, tmp_path, name="pinned").start()
+    try:
+        _pinned_stays(store)
+    finally:
+        proc.stop()
+
+
+def _pinned_stays(store: Store) -> None:
     application(store, "pinned", migration=False)
     assert targets(scheduled(store, "pinned")) == ["one"]
     value(store, "m1", 0.0)
@@ -160,7 +179,8 @@ def test_a_cluster_without_kubeconfig_is_placed_on_a_cloud(
             "api": "infrastructure", "kind": "GlobalCloud",
             "metadata": {"name": name, "labels": labels}, "spec": {"metrics": metrics}}))
     cluster(store, "new-cluster", kubeconfig=False, online=False)
-    b = wait_for(lambda: binding(store, "new-cluster", kind="Cluster"))
+    b = wait_for(lambda: binding(store, "new-cluster", kind="Cluster"),
+                 lambda b: b.status.state == "Scheduled")
     assert [(t.kind, t.name) for t in b.spec.targets] == [("GlobalCloud", "os-de")]
     assert binding(store, "de", kind="Cluster") is None
 
