@@ -20,6 +20,7 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,7 @@ ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["re
 LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
 
 
+Explained = list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
 SWEEP = "<sweep>"  # a queue item: check every placed subject after a change
 
 
@@ -280,10 +282,11 @@ class Scheduler:
         chosen = select(subject, evaluation.ranked, current, keep_current=keep,
                         fill=self.framework.selector(state))
         new = targets(chosen)
-        details = self._describe(state, subject, chosen)
+        # Explaining costs more than deciding: only done if the Binding is written.
         state.data["decision"] = (
             summary(subject.candidate_kind, evaluation),
-            explanation(evaluation, details, self.config.explain_limit))
+            lambda: explanation(evaluation, self._describe(state, subject, chosen),
+                                self.config.explain_limit))
         status = self.framework.reserve(state, subject, new)
         if status.ok:
             status = self.framework.permit(state, subject, new)
@@ -365,7 +368,7 @@ class Scheduler:
         return c is not None and not c.deleted
 
     def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
-                       reason: str, explained: list[dict[str, Any]]) -> str:
+                       reason: str, explained: Explained) -> str:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
         self._write(subject, binding, current, "Unschedulable", reason, explained)
@@ -376,7 +379,7 @@ class Scheduler:
         return "unschedulable"
 
     def _write(self, subject: Subject, binding: BindingView | None, new: list[Target], state: str,
-               reason: str, explained: list[dict[str, Any]]) -> None:
+               reason: str, explained: Explained) -> None:
         ref = subject.ref
         same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
         if (binding is not None and same_targets and binding.spec.generation == subject.generation
@@ -392,7 +395,8 @@ class Scheduler:
                                  modified=now),
             spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
                              generation=subject.generation, targets=new, scheduled=scheduled),
-            status=BindingStatus(state=state, reason=reason, explanation=explained),
+            status=BindingStatus(state=state, reason=reason,
+                                 explanation=explained() if callable(explained) else explained),
         )
         write = Write(subject.key, subject.binding_key, doc)
         if self._group is not None:
