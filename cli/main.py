@@ -7,7 +7,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from cli import bootstrap_cmd, explain_cmd, metrics_cache_cmd, scheduler_cmd
+from cli import (
+    bootstrap_cmd,
+    explain_cmd,
+    metrics_cache_cmd,
+    propagator_cmd,
+    scheduler_cmd,
+)
 from cli.etcd_options import add_etcd_options
 
 
@@ -16,7 +22,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, explain_cmd):
+    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, explain_cmd):
         module.add_parser(sub)
     for action in sub.choices.values():
         add_etcd_options(action)

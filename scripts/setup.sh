@@ -2,8 +2,9 @@
 # Set up a fresh machine for berth: a virtualenv with berth and its test and
 # dev tools (.venv); etcd (built once into ~/.cache/berth, see
 # install-etcd.sh); Prometheus and the Pushgateway (Debian's packages); the
-# Kafka broker's jars (Maven Central, cached in ~/.cache/berth). Idempotent
-# and quick when everything is already there.
+# Kafka broker's jars (Maven Central, cached in ~/.cache/berth); kube-apiserver
+# (built from source once, about 10 minutes, cached). Idempotent and quick
+# when everything is already there.
 # Source it to get BERTH_PY and BERTH_ETCD_BIN.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +26,7 @@ if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
 fi
 bash "$here/scripts/install-prometheus.sh"
 bash "$here/scripts/install-kafka.sh" >/dev/null
+bash "$here/scripts/install-kube-apiserver.sh" >/dev/null
 export BERTH_PY="$here/.venv/bin/python"
 BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" | tail -n 1)"
 export BERTH_ETCD_BIN

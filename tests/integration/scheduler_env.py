@@ -147,3 +147,7 @@ class SchedulerProcess(BerthProcess):
 
 class MetricsCacheProcess(BerthProcess):
     command = "metrics-cache"
+
+
+class PropagatorProcess(BerthProcess):
+    command = "propagator"

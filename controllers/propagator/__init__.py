@@ -1,0 +1,2 @@
+"""berth's propagator: observes clusters (health, custom resources); applying
+placed applications to them comes next."""

@@ -1,0 +1,154 @@
+"""The real `berth propagator` (its cluster observer) against real kube-apiservers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from store import Store, Watch, decode, keys
+from store.documents import ClusterStatus
+from tests.integration.scheduler_env import (
+    PropagatorProcess,
+    SchedulerProcess,
+    application,
+    binding,
+    put,
+    targets,
+    wait_for,
+)
+from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.kube import KubeApiServer
+
+CONFIG = "probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\n"
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "crontabs.stable.example.com"},
+    "spec": {"group": "stable.example.com", "scope": "Namespaced",
+             "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                 "openAPIV3Schema": {"type": "object",
+                                     "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[KubeApiServer]:
+    try:
+        server = KubeApiServer("one").start()
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def propagator(etcd_server: EtcdServer, store: Store,
+               tmp_path: Path) -> Iterator[PropagatorProcess]:
+    proc = PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG).start()
+    yield proc
+    proc.stop()
+    print(proc.output()[-3000:])
+
+
+def register(store: Store, name: str, kubeconfig: dict[str, object],
+             labels: dict[str, str] | None = None) -> None:
+    put(store, keys.resource_key("Cluster", name, "default"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "spec": {"kubeconfig": kubeconfig}}))
+
+
+def status(store: Store, name: str) -> ClusterStatus | None:
+    kv = store.get(keys.status_key("Cluster", "default", name))
+    return decode(kv.value, ClusterStatus, kv.key) if kv else None
+
+
+def test_a_cluster_is_online_and_its_crds_are_discovered(
+    store: Store, propagator: PropagatorProcess, kube: KubeApiServer
+) -> None:
+    register(store, "one", kube.kubeconfig())
+    s = wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
+    assert "crontabs.stable.example.com" not in s.status.custom_resources
+    from lightkube import Client, KubeConfig
+    from lightkube.codecs import from_dict
+
+    client = Client(KubeConfig.from_dict(kube.kubeconfig()), trust_env=False)
+    client.apply(from_dict(CRD), field_manager="test")
+    try:
+        wait_for(lambda: status(store, "one"),
+                 lambda s: "crontabs.stable.example.com" in s.status.custom_resources,
+                 timeout=20)
+    finally:
+        from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+
+        client.delete(CustomResourceDefinition, "crontabs.stable.example.com")
+        client.close()
+    assert kube.token not in propagator.output()  # credentials are never logged
+
+
+def test_a_cluster_going_away_is_offline_after_the_grace_and_comes_back(
+    store: Store, propagator: PropagatorProcess, kube: KubeApiServer
+) -> None:
+    register(store, "one", kube.kubeconfig())
+    wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
+    seen: list[ClusterStatus] = []
+    watch = Watch(store, keys.status_key("Cluster", "default", "one"), store.revision() + 1)
+
+    def record() -> None:
+        for batch in watch:
+            seen.extend(decode(ev.value, ClusterStatus) for ev in batch.events
+                        if ev.type == "PUT")
+
+    threading.Thread(target=record, daemon=True).start()
+    kube.stop()
+    try:
+        down = wait_for(lambda: status(store, "one"), lambda s: s.status.state == "OFFLINE",
+                        timeout=20)
+        assert down.status.reason.startswith("unreachable: ")
+        # Before that, one failed probe was recorded without changing the state.
+        first = seen[0].status
+        assert first.state == "ONLINE" and "(1/2 failed probes)" in first.reason
+    finally:
+        watch.close()
+        kube.start()
+    wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=30)
+
+
+def test_bad_kubeconfigs_are_reasons_and_a_deleted_cluster_loses_its_status(
+    store: Store, propagator: PropagatorProcess, kube: KubeApiServer
+) -> None:
+    wrong_token = kube.kubeconfig()
+    wrong_token["users"] = [{"name": "admin", "user": {"token": "not-the-token"}}]
+    register(store, "refused", wrong_token)
+    register(store, "nonsense", {"apiVersion": "v1", "kind": "Config", "clusters": []})
+    refused = wait_for(lambda: status(store, "refused"),
+                       lambda s: s.status.state == "UNHEALTHY", timeout=20)
+    assert refused.status.reason == "credentials refused (HTTP 401)"
+    nonsense = wait_for(lambda: status(store, "nonsense"),
+                        lambda s: s.status.state == "OFFLINE", timeout=20)
+    assert nonsense.status.reason.startswith("unusable kubeconfig")
+    store.delete(keys.resource_key("Cluster", "refused", "default"))
+    wait_for(lambda: status(store, "refused") is None or None, timeout=20)
+
+
+def test_the_scheduler_places_on_a_cluster_the_observer_found_online(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, propagator: PropagatorProcess,
+    kube: KubeApiServer
+) -> None:
+    register(store, "real", kube.kubeconfig())
+    register(store, "missing", {**kube.kubeconfig(), "clusters": [{"name": "one", "cluster": {
+        "server": "https://127.0.0.1:9", "insecure-skip-tls-verify": True}}]})
+    wait_for(lambda: status(store, "real"), lambda s: s.status.state == "ONLINE", timeout=20)
+    wait_for(lambda: status(store, "missing"), lambda s: s.status.state == "OFFLINE", timeout=20)
+    scheduler = SchedulerProcess(etcd_server.url, tmp_path, name="with-observer").start()
+    try:
+        application(store, "app")
+        b = wait_for(lambda: binding(store, "app"), lambda b: b.status.state == "Scheduled")
+        assert targets(b) == ["real"]
+        assert "not ONLINE (OFFLINE)" in b.status.reason
+    finally:
+        scheduler.stop()
