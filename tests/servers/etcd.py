@@ -9,7 +9,9 @@ Otherwise the caller gets an error that says how to install etcd.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -34,6 +36,23 @@ class ServerUnavailable(RuntimeError):
 
 
 def free_port() -> int:
+    """A free loopback port below the kernel's ephemeral range.
+
+    A port the kernel hands out (bind to 0) is also one it may give, moments
+    later, to some outgoing connection as its local port, before the server we
+    start has bound it; ports below the ephemeral range are never used so.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(10000, max(10001, low))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
