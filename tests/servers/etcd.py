@@ -31,6 +31,30 @@ HOW = (
 )
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """Terminate ``proc`` (if running), killing it if it does not exit in ``timeout``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_process(proc)
+
+
+def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` of a server's log, for error messages."""
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
 class ServerUnavailable(RuntimeError):
     """A real server the tests need could not be started; the message says how to get it."""
 
@@ -183,24 +207,14 @@ class EtcdServer:
         except OSError:
             return False
 
-    def log_tail(self, lines: int = 30) -> str:
-        path = self.workdir / "etcd.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if (
-            path.exists()) else ""
+    def log_tail(self) -> str:
+        return tail(self.workdir / "etcd.log")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        kill_process(self.proc)
 
     def restart(self) -> None:
         self.stop()

@@ -17,7 +17,14 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.servers.etcd import ROOT, ServerUnavailable, free_port
+from tests.servers.etcd import (
+    ROOT,
+    ServerUnavailable,
+    free_port,
+    kill_process,
+    stop_process,
+    tail,
+)
 
 INSTALL = ROOT / "scripts" / "install-kafka.sh"
 HOW = "Kafka is needed: run scripts/install-kafka.sh (needs java and maven)"
@@ -90,22 +97,13 @@ class KafkaServer:
         raise ServerUnavailable(f"kafka did not listen within {timeout}s:\n{self.log_tail()}")
 
     def log_tail(self) -> str:
-        path = self.workdir / "kafka.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-30:]) if (
-            path.exists()) else ""
+        return tail(self.workdir / "kafka.log")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc, timeout=30)
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        kill_process(self.proc)
 
     def cleanup(self) -> None:
         self.kill()

@@ -22,7 +22,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable, free_port
+from tests.servers.etcd import (
+    ROOT,
+    EtcdServer,
+    ServerUnavailable,
+    free_port,
+    stop_process,
+    tail,
+)
 
 INSTALL = ROOT / "scripts" / "install-kube-apiserver.sh"
 HOW = ("kube-apiserver is needed: run scripts/install-kube-apiserver.sh "
@@ -112,18 +119,10 @@ class KubeApiServer:
         }
 
     def log_tail(self) -> str:
-        path = self.workdir / "kube-apiserver.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-30:]) if (
-            path.exists()) else ""
+        return tail(self.workdir / "kube-apiserver.log")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=20)
 
     def cleanup(self) -> None:
         self.stop()

@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.servers.etcd import ServerUnavailable, free_port
+from tests.servers.etcd import ServerUnavailable, free_port, kill_process, stop_process
 
 HOW = ("Prometheus is needed: run scripts/install-prometheus.sh "
        "(apt-get install prometheus prometheus-pushgateway)")
@@ -99,12 +99,9 @@ class PrometheusServer:
         raise AssertionError(f"Prometheus never showed {q} = {value}")
 
     def stop_prometheus(self) -> None:
-        self.prometheus.terminate()
-        self.prometheus.wait(10)
+        stop_process(self.prometheus)
 
     def cleanup(self) -> None:
         for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            kill_process(p)
         shutil.rmtree(self.workdir, ignore_errors=True)

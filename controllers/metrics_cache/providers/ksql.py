@@ -34,6 +34,7 @@ from controllers.metrics_cache.providers.base import (
     Reading,
     number,
 )
+from controllers.runtime import http
 from store.documents.metrics import KafkaSpec, KsqlSpec
 
 
@@ -62,8 +63,7 @@ class KsqlProvider:
         self.key_column = spec.comparison_column or ""
         self.value_column = spec.value_column or ""
         self.timeout = timeout
-        self.session = requests.Session()
-        self.session.trust_env = False
+        self.session = http.session()
 
     def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
         if not metrics:

@@ -19,7 +19,6 @@ import requests
 import tenacity
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
-from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from controllers.metrics_cache.providers.base import (
@@ -30,6 +29,7 @@ from controllers.metrics_cache.providers.base import (
     Reading,
     number,
 )
+from controllers.runtime import http
 from store.documents.metrics import PrometheusSpec
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,7 @@ class PrometheusProvider:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="prometheus")
         self.url = spec.url
         self.timeout = spec.timeout or timeout
-        self.session = requests.Session()
-        self.session.trust_env = False
-        self.session.mount("http://", HTTPAdapter(pool_maxsize=concurrency))
-        self.session.mount("https://", HTTPAdapter(pool_maxsize=concurrency))
+        self.session = http.session(pool_size=concurrency)
         # No retries inside the client (its default retries for ~20 s); ours are bounded.
         self.client = PrometheusConnect(url=spec.url, disable_ssl=False, session=self.session,
                                         retry=Retry(total=0))

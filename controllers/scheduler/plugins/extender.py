@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 import requests
 
+from controllers.runtime import http
 from controllers.scheduler.config import Extender as ExtenderConfig
 from controllers.scheduler.framework import (
     SUCCESS,
@@ -79,8 +80,7 @@ class Extender(Plugin):
         super().__init__({})
         self.config = config
         self.name = f"Extender[{index}]"  # type: ignore[misc]
-        self.session = requests.Session()
-        self.session.trust_env = False
+        self.session = http.session()
 
     def _call(self, verb: str, body: dict[str, Any], reply: type[Any]) -> Any:
         url = f"{self.config.url.rstrip('/')}/{verb}"
