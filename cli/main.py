@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
 from cli import (
     bootstrap_cmd,
+    delete_cmd,
     explain_cmd,
     metrics_cache_cmd,
     propagator_cmd,
@@ -22,7 +25,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, explain_cmd):
+    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, explain_cmd,
+                   delete_cmd):
         module.add_parser(sub)
     for action in sub.choices.values():
         add_etcd_options(action)
@@ -33,7 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("urllib3").setLevel(logging.WARNING)  # one line per request otherwise
+    faulthandler.enable()  # a crash in native code still leaves a stack in the log
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: every thread's stack
+    for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka"):  # a line per request otherwise
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return int(args.run(args))
     except ValueError as exc:  # bad option values (an --etcd URL, half a TLS pair)

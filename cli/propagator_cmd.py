@@ -1,4 +1,4 @@
-"""``berth propagator``: observe clusters (and, next, apply applications to them)."""
+"""``berth propagator``: observe clusters and apply placed applications to them."""
 
 from __future__ import annotations
 
@@ -12,15 +12,18 @@ from store import Store
 
 
 def _make(store: Store, config: Any) -> Controller:
-    from controllers.propagator.observer import Observer
+    from controllers.propagator.propagator import Propagator
 
-    return Observer(store, config)
+    return Propagator(store, config)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_controller(
-        sub, name="propagator", help="run the propagator (for now: the cluster observer)",
-        description="Probe every Cluster's API and write its health and the custom resources "
-        "it serves to /berth/v1/status/clusters/<ns>/<name>.",
+        sub, name="propagator",
+        help="run the propagator: apply placed applications, observe clusters",
+        description="Apply each application's manifest with server-side apply to the clusters "
+        "its Binding names, move it make-before-break, remove it when deleted, re-apply on "
+        "drift, and write /berth/v1/status/applications/<ns>/<name>; probe every Cluster's "
+        "API and write /berth/v1/status/clusters/<ns>/<name>.",
         port=9103, load=load_config, dump_defaults=lambda: dump_config(PropagatorConfig()),
         make=_make)

@@ -14,22 +14,15 @@ rewritten only when it changes. Kubeconfigs and tokens are never logged.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx2 as httpx
-import msgspec
-from lightkube import Client, KubeConfig
-from lightkube.config.client_adapter import Client as HttpClient
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-
 from controllers.propagator.config import PropagatorConfig
+from controllers.propagator.kube import Connections, Probe, safe
+from controllers.propagator.views import ClusterView
 from controllers.runtime import EventType, Informer
 from store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from store.documents import ClusterState, ClusterStatus, StatusMeta
@@ -37,80 +30,15 @@ from store.documents import ClusterState, ClusterStatus, StatusMeta
 log = logging.getLogger(__name__)
 
 
-class _Meta(msgspec.Struct):
-    name: str
-    namespace: str | None = None
-    deleted: Any = None
-
-
-class _Spec(msgspec.Struct):
-    kubeconfig: dict[str, Any] | None = None
-
-
-class ClusterView(msgspec.Struct):
-    metadata: _Meta
-    spec: _Spec = msgspec.field(default_factory=_Spec)
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    state: str  # ONLINE, UNHEALTHY, OFFLINE
-    reason: str = ""
-    custom_resources: tuple[str, ...] = ()
-
-
-def _safe(exc: BaseException) -> str:
-    """An error message fit for a status key: the class and text, never credentials."""
-    text = str(exc).split("\n", 1)[0][:200]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class Connection:
-    """A cluster's API, from its kubeconfig: a lightkube client and a raw HTTP one."""
-
-    def __init__(self, kubeconfig: dict[str, Any], timeout: float) -> None:
-        config = KubeConfig.from_dict(kubeconfig)
-        single = config.get()
-        if single is None:
-            raise ValueError("the kubeconfig names no current context")
-        limit = httpx.Timeout(timeout)
-        self.http = HttpClient(single, ConnectionParams(timeout=limit, trust_env=False))
-        self.client = Client(single, trust_env=False, timeout=limit, field_manager="berth")
-
-    def probe(self) -> Probe:
-        try:
-            resp = self.http.get("/readyz")
-            if resp.status_code == 404:  # older API servers: /version answers if it is up
-                resp = self.http.get("/version")
-        except Exception as exc:
-            return Probe("OFFLINE", f"unreachable: {_safe(exc)}")
-        if resp.status_code in (401, 403):
-            return Probe("UNHEALTHY", f"credentials refused (HTTP {resp.status_code})")
-        if resp.status_code != 200:
-            return Probe("UNHEALTHY", f"not ready (HTTP {resp.status_code})")
-        try:
-            crds = sorted(c.metadata.name for c in self.client.list(CustomResourceDefinition)
-                          if c.metadata is not None and c.metadata.name)
-        except Exception as exc:
-            return Probe("ONLINE", f"custom resources unknown: {_safe(exc)}")
-        return Probe("ONLINE", "", tuple(crds))
-
-    def close(self) -> None:
-        self.http.close()
-        self.client.close()
-
-
 class Observer:
-    def __init__(self, store: Store, config: PropagatorConfig) -> None:
+    def __init__(self, store: Store, config: PropagatorConfig, *,
+                 clusters: Informer[ClusterView], statuses: Informer[ClusterStatus],
+                 connections: Connections) -> None:
         self.store = store
         self.config = config
-        self.clusters: Informer[ClusterView] = Informer(
-            store, keys.resource_prefix("Cluster"), ClusterView,
-            idle_timeout=config.watch_idle_timeout)
-        self.statuses: Informer[ClusterStatus] = Informer(
-            store, keys.status_prefix("Cluster"), ClusterStatus,
-            idle_timeout=config.watch_idle_timeout)
-        self._connections: dict[str, tuple[str, Connection]] = {}  # key → (kubeconfig hash, c)
+        self.clusters = clusters
+        self.statuses = statuses
+        self.connections = connections
         self._failures: dict[str, int] = {}
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
@@ -120,17 +48,10 @@ class Observer:
         self._thread: threading.Thread | None = None
         self.clusters.add_handler(self._on_cluster)
 
-    def start(self, sync_timeout: float = 60.0) -> None:
-        for inf in (self.clusters, self.statuses):
-            inf.start()
-        if not (self.clusters.wait_synced(sync_timeout)
-                and self.statuses.wait_synced(sync_timeout)):
-            raise TimeoutError("the observer did not sync with etcd")
+    def start(self) -> None:
+        """Start probing (the informers are started and synced by the caller)."""
         self._thread = threading.Thread(target=self._loop, name="observer", daemon=True)
         self._thread.start()
-
-    def ready(self) -> bool:
-        return self.clusters.synced.is_set() and self.statuses.synced.is_set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -138,12 +59,6 @@ class Observer:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for inf in (self.clusters, self.statuses):
-            inf.stop(wait=False)
-        for inf in (self.clusters, self.statuses):
-            inf.join()
-        for _, conn in self._connections.values():
-            conn.close()
 
     def _on_cluster(self, event: Any) -> None:
         if event.type is not EventType.DELETED:
@@ -170,17 +85,6 @@ class Observer:
             if keys.resource_key("Cluster", ref.name, ref.namespace) not in live:
                 self._remove(key)  # the cluster is gone: so is what we observed of it
 
-    def _connection(self, key: str, kubeconfig: dict[str, Any]) -> Connection:
-        digest = hashlib.sha256(msgspec.json.encode(kubeconfig)).hexdigest()
-        hit = self._connections.get(key)
-        if hit is not None and hit[0] == digest:
-            return hit[1]
-        if hit is not None:
-            hit[1].close()
-        conn = Connection(kubeconfig, self.config.probe_timeout)
-        self._connections[key] = (digest, conn)
-        return conn
-
     def _probe_one(self, key: str, view: ClusterView) -> None:
         try:
             if not self._stop.is_set():
@@ -191,9 +95,11 @@ class Observer:
 
     def _observe(self, key: str, view: ClusterView) -> None:
         try:
-            probe = self._connection(key, view.spec.kubeconfig or {}).probe()
+            conn = self.connections.get(key, view.spec.kubeconfig or {})
         except Exception as exc:  # a kubeconfig lightkube cannot use
-            probe = Probe("OFFLINE", f"unusable kubeconfig: {_safe(exc)}")
+            probe = Probe("OFFLINE", f"unusable kubeconfig: {safe(exc)}")
+        else:
+            probe = conn.probe(self.config.probe_timeout)
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
         if probe.state != "ONLINE":

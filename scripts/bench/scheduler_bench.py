@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
 from store.documents import Binding  # noqa: E402
 from tests.integration.scheduler_env import value  # noqa: E402
-from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
+from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
 
 LOCATIONS = ["DE", "FR", "IT", "NL", "PL"]
 ZONES = 20
@@ -120,11 +120,6 @@ class BindingWatcher:
                     return False
                 self.cond.wait(left)
         return True
-
-
-def rss_peak_mb(pid: int) -> float:
-    text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024  # type: ignore[union-attr]
 
 
 def batch_mean(port: int) -> float:
@@ -228,7 +223,7 @@ def main() -> None:
         print(f"floor: etcd writes the same {len(floor_ops)} Bindings in batches of {size} "
               f"(the scheduler's mean) in {floor:.2f}s: {len(floor_ops) / floor:.0f}/s; "
               f"scheduler/floor time ratio {took / floor:.2f}")
-        print(f"scheduler peak RSS: {rss_peak_mb(proc.pid):.0f} MB")
+        print(f"scheduler peak RSS: {peak_rss_mb(proc.pid):.0f} MB")
     finally:
         if proc is not None:
             proc.terminate()

@@ -75,12 +75,38 @@ class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):
     api: str = "kubernetes"
 
 
+class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
+                    rename={"api_version": "apiVersion"}):
+    """One Kubernetes object berth applied: enough to find and delete it again."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None  # None for cluster-scoped kinds
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class ClusterApplied(msgspec.Struct, omit_defaults=True):
+    """What is on one cluster: the generation applied there and its objects."""
+
+    generation: int
+    objects: list[KubeObjectRef] = []
+
+
 class ApplicationState(msgspec.Struct, omit_defaults=True):
     state: str = ""  # PENDING, RUNNING, MIGRATING, DEGRADED, FAILED, DELETING
     reason: str = ""
     running_on: list[ObjectRef] = []
-    generation: int = 0
-    errors: dict[str, str] = {}
+    generation: int = 0  # the generation every cluster in running_on has
+    errors: dict[str, str] = {}  # "<namespace>/<name>" of a cluster → its last error
+    # Per cluster ("<namespace>/<name>"), what berth put there: lets it clean up
+    # after an application whose key vanished, and prune objects a new
+    # generation no longer has.
+    applied: dict[str, ClusterApplied] = {}
+    rejected_generation: int = 0  # a cluster refused this generation's manifest
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

@@ -1,0 +1,94 @@
+"""``berth propagator``: the cluster observer and the applier in one process.
+
+Both share the Cluster informer and one connection per cluster. The
+observer writes cluster status keys; the applier's workers reconcile
+applications; a resync loop re-applies everything every ``resync_interval``;
+drift watches re-apply an application as soon as someone else changes one of
+its objects on a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from controllers.propagator.applier import Applier
+from controllers.propagator.config import PropagatorConfig
+from controllers.propagator.drift import DriftWatches
+from controllers.propagator.kube import Connections
+from controllers.propagator.observer import Observer
+from controllers.propagator.views import ClusterView
+from controllers.runtime import Informer, start_workers
+from store import Store, keys
+from store.documents import ClusterStatus
+
+log = logging.getLogger(__name__)
+
+
+class Propagator:
+    def __init__(self, store: Store, config: PropagatorConfig) -> None:
+        self.store = store
+        self.config = config
+        idle = config.watch_idle_timeout
+        self.clusters: Informer[ClusterView] = Informer(
+            store, keys.resource_prefix("Cluster"), ClusterView, idle_timeout=idle)
+        self.cluster_statuses: Informer[ClusterStatus] = Informer(
+            store, keys.status_prefix("Cluster"), ClusterStatus, idle_timeout=idle)
+        self.connections = Connections(config.request_timeout)
+        self.observer = Observer(store, config, clusters=self.clusters,
+                                 statuses=self.cluster_statuses, connections=self.connections)
+        self.applier = Applier(store, config, clusters=self.clusters,
+                               cluster_statuses=self.cluster_statuses,
+                               connections=self.connections)
+        self.drift: DriftWatches | None = None
+        if config.drift_watch:
+            drift = DriftWatches(
+                self.connections, self.applier.on_drift,
+                lambda cid: self.applier.requeue_cluster(cid, drifted=True),
+                server_timeout=config.drift_watch_timeout, probe_timeout=config.probe_timeout)
+            self.applier.on_applied.append(drift.ensure)
+            self.drift = drift
+        self._informers: tuple[Informer[Any], ...] = (
+            self.clusters, self.cluster_statuses, *self.applier.informers)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._started = False
+
+    def start(self, sync_timeout: float = 60.0) -> None:
+        for inf in self._informers:
+            inf.start()
+        for inf in self._informers:
+            if not inf.wait_synced(sync_timeout):
+                raise TimeoutError(f"the propagator did not sync {inf.prefix} with etcd")
+        self._started = True
+        self.observer.start()
+        self._threads = start_workers(self.applier.queue, self.applier.reconcile,
+                                      self.config.workers, name="apply")
+        resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+        resync.start()
+        self._threads.append(resync)
+        log.info("propagator: %d clusters, %d applications; %d workers",
+                 len(self.clusters.cache), len(self.applier.apps.cache), self.config.workers)
+
+    def ready(self) -> bool:
+        return self._started and all(inf.synced.is_set() for inf in self._informers)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.drift is not None:
+            self.drift.stop()
+        self.applier.queue.shutdown()
+        self.observer.stop()
+        for t in self._threads:
+            t.join(timeout=self.config.request_timeout + 5)
+        for inf in self._informers:
+            inf.stop(wait=False)
+        for inf in self._informers:
+            inf.join()
+        self.connections.close()
+
+    def _resync_loop(self) -> None:
+        while not self._stop.wait(self.config.resync_interval):
+            self.applier.forget_written(self.applier.statuses.revision)
+            self.applier.resync()

@@ -1,0 +1,313 @@
+"""The real `berth propagator` applying, moving, deleting and re-applying
+applications on two real kube-apiservers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from lightkube import ApiError, Client, KubeConfig
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import ConfigMap, Service
+from lightkube.types import PatchType
+
+from store import Store, Watch, decode, encode, keys
+from store.documents import (
+    ApplicationStatus,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ObjectRef,
+    Target,
+)
+from tests.integration.scheduler_env import PropagatorProcess, put, wait_for
+from tests.integration.test_propagator import CRD, register
+from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable
+from tests.servers.kube import KubeApiServer
+
+CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
+          "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n")
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[dict[str, KubeApiServer]]:
+    started: dict[str, KubeApiServer] = {}
+    try:
+        for name in ("east", "west"):
+            started[name] = KubeApiServer(name).start()
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        if len(started) < 2:
+            for server in started.values():
+                server.cleanup()
+    yield started
+    for server in started.values():
+        server.cleanup()
+
+
+@pytest.fixture
+def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+    made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
+            for name, s in clusters.items()}
+    yield made
+    for client in made.values():
+        client.close()
+
+
+@pytest.fixture
+def propagator(etcd_server: EtcdServer, store: Store, tmp_path: Path,
+               clusters: dict[str, KubeApiServer]) -> Iterator[PropagatorProcess]:
+    for name, server in clusters.items():
+        register(store, name, server.kubeconfig())
+    proc = PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG).start()
+    yield proc
+    proc.stop()
+    out = proc.output()
+    print(out[-4000:])
+    for server in clusters.values():
+        assert server.token not in out  # credentials are never logged
+
+
+def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "containers": [{"name": "web", "image": "nginx:1.27"}]}}}}
+
+
+def service(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}}
+
+
+def config_map(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": data}
+
+
+def app(store: Store, name: str, manifest: list[Any], generation: int = 1,
+        deleted: bool = False) -> None:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "generation": generation}
+    if deleted:
+        meta["deleted"] = datetime.now(UTC).isoformat()
+    put(store, keys.resource_key("Application", name, "default"), msgspec.json.encode(
+        {"api": "kubernetes", "kind": "Application", "metadata": meta,
+         "spec": {"manifest": manifest}}))
+
+
+def bind(store: Store, name: str, generation: int, *on: str) -> None:
+    doc = Binding(BindingMeta(name, "default"), BindingSpec(
+        ObjectRef("Application", name, "default"), generation,
+        [Target("Cluster", c, "default") for c in on]), BindingStatus("Scheduled"))
+    put(store, keys.binding_key("Application", "default", name), encode(doc))
+
+
+def status(store: Store, name: str) -> ApplicationStatus | None:
+    kv = store.get(keys.status_key("Application", "default", name))
+    return decode(kv.value, ApplicationStatus, kv.key) if kv else None
+
+
+def running(state: str, *on: str, generation: int = 1) -> Any:
+    def check(s: ApplicationStatus) -> bool:
+        return (s.status.state == state and s.status.generation == generation
+                and sorted(r.name for r in s.status.running_on) == sorted(on))
+    return check
+
+
+def present(client: Client, kind: Any, name: str, namespace: str | None = "default") -> bool:
+    try:
+        client.get(kind, name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def test_apply_move_make_before_break_and_delete(
+    etcd_server: EtcdServer, store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    app(store, "web", [deployment("web"), service("web")])
+    bind(store, "web", 1, "east")
+    wait_for(lambda: status(store, "web"), running("RUNNING", "east"), timeout=30)
+    dep = kube["east"].get(Deployment, "web", namespace="default")
+    assert dep.metadata is not None and dep.metadata.labels is not None
+    assert dep.metadata.labels["app.kubernetes.io/managed-by"] == "berth"
+    assert (dep.metadata.annotations or {})["berth.dev/application"] == "default/web"
+    assert [f.manager for f in dep.metadata.managedFields or []] == ["berth"]
+    assert present(kube["east"], Service, "web")
+    assert not present(kube["west"], Deployment, "web")
+
+    seen: list[ApplicationStatus] = []
+    watch = Watch(store, keys.status_key("Application", "default", "web"), store.revision() + 1)
+
+    def record() -> None:
+        for batch in watch:
+            seen.extend(decode(ev.value, ApplicationStatus) for ev in batch.events
+                        if ev.type == "PUT")
+
+    threading.Thread(target=record, daemon=True).start()
+    try:
+        bind(store, "web", 1, "west")  # the scheduler moved it
+        wait_for(lambda: status(store, "web"), running("RUNNING", "west"), timeout=30)
+    finally:
+        watch.close()
+    assert present(kube["west"], Deployment, "web") and present(kube["west"], Service, "web")
+    assert not present(kube["east"], Deployment, "web")
+    assert not present(kube["east"], Service, "web")
+    # Make before break: recorded as running on both before east was emptied.
+    both = [s for s in seen if {r.name for r in s.status.running_on} == {"east", "west"}
+            and s.status.state == "MIGRATING"]
+    assert both, [s.status for s in seen]
+
+    done = subprocess.run([sys.executable, "-m", "cli.main", "delete", "application",
+                           "default/web", "--etcd", etcd_server.url], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "marked /berth/v1/applications/default/web deleted" in (
+        done.stdout), done.stderr
+    wait_for(lambda: store.get(keys.resource_key("Application", "web", "default")) is None
+             or None, timeout=30)
+    assert not present(kube["west"], Deployment, "web")
+    assert not present(kube["west"], Service, "web")
+    assert status(store, "web") is None
+
+
+def test_a_generation_waits_for_its_binding_and_prunes_dropped_objects(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    app(store, "gen", [config_map("gen-a", v="1"), config_map("gen-b", v="1")])
+    bind(store, "gen", 1, "east", "west")
+    wait_for(lambda: status(store, "gen"), running("RUNNING", "east", "west"), timeout=30)
+    app(store, "gen", [config_map("gen-a", v="2")], generation=2)
+    waiting = wait_for(lambda: status(store, "gen"),
+                       lambda s: "waiting for the scheduler" in s.status.reason, timeout=30)
+    assert waiting.status.state == "RUNNING" and waiting.status.generation == 1
+    assert kube["east"].get(ConfigMap, "gen-a", namespace="default").data == {"v": "1"}
+    bind(store, "gen", 2, "east", "west")
+    wait_for(lambda: status(store, "gen"), running("RUNNING", "east", "west", generation=2),
+             timeout=30)
+    for client in kube.values():
+        assert client.get(ConfigMap, "gen-a", namespace="default").data == {"v": "2"}
+        assert not present(client, ConfigMap, "gen-b")
+
+
+def test_an_application_whose_key_vanished_is_cleaned_up(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    app(store, "gone", [config_map("gone")])
+    bind(store, "gone", 1, "west")
+    wait_for(lambda: status(store, "gone"), running("RUNNING", "west"), timeout=30)
+    store.delete(keys.resource_key("Application", "gone", "default"))  # as with etcdctl del
+    wait_for(lambda: status(store, "gone") is None or None, timeout=30)
+    assert not present(kube["west"], ConfigMap, "gone")
+
+
+def test_drift_is_reapplied(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    app(store, "drift", [deployment("drift", replicas=2), config_map("drift", v="mine")])
+    bind(store, "drift", 1, "east")
+    wait_for(lambda: status(store, "drift"), running("RUNNING", "east"), timeout=30)
+    east = kube["east"]
+    east.patch(Deployment, "drift", {"spec": {"replicas": 5}}, namespace="default",
+               patch_type=PatchType.MERGE, field_manager="someone")
+    wait_for(lambda: east.get(Deployment, "drift", namespace="default"),
+             lambda d: d.spec is not None and d.spec.replicas == 2, timeout=15)
+    east.delete(ConfigMap, "drift", namespace="default")
+    back = wait_for(lambda: east.get(ConfigMap, "drift", namespace="default")
+                    if present(east, ConfigMap, "drift") else None, timeout=15)
+    assert back.data == {"v": "mine"}
+    assert "was changed by someone else" in propagator.output()
+    assert "was deleted by someone else" in propagator.output()
+
+
+def test_a_manifest_the_cluster_refuses_is_failed_until_the_spec_changes(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    broken = deployment("refused")
+    del broken["spec"]["selector"]
+    app(store, "refused", [broken])
+    bind(store, "refused", 1, "east")
+    failed = wait_for(lambda: status(store, "refused"),
+                      lambda s: s.status.state == "FAILED", timeout=30)
+    assert "HTTP 422" in failed.status.reason and "spec.selector" in failed.status.reason
+    assert failed.status.rejected_generation == 1
+    refusals = propagator.output().count("refused the manifest")
+    assert refusals == 1  # not retried
+    app(store, "refused", [deployment("refused")], generation=2)
+    bind(store, "refused", 2, "east")
+    wait_for(lambda: status(store, "refused"), running("RUNNING", "east", generation=2),
+             timeout=30)
+    assert propagator.output().count("refused the manifest") == 1
+
+
+def test_a_malformed_manifest_names_the_field(
+    store: Store, propagator: PropagatorProcess
+) -> None:
+    app(store, "nameless", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}])
+    bind(store, "nameless", 1, "east")
+    failed = wait_for(lambda: status(store, "nameless"),
+                      lambda s: s.status.state == "FAILED", timeout=30)
+    assert failed.status.reason == "spec.manifest[0].metadata.name: missing"
+
+
+def test_custom_resources_apply_with_their_crd_and_are_discovered(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    cron = {"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "nightly"}, "spec": {"cronSpec": "0 3 * * *"}}
+    app(store, "cr", [cron, CRD])  # the CRD is applied first, whatever the order
+    bind(store, "cr", 1, "west")
+    done = wait_for(lambda: status(store, "cr"), running("RUNNING", "west"), timeout=60)
+    assert [o.kind for o in done.status.applied["default/west"].objects] == [
+        "CustomResourceDefinition", "CronTab"]
+    cluster_status = wait_for(
+        lambda: store.get(keys.status_key("Cluster", "default", "west")),
+        lambda kv: b"crontabs.stable.example.com" in kv.value, timeout=20)
+    assert cluster_status is not None
+    app(store, "cr", [cron, CRD], deleted=True)
+    wait_for(lambda: status(store, "cr") is None or None, timeout=30)
+    from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+
+    assert not present(kube["west"], CustomResourceDefinition, "crontabs.stable.example.com",
+                       namespace=None)
+
+
+def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client],
+    clusters: dict[str, KubeApiServer]
+) -> None:
+    app(store, "away", [config_map("away", v="1")])
+    app(store, "stays", [config_map("stays", v="1")])
+    bind(store, "away", 1, "east")
+    bind(store, "stays", 1, "west")
+    wait_for(lambda: status(store, "away"), running("RUNNING", "east"), timeout=30)
+    clusters["east"].stop()
+    try:
+        app(store, "away", [config_map("away", v="2")], generation=2)
+        bind(store, "away", 2, "east")
+        app(store, "stays", [config_map("stays", v="2")], generation=2)
+        bind(store, "stays", 2, "west")
+        wait_for(lambda: status(store, "stays"), running("RUNNING", "west", generation=2),
+                 timeout=30)
+        failing = wait_for(lambda: status(store, "away"),
+                           lambda s: "default/east" in s.status.errors, timeout=30)
+        # Generation 1 still runs there: degraded, not failed.
+        assert failing.status.state == "DEGRADED", failing.status
+        assert "generation 2 not applied on default/east" in failing.status.reason
+        assert failing.status.generation == 1
+    finally:
+        clusters["east"].start()
+    wait_for(lambda: status(store, "away"), running("RUNNING", "east", generation=2),
+             timeout=60)
+    assert kube["east"].get(ConfigMap, "away", namespace="default").data == {"v": "2"}
