@@ -46,7 +46,7 @@ from controllers.propagator.kube import (
 from controllers.propagator.manifest import ManifestError, objects
 from controllers.propagator.views import AppView, ClusterView
 from controllers.runtime import Event, EventType, Informer, TemporaryError, WorkQueue
-from store import Conflict, Delete, Put, Store, StoreError, encode, keys
+from store import Conflict, Delete, Put, Store, StoreError, decode, encode, keys
 from store.documents import (
     ApplicationState,
     ApplicationStatus,
@@ -215,6 +215,10 @@ class Applier:
         errors: dict[str, str] = {}
         item = self.apps.cache.get(key)
         app = item.obj if item else None
+        if app is None and applied and self._unreadable(key):
+            log.error("%s holds a value that is not an Application document: its objects stay "
+                      "where they are until it is fixed or deleted", key)
+            return
         if app is None or app.metadata.deleted is not None:
             for cid in list(applied):
                 self._clear(cid, applied, errors)
@@ -387,6 +391,9 @@ class Applier:
             errors[cid] = str(exc)
             return
         if conn is None:
+            if self._unreadable(cluster_key(cid)):
+                errors[cid] = f"the Cluster document of {cid} does not decode"
+                return
             log.warning("cluster %s no longer exists: its objects %s cannot be removed", cid,
                         ", ".join(map(str, applied[cid].objects)))
             del applied[cid]
@@ -445,6 +452,13 @@ class Applier:
         return _Doc(skey, namespace, name, item.obj if item else None,
                     item.mod_revision if item else 0)
 
+    def _unreadable(self, key: str) -> bool:
+        """Whether ``key`` holds a value the informer skipped (it did not decode)."""
+        try:
+            return self.store.get(key) is not None
+        except StoreError as exc:
+            raise TemporaryError(f"{key}: {exc}") from exc
+
     def _write(self, doc: _Doc, new: ApplicationState) -> None:
         """Write the status if it changed (guarded by the revision read)."""
         if doc.old is not None and doc.old.status == new:
@@ -454,7 +468,10 @@ class Applier:
             rev = self.store.commit([Put(doc.key, encode(written),
                                          doc.revision if doc.old else 0)])
         except Conflict as exc:
-            raise TemporaryError(f"{doc.key} changed meanwhile", delay=0.1) from exc
+            if doc.old is None:
+                rev = self._replace_unreadable(doc.key, written)
+            else:
+                raise TemporaryError(f"{doc.key} changed meanwhile", delay=0.1) from exc
         except StoreError as exc:
             raise TemporaryError(f"{doc.key} not written: {exc}") from exc
         with self._lock:
@@ -463,6 +480,21 @@ class Applier:
             log.info("application %s/%s is %s%s", doc.namespace, doc.name, new.state,
                      f" ({new.reason})" if new.reason else "")
         doc.old, doc.revision = written, rev
+
+    def _replace_unreadable(self, key: str, doc: ApplicationStatus) -> int:
+        """Our key exists but the informer has nothing: replace it if it is garbage."""
+        kv = self.store.get(key)
+        if kv is None:
+            raise TemporaryError(f"{key} changed meanwhile", delay=0.1)
+        try:
+            decode(kv.value, ApplicationStatus, key)
+        except StoreError:
+            log.error("%s held a value that is not a status document; replacing it", key)
+            try:
+                return self.store.commit([Put(key, encode(doc), kv.mod_revision)])
+            except StoreError as exc:
+                raise TemporaryError(f"{key} not written: {exc}") from exc
+        raise TemporaryError(f"{key} changed meanwhile", delay=0.1)
 
     def forget_written(self, upto: int) -> None:
         """Drop our record of writes the status watch has since delivered."""

@@ -126,6 +126,7 @@ def main() -> None:
     server = EtcdServer().start()
     kubes: list[KubeApiServer] = []
     proc: subprocess.Popen[bytes] | None = None
+    watcher: StatusWatcher | None = None
     try:
         for name in CLUSTERS:
             t = time.perf_counter()
@@ -193,6 +194,8 @@ def main() -> None:
         print(f"ratio propagator / sequential floor: {took / one:.2f}; "
               f"/ {args.workers}-thread floor: {took / many:.2f}")
     finally:
+        if watcher is not None:
+            watcher.watch.close()
         if proc is not None:
             proc.terminate()
             proc.wait(30)

@@ -311,3 +311,54 @@ def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
     wait_for(lambda: status(store, "away"), running("RUNNING", "east", generation=2),
              timeout=60)
     assert kube["east"].get(ConfigMap, "away", namespace="default").data == {"v": "2"}
+
+
+def test_garbage_in_etcd_loses_nothing(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    app(store, "kept", [config_map("kept")])
+    bind(store, "kept", 1, "east")
+    wait_for(lambda: status(store, "kept"), running("RUNNING", "east"), timeout=30)
+    # Someone breaks the application's key by hand: the running process keeps
+    # the last good value; a restarted one cannot read it. Its objects stay.
+    put(store, keys.resource_key("Application", "kept", "default"), b"{not json")
+    wait_for(lambda: "skipping undecodable value: /berth/v1/applications/default/kept" in
+             propagator.output() or None, timeout=15)
+    propagator.stop()
+    propagator.start()
+    wait_for(lambda: "holds a value that is not an Application document" in
+             propagator.output() or None, timeout=15)
+    assert present(kube["east"], ConfigMap, "kept")
+    assert status(store, "kept") is not None
+    # Garbage in a status key (the propagator's own) is replaced.
+    put(store, keys.status_key("Application", "default", "other"), b"[]")
+    app(store, "other", [config_map("other")])
+    bind(store, "other", 1, "west")
+    wait_for(lambda: status(store, "other") if store.get(keys.status_key(
+        "Application", "default", "other")).value != b"[]" else None,  # type: ignore[union-attr]
+        running("RUNNING", "west"), timeout=30)
+    assert "held a value that is not a status document; replacing it" in propagator.output()
+    # The application's key repaired: applied as before.
+    app(store, "kept", [config_map("kept", v="again")], generation=2)
+    bind(store, "kept", 2, "east")
+    wait_for(lambda: status(store, "kept"), running("RUNNING", "east", generation=2), timeout=30)
+
+
+def test_without_watches_the_resync_repairs_drift(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path,
+    clusters: dict[str, KubeApiServer], kube: dict[str, Client]
+) -> None:
+    register(store, "east", clusters["east"].kubeconfig())
+    proc = PropagatorProcess(etcd_server.url, tmp_path, name="resync", config=CONFIG.replace(
+        "resync_interval: 600", "resync_interval: 1") + "drift_watch: false\n").start()
+    try:
+        app(store, "resync", [config_map("resync", v="mine")])
+        bind(store, "resync", 1, "east")
+        wait_for(lambda: status(store, "resync"), running("RUNNING", "east"), timeout=30)
+        kube["east"].delete(ConfigMap, "resync", namespace="default")
+        back = wait_for(lambda: kube["east"].get(ConfigMap, "resync", namespace="default")
+                        if present(kube["east"], ConfigMap, "resync") else None, timeout=15)
+        assert back.data == {"v": "mine"}
+        assert "by someone else" not in proc.output()  # no watch: the resync did it
+    finally:
+        proc.stop()

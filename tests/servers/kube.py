@@ -78,7 +78,7 @@ class KubeApiServer:
             f"--service-account-key-file={w / 'sa.pub'}",
             f"--service-account-signing-key-file={w / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc",
-            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+            "--service-cluster-ip-range=10.0.0.0/16", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount", "--v=0",
         ]
         with open(w / "kube-apiserver.log", "ab") as log:

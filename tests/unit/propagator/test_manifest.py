@@ -1,0 +1,52 @@
+"""The manifest as objects to apply: checks, marks and order."""
+
+from __future__ import annotations
+
+import pytest
+
+from controllers.propagator.kube import Kind
+from controllers.propagator.manifest import ManifestError, objects
+
+
+def cm(name: str, **meta: object) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **meta}}
+
+
+def test_objects_are_marked_and_namespaces_and_crds_go_first() -> None:
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "a.b"}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    out = objects([cm("x", labels={"tier": "web"}), crd, ns], "default", "web")
+    assert [o["kind"] for o in out] == ["Namespace", "CustomResourceDefinition", "ConfigMap"]
+    meta = out[2]["metadata"]
+    assert meta["labels"] == {"tier": "web", "app.kubernetes.io/managed-by": "berth"}
+    assert meta["annotations"] == {"berth.dev/application": "default/web"}
+
+
+def test_the_users_manifest_is_not_changed() -> None:
+    original = cm("x", labels={"a": "b"})
+    objects([original], "default", "web")
+    assert original == cm("x", labels={"a": "b"})
+
+
+@pytest.mark.parametrize(("manifest", "message"), [
+    (["text"], "spec.manifest[0]: not an object"),
+    ([{"kind": "ConfigMap", "metadata": {"name": "x"}}], "spec.manifest[0].apiVersion: missing"),
+    ([{"apiVersion": "v1", "metadata": {"name": "x"}}], "spec.manifest[0].kind: missing"),
+    ([cm("x"), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}],
+     "spec.manifest[1].metadata.name: missing"),
+    ([cm("x", labels=["a"])], "spec.manifest[0].metadata.labels: not a mapping"),
+    ([cm("x"), cm("x")], "spec.manifest[1]: ConfigMap x appears twice"),
+])
+def test_malformed_manifests_name_the_field(manifest: list[object], message: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        objects(manifest, "default", "web")
+    assert str(err.value) == message
+
+
+def test_rest_paths() -> None:
+    deployments = Kind("/apis/apps/v1", "deployments", namespaced=True)
+    assert deployments.path("web", "team") == "/apis/apps/v1/namespaces/team/deployments/web"
+    assert deployments.path() == "/apis/apps/v1/deployments"  # every namespace (watch)
+    crds = Kind("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
+    assert crds.path("a.b", None) == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b"
