@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -177,9 +178,14 @@ def main() -> None:
             sys.exit(1)
         took = max(watcher.running.values()) - began
         rss = peak_rss_mb(proc.pid)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        counted = {m.group(1): float(m.group(2)) for m in re.finditer(
+            r'^berth_propagator_(applies_total\{result="\w+"\}|drift_total) (\S+)$', metrics,
+            re.MULTILINE)}
         print(f"propagator: {args.apps} applications ({2 * args.apps} objects) on "
               f"{len(CLUSTERS)} clusters in {took:.2f}s = {args.apps / took:.0f} apps/s "
               f"(writing them to etcd took {wrote:.2f}s); peak RSS {rss:.0f} MB")
+        print("propagator counters: " + ", ".join(f"{k} {v:.0f}" for k, v in counted.items()))
 
         clients = [Client(KubeConfig.from_dict(k.kubeconfig()), trust_env=False) for k in kubes]
         try:
