@@ -362,3 +362,20 @@ def test_without_watches_the_resync_repairs_drift(
         assert "by someone else" not in proc.output()  # no watch: the resync did it
     finally:
         proc.stop()
+
+
+def test_a_killed_propagator_resumes_from_etcd_alone(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    app(store, "resume", [config_map("resume")])
+    bind(store, "resume", 1, "east")
+    wait_for(lambda: status(store, "resume"), running("RUNNING", "east"), timeout=30)
+    propagator.kill()
+    bind(store, "resume", 1, "west")  # moved while nobody propagated
+    app(store, "fresh", [config_map("fresh")])
+    bind(store, "fresh", 1, "east")
+    propagator.start()
+    wait_for(lambda: status(store, "resume"), running("RUNNING", "west"), timeout=30)
+    wait_for(lambda: status(store, "fresh"), running("RUNNING", "east"), timeout=30)
+    assert not present(kube["east"], ConfigMap, "resume")
+    assert present(kube["west"], ConfigMap, "resume") and present(kube["east"], ConfigMap, "fresh")
