@@ -33,12 +33,22 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _dump_stacks_on_crash_and_usr1() -> None:
+    """A crash in native code still leaves a stack in the log; ``kill -USR1``
+    prints every thread's. Not where stderr is no file (berth called in-process)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    faulthandler.enable()  # a crash in native code still leaves a stack in the log
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: every thread's stack
+    _dump_stacks_on_crash_and_usr1()
     for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka"):  # a line per request otherwise
         logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
