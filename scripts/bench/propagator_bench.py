@@ -1,6 +1,6 @@
 """Propagator benchmark on three real kube-apiservers, against a direct-apply floor.
 
-    python scripts/bench/propagator_bench.py [--apps 1000] [--workers 8]
+    python scripts/bench/propagator_bench.py [--apps 1000] [--workers 16]
 
 1. Starts etcd and three kube-apiservers (each with its own etcd), registers
    them as Clusters and starts ``berth propagator`` as a child process.
@@ -121,7 +121,7 @@ def floor(clients: list[Client], apps: int, workers: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--apps", type=int, default=1000)
-    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=16)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="berth-propagator-bench-"))
     server = EtcdServer().start()
