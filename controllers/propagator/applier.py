@@ -150,9 +150,9 @@ class Applier:
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is EventType.DELETED:
             self.connections.drop(event.key)
-        if event.type is not EventType.ADDED:
+        if event.type is not EventType.ADDED:  # e.g. a new kubeconfig: apply through it
             meta = event.obj.metadata
-            self.requeue_cluster(cluster_id(meta.namespace, meta.name))
+            self.requeue_cluster(cluster_id(meta.namespace, meta.name), drifted=True)
 
     def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
         was = event.old.status.state if event.old else ""

@@ -41,12 +41,12 @@ class DriftWatches:
         self.probe_timeout = probe_timeout
         self.max_delay = max_delay
         self._lock = threading.Lock()
-        self._watches: dict[tuple[str, int, Kind], threading.Thread] = {}
+        self._watches: dict[tuple[str, Connection, Kind], threading.Thread] = {}
         self._stop = threading.Event()
 
     def ensure(self, cid: str, ckey: str, conn: Connection, kind: Kind) -> None:
         """Watch ``kind`` on the cluster (once per connection and kind)."""
-        ident = (cid, id(conn), kind)
+        ident = (cid, conn, kind)
         with self._lock:
             if ident in self._watches or self._stop.is_set():
                 return
@@ -90,7 +90,7 @@ class DriftWatches:
                     self.on_back(cid)
         finally:
             with self._lock:
-                self._watches.pop((cid, id(conn), kind), None)
+                self._watches.pop((cid, conn, kind), None)
 
     def _wait_until_back(self, ckey: str, conn: Connection, delay: float) -> None:
         while self._alive(ckey, conn):
