@@ -168,3 +168,9 @@ def parse_key(key: str) -> KeyRef:
     if not k.namespaced and len(parts) == 2:
         return KeyRef(family, k, None, parts[1])
     raise ValueError(f"{key!r}: expected {'namespace/name' if k.namespaced else 'name'}")
+
+
+def resource_key_of(key: str) -> str:
+    """The key of the resource a binding or status key is about (a resource key: itself)."""
+    ref = parse_key(key)
+    return resource_key(ref.kind.name, ref.name, ref.namespace)

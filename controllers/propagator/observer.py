@@ -18,12 +18,11 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
 
 from controllers.propagator.config import PropagatorConfig
 from controllers.propagator.kube import Connections, Probe, safe
 from controllers.propagator.views import ClusterView
-from controllers.runtime import EventType, Informer
+from controllers.runtime import Event, EventType, Informer
 from store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from store.documents import ClusterState, ClusterStatus, StatusMeta
 
@@ -60,7 +59,7 @@ class Observer:
             self._thread.join(timeout=10)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _on_cluster(self, event: Any) -> None:
+    def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is not EventType.DELETED:
             self._wake.set()  # probe a new or changed cluster at once
 
@@ -81,8 +80,7 @@ class Observer:
                     self._in_flight.add(item.key)
                 self._pool.submit(self._probe_one, item.key, item.obj)
         for key in list(self.statuses.cache):
-            ref = keys.parse_key(key)
-            if keys.resource_key("Cluster", ref.name, ref.namespace) not in live:
+            if keys.resource_key_of(key) not in live:
                 self._remove(key)  # the cluster is gone: so is what we observed of it
 
     def _probe_one(self, key: str, view: ClusterView) -> None:

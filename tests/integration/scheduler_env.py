@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from store import Store, decode, encode, keys
+from store import Store, Watch, decode, encode, keys
 from store.documents import Binding, MetricValue, MetricValueStatus, ProviderInfo
 from store.documents.base import Metadata
 from tests.servers.etcd import ROOT
@@ -96,6 +97,20 @@ def wait_for(get: Callable[[], T | None], check: Callable[[T], bool] = lambda _:
             return last
         time.sleep(0.05)
     raise AssertionError(f"not reached within {timeout}s; last: {last!r}")
+
+
+def record_puts(store: Store, key: str, type_: type[T]) -> tuple[list[T], Watch]:
+    """Every value written at ``key`` from now on, decoded, appended to a list as it
+    comes; close the returned watch when done."""
+    seen: list[T] = []
+    watch = Watch(store, key, store.revision() + 1)
+
+    def record() -> None:
+        for batch in watch:
+            seen.extend(decode(ev.value, type_) for ev in batch.events if ev.type == "PUT")
+
+    threading.Thread(target=record, daemon=True).start()
+    return seen, watch
 
 
 def targets(b: Binding) -> list[str]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from store import Store, Watch, decode, keys
+from store import Store, decode, keys
 from store.documents import ClusterStatus
 from tests.integration.scheduler_env import (
     PropagatorProcess,
@@ -17,6 +16,7 @@ from tests.integration.scheduler_env import (
     application,
     binding,
     put,
+    record_puts,
     targets,
     wait_for,
 )
@@ -95,15 +95,7 @@ def test_a_cluster_going_away_is_offline_after_the_grace_and_comes_back(
 ) -> None:
     register(store, "one", kube.kubeconfig())
     wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
-    seen: list[ClusterStatus] = []
-    watch = Watch(store, keys.status_key("Cluster", "default", "one"), store.revision() + 1)
-
-    def record() -> None:
-        for batch in watch:
-            seen.extend(decode(ev.value, ClusterStatus) for ev in batch.events
-                        if ev.type == "PUT")
-
-    threading.Thread(target=record, daemon=True).start()
+    seen, watch = record_puts(store, keys.status_key("Cluster", "default", "one"), ClusterStatus)
     kube.stop()
     try:
         down = wait_for(lambda: status(store, "one"), lambda s: s.status.state == "OFFLINE",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Service
 from lightkube.types import PatchType
 
-from store import Store, Watch, decode, encode, keys
+from store import Store, decode, encode, keys
 from store.documents import (
     ApplicationStatus,
     Binding,
@@ -28,7 +27,7 @@ from store.documents import (
     ObjectRef,
     Target,
 )
-from tests.integration.scheduler_env import PropagatorProcess, put, wait_for
+from tests.integration.scheduler_env import PropagatorProcess, put, record_puts, wait_for
 from tests.integration.test_propagator import CRD, register
 from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable
 from tests.servers.kube import KubeApiServer
@@ -148,15 +147,8 @@ def test_apply_move_make_before_break_and_delete(
     assert present(kube["east"], Service, "web")
     assert not present(kube["west"], Deployment, "web")
 
-    seen: list[ApplicationStatus] = []
-    watch = Watch(store, keys.status_key("Application", "default", "web"), store.revision() + 1)
-
-    def record() -> None:
-        for batch in watch:
-            seen.extend(decode(ev.value, ApplicationStatus) for ev in batch.events
-                        if ev.type == "PUT")
-
-    threading.Thread(target=record, daemon=True).start()
+    seen, watch = record_puts(store, keys.status_key("Application", "default", "web"),
+                              ApplicationStatus)
     try:
         bind(store, "web", 1, "west")  # the scheduler moved it
         wait_for(lambda: status(store, "web"), running("RUNNING", "west"), timeout=30)

@@ -44,3 +44,10 @@ def test_keys_parse_back(key: str) -> None:
 def test_bad_keys_are_refused(call, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises((ValueError, KeyError), match=message):
         call()
+
+
+def test_binding_and_status_keys_lead_back_to_their_resource() -> None:
+    app = keys.resource_key("Application", "web", "default")
+    assert keys.resource_key_of(keys.binding_key("Application", "default", "web")) == app
+    assert keys.resource_key_of(keys.status_key("Application", "default", "web")) == app
+    assert keys.resource_key_of(app) == app
