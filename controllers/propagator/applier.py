@@ -45,7 +45,7 @@ from controllers.propagator.kube import (
 )
 from controllers.propagator.manifest import ManifestError, objects
 from controllers.propagator.views import AppView, ClusterView
-from controllers.runtime import Event, EventType, Informer, TemporaryError, WorkQueue
+from controllers.runtime import Event, EventType, Informer, Item, TemporaryError, WorkQueue
 from store import Conflict, Delete, Put, Store, StoreError, decode, encode, keys
 from store.documents import (
     ApplicationState,
@@ -91,10 +91,6 @@ class _Doc:
     revision: int
 
 
-class _Drift(Exception):
-    """An object vanished between apply and the check before a move."""
-
-
 class Applier:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
@@ -102,7 +98,6 @@ class Applier:
         self.store = store
         self.config = config
         self.clusters = clusters
-        self.cluster_statuses = cluster_statuses
         self.connections = connections
         idle = config.watch_idle_timeout
         self.apps: Informer[AppView] = Informer(
@@ -120,14 +115,14 @@ class Applier:
         self._drifted: set[tuple[str, str]] = set()  # (application key, cluster id)
         self._epoch = 0  # bumped by every resync: everything is applied again once
         self._applied_epoch: dict[tuple[str, str], int] = {}
-        # Called after each object applied (cluster id, cluster key, connection, kind):
-        # the drift watches start there.
-        self.on_applied: list[Callable[[str, str, Connection, Kind], None]] = []
+        # Called after each object applied (cluster id, cluster key, connection, kind,
+        # the resourceVersion stored): the drift watches start there.
+        self.on_applied: list[Callable[[str, str, Connection, Kind, str], None]] = []
         self.apps.add_handler(self._on_app)
         self.bindings.add_handler(self._on_binding)
         self.statuses.add_handler(self._on_status)
         self.clusters.add_handler(self._on_cluster)
-        self.cluster_statuses.add_handler(self._on_cluster_status)
+        cluster_statuses.add_handler(self._on_cluster_status)
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
@@ -139,13 +134,11 @@ class Applier:
         self.queue.add(event.key)
 
     def _on_binding(self, event: Event[Binding]) -> None:
-        ref = keys.parse_key(event.key)
-        self.queue.add(keys.resource_key("Application", ref.name, ref.namespace))
+        self.queue.add(keys.resource_key_of(event.key))
 
     def _on_status(self, event: Event[ApplicationStatus]) -> None:
         if event.type is EventType.ADDED:  # at start: also applications whose key vanished
-            ref = keys.parse_key(event.key)
-            self.queue.add(keys.resource_key("Application", ref.name, ref.namespace))
+            self.queue.add(keys.resource_key_of(event.key))
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is EventType.DELETED:
@@ -166,8 +159,7 @@ class Applier:
         for item in self.statuses.items():
             st = item.obj.status
             if cid in st.errors or (not only_failed and cid in st.applied):
-                ref = keys.parse_key(item.key)
-                app_key = keys.resource_key("Application", ref.name, ref.namespace)
+                app_key = keys.resource_key_of(item.key)
                 if drifted:
                     with self._lock:
                         self._drifted.add((app_key, cid))
@@ -199,9 +191,7 @@ class Applier:
         """Re-apply every application once (and clean up after vanished ones)."""
         with self._lock:
             self._epoch += 1
-        for key in {item.key for item in self.apps.items()} | {
-                keys.resource_key("Application", r.name, r.namespace)
-                for r in (keys.parse_key(i.key) for i in self.statuses.items())}:
+        for key in {*self.apps.cache, *map(keys.resource_key_of, self.statuses.cache)}:
             self.queue.add(key)
 
     # -- reconcile -------------------------------------------------------------
@@ -270,7 +260,7 @@ class Applier:
         if leaving and len(placed) == len(targets):
             try:
                 self._confirm(placed, applied)
-            except (Unavailable, _Drift) as exc:
+            except Unavailable as exc:
                 errors["confirm"] = str(exc)
             else:  # recorded as running on both before anything is deleted
                 self._write(doc, _summary(targets, placed, applied, errors, gen))
@@ -343,7 +333,7 @@ class Applier:
                 self._rv[(cid, ref)] = rv
             done.append(ref)
             for callback in self.on_applied:
-                callback(cid, cluster_key(cid), conn, kind)
+                callback(cid, cluster_key(cid), conn, kind, rv)
         left = self._remove(cid, conn, [o for o in before.objects if o not in done])
         applied[cid] = ClusterApplied(gen, done + left)
         if left:
@@ -413,9 +403,10 @@ class Applier:
                 raise Unavailable(f"cluster {cid} does not exist")
             missing = [o for o in applied[cid].objects if not conn.exists(o)]
             if missing:
-                raise _Drift(f"{', '.join(map(str, missing))} missing on {cid} after apply")
+                raise Unavailable(f"{', '.join(map(str, missing))} missing on {cid} after apply")
 
-    def _finish(self, key: str, doc: _Doc, item: Any, new: ApplicationState) -> None:
+    def _finish(self, key: str, doc: _Doc, item: Item[AppView] | None,
+                new: ApplicationState) -> None:
         """Everything is removed: delete the status, and the application if marked."""
         ops: list[Put | Delete] = []
         if item is not None:

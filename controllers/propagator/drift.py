@@ -5,7 +5,9 @@ berth`` in every namespace and hands every event to ``on_event``, which
 decides whether someone other than berth changed the object. When a watch
 breaks (the cluster went away), it waits until the cluster answers a probe
 again, then calls ``on_back`` — changes made while nobody watched, or a
-cluster that came back empty, are found by re-applying everything on it. A
+cluster that came back empty, are found by re-applying everything on it.
+Otherwise a watch resumes from the last resourceVersion it saw (bookmarks
+keep it fresh), so renewing the request misses nothing. A
 cluster that does not allow watching is left to the periodic resync.
 """
 
@@ -44,13 +46,15 @@ class DriftWatches:
         self._watches: dict[tuple[str, Connection, Kind], threading.Thread] = {}
         self._stop = threading.Event()
 
-    def ensure(self, cid: str, ckey: str, conn: Connection, kind: Kind) -> None:
-        """Watch ``kind`` on the cluster (once per connection and kind)."""
+    def ensure(self, cid: str, ckey: str, conn: Connection, kind: Kind, since: str) -> None:
+        """Watch ``kind`` on the cluster (once per connection and kind), from the
+        resourceVersion ``since`` — the apply that asked for it — so that no change
+        made after that apply is missed while the watch connects."""
         ident = (cid, conn, kind)
         with self._lock:
             if ident in self._watches or self._stop.is_set():
                 return
-            thread = threading.Thread(target=self._run, args=(cid, ckey, conn, kind),
+            thread = threading.Thread(target=self._run, args=(cid, ckey, conn, kind, since),
                                       name=f"drift-{cid}-{kind.plural}", daemon=True)
             self._watches[ident] = thread
         thread.start()
@@ -62,19 +66,21 @@ class DriftWatches:
         return (not self._stop.is_set() and not conn.closed
                 and self.connections.current(ckey) is conn)
 
-    def _run(self, cid: str, ckey: str, conn: Connection, kind: Kind) -> None:
+    def _run(self, cid: str, ckey: str, conn: Connection, kind: Kind, since: str) -> None:
         delay = 0.5
         try:
             while self._alive(ckey, conn):
                 try:
-                    for event in conn.watch(kind, self.server_timeout):
+                    for event in conn.watch(kind, self.server_timeout, since):
                         if not self._alive(ckey, conn):
                             return
-                        if event.type == "ERROR":
+                        if event.type == "ERROR":  # e.g. 410: ``since`` is too old
                             raise Unavailable(f"watch error: {event.object}")
-                        self.on_event(cid, event.type, event.object)
+                        since = event.object.metadata.resourceVersion or since
+                        if event.type != "BOOKMARK":
+                            self.on_event(cid, event.type, event.object)
                         delay = 0.5
-                    continue  # the server ended the request: renew it
+                    continue  # the server ended the request: resume from ``since``
                 except WatchRefused as exc:
                     log.warning("cluster %s does not allow watching %s (%s): drift is found "
                                 "by the periodic resync only", cid, kind.plural, exc)
@@ -86,6 +92,7 @@ class DriftWatches:
                              "back", kind.plural, cid, safe(exc))
                 self._wait_until_back(ckey, conn, delay)
                 delay = min(self.max_delay, delay * 2)
+                since = ""  # what happened meanwhile is found by re-applying everything
                 if self._alive(ckey, conn):
                     self.on_back(cid)
         finally:

@@ -260,14 +260,19 @@ class Connection:
         if resp.status_code not in (200, 202, 404):
             raise Unavailable(f"deleting {ref}: {_error(resp)}")
 
-    def watch(self, kind: Kind, server_timeout: int) -> Iterator[WatchEvent]:
-        """One watch request on berth's objects of ``kind`` in every namespace.
+    def watch(self, kind: Kind, server_timeout: int,
+              resource_version: str = "") -> Iterator[WatchEvent]:
+        """One watch request on berth's objects of ``kind`` in every namespace, from
+        just after ``resource_version`` (else from the current state, as ADDED events).
 
-        Ends when the server closes it (after ``server_timeout``); raises
-        Unavailable when the cluster fails and WatchRefused when it forbids it.
+        Ends when the server closes it (after ``server_timeout``); BOOKMARK
+        events carry a newer resourceVersion to resume from. Raises Unavailable
+        when the cluster fails and WatchRefused when it forbids watching.
         """
         params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
-                  "timeoutSeconds": str(server_timeout), "allowWatchBookmarks": "false"}
+                  "timeoutSeconds": str(server_timeout), "allowWatchBookmarks": "true"}
+        if resource_version:
+            params["resourceVersion"] = resource_version
         decoder = msgspec.json.Decoder(WatchEvent)
         try:
             with self.watch_http.stream("GET", kind.path(), params=params) as resp:
@@ -303,39 +308,48 @@ class Connections:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._by_key: dict[str, tuple[str, Connection]] = {}
+        # key → (the kubeconfig last asked for, its digest, the connection)
+        self._by_key: dict[str, tuple[dict[str, Any], str, Connection]] = {}
 
     def get(self, key: str, kubeconfig: dict[str, Any]) -> Connection:
-        """The connection for ``key``; raises ValueError for an unusable kubeconfig."""
-        digest = hashlib.sha256(msgspec.json.encode(kubeconfig)).hexdigest()
+        """The connection for ``key``; raises ValueError for an unusable kubeconfig.
+
+        Called per apply and per probe with the informer's kubeconfig, which is
+        the same object until the Cluster changes: only a new one is hashed.
+        """
         with self._lock:
             hit = self._by_key.get(key)
-            if hit is not None and hit[0] == digest:
-                return hit[1]
+        if hit is not None and hit[0] is kubeconfig:
+            return hit[2]
+        digest = hashlib.sha256(msgspec.json.encode(kubeconfig)).hexdigest()
+        if hit is not None and hit[1] == digest:
+            with self._lock:
+                self._by_key[key] = (kubeconfig, digest, hit[2])
+            return hit[2]
         conn = Connection(kubeconfig, self.timeout)
         with self._lock:
             old = self._by_key.get(key)
-            if old is not None and old[0] == digest:  # another thread was quicker
+            if old is not None and old[1] == digest:  # another thread was quicker
                 conn.close()
-                return old[1]
-            self._by_key[key] = (digest, conn)
+                return old[2]
+            self._by_key[key] = (kubeconfig, digest, conn)
         if old is not None:
-            old[1].close()
+            old[2].close()
         return conn
 
     def current(self, key: str) -> Connection | None:
         with self._lock:
             hit = self._by_key.get(key)
-        return hit[1] if hit else None
+        return hit[2] if hit else None
 
     def drop(self, key: str) -> None:
         with self._lock:
             hit = self._by_key.pop(key, None)
         if hit is not None:
-            hit[1].close()
+            hit[2].close()
 
     def close(self) -> None:
         with self._lock:
             conns, self._by_key = list(self._by_key.values()), {}
-        for _, conn in conns:
+        for _, _, conn in conns:
             conn.close()
