@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: set up, lint, type-check, then the
 # unit tests and the integration tests against the real servers the suite
-# starts itself (etcd so far). Extra arguments go to pytest.
+# starts itself (etcd, Prometheus with a Pushgateway, a Kafka broker, kube-apiservers;
+# ksqlDB as a protocol-level test server). Extra arguments go to pytest.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
