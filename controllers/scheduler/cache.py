@@ -3,7 +3,9 @@
 It never calls a metrics provider or a cluster: metric values come from the
 metrics-cache's keys, cluster health from the propagator's status keys.
 ``epoch`` changes whenever a candidate, its status, a metric definition or a
-metric value changes, which is what invalidates the framework's memo.
+metric value changes. :meth:`Cache.fleet` freezes the candidates of a kind and
+namespace into a :class:`Fleet` once per change; when only metric values
+changed, the new Fleet keeps the old one's structural indexes.
 
 Decisions written but not yet seen on the watch are *assumed*: kept here by
 the revision they were written at, so the next attempt sees them, until the
@@ -18,7 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 from controllers.runtime import Event, Informer
-from controllers.scheduler.framework import Candidate, MetricReading, Placed, Ref, Subject
+from controllers.scheduler.framework import (
+    Candidate,
+    Fleet,
+    MetricReading,
+    Placed,
+    Ref,
+    Subject,
+)
 from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.views import (
     AppView,
@@ -54,16 +63,21 @@ class Cache:
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings,
         ]
-        self._epoch = 0
+        self._cand_epoch = 0  # candidates and their status
+        self._metric_epoch = 0  # metric definitions and values
         self._lock = threading.Lock()
-        self._candidates: dict[tuple[str, str | None], tuple[int, list[Candidate]]] = {}
+        self._fleets: dict[tuple[str, str | None], Fleet] = {}
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
         self.assumed: dict[str, tuple[BindingView, int]] = {}  # binding key → (doc, revision)
-        for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
-                    self.globalmetrics, self.metrics, self.values):
-            inf.add_handler(self._bump)
+        candidates: tuple[Informer[Any], ...] = (
+            self.clusters, self.globalclouds, self.clouds, self.status)
+        for inf in candidates:
+            inf.add_handler(self._bump_candidates)
+        metrics: tuple[Informer[Any], ...] = (self.globalmetrics, self.metrics, self.values)
+        for inf in metrics:
+            inf.add_handler(self._bump_metrics)
         self.bindings.add_handler(self._binding_seen)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -86,9 +100,13 @@ class Cache:
                     self.globalmetrics, self.metrics, self.values):
             inf.add_handler(callback)
 
-    def _bump(self, event: Event[Any]) -> None:
+    def _bump_candidates(self, event: Event[Any]) -> None:
         with self._lock:
-            self._epoch += 1
+            self._cand_epoch += 1
+
+    def _bump_metrics(self, event: Event[Any]) -> None:
+        with self._lock:
+            self._metric_epoch += 1
 
     def _binding_seen(self, event: Event[BindingView]) -> None:
         assumed = self.assumed.get(event.key)
@@ -128,15 +146,31 @@ class Cache:
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._cand_epoch + self._metric_epoch
 
     def candidates(self, subject: Subject) -> list[Candidate]:
-        ns = subject.ref.namespace
-        epoch = self._epoch
-        hit = self._candidates.get((subject.candidate_kind, ns))
-        if hit is not None and hit[0] == epoch:
-            return hit[1]
-        if subject.candidate_kind == "Cluster":
+        return list(self.fleet(subject).candidates)
+
+    def fleet(self, subject: Subject) -> Fleet:
+        """The subject's candidates, frozen, as of now (rebuilt only after a change)."""
+        where = (subject.candidate_kind, subject.ref.namespace)
+        with self._lock:
+            cand_epoch, metric_epoch = self._cand_epoch, self._metric_epoch
+            hit = self._fleets.get(where)
+        if hit is not None and hit.cand_epoch == cand_epoch:
+            if hit.metric_epoch == metric_epoch:
+                return hit
+            fleet = hit.with_metrics(metric_epoch)
+        else:
+            # Built after reading the epochs: a change meanwhile only makes it rebuilt again.
+            fleet = Fleet(self._build_candidates(*where), cand_epoch=cand_epoch,
+                          metric_epoch=metric_epoch)
+        with self._lock:
+            self._fleets[where] = fleet
+        return fleet
+
+    def _build_candidates(self, kind: str, ns: str | None) -> list[Candidate]:
+        if kind == "Cluster":
             found = [self._cluster(item.obj) for item in self.clusters.items()
                      if item.obj.metadata.namespace == ns]
         else:
@@ -144,13 +178,12 @@ class Cache:
             found += [self._cloud("Cloud", item.obj) for item in self.clouds.items()
                       if item.obj.metadata.namespace == ns]
         found.sort(key=lambda c: c.key)
-        self._candidates[(subject.candidate_kind, ns)] = (epoch, found)
         return found
 
     def candidate_by_key(self, key: str) -> Candidate | None:
-        if self._by_key_epoch != self._epoch:
+        if self._by_key_epoch != self.epoch:
             self._by_key = {}
-            self._by_key_epoch = self._epoch
+            self._by_key_epoch = self.epoch
         found = self._by_key.get(key)
         if found is None:
             kind, _, rest = key.partition("/")

@@ -200,7 +200,7 @@ class Scheduler:
         if not self.framework.pre_filter(state, subject, self.cache).ok:
             return True
         evaluation = self.framework.evaluate(state, subject, self.cache)
-        if not evaluation.ranked or "*" in evaluation.rejected:
+        if not evaluation.ranked or evaluation.error is not None:
             return True
         chosen = select(subject, evaluation.ranked, current,
                         keep_current=subject.placement.ignored_during_execution,
@@ -269,7 +269,7 @@ class Scheduler:
             reason = f"{status.plugin}: {status.reason}" if status.reason else str(status)
             return self._unschedulable(subject, binding, current, reason, [])
         evaluation = self.framework.evaluate(state, subject, self.cache)
-        if "*" in evaluation.rejected:  # a score plugin failed: retry with backoff
+        if evaluation.error is not None:  # a score plugin failed: retry with backoff
             self.queue.failed(key)
             return "error"
         if not evaluation.ranked:

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from controllers.scheduler.framework import Evaluation, Ranked, Subject
+from controllers.scheduler.framework import Evaluation, Ranked, Ranking, Subject
 from controllers.scheduler.framework.types import candidate_key
 from store.documents import Target
 
@@ -63,7 +63,7 @@ def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target]
     current_keys = {candidate_key(t.kind, t.namespace, t.name) for t in current}
     chosen: list[Ranked] = []
     if keep_current or (subject.placement.policy == "PickN" and current_keys):
-        kept = [r for r in ranked if r.candidate.key in current_keys]
+        kept = _feasible(ranked, current_keys)
         if keep_current or len(kept) < n:
             chosen = kept[:n]
     if fill is not None:
@@ -79,6 +79,15 @@ def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target]
             taken.add(r.candidate.key)
     chosen.sort(key=lambda r: r.order, reverse=True)
     return chosen
+
+
+def _feasible(ranked: Sequence[Ranked], keys: set[str]) -> list[Ranked]:
+    """The entries of ``ranked`` for ``keys``, best first, without walking a lazy ranking."""
+    if isinstance(ranked, Ranking):
+        found = [r for r in map(ranked.get, sorted(keys)) if r is not None]
+        found.sort(key=lambda r: r.order, reverse=True)
+        return found
+    return [r for r in ranked if r.candidate.key in keys]
 
 
 def targets(chosen: Sequence[Ranked]) -> list[Target]:
@@ -130,7 +139,7 @@ def _entry(r: Ranked) -> dict[str, Any]:
 def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
     """Rejected candidates grouped by plugin and reason, a few names each."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, status in evaluation.rejected.items():
+    for status, bits in evaluation.groups():
         group = groups.get((status.plugin, status.reason))
         if group is None:
             if len(groups) >= limit:
@@ -138,7 +147,8 @@ def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
             group = groups[(status.plugin, status.reason)] = {
                 "rejected_by": status.plugin, "reason": status.reason, "count": 0,
                 "candidates": []}
-        group["count"] += 1
-        if len(group["candidates"]) < SAMPLE:
-            group["candidates"].append(key)
+        group["count"] += bits.bit_count()
+        room = SAMPLE - len(group["candidates"])
+        if room > 0:
+            group["candidates"] += evaluation.fleet.first_keys(bits, room)
     return list(groups.values())

@@ -1,7 +1,9 @@
 """The scheduling framework: extension points, statuses, cycle state, runner."""
 
+from controllers.scheduler.framework.fleet import Fleet, ordinals, sieve
 from controllers.scheduler.framework.plugin import Plugin
-from controllers.scheduler.framework.runner import Evaluation, Framework, Ranked, Registry
+from controllers.scheduler.framework.ranking import Ranked, Ranking
+from controllers.scheduler.framework.runner import Evaluation, Framework, Registry
 from controllers.scheduler.framework.state import CycleState
 from controllers.scheduler.framework.status import (
     SKIP,
@@ -29,17 +31,21 @@ __all__ = [
     "Code",
     "CycleState",
     "Evaluation",
+    "Fleet",
     "Framework",
     "MetricReading",
     "Placed",
     "Plugin",
     "Ranked",
+    "Ranking",
     "Ref",
     "Registry",
     "Snapshot",
     "Status",
     "Subject",
     "error",
+    "ordinals",
+    "sieve",
     "unresolvable",
     "unschedulable",
     "wait",

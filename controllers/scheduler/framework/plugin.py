@@ -12,6 +12,12 @@ subjects share it (10,000 applications with the same constraints cost one
 pass). What differs per subject comes from non-cacheable plugins, or, for a
 cacheable score plugin, from sparse ``adjust`` overrides (stickiness changes
 the score of one or two clusters, not of all).
+
+Filters and scores also have *set forms* (``filter_set``, ``score_set``,
+``score_base``) that answer for every candidate of a :class:`Fleet` at once
+with bitsets; the runner uses them when every plugin at a point has one. The
+per-candidate forms stay: they are the reference the set forms are tested
+against, and what a plugin without a set form is run with.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from controllers.scheduler.framework.fleet import Fleet
 from controllers.scheduler.framework.state import CycleState
 from controllers.scheduler.framework.status import Status
 from controllers.scheduler.framework.types import Candidate, Snapshot, Subject
@@ -53,6 +60,22 @@ class Filter(Protocol):
 
 
 @runtime_checkable
+class FilterSet(Protocol):
+    def filter_set(
+        self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+        snapshot: Snapshot,
+    ) -> list[tuple[Status, int]]:
+        """The set form of ``filter``: which candidates of ``within`` it rejects, and why.
+
+        Groups of candidates (bitsets over ``fleet``'s ordinals, disjoint),
+        each with exactly the status ``filter`` returns for each of them; the
+        candidates in no group pass. Must agree with ``filter`` (a property
+        test holds every built-in plugin to it).
+        """
+        ...
+
+
+@runtime_checkable
 class PostFilter(Protocol):
     def post_filter(
         self, state: CycleState, subject: Subject, rejected: Mapping[str, Status]
@@ -73,6 +96,25 @@ class Score(Protocol):
         self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
     ) -> float:
         """A score in [0, 1] (after normalize); breakdowns go to ``state.explain``."""
+        ...
+
+
+@runtime_checkable
+class ScoreBase(Protocol):
+    def score_base(self, fleet: Fleet, snapshot: Snapshot) -> tuple[list[float], list[int]]:
+        """Per ordinal: the score (as ``score``) and tier, which must not depend on
+        the subject; computed once per fleet and metric values."""
+        ...
+
+
+@runtime_checkable
+class ScoreSet(Protocol):
+    def score_set(
+        self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+        snapshot: Snapshot,
+    ) -> list[tuple[int, float]]:
+        """The set form of ``score`` (after ``normalize``): additive terms, each
+        ``(candidates, value)``; a feasible candidate in no term scores 0."""
         ...
 
 

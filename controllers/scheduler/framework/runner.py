@@ -1,12 +1,20 @@
 """Runs the enabled plugins of each extension point for one scheduling attempt.
 
 A crashing plugin becomes an ERROR status naming it; every status is stamped
-with its plugin's name. Cacheable filters and scores are evaluated once per
-distinct subject signature per snapshot epoch (a bounded memo); then the
-per-subject plugins run on top: the other filters on the survivors, sparse
-score overrides (stickiness), the other scores. Scores are combined as the
-weighted sum of each score plugin's [0, 1] score; candidates are ranked by
-tier, then score. Ties are left for the selection to break at random.
+with its plugin's name. An attempt decides on one frozen :class:`Fleet` (the
+candidates with their bitset indexes). Filters run in their set forms when
+all have one: each answers for every candidate at once, and the rejections
+are groups of candidates per status, not one status per candidate. Scores
+are the weighted sum of each score plugin's score; the subject-independent
+part is one order of the whole fleet (:class:`BaseOrder`), the per-subject
+parts are bands and sparse overrides on it (see ``ranking``). Candidates are
+ranked by tier, then score; ties are left for the selection to break at
+random.
+
+Cacheable filters and scores are evaluated once per distinct subject
+signature per fleet (a bounded memo); then the per-subject plugins run on
+top. ``reference=True`` runs every plugin one candidate at a time: the
+straightforward evaluation that the set forms are tested against.
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ from typing import Any
 
 from controllers.scheduler.config import SchedulerConfig
 from controllers.scheduler.framework import plugin as points
+from controllers.scheduler.framework.fleet import Fleet, ordinals
 from controllers.scheduler.framework.plugin import Plugin
+from controllers.scheduler.framework.ranking import Band, BaseOrder, Ranked, Ranking, split
 from controllers.scheduler.framework.state import CycleState
 from controllers.scheduler.framework.status import SKIP, SUCCESS, Code, Status, error
-from controllers.scheduler.framework.types import Candidate, Snapshot, Subject
+from controllers.scheduler.framework.types import Snapshot, Subject
 from store.documents import Target
 
 log = logging.getLogger(__name__)
@@ -33,53 +43,87 @@ MEMO_SIGNATURES = 1024
 
 
 @dataclass(slots=True)
-class Ranked:
-    candidate: Candidate
-    tier: int
-    score: float
-    scores: dict[str, float] = field(default_factory=dict)  # plugin → weighted score
-
-    @property
-    def order(self) -> tuple[int, float]:
-        return (self.tier, self.score)
-
-
-@dataclass(slots=True)
 class Evaluation:
-    """Feasible candidates ranked best first, and why the others were rejected."""
+    """Feasible candidates ranked best first, and why the others were rejected.
 
-    ranked: list[Ranked]
-    rejected: dict[str, Status]  # candidate key → the status that rejected it
+    ``rejections`` are disjoint groups of candidates (bitsets over ``fleet``),
+    each with the status that rejected them; ``error`` is set when a score
+    plugin failed (nothing is ranked then).
+    """
+
+    fleet: Fleet
+    feasible: int
+    rejections: list[tuple[Status, int]]
+    ranked: Ranking
     considered: int = 0
-    index: dict[str, Ranked] = field(default_factory=dict)  # candidate key → entry
-    counts: Counter[str] = field(default_factory=Counter)  # rejection reason → candidates
+    error: Status | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # memoized views of this result
 
-    @staticmethod
-    def count(rejected: Mapping[str, Status]) -> Counter[str]:
-        return Counter(s.reason or s.code.value for s in rejected.values())
+    @property
+    def counts(self) -> Counter[str]:
+        """Rejection reason → how many candidates it rejected."""
+        counts: Counter[str] | None = self.derived.get("counts")
+        if counts is None:
+            counts = Counter()
+            for status, bits in self.rejections:
+                counts[status.reason or status.code.value] += bits.bit_count()
+            self.derived["counts"] = counts
+        return counts
 
+    def groups(self) -> list[tuple[Status, int]]:
+        """Rejections merged by status, in the order of their first candidate."""
+        merged: dict[Status, int] = {}
+        for status, bits in self.rejections:
+            merged[status] = merged.get(status, 0) | bits
+        return sorted(merged.items(), key=lambda g: (g[1] & -g[1]).bit_length())
 
-class _PluginScores(Mapping[str, float]):
-    """One plugin's cached (unweighted) scores, read lazily from the memo."""
-
-    def __init__(self, index: Mapping[str, Ranked], plugin: str, weight: float) -> None:
-        self._index, self._plugin, self._weight = index, plugin, weight or 1.0
-
-    def __getitem__(self, key: str) -> float:
-        return self._index[key].scores.get(self._plugin, 0.0) / self._weight
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
+    @property
+    def rejected(self) -> dict[str, Status]:
+        """Candidate key → the status that rejected it (built on first use)."""
+        out: dict[str, Status] | None = self.derived.get("rejected")
+        if out is None:
+            keys = self.fleet.keys
+            out = {keys[i]: status for status, bits in self.rejections for i in ordinals(bits)}
+            self.derived["rejected"] = out
+        return out
 
 
 @dataclass(slots=True)
-class FilterResult:
-    feasible: list[Candidate]
-    rejected: dict[str, Status]
+class _Static:
+    """The memoized part of an evaluation: what depends only on the signature."""
+
+    feasible: int
+    rejections: list[tuple[Status, int]]
+    bands: list[Band]
+    base: BaseOrder | None = None
+    dense: list[Ranked] | None = None  # when some scorer has no set form
+    error: Status | None = None
+
+
+class _FeasibleScores(Mapping[str, float]):
+    """One plugin's (unweighted) scores of the feasible candidates, read lazily."""
+
+    def __init__(self, lookup: Callable[[str], Ranked | None], fleet: Fleet, feasible: int,
+                 plugin: str, weight: float) -> None:
+        self._lookup, self._fleet, self._feasible = lookup, fleet, feasible
+        self._plugin, self._weight = plugin, weight or 1.0
+
+    def __contains__(self, key: object) -> bool:
+        i = self._fleet.by_key.get(key) if isinstance(key, str) else None
+        return i is not None and bool(self._feasible >> i & 1)
+
+    def __getitem__(self, key: str) -> float:
+        r = self._lookup(key)
+        if r is None:
+            raise KeyError(key)
+        return r.scores.get(self._plugin, 0.0) / self._weight
+
+    def __iter__(self) -> Iterator[str]:
+        keys = self._fleet.keys
+        return (keys[i] for i in ordinals(self._feasible))
+
+    def __len__(self) -> int:
+        return self._feasible.bit_count()
 
 
 def _guard(name: str, call: Callable[[], Status]) -> Status:
@@ -92,8 +136,9 @@ def _guard(name: str, call: Callable[[], Status]) -> Status:
 
 class Framework:
     def __init__(self, config: SchedulerConfig, registry: Registry,
-                 shared: Mapping[str, Any] | None = None) -> None:
+                 shared: Mapping[str, Any] | None = None, *, reference: bool = False) -> None:
         self.config = config
+        self.reference = reference  # every plugin one candidate at a time (for tests)
         self.instances: dict[str, Plugin] = {}
         self.points: dict[str, list[tuple[Plugin, float]]] = {}
         for point, specs in config.plugins.items():
@@ -123,7 +168,9 @@ class Framework:
                 self.points.setdefault("filter", []).append((plugin, 1.0))
                 self.points.setdefault("score", []).append((plugin, ext.weight))
                 self.points.setdefault("preBind", []).append((plugin, 1.0))
-        self._memo: OrderedDict[bytes, tuple[int, Evaluation]] = OrderedDict()
+        # (candidate kind, namespace) → (the fleet it was computed on, signature → result)
+        self._memo: dict[tuple[str, str | None],
+                         tuple[Fleet, OrderedDict[bytes, _Static]]] = {}
         self._plugins: dict[str, list[Any]] = {}
         self.describers: list[Callable[..., dict[str, Any]]] = [
             getattr(p, "describe") for p in self.instances.values()  # noqa: B009
@@ -132,12 +179,24 @@ class Framework:
         self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
         self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
         self._adjusts = {n for n, p in self.instances.items() if isinstance(p, points.Adjust)}
+        # Set forms: a scorer's base must not depend on the candidates that survive
+        # (no normalize), and only base scorers may rank by tier.
+        self._filter_sets = {n for n, p in self.instances.items()
+                             if isinstance(p, points.FilterSet)}
+        self._batch_filters = {n for n, p in self.instances.items()
+                               if callable(getattr(p, "filter_all", None))}
+        self._base_scores = {n for n, p in self.instances.items()
+                             if isinstance(p, points.ScoreBase) and n not in self._normalizes}
+        self._score_sets = {n for n, p in self.instances.items()
+                            if isinstance(p, points.ScoreSet) and n not in self._tiers
+                            and n not in self._base_scores}
         filters = self.points.get("filter", [])
         scores = self.points.get("score", [])
         self._static_filters = [p for p, _ in filters if p.cacheable]
         self._dynamic_filters = [p for p, _ in filters if not p.cacheable]
-        self._static_scores = [(p, w) for p, w in scores if p.cacheable]
-        self._dynamic_scores = [(p, w) for p, w in scores if not p.cacheable]
+        self._static_scores: list[tuple[Any, float]] = [(p, w) for p, w in scores if p.cacheable]
+        self._dynamic_scores: list[tuple[Any, float]] = [
+            (p, w) for p, w in scores if not p.cacheable]
         self._adjusters: list[tuple[Any, float]] = [
             (p, w) for p, w in scores if p.cacheable and p.name in self._adjusts]
 
@@ -174,66 +233,129 @@ class Framework:
         return SUCCESS
 
     def evaluate(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Evaluation:
-        """Filter and score: cached parts from the memo, per-subject parts on top."""
+        """Filter and score on one frozen fleet: cached parts from the memo, per-subject on top."""
+        fleet = state.fleet
+        if fleet is None:
+            fleet = state.fleet = snapshot.fleet(subject)
         skipped: set[str] = state.data.get("skip", set())
-        base = self._memoized(subject, snapshot.epoch)
-        if base is None:
-            base = self._static(state, subject, snapshot, skipped)
-            self._remember(subject, snapshot.epoch, base)
+        static = self._memoized(subject, fleet)
+        if static is None:
+            static = self._static(state, subject, fleet, snapshot, skipped)
+            self._remember(subject, fleet, static)
+        if static.error is not None:
+            return Evaluation(fleet, 0, static.rejections, Ranking.of(fleet, []), len(fleet),
+                              static.error)
+        feasible, rejections = static.feasible, static.rejections
         dynamic_filters = [p for p in self._dynamic_filters if p.name not in skipped]
-        dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
-        adjusters = [(p, w) for p, w in self._adjusters if p.name not in skipped]
-        if not (dynamic_filters or dynamic_scores or adjusters):
-            return base
-        ranked, rejected = base.ranked, base.rejected
-        counts = base.counts
-        keep: set[str] | None = None
         if dynamic_filters:
-            feasible = [r.candidate for r in ranked]
-            rest = self._run_filters(state, subject, feasible, snapshot, dynamic_filters, None)
-            keep = {c.key for c in rest.feasible}
-            ranked = [r for r in ranked if r.candidate.key in keep]
-            rejected = {**rejected, **rest.rejected}
-            counts = counts + Evaluation.count(rest.rejected)
-        overrides: dict[str, Ranked] = {}
-        for p, weight in adjusters:
-            mine = _PluginScores(base.index, p.name, weight)
+            feasible, more = self._filter(state, subject, fleet, snapshot, feasible,
+                                          dynamic_filters)
+            rejections = rejections + more
+        dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
+        bands, per_candidate = static.bands, []
+        for p, weight in dynamic_scores:
+            if self.reference or p.name not in self._score_sets or static.dense is not None:
+                per_candidate.append((p, weight))
+                continue
+            try:
+                terms = p.score_set(state, subject, fleet, feasible, snapshot)
+            except Exception as exc:
+                log.exception("plugin %s failed", p.name)
+                return self._failed(fleet, rejections, error(f"plugin crashed: {exc!r}").named(
+                    p.name))
+            for bits, value in terms:
+                if value:
+                    bands = split(bands, bits, weight * value, p.name)
+        if static.dense is not None or per_candidate:
+            return self._dense(state, subject, fleet, snapshot, static, feasible, rejections,
+                               bands, per_candidate, skipped)
+        assert static.base is not None
+        plain = Ranking.banded(static.base, feasible, bands, {})
+        overrides = self._overrides(state, subject, fleet, snapshot, feasible, plain.get,
+                                    skipped)
+        ranking = Ranking.banded(static.base, feasible, bands, overrides) if overrides else plain
+        return Evaluation(fleet, feasible, rejections, ranking, len(fleet))
+
+    def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+               static: _Static, feasible: int, rejections: list[tuple[Status, int]],
+               bands: list[Band], per_candidate: list[tuple[Any, float]],
+               skipped: set[str]) -> Evaluation:
+        """Every feasible candidate scored one by one (the reference, or a plugin
+        without a set form)."""
+        if static.dense is not None:
+            entries = [Ranked(r.candidate, r.tier, r.score, dict(r.scores), r.ordinal)
+                       for r in static.dense if feasible >> r.ordinal & 1]
+        else:
+            assert static.base is not None
+            entries = list(Ranking.banded(static.base, feasible, bands, {}))
+        by_key = {r.candidate.key: r for r in entries}
+        overrides = self._overrides(state, subject, fleet, snapshot, feasible, by_key.get,
+                                    skipped)
+        if overrides:
+            entries = [overrides.get(r.ordinal, r) for r in entries]
+        if per_candidate:
+            status = self._score(state, subject, entries, snapshot, per_candidate)
+            if not status.ok:
+                return self._failed(fleet, rejections, status)
+        if overrides or per_candidate:
+            entries.sort(key=lambda r: r.order, reverse=True)
+        return Evaluation(fleet, feasible, rejections, Ranking.of(fleet, entries), len(fleet))
+
+    @staticmethod
+    def _failed(fleet: Fleet, rejections: list[tuple[Status, int]], status: Status) -> Evaluation:
+        return Evaluation(fleet, 0, rejections, Ranking.of(fleet, []), len(fleet), status)
+
+    def _overrides(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+                   feasible: int, lookup: Callable[[str], Ranked | None],
+                   skipped: set[str]) -> dict[int, Ranked]:
+        """Sparse per-subject changes of cached scores (stickiness), by ordinal."""
+        overrides: dict[int, Ranked] = {}
+        for p, weight in self._adjusters:
+            if p.name in skipped:
+                continue
+            mine = _FeasibleScores(lookup, fleet, feasible, p.name, weight)
             for key, value in p.adjust(state, subject, mine, snapshot).items():
-                r = overrides.get(key) or base.index.get(key)
-                if r is None or (keep is not None and key not in keep):
+                i = fleet.by_key.get(key)
+                if i is None or not feasible >> i & 1:
                     continue
-                new = Ranked(r.candidate, r.tier, r.score, dict(r.scores))
+                r = overrides.get(i) or lookup(key)
+                if r is None:
+                    continue
+                new = Ranked(r.candidate, r.tier, r.score, dict(r.scores), i)
                 new.score += weight * value - new.scores.get(p.name, 0.0)
                 new.scores[p.name] = weight * value
-                overrides[key] = new
-        if not (overrides or dynamic_scores or dynamic_filters):
-            return base
-        if overrides or dynamic_scores:
-            ranked = [overrides.get(r.candidate.key, r) for r in ranked]
-        if dynamic_scores:
-            ranked = [Ranked(r.candidate, r.tier, r.score, dict(r.scores)) for r in ranked]
-            status = self._score(state, subject, ranked, snapshot, dynamic_scores)
-            if not status.ok:
-                return Evaluation([], {"*": status}, base.considered)
-        if overrides or dynamic_scores:
-            ranked.sort(key=lambda r: r.order, reverse=True)
-        return Evaluation(ranked, rejected, base.considered, counts=counts)
+                overrides[i] = new
+        return overrides
 
-    def _static(self, state: CycleState, subject: Subject, snapshot: Snapshot,
-                skipped: set[str]) -> Evaluation:
-        candidates = snapshot.candidates(subject)
+    def _static(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+                skipped: set[str]) -> _Static:
         filters = [p for p in self._static_filters if p.name not in skipped]
-        result = self._run_filters(state, subject, candidates, snapshot, filters,
-                                   limit=self._sample_size(len(candidates)))
-        ranked = [Ranked(c, 0, 0.0) for c in result.feasible]
+        feasible, rejections = self._filter(state, subject, fleet, snapshot, fleet.all, filters,
+                                            limit=self._sample_size(len(fleet)))
         scorers = [(p, w) for p, w in self._static_scores if p.name not in skipped]
-        status = self._score(state, subject, ranked, snapshot, scorers)
-        if not status.ok:
-            return Evaluation([], {"*": status}, len(candidates))
-        ranked.sort(key=lambda r: r.order, reverse=True)
-        return Evaluation(ranked, result.rejected, len(candidates),
-                          {r.candidate.key: r for r in ranked},
-                          Evaluation.count(result.rejected))
+        if self.reference or any(p.name not in self._base_scores and p.name not in
+                                 self._score_sets for p, _ in scorers):
+            entries = [Ranked(fleet.candidates[i], 0, 0.0, {}, i) for i in ordinals(feasible)]
+            status = self._score(state, subject, entries, snapshot, scorers)
+            if not status.ok:
+                return _Static(0, rejections, [], error=status)
+            entries.sort(key=lambda r: r.order, reverse=True)
+            return _Static(feasible, rejections, [], dense=entries)
+        base_scorers = tuple((p, w) for p, w in scorers if p.name in self._base_scores)
+        try:
+            base = fleet.cached(("base-order", tuple((p.name, w) for p, w in base_scorers)),
+                                lambda: _base_order(fleet, snapshot, base_scorers), metric=True)
+            bands = [Band(fleet.all)]
+            for p, weight in scorers:
+                if p.name in self._base_scores:
+                    continue
+                for bits, value in p.score_set(state, subject, fleet, feasible, snapshot):
+                    if value:
+                        bands = split(bands, bits, weight * value, p.name)
+        except Exception as exc:
+            log.exception("a score plugin failed")
+            return _Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
+        return _Static(feasible, rejections, bands, base)
 
     def _score(self, state: CycleState, subject: Subject, ranked: list[Ranked],
                snapshot: Snapshot, scorers: list[tuple[Any, float]]) -> Status:
@@ -265,54 +387,102 @@ class Framework:
             return None
         return max(min(100, n), int(n * pct / 100))
 
-    def _run_filters(self, state: CycleState, subject: Subject, candidates: list[Candidate],
-                     snapshot: Snapshot, filters: list[Any], limit: int | None) -> FilterResult:
-        feasible: list[Candidate] = []
-        rejected: dict[str, Status] = {}
-        batch = [p for p in filters if hasattr(p, "filter_all")]
-        if batch:
-            filters = [p for p in filters if p not in batch]
-        for c in candidates:
-            for p in filters:
+    def _filter(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+                within: int, filters: list[Any], limit: int | None = None,
+                ) -> tuple[int, list[tuple[Status, int]]]:
+        """Run ``filters`` over the candidates in ``within``: (feasible, rejections).
+
+        Set forms when every filter has one, else one call per candidate and
+        filter (the reference). With ``limit``, candidates are considered in
+        ordinal order until that many are feasible; the rest are not considered.
+        """
+        rejections: list[tuple[Status, int]] = []
+        batch = [p for p in filters if p.name in self._batch_filters]
+        single = [p for p in filters if p.name not in self._batch_filters]
+        if not self.reference and all(p.name in self._filter_sets for p in single):
+            for p in single:
+                if not within:
+                    break
                 try:
-                    status = p.filter(state, subject, c, snapshot)
+                    out = p.filter_set(state, subject, fleet, within, snapshot)
                 except Exception as exc:
                     log.exception("plugin %s failed", p.name)
-                    status = error(f"plugin crashed: {exc!r}")
-                if not status.ok:
-                    rejected[c.key] = status.named(p.name)
-                    break
-            else:
-                feasible.append(c)
-                if limit is not None and len(feasible) >= limit:
-                    break
+                    out = [(error(f"plugin crashed: {exc!r}"), within)]
+                for status, bits in out:
+                    bits &= within
+                    if bits:
+                        rejections.append((status.named(p.name), bits))
+                        within &= ~bits
+            if limit is not None and within.bit_count() > limit:
+                cut = _nth(within, limit)
+                mask = (1 << (cut + 1)) - 1
+                within &= mask
+                rejections = [(st, b & mask) for st, b in rejections if b & mask]
+        else:
+            groups: dict[Status, int] = {}
+            feasible = 0
+            found = 0
+            for i in ordinals(within):
+                c = fleet.candidates[i]
+                for p in single:
+                    try:
+                        status = p.filter(state, subject, c, snapshot)
+                    except Exception as exc:
+                        log.exception("plugin %s failed", p.name)
+                        status = error(f"plugin crashed: {exc!r}")
+                    if not status.ok:
+                        status = status.named(p.name)
+                        groups[status] = groups.get(status, 0) | (1 << i)
+                        break
+                else:
+                    feasible |= 1 << i
+                    found += 1
+                    if limit is not None and found >= limit:
+                        break
+            within = feasible
+            rejections = list(groups.items())
         for p in batch:  # one call for all survivors (an extender: one HTTP request)
+            if not within:
+                break
             try:
-                out = p.filter_all(state, subject, feasible, snapshot)
+                answers = p.filter_all(state, subject, fleet.select(within), snapshot)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)
-                out = {c.key: error(f"plugin crashed: {exc!r}") for c in feasible}
-            for key, status in out.items():
-                rejected[key] = status.named(p.name)
-            feasible = [c for c in feasible if c.key not in out]
-        return FilterResult(feasible, rejected)
+                answers = {fleet.keys[i]: error(f"plugin crashed: {exc!r}")
+                           for i in ordinals(within)}
+            groups = {}
+            for key, status in answers.items():
+                at = fleet.by_key.get(key)
+                if at is not None and within >> at & 1:
+                    status = status.named(p.name)
+                    groups[status] = groups.get(status, 0) | (1 << at)
+            for status, bits in groups.items():
+                rejections.append((status, bits))
+                within &= ~bits
+        return within, rejections
 
-    def _memoized(self, subject: Subject, epoch: int) -> Evaluation | None:
+    def _memoized(self, subject: Subject, fleet: Fleet) -> _Static | None:
         if not subject.signature:
             return None
-        hit = self._memo.get(subject.signature)
-        if hit is None or hit[0] != epoch:
+        memo = self._memo.get((subject.candidate_kind, subject.ref.namespace))
+        if memo is None or memo[0] is not fleet:
             return None
-        self._memo.move_to_end(subject.signature)
-        return hit[1]
+        hit = memo[1].get(subject.signature)
+        if hit is not None:
+            memo[1].move_to_end(subject.signature)
+        return hit
 
-    def _remember(self, subject: Subject, epoch: int, result: Evaluation) -> None:
+    def _remember(self, subject: Subject, fleet: Fleet, result: _Static) -> None:
+        """Keep ``result`` for the subjects alike; a new fleet drops the old results."""
         if not subject.signature:
             return
-        self._memo[subject.signature] = (epoch, result)
-        self._memo.move_to_end(subject.signature)
-        while len(self._memo) > MEMO_SIGNATURES:
-            self._memo.popitem(last=False)
+        where = (subject.candidate_kind, subject.ref.namespace)
+        memo = self._memo.get(where)
+        if memo is None or memo[0] is not fleet:
+            memo = self._memo[where] = (fleet, OrderedDict())
+        memo[1][subject.signature] = result
+        while len(memo[1]) > MEMO_SIGNATURES:
+            memo[1].popitem(last=False)
 
     def post_filter(self, state: CycleState, subject: Subject,
                     rejected: Mapping[str, Status]) -> Status:
@@ -370,4 +540,27 @@ class Framework:
         return error("no bind plugin bound the subject")
 
 
-__all__ = ["SKIP", "Evaluation", "Framework", "Ranked", "Registry"]
+def _nth(bits: int, n: int) -> int:
+    """The ordinal of the ``n``-th (1-based) member of ``bits``."""
+    for k, i in enumerate(ordinals(bits), 1):
+        if k == n:
+            return i
+    raise ValueError("fewer members than asked for")
+
+
+def _base_order(fleet: Fleet, snapshot: Snapshot,
+                scorers: tuple[tuple[Any, float], ...]) -> BaseOrder:
+    n = len(fleet)
+    tiers, scores = [0] * n, [0.0] * n
+    parts: list[dict[str, float]] = [{} for _ in range(n)]
+    for p, weight in scorers:
+        raw, tier = p.score_base(fleet, snapshot)
+        for i in range(n):
+            value = weight * raw[i]
+            scores[i] += value
+            tiers[i] += tier[i]
+            parts[i][p.name] = value
+    return BaseOrder(fleet, tiers, scores, parts)
+
+
+__all__ = ["SKIP", "Evaluation", "Framework", "Ranked", "Ranking", "Registry"]

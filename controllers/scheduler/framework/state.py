@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from controllers.scheduler.framework.fleet import Fleet
 from store.documents import Target
 
 
@@ -20,6 +21,7 @@ class CycleState:
     record: bool = True  # False when nobody will read the explanation
     current: list[Target] = field(default_factory=list)  # the subject's targets before
     allow: list[str] = field(default_factory=list)  # waiting subjects a permit released
+    fleet: Fleet | None = None  # the frozen candidates this attempt decides on
 
     def explain(self, candidate_key: str, plugin: str, detail: Any) -> None:
         if self.record:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from store import keys
 from store.documents import (
@@ -22,6 +22,9 @@ from store.documents import (
     Target,
     Toleration,
 )
+
+if TYPE_CHECKING:
+    from controllers.scheduler.framework.fleet import Fleet
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,10 @@ class Snapshot(Protocol):
         ...
 
     def candidates(self, subject: Subject) -> list[Candidate]: ...
+
+    def fleet(self, subject: Subject) -> Fleet:
+        """The subject's candidates, frozen, with their bitset indexes (one per epoch)."""
+        ...
 
     def candidate_by_key(self, key: str) -> Candidate | None: ...
 

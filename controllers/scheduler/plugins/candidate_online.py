@@ -11,6 +11,7 @@ from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
@@ -32,3 +33,16 @@ class CandidateOnline(Plugin):
         if candidate.state != "ONLINE":
             return unschedulable(f"not ONLINE ({candidate.state or 'no status'})")
         return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        return fleet.cached(NAME, lambda: self._rejected(fleet))
+
+    def _rejected(self, fleet: Fleet) -> list[tuple[Status, int]]:
+        deleted = fleet.where("deleted", lambda c: c.deleted)
+        out = [(unschedulable("deleted"), deleted)] if deleted else []
+        for state, bits in fleet.group("state", lambda c: c.state).items():
+            if state != "ONLINE" and bits & ~deleted:
+                out.append((unschedulable(f"not ONLINE ({state or 'no status'})"),
+                            bits & ~deleted))
+        return out

@@ -12,13 +12,14 @@ from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
     Subject,
     unschedulable,
 )
-from controllers.scheduler.plugins.selectors import describe, selector_matches
+from controllers.scheduler.plugins.selectors import describe, selector_bits, selector_matches
 
 NAME = "ClusterAffinity"
 
@@ -56,3 +57,29 @@ class ClusterAffinity(Plugin):
         got = sum(p.weight for p in prefs if selector_matches(
             p.preference.match_labels, p.preference.match_expressions, candidate.labels))
         return got / total
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        aff = subject.affinity.cluster_affinity if subject.affinity else None
+        required = aff.required_during_scheduling_ignored_during_execution if aff else None
+        if required is None or not required.cluster_selector_terms:
+            return []
+        terms = required.cluster_selector_terms
+        holding = 0
+        for t in terms:
+            holding |= selector_bits(fleet, t.match_labels, t.match_expressions)
+        failed = within & ~holding
+        if not failed:
+            return []
+        wanted = " or ".join(describe(t.match_labels, t.match_expressions) for t in terms)
+        return [(unschedulable(f"cluster affinity ({wanted})"), failed)]
+
+    def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+                  snapshot: Snapshot) -> list[tuple[int, float]]:
+        aff = subject.affinity.cluster_affinity if subject.affinity else None
+        prefs = aff.preferred_during_scheduling_ignored_during_execution if aff else []
+        total = sum(p.weight for p in prefs)
+        if not total:
+            return []
+        return [(selector_bits(fleet, p.preference.match_labels, p.preference.match_expressions),
+                 p.weight / total) for p in prefs if p.weight]

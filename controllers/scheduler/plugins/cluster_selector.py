@@ -6,10 +6,12 @@ from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
     Subject,
+    sieve,
     unschedulable,
 )
 
@@ -26,3 +28,8 @@ class ClusterSelector(Plugin):
             if candidate.labels.get(key) != value:
                 return unschedulable(f"clusterSelector {key}={value}")
         return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        return sieve(within, ((fleet.label(k).get(v, 0), unschedulable(f"clusterSelector {k}={v}"))
+                              for k, v in subject.cluster_selector.items()))

@@ -7,17 +7,22 @@ the user fixes it), never a crash.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
     Subject,
+    sieve,
     unschedulable,
 )
 from controllers.scheduler.plugins.expressions import parse_into, parse_label
+from store.constraints import LabelConstraint, Op
 
 NAME = "LabelConstraints"
 
@@ -33,5 +38,22 @@ class LabelConstraints(Plugin):
                snapshot: Snapshot) -> Status:
         for c in state.data[NAME]:
             if not c.matches(candidate.labels):
-                return unschedulable(f"label constraint '{c}'")
+                return _rejection(c)
         return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        return sieve(within, ((_matching(fleet, c), _rejection(c)) for c in state.data[NAME]))
+
+
+@lru_cache(maxsize=8192)
+def _rejection(c: LabelConstraint) -> Status:
+    return unschedulable(f"label constraint '{c}'")
+
+
+def _matching(fleet: Fleet, c: LabelConstraint) -> int:
+    """The candidates whose labels satisfy ``c`` (a missing label never does)."""
+    named = fleet.label_in(c.label, c.values)
+    if c.op in (Op.EQ, Op.IN):
+        return named
+    return fleet.has_label(c.label) & ~named

@@ -8,10 +8,13 @@ value is missing, expired or errored, fails the constraint.
 
 from __future__ import annotations
 
+from functools import partial
+
 from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
@@ -19,6 +22,7 @@ from controllers.scheduler.framework import (
     unschedulable,
 )
 from controllers.scheduler.plugins.expressions import parse_into, parse_metric
+from controllers.scheduler.plugins.metric_columns import column
 
 NAME = "MetricConstraints"
 
@@ -43,3 +47,26 @@ class MetricConstraints(Plugin):
             if not c.matches(reading.value):
                 return unschedulable(f"metric constraint '{c}'")
         return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        out: list[tuple[Status, int]] = []
+        for c in state.data[NAME]:
+            if not within:
+                break
+            col = column(fleet, c.metric, snapshot)
+            lacking = within & ~col.has
+            if lacking:
+                out.append((unschedulable(f"metric constraint '{c}': no metric {c.metric}"),
+                            lacking))
+                within &= col.has
+            for why, bits in col.reasons.items():
+                if within & bits:
+                    out.append((unschedulable(f"metric constraint '{c}': {why}"), within & bits))
+                    within &= ~bits
+            passing = fleet.cached(("metric-passing", c.metric, c.op, c.value),
+                                   partial(col.satisfying, c.op, c.value), metric=True)
+            if within & ~passing:
+                out.append((unschedulable(f"metric constraint '{c}'"), within & ~passing))
+                within &= passing
+        return out

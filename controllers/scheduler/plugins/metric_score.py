@@ -26,6 +26,7 @@ from typing import Any
 from controllers.scheduler.framework import (
     Candidate,
     CycleState,
+    Fleet,
     MetricReading,
     Plugin,
     Snapshot,
@@ -76,6 +77,16 @@ class MetricScore(Plugin):
               snapshot: Snapshot) -> float:
         return self.base(candidate, snapshot).score(0.0, 0.0)
 
+    def bases(self, fleet: Fleet, snapshot: Snapshot) -> list[_Base]:
+        """Every candidate's metric part, once per fleet and metric values."""
+        return fleet.cached(NAME, lambda: [
+            _Base(0, [snapshot.metric(c, ref) for ref in c.metrics]) for c in fleet.candidates],
+            metric=True)
+
+    def score_base(self, fleet: Fleet, snapshot: Snapshot) -> tuple[list[float], list[int]]:
+        bases = self.bases(fleet, snapshot)
+        return [b.score(0.0, 0.0) for b in bases], [1 if b.usable else 0 for b in bases]
+
     def tier(self, state: CycleState, subject: Subject, candidate: Candidate) -> int:
         b = self._bases.get(candidate.key)
         return 1 if b is not None and b.usable else 0
@@ -85,17 +96,28 @@ class MetricScore(Plugin):
         out: dict[str, float] = {}
         if not self.sticky_weight:
             return out
+        fleet = state.fleet
         for target in snapshot.current_targets(subject):
             key = candidate_key(target.kind, target.namespace, target.name)
-            if key in scores:
+            if key not in scores:
+                continue
+            i = fleet.by_key.get(key) if fleet is not None else None
+            if fleet is not None and i is not None:
+                b = self.bases(fleet, snapshot)[i]
+            else:
                 candidate = snapshot.candidate_by_key(key)
-                if candidate is not None:
-                    out[key] = self.base(candidate, snapshot).score(1.0, self.sticky_weight)
+                if candidate is None:
+                    continue
+                b = self.base(candidate, snapshot)
+            out[key] = b.score(1.0, self.sticky_weight)
         return out
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
                  snapshot: Snapshot) -> dict[str, Any]:
-        b = self.base(candidate, snapshot)
+        fleet = state.fleet
+        i = fleet.by_key.get(candidate.key) if fleet is not None else None
+        b = (self.bases(fleet, snapshot)[i] if fleet is not None and i is not None
+             else self.base(candidate, snapshot))
         metrics: dict[str, Any] = {}
         for r in b.readings:
             entry: dict[str, Any] = {"weight": r.weight}

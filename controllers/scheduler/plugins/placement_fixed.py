@@ -7,6 +7,7 @@ from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
@@ -29,3 +30,11 @@ class PlacementFixed(Plugin):
         if candidate.ref.name in subject.placement.cluster_names:
             return SUCCESS
         return unschedulable("not in clusterNames")
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        names = fleet.group("name", lambda c: c.ref.name)
+        named = 0
+        for n in subject.placement.cluster_names:
+            named |= names.get(n, 0)
+        return [(unschedulable("not in clusterNames"), within & ~named)]

@@ -12,16 +12,18 @@ subjects while steering new ones away.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Snapshot,
     Status,
     Subject,
+    ordinals,
     unschedulable,
 )
 from store.documents import Taint, Toleration
@@ -42,22 +44,54 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
     return False
 
 
+def _first_untolerated(taints: Sequence[Taint], tolerations: Iterable[Toleration]) -> Status:
+    for taint in taints:
+        if taint.effect != "PreferNoSchedule" and not tolerates(tolerations, taint):
+            shown = f"{taint.key}={taint.value}" if taint.value else taint.key
+            return unschedulable(f"untolerated taint {shown}:{taint.effect}")
+    return SUCCESS
+
+
+def _preferred_against(taints: Sequence[Taint], tolerations: Iterable[Toleration]) -> int:
+    return sum(1 for t in taints if t.effect == "PreferNoSchedule"
+               and not tolerates(tolerations, t))
+
+
 class TaintToleration(Plugin):
     name = NAME
     cacheable = True
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:
-        for taint in candidate.taints:
-            if taint.effect != "PreferNoSchedule" and not tolerates(subject.tolerations, taint):
-                shown = f"{taint.key}={taint.value}" if taint.value else taint.key
-                return unschedulable(f"untolerated taint {shown}:{taint.effect}")
-        return SUCCESS
+        return _first_untolerated(candidate.taints, subject.tolerations)
 
     def score(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> float:
-        return float(sum(1 for t in candidate.taints if t.effect == "PreferNoSchedule"
-                         and not tolerates(subject.tolerations, t)))
+        return float(_preferred_against(candidate.taints, subject.tolerations))
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        """Only the tainted candidates are looked at, one by one (they are few)."""
+        tainted = within & fleet.where("hard-taints", lambda c: any(
+            t.effect != "PreferNoSchedule" for t in c.taints))
+        groups: dict[Status, int] = {}
+        for i in ordinals(tainted):
+            status = _first_untolerated(fleet.candidates[i].taints, subject.tolerations)
+            if not status.ok:
+                groups[status] = groups.get(status, 0) | (1 << i)
+        return list(groups.items())
+
+    def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+                  snapshot: Snapshot) -> list[tuple[int, float]]:
+        tainted = feasible & fleet.where("soft-taints", lambda c: any(
+            t.effect == "PreferNoSchedule" for t in c.taints))
+        counts: dict[int, int] = {}
+        for i in ordinals(tainted):
+            n = _preferred_against(fleet.candidates[i].taints, subject.tolerations)
+            if n:
+                counts[n] = counts.get(n, 0) | (1 << i)
+        worst = max(counts, default=0)
+        return [(bits, -n / worst) for n, bits in counts.items()]
 
     def normalize(self, state: CycleState, subject: Subject, scores: dict[str, float]) -> None:
         worst = max(scores.values(), default=0.0)

@@ -21,11 +21,13 @@ from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Plugin,
     Ranked,
     Snapshot,
     Status,
     Subject,
+    sieve,
     unschedulable,
 )
 
@@ -45,6 +47,14 @@ class TopologySpread(Plugin):
             if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key not in candidate.labels:
                 return unschedulable(f"topology spread: no label {c.topology_key}")
         return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        return sieve(within, (
+            (fleet.has_label(c.topology_key), unschedulable(f"topology spread: no label "
+                                                            f"{c.topology_key}"))
+            for c in subject.placement.topology_spread_constraints
+            if c.when_unsatisfiable == "DoNotSchedule"))
 
     def select(self, subject: Subject, ordered: Iterable[Ranked], n: int,
                chosen: Sequence[Ranked]) -> list[Ranked]:

@@ -18,6 +18,7 @@ not yet seen on the watch, so a burst of subjects sees each other.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from controllers.scheduler.framework import (
@@ -25,11 +26,13 @@ from controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
     CycleState,
+    Fleet,
     Placed,
     Plugin,
     Snapshot,
     Status,
     Subject,
+    sieve,
     unschedulable,
 )
 from controllers.scheduler.framework.types import candidate_key
@@ -113,6 +116,33 @@ class WorkloadAffinity(Plugin):
             elif value not in term.domains and not (not term.domains and term.matches_self):
                 return unschedulable(f"workload affinity ({term.label()})")
         return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        return sieve(within, self._checks(fleet, state.data[NAME]["required"]))
+
+    @staticmethod
+    def _checks(fleet: Fleet, required: list[_Term]) -> Iterator[tuple[int, Status]]:
+        """The per-candidate checks of ``filter``, in its order, as (passing, status)."""
+        for term in required:
+            key = term.term.topology_key
+            if term.anti:
+                yield (fleet.all & ~fleet.label_in(key, sorted(term.domains)),
+                       unschedulable(f"workload anti-affinity ({term.label()})"))
+                continue
+            yield fleet.has_label(key), unschedulable(f"workload affinity: no label {key}")
+            if term.domains or not term.matches_self:
+                yield (fleet.label_in(key, sorted(term.domains)),
+                       unschedulable(f"workload affinity ({term.label()})"))
+
+    def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+                  snapshot: Snapshot) -> list[tuple[int, float]]:
+        preferred: list[_Term] = state.data[NAME]["preferred"]
+        total = sum(t.weight for t in preferred)
+        if not total:
+            return []
+        return [(fleet.label_in(t.term.topology_key, sorted(t.domains)),
+                 (-t.weight if t.anti else t.weight) / total) for t in preferred if t.domains]
 
     def score(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> float:

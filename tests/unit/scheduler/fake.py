@@ -9,9 +9,11 @@ from controllers.scheduler.framework import (
     Candidate,
     CycleState,
     Evaluation,
+    Fleet,
     Framework,
     MetricReading,
     Placed,
+    Ranking,
     Ref,
     Subject,
 )
@@ -44,6 +46,16 @@ class FakeSnapshot:
     def candidates(self, subject: Subject) -> list[Candidate]:
         return [c for c in self.clusters if c.ref.namespace == subject.ref.namespace]
 
+    fleets: dict[tuple[object, ...], Fleet] = field(default_factory=dict)
+
+    def fleet(self, subject: Subject) -> Fleet:
+        """One Fleet per namespace, epoch and list of clusters (tests may change them)."""
+        mine = sorted(self.candidates(subject), key=lambda c: c.key)
+        where = (subject.ref.namespace, self.epoch, tuple(id(c) for c in mine))
+        if where not in self.fleets:
+            self.fleets[where] = Fleet(mine, metric_epoch=self.epoch)
+        return self.fleets[where]
+
     def candidate_by_key(self, key: str) -> Candidate | None:
         return next((c for c in self.clusters if c.key == key), None)
 
@@ -69,7 +81,8 @@ def evaluate(snapshot: FakeSnapshot, subject: Subject,
     state = CycleState()
     status = fw.pre_filter(state, subject, snapshot)
     if not status.ok:
-        return Evaluation([], {"*": status}), []
+        fleet = snapshot.fleet(subject)
+        return Evaluation(fleet, 0, [], Ranking.of(fleet, []), error=status), []
     ev = fw.evaluate(state, subject, snapshot)
     chosen = select(subject, ev.ranked, snapshot.current_targets(subject),
                     fill=fw.selector(state))

@@ -135,7 +135,8 @@ def test_a_metric_constraint_fails_a_cluster_without_that_metric() -> None:
 def test_an_invalid_expression_is_a_reason_not_a_crash() -> None:
     ev, chosen = evaluate(FakeSnapshot([cluster("a")]), app(label_constraints=("location iz DE",)))
     assert chosen == []
-    status = ev.rejected["*"]
+    status = ev.error
+    assert status is not None
     assert status.code is Code.UNRESOLVABLE and status.plugin == "LabelConstraints"
     assert "cannot parse 'location iz DE'" in status.reason
 

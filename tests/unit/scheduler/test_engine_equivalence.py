@@ -1,0 +1,230 @@
+"""The set-at-a-time engine decides exactly as the per-candidate reference does.
+
+Random fleets (labels present and missing, metrics usable, missing, errored
+and equal, custom resources, taints of every effect, every health state,
+deleted clusters, two namespaces) and random subjects (every constraint
+grammar form, selectors, required and preferred cluster affinity, workload
+affinity and anti-affinity against placed workloads, tolerations, every
+placement policy, topology spread, current targets for stickiness, sampling)
+are evaluated by ``Framework(reference=True)`` — every plugin called once per
+candidate — and by the default engine. They must agree on the feasible set,
+on why each rejected candidate was rejected, and on the ranking up to ties.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from controllers.scheduler.config import SchedulerConfig
+from controllers.scheduler.framework import CycleState, Evaluation, Framework, Placed, Ref
+from controllers.scheduler.framework.types import MetricReading, Subject
+from controllers.scheduler.plugins import REGISTRY
+from controllers.scheduler.selection import explanation, select, summary
+from store.documents import (
+    Affinity,
+    ClusterAffinity,
+    ClusterSelector,
+    ClusterSelectorTerm,
+    MatchExpression,
+    Placement,
+    PreferredTerm,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+    WorkloadAffinity,
+    WorkloadAffinityTerm,
+)
+from store.documents.application import WeightedWorkloadTerm, WorkloadSelector
+from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
+
+LABELS = {"location": ["DE", "FR", "IT"], "zone": ["a", "b", "c", "d"], "tier": ["1", "2", "3"],
+          "gpu": ["yes", "no"], "env": ["prod", "dev"], "team": ["x", "y"]}
+METRICS = ["heat", "cost", "load", "odd"]
+RESOURCES = ["crontabs.stable.example.com", "certs.cm.io", "dbs.example.org"]
+LABEL_FORMS = ["{k} is {v}", "{k} = {v}", "{k} == {v}", "{k} is not {v}", "{k} != {v}",
+               "{k} in ({v}, {w})", "{k} not in ({v}, {w})", "{k} IN ({v})"]
+METRIC_OPS = ["=", "!=", ">", ">=", "=>", "<", "<=", "=<", "gt", "gte", "lt", "lte",
+              "greater than", "less than or equal", "is", "is not", "=="]
+
+
+def random_fleet(rng: random.Random) -> FakeSnapshot:
+    clusters = []
+    values: dict[tuple[str, str], MetricReading | float] = {}
+    for i in range(rng.randint(0, 60)):
+        name = f"c{i:02d}"
+        labels = {k: rng.choice(vs) for k, vs in LABELS.items() if rng.random() < 0.75}
+        metrics = {m: rng.choice([0.0, 0.2, 0.5, 1.0]) for m in METRICS if rng.random() < 0.6}
+        taints = tuple(Taint(rng.choice(["gpu", "maint"]),
+                             rng.choice(["NoSchedule", "NoExecute", "PreferNoSchedule"]),
+                             rng.choice([None, "yes", "no"]))
+                       for _ in range(rng.choice([0, 0, 0, 1, 2])))
+        c = cluster(name, labels=labels, metrics=metrics,
+                    state=rng.choice(["ONLINE"] * 7 + ["OFFLINE", "UNHEALTHY", ""]),
+                    custom_resources=frozenset(r for r in RESOURCES if rng.random() < 0.5),
+                    taints=taints, deleted=rng.random() < 0.05)
+        if rng.random() < 0.1:
+            c.ref = Ref("Cluster", "other", name)
+            c.key = f"Cluster/other/{name}"
+        clusters.append(c)
+        for m in metrics:
+            roll = rng.random()
+            if roll < 0.1:
+                continue  # MISSING_METRIC_VALUE
+            if roll < 0.15:
+                values[(name, m)] = MetricReading(m, metrics[m], rng.choice([None, 3.0]),
+                                                  reason=rng.choice(["UNKNOWN_METRIC",
+                                                                     "INVALID_METRIC"]))
+            elif roll < 0.18:
+                values[(name, m)] = MetricReading(m, metrics[m], math.nan, 0.0)
+            else:  # few distinct values: ties and equal thresholds happen
+                raw = float(rng.randint(0, 10)) if rng.random() < 0.5 else rng.uniform(0, 10)
+                values[(name, m)] = MetricReading(m, metrics[m], raw, raw / 10)
+    snap = FakeSnapshot(clusters, values)
+    names = [c.ref.name for c in clusters if c.ref.namespace == "default"]
+    for j in range(rng.randint(0, 6)):  # other workloads, for workload (anti-)affinity
+        where = tuple(Ref("Cluster", "default", n) for n in rng.sample(names, min(len(names),
+                                                                                  rng.randint(1, 2))))
+        snap.others.append(Placed(Ref("Application", "default", f"w{j}"),
+                                  {"app": rng.choice(["db", "web", "cache"])}, where))
+    return snap
+
+
+def _expression(rng: random.Random) -> MatchExpression:
+    key = rng.choice([*LABELS, "nolabel"])
+    op = rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
+    if op in ("Exists", "DoesNotExist"):
+        return MatchExpression(key, op)
+    if op in ("Gt", "Lt"):
+        return MatchExpression("tier" if rng.random() < 0.8 else key, op,
+                               [rng.choice(["1", "2", "x"])])
+    return MatchExpression(key, op, rng.sample(LABELS.get(key, ["q"]), 1))
+
+
+def _workload_term(rng: random.Random) -> WorkloadAffinityTerm:
+    return WorkloadAffinityTerm(WorkloadSelector({"app": rng.choice(["db", "web", "cache"])}),
+                                rng.choice(["location", "zone", "nolabel"]))
+
+
+def random_subject(rng: random.Random, snap: FakeSnapshot) -> Subject:
+    def value(k: str) -> str:
+        return rng.choice(LABELS.get(k, ["q"]))
+
+    keys = [*LABELS, "nolabel"]
+    labels = tuple(rng.choice(LABEL_FORMS).format(k=(k := rng.choice(keys)), v=value(k),
+                                                  w=value(k))
+                   for _ in range(rng.choice([0, 1, 1, 2, 3])))
+    metrics = tuple(f"{rng.choice([*METRICS, 'nometric'])} {rng.choice(METRIC_OPS)} "
+                    f"{rng.choice(['0', '3', '5', '7.5', '10', '4.25'])}"
+                    for _ in range(rng.choice([0, 1, 1, 2])))
+    placement = rng.choice([
+        Placement(), Placement(), Placement(policy="PickAll"),
+        Placement(policy="PickN", number_of_clusters=rng.randint(1, 4)),
+        Placement(policy="PickN", number_of_clusters=3, topology_spread_constraints=[
+            TopologySpreadConstraint(rng.randint(1, 2), rng.choice(["zone", "location"]),
+                                     rng.choice(["DoNotSchedule", "ScheduleAnyway"]))]),
+        Placement(policy="PickFixed", cluster_names=[*rng.sample([c.ref.name for c in snap.clusters] or ["none"], 1), "nope"])])
+    aff = Affinity()
+    if rng.random() < 0.3:
+        required = ClusterSelector([ClusterSelectorTerm(
+            match_labels={"zone": value("zone")} if rng.random() < 0.3 else {},
+            match_expressions=[_expression(rng) for _ in range(rng.randint(0, 2))])
+            for _ in range(rng.randint(1, 2))]) if rng.random() < 0.6 else None
+        preferred = [PreferredTerm(rng.choice([1, 5, 50]), ClusterSelectorTerm(
+            match_expressions=[_expression(rng)])) for _ in range(rng.randint(0, 3))]
+        aff.cluster_affinity = ClusterAffinity(required, preferred)
+    for attr in ("workload_affinity", "workload_anti_affinity"):
+        if rng.random() < 0.15:
+            setattr(aff, attr, WorkloadAffinity(
+                [_workload_term(rng) for _ in range(rng.randint(0, 1))],
+                [WeightedWorkloadTerm(rng.choice([1, 10]), _workload_term(rng))
+                 for _ in range(rng.randint(0, 2))]))
+    tolerations = tuple(rng.choice([
+        Toleration(key="gpu", operator="Exists"), Toleration(key="maint", value="yes"),
+        Toleration(operator="Exists"), Toleration(key="gpu", value="no", effect="NoSchedule"),
+        Toleration(key="maint", operator="Exists", effect="PreferNoSchedule")])
+        for _ in range(rng.choice([0, 0, 1, 2])))
+    subject = app("subject", label_constraints=labels, metric_constraints=metrics,
+                  custom_resources=tuple(rng.sample(RESOURCES, rng.choice([0, 0, 1, 2]))),
+                  cluster_selector={k: value(k) for k in rng.sample(list(LABELS),
+                                                                    rng.choice([0, 0, 1]))},
+                  affinity=aff, tolerations=tolerations, placement=placement,
+                  labels={"app": "web"})
+    placed = [c.ref.name for c in snap.clusters if c.ref.namespace == "default"]
+    if placed and rng.random() < 0.5:
+        snap.targets["subject"] = rng.sample(placed, min(len(placed), rng.randint(1, 2)))
+    return subject
+
+
+def run(fw: Framework, snap: FakeSnapshot, subject: Subject) -> tuple[object, Evaluation | None]:
+    state = CycleState(current=snap.current_targets(subject))
+    status = fw.pre_filter(state, subject, snap)
+    if not status.ok:
+        return status, None
+    return status, fw.evaluate(state, subject, snap)
+
+
+def tie_groups(ev: Evaluation) -> list[tuple[int, float, frozenset[str]]]:
+    """The ranking as (tier, score, candidates) per run of equal scores."""
+    out: list[tuple[int, float, set[str]]] = []
+    for r in ev.ranked:
+        if out and out[-1][0] == r.tier and abs(out[-1][1] - r.score) <= 1e-9:
+            out[-1][2].add(r.candidate.key)
+        else:
+            out.append((r.tier, r.score, {r.candidate.key}))
+    return [(t, s, frozenset(k)) for t, s, k in out]
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_the_engine_decides_as_the_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    snap = random_fleet(rng)
+    subject = random_subject(rng, snap)
+    pct = rng.choice([100.0, 100.0, 100.0, 50.0])
+    config = SchedulerConfig(percentage_of_clusters_to_score=pct)
+    shared = {"stickiness_weight": 0.1}
+    ref_status, ref = run(Framework(config, REGISTRY, shared, reference=True), snap, subject)
+    fast_status, fast = run(Framework(config, REGISTRY, shared), snap, subject)
+    assert fast_status == ref_status
+    if ref is None or fast is None:
+        assert ref is fast
+        return
+    assert fast.error == ref.error
+    assert bin(fast.feasible) == bin(ref.feasible)
+    assert dict(fast.groups()) == dict(ref.groups())
+    assert fast.rejected == ref.rejected
+    assert fast.counts == ref.counts
+    assert summary("Cluster", fast) == summary("Cluster", ref)
+    assert len(fast.ranked) == len(ref.ranked)
+    got, want = tie_groups(fast), tie_groups(ref)
+    assert [(t, k) for t, _, k in got] == [(t, k) for t, _, k in want]
+    assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], abs=1e-9)
+    for a, b in zip(fast.ranked, ref.ranked, strict=True):
+        if a.candidate.key == b.candidate.key:
+            nonzero = {k: v for k, v in b.scores.items() if abs(v) > 1e-12}
+            assert {k: v for k, v in a.scores.items() if abs(v) > 1e-12} == pytest.approx(
+                nonzero, abs=1e-9)
+    assert explanation(fast, {}, 10)[len(got) and min(10, len(fast.ranked)):] == \
+        explanation(ref, {}, 10)[min(10, len(ref.ranked)):]
+    if all(len(k) == 1 for _, _, k in want):  # no ties: the choice is determined
+        current = snap.current_targets(subject)
+        assert [r.candidate.key for r in select(subject, fast.ranked, current)] == \
+            [r.candidate.key for r in select(subject, ref.ranked, current)]
+
+
+def test_the_fleets_are_varied_enough() -> None:
+    """The generator reaches every kind of rejection the property is about."""
+    reasons: set[str] = set()
+    for seed in range(400):
+        rng = random.Random(seed)
+        snap = random_fleet(rng)
+        subject = random_subject(rng, snap)
+        _, ev = run(Framework(SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1}), snap,
+                    subject)
+        if ev is not None:
+            reasons.update(s.plugin for s, _ in ev.rejections)
+    assert reasons >= {"CandidateOnline", "LabelConstraints", "MetricConstraints",
+                       "CustomResources", "ClusterSelector", "ClusterAffinity",
+                       "TaintToleration", "TopologySpread", "PlacementFixed", "WorkloadAffinity"}
