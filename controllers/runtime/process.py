@@ -16,7 +16,7 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from controllers.runtime.election import LeaderElection
 from controllers.runtime.health import HealthServer
@@ -31,6 +31,13 @@ class Controller(Protocol):
     def stop(self) -> None: ...
 
     def ready(self) -> bool: ...
+
+
+@runtime_checkable
+class Supervised(Protocol):
+    def alive(self) -> bool:
+        """False when one of the controller's loops died or is stuck."""
+        ...
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -65,6 +72,8 @@ def run_process(
                               on_stopped_leading=wake)
     health = HealthServer(*listen)
     health.add_liveness("process", lambda: not stopping.is_set())
+    health.add_liveness("loops", lambda: not running or not isinstance(
+        running[0], Supervised) or running[0].alive())
     health.add_readiness(
         "ready", lambda: (not election.is_leader) or (bool(running) and running[0].ready()))
     health.start()

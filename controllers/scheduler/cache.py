@@ -7,19 +7,19 @@ metric value changes. :meth:`Cache.fleet` freezes the candidates of a kind and
 namespace into a :class:`Fleet` once per change; when only metric values
 changed, the new Fleet keeps the old one's structural indexes.
 
-Decisions written but not yet seen on the watch are *assumed*: kept here by
-the revision they were written at, so the next attempt sees them, until the
-bindings informer delivers that revision.
+The scheduler's own Bindings, seen or assumed (written, not yet seen), are
+:class:`Decisions`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controllers.runtime import Event, Informer
+from controllers.scheduler.decisions import Decisions
 from controllers.scheduler.framework import (
     Candidate,
     Fleet,
@@ -70,7 +70,7 @@ class Cache:
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
-        self.assumed: dict[str, tuple[BindingView, int]] = {}  # binding key → (doc, revision)
+        self.decisions = Decisions(self.bindings, self.applications)
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.status)
         for inf in candidates:
@@ -78,7 +78,6 @@ class Cache:
         metrics: tuple[Informer[Any], ...] = (self.globalmetrics, self.metrics, self.values)
         for inf in metrics:
             inf.add_handler(self._bump_metrics)
-        self.bindings.add_handler(self._binding_seen)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -108,11 +107,6 @@ class Cache:
         with self._lock:
             self._metric_epoch += 1
 
-    def _binding_seen(self, event: Event[BindingView]) -> None:
-        assumed = self.assumed.get(event.key)
-        if assumed is not None and event.revision >= assumed[1]:
-            self.assumed.pop(event.key, None)
-
     # -- subjects --------------------------------------------------------------
 
     def subject(self, key: str) -> Subject | None:
@@ -135,12 +129,7 @@ class Cache:
 
     def binding(self, subject: Subject) -> tuple[BindingView | None, int]:
         """The subject's Binding as last written (assumed) or seen, and its revision."""
-        key = subject.binding_key
-        assumed = self.assumed.get(key)
-        if assumed is not None:
-            return assumed
-        item = self.bindings.cache.get(key)
-        return (item.obj, item.mod_revision) if item else (None, 0)
+        return self.decisions.get(subject.binding_key)
 
     # -- Snapshot ------------------------------------------------------------------
 
@@ -256,21 +245,10 @@ class Cache:
         binding, _ = self.binding(subject)
         return list(binding.spec.targets) if binding else []
 
-    def placed(self, namespace: str | None) -> list[Placed]:
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
         """Applications of ``namespace`` with targets, as decided (assumed or seen)."""
-        decided: dict[str, BindingView] = {item.key: item.obj for item in self.bindings.items()}
-        decided.update({k: doc for k, (doc, _) in list(self.assumed.items())})
-        out = []
-        for b in decided.values():
-            ref = b.spec.resource
-            if ref.kind != "Application" or ref.namespace != namespace or not b.spec.targets:
-                continue
-            app = self.applications.get(keys.resource_key("Application", ref.name, ref.namespace))
-            if app is None:
-                continue
-            out.append(Placed(Ref(ref.kind, ref.namespace, ref.name), app.metadata.labels,
-                              tuple(Ref(t.kind, t.namespace, t.name) for t in b.spec.targets)))
-        return out
+        return self.decisions.placed(namespace, labels)
 
 
 __all__ = ["Cache", "candidate_key"]

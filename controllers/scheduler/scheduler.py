@@ -1,17 +1,28 @@
-"""The scheduler: queue → pre-filter → filter → score → select → reserve → permit → bind.
+"""The scheduler: queue → decide → reserve → permit → bind → write the Binding.
 
 One generic pipeline for every kind placed: Applications on Clusters, and
 Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
 (``schedulerName``) are left alone; subjects being deleted keep their Binding
 (the propagator cleans up); a Binding whose subject vanished is deleted.
 
+Every decision is made by :func:`decide` on one frozen fleet and acted on in
+one place (:meth:`Scheduler._act`), which writes the Binding through the one
+Binding writer.
+
 Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
-its status or a metric changes, each placed subject is decided again;
-stickiness keeps it where it is unless another candidate is better by more
-than the stickiness. ``spec.migration: false`` (or Krake's
-``constraints.migration: false``) never moves a placed subject, and
-``placement.ignoredDuringExecution`` keeps feasible targets until the spec
-changes. A Cluster, once placed on a Cloud, stays there (seed 000).
+its status or a metric changes, each placed subject is decided again — by a
+sweep that acts on each changed decision as soon as it is made, a slice at a
+time between other attempts; stickiness keeps a subject where it is unless
+another candidate is better by more than the stickiness. ``spec.migration:
+false`` (or Krake's ``constraints.migration: false``) never moves a placed
+subject, and ``placement.ignoredDuringExecution`` keeps feasible targets
+until the spec changes. A Cluster, once placed on a Cloud, stays there (seed
+000).
+
+Threads: the scheduling loop and the resync loop run supervised (a step that
+raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the
+Binding writer has its own thread; informers call the event handlers, which
+only touch the queue (its own lock) and flags.
 """
 
 from __future__ import annotations
@@ -20,21 +31,23 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 
 from controllers.runtime import Event, EventType
+from controllers.runtime.supervise import Loop
 from controllers.scheduler.binder import BindingWriter, Write
 from controllers.scheduler.cache import Cache
 from controllers.scheduler.config import SchedulerConfig
-from controllers.scheduler.framework import Code, CycleState, Framework, Subject
+from controllers.scheduler.decide import Decision, NoFit, decide
+from controllers.scheduler.framework import Code, Framework, Subject
 from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.plugins import REGISTRY
 from controllers.scheduler.queue import SchedulingQueue
-from controllers.scheduler.selection import explanation, select, summary, targets
 from controllers.scheduler.views import AppView, BindingView, ClusterView
 from store import Store, keys
 from store.documents import (
@@ -50,14 +63,25 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["result"])
 LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
+SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided again by sweeps",
+                ["result"])
 
-
-Explained = list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
-SWEEP = "<sweep>"  # a queue item: check every placed subject after a change
+Explained = Callable[[], list[dict[str, Any]]]
+SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
+SWEEP_SLICE = 128  # subjects a sweep decides before the loop looks at the queue again
 
 
 def _refs(ts: list[Target]) -> frozenset[tuple[str, str | None, str]]:
     return frozenset((t.kind, t.namespace, t.name) for t in ts)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A subject held at permit (a gang member waiting for the others)."""
+
+    decision: Decision
+    binding: BindingView | None
+    deadline: float
 
 
 class Scheduler:
@@ -67,20 +91,21 @@ class Scheduler:
         self.config = config
         self.cache = Cache(store, idle_timeout=idle_timeout)
         self.framework = Framework(config, REGISTRY, shared={
-            "stickiness_weight": config.stickiness_weight, "submit": self._submit})
+            "stickiness_weight": config.stickiness_weight})
         self.queue = SchedulingQueue(
             self._sort_key, initial_backoff=config.backoff.initial,
             max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)
-        self.writer = BindingWriter(store, self.cache, batch=config.bind_batch,
-                                    retry=self.queue.add)
-        self._stop = threading.Event()
+        self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
+                                    batch=config.bind_batch, retry=self.queue.add)
         self._resync = threading.Event()
+        # Subjects that may fit once another is placed; read by the bindings informer.
         self._waiting_on_placements: set[str] = set()
+        self._placements_lock = threading.Lock()
         self._attempts: dict[str, Any] = {}  # result → its counter child
-        # Subjects held at permit (gangs): key → (state, subject, targets, deadline).
-        self._waiting: dict[str, tuple[CycleState, Subject, list[Target], float]] = {}
-        self._group: list[Write] | None = None
-        self._threads: list[threading.Thread] = []
+        self._waiting: dict[str, _Held] = {}  # scheduling thread only
+        self._sweep: Iterator[None] | None = None
+        self._loops = [Loop("scheduling", self._step, deadline=60.0),
+                       Loop("resync", self._resync_step, deadline=60.0)]
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
         self.cache.bindings.add_handler(self._on_binding)
@@ -94,118 +119,117 @@ class Scheduler:
             raise TimeoutError("the scheduler cache did not sync with etcd")
         # The synced cache is long-lived: keep the collector from rescanning it
         # (a full collection over a large fleet pauses every thread for 100s of ms).
+        # ``stop`` unfreezes, so a stopped scheduler's objects can be collected.
         gc.collect()
         gc.freeze()
         self.writer.start()
-        for target, name in ((self._loop, "scheduling"), (self._resync_loop, "resync")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        for loop in self._loops:
+            loop.start()
 
     def ready(self) -> bool:
         return all(inf.synced.is_set() for inf in self.cache.informers)
 
+    def alive(self) -> bool:
+        """Every loop runs and beats, and the Binding writer runs."""
+        return all(loop.alive() for loop in self._loops) and self.writer.alive()
+
     def stop(self) -> None:
-        self._stop.set()
+        for loop in self._loops:
+            loop.halt()
         self._resync.set()
         self.queue.close()
-        for t in self._threads:
-            t.join(timeout=10)
+        for loop in self._loops:
+            loop.stop()
         self.writer.stop()
         self.cache.stop()
+        gc.unfreeze()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            key = self.queue.pop(timeout=1.0)
-            self._expire_waiting()
-            if key is None:
-                continue
-            if key == SWEEP:
-                self.queue.done(key)
-                self._sweep()
-                continue
-            began = time.perf_counter()
-            try:
-                result = self.schedule_one(key)
-            except Exception:
-                log.exception("%s: scheduling failed", key)
-                ATTEMPTS.labels("error").inc()
-                self.queue.failed(key)
-            else:
-                counter = self._attempts.get(result)
-                if counter is None:
-                    counter = self._attempts[result] = ATTEMPTS.labels(result)
-                counter.inc()
-            finally:
-                LATENCY.observe(time.perf_counter() - began)
-                self.queue.done(key)
+    def _step(self) -> None:
+        """One turn of the scheduling loop: a slice of a sweep, or one attempt."""
+        self._expire_waiting()
+        if self._sweep is not None and next(self._sweep, StopIteration) is StopIteration:
+            self._sweep = None
+        key = self.queue.pop(timeout=0.0 if self._sweep is not None else 1.0)
+        if key is None:
+            return
+        if key == SWEEP:
+            self.queue.done(key)
+            self.queue.move_all_to_active()
+            self._sweep = self._sweeping()  # a newer change restarts it
+            return
+        began = time.perf_counter()
+        try:
+            result = self.schedule_one(key)
+        except Exception:
+            log.exception("%s: scheduling failed", key)
+            ATTEMPTS.labels("error").inc()
+            self.queue.failed(key)
+        else:
+            counter = self._attempts.get(result)
+            if counter is None:
+                counter = self._attempts[result] = ATTEMPTS.labels(result)
+            counter.inc()
+        finally:
+            LATENCY.observe(time.perf_counter() - began)
+            self.queue.done(key)
 
-    def _resync_loop(self) -> None:
-        """After candidates or metrics change, ask the scheduling thread for a sweep."""
-        while not self._stop.is_set():
-            self._resync.wait()
-            if self._stop.is_set():
-                return
-            time.sleep(0.1)  # let a burst of changes settle into one pass
-            self._resync.clear()
-            self.queue.add(SWEEP)
+    def _resync_step(self) -> None:
+        """After candidates or metrics change, ask the scheduling loop for a sweep."""
+        if not self._resync.wait(1.0) or self._loops[1].stopping:
+            return
+        time.sleep(0.05)  # let a burst of changes (one etcd transaction) settle into one pass
+        self._resync.clear()
+        self.queue.add(SWEEP)
 
-    def _sweep(self) -> None:
-        """Flush the waiting; queue each placed subject whose decision would change.
+    def _sweeping(self) -> Iterator[None]:
+        """Decide every placed subject again; act on each change as soon as it is found.
 
-        Checking is cheap (the evaluations are memoized per constraint set), so
-        only the subjects that actually move pay for a full attempt, and they
-        move at once rather than after every other subject has been retried.
+        Yields every ``SWEEP_SLICE`` subjects, so that new subjects are not
+        held up behind a sweep of the whole fleet.
         """
         began = time.perf_counter()
-        self.queue.move_all_to_active()
-        queued = 0
-        # Subjects alike (same constraints, same current targets) get the same
-        # answer: decide it once per group, not once per subject.
-        answers: dict[tuple[Any, ...], bool] = {}
-        per_subject = bool(self.config.extenders)
-        for item in self.cache.bindings.items():
+        items = self.cache.bindings.items()
+        changed = 0
+        for n, item in enumerate(items, 1):
+            if n % SWEEP_SLICE == 0:
+                yield
             ref = item.obj.spec.resource
             if not item.obj.spec.targets or ref.kind != "Application":
                 continue
             key = keys.resource_key(ref.kind, ref.name, ref.namespace)
-            subject = self.cache.subject(key)
-            if subject is None:
+            try:
+                result = self._reconsider(key)
+            except Exception:
+                log.exception("%s: deciding again after a change failed", key)
+                self.queue.failed(key)
                 continue
-            aff = subject.affinity
-            alone = per_subject or (aff is not None and bool(
-                aff.workload_affinity or aff.workload_anti_affinity))
-            p = subject.placement
-            group = (subject.signature, _refs(item.obj.spec.targets), subject.migration,
-                     p.ignored_during_execution, p.number_of_clusters,
-                     item.obj.spec.generation == subject.generation, subject.deleted,
-                     key if alone else None)
-            answer = answers.get(group)
-            if answer is None:
-                answer = answers[group] = self._would_change(subject)
-            if answer:
-                self.queue.add(key)
-                queued += 1
-        log.debug("sweep: %d subjects to decide again (%.3fs)", queued,
+            SWEPT.labels(result).inc()
+            changed += result != "unchanged"
+        log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, len(items),
                   time.perf_counter() - began)
 
-    def _would_change(self, subject: Subject) -> bool:
+    def _reconsider(self, key: str) -> str:
+        """A placed subject after a change: act only if its decision changed."""
+        subject = self.cache.subject(key)
+        if subject is None:
+            return "unchanged"
         binding, _ = self.cache.binding(subject)
-        if binding is None or subject.deleted or binding.spec.generation != subject.generation:
-            return True
+        if (binding is None or subject.deleted or binding.spec.generation != subject.generation
+                or subject.scheduler_name not in (None, self.config.scheduler_name)):
+            self.queue.add(key)  # not ours to decide here: a full attempt sorts it out
+            return "queued"
         current = list(binding.spec.targets)
         if not subject.migration:
-            return not all(self._exists(t) for t in current)
-        state = CycleState(current=current, record=False)
-        if not self.framework.pre_filter(state, subject, self.cache).ok:
-            return True
-        evaluation = self.framework.evaluate(state, subject, self.cache)
-        if not evaluation.ranked or evaluation.error is not None:
-            return True
-        chosen = select(subject, evaluation.ranked, current,
-                        keep_current=subject.placement.ignored_during_execution,
-                        fill=self.framework.selector(state))
-        return _refs(targets(chosen)) != _refs(current)
+            if all(self._exists(t) for t in current):
+                return "unchanged"
+            self.queue.add(key)
+            return "queued"
+        outcome = decide(self.framework, subject, self.cache, current,
+                         keep_current=subject.placement.ignored_during_execution)
+        if (isinstance(outcome, Decision) and _refs(outcome.targets) == _refs(current)
+                and binding.status.state == "Scheduled"):
+            return "unchanged"
+        return self._act(subject, binding, current, outcome)
 
     # -- events --------------------------------------------------------------------
 
@@ -220,8 +244,10 @@ class Scheduler:
 
     def _on_binding(self, event: Event[BindingView]) -> None:
         # A placement changed: subjects waiting on workload affinity may fit now.
-        if self._waiting_on_placements:
-            self.queue.activate(set(self._waiting_on_placements))
+        with self._placements_lock:
+            waiting = set(self._waiting_on_placements)
+        if waiting:
+            self.queue.activate(waiting)
         if event.type is EventType.DELETED:  # someone removed our decision: decide again
             ref = event.obj.spec.resource
             try:
@@ -237,10 +263,14 @@ class Scheduler:
             return (0, enqueued)
         return self.framework.sort_key(subject, enqueued)
 
+    def _seen_revision(self, binding_key: str) -> int:
+        item = self.cache.bindings.cache.get(binding_key)
+        return item.mod_revision if item is not None else 0
+
     # -- one attempt ------------------------------------------------------------------
 
     def schedule_one(self, key: str) -> str:
-        """Decide for the subject at ``key``; returns what happened (for metrics)."""
+        """Decide for the subject at ``key`` and act; returns what happened (for metrics)."""
         subject = self.cache.subject(key)
         if subject is None:
             return self._forget(key)
@@ -257,111 +287,97 @@ class Scheduler:
         if current and not subject.migration:
             alive = [t for t in current if self._exists(t)]
             if alive:
-                self._write(subject, binding, alive, "Scheduled",
-                            "migration is disabled: staying on the current targets", [])
+                self._submit(subject, binding, alive, "Scheduled",
+                             "migration is disabled: staying on the current targets", list)
                 return "kept"
             current = []  # everything it ran on is gone: it has to be placed anew
 
         self._waiting.pop(key, None)  # a new attempt replaces a held one
-        state = CycleState(current=current)
-        status = self.framework.pre_filter(state, subject, self.cache)
-        if not status.ok:
-            reason = f"{status.plugin}: {status.reason}" if status.reason else str(status)
-            return self._unschedulable(subject, binding, current, reason, [])
-        evaluation = self.framework.evaluate(state, subject, self.cache)
-        if evaluation.error is not None:  # a score plugin failed: retry with backoff
-            self.queue.failed(key)
-            return "error"
-        if not evaluation.ranked:
-            self.framework.post_filter(state, subject, evaluation.rejected)
-            return self._unschedulable(subject, binding, current,
-                                       summary(subject.candidate_kind, evaluation),
-                                       explanation(evaluation, {}, self.config.explain_limit))
-        keep = subject.placement.ignored_during_execution and bool(binding) and (
-            binding.spec.generation == subject.generation if binding else False)
-        chosen = select(subject, evaluation.ranked, current, keep_current=keep,
-                        fill=self.framework.selector(state))
-        new = targets(chosen)
-        # Explaining costs more than deciding: only done if the Binding is written.
-        state.data["decision"] = (
-            summary(subject.candidate_kind, evaluation),
-            lambda: explanation(evaluation, self._describe(state, subject, chosen),
-                                self.config.explain_limit))
+        keep = (subject.placement.ignored_during_execution and binding is not None
+                and binding.spec.generation == subject.generation)
+        return self._act(subject, binding, current,
+                         decide(self.framework, subject, self.cache, current, keep_current=keep))
+
+    def _act(self, subject: Subject, binding: BindingView | None, current: list[Target],
+             outcome: Decision | NoFit) -> str:
+        """The one place a decision turns into a Binding (or a retry)."""
+        if isinstance(outcome, NoFit):
+            if outcome.retry:  # a plugin failed: retry with backoff
+                self.queue.failed(subject.key)
+                return "error"
+            limit = self.config.explain_limit
+            return self._unschedulable(subject, binding, current, outcome.reason,
+                                       lambda: outcome.explained(limit))
+        state, new = outcome.state, outcome.targets
         status = self.framework.reserve(state, subject, new)
         if status.ok:
             status = self.framework.permit(state, subject, new)
         if status.code is Code.WAIT:
-            self._waiting[key] = (state, subject, new, time.monotonic() + status.timeout)
+            self._waiting[subject.key] = _Held(outcome, binding,
+                                               time.monotonic() + status.timeout)
             return "waiting"
         if not status.ok:
             self.framework.unreserve(state, subject, new)
-            self.queue.failed(key)
+            self.queue.failed(subject.key)
             return "not-permitted"
-        released = [self._waiting.pop(k) for k in state.allow if k in self._waiting]
-        if not self._bind_together([(state, subject, new), *[w[:3] for w in released]]):
+        members = [(outcome, binding)]
+        members += [(h.decision, h.binding) for h in
+                    (self._waiting.pop(k) for k in state.allow if k in self._waiting)]
+        if not self._bind(members):
             return "bind-failed"
-        for _, other, _, _ in released:
-            self._after_bind(other)
-        self._after_bind(subject)
+        for decision, _ in members:
+            self._after_bind(decision.subject)
         return "scheduled"
 
-    def _bind_together(self, members: list[tuple[CycleState, Subject, list[Target]]]) -> bool:
-        """Bind one subject, or a released gang in one transaction."""
-        self._group = [] if len(members) > 1 else None
-        try:
-            for state, subject, new in members:
-                status = self.framework.bind(state, subject, new)
-                if not status.ok:
-                    for s, subj, t in members:
-                        self.framework.unreserve(s, subj, t)
-                        self.queue.failed(subj.key)
-                    return False
-            if self._group is not None:
-                self.writer.commit_group(self._group)
-            return True
-        finally:
-            self._group = None
+    def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
+        """Run the bind point for a subject (or a released gang), then write its Bindings."""
+        for decision, _ in members:
+            status = self.framework.bind(decision.state, decision.subject, decision.targets)
+            if not status.ok:
+                for d, _ in members:
+                    self.framework.unreserve(d.state, d.subject, d.targets)
+                    self.queue.failed(d.subject.key)
+                return False
+        writes = [w for w in (self._write(d.subject, b, d.targets, "Scheduled", d.reason,
+                                          self._explainer(d)) for d, b in members)
+                  if w is not None]
+        if len(members) > 1:
+            self.writer.submit_group(writes)
+        elif writes:
+            self.writer.submit(writes[0])
+        return True
+
+    def _explainer(self, decision: Decision) -> Explained:
+        limit = self.config.explain_limit
+        return lambda: decision.explained(self.framework, self.cache, limit)
 
     def _expire_waiting(self) -> None:
         now = time.monotonic()
-        for key, (state, subject, new, deadline) in list(self._waiting.items()):
-            if deadline > now:
+        for key, held in list(self._waiting.items()):
+            if held.deadline > now:
                 continue
             del self._waiting[key]
-            self.framework.unreserve(state, subject, new)
+            d = held.decision
+            self.framework.unreserve(d.state, d.subject, d.targets)
             for plugin in self.framework.plugins("permit"):
                 reject = getattr(plugin, "reject", None)
                 if reject is not None:
-                    reject(subject)
-            binding, _ = self.cache.binding(subject)
-            gang = subject.gang
-            self._write(subject, binding, state.current, "Unschedulable",
-                        f"gang {gang.name if gang else '?'}: not enough members in time", [])
+                    reject(d.subject)
+            binding, _ = self.cache.binding(d.subject)
+            gang = d.subject.gang
+            self._submit(d.subject, binding, d.state.current, "Unschedulable",
+                         f"gang {gang.name if gang else '?'}: not enough members in time", list)
             self.queue.failed(key)
 
     def _after_bind(self, subject: Subject) -> None:
         key = subject.key
         self.queue.succeeded(key)
-        self._waiting_on_placements.discard(key)
+        with self._placements_lock:
+            self._waiting_on_placements.discard(key)
         if subject.migration and not subject.placement.ignored_during_execution:
             self.queue.add_after(key, self.config.reschedule_after)
 
-    def _describe(self, state: CycleState, subject: Subject,
-                  chosen: list[Any]) -> dict[str, dict[str, Any]]:
-        details: dict[str, dict[str, Any]] = {}
-        for describe in self.framework.describers:
-            for r in chosen[: self.config.explain_limit]:
-                details.setdefault(r.candidate.key, {}).update(
-                    describe(state, subject, r.candidate, self.cache))
-        return details
-
     # -- outcomes ------------------------------------------------------------------------
-
-    def _submit(self, state: CycleState, subject: Subject, new: list[Target]) -> None:
-        """DefaultBinder's writer: a Binding with ``new`` as targets (if anything changed)."""
-        binding, _ = self.cache.binding(subject)
-        reason, explained = state.data.get("decision", ("", []))
-        self._write(subject, binding, new, "Scheduled", reason, explained)
 
     def _exists(self, t: Target) -> bool:
         c = self.cache.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
@@ -371,21 +387,29 @@ class Scheduler:
                        reason: str, explained: Explained) -> str:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
-        self._write(subject, binding, current, "Unschedulable", reason, explained)
+        self._submit(subject, binding, current, "Unschedulable", reason, explained)
         self.queue.unschedulable_now(subject.key)
         aff = subject.affinity
         if aff is not None and (aff.workload_affinity or aff.workload_anti_affinity):
-            self._waiting_on_placements.add(subject.key)
+            with self._placements_lock:
+                self._waiting_on_placements.add(subject.key)
         return "unschedulable"
 
+    def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
+                state: str, reason: str, explained: Explained) -> None:
+        write = self._write(subject, binding, new, state, reason, explained)
+        if write is not None:
+            self.writer.submit(write)
+
     def _write(self, subject: Subject, binding: BindingView | None, new: list[Target], state: str,
-               reason: str, explained: Explained) -> None:
+               reason: str, explained: Explained) -> Write | None:
+        """The Binding to write, or None when nothing an observer would see changed."""
         ref = subject.ref
         same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
         if (binding is not None and same_targets and binding.spec.generation == subject.generation
                 and binding.status.state == state and (
                     state == "Scheduled" or binding.status.reason == reason)):
-            return  # nothing an observer would see has changed
+            return None
         now = datetime.now(UTC)
         scheduled = binding.spec.scheduled if binding is not None and same_targets else (
             now if new else None)
@@ -395,14 +419,9 @@ class Scheduler:
                                  modified=now),
             spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
                              generation=subject.generation, targets=new, scheduled=scheduled),
-            status=BindingStatus(state=state, reason=reason,
-                                 explanation=explained() if callable(explained) else explained),
+            status=BindingStatus(state=state, reason=reason, explanation=explained()),
         )
-        write = Write(subject.key, subject.binding_key, doc)
-        if self._group is not None:
-            self._group.append(write)
-        else:
-            self.writer.submit(write)
+        return Write(subject.key, subject.binding_key, doc)
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)
@@ -411,7 +430,7 @@ class Scheduler:
         except ValueError:
             return "gone"
         bkey = keys.binding_key(ref.kind.name, ref.namespace or "", ref.name)
-        if bkey in self.cache.bindings.cache or bkey in self.cache.assumed:
+        if self.cache.decisions.known(bkey):
             self.writer.submit(Write(key, bkey, None))
             return "binding-deleted"
         return "gone"

@@ -134,7 +134,10 @@ class Snapshot(Protocol):
 
     def current_targets(self, subject: Subject) -> list[Target]: ...
 
-    def placed(self, namespace: str | None) -> list[Placed]: ...
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
+        ...
 
 
 Breakdown = dict[str, Any]

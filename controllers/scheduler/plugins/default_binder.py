@@ -1,32 +1,23 @@
-"""DefaultBinder: hand the decision to the scheduler's Binding writer.
+"""DefaultBinder: the decision is bound by writing the subject's Binding.
 
-The writer batches decisions into etcd transactions with a compare-and-swap
-on each Binding; this plugin only submits. The writer is given to the plugin
-by the scheduler as the ``submit`` argument.
+The scheduler itself writes the Binding once the bind extension point
+succeeded (a batch of Bindings per etcd transaction, each guarded by its
+revision): the Binding is the contract the propagator reads, so no plugin
+replaces it. This plugin is the bind point's default: it approves. A bind
+plugin before it may veto (an error) or approve; one that returns SKIP leaves
+the decision to the next.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject, error
+from controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject
 from store.documents import Target
 
 NAME = "DefaultBinder"
-
-Submit = Callable[[CycleState, Subject, list[Target]], None]
 
 
 class DefaultBinder(Plugin):
     name = NAME
 
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        self.submit: Submit | None = self.args.get("submit")
-
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
-        if self.submit is None:
-            return error("DefaultBinder has no Binding writer")
-        self.submit(state, subject, targets)
         return SUCCESS

@@ -1,7 +1,7 @@
 """WorkloadAffinity: affinity and anti-affinity to other workloads (seed 001).
 
 A term selects workloads by their labels (in the subject's namespace unless
-``namespaces`` says otherwise) and names a cluster label as ``topologyKey``:
+the term's ``namespaces`` says otherwise) and names a cluster label as ``topologyKey``:
 "run (or do not run) in a topology domain where such a workload runs".
 
 * required affinity: the candidate's domain must hold a matching workload; a
@@ -55,10 +55,13 @@ class _Term:
         return f"{describe(sel.match_labels, sel.match_expressions)} by {self.term.topology_key}"
 
 
-def _domains(term: WorkloadAffinityTerm, subject: Subject, placed: list[Placed],
-             snapshot: Snapshot) -> set[str]:
+def _domains(term: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot) -> set[str]:
     sel = term.label_selector
     out: set[str] = set()
+    placed: list[Placed] = []
+    namespaces: list[str | None] = [*term.namespaces] or [subject.ref.namespace]
+    for ns in namespaces:
+        placed += snapshot.placed(ns, sel.match_labels)
     for p in placed:
         if p.ref == subject.ref or not selector_matches(sel.match_labels, sel.match_expressions,
                                                         p.labels):
@@ -78,31 +81,23 @@ class WorkloadAffinity(Plugin):
         aff = subject.affinity
         if aff is None or (aff.workload_affinity is None and aff.workload_anti_affinity is None):
             return SKIP
-        namespaces = {subject.ref.namespace}
-        for group in (aff.workload_affinity, aff.workload_anti_affinity):
-            for t in (group.required_during_scheduling_ignored_during_execution if group else []):
-                namespaces.update(t.namespaces)
-            for w in (group.preferred_during_scheduling_ignored_during_execution if group else []):
-                namespaces.update(w.term.namespaces)
-        placed = [p for ns in namespaces for p in snapshot.placed(ns)]
         terms: dict[str, list[_Term]] = {"required": [], "preferred": []}
         for anti, group in ((False, aff.workload_affinity), (True, aff.workload_anti_affinity)):
             if group is None:
                 continue
             for t in group.required_during_scheduling_ignored_during_execution:
-                terms["required"].append(self._term(t, subject, placed, snapshot, anti, 0.0))
+                terms["required"].append(self._term(t, subject, snapshot, anti, 0.0))
             for w in group.preferred_during_scheduling_ignored_during_execution:
-                terms["preferred"].append(self._term(w.term, subject, placed, snapshot, anti,
-                                                     w.weight))
+                terms["preferred"].append(self._term(w.term, subject, snapshot, anti, w.weight))
         state.data[NAME] = terms
         return SUCCESS
 
     @staticmethod
-    def _term(t: WorkloadAffinityTerm, subject: Subject, placed: list[Placed],
-              snapshot: Snapshot, anti: bool, weight: float) -> _Term:
+    def _term(t: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot, anti: bool,
+              weight: float) -> _Term:
         sel = t.label_selector
         own = selector_matches(sel.match_labels, sel.match_expressions, subject.labels)
-        return _Term(t, _domains(t, subject, placed, snapshot), own, weight, anti)
+        return _Term(t, _domains(t, subject, snapshot), own, weight, anti)
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

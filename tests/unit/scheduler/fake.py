@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controllers.scheduler.config import SchedulerConfig
@@ -70,8 +71,10 @@ class FakeSnapshot:
     def current_targets(self, subject: Subject) -> list[Target]:
         return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
 
-    def placed(self, namespace: str | None) -> list[Placed]:
-        return [p for p in self.others if p.ref.namespace == namespace]
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        return [p for p in self.others if p.ref.namespace == namespace and all(
+            p.labels.get(k) == v for k, v in (labels or {}).items())]
 
 
 def evaluate(snapshot: FakeSnapshot, subject: Subject,

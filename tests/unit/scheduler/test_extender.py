@@ -90,8 +90,7 @@ def test_nonsense_from_an_extender_is_a_failure_not_a_crash(url: str) -> None:
 
 
 def test_the_bind_verb_can_veto(url: str) -> None:
-    fw = Framework(config(Extender(url, bind_verb="bind")), REGISTRY,
-                   {"submit": lambda *_: None})
+    fw = Framework(config(Extender(url, bind_verb="bind")), REGISTRY)
     assert fw.bind(CycleState(), app("fine"), []).ok
     status = fw.bind(CycleState(), app("vetoed"), [])
     assert not status.ok and "no room" in status.reason

@@ -1,0 +1,172 @@
+"""The scheduler's own decisions: its Bindings as seen on the watch, or assumed.
+
+A decision written but not yet delivered by the watch is *assumed* (as
+Kubernetes assumes a pod and Karmada a binding): the next attempt reads it at
+once. The Binding writer assumes a decision when it is submitted (revision
+``PENDING`` while the write is in flight), records the revision it landed at,
+or retracts it when it failed; the watch confirms it by delivering that
+revision or a later one. Every change is a compare-and-set — on the token of
+the write, or on the revision — so that a late watch event or a slow write
+never drops a newer decision. One lock guards everything here.
+
+It also keeps where every application is placed, indexed by namespace and
+label, for workload affinity and spread: a query costs what it returns, not
+the size of the fleet's workload.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controllers.runtime import Event, EventType, Informer
+from controllers.scheduler.framework import Placed, Ref
+from controllers.scheduler.views import AppView, BindingView
+from store import keys
+
+PENDING = 2**62  # an assumed revision no watch event can reach
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Token:
+    """One submitted write; identity is what compare-and-set compares."""
+
+    doc: BindingView | None  # None: the Binding is being deleted
+
+
+class Decisions:
+    def __init__(self, bindings: Informer[BindingView],
+                 applications: Informer[AppView]) -> None:
+        self._bindings = bindings
+        self._applications = applications
+        self._lock = threading.Lock()
+        self._assumed: dict[str, tuple[Token, int]] = {}  # binding key → (write, revision)
+        self._placed: dict[str | None, dict[str, Placed]] = {}  # namespace → binding key → …
+        self._namespace: dict[str, str | None] = {}  # binding key → namespace in _placed
+        self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
+        bindings.add_handler(self._binding_event)
+        applications.add_handler(self._application_event)
+
+    # -- reading ------------------------------------------------------------------
+
+    def get(self, key: str) -> tuple[BindingView | None, int]:
+        """The Binding at ``key`` as last decided (assumed) or seen, and its revision."""
+        hit = self._assumed.get(key)
+        if hit is not None:
+            return hit[0].doc, (hit[1] if hit[0].doc is not None else 0)
+        item = self._bindings.cache.get(key)
+        return (item.obj, item.mod_revision) if item else (None, 0)
+
+    def known(self, key: str) -> bool:
+        """Whether a Binding exists or is being written at ``key``."""
+        hit = self._assumed.get(key)
+        if hit is not None:
+            return hit[0].doc is not None
+        return key in self._bindings.cache
+
+    def assumed(self) -> int:
+        with self._lock:
+            return len(self._assumed)
+
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        """Applications of ``namespace`` with targets (and all of ``labels``, if given)."""
+        with self._lock:
+            where = self._placed.get(namespace, {})
+            if not labels:
+                return list(where.values())
+            sets = [self._by_label.get((namespace, k, v), set()) for k, v in labels.items()]
+            smallest = min(sets, key=len)
+            return [where[k] for k in smallest if all(k in s for s in sets)]
+
+    # -- the writer's side ---------------------------------------------------------
+
+    def assume(self, key: str, doc: BindingView | None) -> Token:
+        """A decision for ``key`` was submitted: attempts see it from now on."""
+        token = Token(doc)
+        with self._lock:
+            self._assumed[key] = (token, PENDING)
+            self._reindex(key)
+        return token
+
+    def written(self, key: str, token: Token, revision: int) -> None:
+        """``token``'s write landed at ``revision``: assumed until the watch has it."""
+        with self._lock:
+            hit = self._assumed.get(key)
+            if hit is None or hit[0] is not token:
+                return  # a newer decision replaced it
+            item = self._bindings.cache.get(key)
+            seen = item.mod_revision if item is not None else 0
+            if (token.doc is None and item is None) or seen >= revision:
+                del self._assumed[key]  # the watch was faster
+            else:
+                self._assumed[key] = (token, revision)
+            self._reindex(key)
+
+    def retract(self, key: str, token: Token) -> None:
+        """``token``'s write failed: forget it, unless a newer decision replaced it."""
+        with self._lock:
+            hit = self._assumed.get(key)
+            if hit is not None and hit[0] is token:
+                del self._assumed[key]
+                self._reindex(key)
+
+    # -- watch events -----------------------------------------------------------------
+
+    def _binding_event(self, event: Event[BindingView]) -> None:
+        with self._lock:
+            hit = self._assumed.get(event.key)
+            if hit is not None and event.revision >= hit[1]:
+                del self._assumed[event.key]
+            self._reindex(event.key)
+
+    def _application_event(self, event: Event[AppView]) -> None:
+        if event.type is EventType.MODIFIED and event.old is not None and (
+                event.old.metadata.labels == event.obj.metadata.labels):
+            return
+        if not event.key.startswith(keys.ROOT):
+            return
+        with self._lock:
+            self._reindex(keys.BINDINGS + event.key[len(keys.ROOT):])
+
+    def _reindex(self, key: str) -> None:
+        """Recompute where the application of Binding ``key`` is placed (lock held)."""
+        hit = self._assumed.get(key)
+        if hit is not None:
+            doc = hit[0].doc
+        else:
+            item = self._bindings.cache.get(key)
+            doc = item.obj if item is not None else None
+        old = self._drop(key)
+        if doc is None:
+            return
+        ref = doc.spec.resource
+        if ref.kind != "Application" or not doc.spec.targets:
+            return
+        app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
+        labels = app.metadata.labels if app is not None else (old.labels if old else None)
+        if labels is None:
+            return
+        placed = Placed(Ref(ref.kind, ref.namespace, ref.name), labels,
+                        tuple(Ref(t.kind, t.namespace, t.name) for t in doc.spec.targets))
+        self._placed.setdefault(ref.namespace, {})[key] = placed
+        self._namespace[key] = ref.namespace
+        for k, v in labels.items():
+            self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
+
+    def _drop(self, key: str) -> Placed | None:
+        if key not in self._namespace:
+            return None
+        ns = self._namespace.pop(key)
+        old = self._placed[ns].pop(key)
+        for k, v in old.labels.items():
+            members = self._by_label.get((ns, k, v))
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_label[(ns, k, v)]
+        return old
+
+
+__all__ = ["PENDING", "Decisions", "Token"]

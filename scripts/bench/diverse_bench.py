@@ -1,0 +1,310 @@
+"""Scheduler benchmark with a diverse workload (every application differs), on its own etcd.
+
+    python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
+        [--rate 500] [--seconds 10] [--no-latency] [--no-reaction]
+
+1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
+   and starts ``berth scheduler`` as a child process.
+2. Throughput: writes ``--apps`` applications, each with constraints of its
+   own, in transactions of 128; times the first write to the last Binding
+   seen on a watch.
+3. Reaction: every metric value changes at once (one poll of the
+   metrics-cache); times the first and the last Binding whose targets
+   changed, and counts the applications that moved.
+4. Latency: offers new (diverse) applications at ``--rate`` per second for
+   ``--seconds``; p50/p99 time-to-bind.
+5. The etcd floor, in the same run: the same Bindings written to a scratch
+   prefix in the scheduler's mean batch size; and the moved Bindings alone
+   (the part of the reaction etcd needs anyway). Ratios to the floor.
+6. The scheduler's peak and final RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scheduler_bench import batch_mean, pct  # noqa: E402
+from workload import app_doc, cluster_doc  # noqa: E402
+
+from store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
+from store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
+from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
+
+
+class _Target(msgspec.Struct):
+    name: str
+
+
+class _Spec(msgspec.Struct):
+    targets: list[_Target] = []
+
+
+class _Binding(msgspec.Struct):
+    spec: _Spec
+
+
+def rss_mb(pid: int, field: str = "VmHWM") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Watcher:
+    """When each Binding first appears, and when its targets last changed."""
+
+    def __init__(self, store: Store) -> None:
+        self.first: dict[str, float] = {}
+        self.targets: dict[str, tuple[str, ...]] = {}
+        self.changes: list[tuple[float, str]] = []  # (when, name) of each change of targets
+        self.cond = threading.Condition()
+        self.watch = Watch(store, keys.binding_prefix("Application"), store.revision() + 1)
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self) -> None:
+        decoder = msgspec.json.Decoder(_Binding)
+        for batch in self.watch:
+            now = time.perf_counter()
+            with self.cond:
+                for ev in batch.events:
+                    if ev.type != "PUT":
+                        continue
+                    name = ev.key.rsplit("/", 1)[1]
+                    targets = tuple(t.name for t in decoder.decode(ev.value).spec.targets)
+                    self.first.setdefault(name, now)
+                    if self.targets.get(name) != targets:
+                        if name in self.targets:
+                            self.changes.append((now, name))
+                        self.targets[name] = targets
+                self.cond.notify_all()
+
+    def wait(self, predicate: Any, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def quiet(self, seconds: float, timeout: float) -> None:
+        """Wait until no Binding changed targets for ``seconds``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.cond:
+                n = len(self.changes)
+            time.sleep(seconds)
+            with self.cond:
+                if len(self.changes) == n:
+                    return
+
+
+def metric_value(name: str, v: float) -> bytes:
+    from datetime import UTC, datetime
+    return encode(MetricValue(Metadata(name=name), MetricValueStatus(
+        value=v, normalized=v / 10.0, observed=datetime.now(UTC),
+        provider=ProviderInfo("static", "static"))))
+
+
+def seed(store: Store, clusters: int, rng: random.Random) -> list[str]:
+    ops: list[Put] = [Put(keys.resource_key("GlobalMetricsProvider", "static"), encode({
+        "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "static"},
+        "spec": {"type": "static", "static": {"metrics": {}}}}))]
+    metrics: set[str] = set()
+    for i in range(clusters):
+        name, doc, names = cluster_doc(i, rng)
+        metrics.update(names)
+        ops.append(Put(keys.resource_key("Cluster", name, "default"), encode(doc)))
+        ops.append(Put(keys.status_key("Cluster", "default", name), (
+            f'{{"api":"kubernetes","kind":"Cluster","metadata":{{"name":"{name}",'
+            f'"namespace":"default"}},"status":{{"state":"ONLINE"}}}}').encode()))
+    for m in sorted(metrics):
+        ops.append(Put(keys.resource_key("GlobalMetric", m), encode({
+            "api": "core", "kind": "GlobalMetric", "metadata": {"name": m},
+            "spec": {"min": 0, "max": 10, "provider": {"name": "static", "metric": m}}})))
+        ops.append(Put(keys.metric_value_key(m), metric_value(m, rng.uniform(0, 8))))
+    store.commit_chunks(ops)
+    return sorted(metrics)
+
+
+def start_scheduler(url: str, port: int, store: Store,
+                    level: str = "WARNING") -> subprocess.Popen[bytes]:
+    log = open(ROOT / "diverse-bench.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "--log-level", level, "scheduler",
+         "--etcd", url, "--http", f"127.0.0.1:{port}"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(600):
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200 and (
+                    store.get(keys.lease_key("scheduler"))):
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("the scheduler did not become ready")
+
+
+class Profile:
+    """py-spy recording the scheduler during one phase (collapsed stacks), if asked."""
+
+    def __init__(self, prefix: str | None, phase: str, pid: int) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        if prefix:
+            self.proc = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                 "--output", f"{prefix}-{phase}.txt"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(30)
+
+
+def floor(store: Store, docs: list[bytes], size: int, prefix: str) -> float:
+    ops = [Put(f"{prefix}{i:07d}", d) for i, d in enumerate(docs)]
+    t0 = time.perf_counter()
+    for s in range(0, len(ops), size):
+        store.commit(ops[s : s + size])
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clusters", type=int, default=1000)
+    ap.add_argument("--apps", type=int, default=10000)
+    ap.add_argument("--rate", type=float, default=500.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--no-reaction", action="store_true")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
+    ap.add_argument("--profile", metavar="PREFIX",
+                    help="record py-spy profiles of the scheduler: PREFIX-<phase>.txt")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+
+    server = EtcdServer(progress_interval="1s",
+                        extra=["--quota-backend-bytes", str(8 * 2**30)]).start()
+    port = free_port()
+    proc = None
+    try:
+        store = Store(EtcdConfig(url=server.url))
+        t = time.perf_counter()
+        metrics = seed(store, args.clusters, rng)
+        print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
+              f"in {time.perf_counter() - t:.1f}s")
+        proc = start_scheduler(server.url, port, store, args.log_level)
+        time.sleep(1.0)
+        watcher = Watcher(store)
+
+        # -- throughput
+        names = [f"app-{i:06d}" for i in range(args.apps)]
+        ops = [Put(keys.resource_key("Application", n, "default"), encode(app_doc(n, rng)))
+               for n in names]
+        profile = Profile(args.profile, "throughput", proc.pid)
+        began = time.perf_counter()
+        store.commit_chunks(ops)
+        wrote = time.perf_counter() - began
+        ok = watcher.wait(lambda: len(watcher.first) >= args.apps, 1800)
+        profile.stop()
+        last = max(watcher.first.values())
+        took = last - began
+        mean = batch_mean(port)
+        placed = sum(1 for n in names if watcher.targets.get(n))
+        print(f"throughput: {len(watcher.first)}/{args.apps} applications bound "
+              f"{'' if ok else '(TIMED OUT) '}in {took:.2f}s from the first write "
+              f"(writes took {wrote:.2f}s): {args.apps / took:.0f} apps/s; "
+              f"{placed} placed, {args.apps - placed} unschedulable; "
+              f"mean Binding batch {mean:.1f}")
+        print(f"scheduler RSS after the burst: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
+              f"(peak {rss_mb(proc.pid):.0f} MB)")
+        docs = [kv.value for kv in store.list_prefix(keys.binding_prefix("Application"))[0]]
+        size = max(1, round(mean))
+        f_all = floor(store, docs, size, "/bench/floor/")
+        print(f"floor: etcd writes the same {len(docs)} Bindings in batches of {size} in "
+              f"{f_all:.2f}s ({len(docs) / f_all:.0f}/s); scheduler/floor {took / f_all:.2f}")
+
+        # -- reaction to every metric value changing at once
+        if not args.no_reaction:
+            time.sleep(3.0)
+            with watcher.cond:
+                before = len(watcher.changes)
+            revs = {kv.key: kv.mod_revision for kv in store.list_prefix(keys.METRIC_VALUES)[0]}
+            vals = [Put(k, metric_value(m, rng.uniform(0, 10)), revs[k])
+                    for m in metrics for k in [keys.metric_value_key(m)]]
+            profile = Profile(args.profile, "reaction", proc.pid)
+            t0 = time.perf_counter()
+            store.commit_chunks(vals)
+            written = time.perf_counter() - t0
+            watcher.quiet(5.0, 600)
+            profile.stop()
+            with watcher.cond:
+                changes = watcher.changes[before:]
+            moved = {n for _, n in changes}
+            if changes:
+                first, last_c = changes[0][0] - t0, changes[-1][0] - t0
+                moved_docs = [d for d in docs[: len(moved)]]
+                f_moved = floor(store, moved_docs, size, "/bench/floor-moved/")
+                print(f"reaction: {len(vals)} metric values changed (written in {written:.2f}s); "
+                      f"{len(moved)} applications moved ({len(changes)} target changes); "
+                      f"first new Binding {first * 1e3:.0f} ms, last {last_c:.2f}s; "
+                      f"etcd floor for {len(moved)} Bindings in batches of {size}: "
+                      f"{f_moved:.2f}s")
+            else:
+                print("reaction: nothing moved")
+            print(f"scheduler RSS after the reaction: {rss_mb(proc.pid, 'VmRSS'):.0f} MB")
+
+        # -- latency at an offered rate
+        if not args.no_latency:
+            offered: dict[str, float] = {}
+            n_lat = int(args.rate * args.seconds)
+            docs_lat = [(f"lat-{i:06d}", encode(app_doc(f"lat-{i:06d}", rng)))
+                        for i in range(n_lat)]
+            start = time.perf_counter()
+            for i, (name, doc) in enumerate(docs_lat):
+                due = start + i / args.rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                store.create(keys.resource_key("Application", name, "default"), doc)
+                offered[name] = time.perf_counter()
+            achieved = n_lat / (time.perf_counter() - start)
+            watcher.wait(lambda: all(n in watcher.first for n in offered), 300)
+            lat = [watcher.first[n] - t0 for n, t0 in offered.items() if n in watcher.first]
+            print(f"latency at {args.rate:.0f} apps/s offered ({achieved:.0f} achieved, "
+                  f"{n_lat} apps): p50 {statistics.median(lat) * 1e3:.1f} ms, "
+                  f"p99 {pct(lat, 0.99) * 1e3:.1f} ms, max {max(lat) * 1e3:.1f} ms")
+        time.sleep(5.0)
+        print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
+              f"(peak {rss_mb(proc.pid):.0f} MB)")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(20)
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
