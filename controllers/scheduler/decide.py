@@ -23,11 +23,15 @@ from store.documents import Target
 @dataclass(slots=True)
 class Decision:
     targets: list[Target]  # best first
-    reason: str  # "7/12 clusters are available: ..."
     evaluation: Evaluation
     chosen: list[Ranked]
     subject: Subject
     state: CycleState  # for reserve, permit and bind
+
+    @property
+    def reason(self) -> str:
+        """``7/12 clusters are available: ...`` (built when asked: most are never written)."""
+        return summary(self.subject.candidate_kind, self.evaluation)
 
     def explained(self, framework: Framework, snapshot: Snapshot, limit: int
                   ) -> list[dict[str, Any]]:
@@ -61,12 +65,12 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     if evaluation.error is not None:
         return NoFit(str(evaluation.error), evaluation, retry=True)
     if not evaluation.ranked:
-        framework.post_filter(state, subject, evaluation.rejected)
+        if framework.plugins("postFilter"):
+            framework.post_filter(state, subject, evaluation.rejected)
         return NoFit(summary(subject.candidate_kind, evaluation), evaluation)
     chosen = select(subject, evaluation.ranked, current, keep_current=keep_current,
                     fill=framework.selector(state))
-    return Decision(targets(chosen), summary(subject.candidate_kind, evaluation), evaluation,
-                    chosen, subject, state)
+    return Decision(targets(chosen), evaluation, chosen, subject, state)
 
 
 __all__ = ["Decision", "NoFit", "decide"]

@@ -11,8 +11,8 @@ best others.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 from controllers.scheduler.framework import Evaluation, Ranked, Ranking, Subject
 from controllers.scheduler.framework.types import candidate_key
@@ -47,7 +47,43 @@ def _tie_groups(ranked: Sequence[Ranked]) -> Iterator[Ranked]:
         i = j
 
 
-Fill = Callable[[Subject, Iterable[Ranked], int, Sequence[Ranked]], list[Ranked]]
+class Pool(Sequence[Ranked]):
+    """A ranking in tie-broken order, materialized only as far as it is read."""
+
+    def __init__(self, ranked: Sequence[Ranked]) -> None:
+        self._ranked = ranked
+        self._order = _tie_groups(ranked)
+        self._done: list[Ranked] = []
+
+    def __len__(self) -> int:
+        return len(self._ranked)
+
+    @overload
+    def __getitem__(self, index: int) -> Ranked: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Ranked]: ...
+
+    def __getitem__(self, index: int | slice) -> Ranked | list[Ranked]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        while len(self._done) <= index:
+            self._done.append(next(self._order))
+        return self._done[index]
+
+    def values(self, label: str) -> set[str]:
+        """The values of ``label`` among all entries (from bitsets when it can)."""
+        if isinstance(self._ranked, Ranking):
+            feasible = self._ranked.feasible
+            return {v for v, bits in self._ranked.fleet.label(label).items() if bits & feasible}
+        return {r.candidate.labels[label] for r in self._ranked if label in r.candidate.labels}
+
+
+Fill = Callable[[Subject, Pool, int, Sequence[Ranked]], list[Ranked]]
 
 
 def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target],
@@ -67,7 +103,7 @@ def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target]
         if keep_current or len(kept) < n:
             chosen = kept[:n]
     if fill is not None:
-        chosen = fill(subject, _tie_groups(ranked), n, chosen)
+        chosen = fill(subject, Pool(ranked), n, chosen)
         chosen.sort(key=lambda r: r.order, reverse=True)
         return chosen
     taken = {r.candidate.key for r in chosen}

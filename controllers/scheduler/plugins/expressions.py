@@ -2,8 +2,8 @@
 
 An expression that does not parse makes the subject unresolvable with a
 reason quoting it (it cannot fit anywhere until the user fixes it), never a
-crash. Parsed constraints are cached by their text: thousands of
-applications usually share a handful of expressions.
+crash. Parsed constraints are cached by their text (65,536 of each kind):
+applications share expressions, and each is parsed again at every attempt.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from store.constraints import ConstraintError, LabelConstraint, MetricConstraint
 
 T = TypeVar("T")
 
-parse_label = lru_cache(maxsize=4096)(LabelConstraint.parse)
-parse_metric = lru_cache(maxsize=4096)(MetricConstraint.parse)
+parse_label = lru_cache(maxsize=1 << 16)(LabelConstraint.parse)
+parse_metric = lru_cache(maxsize=1 << 16)(MetricConstraint.parse)
 
 
 def parse_into(state: CycleState, name: str, expressions: Sequence[str],

@@ -14,7 +14,7 @@ preference; when no cluster keeps the skew, the best remaining one is taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from controllers.scheduler.framework import (
     SKIP,
@@ -30,6 +30,7 @@ from controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
+from controllers.scheduler.selection import Pool
 
 NAME = "TopologySpread"
 
@@ -56,18 +57,19 @@ class TopologySpread(Plugin):
             for c in subject.placement.topology_spread_constraints
             if c.when_unsatisfiable == "DoNotSchedule"))
 
-    def select(self, subject: Subject, ordered: Iterable[Ranked], n: int,
+    def select(self, subject: Subject, pool: Pool, n: int,
                chosen: Sequence[Ranked]) -> list[Ranked]:
-        """Fill ``chosen`` up to ``n`` from ``ordered`` (best first), keeping the spread."""
+        """Fill ``chosen`` up to ``n`` from ``pool`` (best first), keeping the spread.
+
+        Each pick is the best entry that keeps the skew; the pool is read only
+        as far as the picks need.
+        """
         constraints = subject.placement.topology_spread_constraints
         if not constraints:
             return list(chosen)
-        pool = list(ordered)
         picked = list(chosen)
         taken = {r.candidate.key for r in picked}
-        domains = {c.topology_key: {r.candidate.labels[c.topology_key] for r in pool
-                                    if c.topology_key in r.candidate.labels}
-                   for c in constraints}
+        domains = {c.topology_key: pool.values(c.topology_key) for c in constraints}
 
         def skew_ok(r: Ranked, *, hard_only: bool) -> bool:
             for c in constraints:
@@ -86,13 +88,14 @@ class TopologySpread(Plugin):
                     return False
             return True
 
+        hard = any(c.when_unsatisfiable == "DoNotSchedule" for c in constraints)
         while len(picked) < n:
-            rest = [r for r in pool if r.candidate.key not in taken]
+            rest = (r for r in pool if r.candidate.key not in taken)
             nxt = next((r for r in rest if skew_ok(r, hard_only=False)), None)
             if nxt is None:
-                nxt = next((r for r in rest if skew_ok(r, hard_only=True)), None) if any(
-                    c.when_unsatisfiable == "DoNotSchedule" for c in constraints) else (
-                    rest[0] if rest else None)
+                rest = (r for r in pool if r.candidate.key not in taken)
+                nxt = next((r for r in rest if skew_ok(r, hard_only=True)), None) if hard else (
+                    next(rest, None))
             if nxt is None:
                 break
             picked.append(nxt)
