@@ -21,6 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+import msgspec
+import requests
+from etcd3gw import exceptions as gw
 from etcd3gw.client import Etcd3Client
 
 from store.config import EtcdConfig
@@ -32,6 +35,18 @@ MAX_TXN_OPS = 128  # etcd's default --max-txn-ops
 PAGE = 1000  # keys per range request when listing
 
 T = TypeVar("T")
+
+
+_ENCODE = msgspec.json.Encoder().encode
+_DECODE = msgspec.json.Decoder().decode
+_JSON = {"Content-Type": "application/json"}
+_ERRORS_BY_STATUS: dict[int, type[gw.Etcd3Exception]] = {
+    500: gw.InternalServerError,
+    503: gw.ConnectionFailedError,
+    408: gw.ConnectionTimeoutError,
+    504: gw.ConnectionTimeoutError,
+    412: gw.PreconditionFailedError,
+}
 
 
 def b64(data: str | bytes) -> str:
@@ -140,8 +155,7 @@ class Store:
         """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token."""
         for attempt in (1, 2):
             try:
-                reply: dict[str, Any] = self._gw.post(self.url(path), json=body)
-                return reply
+                return self._post(self.url(path), body)
             except Exception as exc:
                 err = translate(exc, context)
                 if isinstance(err, Unauthorized) and self.config.user and attempt == 1:
@@ -150,6 +164,27 @@ class Store:
                     continue
                 raise err from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One gateway call, JSON by msgspec (the stdlib's costs a core at scale); errors
+        raised as etcd3gw raises them, for :func:`translate`."""
+        try:
+            resp = self.session.post(url, data=_ENCODE(body), headers=_JSON,
+                                     timeout=self.config.timeout)
+        except requests.exceptions.Timeout as exc:
+            raise gw.ConnectionTimeoutError(str(exc)) from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise gw.ConnectionFailedError(str(exc)) from exc
+        if resp.status_code != 200:
+            raise _ERRORS_BY_STATUS.get(resp.status_code, gw.Etcd3Exception)(
+                resp.text, resp.reason)
+        try:
+            reply = _DECODE(resp.content)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"not JSON: {resp.content[:80]!r}") from exc
+        if not isinstance(reply, dict):
+            raise ValueError(f"not a JSON object: {resp.content[:80]!r}")
+        return reply
 
     # -- reads --------------------------------------------------------------------
 

@@ -22,13 +22,13 @@ revision across watch responses), which is what makes resuming exact.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
 from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
 
+import msgspec
 import requests
 import tenacity
 
@@ -57,6 +57,9 @@ def _interrupt(response: requests.Response) -> None:
 
 class _Idle(Unavailable):
     """The stream was silent for the idle timeout: reopen it, quietly."""
+
+
+_DECODE = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 class WatchEvent(NamedTuple):
@@ -195,9 +198,9 @@ class Watch:
             text = resp.text
             resp.close()
             try:
-                err = json.loads(text).get("error", {})
+                err = _DECODE(text.encode()).get("error", {})
                 code, message = err.get("grpc_code", err.get("code")), err.get("message", text)
-            except (ValueError, AttributeError):
+            except (msgspec.DecodeError, AttributeError):
                 code, message = None, text
             raise classify(
                 int(code) if code is not None else None, str(message), f"watch {self.prefix}"
@@ -232,8 +235,8 @@ class Watch:
 
     def _parse(self, line: bytes) -> WatchBatch | None:
         try:
-            message = json.loads(line)
-        except ValueError as exc:
+            message = _DECODE(line)
+        except msgspec.DecodeError as exc:
             raise Unavailable(f"watch {self.prefix}: garbled stream: {line[:80]!r}") from exc
         if "error" in message:
             err = message["error"]

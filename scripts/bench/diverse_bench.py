@@ -170,7 +170,7 @@ class Profile:
         self.proc: subprocess.Popen[bytes] | None = None
         if prefix:
             self.proc = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--gil",
                  "--output", f"{prefix}-{phase}.txt"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
