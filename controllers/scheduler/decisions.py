@@ -138,18 +138,21 @@ class Decisions:
         else:
             item = self._bindings.cache.get(key)
             doc = item.obj if item is not None else None
-        old = self._drop(key)
-        if doc is None:
+        ns = self._namespace.get(key, "")
+        old = self._placed[ns].get(key) if ns != "" else None
+        if doc is None or doc.spec.resource.kind != "Application" or not doc.spec.targets:
+            self._drop(key)
             return
         ref = doc.spec.resource
-        if ref.kind != "Application" or not doc.spec.targets:
-            return
         app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
         labels = app.metadata.labels if app is not None else (old.labels if old else None)
+        targets = tuple(Ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
+        if old is not None and old.targets == targets and old.labels == labels:
+            return  # our own write coming back on the watch, usually
+        self._drop(key)
         if labels is None:
             return
-        placed = Placed(Ref(ref.kind, ref.namespace, ref.name), labels,
-                        tuple(Ref(t.kind, t.namespace, t.name) for t in doc.spec.targets))
+        placed = Placed(Ref(ref.kind, ref.namespace, ref.name), labels, targets)
         self._placed.setdefault(ref.namespace, {})[key] = placed
         self._namespace[key] = ref.namespace
         for k, v in labels.items():

@@ -40,9 +40,9 @@ class CandidateOnline(Plugin):
 
     def _rejected(self, fleet: Fleet) -> list[tuple[Status, int]]:
         deleted = fleet.where("deleted", lambda c: c.deleted)
-        out = [(unschedulable("deleted"), deleted)] if deleted else []
+        out = [(unschedulable("deleted").named(NAME), deleted)] if deleted else []
         for state, bits in fleet.group("state", lambda c: c.state).items():
             if state != "ONLINE" and bits & ~deleted:
-                out.append((unschedulable(f"not ONLINE ({state or 'no status'})"),
+                out.append((unschedulable(f"not ONLINE ({state or 'no status'})").named(NAME),
                             bits & ~deleted))
         return out

@@ -21,13 +21,21 @@ parse_label = lru_cache(maxsize=1 << 16)(LabelConstraint.parse)
 parse_metric = lru_cache(maxsize=1 << 16)(MetricConstraint.parse)
 
 
+@lru_cache(maxsize=1 << 16)
+def _parse_all(expressions: tuple[str, ...], parse: Callable[[str], T]) -> tuple[T, ...] | str:
+    try:
+        return tuple(parse(e) for e in expressions)
+    except ConstraintError as exc:
+        return str(exc)
+
+
 def parse_into(state: CycleState, name: str, expressions: Sequence[str],
                parse: Callable[[str], T], what: str) -> Status:
     """Parse ``expressions`` into ``state.data[name]``; SKIP when there are none."""
     if not expressions:
         return SKIP
-    try:
-        state.data[name] = [parse(e) for e in expressions]
-    except ConstraintError as exc:
-        return unresolvable(f"invalid {what} constraint: {exc}")
+    parsed = _parse_all(tuple(expressions), parse)
+    if isinstance(parsed, str):
+        return unresolvable(f"invalid {what} constraint: {parsed}")
+    state.data[name] = parsed
     return SUCCESS

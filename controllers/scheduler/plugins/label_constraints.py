@@ -48,7 +48,7 @@ class LabelConstraints(Plugin):
 
 @lru_cache(maxsize=8192)
 def _rejection(c: LabelConstraint) -> Status:
-    return unschedulable(f"label constraint '{c}'")
+    return unschedulable(f"label constraint '{c}'").named(NAME)
 
 
 def _matching(fleet: Fleet, c: LabelConstraint) -> int:
