@@ -177,7 +177,7 @@ class Scheduler:
         """After candidates or metrics change, ask the scheduling loop for a sweep."""
         if not self._resync.wait(1.0) or self._loops[1].stopping:
             return
-        time.sleep(0.05)  # let a burst of changes (one etcd transaction) settle into one pass
+        time.sleep(0.02)  # let a burst of changes (one etcd transaction) settle into one pass
         self._resync.clear()
         self.queue.add(SWEEP)
 

@@ -75,8 +75,10 @@ class BaseOrder:
 
     def entry(self, i: int, delta: float = 0.0,
               extra: dict[str, float] | None = None) -> Ranked:
-        scores = dict(self.parts[i])
+        """Candidate ``i``'s entry; its ``scores`` may be shared: copy before changing it."""
+        scores = self.parts[i]
         if extra:
+            scores = dict(scores)
             for name, value in extra.items():
                 scores[name] = scores.get(name, 0.0) + value
         return Ranked(self.fleet.candidates[i], self.tiers[i], self.scores[i] + delta, scores, i)
@@ -129,20 +131,17 @@ class Ranking(Sequence[Ranked]):
             bits = band.bits & feasible & ~taken
             if bits:
                 walks.append(_band_walk(base, bits, band))
+        source = (iter(()) if not walks else walks[0] if len(walks) == 1
+                  else heapq.merge(*walks, key=_sort_key))
         if overrides:
-            walks.append(iter(sorted(overrides.values(), key=_sort_key)))
-        source = walks[0] if len(walks) == 1 else heapq.merge(*walks, key=_sort_key)
+            source = _with(source, sorted(overrides.values(), key=_sort_key))
+        plain = lookup(base, bands)
 
-        def lookup(i: int) -> Ranked:
+        def find(i: int) -> Ranked:
             hit = overrides.get(i)
-            if hit is not None:
-                return hit
-            for band in bands:
-                if band.bits >> i & 1:
-                    return base.entry(i, band.delta, band.parts)
-            return base.entry(i)
+            return hit if hit is not None else plain(i)
 
-        return cls(base.fleet, feasible, source, lookup)
+        return cls(base.fleet, feasible, source, find if overrides else plain)
 
     def __len__(self) -> int:
         return self._size
@@ -192,6 +191,28 @@ class Ranking(Sequence[Ranked]):
         return self._lookup(i)
 
 
+def lookup(base: BaseOrder, bands: list[Band]) -> Callable[[int], Ranked]:
+    """Candidate ordinal → its entry in a banded ranking (without walking it)."""
+    def find(i: int) -> Ranked:
+        for band in bands:
+            if band.bits >> i & 1:
+                return base.entry(i, band.delta, band.parts)
+        return base.entry(i)
+    return find
+
+
+def _with(walk: Iterator[Ranked], pending: list[Ranked]) -> Iterator[Ranked]:
+    """``walk`` with the (few, sorted) ``pending`` entries merged in."""
+    k = 0
+    for r in walk:
+        key = _sort_key(r)
+        while k < len(pending) and _sort_key(pending[k]) <= key:
+            yield pending[k]
+            k += 1
+        yield r
+    yield from pending[k:]
+
+
 def _band_walk(base: BaseOrder, bits: int, band: Band) -> Iterator[Ranked]:
     for i in base.walk(bits):
         yield base.entry(i, band.delta, band.parts)
@@ -211,4 +232,4 @@ def split(bands: list[Band], bits: int, value: float, plugin: str) -> list[Band]
     return out
 
 
-__all__ = ["CHUNK", "Band", "BaseOrder", "Ranked", "Ranking", "split"]
+__all__ = ["CHUNK", "Band", "BaseOrder", "Ranked", "Ranking", "lookup", "split"]

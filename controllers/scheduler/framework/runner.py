@@ -30,7 +30,14 @@ from controllers.scheduler.config import SchedulerConfig
 from controllers.scheduler.framework import plugin as points
 from controllers.scheduler.framework.fleet import Fleet, ordinals
 from controllers.scheduler.framework.plugin import Plugin
-from controllers.scheduler.framework.ranking import Band, BaseOrder, Ranked, Ranking, split
+from controllers.scheduler.framework.ranking import (
+    Band,
+    BaseOrder,
+    Ranked,
+    Ranking,
+    lookup,
+    split,
+)
 from controllers.scheduler.framework.state import CycleState
 from controllers.scheduler.framework.status import SKIP, SUCCESS, Code, Status, error
 from controllers.scheduler.framework.types import Snapshot, Subject
@@ -270,10 +277,15 @@ class Framework:
             return self._dense(state, subject, fleet, snapshot, static, feasible, rejections,
                                bands, per_candidate, skipped)
         assert static.base is not None
-        plain = Ranking.banded(static.base, feasible, bands, {})
-        overrides = self._overrides(state, subject, fleet, snapshot, feasible, plain.get,
-                                    skipped)
-        ranking = Ranking.banded(static.base, feasible, bands, overrides) if overrides else plain
+        find = lookup(static.base, bands)
+        by_ordinal = fleet.by_key
+
+        def get(key: str) -> Ranked | None:
+            i = by_ordinal.get(key)
+            return find(i) if i is not None and feasible >> i & 1 else None
+
+        overrides = self._overrides(state, subject, fleet, snapshot, feasible, get, skipped)
+        ranking = Ranking.banded(static.base, feasible, bands, overrides)
         return Evaluation(fleet, feasible, rejections, ranking, len(fleet))
 
     def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
@@ -287,7 +299,8 @@ class Framework:
                        for r in static.dense if feasible >> r.ordinal & 1]
         else:
             assert static.base is not None
-            entries = list(Ranking.banded(static.base, feasible, bands, {}))
+            entries = [Ranked(r.candidate, r.tier, r.score, dict(r.scores), r.ordinal)
+                       for r in Ranking.banded(static.base, feasible, bands, {})]
         by_key = {r.candidate.key: r for r in entries}
         overrides = self._overrides(state, subject, fleet, snapshot, feasible, by_key.get,
                                     skipped)

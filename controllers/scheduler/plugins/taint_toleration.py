@@ -44,6 +44,10 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
     return False
 
 
+def _key(tolerations: Iterable[Toleration]) -> tuple[tuple[str | None, ...], ...]:
+    return tuple((t.key, t.operator, t.value, t.effect) for t in tolerations)
+
+
 def _first_untolerated(taints: Sequence[Taint], tolerations: Iterable[Toleration]) -> Status:
     for taint in taints:
         if taint.effect != "PreferNoSchedule" and not tolerates(tolerations, taint):
@@ -71,25 +75,30 @@ class TaintToleration(Plugin):
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
-        """Only the tainted candidates are looked at, one by one (they are few)."""
-        tainted = within & fleet.where("hard-taints", lambda c: any(
-            t.effect != "PreferNoSchedule" for t in c.taints))
-        groups: dict[Status, int] = {}
-        for i in ordinals(tainted):
-            status = _first_untolerated(fleet.candidates[i].taints, subject.tolerations)
-            if not status.ok:
-                groups[status] = groups.get(status, 0) | (1 << i)
-        return list(groups.items())
+        """The tainted candidates looked at one by one, once per set of tolerations."""
+        def build() -> list[tuple[Status, int]]:
+            groups: dict[Status, int] = {}
+            for i in ordinals(fleet.where("hard-taints", lambda c: any(
+                    t.effect != "PreferNoSchedule" for t in c.taints))):
+                status = _first_untolerated(fleet.candidates[i].taints, subject.tolerations)
+                if not status.ok:
+                    status = status.named(NAME)
+                    groups[status] = groups.get(status, 0) | (1 << i)
+            return list(groups.items())
+        return fleet.cached(("untolerated", _key(subject.tolerations)), build)
 
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:
-        tainted = feasible & fleet.where("soft-taints", lambda c: any(
-            t.effect == "PreferNoSchedule" for t in c.taints))
-        counts: dict[int, int] = {}
-        for i in ordinals(tainted):
-            n = _preferred_against(fleet.candidates[i].taints, subject.tolerations)
-            if n:
-                counts[n] = counts.get(n, 0) | (1 << i)
+        def build() -> dict[int, int]:
+            counts: dict[int, int] = {}
+            for i in ordinals(fleet.where("soft-taints", lambda c: any(
+                    t.effect == "PreferNoSchedule" for t in c.taints))):
+                n = _preferred_against(fleet.candidates[i].taints, subject.tolerations)
+                if n:
+                    counts[n] = counts.get(n, 0) | (1 << i)
+            return counts
+        counts = {n: bits & feasible for n, bits in fleet.cached(
+            ("preferred-against", _key(subject.tolerations)), build).items() if bits & feasible}
         worst = max(counts, default=0)
         return [(bits, -n / worst) for n, bits in counts.items()]
 
