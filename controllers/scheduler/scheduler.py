@@ -11,8 +11,8 @@ Binding writer.
 
 Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
 its status or a metric changes, each placed subject is decided again — by a
-sweep that acts on each changed decision as soon as it is made, a slice at a
-time between other attempts; stickiness keeps a subject where it is unless
+sweep that acts on each changed decision as soon as it is made, a few
+milliseconds at a time between other attempts; stickiness keeps a subject where it is unless
 another candidate is better by more than the stickiness. ``spec.migration:
 false`` (or Krake's ``constraints.migration: false``) never moves a placed
 subject, and ``placement.ignoredDuringExecution`` keeps feasible targets
@@ -68,7 +68,8 @@ SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided
 
 Explained = Callable[[], list[dict[str, Any]]]
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
-SWEEP_SLICE = 128  # subjects a sweep decides before the loop looks at the queue again
+SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
+ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
 
 def _refs(ts: list[Target]) -> frozenset[tuple[str, str | None, str]]:
@@ -98,9 +99,14 @@ class Scheduler:
         self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
                                     batch=config.bind_batch, retry=self.queue.add)
         self._resync = threading.Event()
-        # Subjects that may fit once another is placed; read by the bindings informer.
-        self._waiting_on_placements: set[str] = set()
+        self._next_periodic = time.monotonic() + config.reschedule_after
+        self._last_activation = 0.0
+        # Subjects that may fit once placements change: key → whether a new placement
+        # can help (workload affinity) or only one that goes away (anti-affinity).
+        self._waiting_on_placements: dict[str, bool] = {}
         self._placements_lock = threading.Lock()
+        self._placements_added = threading.Event()
+        self._placements_removed = threading.Event()
         self._attempts: dict[str, Any] = {}  # result → its counter child
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
         self._sweep: Iterator[None] | None = None
@@ -174,25 +180,48 @@ class Scheduler:
             self.queue.done(key)
 
     def _resync_step(self) -> None:
-        """After candidates or metrics change, ask the scheduling loop for a sweep."""
-        if not self._resync.wait(1.0) or self._loops[1].stopping:
+        """Ask the scheduling loop for a sweep after a change, or when one is due.
+
+        Also lets subjects waiting for other placements (workload affinity)
+        try again after placements changed — at most every ACTIVATE_EVERY
+        seconds, not once per Binding written.
+        """
+        changed = self._resync.wait(min(1.0, ACTIVATE_EVERY))
+        if self._loops[1].stopping:
             return
-        time.sleep(0.02)  # let a burst of changes (one etcd transaction) settle into one pass
-        self._resync.clear()
+        now = time.monotonic()
+        added, removed = self._placements_added.is_set(), self._placements_removed.is_set()
+        if (added or removed) and now - self._last_activation >= ACTIVATE_EVERY:
+            self._placements_added.clear()
+            self._placements_removed.clear()
+            self._last_activation = now
+            with self._placements_lock:
+                waiting = {k for k, wants_more in self._waiting_on_placements.items()
+                           if removed or (added and wants_more)}
+            if waiting:
+                self.queue.activate(waiting)
+        if changed:
+            time.sleep(0.02)  # let a burst of changes (one etcd transaction) settle into one pass
+            self._resync.clear()
+        elif now < self._next_periodic:
+            return
+        self._next_periodic = now + self.config.reschedule_after
         self.queue.add(SWEEP)
 
     def _sweeping(self) -> Iterator[None]:
         """Decide every placed subject again; act on each change as soon as it is found.
 
-        Yields every ``SWEEP_SLICE`` subjects, so that new subjects are not
-        held up behind a sweep of the whole fleet.
+        Yields after every ``SWEEP_SLICE`` seconds of work, so that new
+        subjects are not held up behind a sweep of the whole fleet.
         """
         began = time.perf_counter()
         items = self.cache.bindings.items()
         changed = 0
-        for n, item in enumerate(items, 1):
-            if n % SWEEP_SLICE == 0:
+        due = time.perf_counter() + SWEEP_SLICE
+        for item in items:
+            if time.perf_counter() >= due:
                 yield
+                due = time.perf_counter() + SWEEP_SLICE
             ref = item.obj.spec.resource
             if not item.obj.spec.targets or ref.kind != "Application":
                 continue
@@ -244,10 +273,13 @@ class Scheduler:
 
     def _on_binding(self, event: Event[BindingView]) -> None:
         # A placement changed: subjects waiting on workload affinity may fit now.
-        with self._placements_lock:
-            waiting = set(self._waiting_on_placements)
-        if waiting:
-            self.queue.activate(waiting)
+        old = event.old.spec.targets if event.old is not None else []
+        new = event.obj.spec.targets if event.type is not EventType.DELETED else []
+        if _refs(new) != _refs(old):
+            if new:
+                self._placements_added.set()
+            if old:
+                self._placements_removed.set()
         if event.type is EventType.DELETED:  # someone removed our decision: decide again
             ref = event.obj.spec.resource
             try:
@@ -373,9 +405,7 @@ class Scheduler:
         key = subject.key
         self.queue.succeeded(key)
         with self._placements_lock:
-            self._waiting_on_placements.discard(key)
-        if subject.migration and not subject.placement.ignored_during_execution:
-            self.queue.add_after(key, self.config.reschedule_after)
+            self._waiting_on_placements.pop(key, None)
 
     # -- outcomes ------------------------------------------------------------------------
 
@@ -392,7 +422,7 @@ class Scheduler:
         aff = subject.affinity
         if aff is not None and (aff.workload_affinity or aff.workload_anti_affinity):
             with self._placements_lock:
-                self._waiting_on_placements.add(subject.key)
+                self._waiting_on_placements[subject.key] = aff.workload_affinity is not None
         return "unschedulable"
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],

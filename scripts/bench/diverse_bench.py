@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -181,6 +182,16 @@ class Profile:
             self.proc.wait(30)
 
 
+def attempts(port: int) -> str:
+    """The scheduler's attempts and sweep decisions so far, by result (from /metrics)."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    out = []
+    for m in re.finditer(r'^berth_scheduler_(attempts|sweep_subjects)_total\{result="([^"]+)"\} '
+                         r'(\S+)$', body, re.M):
+        out.append(f"{m.group(1)}:{m.group(2)}={float(m.group(3)):.0f}")
+    return ", ".join(out)
+
+
 def floor(store: Store, docs: list[bytes], size: int, prefix: str) -> float:
     ops = [Put(f"{prefix}{i:07d}", d) for i, d in enumerate(docs)]
     t0 = time.perf_counter()
@@ -237,6 +248,7 @@ def main() -> None:
               f"(writes took {wrote:.2f}s): {args.apps / took:.0f} apps/s; "
               f"{placed} placed, {args.apps - placed} unschedulable; "
               f"mean Binding batch {mean:.1f}")
+        print(f"  so far: {attempts(port)}")
         print(f"scheduler RSS after the burst: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")
         docs = [kv.value for kv in store.list_prefix(keys.binding_prefix("Application"))[0]]
@@ -273,6 +285,7 @@ def main() -> None:
                       f"{f_moved:.2f}s")
             else:
                 print("reaction: nothing moved")
+            print(f"  so far: {attempts(port)}")
             print(f"scheduler RSS after the reaction: {rss_mb(proc.pid, 'VmRSS'):.0f} MB")
 
         # -- latency at an offered rate
@@ -281,6 +294,7 @@ def main() -> None:
             n_lat = int(args.rate * args.seconds)
             docs_lat = [(f"lat-{i:06d}", encode(app_doc(f"lat-{i:06d}", rng)))
                         for i in range(n_lat)]
+            profile = Profile(args.profile, "latency", proc.pid)
             start = time.perf_counter()
             for i, (name, doc) in enumerate(docs_lat):
                 due = start + i / args.rate
@@ -291,10 +305,12 @@ def main() -> None:
                 offered[name] = time.perf_counter()
             achieved = n_lat / (time.perf_counter() - start)
             watcher.wait(lambda: all(n in watcher.first for n in offered), 300)
+            profile.stop()
             lat = [watcher.first[n] - t0 for n, t0 in offered.items() if n in watcher.first]
             print(f"latency at {args.rate:.0f} apps/s offered ({achieved:.0f} achieved, "
                   f"{n_lat} apps): p50 {statistics.median(lat) * 1e3:.1f} ms, "
                   f"p99 {pct(lat, 0.99) * 1e3:.1f} ms, max {max(lat) * 1e3:.1f} ms")
+            print(f"  so far: {attempts(port)}")
         time.sleep(5.0)
         print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")

@@ -33,7 +33,6 @@ class SchedulingQueue:
         self._dirty: set[str] = set()
         self._cond = threading.Condition()
         self._closed = False
-        self._last_flush = clock()
 
     def __len__(self) -> int:
         with self._cond:
@@ -106,10 +105,8 @@ class SchedulingQueue:
                 now = self.clock()
                 for key in self.backoff.pop_due(now):
                     self.active.push(key, self.sort_key(key, now))
-                if now - self._last_flush >= self.flush_every:
-                    self._last_flush = now
-                    for key in self.unschedulable.drain():
-                        self.active.push(key, self.sort_key(key, now))
+                for key in self.unschedulable.drain_older(now - self.flush_every):
+                    self.active.push(key, self.sort_key(key, now))
                 ready = self.active.pop()
                 if ready is not None:
                     if ready in self._in_flight:
@@ -117,7 +114,10 @@ class SchedulingQueue:
                         continue
                     self._in_flight.add(ready)
                     return ready
-                waits = [self._last_flush + self.flush_every - now]
+                waits = [1.0]
+                oldest = self.unschedulable.oldest()
+                if oldest is not None:
+                    waits.append(oldest + self.flush_every - now)
                 due = self.backoff.next_due()
                 if due is not None:
                     waits.append(due - now)

@@ -1,4 +1,6 @@
-"""unschedulableQ: subjects nothing fits now; flushed on relevant changes or every 60 s."""
+"""unschedulableQ: subjects nothing fits now; flushed on relevant changes, and each
+one after it waited ``flush_every`` seconds (so thousands that became unschedulable
+at different times do not come back all at once)."""
 
 from __future__ import annotations
 
@@ -23,3 +25,17 @@ class UnschedulableQueue:
         keys = list(self._since)
         self._since.clear()
         return keys
+
+    def drain_older(self, than: float) -> list[str]:
+        """The subjects waiting since ``than`` or earlier (oldest first)."""
+        keys = []
+        for key, since in self._since.items():
+            if since > than:
+                break
+            keys.append(key)
+        for key in keys:
+            del self._since[key]
+        return keys
+
+    def oldest(self) -> float | None:
+        return next(iter(self._since.values()), None)
