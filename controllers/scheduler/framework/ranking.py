@@ -122,7 +122,11 @@ class Ranking(Sequence[Ranked]):
     @classmethod
     def banded(cls, base: BaseOrder, feasible: int, bands: list[Band],
                overrides: dict[int, Ranked]) -> Ranking:
-        """``base`` restricted to ``feasible``, shifted per band, with ``overrides``."""
+        """``base`` restricted to ``feasible``, shifted per band, with ``overrides``.
+
+        ``bands`` partition the candidates (no bands: one band of all, unshifted).
+        """
+        bands = bands or [Band(base.fleet.all)]
         taken = 0
         for i in overrides:
             taken |= 1 << i

@@ -1,0 +1,120 @@
+"""Decisions: assumed Bindings are compare-and-set, and placements are indexed by label."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controllers.runtime import Event, EventType
+from controllers.runtime.informer import Item
+from controllers.scheduler.decisions import PENDING, Decisions
+from controllers.scheduler.views import AppView, BindingView, Meta
+from store import keys
+from store.documents import BindingMeta, BindingSpec, ObjectRef, Target
+
+
+@dataclass
+class FakeInformer:
+    """What Decisions reads of an informer: its cache and its handlers."""
+
+    cache: dict[str, Item[Any]]
+    handlers: list[Callable[[Event[Any]], None]]
+
+    def get(self, key: str) -> Any:
+        item = self.cache.get(key)
+        return item.obj if item else None
+
+    def add_handler(self, handler: Callable[[Event[Any]], None]) -> None:
+        self.handlers.append(handler)
+
+    def deliver(self, key: str, obj: Any, revision: int, kind: EventType = EventType.MODIFIED,
+                old: Any = None) -> None:
+        if kind is EventType.DELETED:
+            self.cache.pop(key, None)
+        else:
+            self.cache[key] = Item(key, obj, revision)
+        for h in self.handlers:
+            h(Event(kind, key, obj, old, revision))
+
+
+def bkey(name: str) -> str:
+    return keys.binding_key("Application", "default", name)
+
+
+def view(name: str, *clusters: str) -> BindingView:
+    return BindingView(BindingMeta(name=name, namespace="default"),
+                       BindingSpec(resource=ObjectRef("Application", name, "default"), generation=1,
+                                   targets=[Target("Cluster", c, "default") for c in clusters]))
+
+
+def setup(**apps: dict[str, str]) -> tuple[Decisions, FakeInformer, FakeInformer]:
+    bindings, applications = FakeInformer({}, []), FakeInformer({}, [])
+    for name, labels in apps.items():
+        key = keys.resource_key("Application", name, "default")
+        applications.cache[key] = Item(key, AppView(Meta(name, "default", labels)), 1)
+    return Decisions(bindings, applications), bindings, applications  # type: ignore[arg-type]
+
+
+def test_an_assumed_decision_is_read_at_once_and_confirmed_by_the_watch() -> None:
+    d, bindings, _ = setup(web={"app": "web"})
+    doc = view("web", "c1")
+    token = d.assume(bkey("web"), doc)
+    assert d.get(bkey("web")) == (doc, PENDING)
+    d.written(bkey("web"), token, 10)
+    assert d.get(bkey("web")) == (doc, 10)
+    bindings.deliver(bkey("web"), doc, 9)  # an older event does not confirm it
+    assert d.assumed() == 1
+    bindings.deliver(bkey("web"), doc, 10)
+    assert d.assumed() == 0 and d.get(bkey("web")) == (doc, 10)
+
+
+def test_a_late_write_or_event_never_drops_a_newer_decision() -> None:
+    d, bindings, _ = setup(web={"app": "web"})
+    first = d.assume(bkey("web"), view("web", "c1"))
+    newer = view("web", "c2")
+    d.assume(bkey("web"), newer)
+    d.written(bkey("web"), first, 10)  # the first write landing does not replace the newer
+    d.retract(bkey("web"), first)  # nor does it failing
+    bindings.deliver(bkey("web"), view("web", "c1"), 10)  # nor its event on the watch
+    assert d.get(bkey("web")) == (newer, PENDING)
+
+
+def test_a_failed_write_is_retracted() -> None:
+    d, bindings, _ = setup(web={"app": "web"})
+    seen = view("web", "c1")
+    bindings.deliver(bkey("web"), seen, 5, EventType.ADDED)
+    token = d.assume(bkey("web"), view("web", "c2"))
+    d.retract(bkey("web"), token)
+    assert d.get(bkey("web")) == (seen, 5)
+
+
+def test_a_deletion_is_assumed_too() -> None:
+    d, bindings, _ = setup(web={"app": "web"})
+    bindings.deliver(bkey("web"), view("web", "c1"), 5, EventType.ADDED)
+    token = d.assume(bkey("web"), None)
+    assert d.get(bkey("web")) == (None, 0) and not d.known(bkey("web"))
+    assert d.placed("default") == []
+    d.written(bkey("web"), token, 6)
+    bindings.deliver(bkey("web"), view("web", "c1"), 6, EventType.DELETED)
+    assert d.assumed() == 0 and d.get(bkey("web")) == (None, 0)
+
+
+def test_placements_are_found_by_label_and_follow_every_change() -> None:
+    d, _, applications = setup(a={"app": "db", "tier": "1"}, b={"app": "db"},
+                               c={"app": "web"})
+    for name in ("a", "b", "c"):
+        d.assume(bkey(name), view(name, f"on-{name}"))
+    assert {p.ref.name for p in d.placed("default")} == {"a", "b", "c"}
+    assert {p.ref.name for p in d.placed("default", {"app": "db"})} == {"a", "b"}
+    assert {p.ref.name for p in d.placed("default", {"app": "db", "tier": "1"})} == {"a"}
+    assert d.placed("other", {"app": "db"}) == []
+    # a relabelled application moves in the index
+    key = keys.resource_key("Application", "b", "default")
+    old = applications.cache[key].obj
+    applications.deliver(key, AppView(Meta("b", "default", {"app": "web"})), 2, old=old)
+    assert {p.ref.name for p in d.placed("default", {"app": "web"})} == {"b", "c"}
+    # a Binding without targets is no placement
+    d.assume(bkey("c"), view("c"))
+    assert {p.ref.name for p in d.placed("default", {"app": "web"})} == {"b"}
+    assert [p.targets[0].name for p in d.placed("default", {"tier": "1"})] == ["on-a"]
