@@ -4,9 +4,10 @@ It lists the prefix, then watches from the list's revision + 1; when etcd
 says that revision was compacted it lists again and tells its handlers the
 difference, so they see every change in order and never miss a deletion.
 Values are decoded with the caller's msgspec type (usually a small view
-holding only the fields the caller reads). A value that does not decode is
-logged with its key and skipped; the informer keeps the last good value and
-keeps running.
+holding only the fields the caller reads), optionally converted into what
+the caller keeps (so a large fleet is held once, in the caller's own shape).
+A value that does not decode (or convert) is logged with its key and
+skipped; the informer keeps the last good value and keeps running.
 
 It knows no resource kind: the prefix and the type are the caller's.
 """
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import Counter
 
@@ -69,14 +70,17 @@ class Informer(Generic[T]):
         self,
         store: Store,
         prefix: str,
-        type_: type[T],
+        type_: type[Any],
         *,
+        convert: Callable[[str, Any], T] | None = None,
         idle_timeout: float = 30.0,
         retry_delay: float = 1.0,
     ) -> None:
+        """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``."""
         self.store = store
         self.prefix = prefix
         self.type = type_
+        self.convert = convert
         self.idle_timeout = idle_timeout
         self.retry_delay = retry_delay
         self.handlers: list[Handler[T]] = []
@@ -196,7 +200,9 @@ class Informer(Generic[T]):
     def _store_value(self, key: str, value: bytes, revision: int) -> None:
         try:
             obj = decode(value, self.type, key)
-        except Invalid as exc:
+            if self.convert is not None:
+                obj = self.convert(key, obj)
+        except (Invalid, ValueError) as exc:
             DECODE_ERRORS.labels(self.prefix).inc()
             log.error("skipping undecodable value: %s", exc)
             return

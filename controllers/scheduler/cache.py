@@ -50,7 +50,10 @@ class Cache:
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
         r = keys.ROOT
-        self.applications: Informer[AppView] = informer(r + "applications/", AppView)
+        # Applications are kept as Subjects only: built once per stored revision.
+        self.applications: Informer[Subject] = Informer(
+            store, r + "applications/", AppView, convert=subject_from_application,
+            idle_timeout=idle_timeout)
         self.clusters: Informer[ClusterView] = informer(r + "clusters/", ClusterView)
         self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
         self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
@@ -114,16 +117,16 @@ class Cache:
 
         Built once per stored revision: attempts and sweeps read it many times.
         """
-        apps = key.startswith(self.applications.prefix)
-        item = (self.applications if apps else self.clusters).cache.get(key)
+        if key.startswith(self.applications.prefix):
+            return self.applications.get(key)
+        item = self.clusters.cache.get(key)
         if item is None:
             self._subjects.pop(key, None)
             return None
         hit = self._subjects.get(key)
         if hit is not None and hit[0] == item.mod_revision:
             return hit[1]
-        subject = (subject_from_application(key, item.obj) if apps  # type: ignore[arg-type]
-                   else subject_from_cluster(key, item.obj))  # type: ignore[arg-type]
+        subject = subject_from_cluster(key, item.obj)
         self._subjects[key] = (item.mod_revision, subject)
         return subject
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controllers.runtime import Event, EventType, Informer
-from controllers.scheduler.framework import Placed, Ref
-from controllers.scheduler.views import AppView, BindingView
+from controllers.scheduler.framework import Placed, Ref, Subject
+from controllers.scheduler.views import BindingView
 from store import keys
 
 PENDING = 2**62  # an assumed revision no watch event can reach
@@ -37,7 +37,7 @@ class Token:
 
 class Decisions:
     def __init__(self, bindings: Informer[BindingView],
-                 applications: Informer[AppView]) -> None:
+                 applications: Informer[Subject]) -> None:
         self._bindings = bindings
         self._applications = applications
         self._lock = threading.Lock()
@@ -121,9 +121,9 @@ class Decisions:
                 del self._assumed[event.key]
             self._reindex(event.key)
 
-    def _application_event(self, event: Event[AppView]) -> None:
+    def _application_event(self, event: Event[Subject]) -> None:
         if event.type is EventType.MODIFIED and event.old is not None and (
-                event.old.metadata.labels == event.obj.metadata.labels):
+                event.old.labels == event.obj.labels):
             return
         if not event.key.startswith(keys.ROOT):
             return
@@ -145,7 +145,7 @@ class Decisions:
             return
         ref = doc.spec.resource
         app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
-        labels = app.metadata.labels if app is not None else (old.labels if old else None)
+        labels = app.labels if app is not None else (old.labels if old else None)
         targets = tuple(Ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
         if old is not None and old.targets == targets and old.labels == labels:
             return  # our own write coming back on the watch, usually

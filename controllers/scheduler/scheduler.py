@@ -12,7 +12,8 @@ Binding writer.
 Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
 its status or a metric changes, each placed subject is decided again — by a
 sweep that acts on each changed decision as soon as it is made, a few
-milliseconds at a time between other attempts; stickiness keeps a subject where it is unless
+milliseconds at a time between other attempts (the periodic one only while
+no other attempt waits); stickiness keeps a subject where it is unless
 another candidate is better by more than the stickiness. ``spec.migration:
 false`` (or Krake's ``constraints.migration: false``) never moves a placed
 subject, and ``placement.ignoredDuringExecution`` keeps feasible targets
@@ -48,7 +49,7 @@ from controllers.scheduler.framework import Code, Framework, Subject
 from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.plugins import REGISTRY
 from controllers.scheduler.queue import SchedulingQueue
-from controllers.scheduler.views import AppView, BindingView, ClusterView
+from controllers.scheduler.views import BindingView, ClusterView
 from store import Store, keys
 from store.documents import (
     Binding,
@@ -68,6 +69,7 @@ SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided
 
 Explained = Callable[[], list[dict[str, Any]]]
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
+PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
@@ -110,6 +112,7 @@ class Scheduler:
         self._attempts: dict[str, Any] = {}  # result → its counter child
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
         self._sweep: Iterator[None] | None = None
+        self._sweep_idle = False  # a periodic sweep: only while the queue is empty
         self._loops = [Loop("scheduling", self._step, deadline=60.0),
                        Loop("resync", self._resync_step, deadline=60.0)]
         self.cache.applications.add_handler(self._on_subject)
@@ -153,15 +156,20 @@ class Scheduler:
     def _step(self) -> None:
         """One turn of the scheduling loop: a slice of a sweep, or one attempt."""
         self._expire_waiting()
-        if self._sweep is not None and next(self._sweep, StopIteration) is StopIteration:
-            self._sweep = None
+        if self._sweep is not None and not self._sweep_idle:
+            self._sweep_slice()
         key = self.queue.pop(timeout=0.0 if self._sweep is not None else 1.0)
         if key is None:
+            if self._sweep is not None and self._sweep_idle:
+                self._sweep_slice()
             return
-        if key == SWEEP:
+        if key in (SWEEP, PERIODIC):
             self.queue.done(key)
-            self.queue.move_all_to_active()
-            self._sweep = self._sweeping()  # a newer change restarts it
+            if key == SWEEP:
+                self.queue.move_all_to_active()
+                self._sweep, self._sweep_idle = self._sweeping(), False  # restarts a running one
+            elif self._sweep is None:
+                self._sweep, self._sweep_idle = self._sweeping(), True
             return
         began = time.perf_counter()
         try:
@@ -178,6 +186,11 @@ class Scheduler:
         finally:
             LATENCY.observe(time.perf_counter() - began)
             self.queue.done(key)
+
+    def _sweep_slice(self) -> None:
+        assert self._sweep is not None
+        if next(self._sweep, StopIteration) is StopIteration:
+            self._sweep = None
 
     def _resync_step(self) -> None:
         """Ask the scheduling loop for a sweep after a change, or when one is due.
@@ -203,10 +216,12 @@ class Scheduler:
         if changed:
             time.sleep(0.02)  # let a burst of changes (one etcd transaction) settle into one pass
             self._resync.clear()
-        elif now < self._next_periodic:
+            self.queue.add(SWEEP)
+        elif now >= self._next_periodic:
+            self.queue.add(PERIODIC)
+        else:
             return
         self._next_periodic = now + self.config.reschedule_after
-        self.queue.add(SWEEP)
 
     def _sweeping(self) -> Iterator[None]:
         """Decide every placed subject again; act on each change as soon as it is found.
@@ -268,7 +283,7 @@ class Scheduler:
             return  # an existing Kubernetes cluster: a candidate, not a subject
         if event.type is EventType.DELETED:
             self.queue.forget(event.key)
-        if isinstance(obj, AppView | ClusterView):
+        if isinstance(obj, Subject | ClusterView):
             self.queue.add(event.key)
 
     def _on_binding(self, event: Event[BindingView]) -> None:
@@ -288,7 +303,7 @@ class Scheduler:
                 log.warning("Binding %s names no valid resource", event.key)
 
     def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
-        if key == SWEEP:
+        if key in (SWEEP, PERIODIC):
             return (float("-inf"), enqueued)
         subject = self.cache.subject(key)
         if subject is None:

@@ -40,13 +40,16 @@ class SchedulingQueue:
 
     def add(self, key: str) -> None:
         """A new or changed subject: schedule it as soon as possible."""
+        # Sorting a new subject may build it (decode, hash): not under the lock.
+        # Re-sorting one already added later is a cache hit.
+        sort_key = self.sort_key(key, self.clock())
         with self._cond:
             if key in self._in_flight:
                 self._dirty.add(key)
                 return
             self.backoff.discard(key)
             self.unschedulable.discard(key)
-            self.active.push(key, self.sort_key(key, self.clock()))
+            self.active.push(key, sort_key)
             self._cond.notify()
 
     def add_after(self, key: str, delay: float) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from controllers.runtime import Event, EventType
 from controllers.runtime.informer import Item
 from controllers.scheduler.decisions import PENDING, Decisions
-from controllers.scheduler.views import AppView, BindingView, Meta
+from controllers.scheduler.framework import Subject
+from controllers.scheduler.views import AppView, BindingView, Meta, subject_from_application
 from store import keys
 from store.documents import BindingMeta, BindingSpec, ObjectRef, Target
 
@@ -38,6 +39,11 @@ class FakeInformer:
             h(Event(kind, key, obj, old, revision))
 
 
+def app(name: str, labels: dict[str, str]) -> Subject:
+    key = keys.resource_key("Application", name, "default")
+    return subject_from_application(key, AppView(Meta(name, "default", labels)))
+
+
 def bkey(name: str) -> str:
     return keys.binding_key("Application", "default", name)
 
@@ -52,7 +58,7 @@ def setup(**apps: dict[str, str]) -> tuple[Decisions, FakeInformer, FakeInformer
     bindings, applications = FakeInformer({}, []), FakeInformer({}, [])
     for name, labels in apps.items():
         key = keys.resource_key("Application", name, "default")
-        applications.cache[key] = Item(key, AppView(Meta(name, "default", labels)), 1)
+        applications.cache[key] = Item(key, app(name, labels), 1)
     return Decisions(bindings, applications), bindings, applications  # type: ignore[arg-type]
 
 
@@ -112,7 +118,7 @@ def test_placements_are_found_by_label_and_follow_every_change() -> None:
     # a relabelled application moves in the index
     key = keys.resource_key("Application", "b", "default")
     old = applications.cache[key].obj
-    applications.deliver(key, AppView(Meta("b", "default", {"app": "web"})), 2, old=old)
+    applications.deliver(key, app("b", {"app": "web"}), 2, old=old)
     assert {p.ref.name for p in d.placed("default", {"app": "web"})} == {"b", "c"}
     # a Binding without targets is no placement
     d.assume(bkey("c"), view("c"))
