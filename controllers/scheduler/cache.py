@@ -35,6 +35,7 @@ from controllers.scheduler.views import (
     CloudView,
     ClusterView,
     MetricDefView,
+    compact_binding,
     subject_from_application,
     subject_from_cluster,
 )
@@ -61,7 +62,8 @@ class Cache:
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
         self.values: Informer[MetricValue] = informer(keys.METRIC_VALUES, MetricValue)
-        self.bindings: Informer[BindingView] = informer(keys.BINDINGS, BindingView)
+        self.bindings: Informer[BindingView] = Informer(
+            store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from controllers.runtime import Event, EventType, Informer
 from controllers.scheduler.framework import Placed, Ref, Subject
@@ -26,6 +27,12 @@ from controllers.scheduler.views import BindingView
 from store import keys
 
 PENDING = 2**62  # an assumed revision no watch event can reach
+
+
+@lru_cache(maxsize=1 << 16)
+def _ref(kind: str, namespace: str | None, name: str) -> Ref:
+    """One Ref per cluster, shared by every placement on it."""
+    return Ref(kind, namespace, name)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -146,13 +153,14 @@ class Decisions:
         ref = doc.spec.resource
         app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
         labels = app.labels if app is not None else (old.labels if old else None)
-        targets = tuple(Ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
+        targets = tuple(_ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
         if old is not None and old.targets == targets and old.labels == labels:
             return  # our own write coming back on the watch, usually
         self._drop(key)
         if labels is None:
             return
-        placed = Placed(Ref(ref.kind, ref.namespace, ref.name), labels, targets)
+        placed = Placed(app.ref if app is not None else Ref(ref.kind, ref.namespace, ref.name),
+                        labels, targets)
         self._placed.setdefault(ref.namespace, {})[key] = placed
         self._namespace[key] = ref.namespace
         for k, v in labels.items():

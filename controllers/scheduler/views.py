@@ -9,7 +9,10 @@ the one place where Application and Cluster differ.
 from __future__ import annotations
 
 import hashlib
+import sys
+from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 
 import msgspec
 
@@ -22,8 +25,10 @@ from store.documents import (
     BindingSpec,
     Gang,
     MetricRef,
+    ObjectRef,
     Placement,
     Taint,
+    Target,
     Toleration,
 )
 from store.documents.application import AppConstraints
@@ -115,6 +120,31 @@ class BindingView(msgspec.Struct):
         return cls(doc.metadata, doc.spec, BindingStatusView(doc.status.state, doc.status.reason))
 
 
+def compact_binding(key: str, b: BindingView) -> BindingView:
+    """A Binding as the scheduler keeps it, at 100,000s: the strings that repeat
+    (kinds, namespaces, states, cluster names) shared, the application's name held
+    once, ``modified`` dropped, and the reason only where the scheduler compares it
+    (a state other than Scheduled)."""
+    m, spec, status = b.metadata, b.spec, b.status
+    r = spec.resource
+    ns = _intern(m.namespace)
+    return BindingView(
+        BindingMeta(m.name, ns, created=m.created),
+        BindingSpec(ObjectRef(sys.intern(r.kind), m.name, ns), spec.generation,
+                    [Target(sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), t.score)
+                     for t in spec.targets], spec.scheduled),
+        BindingStatusView(sys.intern(status.state),
+                          "" if status.state == "Scheduled" else status.reason))
+
+
+def _intern(value: str | None) -> str | None:
+    return sys.intern(value) if value is not None else None
+
+
+_DEFAULT_PLACEMENT = Placement()  # shared by every subject without one: never changed
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
 def _signature(*parts: object) -> bytes:
     return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
 
@@ -125,9 +155,9 @@ def subject_from_application(key: str, app: AppView) -> Subject:
     migration = s.migration if s.migration is not None else (
         s.constraints.migration if s.constraints and s.constraints.migration is not None
         else True)
-    placement = s.placement or Placement()
+    placement = s.placement or _DEFAULT_PLACEMENT
     subject = Subject(
-        ref=Ref("Application", app.metadata.namespace, app.metadata.name),
+        ref=Ref("Application", _intern(app.metadata.namespace), app.metadata.name),
         key=key,
         candidate_kind="Cluster",
         generation=app.metadata.generation,
@@ -139,9 +169,9 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         label_constraints=tuple(c.labels) if c else (),
         metric_constraints=tuple(c.metrics) if c else (),
         custom_resources=tuple(c.custom_resources) if c else (),
-        cluster_selector=s.cluster_selector,
+        cluster_selector=s.cluster_selector or _NO_LABELS,
         affinity=s.affinity,
-        tolerations=tuple(s.tolerations),
+        tolerations=tuple(s.tolerations) if s.tolerations else (),
         placement=placement,
         migration=migration,
         gang=s.gang,
