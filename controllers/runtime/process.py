@@ -14,15 +14,29 @@ import gc
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Protocol, runtime_checkable
+
+from prometheus_client import Counter
 
 from controllers.runtime.election import LeaderElection
 from controllers.runtime.health import HealthServer
 from store import Store
 
 log = logging.getLogger(__name__)
+
+GC_SECONDS = Counter("berth_gc_seconds_total", "Time spent in Python's cyclic collector",
+                     ["generation"])
+_gc_began: list[float] = []
+
+
+def _time_gc(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_began[:] = [time.perf_counter()]
+    elif _gc_began:
+        GC_SECONDS.labels(str(info.get("generation", -1))).inc(time.perf_counter() - _gc_began[0])
 
 
 class Controller(Protocol):
@@ -60,6 +74,8 @@ def run_process(
     # Controllers hold large caches of small objects: collect the young
     # generation less often, so pauses stay rare and short.
     gc.set_threshold(50_000, 20, 100)
+    if _time_gc not in gc.callbacks:
+        gc.callbacks.append(_time_gc)
     changed = threading.Condition()
     stopping = threading.Event()
     running: list[Controller] = []

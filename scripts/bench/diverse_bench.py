@@ -190,6 +190,8 @@ def attempts(port: int) -> str:
     for m in re.finditer(r'^berth_scheduler_(attempts|sweep_subjects)_total\{result="([^"]+)"\} '
                          r'(\S+)$', body, re.M):
         out.append(f"{m.group(1)}:{m.group(2)}={float(m.group(3)):.0f}")
+    for m in re.finditer(r'^berth_gc_seconds_total\{generation="(\d)"\} (\S+)$', body, re.M):
+        out.append(f"gc{m.group(1)}={float(m.group(2)):.2f}s")
     return ", ".join(out)
 
 
