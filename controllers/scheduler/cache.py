@@ -255,5 +255,8 @@ class Cache:
         """Applications of ``namespace`` with targets, as decided (assumed or seen)."""
         return self.decisions.placed(namespace, labels)
 
+    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        return self.decisions.version(namespace, labels)
+
 
 __all__ = ["Cache", "candidate_key"]

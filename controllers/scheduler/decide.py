@@ -57,7 +57,7 @@ class NoFit:
 def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: list[Target],
            *, keep_current: bool = False) -> Decision | NoFit:
     """Where ``subject`` should run now, given it runs on ``current``."""
-    state = CycleState(current=current)
+    state = CycleState(current=current, fleet=snapshot.fleet(subject))
     status = framework.pre_filter(state, subject, snapshot)
     if not status.ok:
         return NoFit(f"{status.plugin}: {status.reason}" if status.reason else str(status))

@@ -52,6 +52,7 @@ class Decisions:
         self._placed: dict[str | None, dict[str, Placed]] = {}  # namespace → binding key → …
         self._namespace: dict[str, str | None] = {}  # binding key → namespace in _placed
         self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
+        self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
         bindings.add_handler(self._binding_event)
         applications.add_handler(self._application_event)
 
@@ -86,6 +87,19 @@ class Decisions:
             sets = [self._by_label.get((namespace, k, v), set()) for k, v in labels.items()]
             smallest = min(sets, key=len)
             return [where[k] for k in smallest if all(k in s for s in sets)]
+
+    def version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        """Changes whenever ``placed(namespace, labels)`` may have changed."""
+        with self._lock:
+            if not labels:
+                return self._versions.get(namespace, 0)
+            return sum(self._versions.get((namespace, k, v), 0) for k, v in labels.items())
+
+    def _bump(self, namespace: str | None, labels: Mapping[str, str]) -> None:
+        versions = self._versions
+        versions[namespace] = versions.get(namespace, 0) + 1
+        for k, v in labels.items():
+            versions[(namespace, k, v)] = versions.get((namespace, k, v), 0) + 1
 
     # -- the writer's side ---------------------------------------------------------
 
@@ -162,6 +176,7 @@ class Decisions:
         placed = Placed(app.ref if app is not None else Ref(ref.kind, ref.namespace, ref.name),
                         labels, targets)
         self._placed.setdefault(ref.namespace, {})[key] = placed
+        self._bump(ref.namespace, labels)
         self._namespace[key] = ref.namespace
         for k, v in labels.items():
             self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
@@ -171,6 +186,7 @@ class Decisions:
             return None
         ns = self._namespace.pop(key)
         old = self._placed[ns].pop(key)
+        self._bump(ns, old.labels)
         for k, v in old.labels.items():
             members = self._by_label.get((ns, k, v))
             if members is not None:

@@ -139,5 +139,9 @@ class Snapshot(Protocol):
         """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
         ...
 
+    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        """Changes whenever ``placed(namespace, labels)`` may have changed."""
+        ...
+
 
 Breakdown = dict[str, Any]

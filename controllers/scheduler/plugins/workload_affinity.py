@@ -18,8 +18,12 @@ not yet seen on the watch, so a burst of subjects sees each other.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 from controllers.scheduler.framework import (
     SKIP,
@@ -27,8 +31,8 @@ from controllers.scheduler.framework import (
     Candidate,
     CycleState,
     Fleet,
-    Placed,
     Plugin,
+    Ref,
     Snapshot,
     Status,
     Subject,
@@ -37,7 +41,7 @@ from controllers.scheduler.framework import (
 )
 from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.plugins.selectors import describe, selector_matches
-from store.documents import WorkloadAffinityTerm
+from store.documents import Target, WorkloadAffinityTerm
 
 NAME = "WorkloadAffinity"
 
@@ -55,49 +59,82 @@ class _Term:
         return f"{describe(sel.match_labels, sel.match_expressions)} by {self.term.topology_key}"
 
 
-def _domains(term: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot) -> set[str]:
+CACHED_TERMS = 4096
+
+
+def _value_of(snapshot: Snapshot, t: Ref | Target, key: str) -> str | None:
+    c = snapshot.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
+    return c.labels.get(key) if c else None
+
+
+def _counts(term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot) -> Counter[str]:
+    """Topology value → how many matching workloads of ``ns`` run there (by target)."""
     sel = term.label_selector
-    out: set[str] = set()
-    placed: list[Placed] = []
-    namespaces: list[str | None] = [*term.namespaces] or [subject.ref.namespace]
-    for ns in namespaces:
-        placed += snapshot.placed(ns, sel.match_labels)
-    for p in placed:
-        if p.ref == subject.ref or not selector_matches(sel.match_labels, sel.match_expressions,
-                                                        p.labels):
+    out: Counter[str] = Counter()
+    for p in snapshot.placed(ns, sel.match_labels):
+        if not selector_matches(sel.match_labels, sel.match_expressions, p.labels):
             continue
         for t in p.targets:
-            c = snapshot.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
-            value = c.labels.get(term.topology_key) if c else None
+            value = _value_of(snapshot, t, term.topology_key)
             if value is not None:
-                out.add(value)
+                out[value] += 1
     return out
 
 
 class WorkloadAffinity(Plugin):
     name = NAME
 
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        # Where the workloads a term selects run, by topology value: shared by every
+        # subject with that term until those placements or the candidates change.
+        self._cache: OrderedDict[tuple[Any, ...], Counter[str]] = OrderedDict()
+
+    def _domains(self, term: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot,
+                 fleet: Fleet) -> set[str]:
+        sel = term.label_selector
+        counts: Counter[str] = Counter()
+        namespaces: list[str | None] = [*term.namespaces] or [subject.ref.namespace]
+        for ns in namespaces:
+            key = (ns, tuple(sorted(sel.match_labels.items())),
+                   msgspec.json.encode(sel.match_expressions), term.topology_key,
+                   snapshot.placements_version(ns, sel.match_labels), fleet.cand_epoch)
+            hit = self._cache.get(key)
+            if hit is None:
+                hit = self._cache[key] = _counts(term, ns, snapshot)
+                while len(self._cache) > CACHED_TERMS:
+                    self._cache.popitem(last=False)
+            counts.update(hit)
+        if subject.ref.namespace in namespaces and selector_matches(
+                sel.match_labels, sel.match_expressions, subject.labels):
+            for t in snapshot.current_targets(subject):  # not its own neighbour
+                value = _value_of(snapshot, t, term.topology_key)
+                if value is not None:
+                    counts[value] -= 1
+        return {value for value, n in counts.items() if n > 0}
+
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         aff = subject.affinity
         if aff is None or (aff.workload_affinity is None and aff.workload_anti_affinity is None):
             return SKIP
+        fleet = state.fleet if state.fleet is not None else snapshot.fleet(subject)
         terms: dict[str, list[_Term]] = {"required": [], "preferred": []}
         for anti, group in ((False, aff.workload_affinity), (True, aff.workload_anti_affinity)):
             if group is None:
                 continue
             for t in group.required_during_scheduling_ignored_during_execution:
-                terms["required"].append(self._term(t, subject, snapshot, anti, 0.0))
+                terms["required"].append(self._term(t, subject, snapshot, fleet, anti, 0.0))
             for w in group.preferred_during_scheduling_ignored_during_execution:
-                terms["preferred"].append(self._term(w.term, subject, snapshot, anti, w.weight))
+                terms["preferred"].append(self._term(w.term, subject, snapshot, fleet, anti,
+                                                     w.weight))
         state.data[NAME] = terms
         return SUCCESS
 
-    @staticmethod
-    def _term(t: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot, anti: bool,
-              weight: float) -> _Term:
+    def _term(self, t: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot, fleet: Fleet,
+              anti: bool, weight: float) -> _Term:
         sel = t.label_selector
         own = selector_matches(sel.match_labels, sel.match_expressions, subject.labels)
-        return _Term(t, _domains(t, subject, snapshot), own, weight, anti)
+        return _Term(t, self._domains(t, subject, snapshot, fleet), own, weight, anti)
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

@@ -71,6 +71,9 @@ class FakeSnapshot:
     def current_targets(self, subject: Subject) -> list[Target]:
         return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
 
+    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        return hash(tuple(id(p) for p in self.others))
+
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:
         return [p for p in self.others if p.ref.namespace == namespace and all(

@@ -115,11 +115,16 @@ def test_placements_are_found_by_label_and_follow_every_change() -> None:
     assert {p.ref.name for p in d.placed("default", {"app": "db"})} == {"a", "b"}
     assert {p.ref.name for p in d.placed("default", {"app": "db", "tier": "1"})} == {"a"}
     assert d.placed("other", {"app": "db"}) == []
-    # a relabelled application moves in the index
+    # a relabelled application moves in the index, and both groups change version
+    db, web = d.version("default", {"app": "db"}), d.version("default", {"app": "web"})
     key = keys.resource_key("Application", "b", "default")
     old = applications.cache[key].obj
     applications.deliver(key, app("b", {"app": "web"}), 2, old=old)
     assert {p.ref.name for p in d.placed("default", {"app": "web"})} == {"b", "c"}
+    assert d.version("default", {"app": "db"}) != db and d.version("default", {"app": "web"}) != web
+    tier = d.version("default", {"tier": "1"})
+    d.assume(bkey("b"), view("b", "elsewhere"))
+    assert d.version("default", {"tier": "1"}) == tier  # "a" alone carries tier 1
     # a Binding without targets is no placement
     d.assume(bkey("c"), view("c"))
     assert {p.ref.name for p in d.placed("default", {"app": "web"})} == {"b"}
