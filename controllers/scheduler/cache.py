@@ -255,6 +255,9 @@ class Cache:
         """Applications of ``namespace`` with targets, as decided (assumed or seen)."""
         return self.decisions.placed(namespace, labels)
 
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
+        return self.decisions.placed_on(namespace, label, value)
+
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.decisions.version(namespace, labels)
 

@@ -17,6 +17,7 @@ the size of the fleet's workload.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -53,6 +54,7 @@ class Decisions:
         self._namespace: dict[str, str | None] = {}  # binding key → namespace in _placed
         self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
         self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
+        self._on: dict[tuple[str | None, str, str], Counter[Ref]] = {}  # label → where, how many
         bindings.add_handler(self._binding_event)
         applications.add_handler(self._application_event)
 
@@ -87,6 +89,12 @@ class Decisions:
             sets = [self._by_label.get((namespace, k, v), set()) for k, v in labels.items()]
             smallest = min(sets, key=len)
             return [where[k] for k in smallest if all(k in s for s in sets)]
+
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Counter[Ref]:
+        """Where the applications of ``namespace`` labelled ``label=value`` run: target →
+        how many of them run there."""
+        with self._lock:
+            return Counter(self._on.get((namespace, label, value), ()))
 
     def version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         """Changes whenever ``placed(namespace, labels)`` may have changed."""
@@ -177,6 +185,8 @@ class Decisions:
                         labels, targets)
         self._placed.setdefault(ref.namespace, {})[key] = placed
         self._bump(ref.namespace, labels)
+        for k, v in labels.items():
+            self._on.setdefault((ref.namespace, k, v), Counter()).update(targets)
         self._namespace[key] = ref.namespace
         for k, v in labels.items():
             self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
@@ -187,6 +197,15 @@ class Decisions:
         ns = self._namespace.pop(key)
         old = self._placed[ns].pop(key)
         self._bump(ns, old.labels)
+        for k, v in old.labels.items():
+            on = self._on.get((ns, k, v))
+            if on is not None:
+                on.subtract(old.targets)
+                for t in old.targets:
+                    if on[t] <= 0:
+                        del on[t]
+                if not on:
+                    del self._on[(ns, k, v)]
         for k, v in old.labels.items():
             members = self._by_label.get((ns, k, v))
             if members is not None:

@@ -139,6 +139,11 @@ class Snapshot(Protocol):
         """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
         ...
 
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
+        """Where the placed workloads of ``namespace`` labelled ``label=value`` run:
+        target → how many of them."""
+        ...
+
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         """Changes whenever ``placed(namespace, labels)`` may have changed."""
         ...

@@ -67,10 +67,20 @@ def _value_of(snapshot: Snapshot, t: Ref | Target, key: str) -> str | None:
     return c.labels.get(key) if c else None
 
 
-def _counts(term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot) -> Counter[str]:
+def _counts(term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot,
+            fleet: Fleet) -> Counter[str]:
     """Topology value → how many matching workloads of ``ns`` run there (by target)."""
     sel = term.label_selector
     out: Counter[str] = Counter()
+    if len(sel.match_labels) == 1 and not sel.match_expressions:  # the common case: by index
+        ((label, wanted),) = sel.match_labels.items()
+        for t, n in snapshot.placed_on(ns, label, wanted).items():
+            i = fleet.by_key.get(candidate_key(t.kind, t.namespace, t.name))
+            value = fleet.candidates[i].labels.get(term.topology_key) if i is not None else (
+                _value_of(snapshot, t, term.topology_key))
+            if value is not None:
+                out[value] += n
+        return out
     for p in snapshot.placed(ns, sel.match_labels):
         if not selector_matches(sel.match_labels, sel.match_expressions, p.labels):
             continue
@@ -101,7 +111,7 @@ class WorkloadAffinity(Plugin):
                    snapshot.placements_version(ns, sel.match_labels), fleet.cand_epoch)
             hit = self._cache.get(key)
             if hit is None:
-                hit = self._cache[key] = _counts(term, ns, snapshot)
+                hit = self._cache[key] = _counts(term, ns, snapshot, fleet)
                 while len(self._cache) > CACHED_TERMS:
                     self._cache.popitem(last=False)
             counts.update(hit)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -70,6 +71,9 @@ class FakeSnapshot:
 
     def current_targets(self, subject: Subject) -> list[Target]:
         return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
+
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
+        return Counter(t for p in self.placed(namespace, {label: value}) for t in p.targets)
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return hash(tuple(id(p) for p in self.others))

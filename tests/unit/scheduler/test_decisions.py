@@ -115,6 +115,8 @@ def test_placements_are_found_by_label_and_follow_every_change() -> None:
     assert {p.ref.name for p in d.placed("default", {"app": "db"})} == {"a", "b"}
     assert {p.ref.name for p in d.placed("default", {"app": "db", "tier": "1"})} == {"a"}
     assert d.placed("other", {"app": "db"}) == []
+    assert {r.name: n for r, n in d.placed_on("default", "app", "db").items()} == {
+        "on-a": 1, "on-b": 1}
     # a relabelled application moves in the index, and both groups change version
     db, web = d.version("default", {"app": "db"}), d.version("default", {"app": "web"})
     key = keys.resource_key("Application", "b", "default")
@@ -125,7 +127,14 @@ def test_placements_are_found_by_label_and_follow_every_change() -> None:
     tier = d.version("default", {"tier": "1"})
     d.assume(bkey("b"), view("b", "elsewhere"))
     assert d.version("default", {"tier": "1"}) == tier  # "a" alone carries tier 1
+    d.assume(bkey("a"), view("a", "elsewhere"))
+    assert {r.name: n for r, n in d.placed_on("default", "app", "web").items()} == {
+        "on-c": 1, "elsewhere": 1}
+    assert {r.name: n for r, n in d.placed_on("default", "app", "db").items()} == {
+        "elsewhere": 1}
     # a Binding without targets is no placement
     d.assume(bkey("c"), view("c"))
     assert {p.ref.name for p in d.placed("default", {"app": "web"})} == {"b"}
-    assert [p.targets[0].name for p in d.placed("default", {"tier": "1"})] == ["on-a"]
+    assert [p.targets[0].name for p in d.placed("default", {"tier": "1"})] == ["elsewhere"]
+    assert {r.name: n for r, n in d.placed_on("default", "app", "web").items()} == {
+        "elsewhere": 1}
