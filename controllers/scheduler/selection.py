@@ -11,6 +11,7 @@ best others.
 from __future__ import annotations
 
 import random
+from functools import partial
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
@@ -153,7 +154,10 @@ def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
     """
     cached: list[dict[str, Any]] | None = evaluation.derived.get(f"explanation:{limit}")
     if cached is None:
-        cached = [_entry(r) for r in evaluation.ranked[:limit]] + _rejections(evaluation, limit)
+        fleet = evaluation.fleet
+        cached = [fleet.cached(("explained", r.ordinal), partial(_entry, r), metric=True)
+                  if r.shared else _entry(r) for r in evaluation.ranked[:limit]]
+        cached += _rejections(evaluation, limit)
         evaluation.derived[f"explanation:{limit}"] = cached
     if not details:
         return cached

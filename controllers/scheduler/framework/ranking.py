@@ -33,6 +33,7 @@ class Ranked:
     score: float
     scores: dict[str, float] = field(default_factory=dict)  # plugin → weighted score
     ordinal: int = -1
+    shared: bool = False  # exactly the fleet's entry for this candidate: the same for all
 
     @property
     def order(self) -> tuple[int, float]:
@@ -81,7 +82,8 @@ class BaseOrder:
             scores = dict(scores)
             for name, value in extra.items():
                 scores[name] = scores.get(name, 0.0) + value
-        return Ranked(self.fleet.candidates[i], self.tiers[i], self.scores[i] + delta, scores, i)
+        return Ranked(self.fleet.candidates[i], self.tiers[i], self.scores[i] + delta, scores, i,
+                      shared=not extra and not delta)
 
 
 @dataclass(slots=True)
