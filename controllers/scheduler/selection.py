@@ -11,11 +11,12 @@ best others.
 from __future__ import annotations
 
 import random
-from functools import partial
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from functools import partial
+from typing import Any
 
 from controllers.scheduler.framework import Evaluation, Ranked, Ranking, Subject
+from controllers.scheduler.framework.ranking import Lazy
 from controllers.scheduler.framework.types import candidate_key
 from store.documents import Target
 
@@ -48,33 +49,12 @@ def _tie_groups(ranked: Sequence[Ranked]) -> Iterator[Ranked]:
         i = j
 
 
-class Pool(Sequence[Ranked]):
+class Pool(Lazy):
     """A ranking in tie-broken order, materialized only as far as it is read."""
 
     def __init__(self, ranked: Sequence[Ranked]) -> None:
+        super().__init__(len(ranked), _tie_groups(ranked))
         self._ranked = ranked
-        self._order = _tie_groups(ranked)
-        self._done: list[Ranked] = []
-
-    def __len__(self) -> int:
-        return len(self._ranked)
-
-    @overload
-    def __getitem__(self, index: int) -> Ranked: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Ranked]: ...
-
-    def __getitem__(self, index: int | slice) -> Ranked | list[Ranked]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        while len(self._done) <= index:
-            self._done.append(next(self._order))
-        return self._done[index]
 
     def values(self, label: str) -> set[str]:
         """The values of ``label`` among all entries (from bitsets when it can)."""

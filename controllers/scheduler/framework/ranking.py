@@ -95,16 +95,63 @@ class Band:
     parts: dict[str, float] = field(default_factory=dict)  # plugin → weighted addition
 
 
-class Ranking(Sequence[Ranked]):
+class Lazy(Sequence[Ranked]):
+    """A sequence of known length, read from its source only as far as it is indexed."""
+
+    def __init__(self, size: int, source: Iterator[Ranked]) -> None:
+        self._size = size
+        self._done: list[Ranked] = []
+        self._source: Iterator[Ranked] | None = source
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _fill(self, n: int) -> None:
+        source = self._source
+        if source is None:
+            return
+        done = self._done
+        while len(done) < n:
+            nxt = next(source, None)
+            if nxt is None:
+                self._source = None
+                return
+            done.append(nxt)
+
+    @overload
+    def __getitem__(self, index: int) -> Ranked: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Ranked]: ...
+
+    def __getitem__(self, index: int | slice) -> Ranked | list[Ranked]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._size)
+            self._fill(stop)
+            return self._done[start:stop:step]
+        if index < 0:
+            index += self._size
+        self._fill(index + 1)
+        return self._done[index]
+
+    def __iter__(self) -> Iterator[Ranked]:
+        i = 0
+        while True:
+            self._fill(i + 1)
+            if i >= len(self._done):
+                return
+            yield self._done[i]
+            i += 1
+
+
+class Ranking(Lazy):
     """Feasible candidates best first, materialized on demand."""
 
     def __init__(self, fleet: Fleet, feasible: int, source: Iterator[Ranked],
                  lookup: Callable[[int], Ranked]) -> None:
+        super().__init__(feasible.bit_count(), source)
         self.fleet = fleet
         self.feasible = feasible
-        self._size = feasible.bit_count()
-        self._done: list[Ranked] = []
-        self._source: Iterator[Ranked] | None = source
         self._lookup = lookup
 
     @classmethod
@@ -148,46 +195,6 @@ class Ranking(Sequence[Ranked]):
             return hit if hit is not None else plain(i)
 
         return cls(base.fleet, feasible, source, find if overrides else plain)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def _fill(self, n: int) -> None:
-        source = self._source
-        if source is None:
-            return
-        done = self._done
-        while len(done) < n:
-            nxt = next(source, None)
-            if nxt is None:
-                self._source = None
-                return
-            done.append(nxt)
-
-    @overload
-    def __getitem__(self, index: int) -> Ranked: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Ranked]: ...
-
-    def __getitem__(self, index: int | slice) -> Ranked | list[Ranked]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._size)
-            self._fill(stop)
-            return self._done[start:stop:step]
-        if index < 0:
-            index += self._size
-        self._fill(index + 1)
-        return self._done[index]
-
-    def __iter__(self) -> Iterator[Ranked]:
-        i = 0
-        while True:
-            self._fill(i + 1)
-            if i >= len(self._done):
-                return
-            yield self._done[i]
-            i += 1
 
     def get(self, key: str) -> Ranked | None:
         """The entry of the candidate ``key`` if it is feasible, without walking."""
@@ -238,4 +245,4 @@ def split(bands: list[Band], bits: int, value: float, plugin: str) -> list[Band]
     return out
 
 
-__all__ = ["CHUNK", "Band", "BaseOrder", "Ranked", "Ranking", "lookup", "split"]
+__all__ = ["CHUNK", "Band", "BaseOrder", "Lazy", "Ranked", "Ranking", "lookup", "split"]
