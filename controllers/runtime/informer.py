@@ -84,6 +84,7 @@ class Informer(Generic[T]):
         self.idle_timeout = idle_timeout
         self.retry_delay = retry_delay
         self.handlers: list[Handler[T]] = []
+        self.invalid_handlers: list[Callable[[str, int], None]] = []
         self.cache: dict[str, Item[T]] = {}
         self.revision = 0  # everything up to here has been delivered
         self.synced = threading.Event()
@@ -103,6 +104,11 @@ class Informer(Generic[T]):
 
     def add_handler(self, handler: Handler[T]) -> None:
         self.handlers.append(handler)
+
+    def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None:
+        """Called with the key and revision of each value that does not decode (so the
+        key's owner can replace it: its compare-and-swap needs that revision)."""
+        self.invalid_handlers.append(handler)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.synced.wait(timeout)
@@ -205,6 +211,11 @@ class Informer(Generic[T]):
         except (Invalid, ValueError) as exc:
             DECODE_ERRORS.labels(self.prefix).inc()
             log.error("skipping undecodable value: %s", exc)
+            for invalid in self.invalid_handlers:
+                try:
+                    invalid(key, revision)
+                except Exception:
+                    log.exception("informer %s: handler failed on invalid %s", self.prefix, key)
             return
         old = self.cache.get(key)
         self.cache[key] = Item(key, obj, revision)

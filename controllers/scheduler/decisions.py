@@ -55,7 +55,9 @@ class Decisions:
         self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
         self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
         self._on: dict[tuple[str | None, str, str], Counter[Ref]] = {}  # label → where, how many
+        self._garbage: dict[str, int] = {}  # binding key → revision of a value that won't decode
         bindings.add_handler(self._binding_event)
+        bindings.add_invalid_handler(self._garbage_seen)
         applications.add_handler(self._application_event)
 
     # -- reading ------------------------------------------------------------------
@@ -65,15 +67,22 @@ class Decisions:
         hit = self._assumed.get(key)
         if hit is not None:
             return hit[0].doc, (hit[1] if hit[0].doc is not None else 0)
+        if key in self._garbage:
+            return None, 0  # garbage is no decision: decide anew, and replace it
         item = self._bindings.cache.get(key)
         return (item.obj, item.mod_revision) if item else (None, 0)
 
     def known(self, key: str) -> bool:
-        """Whether a Binding exists or is being written at ``key``."""
+        """Whether a Binding (or garbage in its place) exists or is being written at ``key``."""
         hit = self._assumed.get(key)
         if hit is not None:
             return hit[0].doc is not None
-        return key in self._bindings.cache
+        return key in self._bindings.cache or key in self._garbage
+
+    def stored_revision(self, key: str) -> int:
+        """The revision of what is stored at ``key`` as last seen, garbage included."""
+        item = self._bindings.cache.get(key)
+        return max(item.mod_revision if item is not None else 0, self._garbage.get(key, 0))
 
     def assumed(self) -> int:
         with self._lock:
@@ -143,8 +152,15 @@ class Decisions:
 
     # -- watch events -----------------------------------------------------------------
 
+    def _garbage_seen(self, key: str, revision: int) -> None:
+        with self._lock:
+            self._garbage[key] = revision
+            self._reindex(key)
+
     def _binding_event(self, event: Event[BindingView]) -> None:
         with self._lock:
+            if self._garbage.get(event.key, 0) <= event.revision:
+                self._garbage.pop(event.key, None)
             hit = self._assumed.get(event.key)
             if hit is not None and event.revision >= hit[1]:
                 del self._assumed[event.key]
@@ -164,6 +180,8 @@ class Decisions:
         hit = self._assumed.get(key)
         if hit is not None:
             doc = hit[0].doc
+        elif key in self._garbage:
+            doc = None
         else:
             item = self._bindings.cache.get(key)
             doc = item.obj if item is not None else None

@@ -118,6 +118,7 @@ class Scheduler:
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
         self.cache.bindings.add_handler(self._on_binding)
+        self.cache.bindings.add_invalid_handler(self._on_garbage)
         self.cache.on_candidates_changed(lambda _e: self._resync.set())
 
     # -- running -----------------------------------------------------------------
@@ -310,9 +311,16 @@ class Scheduler:
             return (0, enqueued)
         return self.framework.sort_key(subject, enqueued)
 
+    def _on_garbage(self, binding_key: str, revision: int) -> None:
+        """Something that is no Binding was written where ours lives: decide again, and the
+        decision replaces it (the informer has logged it)."""
+        try:
+            self.queue.add(keys.resource_key_of(binding_key))
+        except (KeyError, ValueError):
+            log.warning("%s is no Binding key; left alone", binding_key)
+
     def _seen_revision(self, binding_key: str) -> int:
-        item = self.cache.bindings.cache.get(binding_key)
-        return item.mod_revision if item is not None else 0
+        return self.cache.decisions.stored_revision(binding_key)
 
     # -- one attempt ------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Scheduler benchmark with a diverse workload (every application differs), on its own etcd.
 
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
-        [--rate 500] [--seconds 10] [--no-latency] [--no-reaction]
+        [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -16,7 +16,8 @@
 5. The etcd floor, in the same run: the same Bindings written to a scratch
    prefix in the scheduler's mean batch size; and the moved Bindings alone
    (the part of the reaction etcd needs anyway). Ratios to the floor.
-6. The scheduler's peak and final RSS.
+6. The scheduler's peak and final RSS, and (``--idle``) whether it stays flat
+   while nothing happens.
 """
 
 from __future__ import annotations
@@ -211,6 +212,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-reaction", action="store_true")
+    ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
+                    help="then watch the idle scheduler's RSS for this long")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
     ap.add_argument("--profile", metavar="PREFIX",
@@ -322,6 +325,16 @@ def main() -> None:
         time.sleep(5.0)
         print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")
+        if args.idle:
+            samples = []
+            until = time.monotonic() + args.idle
+            while time.monotonic() < until:
+                samples.append(rss_mb(proc.pid, "VmRSS"))
+                time.sleep(min(10.0, max(0.0, until - time.monotonic())))
+            samples.append(rss_mb(proc.pid, "VmRSS"))
+            print(f"idle for {args.idle:.0f}s (periodic sweeps included): RSS "
+                  f"{samples[0]:.1f} -> {samples[-1]:.1f} MB, min {min(samples):.1f}, "
+                  f"max {max(samples):.1f}; {attempts(port)}")
     finally:
         if proc is not None:
             proc.terminate()

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from store import Put, Store, Watch, encode, keys
+from store.documents import Binding
 from tests.integration.scheduler_env import (
     SchedulerProcess,
     application,
@@ -105,5 +106,40 @@ def test_an_etcd_restart_mid_run_is_survived(
                      timeout=30)
         assert targets(b) == ["c"]
         assert proc.proc is not None and proc.proc.poll() is None, proc.output()[-2000:]
+    finally:
+        proc.stop()
+
+
+def test_garbage_written_where_a_binding_lives_is_replaced_once_and_quietly(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    from store import Invalid
+
+    def readable(name: str) -> Binding | None:
+        try:
+            return binding(store, name)
+        except Invalid:
+            return None
+
+    cluster(store, "x")
+    # garbage at the key before its application exists ...
+    store.create(keys.binding_key("Application", "default", "early"), b"{not a binding")
+    proc = SchedulerProcess(etcd_server.url, tmp_path).start()
+    try:
+        application(store, "early")
+        application(store, "web")
+        for name in ("early", "web"):
+            wait_for(lambda n=name: readable(n), lambda b: targets(b) == ["x"])  # type: ignore[misc]
+        # ... and over a Binding the scheduler wrote
+        key = keys.binding_key("Application", "default", "web")
+        kv = store.get(key)
+        assert kv is not None
+        store.update(key, b"garbage", kv.mod_revision)
+        wait_for(lambda: readable("web"), lambda b: targets(b) == ["x"])
+        time.sleep(2.0)  # nothing goes on about it afterwards
+        log = proc.output()
+        assert log.count("binding-writer") + log.count("conflict") <= 2, log[-2000:]
+        assert log.count("skipping undecodable value") == 2  # once each, where it was found
+        assert readable("early") is not None and readable("web") is not None
     finally:
         proc.stop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controllers.runtime import Event, EventType
@@ -21,6 +21,7 @@ class FakeInformer:
 
     cache: dict[str, Item[Any]]
     handlers: list[Callable[[Event[Any]], None]]
+    invalid: list[Callable[[str, int], None]] = field(default_factory=list)
 
     def get(self, key: str) -> Any:
         item = self.cache.get(key)
@@ -28,6 +29,9 @@ class FakeInformer:
 
     def add_handler(self, handler: Callable[[Event[Any]], None]) -> None:
         self.handlers.append(handler)
+
+    def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None:
+        self.invalid.append(handler)
 
     def deliver(self, key: str, obj: Any, revision: int, kind: EventType = EventType.MODIFIED,
                 old: Any = None) -> None:
@@ -138,3 +142,15 @@ def test_placements_are_found_by_label_and_follow_every_change() -> None:
     assert [p.targets[0].name for p in d.placed("default", {"tier": "1"})] == ["elsewhere"]
     assert {r.name: n for r, n in d.placed_on("default", "app", "web").items()} == {
         "elsewhere": 1}
+
+
+def test_garbage_at_a_binding_key_is_no_decision_and_its_revision_is_known() -> None:
+    d, bindings, _ = setup(web={"app": "web"})
+    bindings.deliver(bkey("web"), view("web", "c1"), 5, EventType.ADDED)
+    for h in bindings.invalid:  # someone wrote garbage over it with etcdctl
+        h(bkey("web"), 7)
+    assert d.get(bkey("web")) == (None, 0) and d.known(bkey("web"))
+    assert d.stored_revision(bkey("web")) == 7  # what the replacing write compares with
+    assert d.placed("default") == []
+    bindings.deliver(bkey("web"), view("web", "c2"), 8)  # replaced by a good one
+    assert d.get(bkey("web"))[1] == 8 and d.stored_revision(bkey("web")) == 8
