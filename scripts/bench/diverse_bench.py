@@ -77,6 +77,7 @@ class Watcher:
         self.first: dict[str, float] = {}
         self.targets: dict[str, tuple[str, ...]] = {}
         self.changes: list[tuple[float, str]] = []  # (when, name) of each change of targets
+        self.moves: dict[str, list[tuple[str, ...]]] = {}  # name → its targets over time
         self.cond = threading.Condition()
         self.watch = Watch(store, keys.binding_prefix("Application"), store.revision() + 1)
         threading.Thread(target=self.run, daemon=True).start()
@@ -95,6 +96,7 @@ class Watcher:
                     if self.targets.get(name) != targets:
                         if name in self.targets:
                             self.changes.append((now, name))
+                            self.moves.setdefault(name, [self.targets[name]]).append(targets)
                         self.targets[name] = targets
                 self.cond.notify_all()
 
@@ -237,8 +239,9 @@ def main() -> None:
 
         # -- throughput
         names = [f"app-{i:06d}" for i in range(args.apps)]
-        ops = [Put(keys.resource_key("Application", n, "default"), encode(app_doc(n, rng)))
-               for n in names]
+        docs_by_name = {n: app_doc(n, rng) for n in names}
+        ops = [Put(keys.resource_key("Application", n, "default"), encode(d))
+               for n, d in docs_by_name.items()]
         profile = Profile(args.profile, "throughput", proc.pid)
         began = time.perf_counter()
         store.commit_chunks(ops)
@@ -326,6 +329,8 @@ def main() -> None:
         print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")
         if args.idle:
+            with watcher.cond:
+                moves_before = len(watcher.changes)
             samples = []
             until = time.monotonic() + args.idle
             while time.monotonic() < until:
@@ -334,7 +339,12 @@ def main() -> None:
             samples.append(rss_mb(proc.pid, "VmRSS"))
             print(f"idle for {args.idle:.0f}s (periodic sweeps included): RSS "
                   f"{samples[0]:.1f} -> {samples[-1]:.1f} MB, min {min(samples):.1f}, "
-                  f"max {max(samples):.1f}; {attempts(port)}")
+                  f"max {max(samples):.1f}; {len(watcher.changes) - moves_before} target changes; "
+                  f"{attempts(port)}")
+            for _, name in watcher.changes[moves_before:][:5]:
+                spec = docs_by_name.get(name, {}).get("spec", {})
+                print(f"  {name}: {' -> '.join(','.join(t) for t in watcher.moves[name])} "
+                      f"{sorted(k for k in spec if k != 'manifest')} {sorted(spec.get('affinity', {}))}")
     finally:
         if proc is not None:
             proc.terminate()
