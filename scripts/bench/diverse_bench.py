@@ -343,8 +343,9 @@ def main() -> None:
                   f"{attempts(port)}")
             for _, name in watcher.changes[moves_before:][:5]:
                 spec = docs_by_name.get(name, {}).get("spec", {})
+                shown = sorted(k for k in spec if k != "manifest")
                 print(f"  {name}: {' -> '.join(','.join(t) for t in watcher.moves[name])} "
-                      f"{sorted(k for k in spec if k != 'manifest')} {sorted(spec.get('affinity', {}))}")
+                      f"{shown} {sorted(spec.get('affinity', {}))}")
     finally:
         if proc is not None:
             proc.terminate()
