@@ -191,7 +191,9 @@ class Applier:
         """Re-apply every application once (and clean up after vanished ones)."""
         with self._lock:
             self._epoch += 1
-        for key in {*self.apps.cache, *map(keys.resource_key_of, self.statuses.cache)}:
+        # Copies first (one C call each): the informers change these dicts meanwhile.
+        apps, statuses = list(self.apps.cache), list(self.statuses.cache)
+        for key in {*apps, *map(keys.resource_key_of, statuses)}:
             self.queue.add(key)
 
     # -- reconcile -------------------------------------------------------------

@@ -23,6 +23,7 @@ from controllers.propagator.config import PropagatorConfig
 from controllers.propagator.kube import Connections, Probe, safe
 from controllers.propagator.views import ClusterView
 from controllers.runtime import Event, EventType, Informer
+from controllers.runtime.supervise import Loop
 from store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from store.documents import ClusterState, ClusterStatus, StatusMeta
 
@@ -44,30 +45,33 @@ class Observer:
         self._pool = ThreadPoolExecutor(config.probe_concurrency, thread_name_prefix="probe")
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop("observer", self._step, deadline=config.probe_interval + 60.0)
         self.clusters.add_handler(self._on_cluster)
 
     def start(self) -> None:
         """Start probing (the informers are started and synced by the caller)."""
-        self._thread = threading.Thread(target=self._loop, name="observer", daemon=True)
-        self._thread.start()
+        self._loop.start()
+
+    def alive(self) -> bool:
+        return self._loop.alive()
 
     def stop(self) -> None:
         self._stop.set()
+        self._loop.halt()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._loop.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is not EventType.DELETED:
             self._wake.set()  # probe a new or changed cluster at once
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.probe_all()
-            self._wake.wait(self.config.probe_interval)
-            self._wake.clear()
+    def _step(self) -> None:
+        if self._stop.is_set():
+            return
+        self.probe_all()
+        self._wake.wait(self.config.probe_interval)
+        self._wake.clear()
 
     def probe_all(self) -> None:
         items = self.clusters.items()

@@ -20,6 +20,7 @@ from controllers.propagator.kube import Connections
 from controllers.propagator.observer import Observer
 from controllers.propagator.views import ClusterView
 from controllers.runtime import Informer, start_workers
+from controllers.runtime.supervise import Loop
 from store import Store, keys
 from store.documents import ClusterStatus
 
@@ -53,6 +54,8 @@ class Propagator:
             self.clusters, self.cluster_statuses, *self.applier.informers)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._resync = Loop("resync", self._resync_step,
+                            deadline=config.resync_interval + 60.0)
         self._started = False
 
     def start(self, sync_timeout: float = 60.0) -> None:
@@ -65,14 +68,17 @@ class Propagator:
         self.observer.start()
         self._threads = start_workers(self.applier.queue, self.applier.reconcile,
                                       self.config.workers, name="apply")
-        resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
-        resync.start()
-        self._threads.append(resync)
+        self._resync.start()
         log.info("propagator: %d clusters, %d applications; %d workers",
                  len(self.clusters.cache), len(self.applier.apps.cache), self.config.workers)
 
     def ready(self) -> bool:
         return self._started and all(inf.synced.is_set() for inf in self._informers)
+
+    def alive(self) -> bool:
+        """The resync and the observer loops run, and every apply worker."""
+        return (not self._started) or (self._resync.alive() and self.observer.alive()
+                                       and all(t.is_alive() for t in self._threads))
 
     def stop(self) -> None:
         self._stop.set()
@@ -80,6 +86,7 @@ class Propagator:
             self.drift.stop()
         self.applier.queue.shutdown()
         self.observer.stop()
+        self._resync.stop()
         for t in self._threads:
             t.join(timeout=self.config.request_timeout + 5)
         for inf in self._informers:
@@ -88,7 +95,8 @@ class Propagator:
             inf.join()
         self.connections.close()
 
-    def _resync_loop(self) -> None:
-        while not self._stop.wait(self.config.resync_interval):
-            self.applier.forget_written(self.applier.statuses.revision)
-            self.applier.resync()
+    def _resync_step(self) -> None:
+        if self._stop.wait(self.config.resync_interval):
+            return
+        self.applier.forget_written(self.applier.statuses.revision)
+        self.applier.resync()

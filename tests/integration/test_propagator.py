@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,3 +145,45 @@ def test_the_scheduler_places_on_a_cluster_the_observer_found_online(
         assert "not ONLINE (OFFLINE)" in b.status.reason
     finally:
         scheduler.stop()
+
+
+def test_a_dead_loop_is_reported_by_alive_and_resync_survives_a_changing_cache(
+    store: Store,
+) -> None:
+    """In-process: the resync copes with informers changing their dicts meanwhile, and a
+    loop that ends makes the propagator not alive (what /healthz reports)."""
+    import threading
+
+    from controllers.propagator.config import PropagatorConfig
+    from controllers.propagator.propagator import Propagator
+
+    p = Propagator(store, PropagatorConfig(resync_interval=0.05, probe_interval=0.2))
+    statuses = p.applier.statuses.cache
+    done = threading.Event()
+
+    def churn() -> None:  # what the status informer does, as fast as it can
+        i = 0
+        while not done.is_set():
+            statuses[keys.status_key("Application", "default", f"x{i % 500}")] = None  # type: ignore[assignment]
+            statuses.pop(keys.status_key("Application", "default", f"x{(i + 250) % 500}"), None)
+            i += 1
+
+    t = threading.Thread(target=churn, daemon=True)
+    t.start()
+    try:
+        for _ in range(300):  # before start: no worker competes for the GIL
+            p.applier.resync()  # raised "dictionary changed size during iteration" before
+    finally:
+        done.set()
+        t.join()
+    statuses.clear()
+    p.start()
+    try:
+        assert p.alive()
+        p._resync.halt()
+        deadline = time.monotonic() + 5
+        while p.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not p.alive()
+    finally:
+        p.stop()
