@@ -9,6 +9,7 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/status/<plural>/<namespace>/<name>      the propagator's observations
     /berth/v1/metricvalues/globalmetrics/<name>       the metrics-cache's values
     /berth/v1/metricvalues/metrics/<namespace>/<name>
+    /berth/v1/metricvalues/picture                    ... and whether they are whole
     /berth/v1/leases/<process>                        leader election
 """
 
@@ -21,6 +22,7 @@ ROOT = "/berth/v1/"
 BINDINGS = ROOT + "bindings/"
 STATUS = ROOT + "status/"
 METRIC_VALUES = ROOT + "metricvalues/"
+METRIC_PICTURE = METRIC_VALUES + "picture"
 LEASES = ROOT + "leases/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.

@@ -9,6 +9,14 @@ polled by its own thread, every ``poll_interval`` seconds (the provider's own
 setting, else the configured default), jittered, so a slow or dead provider
 never delays the others; all the metrics of a provider are fetched in one
 call (one Prometheus query per metric, one KSQL pull query in all).
+
+The values are published as a picture (``MetricPicture`` at
+``/berth/v1/metricvalues/picture``): incomplete from the start until every
+provider planned has answered once, and again after the values' lease was
+lost; then a new generation after every poll that changed values, written
+after those values. The scheduler decides on metrics only as of a complete
+picture. Threads: the planning loop and each poller run supervised; the
+pollers share ``_values`` and the picture under ``_lock``.
 """
 
 from __future__ import annotations
@@ -29,13 +37,15 @@ from controllers.metrics_cache.providers import Failure, Provider, Reading, make
 from controllers.metrics_cache.providers.base import UNKNOWN_PROVIDER
 from controllers.metrics_cache.writer import ValueWriter
 from controllers.runtime import Informer
-from store import Store, keys
+from controllers.runtime.supervise import Loop
+from store import Store, StoreError, keys
 from store.documents import (
     GlobalMetric,
     GlobalMetricsProvider,
     Metadata,
     Metric,
     MetricError,
+    MetricPicture,
     MetricRef,
     MetricsProvider,
     MetricValue,
@@ -98,13 +108,18 @@ class ProviderPlan:
 def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
                  previous: MetricValueStatus | None, now: datetime,
                  stale_after: float) -> MetricValueStatus:
-    """The document for one reading; errors keep the last value until it is stale."""
+    """The document for one reading.
+
+    After an error the last good value (with its normalised form and when it
+    was observed) stays, next to the error, until it is ``stale_after``
+    seconds old; then only the error remains.
+    """
     if isinstance(reading, Failure):
-        kept = previous.value if previous is not None and previous.observed is not None and (
-            (now - previous.observed).total_seconds() < stale_after) else None
-        return MetricValueStatus(
-            value=kept, observed=previous.observed if kept is not None and previous else None,
-            provider=provider, error=MetricError(reading.reason, reading.message))
+        error = MetricError(reading.reason, reading.message)
+        if previous is not None and previous.value is not None and previous.observed is not None \
+                and (now - previous.observed).total_seconds() < stale_after:
+            return msgspec.structs.replace(previous, provider=provider, error=error)
+        return MetricValueStatus(provider=provider, error=error)
     invalid = not w.min < w.max
     normalized = None if invalid else (reading - w.min) / (w.max - w.min)
     out = normalized is not None and not 0.0 <= normalized <= 1.0
@@ -132,9 +147,8 @@ class Poller:
             except Exception as exc:
                 self.failure = Failure(UNKNOWN_PROVIDER, f"{plan.name}: {exc}")
         self.wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"poll {plan.name}", daemon=True)
-        self._thread.start()
+        self._loop = Loop(f"poll {plan.name}", self._step,
+                          deadline=self.interval * 2 + cache.config.timeout * 4 + 60.0).start()
 
     @property
     def interval(self) -> float:
@@ -148,14 +162,19 @@ class Poller:
                     return float(value)
         return self.cache.config.poll_interval
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
+    def alive(self) -> bool:
+        return self._loop.alive()
+
+    def _step(self) -> None:
+        began = time.monotonic()
+        try:
             self.poll()
+        finally:
             jitter = self.cache.config.jitter
             # A fixed rate: the poll's own duration counts against the interval.
             delay = self.interval * random.uniform(1 - jitter, 1 + jitter)
-            self.wake.wait(max(0.0, delay - (time.monotonic() - began)))
+            if not self._loop.stopping:
+                self.wake.wait(max(0.0, delay - (time.monotonic() - began)))
             self.wake.clear()
 
     def poll(self) -> None:
@@ -177,12 +196,12 @@ class Poller:
         failed = sum(1 for r in readings.values() if isinstance(r, Failure))
         POLLS.labels(self.plan.name, "error" if failed else "ok").inc()
         kind = self.plan.doc.spec.effective_type() if self.plan.doc else "unknown"
-        self.cache.record(wanted, readings, ProviderInfo(self.plan.name, kind))
+        self.cache.record(self.plan.key, wanted, readings, ProviderInfo(self.plan.name, kind))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._loop.halt()
         self.wake.set()
-        self._thread.join(timeout=15)
+        self._loop.stop(timeout=15)
         if self.provider is not None:
             self.provider.close()
 
@@ -209,11 +228,16 @@ class MetricsCache:
             self.global_providers, self.providers, self.global_metrics, self.metrics,
             self.clusters, self.global_clouds, self.clouds]
         self.writer: ValueWriter | None = None
-        self.pollers: dict[str, Poller] = {}
+        self.pollers: dict[str, Poller] = {}  # the planning loop's own
+        self._lock = threading.Lock()  # guards _values and the picture below (pollers share them)
         self._values: dict[str, MetricValueStatus] = {}  # last status per value key
+        self._complete = False  # every provider has answered since start (or the lease's loss)
+        self._pending: set[str] = set()  # providers yet to answer before the picture is whole
+        self._planned: set[str] = set()  # the providers polled (a copy of the pollers' keys)
+        self._generation = 0
         self._changed = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop("plan", self._plan_step, deadline=120.0)
         for inf in self.informers:
             inf.add_handler(lambda _e: self._changed.set())
 
@@ -224,18 +248,24 @@ class MetricsCache:
             inf.start()
         if not all(inf.wait_synced(sync_timeout) for inf in self.informers):
             raise TimeoutError("the metrics-cache did not sync with etcd")
-        self.writer = ValueWriter(self.store, lease_ttl=self.config.lease_ttl)
-        self._thread = threading.Thread(target=self._plan_loop, name="plan", daemon=True)
-        self._thread.start()
+        self.writer = ValueWriter(self.store, lease_ttl=self.config.lease_ttl,
+                                  on_lease_lost=self._values_lost)
+        self._publish()  # incomplete: a reader keeps its last whole picture meanwhile
+        self._changed.set()
+        self._loop.start()
 
     def ready(self) -> bool:
         return all(inf.synced.is_set() for inf in self.informers) and self.writer is not None
 
+    def alive(self) -> bool:
+        """The planning loop and every poller run and beat."""
+        return self._loop.alive() and all(p.alive() for p in list(self.pollers.values()))
+
     def stop(self) -> None:
         self._stop.set()
+        self._loop.halt()
         self._changed.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._loop.stop()
         for poller in self.pollers.values():
             poller.stop()
         self.pollers.clear()
@@ -246,20 +276,51 @@ class MetricsCache:
         if self.writer is not None:
             self.writer.close()
 
-    def _plan_loop(self) -> None:
-        self._changed.set()
-        while not self._stop.is_set():
-            self._changed.wait()
-            if self._stop.is_set():
+    def _plan_step(self) -> None:
+        if not self._changed.wait(30.0) or self._stop.is_set():
+            return
+        time.sleep(0.05)  # let a burst of changes settle
+        self._changed.clear()
+        try:
+            self.apply(self.plan())
+        except Exception:
+            self._changed.set()  # plan again after the loop's backoff
+            raise
+
+    # -- the picture ------------------------------------------------------------------
+
+    def _values_lost(self) -> None:
+        """The lease went, and every value with it: the picture is whole again only when
+        every provider has answered anew."""
+        with self._lock:
+            self._complete = False
+            self._pending = set(self._planned)
+            self._values.clear()
+        self._publish()
+
+    def _answered(self, provider: str, changed: bool) -> None:
+        """A provider's poll is in etcd: publish the picture if it became whole or changed."""
+        with self._lock:
+            self._pending.discard(provider)
+            if self._complete and not changed:
                 return
-            time.sleep(0.05)  # let a burst of changes settle
-            self._changed.clear()
+            if not self._complete and self._pending:
+                return
+            self._complete = True
+        self._publish()
+
+    def _publish(self) -> None:
+        """Write the marker; under the lock, so generations reach etcd in order."""
+        if self.writer is None:
+            return
+        with self._lock:
+            self._generation += 1
+            picture = MetricPicture(complete=self._complete, generation=self._generation,
+                                    updated=datetime.now(UTC))
             try:
-                self.apply(self.plan())
-            except Exception:
-                log.exception("planning the metrics to poll failed; retrying")
-                time.sleep(1.0)
-                self._changed.set()
+                self.writer.publish(picture)
+            except StoreError as exc:
+                log.warning("publishing the metric picture failed (%s); next poll retries", exc)
 
     # -- what to poll ---------------------------------------------------------------
 
@@ -311,6 +372,16 @@ class MetricsCache:
                     poller.plan.doc is None):
                 poller.stop()
                 del self.pollers[pkey]
+        with self._lock:
+            self._planned = set(plans)
+            if not self._complete:  # the first picture waits for every provider planned
+                self._pending = {k for k in self._pending if k in plans} | (
+                    set(plans) - set(self.pollers))
+            whole = not self._complete and not self._pending
+            if whole:
+                self._complete = True
+        if whole:
+            self._publish()  # nothing to wait for
         for pkey, plan in plans.items():
             running = self.pollers.get(pkey)
             if running is None:
@@ -320,14 +391,19 @@ class MetricsCache:
                 running.wake.set()  # new metrics: fetch them now
         wanted = {w.series.key for plan in plans.values() for w in plan.wanted}
         if self.writer is not None:
-            for key in self.writer.written_keys() - wanted:
+            gone = self.writer.written_keys() - wanted
+            for key in gone:
                 self.writer.remove(key)
-                self._values.pop(key, None)
+                with self._lock:
+                    self._values.pop(key, None)
+            if gone and self._complete:
+                self._publish()  # the removals are part of the picture too
 
     # -- results ------------------------------------------------------------------
 
-    def record(self, wanted: list[Wanted], readings: dict[str, Reading],
+    def record(self, provider_key: str, wanted: list[Wanted], readings: dict[str, Reading],
                provider: ProviderInfo) -> None:
+        """Write one poll's values, then the picture they complete or change."""
         if self.writer is None or self._stop.is_set():
             return
         now = datetime.now(UTC)
@@ -335,14 +411,18 @@ class MetricsCache:
         for w in wanted:
             reading = readings.get(w.query, Failure("UNKNOWN_METRIC", f"{w.query}: no answer"))
             key = w.series.key
-            status = value_status(w, reading, provider, self._values.get(key), now,
-                                  self.config.stale_after)
+            with self._lock:
+                previous = self._values.get(key)
+            status = value_status(w, reading, provider, previous, now, self.config.stale_after)
             if not self.writer.unchanged(key, status):
-                self._values[key] = status  # unchanged keeps the first observation
+                with self._lock:
+                    self._values[key] = status  # unchanged keeps the first observation
             docs.append((key, MetricValue(
                 Metadata(name=w.series.name, namespace=w.series.namespace), status)))
         try:
-            self.writer.write_many(docs)  # a poll's changes land together
+            written = self.writer.write_many(docs)  # a poll's changes land together
         except Exception as exc:
             log.warning("writing %d values from %s failed (%s); next poll retries",
                         len(docs), provider.name, exc)
+            return
+        self._answered(provider_key, written > 0)

@@ -5,18 +5,20 @@ if the process dies, its values vanish after the lease TTL, and the
 scheduler treats them as missing. A value is written only when its raw
 value, its normalised form or its error changes — not on every poll. If the
 lease is lost (etcd unreachable for longer than its TTL), a new one is
-granted and every value is written again.
+granted and every value is written again. After the values, the writer
+publishes the picture marker (``MetricPicture``) on the same lease.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from prometheus_client import Counter
 
-from store import MAX_TXN_OPS, Conflict, Delete, KeptLease, Put, Store, StoreError, encode
-from store.documents import MetricValue, MetricValueStatus
+from store import MAX_TXN_OPS, Conflict, Delete, KeptLease, Put, Store, StoreError, encode, keys
+from store.documents import MetricPicture, MetricValue, MetricValueStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +33,15 @@ def _essence(status: MetricValueStatus) -> tuple[object, ...]:
 
 
 class ValueWriter:
-    def __init__(self, store: Store, *, lease_ttl: int) -> None:
+    def __init__(self, store: Store, *, lease_ttl: int,
+                 on_lease_lost: Callable[[], None] | None = None) -> None:
         self.store = store
         self.lease_ttl = lease_ttl
-        self._lock = threading.Lock()
+        self.on_lease_lost = on_lease_lost
+        self._lock = threading.Lock()  # guards _written and _picture_revision
+        self._lease_lock = threading.Lock()  # one thread replaces a lost lease
         self._written: dict[str, tuple[tuple[object, ...], int]] = {}  # key → (essence, rev)
+        self._picture_revision = 0
         self.lease = self._new_lease()
 
     def _new_lease(self) -> KeptLease:
@@ -45,10 +51,28 @@ class ValueWriter:
         log.error("the values' lease was lost; writing every value again on a new one")
         with self._lock:
             self._written.clear()
+            self._picture_revision = 0
+        if self.on_lease_lost is not None:
+            self.on_lease_lost()
 
-    def _ensure_lease(self) -> None:
-        if self.lease.lost.is_set():
-            self.lease = self._new_lease()
+    def _ensure_lease(self) -> int:
+        """The current lease's ID, after replacing a lost one (once, whichever thread asks)."""
+        with self._lease_lock:
+            if self.lease.lost.is_set():
+                self.lease = self._new_lease()
+            return self.lease.id
+
+    def _put(self, key: str, data: bytes, revision: int, lease: int) -> int | None:
+        """Write ``key`` over ``revision``; a conflict (another run's value, after a
+        restart) takes the key over once. The new revision, or None."""
+        for _ in range(2):
+            try:
+                return self.store.commit([Put(key, data, revision, lease)])
+            except Conflict:
+                current = self.store.get(key)
+                revision = current.mod_revision if current else 0
+        log.warning("%s: changed concurrently twice; will retry next poll", key)
+        return None
 
     def unchanged(self, key: str, status: MetricValueStatus) -> bool:
         with self._lock:
@@ -62,23 +86,24 @@ class ValueWriter:
             hit = self._written.get(key)
         if hit is not None and hit[0] == essence:
             return False
-        self._ensure_lease()
-        data = encode(doc)
-        revision = hit[1] if hit else 0
-        for _ in range(2):
-            try:
-                new = self.store.commit([Put(key, data, revision, self.lease.id)])
-                break
-            except Conflict:
-                # Another run's value (an older lease), or a stale revision: take it over.
-                current = self.store.get(key)
-                revision = current.mod_revision if current else 0
-        else:
-            log.warning("%s: changed concurrently twice; will retry next poll", key)
+        new = self._put(key, encode(doc), hit[1] if hit else 0, self._ensure_lease())
+        if new is None:
             return False
         with self._lock:
             self._written[key] = (essence, new)
         WRITES.labels("put").inc()
+        return True
+
+    def publish(self, picture: MetricPicture) -> bool:
+        """Write the picture marker (after the values it describes); True if written."""
+        with self._lock:
+            revision = self._picture_revision
+        new = self._put(keys.METRIC_PICTURE, encode(picture), revision, self._ensure_lease())
+        if new is None:
+            return False
+        with self._lock:
+            self._picture_revision = new
+        WRITES.labels("picture").inc()
         return True
 
     def write_many(self, docs: list[tuple[str, MetricValue]]) -> int:
@@ -90,14 +115,14 @@ class ValueWriter:
         changed = [(k, d) for k, d in docs if not self.unchanged(k, d.status)]
         if not changed:
             return 0
-        self._ensure_lease()
+        lease = self._ensure_lease()
         done = 0
         for start in range(0, len(changed), MAX_TXN_OPS):
             chunk = changed[start : start + MAX_TXN_OPS]
             with self._lock:
                 revs = [self._written.get(k, (None, 0))[1] for k, _ in chunk]
             try:
-                new = self.store.commit([Put(k, encode(d), rev, self.lease.id)
+                new = self.store.commit([Put(k, encode(d), rev, lease)
                                          for (k, d), rev in zip(chunk, revs, strict=True)])
             except Conflict:
                 done += sum(1 for k, d in chunk if self.write(k, d))

@@ -2,10 +2,16 @@
 
 It never calls a metrics provider or a cluster: metric values come from the
 metrics-cache's keys, cluster health from the propagator's status keys.
-``epoch`` changes whenever a candidate, its status, a metric definition or a
-metric value changes. :meth:`Cache.fleet` freezes the candidates of a kind and
+``epoch`` changes whenever a candidate, its status, a metric definition or the
+published metric values change. :meth:`Cache.fleet` freezes the candidates of a kind and
 namespace into a :class:`Fleet` once per change; when only metric values
 changed, the new Fleet keeps the old one's structural indexes.
+
+Metric values are read as of the metrics-cache's last complete picture
+(``MetricPicture``): values written since are held back until the marker that
+completes them, so no decision sees a picture half written — a restarted
+metrics-cache filling its values in, a lease expiring, or one poll's values
+spread over several transactions.
 
 The scheduler's own Bindings, seen or assumed (written, not yet seen), are
 :class:`Decisions`.
@@ -18,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controllers.runtime import Event, Informer
+from controllers.runtime import Event, EventType, Informer
 from controllers.scheduler.decisions import Decisions
 from controllers.scheduler.framework import (
     Candidate,
@@ -40,7 +46,7 @@ from controllers.scheduler.views import (
     subject_from_cluster,
 )
 from store import Store, keys
-from store.documents import ClusterStatus, MetricRef, MetricValue, Target
+from store.documents import ClusterStatus, MetricPicture, MetricRef, MetricValue, Target
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +67,11 @@ class Cache:
         self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
-        self.values: Informer[MetricValue] = informer(keys.METRIC_VALUES, MetricValue)
+        self.values: Informer[MetricValue | MetricPicture] = informer(
+            keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
+        self._published: dict[str, MetricValue] = {}  # the values of the last whole picture
+        self._picture: tuple[int, int] | None = None  # its (revision, generation)
+        self._metric_listeners: list[Callable[[Event[Any]], None]] = []
         self.bindings: Informer[BindingView] = Informer(
             store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
@@ -80,9 +90,9 @@ class Cache:
             self.clusters, self.globalclouds, self.clouds, self.status)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
-        metrics: tuple[Informer[Any], ...] = (self.globalmetrics, self.metrics, self.values)
-        for inf in metrics:
+        for inf in (self.globalmetrics, self.metrics):
             inf.add_handler(self._bump_metrics)
+        self.values.add_handler(self._on_value)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -91,7 +101,10 @@ class Cache:
             inf.start()
 
     def wait_synced(self, timeout: float) -> bool:
-        return all(inf.wait_synced(timeout) for inf in self.informers)
+        synced = all(inf.wait_synced(timeout) for inf in self.informers)
+        if synced:
+            self._publish_if_whole()
+        return synced
 
     def stop(self) -> None:
         for inf in self.informers:
@@ -101,8 +114,9 @@ class Cache:
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
-                    self.globalmetrics, self.metrics, self.values):
+                    self.globalmetrics, self.metrics):
             inf.add_handler(callback)
+        self._metric_listeners.append(callback)
 
     def _bump_candidates(self, event: Event[Any]) -> None:
         with self._lock:
@@ -111,6 +125,33 @@ class Cache:
     def _bump_metrics(self, event: Event[Any]) -> None:
         with self._lock:
             self._metric_epoch += 1
+
+    def _on_value(self, event: Event[MetricValue | MetricPicture]) -> None:
+        """Values wait for their picture; a complete picture publishes them all."""
+        if (event.key == keys.METRIC_PICTURE and event.type is not EventType.DELETED
+                and self._publish_if_whole()):
+            for listener in self._metric_listeners:
+                listener(event)
+
+    def _publish_if_whole(self) -> bool:
+        """Take the values as of a complete picture not yet taken; True if taken."""
+        item = self.values.cache.get(keys.METRIC_PICTURE)
+        if item is None or not isinstance(item.obj, MetricPicture) or not item.obj.complete:
+            return False  # none, or incomplete: keep deciding on the last whole one
+        seen = (item.mod_revision, item.obj.generation)
+        if seen == self._picture:
+            return False
+        published = {k: it.obj for k, it in list(self.values.cache.items())
+                     if isinstance(it.obj, MetricValue)}
+        with self._lock:
+            self._published, self._picture = published, seen
+            self._metric_epoch += 1
+        return True
+
+    @property
+    def picture(self) -> tuple[int, int] | None:
+        """The (revision, generation) of the metric picture decided on; None before one."""
+        return self._picture
 
     # -- subjects --------------------------------------------------------------
 
@@ -224,13 +265,15 @@ class Cache:
         if definition is None:
             return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
                                  message=f"no {'Metric' if ns else 'GlobalMetric'} {ref.name}")
-        doc = self.values.get(keys.metric_value_key(ref.name, ns))
+        doc = self._published.get(keys.metric_value_key(ref.name, ns))
         if doc is None:
-            return MetricReading(ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
-                                 message="no current value (metrics-cache down, or value expired)")
+            return MetricReading(
+                ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
+                message="no current value (metrics-cache down, value expired, or no complete"
+                        " picture of the values yet)")
         v = doc.status
-        if v.error is not None:
-            return MetricReading(ref.name, ref.weight, v.value, reason=v.error.reason,
+        if v.error is not None and v.value is None:
+            return MetricReading(ref.name, ref.weight, reason=v.error.reason,
                                  message=v.error.message)
         if v.value is None:
             return MetricReading(ref.name, ref.weight, reason="INVALID_METRIC",
@@ -244,6 +287,9 @@ class Cache:
         if not 0.0 <= normalized <= 1.0:
             message = f"value {v.value:g} outside [{lo:g}, {hi:g}]; clamped"
             normalized = min(1.0, max(0.0, normalized))
+        if v.error is not None:  # the metrics-cache keeps a value stale_after seconds
+            message = "; ".join(filter(None, (
+                f"last value kept after {v.error.reason}: {v.error.message}", message)))
         return MetricReading(ref.name, ref.weight, v.value, normalized, message=message)
 
     def current_targets(self, subject: Subject) -> list[Target]:

@@ -48,6 +48,7 @@ from workload import app_doc, cluster_doc  # noqa: E402
 
 from store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
 from store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
+from tests.integration.scheduler_env import picture  # noqa: E402
 from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
 
 
@@ -147,6 +148,7 @@ def seed(store: Store, clusters: int, rng: random.Random) -> list[str]:
             "spec": {"min": 0, "max": 10, "provider": {"name": "static", "metric": m}}})))
         ops.append(Put(keys.metric_value_key(m), metric_value(m, rng.uniform(0, 8))))
     store.commit_chunks(ops)
+    picture(store)  # the values are whole: the scheduler decides on them
     return sorted(metrics)
 
 
@@ -277,6 +279,7 @@ def main() -> None:
             profile = Profile(args.profile, "reaction", proc.pid)
             t0 = time.perf_counter()
             store.commit_chunks(vals)
+            picture(store)  # as the metrics-cache does after a poll's values
             written = time.perf_counter() - t0
             watcher.quiet(5.0, 600)
             profile.stop()

@@ -152,3 +152,20 @@ class MetricValue(msgspec.Struct, tag_field="kind", tag="MetricValue"):
     metadata: Metadata
     status: MetricValueStatus
     api: str = "core"
+
+
+class MetricPicture(msgspec.Struct, tag_field="kind", tag="MetricPicture", omit_defaults=True):
+    """The document at ``/berth/v1/metricvalues/picture``: whether the values are whole.
+
+    The publisher of the values (the metrics-cache) writes it after the values
+    it describes, on the same lease: ``complete`` once every provider has
+    answered since it started (or since its values were lost), and then a new
+    ``generation`` after every poll that changed values. Readers decide on
+    metric values only as of a complete picture, never on one half written.
+    """
+
+    complete: bool
+    generation: int = 0
+    publisher: str = "metrics-cache"
+    updated: datetime | None = None
+    api: str = "core"

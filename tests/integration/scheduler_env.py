@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 import msgspec
 
 from store import Store, Watch, decode, encode, keys
-from store.documents import Binding, MetricValue, MetricValueStatus, ProviderInfo
+from store.documents import (
+    Binding,
+    MetricError,
+    MetricPicture,
+    MetricValue,
+    MetricValueStatus,
+    ProviderInfo,
+)
 from store.documents.base import Metadata
 from tests.servers.etcd import ROOT
 
@@ -61,12 +68,24 @@ def metric(store: Store, name: str, lo: float = 0.0, hi: float = 1.0) -> None:
     put(store, keys.resource_key("GlobalMetric", name), msgspec.json.encode(body))
 
 
-def value(store: Store, name: str, v: float, lo: float = 0.0, hi: float = 1.0) -> int:
-    """Write a metric value as the metrics-cache would."""
+def value(store: Store, name: str, v: float, lo: float = 0.0, hi: float = 1.0, *,
+          error: str | None = None, publish: bool = True) -> int:
+    """Write a metric value as the metrics-cache would (``error``: a provider error with the
+    value kept, as within ``stale_after``), then the picture that makes it count."""
     doc = MetricValue(Metadata(name=name), MetricValueStatus(
         value=v, normalized=min(1.0, max(0.0, (v - lo) / (hi - lo))),
-        observed=datetime.now(UTC), provider=ProviderInfo("static", "static")))
-    return put(store, keys.metric_value_key(name), doc)
+        observed=datetime.now(UTC), provider=ProviderInfo("static", "static"),
+        error=MetricError(error, "down") if error else None))
+    revision = put(store, keys.metric_value_key(name), doc)
+    return picture(store) if publish else revision
+
+
+def picture(store: Store, *, complete: bool = True) -> int:
+    """Publish the metric picture (a new generation), as the metrics-cache does after a poll."""
+    kv = store.get(keys.METRIC_PICTURE)
+    generation = decode(kv.value, MetricPicture).generation + 1 if kv else 1
+    return put(store, keys.METRIC_PICTURE, MetricPicture(complete=complete,
+                                                         generation=generation))
 
 
 def application(store: Store, name: str, *, namespace: str = "default",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from store import Store, Watch, decode, encode, keys
-from store.documents import MetricValue
+from store.documents import MetricPicture, MetricValue
 from tests.integration.scheduler_env import MetricsCacheProcess, cluster, put, wait_for
 from tests.servers.etcd import EtcdServer, ServerUnavailable
 from tests.servers.kafka import KafkaServer, produce
@@ -146,14 +146,25 @@ def test_values_expire_when_the_cache_dies_and_return_when_it_restarts(
     cluster(store, "c", metrics={"m": 1.0})
     first = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="1").start()
     wait_for(lambda: value(store, "m"))
+    whole = wait_for(lambda: picture(store), lambda p: p.complete)  # after the value
+    assert store.get(keys.METRIC_PICTURE).lease == store.get(  # type: ignore[union-attr]
+        keys.metric_value_key("m")).lease  # type: ignore[union-attr]
     first.kill()
     wait_for(lambda: value(store, "m") is None or None, timeout=10)  # lease TTL 2 s
+    assert picture(store) is None  # the picture went with the values
     second = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="2").start()
     try:
         assert wait_for(lambda: value(store, "m")).status.value == 2.0
+        again = wait_for(lambda: picture(store), lambda p: p.complete)
+        assert again.generation >= 2 and whole.generation >= 2  # incomplete first, then whole
     finally:
         second.stop()
-    assert value(store, "m") is None  # a clean stop revokes the lease at once
+    assert value(store, "m") is None and picture(store) is None  # a clean stop revokes the lease
+
+
+def picture(store: Store) -> MetricPicture | None:
+    kv = store.get(keys.METRIC_PICTURE)
+    return decode(kv.value, MetricPicture) if kv else None
 
 
 def test_garbage_in_a_provider_key_is_skipped(store: Store, cache: MetricsCacheProcess) -> None:

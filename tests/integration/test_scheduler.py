@@ -238,3 +238,18 @@ def test_an_incomplete_gang_is_not_bound(store: Store, gang_scheduler: Scheduler
     assert b.status.state == "Unschedulable" and b.spec.targets == []
     assert b.status.reason == "gang pair-of-three: not enough members in time"
     assert targets(binding(store, "g2") or b) == []
+
+
+def test_a_value_kept_after_a_provider_error_still_counts(
+    store: Store, scheduler: SchedulerProcess
+) -> None:
+    """Within ``stale_after`` the metrics-cache keeps the last value next to the error: the
+    scheduler decides on it (it used to count it as missing)."""
+    metric(store, "heat_k")
+    value(store, "heat_k", 0.8, error="UNREACHABLE_METRICS_PROVIDER")
+    cluster(store, "k", metrics={"heat_k": 1.0})
+    application(store, "warm", constraints={"cluster": {"metrics": ["heat_k > 0.5"]}})
+    b = scheduled(store, "warm")
+    assert targets(b) == ["k"] and b.spec.targets[0].score == pytest.approx(0.8)
+    best = [e for e in b.status.explanation if e.get("candidate") == "Cluster/default/k"]
+    assert "last value kept after UNREACHABLE_METRICS_PROVIDER" in str(best)

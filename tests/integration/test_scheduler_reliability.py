@@ -14,7 +14,11 @@ from tests.integration.scheduler_env import (
     application,
     binding,
     cluster,
+    metric,
+    picture,
+    record_puts,
     targets,
+    value,
     wait_for,
 )
 from tests.servers.etcd import EtcdServer
@@ -141,5 +145,53 @@ def test_garbage_written_where_a_binding_lives_is_replaced_once_and_quietly(
         assert log.count("binding-writer") + log.count("conflict") <= 2, log[-2000:]
         assert log.count("skipping undecodable value") == 2  # once each, where it was found
         assert readable("early") is not None and readable("web") is not None
+    finally:
+        proc.stop()
+
+
+def test_a_metrics_cache_restart_moves_each_application_once_on_the_whole_picture(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    """#10 item 1: the values vanish with the metrics-cache's lease and come back one by
+    one. Before, each value that came back moved applications (c4 → c2 → c1 → c0); now
+    nothing moves until the picture is whole, and then each application moves once."""
+    for i in range(10):
+        metric(store, f"h{i}")
+        value(store, f"h{i}", 0.05 + 0.1 * i, publish=False)
+        cluster(store, f"c{i}", labels={"zone": "a" if i < 5 else "b"}, metrics={f"h{i}": 1.0})
+    picture(store)
+    proc = SchedulerProcess(etcd_server.url, tmp_path).start()
+    try:
+        names = [f"w{j:02d}" for j in range(20)]
+        for j, n in enumerate(names):
+            application(store, n, constraints={"cluster": {"labels": [
+                f"zone is {'a' if j % 2 == 0 else 'b'}"]}})
+        for j, n in enumerate(names):
+            wait_for(lambda n=n: binding(store, n),  # type: ignore[misc]
+                     lambda b, j=j: targets(b) == ["c4" if j % 2 == 0 else "c9"])
+        seen, watch = record_puts(store, PREFIX, Binding)
+        try:
+            # kill -9 and the lease's expiry: every value and the picture go at once.
+            from store import Delete
+            store.commit([Delete(keys.METRIC_PICTURE)] + [
+                Delete(keys.metric_value_key(f"h{i}")) for i in range(10)])
+            picture(store, complete=False)  # the restarted cache: not whole yet
+            # The values come back one by one, each better than the last in its zone.
+            for i in (3, 8, 2, 7, 1, 6, 0, 5):
+                value(store, f"h{i}", 1.0 - 0.1 * (i % 5), publish=False)
+                time.sleep(0.3)  # time enough for a scheduler to act on it (it used to)
+            for i in (4, 9):
+                value(store, f"h{i}", 0.5, publish=False)
+            assert seen == [], [targets(b) for b in seen]
+            picture(store)  # whole again
+            for j, n in enumerate(names):
+                wait_for(lambda n=n: binding(store, n),  # type: ignore[misc]
+                         lambda b, j=j: targets(b) == ["c0" if j % 2 == 0 else "c5"])
+            time.sleep(1.0)
+        finally:
+            watch.close()
+        moves = Counter(b.spec.resource.name for b in seen)
+        assert moves == dict.fromkeys(names, 1), [(b.spec.resource.name, targets(b))
+                                                  for b in seen]
     finally:
         proc.stop()

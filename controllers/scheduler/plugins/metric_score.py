@@ -127,7 +127,7 @@ class MetricScore(Plugin):
                 entry["normalized"] = round(r.normalized, 6)
             if r.reason:
                 entry["reason"] = r.reason
-                if r.message:
-                    entry["message"] = r.message
+            if r.message:  # why it is unusable, or how it is used (clamped, kept after an error)
+                entry["message"] = r.message
             metrics[r.name] = entry
         return {"metrics": metrics, "with_metrics": b.usable}

@@ -38,9 +38,10 @@ def test_an_error_keeps_the_last_value_until_it_is_stale() -> None:
     good = value_status(w(), 4.0, P, None, NOW, 60)
     failure = Failure("UNREACHABLE_METRICS_PROVIDER", "down")
     soon = value_status(w(), failure, P, good, NOW + timedelta(seconds=30), 60)
-    assert soon.value == 4.0 and soon.error is not None and soon.normalized is None
+    assert (soon.value, soon.normalized, soon.observed) == (4.0, 0.4, NOW)  # kept, as it was
+    assert soon.error is not None
     late = value_status(w(), failure, P, soon, NOW + timedelta(seconds=61), 60)
-    assert late.value is None and late.error.reason == "UNREACHABLE_METRICS_PROVIDER"  # type: ignore[union-attr]
+    assert late.value is None and late.normalized is None and late.error.reason == "UNREACHABLE_METRICS_PROVIDER"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
