@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from controllers.runtime.config import dump_yaml, load_yaml
+from controllers.scheduler.antiflap import AntiFlapConfig
 
 
 class PluginSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -65,6 +66,7 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     unschedulable_flush: float = 60.0
     bind_batch: int = 128  # Bindings per etcd transaction
     explain_limit: int = 10  # best and rejected candidates kept in a Binding's explanation
+    anti_flap: AntiFlapConfig = msgspec.field(default_factory=AntiFlapConfig)
     plugins: dict[str, list[PluginSpec]] = msgspec.field(default_factory=default_plugins)
     extenders: list[Extender] = []
 

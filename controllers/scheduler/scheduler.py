@@ -41,6 +41,7 @@ from prometheus_client import Counter, Histogram
 
 from controllers.runtime import Event, EventType
 from controllers.runtime.supervise import Loop
+from controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
 from controllers.scheduler.binder import BindingWriter, Write
 from controllers.scheduler.cache import Cache
 from controllers.scheduler.config import SchedulerConfig
@@ -100,6 +101,7 @@ class Scheduler:
             max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)
         self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
                                     batch=config.bind_batch, retry=self.queue.add)
+        self.antiflap = AntiFlap(config.anti_flap)  # the scheduling loop's own
         self._resync = threading.Event()
         self._next_periodic = time.monotonic() + config.reschedule_after
         self._last_activation = 0.0
@@ -272,7 +274,8 @@ class Scheduler:
         outcome = decide(self.framework, subject, self.cache, current,
                          keep_current=subject.placement.ignored_during_execution)
         if (isinstance(outcome, Decision) and _refs(outcome.targets) == _refs(current)
-                and binding.status.state == "Scheduled"):
+                and binding.status.state == "Scheduled" and not binding.status.reason):
+            self.antiflap.settled(key)
             return "unchanged"
         return self._act(subject, binding, current, outcome)
 
@@ -363,6 +366,9 @@ class Scheduler:
             limit = self.config.explain_limit
             return self._unschedulable(subject, binding, current, outcome.reason,
                                        lambda: outcome.explained(limit))
+        held = self._hold(subject, binding, current, outcome)
+        if held is not None:
+            return held
         state, new = outcome.state, outcome.targets
         status = self.framework.reserve(state, subject, new)
         if status.ok:
@@ -380,9 +386,57 @@ class Scheduler:
                     (self._waiting.pop(k) for k in state.allow if k in self._waiting)]
         if not self._bind(members):
             return "bind-failed"
-        for decision, _ in members:
+        for decision, b in members:
             self._after_bind(decision.subject)
+            old = _refs(b.spec.targets) if b is not None else frozenset()
+            if old != _refs(decision.targets):
+                self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
+                                    optional=self._optional(decision.subject, b, decision))
         return "scheduled"
+
+    def _optional(self, subject: Subject, binding: BindingView | None,
+                  decision: Decision) -> bool:
+        """A move only because another candidate scores better now: the spec is the one
+        decided and every current target is still feasible."""
+        if binding is None or not binding.spec.targets or (
+                binding.spec.generation != subject.generation
+                or binding.status.state != "Scheduled"):
+            return False
+        ranking = decision.evaluation.ranked
+        return all(ranking.get(candidate_key(t.kind, t.namespace, t.name)) is not None
+                   for t in binding.spec.targets)
+
+    def _hold(self, subject: Subject, binding: BindingView | None, current: list[Target],
+              decision: Decision) -> str | None:
+        """Hold an optional move back if the anti-flap policy says so; records why in the
+        Binding and comes back when the hold may be over. None: go ahead."""
+        new = _refs(decision.targets)
+        if new == _refs(current):
+            self.antiflap.settled(subject.key)
+            return None
+        if not self.antiflap.config.active or not self._optional(subject, binding, decision):
+            return None
+        assert binding is not None
+        ranking = decision.evaluation.ranked
+        now = [ranking.get(candidate_key(t.kind, t.namespace, t.name)) for t in current]
+        was = [r for r in now if r is not None]
+        if max(r.tier for r in decision.chosen) > max(r.tier for r in was):
+            gain = float("inf")
+        else:
+            gain = sum(r.score for r in decision.chosen) - sum(r.score for r in was)
+        names = ", ".join(t.name for t in decision.targets)
+        held = self.antiflap.check(subject.key, new, names, gain, binding.spec.scheduled)
+        if held is None:
+            return None
+        limit = self.config.explain_limit
+        note: dict[str, Any] = {"held_back": held.rule, "would_move_to": [
+            candidate_key(t.kind, t.namespace, t.name) for t in decision.targets]}
+        if held.retry_after is not None:
+            note["retry_in"] = round(held.retry_after, 3)
+            self.queue.add_after(subject.key, held.retry_after + 0.01)
+        self._submit(subject, binding, current, "Scheduled", held.reason,
+                     lambda: [note, *decision.explained(self.framework, self.cache, limit)])
+        return "held"
 
     def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
         """Run the bind point for a subject (or a released gang), then write its Bindings."""
@@ -459,9 +513,12 @@ class Scheduler:
         """The Binding to write, or None when nothing an observer would see changed."""
         ref = subject.ref
         same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
+        # A Scheduled Binding's summary is not compared (it changes with every change of
+        # the fleet); a held move's reason is, so a hold is written once and cleared once.
+        plain = state == "Scheduled" and not reason.startswith(HELD_PREFIX)
         if (binding is not None and same_targets and binding.spec.generation == subject.generation
                 and binding.status.state == state and (
-                    state == "Scheduled" or binding.status.reason == reason)):
+                    binding.status.reason == reason or (plain and not binding.status.reason))):
             return None
         now = datetime.now(UTC)
         scheduled = binding.spec.scheduled if binding is not None and same_targets else (

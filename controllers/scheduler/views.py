@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 import msgspec
 
+from controllers.scheduler.antiflap import HELD_PREFIX
 from controllers.scheduler.framework import Ref, Subject
 from store import keys
 from store.documents import (
@@ -117,14 +118,21 @@ class BindingView(msgspec.Struct):
 
     @classmethod
     def of(cls, doc: Binding) -> BindingView:
-        return cls(doc.metadata, doc.spec, BindingStatusView(doc.status.state, doc.status.reason))
+        return cls(doc.metadata, doc.spec, BindingStatusView(
+            doc.status.state, kept_reason(doc.status.state, doc.status.reason)))
+
+
+def kept_reason(state: str, reason: str) -> str:
+    """The reason where the scheduler compares it: a state other than Scheduled, or a
+    move held back (a Scheduled Binding's summary changes with the fleet: not kept)."""
+    return reason if state != "Scheduled" or reason.startswith(HELD_PREFIX) else ""
 
 
 def compact_binding(key: str, b: BindingView) -> BindingView:
     """A Binding as the scheduler keeps it, at 100,000s: the strings that repeat
     (kinds, namespaces, states, cluster names) shared, the application's name held
     once, ``modified`` dropped, and the reason only where the scheduler compares it
-    (a state other than Scheduled)."""
+    (a state other than Scheduled, or a move held back)."""
     m, spec, status = b.metadata, b.spec, b.status
     r = spec.resource
     ns = _intern(m.namespace)
@@ -133,8 +141,7 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
         BindingSpec(ObjectRef(sys.intern(r.kind), m.name, ns), spec.generation,
                     [Target(sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), t.score)
                      for t in spec.targets], spec.scheduled),
-        BindingStatusView(sys.intern(status.state),
-                          "" if status.state == "Scheduled" else status.reason))
+        BindingStatusView(sys.intern(status.state), kept_reason(status.state, status.reason)))
 
 
 def _intern(value: str | None) -> str | None:

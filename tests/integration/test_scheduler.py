@@ -253,3 +253,40 @@ def test_a_value_kept_after_a_provider_error_still_counts(
     assert targets(b) == ["k"] and b.spec.targets[0].score == pytest.approx(0.8)
     best = [e for e in b.status.explanation if e.get("candidate") == "Cluster/default/k"]
     assert "last value kept after UNREACHABLE_METRICS_PROVIDER" in str(best)
+
+
+def test_anti_flap_holds_an_optional_move_back_and_says_why(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    metric(store, "h_x")
+    metric(store, "h_y")
+    value(store, "h_x", 0.5)
+    value(store, "h_y", 0.3)
+    cluster(store, "x", metrics={"h_x": 1.0})
+    cluster(store, "y", metrics={"h_y": 1.0})
+    config = "anti_flap:\n  hold: 1\n  min_dwell: 4\n"
+    proc = SchedulerProcess(etcd_server.url, tmp_path, config=config, name="antiflap").start()
+    try:
+        application(store, "app")
+        first = scheduled(store, "app")
+        assert targets(first) == ["x"]
+        value(store, "h_y", 0.9)  # y is better now: the move waits 1 s (hold) ...
+        held = wait_for(lambda: binding(store, "app"),
+                        lambda b: b.status.reason.startswith("Held back"))
+        assert targets(held) == ["x"] and held.status.state == "Scheduled"
+        assert held.status.reason == "Held back until better for 1s (hold); would move to y"
+        assert held.status.explanation[0]["held_back"] == "hold"
+        assert held.status.explanation[0]["would_move_to"] == ["Cluster/default/y"]
+        # ... and then until 4 s after the application was placed (min_dwell).
+        dwell = wait_for(lambda: binding(store, "app"), lambda b: "min_dwell" in b.status.reason)
+        assert targets(dwell) == ["x"] and dwell.status.explanation[0]["held_back"] == "min_dwell"
+        assert 0 < dwell.status.explanation[0]["retry_in"] < 4
+        moved = wait_for(lambda: binding(store, "app"), lambda b: targets(b) == ["y"])
+        assert (moved.spec.scheduled - first.spec.scheduled).total_seconds() >= 4  # type: ignore[operator]
+        assert not moved.status.reason.startswith("Held back")
+        value(store, "h_x", 1.0)  # x much better again: held by both rules, then back
+        wait_for(lambda: binding(store, "app"), lambda b: "min_dwell" in b.status.reason)
+        back = wait_for(lambda: binding(store, "app"), lambda b: targets(b) == ["x"])
+        assert (back.spec.scheduled - moved.spec.scheduled).total_seconds() >= 4  # type: ignore[operator]
+    finally:
+        proc.stop()

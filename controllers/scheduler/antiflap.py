@@ -1,0 +1,148 @@
+"""Anti-flap: when an optional move waits, and how often moves come back.
+
+A move is *optional* when the subject's spec has not changed and every
+target it runs on is still feasible: it would move only because another
+candidate now scores better. Stickiness already asks for a better score by
+its weight; this policy can ask more, each part off by default so that a real
+change moves at once (the flapping after a restart is prevented by deciding
+only on whole metric pictures, not by slowing every move down):
+
+* ``margin``: the new targets must score higher than the current ones by
+  more than this (on the same tier; a better tier always counts);
+* ``hold``: the better targets must stay the decision this long;
+* ``min_dwell``: no optional move within this long of the last move
+  (``spec.scheduled`` of the Binding: when its targets last changed);
+* ``budget``: at most this many optional moves per ``budget_interval``,
+  fleet-wide.
+
+A move held back is recorded in the Binding (its reason says why, and when
+it is tried again). A move back to targets left less than ``flap_window``
+ago counts as a flap (``berth_scheduler_flaps_total``), whatever caused it.
+
+Owned by the scheduling loop: one thread, no lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import msgspec
+from prometheus_client import Counter
+
+FLAPS = Counter("berth_scheduler_flaps_total",
+                "Moves back to targets left within the flap window")
+HELD = Counter("berth_scheduler_moves_held_total", "Optional moves held back, by rule",
+               ["rule"])
+HELD_PREFIX = "Held back"
+
+
+class AntiFlapConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    margin: float = 0.0  # score a move must gain beyond stickiness
+    hold: float = 0.0  # seconds the better targets must stay better
+    min_dwell: float = 0.0  # seconds after a move before another optional one
+    budget: int = 0  # optional moves per budget_interval, fleet-wide; 0: unlimited
+    budget_interval: float = 60.0
+    flap_window: float = 300.0  # a move back within this counts as a flap
+
+    def __post_init__(self) -> None:
+        if min(self.margin, self.hold, self.min_dwell, self.budget) < 0:
+            raise ValueError("anti_flap: margin, hold, min_dwell and budget must not be negative")
+        if self.budget_interval <= 0 or self.flap_window < 0:
+            raise ValueError("anti_flap: budget_interval must be positive, flap_window not "
+                             "negative")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.margin or self.hold or self.min_dwell or self.budget)
+
+
+Refs = frozenset[tuple[str, str | None, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    rule: str  # margin, hold, min_dwell or budget
+    reason: str  # stable while the same move is held the same way (compared before a write)
+    retry_after: float | None  # seconds; None: only a later change can release it
+
+
+class AntiFlap:
+    def __init__(self, config: AntiFlapConfig, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.config = config
+        self.clock = clock
+        self.now = now
+        self._better: dict[str, tuple[Refs, float]] = {}  # key → held move and since when
+        self._moves: deque[float] = deque()  # times of optional moves within the budget
+        self._left: dict[str, tuple[Refs, float]] = {}  # key → targets it left, and when
+        self._prune_at = 1024
+
+    def check(self, key: str, new: Refs, names: str, gain: float,
+              last_move: datetime | None) -> Held | None:
+        """Whether the optional move of ``key`` to ``new`` (``names``) waits, and why."""
+        c = self.config
+        if not c.active:
+            return None
+        to = f"would move to {names}"
+        if c.margin and gain <= c.margin:
+            self._better.pop(key, None)
+            return self._held("margin", f"{HELD_PREFIX}: gains {c.margin:g} or less in score "
+                                        f"(margin); {to}", None)
+        t = self.clock()
+        if c.hold:
+            seen = self._better.get(key)
+            if seen is None or seen[0] != new:
+                self._better[key] = seen = (new, t)
+            if t - seen[1] < c.hold:
+                return self._held("hold", f"{HELD_PREFIX} until better for {c.hold:g}s (hold); "
+                                          f"{to}", seen[1] + c.hold - t)
+        if c.min_dwell and last_move is not None:
+            stayed = (self.now() - last_move).total_seconds()
+            if stayed < c.min_dwell:
+                return self._held("min_dwell", f"{HELD_PREFIX}: moved less than {c.min_dwell:g}s "
+                                               f"ago (min_dwell); {to}", c.min_dwell - stayed)
+        if c.budget:
+            while self._moves and t - self._moves[0] >= c.budget_interval:
+                self._moves.popleft()
+            if len(self._moves) >= c.budget:
+                return self._held("budget", f"{HELD_PREFIX}: {c.budget} moves per "
+                                            f"{c.budget_interval:g}s spent (budget); {to}",
+                                  self._moves[0] + c.budget_interval - t)
+        return None
+
+    @staticmethod
+    def _held(rule: str, reason: str, retry_after: float | None) -> Held:
+        HELD.labels(rule).inc()
+        return Held(rule, reason, retry_after)
+
+    def settled(self, key: str) -> None:
+        """The decision for ``key`` is where it runs: no move is waiting."""
+        self._better.pop(key, None)
+
+    def moved(self, key: str, old: Refs, new: Refs, *, optional: bool) -> None:
+        """``key`` moves from ``old`` to ``new`` (counted against the budget if optional)."""
+        t = self.clock()
+        self._better.pop(key, None)
+        if optional and self.config.budget:
+            self._moves.append(t)
+        window = self.config.flap_window
+        left = self._left.get(key)
+        if left is not None and new and left[0] == new and t - left[1] <= window:
+            FLAPS.inc()
+        if old:
+            self._left[key] = (old, t)
+        if len(self._left) > self._prune_at:  # drop what aged out, now and then
+            self._left = {k: v for k, v in self._left.items() if t - v[1] <= window}
+            self._prune_at = 2 * len(self._left) + 1024
+
+    def forget(self, key: str) -> None:
+        self._better.pop(key, None)
+        self._left.pop(key, None)
+
+
+__all__ = ["HELD_PREFIX", "AntiFlap", "AntiFlapConfig", "Held"]

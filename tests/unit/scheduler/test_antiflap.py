@@ -1,0 +1,107 @@
+"""The anti-flap policy: each rule holds an optional move back, and only that."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client import REGISTRY
+
+from controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
+
+A = frozenset({("Cluster", "default", "a")})
+B = frozenset({("Cluster", "default", "b")})
+T0 = datetime(2026, 11, 23, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def wall(self) -> datetime:
+        return T0 + timedelta(seconds=self.t)
+
+
+def policy(**kw: float) -> tuple[AntiFlap, Clock]:
+    clock = Clock()
+    return AntiFlap(AntiFlapConfig(**kw), clock=clock, now=clock.wall), clock  # type: ignore[arg-type]
+
+
+def test_the_defaults_hold_nothing() -> None:
+    p, _ = policy()
+    assert not p.config.active
+    assert p.check("k", B, "b", 0.0, T0) is None
+
+
+def test_margin_holds_a_small_gain_and_lets_a_large_one_go() -> None:
+    p, _ = policy(margin=0.1)
+    held = p.check("k", B, "b", 0.05, None)
+    assert held is not None and held.rule == "margin" and held.retry_after is None
+    assert "would move to b" in held.reason
+    assert p.check("k", B, "b", 0.2, None) is None
+    assert p.check("k", B, "b", float("inf"), None) is None  # a better tier
+
+
+def test_hold_waits_until_the_same_move_stayed_better_long_enough() -> None:
+    p, clock = policy(hold=10)
+    held = p.check("k", B, "b", 1.0, None)
+    assert held is not None and held.rule == "hold" and held.retry_after == pytest.approx(10)
+    clock.t += 6
+    held = p.check("k", B, "b", 1.0, None)
+    assert held is not None and held.retry_after == pytest.approx(4)
+    other = frozenset({("Cluster", "default", "c")})
+    assert p.check("k", other, "c", 1.0, None) is not None  # another move starts over
+    clock.t += 6
+    assert p.check("k", other, "c", 1.0, None) is not None
+    clock.t += 4
+    assert p.check("k", other, "c", 1.0, None) is None
+    p.settled("k")  # the better one went away: the next one waits the full time again
+    assert p.check("k", other, "c", 1.0, None) is not None
+
+
+def test_min_dwell_counts_from_the_last_move() -> None:
+    p, clock = policy(min_dwell=30)
+    moved_at = clock.wall() - timedelta(seconds=20)
+    held = p.check("k", B, "b", 1.0, moved_at)
+    assert held is not None and held.rule == "min_dwell"
+    assert held.retry_after == pytest.approx(10)
+    assert p.check("k", B, "b", 1.0, moved_at - timedelta(seconds=11)) is None
+    assert p.check("k", B, "b", 1.0, None) is None  # never moved
+
+
+def test_the_budget_is_fleet_wide_per_interval() -> None:
+    p, clock = policy(budget=2, budget_interval=60)
+    for key in ("x", "y"):
+        assert p.check(key, B, "b", 1.0, None) is None
+        p.moved(key, A, B, optional=True)
+    p.moved("forced", A, B, optional=False)  # a forced move does not spend the budget
+    held = p.check("z", B, "b", 1.0, None)
+    assert held is not None and held.rule == "budget"
+    assert held.retry_after == pytest.approx(60)
+    clock.t += 60
+    assert p.check("z", B, "b", 1.0, None) is None
+
+
+def flaps() -> float:
+    return REGISTRY.get_sample_value("berth_scheduler_flaps_total") or 0.0
+
+
+def test_a_move_back_within_the_window_is_a_flap() -> None:
+    p, clock = policy(flap_window=300)
+    before = flaps()
+    p.moved("k", A, B, optional=True)
+    clock.t += 10
+    p.moved("k", B, A, optional=True)  # back to where it was 10 s ago
+    assert flaps() == before + 1
+    clock.t += 400
+    p.moved("k", A, B, optional=True)  # back, but long after
+    assert flaps() == before + 1
+
+
+@pytest.mark.parametrize("bad", [{"margin": -1}, {"budget_interval": 0}, {"budget": -2}])
+def test_bad_settings_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="anti_flap"):
+        AntiFlapConfig(**bad)  # type: ignore[arg-type]
