@@ -8,14 +8,14 @@ from typing import Any
 from cli.controller_cmd import add_controller
 from controllers.runtime.process import Controller
 from controllers.scheduler.config import SchedulerConfig, dump_config, load_config
-from controllers.scheduler.framework import Framework
-from controllers.scheduler.plugins import REGISTRY
 from store import Store
 
 
 def _load(path: str | None) -> SchedulerConfig:
+    from controllers.scheduler.scheduler import check_config
+
     config = load_config(path)
-    Framework(config, REGISTRY)  # refuse a bad plugin configuration at once
+    check_config(config)  # refuse a bad plugin configuration at once
     return config
 
 

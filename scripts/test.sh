@@ -12,5 +12,7 @@ echo "== ruff" >&2
 ruff check .
 echo "== mypy" >&2
 mypy
+echo "== import contracts (pyproject.toml [tool.importlinter])" >&2
+lint-imports --no-cache --no-logo
 echo "== pytest" >&2
 python -m pytest -p no:cacheprovider "$@"

@@ -88,6 +88,12 @@ class _Held:
     deadline: float
 
 
+def check_config(config: SchedulerConfig) -> None:
+    """Raise ValueError if the plugin configuration cannot be built (unknown plugin, a
+    plugin at a point it does not implement, bad arguments)."""
+    Framework(config, REGISTRY)
+
+
 class Scheduler:
     def __init__(self, store: Store, config: SchedulerConfig, *,
                  idle_timeout: float = 30.0) -> None:
