@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,13 +304,29 @@ class WatchRefused(Exception):
 
 
 class Connections:
-    """One Connection per cluster key, replaced when the cluster's kubeconfig changes."""
+    """One Connection per cluster key, replaced when the cluster's kubeconfig changes.
 
-    def __init__(self, timeout: float) -> None:
+    A replaced or dropped connection may still be in use by another worker: it
+    is retired, and closed only once a request started on it has timed out.
+    """
+
+    def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout = timeout
+        self.clock = clock
         self._lock = threading.Lock()
         # key → (the kubeconfig last asked for, its digest, the connection)
         self._by_key: dict[str, tuple[dict[str, Any], str, Connection]] = {}
+        self._retired: list[tuple[float, Connection]] = []  # (close after, connection)
+
+    def _retire(self, conn: Connection) -> None:
+        """Close ``conn`` later; close the retired ones whose time has come."""
+        now = self.clock()
+        with self._lock:
+            self._retired.append((now + 2 * self.timeout + 5.0, conn))
+            due = [c for t, c in self._retired if t <= now]
+            self._retired = [(t, c) for t, c in self._retired if t > now]
+        for c in due:
+            c.close()
 
     def get(self, key: str, kubeconfig: dict[str, Any]) -> Connection:
         """The connection for ``key``; raises ValueError for an unusable kubeconfig.
@@ -334,7 +351,7 @@ class Connections:
                 return old[2]
             self._by_key[key] = (kubeconfig, digest, conn)
         if old is not None:
-            old[2].close()
+            self._retire(old[2])  # other workers may be in a request on it
         return conn
 
     def current(self, key: str) -> Connection | None:
@@ -346,10 +363,11 @@ class Connections:
         with self._lock:
             hit = self._by_key.pop(key, None)
         if hit is not None:
-            hit[2].close()
+            self._retire(hit[2])
 
     def close(self) -> None:
         with self._lock:
-            conns, self._by_key = list(self._by_key.values()), {}
-        for _, _, conn in conns:
+            conns = [c for _, _, c in self._by_key.values()] + [c for _, c in self._retired]
+            self._by_key, self._retired = {}, []
+        for conn in conns:
             conn.close()

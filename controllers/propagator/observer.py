@@ -39,7 +39,8 @@ class Observer:
         self.clusters = clusters
         self.statuses = statuses
         self.connections = connections
-        self._failures: dict[str, int] = {}
+        self._failures: dict[str, int] = {}  # cluster key → failed probes in a row
+        self._failures_lock = threading.Lock()
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(config.probe_concurrency, thread_name_prefix="probe")
@@ -105,15 +106,16 @@ class Observer:
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
         if probe.state != "ONLINE":
-            failures = self._failures.get(key, 0) + 1
-            self._failures[key] = failures
+            with self._failures_lock:  # probes run on the pool's threads
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
             if failures < self.config.grace:
                 was = current.status if current else None
                 probe = Probe(was.state if was else "", f"{probe.reason} "
                               f"({failures}/{self.config.grace} failed probes)",
                               tuple(was.custom_resources) if was else ())
         else:
-            self._failures.pop(key, None)
+            with self._failures_lock:
+                self._failures.pop(key, None)
         self._write(skey, view, probe, current)
 
     def _write(self, skey: str, view: ClusterView, probe: Probe,
@@ -142,7 +144,9 @@ class Observer:
 
     def _remove(self, skey: str) -> None:
         item = self.statuses.cache.get(skey)
+        if item is None:
+            return  # nothing of ours there
         try:
-            self.store.commit([Delete(skey, item.mod_revision if item else None)])
+            self.store.commit([Delete(skey, item.mod_revision)])
         except StoreError as exc:
             log.info("%s: not removed: %s", skey, exc)

@@ -55,6 +55,7 @@ class LeaderElection:
         self.on_stopped_leading = on_stopped_leading
         self.leading = threading.Event()
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # _lease and the decision to stop, together
         self._lease = 0
         self._watch: Watch | None = None
         self._thread: threading.Thread | None = None
@@ -83,10 +84,11 @@ class LeaderElection:
 
     def resign(self) -> None:
         """Stop campaigning; if leading, revoke the lease so another takes over now."""
-        self._stop.set()
+        with self._lock:  # a campaign that wins from now on revokes its own lease
+            self._stop.set()
+            lease, self._lease = self._lease, 0
         if self._watch is not None:
             self._watch.close()
-        lease, self._lease = self._lease, 0
         if lease:
             try:
                 self.store.revoke(lease)
@@ -104,7 +106,13 @@ class LeaderElection:
         except Conflict:
             self.store.revoke(lease)
             return False
-        self._lease = lease
+        with self._lock:
+            resigned = self._stop.is_set()
+            if not resigned:
+                self._lease = lease
+        if resigned:  # resign() ran meanwhile: hand the key over at once, not after a TTL
+            self.store.revoke(lease)
+            return False
         log.info("election %s: %s leads", self.process, self.identity)
         return True
 

@@ -87,13 +87,17 @@ class WorkQueue(Generic[K]):
 
     def backoff(self, key: K) -> float:
         """The delay the next failure of ``key`` would wait."""
+        with self._cond:
+            return self._backoff(key)
+
+    def _backoff(self, key: K) -> float:
         n = self._failures.get(key, 0)
         return float(min(self.max_delay, self.base_delay * (2 ** min(n, 30))))
 
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` after its exponential backoff; returns the delay."""
         with self._cond:
-            delay = self.backoff(key)
+            delay = self._backoff(key)
             self._failures[key] = self._failures.get(key, 0) + 1
         self.add_after(key, delay)
         return delay
@@ -104,7 +108,8 @@ class WorkQueue(Generic[K]):
             self._failures.pop(key, None)
 
     def failures(self, key: K) -> int:
-        return self._failures.get(key, 0)
+        with self._cond:
+            return self._failures.get(key, 0)
 
     def get(self, timeout: float | None = None) -> K | None:
         """The next key to process, or None on shutdown or timeout."""

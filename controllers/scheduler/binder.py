@@ -144,7 +144,7 @@ class BindingWriter:
         for w in writes:
             base = self.base_revision(w.binding_key)
             if w.doc is None:
-                ops.append(Delete(w.binding_key, base or None))
+                ops.append(Delete(w.binding_key, base))  # 0: only if still absent
             else:
                 ops.append(Put(w.binding_key, encode(w.doc), base))
         return ops

@@ -141,6 +141,35 @@ def test_resigning_hands_over_at_once(store: Store) -> None:
     second.resign()
 
 
+def test_resigning_while_a_campaign_wins_leaves_no_lease_behind(store: Store) -> None:
+    """resign() between the campaign's create and its bookkeeping: the won lease is revoked
+    at once (before, it was left to expire, and a successor waited a whole TTL)."""
+    from store import keys
+
+    election = LeaderElection(store, "racy", identity="first", ttl=30)
+    create = store.create
+    resigned = threading.Event()
+
+    class Racing:  # the store, except that resign() runs inside the winning create
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        def create(self, key: str, value: bytes, lease: int = 0) -> int:
+            revision = create(key, value, lease=lease)
+            threading.Thread(target=lambda: (election.resign(), resigned.set())).start()
+            time.sleep(0.3)  # resign() has read the lease (none yet) by now
+            return revision
+
+    election.store = Racing()  # type: ignore[assignment]
+    election.start()
+    assert resigned.wait(40)
+    deadline = time.monotonic() + 3
+    while store.get(keys.lease_key("racy")) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.get(keys.lease_key("racy")) is None
+    assert not election.is_leader
+
+
 def test_health_endpoints_report_checks() -> None:
     ready = threading.Event()
     server = HealthServer()

@@ -60,9 +60,10 @@ class KafkaProvider:
         self.topic = spec.topic or ""
         self.group = spec.group_id or f"berth-metrics-cache-{provider}"
         self.spec = spec
+        # The consumer's thread writes, the poller reads: both under _lock.
+        self._lock = threading.Lock()
         self.latest: dict[str, tuple[Reading, float]] = {}  # name → (reading, ordering key)
-        self.connected = False
-        self.error = "not connected yet"
+        self._link: tuple[bool, str] = (False, "not connected yet")  # (connected, error)
         self._stop = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=f"kafka {self.topic}", daemon=True)
@@ -99,7 +100,7 @@ class KafkaProvider:
             consumer = AIOKafkaConsumer(self.topic, **self._consumer_options())
             try:
                 await consumer.start()
-                self.connected, self.error = True, ""
+                self._set_link(True, "")
                 loop_time = asyncio.get_running_loop().time
                 last_check = loop_time()
                 while not self._stop.is_set():
@@ -113,12 +114,11 @@ class KafkaProvider:
                         last_check = loop_time()
                         try:
                             await asyncio.wait_for(consumer.topics(), self.liveness_interval)
-                            self.connected, self.error = True, ""
+                            self._set_link(True, "")
                         except (TimeoutError, KafkaError, OSError) as exc:
-                            self.connected = False
-                            self.error = f"{self.servers}: unreachable ({exc!r})"
+                            self._set_link(False, f"{self.servers}: unreachable ({exc!r})")
             except (KafkaError, OSError) as exc:
-                self.connected, self.error = False, f"{self.servers}: {exc}"
+                self._set_link(False, f"{self.servers}: {exc}")
                 log.warning("kafka provider %s: %s", self.topic, exc)
             finally:
                 try:
@@ -134,14 +134,26 @@ class KafkaProvider:
         name = key.decode("utf-8", errors="replace")
         reading, stamp = parse_record(value, name)
         order = stamp if stamp is not None else timestamp / 1000.0
-        current = self.latest.get(name)
-        if current is None or order >= current[1]:
-            self.latest[name] = (reading, order)
+        with self._lock:
+            current = self.latest.get(name)
+            if current is None or order >= current[1]:
+                self.latest[name] = (reading, order)
+
+    def _set_link(self, connected: bool, error: str) -> None:
+        with self._lock:
+            self._link = (connected, error)
+
+    @property
+    def connected(self) -> bool:
+        with self._lock:
+            return self._link[0]
 
     def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
-        if not self.connected:
-            return dict.fromkeys(metrics, Failure(UNREACHABLE, self.error))
-        return {m: self.latest[m][0] if m in self.latest
+        with self._lock:
+            (connected, error), latest = self._link, dict(self.latest)
+        if not connected:
+            return dict.fromkeys(metrics, Failure(UNREACHABLE, error))
+        return {m: latest[m][0] if m in latest
                 else Failure(UNKNOWN_METRIC, f"no record for {m!r} on topic {self.topic}")
                 for m in metrics}
 
