@@ -98,6 +98,7 @@ class Applier:
         self.store = store
         self.config = config
         self.clusters = clusters
+        self.cluster_statuses = cluster_statuses  # the observer's: ONLINE or not
         self.connections = connections
         idle = config.watch_idle_timeout
         self.apps: Informer[AppView] = Informer(
@@ -149,9 +150,12 @@ class Applier:
 
     def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
         was = event.old.status.state if event.old else ""
-        if event.obj.status.state == "ONLINE" and was != "ONLINE":
-            meta = event.obj.metadata
-            self.requeue_cluster(cluster_id(meta.namespace, meta.name), only_failed=True)
+        now = event.obj.status.state if event.type is not EventType.DELETED else ""
+        if now == was:
+            return
+        meta = event.obj.metadata
+        # Back ONLINE: retry what failed there. Gone OFFLINE: the applications on it say so.
+        self.requeue_cluster(cluster_id(meta.namespace, meta.name), only_failed=now == "ONLINE")
 
     def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
                         ) -> None:
@@ -191,8 +195,7 @@ class Applier:
         """Re-apply every application once (and clean up after vanished ones)."""
         with self._lock:
             self._epoch += 1
-        # Copies first (one C call each): the informers change these dicts meanwhile.
-        apps, statuses = list(self.apps.cache), list(self.statuses.cache)
+        apps, statuses = self.apps.list_keys(), self.statuses.list_keys()  # copies
         for key in {*apps, *map(keys.resource_key_of, statuses)}:
             self.queue.add(key)
 
@@ -205,7 +208,7 @@ class Applier:
         was = doc.old.status if doc.old else ApplicationState()
         applied = _copy(was.applied)
         errors: dict[str, str] = {}
-        item = self.apps.cache.get(key)
+        item = self.apps.item(key)
         app = item.obj if item else None
         if app is None and applied and self._unreadable(key):
             log.error("%s holds a value that is not an Application document: its objects stay "
@@ -265,12 +268,24 @@ class Applier:
             except Unavailable as exc:
                 errors["confirm"] = str(exc)
             else:  # recorded as running on both before anything is deleted
-                self._write(doc, _summary(targets, placed, applied, errors, gen))
+                self._write(doc, _summary(targets, placed, applied, errors, gen,
+                                          self._unseen(placed)))
                 for cid in leaving:
                     self._clear(cid, applied, errors)
-        self._write(doc, _summary(targets, placed, applied, errors, gen))
+        self._write(doc, _summary(targets, placed, applied, errors, gen, self._unseen(placed)))
         if errors:
             raise TemporaryError("; ".join(f"{c}: {e}" for c, e in sorted(errors.items())))
+
+    def _unseen(self, placed: list[str]) -> dict[str, str]:
+        """Of the clusters ``placed`` on, those the observer does not see ONLINE, and why."""
+        out: dict[str, str] = {}
+        for cid in placed:
+            ns, _, name = cid.partition("/")
+            st = self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
+            if st is not None and st.status.state not in ("ONLINE", ""):
+                reason = f" ({st.status.reason})" if st.status.reason else ""
+                out[cid] = f"{st.status.state}{reason}"
+        return out
 
     def _needs_apply(self, key: str, cid: str, gen: int, applied: dict[str, ClusterApplied],
                      failed: dict[str, str]) -> bool:
@@ -437,7 +452,7 @@ class Applier:
 
     def _status(self, skey: str, namespace: str, name: str) -> _Doc:
         """Our status document and its revision: the newer of the watch's and our write."""
-        item = self.statuses.cache.get(skey)
+        item = self.statuses.item(skey)
         with self._lock:
             mine = self._written.get(skey)
         if mine is not None and (item is None or mine[1] >= item.mod_revision):
@@ -520,12 +535,17 @@ def _state(state: str, reason: str, applied: dict[str, ClusterApplied], generati
 
 
 def _summary(targets: list[str], placed: list[str], applied: dict[str, ClusterApplied],
-             errors: dict[str, str], gen: int) -> ApplicationState:
-    """The state after applying generation ``gen`` to ``targets``."""
+             errors: dict[str, str], gen: int, unseen: dict[str, str] | None = None
+             ) -> ApplicationState:
+    """The state after applying generation ``gen`` to ``targets``; ``unseen``: clusters
+    placed on that the observer does not see ONLINE (not RUNNING there: unknown)."""
     leaving = [c for c in applied if c not in targets]
     missing = [c for c in targets if c not in placed]
     oldest = _oldest(applied)
-    if not missing and not leaving:
+    if unseen and not missing and not leaving:
+        state, reason = "DEGRADED", "not observed: " + ", ".join(
+            f"cluster {c} is {why}" for c, why in sorted(unseen.items()))
+    elif not missing and not leaving:
         state, reason = "RUNNING", ""
     elif not missing:
         state, reason = "MIGRATING", f"removing from {', '.join(leaving)}"

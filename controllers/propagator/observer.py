@@ -84,7 +84,7 @@ class Observer:
                         continue  # a slow cluster is probed once at a time
                     self._in_flight.add(item.key)
                 self._pool.submit(self._probe_one, item.key, item.obj)
-        for key in list(self.statuses.cache):
+        for key in self.statuses.list_keys():
             if keys.resource_key_of(key) not in live:
                 self._remove(key)  # the cluster is gone: so is what we observed of it
 
@@ -130,7 +130,7 @@ class Observer:
             StatusMeta(view.metadata.name, view.metadata.namespace),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
                          datetime.now(UTC)))
-        item = self.statuses.cache.get(skey)
+        item = self.statuses.item(skey)
         try:
             self.store.commit([Put(skey, encode(doc), item.mod_revision if item else 0)])
         except Conflict:
@@ -143,7 +143,7 @@ class Observer:
                          probe.state, f" ({probe.reason})" if probe.reason else "")
 
     def _remove(self, skey: str) -> None:
-        item = self.statuses.cache.get(skey)
+        item = self.statuses.item(skey)
         if item is None:
             return  # nothing of ours there
         try:

@@ -70,7 +70,7 @@ class Propagator:
                                       self.config.workers, name="apply")
         self._resync.start()
         log.info("propagator: %d clusters, %d applications; %d workers",
-                 len(self.clusters.cache), len(self.applier.apps.cache), self.config.workers)
+                 len(self.clusters), len(self.applier.apps), self.config.workers)
 
     def ready(self) -> bool:
         return self._started and all(inf.synced.is_set() for inf in self._informers)

@@ -9,6 +9,12 @@ the caller keeps (so a large fleet is held once, in the caller's own shape).
 A value that does not decode (or convert) is logged with its key and
 skipped; the informer keeps the last good value and keeps running.
 
+The cache is a thread-safe store (client-go's ThreadSafeStore is the model):
+only the informer's thread changes it, always under its lock, and readers on
+any thread get single items or copies (``get``, ``item``, ``items``,
+``list_keys``), never the dict itself. Handlers run on the informer's thread,
+after the change, outside the lock.
+
 It knows no resource kind: the prefix and the type are the caller's.
 """
 
@@ -85,7 +91,8 @@ class Informer(Generic[T]):
         self.retry_delay = retry_delay
         self.handlers: list[Handler[T]] = []
         self.invalid_handlers: list[Callable[[str, int], None]] = []
-        self.cache: dict[str, Item[T]] = {}
+        self._items: dict[str, Item[T]] = {}  # changed by the informer's thread only
+        self._lock = threading.Lock()  # guards _items: held for one change or one copy
         self.revision = 0  # everything up to here has been delivered
         self.synced = threading.Event()
         self._stop = threading.Event()
@@ -96,11 +103,31 @@ class Informer(Generic[T]):
     # -- reading --------------------------------------------------------------
 
     def get(self, key: str) -> T | None:
-        item = self.cache.get(key)
+        with self._lock:
+            item = self._items.get(key)
         return item.obj if item else None
 
+    def item(self, key: str) -> Item[T] | None:
+        """The value at ``key`` with its revision, or None."""
+        with self._lock:
+            return self._items.get(key)
+
     def items(self) -> list[Item[T]]:
-        return list(self.cache.values())
+        """A copy: every item as of now."""
+        with self._lock:
+            return list(self._items.values())
+
+    def list_keys(self) -> list[str]:
+        """A copy: every key as of now."""
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._items
 
     def add_handler(self, handler: Handler[T]) -> None:
         self.handlers.append(handler)
@@ -185,19 +212,21 @@ class Informer(Generic[T]):
         seen = set()
         for kv in kvs:
             seen.add(kv.key)
-            current = self.cache.get(kv.key)
+            current = self.item(kv.key)
             if current is not None and current.mod_revision == kv.mod_revision:
                 continue
             self._store_value(kv.key, kv.value, kv.mod_revision)
-        for key in [k for k in self.cache if k not in seen]:
-            gone = self.cache.pop(key)
+        for key in [k for k in self.list_keys() if k not in seen]:
+            with self._lock:
+                gone = self._items.pop(key)
             self._emit(Event(EventType.DELETED, key, gone.obj, gone.obj, revision))
         self._advance(revision)
         self.synced.set()
 
     def _apply(self, ev: WatchEvent) -> None:
         if ev.type == "DELETE":
-            gone = self.cache.pop(ev.key, None)
+            with self._lock:
+                gone = self._items.pop(ev.key, None)
             if gone is not None:
                 self._emit(Event(EventType.DELETED, ev.key, gone.obj, gone.obj, ev.mod_revision))
         else:
@@ -217,8 +246,10 @@ class Informer(Generic[T]):
                 except Exception:
                     log.exception("informer %s: handler failed on invalid %s", self.prefix, key)
             return
-        old = self.cache.get(key)
-        self.cache[key] = Item(key, obj, revision)
+        item = Item(key, obj, revision)
+        with self._lock:
+            old = self._items.get(key)
+            self._items[key] = item
         kind = EventType.ADDED if old is None else EventType.MODIFIED
         self._emit(Event(kind, key, obj, old.obj if old else None, revision))
 

@@ -135,13 +135,13 @@ class Cache:
 
     def _publish_if_whole(self) -> bool:
         """Take the values as of a complete picture not yet taken; True if taken."""
-        item = self.values.cache.get(keys.METRIC_PICTURE)
+        item = self.values.item(keys.METRIC_PICTURE)
         if item is None or not isinstance(item.obj, MetricPicture) or not item.obj.complete:
             return False  # none, or incomplete: keep deciding on the last whole one
         seen = (item.mod_revision, item.obj.generation)
         if seen == self._picture:
             return False
-        published = {k: it.obj for k, it in list(self.values.cache.items())
+        published = {k: it.obj for k, it in ((it.key, it) for it in self.values.items())
                      if isinstance(it.obj, MetricValue)}
         with self._lock:
             self._published, self._picture = published, seen
@@ -162,7 +162,7 @@ class Cache:
         """
         if key.startswith(self.applications.prefix):
             return self.applications.get(key)
-        item = self.clusters.cache.get(key)
+        item = self.clusters.item(key)
         if item is None:
             self._subjects.pop(key, None)
             return None

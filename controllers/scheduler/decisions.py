@@ -69,7 +69,7 @@ class Decisions:
             return hit[0].doc, (hit[1] if hit[0].doc is not None else 0)
         if key in self._garbage:
             return None, 0  # garbage is no decision: decide anew, and replace it
-        item = self._bindings.cache.get(key)
+        item = self._bindings.item(key)
         return (item.obj, item.mod_revision) if item else (None, 0)
 
     def known(self, key: str) -> bool:
@@ -77,11 +77,11 @@ class Decisions:
         hit = self._assumed.get(key)
         if hit is not None:
             return hit[0].doc is not None
-        return key in self._bindings.cache or key in self._garbage
+        return key in self._bindings or key in self._garbage
 
     def stored_revision(self, key: str) -> int:
         """The revision of what is stored at ``key`` as last seen, garbage included."""
-        item = self._bindings.cache.get(key)
+        item = self._bindings.item(key)
         return max(item.mod_revision if item is not None else 0, self._garbage.get(key, 0))
 
     def assumed(self) -> int:
@@ -134,7 +134,7 @@ class Decisions:
             hit = self._assumed.get(key)
             if hit is None or hit[0] is not token:
                 return  # a newer decision replaced it
-            item = self._bindings.cache.get(key)
+            item = self._bindings.item(key)
             seen = item.mod_revision if item is not None else 0
             if (token.doc is None and item is None) or seen >= revision:
                 del self._assumed[key]  # the watch was faster
@@ -183,7 +183,7 @@ class Decisions:
         elif key in self._garbage:
             doc = None
         else:
-            item = self._bindings.cache.get(key)
+            item = self._bindings.item(key)
             doc = item.obj if item is not None else None
         ns = self._namespace.get(key, "")
         old = self._placed[ns].get(key) if ns != "" else None

@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from store import Store, decode, keys
+from store import Store, WatchEvent, decode, keys
 from store.documents import ClusterStatus
 from tests.integration.scheduler_env import (
     PropagatorProcess,
@@ -158,14 +158,17 @@ def test_a_dead_loop_is_reported_by_alive_and_resync_survives_a_changing_cache(
     from controllers.propagator.propagator import Propagator
 
     p = Propagator(store, PropagatorConfig(resync_interval=0.05, probe_interval=0.2))
-    statuses = p.applier.statuses.cache
+    statuses = p.applier.statuses
     done = threading.Event()
+    doc = b'{"kind":"Application","metadata":{"name":"x","namespace":"default"},"status":{}}'
 
-    def churn() -> None:  # what the status informer does, as fast as it can
+    def churn() -> None:  # what the status informer's thread does, as fast as it can
         i = 0
         while not done.is_set():
-            statuses[keys.status_key("Application", "default", f"x{i % 500}")] = None  # type: ignore[assignment]
-            statuses.pop(keys.status_key("Application", "default", f"x{(i + 250) % 500}"), None)
+            statuses._store_value(keys.status_key("Application", "default", f"x{i % 500}"),
+                                  doc, i + 1)
+            statuses._apply(WatchEvent("DELETE", keys.status_key(
+                "Application", "default", f"x{(i + 250) % 500}"), b"", i + 1, 0, 0))
             i += 1
 
     t = threading.Thread(target=churn, daemon=True)
@@ -176,7 +179,8 @@ def test_a_dead_loop_is_reported_by_alive_and_resync_survives_a_changing_cache(
     finally:
         done.set()
         t.join()
-    statuses.clear()
+    for key in statuses.list_keys():
+        statuses._apply(WatchEvent("DELETE", key, b"", 0, 0, 0))
     p.start()
     try:
         assert p.alive()

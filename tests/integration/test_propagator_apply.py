@@ -305,6 +305,26 @@ def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
     assert kube["east"].get(ConfigMap, "away", namespace="default").data == {"v": "2"}
 
 
+def test_an_application_on_a_cluster_gone_offline_is_not_running(
+    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeApiServer]
+) -> None:
+    """#10 item 4: nothing about the application changes, its cluster's API goes away: as
+    soon as the observer says OFFLINE, the status says so (it said RUNNING for 45 s+)."""
+    app(store, "quiet", [config_map("quiet", v="1")])
+    bind(store, "quiet", 1, "east")
+    wait_for(lambda: status(store, "quiet"), running("RUNNING", "east"), timeout=30)
+    clusters["east"].stop()
+    try:
+        gone = wait_for(lambda: status(store, "quiet"),
+                        lambda s: s.status.state != "RUNNING", timeout=20)
+        assert gone.status.state == "DEGRADED", gone.status
+        assert gone.status.reason.startswith("not observed: cluster default/east is OFFLINE")
+        assert [r.name for r in gone.status.running_on] == ["east"]  # its objects stay there
+    finally:
+        clusters["east"].start()
+    wait_for(lambda: status(store, "quiet"), running("RUNNING", "east"), timeout=60)
+
+
 def test_garbage_in_etcd_loses_nothing(
     store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
 ) -> None:

@@ -51,7 +51,7 @@ def test_the_informer_lists_then_follows_changes(store: Store) -> None:
         assert [(e.type, e.key) for e in events[1:]] == [
             (EventType.MODIFIED, P + "a"), (EventType.ADDED, P + "b"), (EventType.DELETED, P + "a")]
         assert events[1].old == Thing("a", 1) and events[3].obj == Thing("a", 2)
-        assert set(inf.cache) == {P + "b"}
+        assert set(inf.list_keys()) == {P + "b"}
     finally:
         inf.stop()
 

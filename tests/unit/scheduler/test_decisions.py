@@ -27,6 +27,12 @@ class FakeInformer:
         item = self.cache.get(key)
         return item.obj if item else None
 
+    def item(self, key: str) -> Item[Any] | None:
+        return self.cache.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.cache
+
     def add_handler(self, handler: Callable[[Event[Any]], None]) -> None:
         self.handlers.append(handler)
 
