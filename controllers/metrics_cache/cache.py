@@ -36,7 +36,7 @@ from controllers.metrics_cache.config import MetricsCacheConfig
 from controllers.metrics_cache.providers import Failure, Provider, Reading, make_provider
 from controllers.metrics_cache.providers.base import UNKNOWN_PROVIDER
 from controllers.metrics_cache.writer import ValueWriter
-from controllers.runtime import Informer
+from controllers.runtime import Event, EventType, Informer
 from controllers.runtime.supervise import Loop
 from store import Store, StoreError, keys
 from store.documents import (
@@ -227,6 +227,11 @@ class MetricsCache:
         self.informers: list[Informer[Any]] = [
             self.global_providers, self.providers, self.global_metrics, self.metrics,
             self.clusters, self.global_clouds, self.clouds]
+        # Our own keys, watched so that what someone else writes there is replaced.
+        self.values: Informer[MetricValue | MetricPicture] = informer(
+            keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
+        self.values.add_invalid_handler(lambda key, _rev: self._foreign(key, "garbage"))
+        self.values.add_handler(self._on_value)
         self.writer: ValueWriter | None = None
         self.pollers: dict[str, Poller] = {}  # the planning loop's own
         self._lock = threading.Lock()  # guards _values and the picture below (pollers share them)
@@ -244,9 +249,9 @@ class MetricsCache:
     # -- lifecycle --------------------------------------------------------------
 
     def start(self, sync_timeout: float = 60.0) -> None:
-        for inf in self.informers:
+        for inf in (*self.informers, self.values):
             inf.start()
-        if not all(inf.wait_synced(sync_timeout) for inf in self.informers):
+        if not all(inf.wait_synced(sync_timeout) for inf in (*self.informers, self.values)):
             raise TimeoutError("the metrics-cache did not sync with etcd")
         self.writer = ValueWriter(self.store, lease_ttl=self.config.lease_ttl,
                                   on_lease_lost=self._values_lost)
@@ -269,9 +274,9 @@ class MetricsCache:
         for poller in self.pollers.values():
             poller.stop()
         self.pollers.clear()
-        for inf in self.informers:
+        for inf in (*self.informers, self.values):
             inf.stop(wait=False)
-        for inf in self.informers:
+        for inf in (*self.informers, self.values):
             inf.join()
         if self.writer is not None:
             self.writer.close()
@@ -286,6 +291,23 @@ class MetricsCache:
         except Exception:
             self._changed.set()  # plan again after the loop's backoff
             raise
+
+    # -- our keys, changed by someone else ----------------------------------------------
+
+    def _on_value(self, event: Event[MetricValue | MetricPicture]) -> None:
+        if event.type is EventType.DELETED:
+            self._foreign(event.key, "deleted")
+
+    def _foreign(self, key: str, what: str) -> None:
+        """A key we own was overwritten with garbage or deleted by someone else: ours
+        goes back over it (the value at the next poll, the picture now)."""
+        if self.writer is None or not self.writer.forget(key):
+            return
+        log.error("%s was %s by someone else; writing ours over it", key,
+                  "overwritten with something that is not a metric value or picture"
+                  if what == "garbage" else "deleted")
+        if key == keys.METRIC_PICTURE:
+            self._publish()
 
     # -- the picture ------------------------------------------------------------------
 

@@ -144,6 +144,15 @@ class ValueWriter:
         except StoreError as exc:
             log.warning("%s: not removed: %s", key, exc)
 
+    def forget(self, key: str) -> bool:
+        """Someone else changed ``key`` (garbage, a hand-made delete): the next poll writes
+        ours over it, and the next publish the picture. False if we never wrote it."""
+        with self._lock:
+            if key == keys.METRIC_PICTURE:
+                known, self._picture_revision = self._picture_revision != 0, 0
+                return known
+            return self._written.pop(key, None) is not None
+
     def written_keys(self) -> set[str]:
         with self._lock:
             return set(self._written)

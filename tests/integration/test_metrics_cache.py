@@ -307,3 +307,28 @@ def test_the_scheduler_follows_values_from_the_metrics_cache(
         wait_for(lambda: binding(store, "app"), lambda b: targets(b) == ["a"], timeout=10)
     finally:
         scheduler.stop()
+
+
+def test_garbage_or_a_delete_in_our_keys_is_replaced_with_ours(
+    store: Store, cache: MetricsCacheProcess
+) -> None:
+    provider(store, "static", {"type": "static", "static": {"metrics": {"owned": 2.0}}})
+    metric(store, "owned", "static", "owned")
+    cluster(store, "c", metrics={"owned": 1.0})
+    wait_for(lambda: value(store, "owned"))
+    wait_for(lambda: store.get(keys.METRIC_PICTURE))
+    # Nothing changes at the provider: only the owner's repair can rewrite these keys.
+    put(store, keys.metric_value_key("owned"), b"{not a value")
+    put(store, keys.METRIC_PICTURE, b"[1, 2]")
+    back = wait_for(lambda: value(store, "owned") if store.get(
+        keys.metric_value_key("owned")).value != b"{not a value" else None,  # type: ignore[union-attr]
+        timeout=5)
+    assert back.status.value == 2.0
+    whole = wait_for(lambda: store.get(keys.METRIC_PICTURE), lambda kv: kv.value != b"[1, 2]",
+                     timeout=5)
+    assert decode(whole.value, MetricPicture).complete
+    store.delete(keys.metric_value_key("owned"))
+    wait_for(lambda: value(store, "owned"), lambda v: v.status.value == 2.0, timeout=5)
+    out = cache.output()
+    assert out.count("was overwritten with something that is not a metric value") == 2
+    assert "was deleted by someone else" in out
