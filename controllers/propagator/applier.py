@@ -46,7 +46,7 @@ from controllers.propagator.kube import (
 from controllers.propagator.manifest import ManifestError, objects
 from controllers.propagator.views import AppView, ClusterView
 from controllers.runtime import Event, EventType, Informer, Item, TemporaryError, WorkQueue
-from store import Conflict, Delete, Put, Store, StoreError, decode, encode, keys
+from store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from store.documents import (
     ApplicationState,
     ApplicationStatus,
@@ -89,6 +89,7 @@ class _Doc:
     name: str
     old: ApplicationStatus | None
     revision: int
+    garbage: int = 0  # the revision of a value that is not a status, found there: replace it
 
 
 class Applier:
@@ -111,6 +112,7 @@ class Applier:
                                                max_delay=config.retry_max_delay)
         self._lock = threading.Lock()
         self._written: dict[str, tuple[ApplicationStatus | None, int]] = {}
+        self._garbage: dict[str, int] = {}  # status key → revision of garbage written there
         self._rv: dict[tuple[str, KubeObjectRef], str] = {}  # what our last apply stored
         self._in_flight: set[tuple[str, KubeObjectRef]] = set()
         self._drifted: set[tuple[str, str]] = set()  # (application key, cluster id)
@@ -122,6 +124,7 @@ class Applier:
         self.apps.add_handler(self._on_app)
         self.bindings.add_handler(self._on_binding)
         self.statuses.add_handler(self._on_status)
+        self.statuses.add_invalid_handler(self._on_garbage_status)
         self.clusters.add_handler(self._on_cluster)
         cluster_statuses.add_handler(self._on_cluster_status)
 
@@ -140,6 +143,12 @@ class Applier:
     def _on_status(self, event: Event[ApplicationStatus]) -> None:
         if event.type is EventType.ADDED:  # at start: also applications whose key vanished
             self.queue.add(keys.resource_key_of(event.key))
+
+    def _on_garbage_status(self, key: str, revision: int) -> None:
+        """Someone wrote a value that is not a status into our key: our status goes back."""
+        with self._lock:
+            self._garbage[key] = revision
+        self.queue.add(keys.resource_key_of(key))
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is EventType.DELETED:
@@ -455,10 +464,15 @@ class Applier:
         item = self.statuses.item(skey)
         with self._lock:
             mine = self._written.get(skey)
+            garbage = self._garbage.get(skey, 0)
         if mine is not None and (item is None or mine[1] >= item.mod_revision):
-            return _Doc(skey, namespace, name, *mine)
-        return _Doc(skey, namespace, name, item.obj if item else None,
-                    item.mod_revision if item else 0)
+            doc = _Doc(skey, namespace, name, *mine)
+        else:
+            doc = _Doc(skey, namespace, name, item.obj if item else None,
+                       item.mod_revision if item else 0)
+        if garbage > doc.revision:  # the last good value still guides the plan
+            doc.garbage = garbage
+        return doc
 
     def _unreadable(self, key: str) -> bool:
         """Whether ``key`` holds a value the informer skipped (it did not decode)."""
@@ -468,41 +482,31 @@ class Applier:
             raise TemporaryError(f"{key}: {exc}") from exc
 
     def _write(self, doc: _Doc, new: ApplicationState) -> None:
-        """Write the status if it changed (guarded by the revision read)."""
-        if doc.old is not None and doc.old.status == new:
+        """Write the status if it changed (guarded by the revision read), or over garbage."""
+        if not doc.garbage and doc.old is not None and doc.old.status == new:
             return
         written = ApplicationStatus(StatusMeta(doc.name, doc.namespace), new)
+        if doc.garbage:
+            log.error("%s held a value that is not a status document; replacing it", doc.key)
         try:
-            rev = self.store.commit([Put(doc.key, encode(written),
-                                         doc.revision if doc.old else 0)])
+            rev = self.store.commit([Put(doc.key, encode(written), doc.garbage or (
+                doc.revision if doc.old else 0))])
         except Conflict as exc:
-            if doc.old is None:
-                rev = self._replace_unreadable(doc.key, written)
-            else:
-                raise TemporaryError(f"{doc.key} changed meanwhile", delay=0.1) from exc
+            if doc.garbage:  # changed again since: the watch tells what it holds now
+                with self._lock:
+                    if self._garbage.get(doc.key) == doc.garbage:
+                        del self._garbage[doc.key]
+            raise TemporaryError(f"{doc.key} changed meanwhile", delay=0.1) from exc
         except StoreError as exc:
             raise TemporaryError(f"{doc.key} not written: {exc}") from exc
         with self._lock:
             self._written[doc.key] = (written, rev)
+            if self._garbage.get(doc.key, rev) < rev:
+                del self._garbage[doc.key]
         if doc.old is None or doc.old.status.state != new.state:
             log.info("application %s/%s is %s%s", doc.namespace, doc.name, new.state,
                      f" ({new.reason})" if new.reason else "")
-        doc.old, doc.revision = written, rev
-
-    def _replace_unreadable(self, key: str, doc: ApplicationStatus) -> int:
-        """Our key exists but the informer has nothing: replace it if it is garbage."""
-        kv = self.store.get(key)
-        if kv is None:
-            raise TemporaryError(f"{key} changed meanwhile", delay=0.1)
-        try:
-            decode(kv.value, ApplicationStatus, key)
-        except StoreError:
-            log.error("%s held a value that is not a status document; replacing it", key)
-            try:
-                return self.store.commit([Put(key, encode(doc), kv.mod_revision)])
-            except StoreError as exc:
-                raise TemporaryError(f"{key} not written: {exc}") from exc
-        raise TemporaryError(f"{key} changed meanwhile", delay=0.1)
+        doc.old, doc.revision, doc.garbage = written, rev, 0
 
     def forget_written(self, upto: int) -> None:
         """Drop our record of writes the status watch has since delivered."""

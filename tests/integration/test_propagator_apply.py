@@ -350,6 +350,12 @@ def test_garbage_in_etcd_loses_nothing(
         "Application", "default", "other")).value != b"[]" else None,  # type: ignore[union-attr]
         running("RUNNING", "west"), timeout=30)
     assert "held a value that is not a status document; replacing it" in propagator.output()
+    # ... also over a status it wrote, with nothing else happening to the application.
+    put(store, keys.status_key("Application", "default", "other"), b"{garbage")
+    wait_for(lambda: status(store, "other") if store.get(keys.status_key(
+        "Application", "default", "other")).value != b"{garbage" else None,  # type: ignore[union-attr]
+        running("RUNNING", "west"), timeout=15)
+    assert propagator.output().count("held a value that is not a status document") == 2
     # The application's key repaired: applied as before.
     app(store, "kept", [config_map("kept", v="again")], generation=2)
     bind(store, "kept", 2, "east")
