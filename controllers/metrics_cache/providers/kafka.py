@@ -4,8 +4,15 @@ Each record's key is the metric name; its value a number, or JSON
 ``{"value": ..., "timestamp": ...}`` (seconds or milliseconds since the
 epoch). The latest value wins: by the JSON timestamp when the record has one,
 else by Kafka's record timestamp. The consumer (aiokafka, in an asyncio
-loop on its own thread) runs continuously in the provider's consumer group
-and commits its offsets, so a restarted cache resumes where it left off.
+loop on its own thread) runs continuously in the provider's consumer group.
+The topic is a table's changelog, so whenever partitions are assigned (a
+start, a failover to another replica, a reconnect) they are read again from
+their beginning: a value sent once is known again after a restart, as it was
+before (a restart that resumed from committed offsets forgot every metric
+whose producer had not sent since, and the scheduler moved their clusters'
+applications away). Give the topic ``cleanup.policy=compact`` so that this
+reads about one record per metric; re-reading is harmless, as the latest
+value wins by timestamp.
 ``fetch`` answers from what has been consumed: a metric never seen is
 UNKNOWN_METRIC, a record that is not a number INVALID_METRIC, and while the
 consumer cannot reach the brokers every metric is UNREACHABLE_METRICS_PROVIDER.
@@ -73,7 +80,7 @@ class KafkaProvider:
         s = self.spec
         options: dict[str, Any] = {
             "bootstrap_servers": self.servers, "group_id": self.group,
-            "enable_auto_commit": True, "auto_commit_interval_ms": 1000,
+            "enable_auto_commit": True, "auto_commit_interval_ms": 1000,  # lag, for operators
             "auto_offset_reset": "earliest", "request_timeout_ms": 10000,
         }
         if s.security_protocol:
@@ -93,11 +100,23 @@ class KafkaProvider:
         self._loop.run_until_complete(self._consume_forever())
 
     async def _consume_forever(self) -> None:
-        from aiokafka import AIOKafkaConsumer
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
         from aiokafka.errors import KafkaError
 
+        class FromTheStart(ConsumerRebalanceListener):  # type: ignore[misc]
+            def __init__(self, consumer: AIOKafkaConsumer) -> None:
+                self.consumer = consumer
+
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                return None
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                if assigned:
+                    await self.consumer.seek_to_beginning(*assigned)
+
         while not self._stop.is_set():
-            consumer = AIOKafkaConsumer(self.topic, **self._consumer_options())
+            consumer = AIOKafkaConsumer(**self._consumer_options())
+            consumer.subscribe([self.topic], listener=FromTheStart(consumer))
             try:
                 await consumer.start()
                 self._set_link(True, "")
