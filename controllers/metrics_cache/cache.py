@@ -34,7 +34,7 @@ from prometheus_client import Counter, Histogram
 
 from controllers.metrics_cache.config import MetricsCacheConfig
 from controllers.metrics_cache.providers import Failure, Provider, Reading, make_provider
-from controllers.metrics_cache.providers.base import UNKNOWN_PROVIDER
+from controllers.metrics_cache.providers.base import UNKNOWN_PROVIDER, NotYet
 from controllers.metrics_cache.writer import ValueWriter
 from controllers.runtime import Event, EventType, Informer
 from controllers.runtime.supervise import Loop
@@ -188,6 +188,9 @@ class Poller:
         else:
             try:
                 readings = dict(self.provider.fetch(sorted({w.query for w in wanted})))
+            except NotYet as exc:
+                log.debug("provider %s: no answer yet (%s)", self.plan.name, exc)
+                return
             except Exception as exc:  # a provider bug must not stop the others
                 log.exception("provider %s failed", self.plan.name)
                 readings = {w.query: Failure("UNREACHABLE_METRICS_PROVIDER", repr(exc))

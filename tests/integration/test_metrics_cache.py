@@ -11,7 +11,13 @@ import pytest
 
 from store import Store, Watch, decode, encode, keys
 from store.documents import MetricPicture, MetricValue
-from tests.integration.scheduler_env import MetricsCacheProcess, cluster, put, wait_for
+from tests.integration.scheduler_env import (
+    MetricsCacheProcess,
+    cluster,
+    put,
+    record_puts,
+    wait_for,
+)
 from tests.servers.etcd import EtcdServer, ServerUnavailable
 from tests.servers.kafka import KafkaServer, produce
 from tests.servers.ksql import KsqlServer
@@ -212,6 +218,7 @@ def test_kafka_topic_values_are_all_known_again_after_a_restart(
     finally:
         first.stop()
     produce(kafka.bootstrap, "energy", [("price", b"4.0")])  # while the cache is down
+    seen, watch = record_puts(store, keys.metric_value_key("early"), MetricValue)
     second = MetricsCacheProcess(etcd_server.url, tmp_path, config=CONFIG, name="k2").start()
     try:
         assert wait_for(lambda: value(store, "price"), lambda v: v.status.value == 4.0,
@@ -220,7 +227,11 @@ def test_kafka_topic_values_are_all_known_again_after_a_restart(
         # run, is known again (a restart must not forget it and move applications).
         early = wait_for(lambda: value(store, "early"), lambda v: v.status.value == 1.0)
         assert early.status.error is None
+        # ... and never said unknown meanwhile: the provider answers once it has read
+        # the topic up to where it ended.
+        assert [v.status.value for v in seen] == [1.0], seen
     finally:
+        watch.close()
         second.stop()
 
 

@@ -27,6 +27,11 @@ class Failure:
 Reading = float | Failure
 
 
+class NotYet(Exception):
+    """The provider has no answer yet (e.g. a consumer still reading a topic's history):
+    its poll is skipped, and a picture waiting for it stays incomplete."""
+
+
 class Provider(Protocol):
     type: str
 

@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from controllers.metrics_cache.providers.base import (
     UNKNOWN_METRIC,
     UNREACHABLE,
     Failure,
+    NotYet,
     Reading,
     number,
 )
@@ -60,8 +62,15 @@ def parse_record(value: bytes | None, name: str) -> tuple[Reading, float | None]
 class KafkaProvider:
     type = "kafka"
 
-    def __init__(self, spec: KafkaSpec, *, provider: str, liveness_interval: float = 2.0) -> None:
+    def __init__(self, spec: KafkaSpec, *, provider: str, liveness_interval: float = 2.0,
+                 catch_up: float = 60.0) -> None:
         self.liveness_interval = liveness_interval
+        # Until the topic has been read up to where it ended at the first assignment,
+        # fetch answers NotYet (an unknown metric then is only one not read yet);
+        # after ``catch_up`` seconds it answers with what it has.
+        self._caught_up = threading.Event()
+        self._catch_up_until = time.monotonic() + catch_up
+        self._ends: dict[Any, int] = {}  # partition → end offset at the first assignment
         servers = spec.bootstrap_servers or []
         self.servers = servers if isinstance(servers, str) else ",".join(servers)
         self.topic = spec.topic or ""
@@ -113,6 +122,10 @@ class KafkaProvider:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 if assigned:
                     await self.consumer.seek_to_beginning(*assigned)
+                    if not provider._ends:
+                        provider._ends = dict(await self.consumer.end_offsets(list(assigned)))
+
+        provider = self
 
         while not self._stop.is_set():
             consumer = AIOKafkaConsumer(**self._consumer_options())
@@ -127,6 +140,8 @@ class KafkaProvider:
                     for records in batches.values():
                         for r in records:
                             self._record(r.key, r.value, r.timestamp)
+                    if not self._caught_up.is_set() and self._ends:
+                        await self._check_caught_up(consumer)
                     if loop_time() - last_check >= self.liveness_interval:
                         # The consumer reconnects silently: ask the brokers for
                         # metadata to know whether they can be reached now.
@@ -146,6 +161,15 @@ class KafkaProvider:
                     log.debug("kafka provider %s: stopping: %s", self.topic, exc)
             if not self._stop.is_set():
                 await asyncio.sleep(1.0)
+
+    async def _check_caught_up(self, consumer: Any) -> None:
+        try:
+            at = {tp: await consumer.position(tp) for tp in self._ends}
+        except Exception as exc:  # reassigned meanwhile: the deadline still holds
+            log.debug("kafka provider %s: position: %s", self.topic, exc)
+            return
+        if all(at[tp] >= end for tp, end in self._ends.items()):
+            self._caught_up.set()
 
     def _record(self, key: bytes | None, value: bytes | None, timestamp: int) -> None:
         if key is None:
@@ -170,6 +194,12 @@ class KafkaProvider:
     def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
         with self._lock:
             (connected, error), latest = self._link, dict(self.latest)
+        if not self._caught_up.is_set():
+            if time.monotonic() < self._catch_up_until:
+                raise NotYet(f"reading topic {self.topic} up to its end")
+            log.warning("kafka provider %s: the topic not read up to its end in time; "
+                        "answering with what was read", self.topic)
+            self._caught_up.set()
         if not connected:
             return dict.fromkeys(metrics, Failure(UNREACHABLE, error))
         return {m: latest[m][0] if m in latest
