@@ -13,7 +13,12 @@ only on whole metric pictures, not by slowing every move down):
 * ``min_dwell``: no optional move within this long of the last move
   (``spec.scheduled`` of the Binding: when its targets last changed);
 * ``budget``: at most this many optional moves per ``budget_interval``,
-  fleet-wide.
+  fleet-wide;
+* ``settle`` (on by default, 60 s): no optional move *to* a cluster within
+  this long of its coming back ONLINE after it was not. A cluster that went
+  away and returns is not trusted at once: if it goes away again, nothing
+  moved back to it has to move again. Moves between clusters that stayed
+  up (a metric change) are not slowed.
 
 A move held back is recorded in the Binding (its reason says why, and when
 it is tried again). A move back to targets left less than ``flap_window``
@@ -47,17 +52,19 @@ class AntiFlapConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     budget: int = 0  # optional moves per budget_interval, fleet-wide; 0: unlimited
     budget_interval: float = 60.0
     flap_window: float = 300.0  # a move back within this counts as a flap
+    settle: float = 60.0  # seconds a cluster back ONLINE receives no optional move
 
     def __post_init__(self) -> None:
-        if min(self.margin, self.hold, self.min_dwell, self.budget) < 0:
-            raise ValueError("anti_flap: margin, hold, min_dwell and budget must not be negative")
+        if min(self.margin, self.hold, self.min_dwell, self.budget, self.settle) < 0:
+            raise ValueError("anti_flap: margin, hold, min_dwell, budget and settle must not "
+                             "be negative")
         if self.budget_interval <= 0 or self.flap_window < 0:
             raise ValueError("anti_flap: budget_interval must be positive, flap_window not "
                              "negative")
 
     @property
     def active(self) -> bool:
-        return bool(self.margin or self.hold or self.min_dwell or self.budget)
+        return bool(self.margin or self.hold or self.min_dwell or self.budget or self.settle)
 
 
 Refs = frozenset[tuple[str, str | None, str]]
@@ -65,7 +72,7 @@ Refs = frozenset[tuple[str, str | None, str]]
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    rule: str  # margin, hold, min_dwell or budget
+    rule: str  # margin, hold, min_dwell, budget or settle
     reason: str  # stable while the same move is held the same way (compared before a write)
     retry_after: float | None  # seconds; None: only a later change can release it
 
@@ -83,12 +90,19 @@ class AntiFlap:
         self._prune_at = 1024
 
     def check(self, key: str, new: Refs, names: str, gain: float,
-              last_move: datetime | None) -> Held | None:
-        """Whether the optional move of ``key`` to ``new`` (``names``) waits, and why."""
+              last_move: datetime | None, returned: float | None = None) -> Held | None:
+        """Whether the optional move of ``key`` to ``new`` (``names``) waits, and why.
+        ``returned``: when (``clock``) the last of ``new`` came back ONLINE, if it did."""
         c = self.config
         if not c.active:
             return None
         to = f"would move to {names}"
+        if c.settle and returned is not None:
+            back = self.clock() - returned
+            if back < c.settle:
+                return self._held("settle", f"{HELD_PREFIX}: a target came back ONLINE less "
+                                            f"than {c.settle:g}s ago (settle); {to}",
+                                  c.settle - back)
         if c.margin and gain <= c.margin:
             self._better.pop(key, None)
             return self._held("margin", f"{HELD_PREFIX}: gains {c.margin:g} or less in score "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,6 +91,8 @@ class Cache:
             self.clusters, self.globalclouds, self.clouds, self.status)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
+        self._returned: dict[str, float] = {}  # status key → when it came back ONLINE
+        self.status.add_handler(self._on_cluster_status)
         for inf in (self.globalmetrics, self.metrics):
             inf.add_handler(self._bump_metrics)
         self.values.add_handler(self._on_value)
@@ -121,6 +124,24 @@ class Cache:
     def _bump_candidates(self, event: Event[Any]) -> None:
         with self._lock:
             self._cand_epoch += 1
+
+    def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
+        was = event.old.status.state if event.old is not None else None
+        now = event.obj.status.state if event.type is not EventType.DELETED else None
+        if now == "ONLINE" and was not in (None, "ONLINE"):
+            with self._lock:
+                self._returned[event.key] = time.monotonic()
+        elif now != "ONLINE":
+            with self._lock:
+                self._returned.pop(event.key, None)
+
+    def returned(self, kind: str, namespace: str | None, name: str) -> float | None:
+        """When (``time.monotonic``) the target came back ONLINE after it was not, as this
+        process saw it; None if it never did."""
+        if namespace is None:
+            return None
+        with self._lock:
+            return self._returned.get(keys.status_key(kind, namespace, name))
 
     def _bump_metrics(self, event: Event[Any]) -> None:
         with self._lock:

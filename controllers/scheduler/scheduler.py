@@ -431,7 +431,10 @@ class Scheduler:
         else:
             gain = sum(r.score for r in decision.chosen) - sum(r.score for r in was)
         names = ", ".join(t.name for t in decision.targets)
-        held = self.antiflap.check(subject.key, new, names, gain, binding.spec.scheduled)
+        back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)
+                            for t in decision.targets) if t is not None]
+        held = self.antiflap.check(subject.key, new, names, gain, binding.spec.scheduled,
+                                   max(back, default=None))
         if held is None:
             return None
         limit = self.config.explain_limit

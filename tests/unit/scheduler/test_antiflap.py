@@ -30,10 +30,23 @@ def policy(**kw: float) -> tuple[AntiFlap, Clock]:
     return AntiFlap(AntiFlapConfig(**kw), clock=clock, now=clock.wall), clock  # type: ignore[arg-type]
 
 
-def test_the_defaults_hold_nothing() -> None:
-    p, _ = policy()
-    assert not p.config.active
-    assert p.check("k", B, "b", 0.0, T0) is None
+def test_the_defaults_hold_nothing_but_a_move_to_a_cluster_just_back() -> None:
+    p, clock = policy()
+    assert p.config.active and p.config.settle == 60.0
+    assert p.check("k", B, "b", 0.0, T0) is None  # a metric change among steady clusters
+    assert p.check("k", B, "b", 0.0, T0, returned=clock.t - 70) is None
+
+
+def test_settle_holds_a_move_to_a_cluster_back_online_until_it_has_stayed() -> None:
+    p, clock = policy(settle=30)
+    held = p.check("k", B, "b", 1.0, None, returned=clock.t - 10)
+    assert held is not None and held.rule == "settle" and held.retry_after == 20
+    assert "came back ONLINE" in held.reason and "would move to b" in held.reason
+    clock.t += 20
+    assert p.check("k", B, "b", 1.0, None, returned=clock.t - 30) is None
+    off, clock = policy(settle=0)
+    assert not off.config.active
+    assert off.check("k", B, "b", 1.0, None, returned=clock.t) is None
 
 
 def test_margin_holds_a_small_gain_and_lets_a_large_one_go() -> None:

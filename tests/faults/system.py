@@ -1,0 +1,456 @@
+"""A whole berth on real servers, for the fault table.
+
+Three kube-apiservers (clusters ``a``, ``b``, ``c``), Prometheus with a
+Pushgateway and a Kafka broker as metric providers, berth's own etcd, and two
+replicas of each berth process. 2,000 applications, each one ConfigMap, with
+five kinds of cluster constraint so that some can go anywhere and some only
+to one cluster. Every Binding and application status ever written is
+recorded from a watch, so a fault's window can be read back: moves, moves
+back and forth, and decisions written twice.
+
+:meth:`System.converged` checks the whole truth, not berth's word for it:
+each application's Binding obeys its constraint and targets a cluster that
+is up, its status is RUNNING there at its current generation, and the
+ConfigMap is on exactly that cluster with that generation's data (read from
+the kube-apiservers themselves).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import ConfigMap
+
+from store import EtcdConfig, Put, Store, Watch, encode, keys
+from store.documents import ApplicationStatus, Binding, MetricPicture
+from tests.integration.scheduler_env import (
+    BerthProcess,
+    MetricsCacheProcess,
+    PropagatorProcess,
+    SchedulerProcess,
+    put,
+)
+from tests.servers.etcd import EtcdServer
+from tests.servers.kafka import KafkaServer, produce
+from tests.servers.kube import KubeApiServer
+from tests.servers.prometheus import PrometheusServer
+
+N_APPS = 2000
+LABELS = {"a": {"zone": "z1", "tier": "gold"}, "b": {"zone": "z2", "tier": "gold"},
+          "c": {"zone": "z2", "tier": "silver"}}
+# (constraint, the clusters it allows): application i has the (i % 5)th.
+RULES: list[tuple[list[str], frozenset[str]]] = [
+    ([], frozenset("abc")),
+    (["tier is gold"], frozenset("ab")),
+    (["zone is z2"], frozenset("bc")),
+    (["zone is z1"], frozenset("a")),
+    (["tier is silver"], frozenset("c")),
+]
+METRICS = {"a": ("price_a", "prom"), "b": ("price_b", "prom"), "c": ("wind_c", "kafka")}
+MANAGED: dict[str, Any] = {"app.kubernetes.io/managed-by": "berth"}
+
+SCHEDULER = ""
+PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
+              "retry_base_delay: 0.2\nretry_max_delay: 2\nresync_interval: 600\n")
+METRICS_CACHE = "poll_interval: 0.5\nlease_ttl: 3\nstale_after: 60\ntimeout: 1\nretries: 0\n"
+
+
+def app_name(i: int) -> str:
+    return f"app-{i:04d}"
+
+
+def allowed(name: str) -> frozenset[str]:
+    return RULES[int(name.rsplit("-", 1)[1]) % len(RULES)][1]
+
+
+@dataclass
+class Row:
+    """A line of the fault table."""
+
+    fault: str
+    figure: str
+    held: bool
+
+
+ROWS: list[Row] = []  # filled by the tests, printed at the end of the run
+
+
+@dataclass
+class Record:
+    """One write seen by the recorder."""
+
+    revision: int
+    name: str  # the application
+    essence: tuple[Any, ...] | None  # what an observer compares; None for a delete
+
+
+@dataclass
+class History:
+    """Every Binding and status write, in revision order, from a live watch."""
+
+    bindings: list[Record] = field(default_factory=list)
+    statuses: list[Record] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def since(self, revision: int) -> tuple[list[Record], list[Record]]:
+        with self.lock:
+            return ([r for r in self.bindings if r.revision > revision],
+                    [r for r in self.statuses if r.revision > revision])
+
+
+def _binding_essence(value: bytes) -> tuple[Any, ...] | None:
+    try:
+        b = msgspec.json.decode(value, type=Binding)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ("garbage",)
+    return (tuple(t.name for t in b.spec.targets), b.spec.generation, b.status.state,
+            b.status.reason if not b.status.reason.startswith("Scheduled") else "")
+
+
+def _status_essence(value: bytes) -> tuple[Any, ...] | None:
+    try:
+        s = msgspec.json.decode(value, type=ApplicationStatus)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ("garbage",)
+    return (msgspec.json.encode(s.status),)
+
+
+@dataclass
+class Window:
+    """What berth wrote during one fault."""
+
+    moves: int  # Binding target changes
+    movers: set[str]
+    flaps: list[str]  # applications that went back to targets they had left
+    binding_twice: list[str]  # the same decision written again
+    status_twice: list[str]  # the same status written again
+
+
+def window(history: History, revision: int, before: dict[str, tuple[str, ...]]) -> Window:
+    """Read a fault's writes (after ``revision``; ``before``: each application's targets
+    when it began)."""
+    bindings, statuses = history.since(revision)
+    seen: dict[str, list[tuple[str, ...]]] = {}
+    last: dict[str, tuple[Any, ...] | None] = {}
+    twice: list[str] = []
+    for r in bindings:
+        if r.essence is None or r.essence == ("garbage",):
+            last.pop(r.name, None)
+            continue
+        if last.get(r.name) == r.essence:
+            twice.append(r.name)
+        last[r.name] = r.essence
+        # A path of target sets: a first placement (from none) is not a move.
+        path = seen.setdefault(r.name, [before[r.name]] if before.get(r.name) else [])
+        if r.essence[0] and (not path or r.essence[0] != path[-1]):
+            path.append(r.essence[0])
+    moves = sum(max(0, len(p) - 1) for p in seen.values())
+    movers = {n for n, p in seen.items() if len(p) > 1}
+    flaps = [n for n, p in seen.items() if len(set(p)) < len(p)]
+    st_last: dict[str, tuple[Any, ...] | None] = {}
+    st_twice: list[str] = []
+    for r in statuses:
+        if r.essence is not None and r.essence != ("garbage",) and st_last.get(r.name) == r.essence:
+            st_twice.append(r.name)
+        st_last[r.name] = r.essence
+    return Window(moves, movers, flaps, twice, st_twice)
+
+
+class System:
+    def __init__(self, workdir: Path, log: Callable[[str], None] = print) -> None:
+        self.workdir = workdir
+        self.log = log
+        self.etcd = EtcdServer()
+        self.clusters: dict[str, KubeApiServer] = {}
+        self.prometheus = PrometheusServer()
+        self.kafka = KafkaServer()
+        self.store: Store | None = None
+        self.kube: dict[str, Client] = {}
+        self.procs: dict[str, list[BerthProcess]] = {}
+        self.history = History()
+        self.generation: dict[str, int] = {}
+        self._watches: list[Watch] = []
+        self._bump = 0
+
+    # -- setup ------------------------------------------------------------------------
+
+    def start(self) -> System:
+        t0 = time.monotonic()
+        self.etcd.start()
+        self.store = Store(EtcdConfig(url=self.etcd.url))
+        for name in LABELS:
+            self.clusters[name] = KubeApiServer(f"fault-{name}").start()
+            self.kube[name] = self._client(name)
+        self.prometheus.start()
+        self.kafka.start()
+        self.log(f"servers up in {time.monotonic() - t0:.0f} s")
+        self.prometheus.push(price_a=2, price_b=2)
+        self.prometheus.wait_value("price_a", 2)
+        produce(self.kafka.bootstrap, "energy", [("wind_c", b"4")])  # c scores best
+        self._seed()
+        self._record()
+        url = self.etcd.url
+        for command, cls, config in (("scheduler", SchedulerProcess, SCHEDULER),
+                                     ("propagator", PropagatorProcess, PROPAGATOR),
+                                     ("metrics-cache", MetricsCacheProcess, METRICS_CACHE)):
+            self.procs[command] = [cls(url, self.workdir, config=config, name=str(i)).start()
+                                   for i in range(2)]
+        # As in a running fleet, the metric values are whole before applications come
+        # (else the first placements are made without them, and corrected once).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            kv = self.db.get(keys.METRIC_PICTURE)
+            if kv is not None and msgspec.json.decode(kv.value, type=MetricPicture).complete:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the metrics-cache never published a complete picture")
+        return self
+
+    def _client(self, name: str) -> Client:
+        return Client(KubeConfig.from_dict(self.clusters[name].kubeconfig()), trust_env=False)
+
+    @property
+    def db(self) -> Store:
+        assert self.store is not None
+        return self.store
+
+    def _seed(self) -> None:
+        db = self.db
+        put(db, keys.resource_key("GlobalMetricsProvider", "prom"), encode({
+            "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "prom"},
+            "spec": {"type": "prometheus", "prometheus": {"url": self.prometheus.url}}}))
+        put(db, keys.resource_key("GlobalMetricsProvider", "kafka"), encode({
+            "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "kafka"},
+            "spec": {"type": "kafka", "kafka": {"bootstrap_servers": self.kafka.bootstrap,
+                                                "topic": "energy", "group_id": "berth"}}}))
+        for name, (metric, provider) in METRICS.items():
+            put(db, keys.resource_key("GlobalMetric", metric), encode({
+                "api": "core", "kind": "GlobalMetric", "metadata": {"name": metric},
+                "spec": {"min": 0, "max": 5, "provider": {"name": provider, "metric": metric}}}))
+            put(db, keys.resource_key("Cluster", name, "default"), encode({
+                "api": "kubernetes", "kind": "Cluster",
+                "metadata": {"name": name, "namespace": "default", "labels": LABELS[name]},
+                "spec": {"kubeconfig": self.clusters[name].kubeconfig(),
+                         "metrics": [{"name": metric, "weight": 1.0}]}}))
+
+    def _record(self) -> None:
+        start = self.db.revision() + 1
+        for prefix, target, essence in (
+            (keys.binding_prefix("Application"), self.history.bindings, _binding_essence),
+            (keys.status_prefix("Application"), self.history.statuses, _status_essence),
+        ):
+            watch = Watch(self.db, prefix, start)
+            self._watches.append(watch)
+
+            def run(w: Watch = watch, out: list[Record] = target,
+                    ess: Callable[[bytes], tuple[Any, ...] | None] = essence) -> None:
+                for batch in w:
+                    with self.history.lock:
+                        out.extend(Record(ev.mod_revision, ev.key.rsplit("/", 1)[1],
+                                          ess(ev.value) if ev.type == "PUT" else None)
+                                   for ev in batch.events)
+
+            threading.Thread(target=run, daemon=True, name=f"record {prefix}").start()
+
+    def stop(self) -> None:
+        for procs in self.procs.values():
+            for p in procs:
+                p.stop()
+        for w in self._watches:
+            w.close()
+        for c in self.kube.values():
+            c.close()
+        if self.store is not None:
+            self.store.close()
+        for server in self.clusters.values():
+            server.cleanup()
+        self.prometheus.cleanup()
+        self.kafka.cleanup()
+        self.etcd.cleanup()
+
+    # -- load -------------------------------------------------------------------------
+
+    def create_apps(self) -> None:
+        """All 2,000 applications at once (a few transactions)."""
+        ops = []
+        for i in range(N_APPS):
+            name = app_name(i)
+            self.generation[name] = 1
+            ops.append(Put(keys.resource_key("Application", name, "default"),
+                           self._app(name, 1)))
+        self.db.commit_chunks(ops)
+
+    def _app(self, name: str, generation: int) -> bytes:
+        labels = RULES[int(name.rsplit("-", 1)[1]) % len(RULES)][0]
+        return encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": name, "namespace": "default", "generation": generation},
+            "spec": {"constraints": {"cluster": {"labels": labels}},
+                     "manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": name, "namespace": "default"},
+                                   "data": {"generation": str(generation)}}]}})
+
+    def bump(self, n: int = 200) -> None:
+        """A new generation for ``n`` applications (the next ones in turn): work for the
+        scheduler and the propagator while a fault happens."""
+        revisions = {kv.key: kv.mod_revision for kv in
+                     self.db.list_prefix(keys.resource_prefix("Application", "default"))[0]}
+        ops, names = [], []
+        for _ in range(n):
+            name = app_name(self._bump % N_APPS)
+            self._bump += 1
+            key = keys.resource_key("Application", name, "default")
+            ops.append(Put(key, self._app(name, self.generation[name] + 1), revisions[key]))
+            names.append(name)
+        self.db.commit_chunks(ops)
+        for name in names:  # only once they are in etcd
+            self.generation[name] += 1
+
+    # -- faults -----------------------------------------------------------------------
+
+    def leader(self, command: str) -> BerthProcess:
+        """The replica holding ``command``'s lease (waits for one)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kv = self.db.get(keys.lease_key(command))
+            if kv is not None:
+                holder = msgspec.json.decode(kv.value, type=dict[str, Any])["holder"]
+                pid = int(str(holder).rsplit("-", 1)[1])
+                for p in self.procs[command]:
+                    if p.proc is not None and p.proc.pid == pid and p.proc.poll() is None:
+                        return p
+            time.sleep(0.1)
+        raise AssertionError(f"no live {command} replica leads")
+
+    def restart_dead(self, command: str) -> None:
+        for p in self.procs[command]:
+            if p.proc is None or p.proc.poll() is not None:
+                p.start()
+
+    def cluster_down(self, name: str) -> None:
+        """Stop the cluster's API server; return once berth's observer says so."""
+        self.clusters[name].stop()
+        key = keys.status_key("Cluster", "default", name)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            kv = self.db.get(key)
+            if kv is not None and b'"OFFLINE"' in kv.value:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the observer never said {name} is OFFLINE")
+
+    def cluster_up(self, name: str, *, empty: bool = False) -> None:
+        server = self.clusters[name]
+        if empty:  # its etcd's data gone: the API server comes back with nothing berth put
+            server.stop()
+            server.etcd.kill()
+            shutil.rmtree(server.etcd.workdir / "data", ignore_errors=True)
+        server.start()
+        self.kube[name].close()
+        self.kube[name] = self._client(name)
+
+    # -- the truth ----------------------------------------------------------------------
+
+    def targets(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for kv in self.db.list_prefix(keys.binding_prefix("Application"))[0]:
+            try:
+                b = msgspec.json.decode(kv.value, type=Binding)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            out[b.metadata.name] = tuple(t.name for t in b.spec.targets)
+        return out
+
+    def wrong(self, down: frozenset[str] = frozenset()) -> list[str]:
+        """Every way the system differs from what it should be (empty: converged).
+        ``down``: clusters whose API is stopped (not read; their applications are
+        expected to stay bound there only when no other cluster is allowed)."""
+        out: list[str] = []
+        bindings: dict[str, Binding] = {}
+        for kv in self.db.list_prefix(keys.binding_prefix("Application"))[0]:
+            try:
+                bindings[kv.key.rsplit("/", 1)[1]] = msgspec.json.decode(kv.value, type=Binding)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                out.append(f"{kv.key}: not a Binding")
+        statuses: dict[str, ApplicationStatus] = {}
+        for kv in self.db.list_prefix(keys.status_prefix("Application"))[0]:
+            try:
+                statuses[kv.key.rsplit("/", 1)[1]] = msgspec.json.decode(
+                    kv.value, type=ApplicationStatus)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                out.append(f"{kv.key}: not a status")
+        held: dict[str, dict[str, str]] = {}  # cluster → ConfigMap name → generation
+        for name, client in self.kube.items():
+            if name in down:
+                continue
+            try:
+                held[name] = {cm.metadata.name: (cm.data or {}).get("generation", "")
+                              for cm in client.list(ConfigMap, namespace="default",
+                                                    labels=MANAGED)
+                              if cm.metadata is not None and cm.metadata.name}
+            except Exception as exc:  # a cluster still starting
+                out.append(f"cluster {name}: {exc}")
+                held[name] = {}
+        for name, gen in self.generation.items():
+            b = bindings.get(name)
+            if b is None:
+                out.append(f"{name}: no Binding")
+                continue
+            on = [t.name for t in b.spec.targets]
+            ok = allowed(name)
+            if len(on) != 1 or on[0] not in ok:
+                out.append(f"{name}: bound to {on}, allowed {sorted(ok)}")
+                continue
+            target = on[0]
+            if b.spec.generation != gen:
+                out.append(f"{name}: Binding of generation {b.spec.generation}, not {gen}")
+            if target in down:
+                if ok - down:
+                    out.append(f"{name}: still on {target}, which is down")
+                continue
+            s = statuses.get(name)
+            running = [r.name for r in s.status.running_on] if s else []
+            # Moved off a cluster that is down: made before broken, the old copy is
+            # removed when that cluster answers again.
+            leaving = (s is not None and s.status.state == "MIGRATING" and target in running
+                       and all(c == target or c in down for c in running))
+            if not leaving and (s is None or s.status.state != "RUNNING"
+                                or s.status.generation != gen or running != [target]):
+                out.append(f"{name}: status {s.status.state if s else None} "
+                           f"{s.status.reason if s else ''}")
+            for cname, objs in held.items():
+                have = objs.get(name)
+                if cname == target and have != str(gen):
+                    out.append(f"{name}: on {cname} {'missing' if have is None else 'gen ' + have}")
+                elif cname != target and have is not None:
+                    out.append(f"{name}: left behind on {cname}")
+        return out
+
+    def converge(self, timeout: float, down: frozenset[str] = frozenset()) -> tuple[float, list[str]]:
+        """Seconds until :meth:`wrong` is empty (and what was still wrong at the timeout)."""
+        t0 = time.monotonic()
+        last: list[str] = []
+        while time.monotonic() - t0 < timeout:
+            last = self.wrong(down)
+            if not last:
+                return time.monotonic() - t0, []
+            time.sleep(1.0)
+        return time.monotonic() - t0, last
+
+    def log_lines(self, needle: str) -> int:
+        return sum(p.output().count(needle) for procs in self.procs.values() for p in procs)
+
+    def dead(self) -> list[str]:
+        """Processes that are not running (after a fault: died by themselves)."""
+        return [p.log.name for procs in self.procs.values() for p in procs
+                if p.proc is not None and p.proc.poll() is not None]
+
