@@ -266,8 +266,9 @@ class MetricsCache:
         return all(inf.synced.is_set() for inf in self.informers) and self.writer is not None
 
     def alive(self) -> bool:
-        """The planning loop and every poller run and beat."""
-        return self._loop.alive() and all(p.alive() for p in list(self.pollers.values()))
+        """The planning loop and every poller run and beat, and every informer runs."""
+        return (self._loop.alive() and all(p.alive() for p in list(self.pollers.values()))
+                and all(inf.alive() for inf in (*self.informers, self.values)))
 
     def stop(self) -> None:
         self._stop.set()

@@ -76,9 +76,10 @@ class Propagator:
         return self._started and all(inf.synced.is_set() for inf in self._informers)
 
     def alive(self) -> bool:
-        """The resync and the observer loops run, and every apply worker."""
+        """The resync and the observer loops run, every apply worker and every informer."""
         return (not self._started) or (self._resync.alive() and self.observer.alive()
-                                       and all(t.is_alive() for t in self._threads))
+                                       and all(t.is_alive() for t in self._threads)
+                                       and all(inf.alive() for inf in self._informers))
 
     def stop(self) -> None:
         self._stop.set()

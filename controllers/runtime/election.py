@@ -81,6 +81,13 @@ class LeaderElection:
             except StoreError as exc:
                 log.warning("election %s: %s", self.process, exc)
                 self._stop.wait(1.0)
+            except Exception:  # a bug must not end the campaign silently
+                log.exception("election %s failed; campaigning again", self.process)
+                self._stop.wait(1.0)
+
+    def alive(self) -> bool:
+        """The campaigning thread runs (or was never started, or resigned)."""
+        return self._thread is None or self._thread.is_alive() or self._stop.is_set()
 
     def resign(self) -> None:
         """Stop campaigning; if leading, revoke the lease so another takes over now."""

@@ -168,6 +168,10 @@ class Informer(Generic[T]):
         if wait:
             self.join()
 
+    def alive(self) -> bool:
+        """The watching thread runs (or was never started, or was stopped)."""
+        return (self._thread is None or self._thread.is_alive() or self._stop.is_set())
+
     def join(self, timeout: float = 10.0) -> None:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=timeout)
@@ -203,6 +207,14 @@ class Informer(Generic[T]):
                     return
                 log.error("informer %s: %s; listing again in %.1fs",
                           self.prefix, exc, self.retry_delay)
+                self.synced.clear()
+                RELISTS.labels(self.prefix).inc()
+                self._stop.wait(self.retry_delay)
+            except Exception:  # a bug must not end the watch silently: start over
+                if self._stop.is_set():
+                    return
+                log.exception("informer %s failed; listing again in %.1fs",
+                              self.prefix, self.retry_delay)
                 self.synced.clear()
                 RELISTS.labels(self.prefix).inc()
                 self._stop.wait(self.retry_delay)

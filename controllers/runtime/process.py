@@ -88,6 +88,7 @@ def run_process(
                               on_stopped_leading=wake)
     health = HealthServer(*listen)
     health.add_liveness("process", lambda: not stopping.is_set())
+    health.add_liveness("election", election.alive)
     health.add_liveness("loops", lambda: not running or not isinstance(
         running[0], Supervised) or running[0].alive())
     health.add_readiness(

@@ -148,8 +148,9 @@ class Scheduler:
         return all(inf.synced.is_set() for inf in self.cache.informers)
 
     def alive(self) -> bool:
-        """Every loop runs and beats, and the Binding writer runs."""
-        return all(loop.alive() for loop in self._loops) and self.writer.alive()
+        """Every loop runs and beats, the Binding writer runs, and every informer."""
+        return (all(loop.alive() for loop in self._loops) and self.writer.alive()
+                and all(inf.alive() for inf in self.cache.informers))
 
     def stop(self) -> None:
         for loop in self._loops:

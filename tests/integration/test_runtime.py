@@ -72,6 +72,26 @@ def test_the_informer_skips_garbage_and_keeps_running(store: Store) -> None:
         inf.stop()
 
 
+def test_an_informer_that_hits_a_bug_starts_over_and_stays_alive(store: Store) -> None:
+    failures = [1]
+
+    def convert(key: str, thing: Thing) -> Thing:
+        if thing.name == "trap" and failures:
+            failures.pop()
+            raise RuntimeError("a bug in a conversion")
+        return thing
+
+    inf = Informer(store, P, Thing, idle_timeout=5, convert=convert, retry_delay=0.1)
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        rev = store.create(P + "trap", encode(Thing("trap")))
+        wait_until(lambda: inf.get(P + "trap") is not None)  # listed again after the bug
+        assert inf.alive() and inf.revision >= rev
+    finally:
+        inf.stop()
+
+
 def test_the_informer_relists_after_compaction_and_sees_what_it_missed(store: Store) -> None:
     keep = store.create(P + "keep", encode(Thing("keep")))
     store.create(P + "gone", encode(Thing("gone")))
