@@ -58,6 +58,9 @@ class BindingWriter:
         self._pending: dict[str, Write] = {}
         self._groups: deque[list[Write]] = deque()
         self._revisions: dict[str, int] = {}  # binding key → revision we last wrote (ours)
+        # Writes whose commit may have happened (the answer was lost: etcd restarting):
+        # before one is tried again, etcd is asked whether it already holds it.
+        self._uncertain: dict[str, Write] = {}  # the writer thread's own
         self._cond = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -161,7 +164,28 @@ class BindingWriter:
         for w in writes:
             self._done(w, revision)
 
+    def _landed(self, writes: list[Write]) -> list[Write]:
+        """Of ``writes``, those still to do: a retry whose first attempt did land is done."""
+        todo: list[Write] = []
+        for w in writes:
+            if self._uncertain.pop(w.binding_key, None) is not w:
+                todo.append(w)
+                continue
+            try:
+                kv = self.store.get(w.binding_key)
+            except StoreError:
+                todo.append(w)
+                continue
+            if w.doc is not None and kv is not None and kv.value == encode(w.doc):
+                self._done(w, kv.mod_revision)  # it was written: not again
+            else:  # (a delete that landed conflicts on retry, and is decided again)
+                todo.append(w)
+        return todo
+
     def _commit(self, writes: list[Write]) -> None:
+        writes = self._landed(writes)
+        if not writes:
+            return
         try:
             revision = self.store.commit(self._ops(writes))
         except Conflict:
@@ -170,6 +194,7 @@ class BindingWriter:
             return
         except StoreError as exc:
             log.warning("writing %d Bindings failed (%s); retrying", len(writes), exc)
+            self._uncertain.update((w.binding_key, w) for w in writes)
             time.sleep(0.5)
             self._requeue(writes)
             return
@@ -187,6 +212,7 @@ class BindingWriter:
             return
         except StoreError as exc:
             log.warning("Binding %s: %s; retrying", w.binding_key, exc)
+            self._uncertain[w.binding_key] = w
             self._requeue([w])
             return
         self._done(w, revision)

@@ -6,9 +6,12 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-from store import Put, Store, Watch, encode, keys
-from store.documents import Binding
+from controllers.scheduler.binder import BindingWriter, Write
+from store import EtcdConfig, Put, Store, Watch, encode, keys
+from store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, ObjectRef, Target
+from store.errors import Unavailable
 from tests.integration.scheduler_env import (
     SchedulerProcess,
     application,
@@ -195,3 +198,57 @@ def test_a_metrics_cache_restart_moves_each_application_once_on_the_whole_pictur
                                                   for b in seen]
     finally:
         proc.stop()
+
+
+class _LostAnswers(Store):
+    """A store whose first commit lands in etcd but whose answer is lost (as when etcd
+    restarts between the two)."""
+
+    lost = 0
+
+    def commit(self, ops: Any, *args: Any, **kwargs: Any) -> int:
+        revision = super().commit(ops, *args, **kwargs)
+        if not self.lost:
+            self.lost += 1
+            raise Unavailable("connection reset (the commit landed)")
+        return revision
+
+
+class _Decisions:
+    """The writer's view of the scheduler's decisions: tokens only."""
+
+    def assume(self, key: str, view: object) -> int:
+        return 1
+
+    def written(self, key: str, token: int, revision: int) -> None:
+        return None
+
+    def retract(self, key: str, token: int) -> None:
+        return None
+
+
+def test_a_write_whose_answer_was_lost_is_not_written_again(
+    etcd_server: EtcdServer, store: Store
+) -> None:
+    flaky = _LostAnswers(EtcdConfig(url=etcd_server.url))
+    key = keys.binding_key("Application", "default", "lost")
+    doc = Binding(BindingMeta("lost", "default"), BindingSpec(
+        ObjectRef("Application", "lost", "default"), 1, [Target("Cluster", "c", "default")]),
+        BindingStatus("Scheduled"))
+    seen: dict[str, int] = {}  # what a watch would have delivered: the landed write
+    writer = BindingWriter(flaky, _Decisions(), lambda k: seen.get(k, 0),  # type: ignore[arg-type]
+                           retry=lambda _key: None)
+    puts, watch = record_puts(store, key, Binding)
+    writer.start()
+    try:
+        writer.submit(Write("default/lost", key, doc))
+        wait_for(lambda: (writer.idle() and flaky.lost) or None, timeout=10)
+        kv = store.get(key)
+        assert kv is not None
+        seen[key] = kv.mod_revision
+        time.sleep(1.0)  # the retry (after 0.5 s) has run
+        assert writer.idle() and len(puts) == 1, puts
+    finally:
+        writer.stop()
+        watch.close()
+        flaky.close()
