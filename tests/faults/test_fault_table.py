@@ -121,24 +121,18 @@ def test_a_compaction_under_live_watches(system: System) -> None:
     fault(system, "etcd compaction under live watches", act)
 
 
-def test_prometheus_stopped_and_restarted(system: System) -> None:
+@pytest.mark.parametrize("provider", ["Prometheus", "Kafka broker"])
+def test_a_metrics_provider_stopped_and_restarted(system: System, provider: str) -> None:
+    stop, start = ((system.prometheus.stop_prometheus, system.prometheus.start_prometheus)
+                   if provider == "Prometheus" else (system.kafka.stop, system.kafka.start))
+
     def act() -> None:
-        system.prometheus.stop_prometheus()
+        stop()
         system.bump()
-        time.sleep(10)
-        system.prometheus.start_prometheus()
+        time.sleep(10)  # within stale_after: the last values are kept
+        start()
 
-    fault(system, "Prometheus stopped 10 s, restarted", act)
-
-
-def test_the_kafka_broker_stopped_and_restarted(system: System) -> None:
-    def act() -> None:
-        system.kafka.stop()
-        system.bump()
-        time.sleep(10)
-        system.kafka.start()
-
-    fault(system, "Kafka broker stopped 10 s, restarted", act)
+    fault(system, f"{provider} stopped 10 s, restarted", act)
 
 
 GARBAGE = {  # key → what someone writes there by hand
