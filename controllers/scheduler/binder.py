@@ -156,6 +156,10 @@ class BindingWriter:
         try:
             revision = self.store.commit(self._ops(writes))
         except StoreError as exc:
+            if not isinstance(exc, Conflict):  # the answer may be lost, not the commit
+                self._uncertain.update((w.binding_key, w) for w in writes)
+                if not self._landed(writes):
+                    return  # one transaction: all of it landed
             log.warning("binding a group of %d failed (%s); deciding again", len(writes), exc)
             for w in writes:
                 self._failed(w)

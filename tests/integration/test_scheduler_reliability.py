@@ -8,6 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controllers.scheduler.binder import BindingWriter, Write
 from store import EtcdConfig, Put, Store, Watch, encode, keys
 from store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, ObjectRef, Target
@@ -227,8 +229,9 @@ class _Decisions:
         return None
 
 
+@pytest.mark.parametrize("group", [False, True])
 def test_a_write_whose_answer_was_lost_is_not_written_again(
-    etcd_server: EtcdServer, store: Store
+    etcd_server: EtcdServer, store: Store, group: bool
 ) -> None:
     flaky = _LostAnswers(EtcdConfig(url=etcd_server.url))
     key = keys.binding_key("Application", "default", "lost")
@@ -236,18 +239,23 @@ def test_a_write_whose_answer_was_lost_is_not_written_again(
         ObjectRef("Application", "lost", "default"), 1, [Target("Cluster", "c", "default")]),
         BindingStatus("Scheduled"))
     seen: dict[str, int] = {}  # what a watch would have delivered: the landed write
+    retried: list[str] = []  # subjects sent back to be decided again
     writer = BindingWriter(flaky, _Decisions(), lambda k: seen.get(k, 0),  # type: ignore[arg-type]
-                           retry=lambda _key: None)
+                           retry=retried.append)
     puts, watch = record_puts(store, key, Binding)
     writer.start()
     try:
-        writer.submit(Write("default/lost", key, doc))
+        if group:  # a gang's Bindings: one transaction
+            writer.submit_group([Write("default/lost", key, doc)])
+        else:
+            writer.submit(Write("default/lost", key, doc))
         wait_for(lambda: (writer.idle() and flaky.lost) or None, timeout=10)
         kv = store.get(key)
         assert kv is not None
         seen[key] = kv.mod_revision
         time.sleep(1.0)  # the retry (after 0.5 s) has run
         assert writer.idle() and len(puts) == 1, puts
+        assert retried == []  # it was written: nothing to decide again
     finally:
         writer.stop()
         watch.close()
