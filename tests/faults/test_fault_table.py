@@ -183,23 +183,16 @@ def _movable(system: System, cluster: str) -> int:
                if on == (cluster,) and allowed(name) - {cluster})
 
 
-def test_a_cluster_api_stopped_then_restarted(system: System) -> None:
-    expected = _movable(system, "a")
+@pytest.mark.parametrize(("cluster", "empty"), [("a", False), ("c", True)])
+def test_a_cluster_api_stopped_then_back(system: System, cluster: str, empty: bool) -> None:
+    expected = _movable(system, cluster)
+    back = "back empty (refilled)" if empty else "back (nothing returns)"
     try:
-        fault(system, "cluster a's API stopped", lambda: system.cluster_down("a"),
-              expect_moves=expected, down=frozenset("a"))
+        fault(system, f"cluster {cluster}'s API stopped", lambda: system.cluster_down(cluster),
+              expect_moves=expected, down=frozenset(cluster))
     finally:
-        fault(system, "cluster a's API back (nothing returns)", lambda: system.cluster_up("a"))
-
-
-def test_a_cluster_api_back_empty(system: System) -> None:
-    expected = _movable(system, "c")
-    try:
-        fault(system, "cluster c's API stopped", lambda: system.cluster_down("c"),
-              expect_moves=expected, down=frozenset("c"))
-    finally:
-        fault(system, "cluster c's API back empty (refilled)",
-              lambda: system.cluster_up("c", empty=True), extra=lambda: held_back(system))
+        fault(system, f"cluster {cluster}'s API {back}",
+              lambda: system.cluster_up(cluster, empty=empty), extra=lambda: held_back(system))
 
 
 def held_back(system: System) -> tuple[bool, str]:

@@ -36,6 +36,16 @@ def scheduler(etcd_server: EtcdServer, store: Store, tmp_path: Path) -> Iterator
     print(proc.output()[-3000:])
 
 
+def scored_clusters(store: Store, prefix: str, values: dict[str, float]) -> None:
+    """A cluster per name, scored by its own metric ``prefix + name`` at the given value
+    (metrics and values written before the clusters)."""
+    for name, v in values.items():
+        metric(store, prefix + name)
+        value(store, prefix + name, v)
+    for name in values:
+        cluster(store, name, metrics={prefix + name: 1.0})
+
+
 def test_an_application_is_bound_to_the_cluster_that_fits(
     store: Store, scheduler: SchedulerProcess
 ) -> None:
@@ -68,12 +78,7 @@ def test_an_application_is_bound_to_the_cluster_that_fits(
 def test_a_better_metric_moves_the_application_and_stickiness_holds_small_changes(
     etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:
-    metric(store, "heat_a")
-    metric(store, "heat_b")
-    value(store, "heat_a", 0.75)
-    value(store, "heat_b", 0.75)
-    cluster(store, "a", metrics={"heat_a": 1.0})
-    cluster(store, "b", metrics={"heat_b": 1.0})
+    scored_clusters(store, "heat_", {"a": 0.75, "b": 0.75})
     # Started after the values exist: its first list holds them all (watches
     # of different prefixes may deliver a burst of changes in any order).
     proc = SchedulerProcess(etcd_server.url, tmp_path, name="metrics").start()
@@ -258,12 +263,7 @@ def test_a_value_kept_after_a_provider_error_still_counts(
 def test_anti_flap_holds_an_optional_move_back_and_says_why(
     etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:
-    metric(store, "h_x")
-    metric(store, "h_y")
-    value(store, "h_x", 0.5)
-    value(store, "h_y", 0.3)
-    cluster(store, "x", metrics={"h_x": 1.0})
-    cluster(store, "y", metrics={"h_y": 1.0})
+    scored_clusters(store, "h_", {"x": 0.5, "y": 0.3})
     config = "anti_flap:\n  hold: 1\n  min_dwell: 4\n"
     proc = SchedulerProcess(etcd_server.url, tmp_path, config=config, name="antiflap").start()
     try:
