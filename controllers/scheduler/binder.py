@@ -112,6 +112,12 @@ class BindingWriter:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _stopping(self) -> bool:
+        """Stopping (a shutdown, or leadership lost): a failed write is not retried, so a
+        replica that no longer leads never writes behind the next leader's back."""
+        with self._cond:
+            return self._stop
+
     def idle(self) -> bool:
         with self._cond:
             return not self._pending and not self._groups
@@ -197,6 +203,10 @@ class BindingWriter:
                 self._commit_one(w)
             return
         except StoreError as exc:
+            if self._stopping():
+                log.warning("%d Bindings not written (%s): stopping; whoever leads next "
+                            "decides them again", len(writes), exc)
+                return
             log.warning("writing %d Bindings failed (%s); retrying", len(writes), exc)
             self._uncertain.update((w.binding_key, w) for w in writes)
             time.sleep(0.5)
@@ -215,6 +225,9 @@ class BindingWriter:
             self._failed(w)
             return
         except StoreError as exc:
+            if self._stopping():
+                log.warning("Binding %s not written (%s): stopping", w.binding_key, exc)
+                return
             log.warning("Binding %s: %s; retrying", w.binding_key, exc)
             self._uncertain[w.binding_key] = w
             self._requeue([w])

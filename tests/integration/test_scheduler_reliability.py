@@ -260,3 +260,36 @@ def test_a_write_whose_answer_was_lost_is_not_written_again(
         writer.stop()
         watch.close()
         flaky.close()
+
+
+class _Down(Store):
+    """A store whose commits all fail, as while etcd restarts."""
+
+    attempts = 0
+
+    def commit(self, ops: Any, *args: Any, **kwargs: Any) -> int:
+        self.attempts += 1
+        raise Unavailable("etcd unreachable")
+
+
+def test_a_stopping_writer_does_not_retry_behind_the_next_leader(
+    etcd_server: EtcdServer,
+) -> None:
+    down = _Down(EtcdConfig(url=etcd_server.url))
+    key = keys.binding_key("Application", "default", "late")
+    doc = Binding(BindingMeta("late", "default"), BindingSpec(
+        ObjectRef("Application", "late", "default"), 1, [Target("Cluster", "c", "default")]),
+        BindingStatus("Scheduled"))
+    writer = BindingWriter(down, _Decisions(), lambda _k: 0,  # type: ignore[arg-type]
+                           retry=lambda _key: None)
+    writer.start()
+    try:
+        writer.submit(Write("default/late", key, doc))
+        wait_for(lambda: down.attempts or None, timeout=5)
+        began = time.monotonic()
+        writer.stop()  # leadership lost while etcd is away
+        assert not writer.alive() and time.monotonic() - began < 3
+        assert down.attempts <= 2  # the one in flight, then none: not retried until etcd is back
+    finally:
+        writer.stop()
+        down.close()
