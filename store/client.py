@@ -215,6 +215,11 @@ class Store:
         body = {"key": b64("/berth/"), "count_only": True}
         return int(self.call("kv/range", body, "revision")["header"]["revision"])
 
+    def count_prefix(self, prefix: str) -> int:
+        """How many keys are under ``prefix`` now (no values read)."""
+        body = {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "count_only": True}
+        return int(self.call("kv/range", body, prefix).get("count") or 0)
+
     def list_prefix(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
         """Every key under ``prefix`` as of one revision, and that revision.
 

@@ -8,6 +8,7 @@ does not hold fails its test and the next faults still run.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -60,16 +61,19 @@ def fault(system: System, name: str, act: Callable[[], None], *,
 
 
 def count_bindings(system: System) -> int:
-    return len(system.db.list_prefix(keys.binding_prefix("Application"))[0])
+    return system.db.count_prefix(keys.binding_prefix("Application"))
 
 
 def test_a_burst_with_the_scheduler_leader_killed(system: System) -> None:
     def act() -> None:
-        system.create_apps()
+        # Created from another thread, so the kill can come while they are bound.
+        creating = threading.Thread(target=system.create_apps)
+        creating.start()
         deadline = time.monotonic() + 120
         while count_bindings(system) < N_APPS // 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.01)
         system.leader("scheduler").kill()
+        creating.join()
         partial = count_bindings(system)
         assert partial < N_APPS, "the kill came too late to test anything"
         time.sleep(3)

@@ -66,6 +66,8 @@ def test_list_is_one_consistent_snapshot_across_pages(store: Store) -> None:
     assert revision == revs[-1]
     found = store.get_many([P + "k00007", P + "missing", P + "zz-later"])
     assert set(found) == {P + "k00007", P + "zz-later"}
+    assert store.count_prefix(P + "k") == 2500
+    assert store.count_prefix(P + "nothing/") == 0
 
 
 def test_commit_refuses_more_operations_than_one_transaction_holds(store: Store) -> None:
