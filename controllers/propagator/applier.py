@@ -1,7 +1,10 @@
 """The applier: put each placed application on the clusters its Binding names.
 
 One reconcile per application key, level-based: it reads the application, its
-Binding and its own status key and brings the clusters in line.
+Binding and its own status key into frozen :class:`~controllers.propagator.plan.Facts`,
+then runs the plan (``plan.py``: what to do, as a value) step by step through
+the executor (``execute.py``: doing it on clusters) and the status writer
+(``status.py``), and ends with a result: done, or retry after a while.
 
 * **Apply** generation G only when the Binding was decided for G (DESIGN.md),
   with server-side apply (field manager ``berth``) of every manifest object on
@@ -14,9 +17,6 @@ Binding and its own status key and brings the clusters in line.
 * **Drift**: a periodic resync re-applies everything (server-side apply of an
   unchanged object changes nothing), and watches re-apply an application as
   soon as someone else changes or deletes one of its objects.
-* **Status** at ``/berth/v1/status/applications/<ns>/<name>``, written only
-  when it changes: state, reason, ``running_on``, the generation applied, per
-  cluster errors and what is on each cluster.
 
 A cluster that fails is retried with backoff and recorded; a manifest the
 cluster refuses as invalid is FAILED and left until its generation changes.
@@ -26,41 +26,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter
 
 from controllers.propagator.config import PropagatorConfig
-from controllers.propagator.kube import (
-    OWNER,
-    Connection,
-    Connections,
-    Kind,
-    KubeObject,
-    Rejected,
-    Unavailable,
-    safe,
-)
+from controllers.propagator.drift import Ledger
+from controllers.propagator.execute import ClusterClient, Executor, OnApplied, run
+from controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
 from controllers.propagator.manifest import ManifestError, objects
+from controllers.propagator.plan import App, Facts, Finish, Progress
+from controllers.propagator.status import Doc, StatusWriter
 from controllers.propagator.views import AppView, ClusterView
-from controllers.runtime import Event, EventType, Informer, Item, TemporaryError, WorkQueue
-from store import Conflict, Delete, Put, Store, StoreError, encode, keys
-from store.documents import (
-    ApplicationState,
-    ApplicationStatus,
-    Binding,
-    ClusterApplied,
-    ClusterStatus,
-    KubeObjectRef,
-    ObjectRef,
-    StatusMeta,
-)
+from controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
+from store import Store, StoreError, keys
+from store.documents import ApplicationStatus, Binding, ClusterStatus, KubeObjectRef
 
 log = logging.getLogger(__name__)
 
-APPLIES = Counter("berth_propagator_applies_total", "Objects applied to clusters", ["result"])
 DRIFTS = Counter("berth_propagator_drift_total", "Objects changed on a cluster by others")
 
 FINALIZER = "berth.dev/propagator"
@@ -73,23 +56,6 @@ def cluster_id(namespace: str | None, name: str) -> str:
 def cluster_key(cid: str) -> str:
     namespace, _, name = cid.partition("/")
     return keys.resource_key("Cluster", name, namespace or None)
-
-
-def _cluster_ref(cid: str) -> ObjectRef:
-    namespace, _, name = cid.partition("/")
-    return ObjectRef("Cluster", name, namespace or None)
-
-
-@dataclass(slots=True)
-class _Doc:
-    """An application's status key as last read or written by this reconcile."""
-
-    key: str
-    namespace: str
-    name: str
-    old: ApplicationStatus | None
-    revision: int
-    garbage: int = 0  # the revision of a value that is not a status, found there: replace it
 
 
 class Applier:
@@ -110,17 +76,18 @@ class Applier:
             store, keys.status_prefix("Application"), ApplicationStatus, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
+        self.writer = StatusWriter(store, self.statuses)
+        self.ledger = Ledger()
+        # Called after each object applied (cluster id, kind, the resourceVersion
+        # stored): the drift watches start there.
+        self.on_applied: list[OnApplied] = []
+        self.executor = Executor(self, self.ledger, self.on_applied)
         self._lock = threading.Lock()
-        self._written: dict[str, tuple[ApplicationStatus | None, int]] = {}
-        self._garbage: dict[str, int] = {}  # status key → revision of garbage written there
-        self._rv: dict[tuple[str, KubeObjectRef], str] = {}  # what our last apply stored
-        self._in_flight: set[tuple[str, KubeObjectRef]] = set()
-        self._drifted: set[tuple[str, str]] = set()  # (application key, cluster id)
+        # application key → cluster id → when drift was last seen there (a sequence)
+        self._drifted: dict[str, dict[str, int]] = {}
+        self._seen = 0
         self._epoch = 0  # bumped by every resync: everything is applied again once
         self._applied_epoch: dict[tuple[str, str], int] = {}
-        # Called after each object applied (cluster id, cluster key, connection, kind,
-        # the resourceVersion stored): the drift watches start there.
-        self.on_applied: list[Callable[[str, str, Connection, Kind, str], None]] = []
         self.apps.add_handler(self._on_app)
         self.bindings.add_handler(self._on_binding)
         self.statuses.add_handler(self._on_status)
@@ -146,8 +113,7 @@ class Applier:
 
     def _on_garbage_status(self, key: str, revision: int) -> None:
         """Someone wrote a value that is not a status into our key: our status goes back."""
-        with self._lock:
-            self._garbage[key] = revision
+        self.writer.garbage_seen(key, revision)
         self.queue.add(keys.resource_key_of(key))
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
@@ -172,11 +138,14 @@ class Applier:
         for item in self.statuses.items():
             st = item.obj.status
             if cid in st.errors or (not only_failed and cid in st.applied):
-                app_key = keys.resource_key_of(item.key)
-                if drifted:
-                    with self._lock:
-                        self._drifted.add((app_key, cid))
-                self.queue.add(app_key)
+                self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
+
+    def _requeue(self, app_key: str, drifted: str | None = None) -> None:
+        if drifted is not None:
+            with self._lock:
+                self._seen += 1
+                self._drifted.setdefault(app_key, {})[drifted] = self._seen
+        self.queue.add(app_key)
 
     def on_drift(self, cid: str, event_type: str, obj: KubeObject) -> None:
         """A watch saw an object berth manages change: re-apply it if it was not us."""
@@ -185,20 +154,13 @@ class Applier:
         if "/" not in owner:
             return
         ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
+        if not self.ledger.someone_else(cid, ref, meta.resourceVersion):
+            return
         namespace, _, name = owner.partition("/")
-        app_key = keys.resource_key("Application", name, namespace)
-        with self._lock:
-            if (cid, ref) in self._in_flight:
-                return  # our own apply, seen before it returned
-            known = self._rv.get((cid, ref))
-            if known is None or (event_type != "DELETED" and known == meta.resourceVersion):
-                return
-            self._rv.pop((cid, ref), None)
-            self._drifted.add((app_key, cid))
         DRIFTS.inc()
         log.info("%s on cluster %s was %s by someone else: re-applying %s", ref, cid,
                  "deleted" if event_type == "DELETED" else "changed", owner)
-        self.queue.add(app_key)
+        self._requeue(keys.resource_key("Application", name, namespace), cid)
 
     def resync(self) -> None:
         """Re-apply every application once (and clean up after vanished ones)."""
@@ -208,103 +170,12 @@ class Applier:
         for key in {*apps, *map(keys.resource_key_of, statuses)}:
             self.queue.add(key)
 
-    # -- reconcile -------------------------------------------------------------
+    def forget_written(self, upto: int) -> None:
+        self.writer.forget_written(upto)
 
-    def reconcile(self, key: str) -> None:
-        ref = keys.parse_key(key)
-        namespace, name = ref.namespace or "", ref.name
-        doc = self._status(keys.status_key("Application", namespace, name), namespace, name)
-        was = doc.old.status if doc.old else ApplicationState()
-        applied = _copy(was.applied)
-        errors: dict[str, str] = {}
-        item = self.apps.item(key)
-        app = item.obj if item else None
-        if app is None and applied and self._unreadable(key):
-            log.error("%s holds a value that is not an Application document: its objects stay "
-                      "where they are until it is fixed or deleted", key)
-            return
-        if app is None or app.metadata.deleted is not None:
-            for cid in list(applied):
-                self._clear(cid, applied, errors)
-            new = _state("DELETING", _first(errors) or "removing its objects", applied,
-                         was.generation, errors)
-            if applied:
-                self._write(doc, new)
-                raise TemporaryError(f"not yet removed from {', '.join(sorted(errors))}")
-            self._finish(key, doc, item, new)
-            return
-        gen = app.metadata.generation
-        if was.rejected_generation == gen:
-            return  # the cluster refused this manifest: wait for a new one
-        try:
-            bodies = objects(app.spec.manifest, namespace, name)
-        except ManifestError as exc:
-            self._write(doc, _state("FAILED", str(exc), applied, was.generation, {},
-                                    rejected=gen))
-            log.warning("%s: %s; not applied until the spec changes", key, exc)
-            return
-        binding = self.bindings.get(keys.binding_key("Application", namespace, name))
-        if binding is None or binding.spec.generation != gen:
-            reason = f"waiting for the scheduler to place generation {gen}"
-            self._write(doc, _state(was.state if applied else "PENDING", reason, applied,
-                                    was.generation, was.errors))
-            return
-        targets = [cluster_id(t.namespace or namespace, t.name)
-                   for t in binding.spec.targets if t.kind == "Cluster"]
-        if not targets:
-            reason = binding.status.reason or "the scheduler found no cluster"
-            self._write(doc, _state(was.state if applied else "PENDING", reason, applied,
-                                    was.generation, {}))
-            return
-        for cid in targets:
-            if not self._needs_apply(key, cid, gen, applied, was.errors):
-                continue
-            try:
-                self._apply(key, doc, cid, bodies, applied, gen)
-            except Rejected as exc:
-                log.warning("%s: cluster %s refused the manifest: %s", key, cid, exc)
-                self._write(doc, _state("FAILED", f"refused by cluster {cid}: {exc}", applied,
-                                        was.generation, {cid: str(exc)}, rejected=gen))
-                return
-            except Unavailable as exc:
-                errors[cid] = str(exc)
-        placed = [c for c in targets if c not in errors and c in applied
-                  and applied[c].generation == gen]
-        leaving = [c for c in applied if c not in targets]
-        if leaving and len(placed) == len(targets):
-            try:
-                self._confirm(placed, applied)
-            except Unavailable as exc:
-                errors["confirm"] = str(exc)
-            else:  # recorded as running on both before anything is deleted
-                self._write(doc, _summary(targets, placed, applied, errors, gen,
-                                          self._unseen(placed)))
-                for cid in leaving:
-                    self._clear(cid, applied, errors)
-        self._write(doc, _summary(targets, placed, applied, errors, gen, self._unseen(placed)))
-        if errors:
-            raise TemporaryError("; ".join(f"{c}: {e}" for c, e in sorted(errors.items())))
+    # -- clusters, for the executor ----------------------------------------------
 
-    def _unseen(self, placed: list[str]) -> dict[str, str]:
-        """Of the clusters ``placed`` on, those the observer does not see ONLINE, and why."""
-        out: dict[str, str] = {}
-        for cid in placed:
-            ns, _, name = cid.partition("/")
-            st = self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
-            if st is not None and st.status.state not in ("ONLINE", ""):
-                reason = f" ({st.status.reason})" if st.status.reason else ""
-                out[cid] = f"{st.status.state}{reason}"
-        return out
-
-    def _needs_apply(self, key: str, cid: str, gen: int, applied: dict[str, ClusterApplied],
-                     failed: dict[str, str]) -> bool:
-        have = applied.get(cid)
-        with self._lock:
-            return (have is None or have.generation != gen or cid in failed
-                    or (key, cid) in self._drifted
-                    or self._applied_epoch.get((key, cid)) != self._epoch)
-
-    def _connection(self, cid: str) -> Connection | None:
+    def client(self, cid: str) -> ClusterClient | None:
         """The cluster's connection; None if the Cluster is gone; Unavailable if unusable."""
         ckey = cluster_key(cid)
         view = self.clusters.get(ckey)
@@ -317,249 +188,102 @@ class Applier:
         except Exception as exc:
             raise Unavailable(f"cluster {cid}: unusable kubeconfig: {safe(exc)}") from exc
 
-    def _apply(self, key: str, doc: _Doc, cid: str, bodies: list[dict[str, Any]],
-               applied: dict[str, ClusterApplied], gen: int) -> None:
-        """Apply every object on one cluster, then prune what the generation dropped.
-
-        Objects not yet recorded for the cluster are recorded (in the status
-        key) before they are applied: whatever happens next, nothing berth
-        created is forgotten.
-        """
-        with self._lock:
-            epoch = self._epoch
-            self._drifted.discard((key, cid))
-        conn = self._connection(cid)
-        if conn is None:
-            raise Unavailable(f"cluster {cid} does not exist")
-        before = applied.get(cid) or ClusterApplied(0)
-        located: list[tuple[Kind | None, KubeObjectRef | None, dict[str, Any]]] = []
-        for body in bodies:
-            try:
-                located.append((*conn.locate(body), body))
-            except Unavailable:  # e.g. a custom resource whose CRD comes first
-                located.append((None, None, body))
-        self._record(doc, cid, applied, [ref for _, ref, _ in located if ref], gen)
-        done: list[KubeObjectRef] = []
-        for kind, ref, body in located:
-            if kind is None or ref is None:
-                kind, ref = conn.locate(body)
-                self._record(doc, cid, applied, [ref], gen)
-            with self._lock:
-                self._in_flight.add((cid, ref))
-            try:
-                rv = conn.apply(kind, ref, body)
-            except Exception:
-                APPLIES.labels("failed").inc()
-                raise
-            finally:
-                with self._lock:
-                    self._in_flight.discard((cid, ref))
-            APPLIES.labels("applied").inc()
-            with self._lock:
-                self._rv[(cid, ref)] = rv
-            done.append(ref)
-            for callback in self.on_applied:
-                callback(cid, cluster_key(cid), conn, kind, rv)
-        left = self._remove(cid, conn, [o for o in before.objects if o not in done])
-        applied[cid] = ClusterApplied(gen, done + left)
-        if left:
-            raise Unavailable(f"could not prune {', '.join(map(str, left))}")
-        with self._lock:
-            self._applied_epoch[(key, cid)] = epoch
-
-    def _record(self, doc: _Doc, cid: str, applied: dict[str, ClusterApplied],
-                refs: list[KubeObjectRef], gen: int) -> None:
-        """Write down objects about to be applied on ``cid`` that are not yet recorded."""
-        have = applied.get(cid) or ClusterApplied(0)
-        new = [ref for ref in refs if ref not in have.objects]
-        if not new:
-            return
-        applied[cid] = ClusterApplied(have.generation, have.objects + new)
-        if any(c != cid for c in applied):
-            state = "MIGRATING"
-        elif have.objects and doc.old is not None:
-            state = doc.old.status.state
-        else:
-            state = "PENDING"
-        self._write(doc, _state(state, f"applying generation {gen} on {cid}", applied,
-                                _oldest(applied), {}))
-
-    def _remove(self, cid: str, conn: Connection, objs: list[KubeObjectRef]
-                ) -> list[KubeObjectRef]:
-        """Delete objects (last applied first); those that could not be deleted."""
-        left: list[KubeObjectRef] = []
-        for obj in reversed(objs):
-            with self._lock:
-                self._rv.pop((cid, obj), None)
-            try:
-                conn.delete(obj)
-            except Unavailable as exc:
-                log.info("cluster %s: %s", cid, exc)
-                left.insert(0, obj)
-        return left
-
-    def _clear(self, cid: str, applied: dict[str, ClusterApplied], errors: dict[str, str]
-               ) -> None:
-        """Remove everything berth put on cluster ``cid``."""
-        try:
-            conn = self._connection(cid)
-        except Unavailable as exc:
-            errors[cid] = str(exc)
-            return
-        if conn is None:
-            if self._unreadable(cluster_key(cid)):
-                errors[cid] = f"the Cluster document of {cid} does not decode"
-                return
-            log.warning("cluster %s no longer exists: its objects %s cannot be removed", cid,
-                        ", ".join(map(str, applied[cid].objects)))
-            del applied[cid]
-            return
-        left = self._remove(cid, conn, applied[cid].objects)
-        if left:
-            applied[cid] = ClusterApplied(applied[cid].generation, left)
-            errors[cid] = f"could not remove {', '.join(map(str, left))}"
-        else:
-            del applied[cid]
-
-    def _confirm(self, placed: list[str], applied: dict[str, ClusterApplied]) -> None:
-        """Before a move deletes anything: every object is there on every target."""
-        for cid in placed:
-            conn = self._connection(cid)
-            if conn is None:
-                raise Unavailable(f"cluster {cid} does not exist")
-            missing = [o for o in applied[cid].objects if not conn.exists(o)]
-            if missing:
-                raise Unavailable(f"{', '.join(map(str, missing))} missing on {cid} after apply")
-
-    def _finish(self, key: str, doc: _Doc, item: Item[AppView] | None,
-                new: ApplicationState) -> None:
-        """Everything is removed: delete the status, and the application if marked."""
-        ops: list[Put | Delete] = []
-        if item is not None:
-            foreign = [f for f in item.obj.metadata.finalizers if f != FINALIZER]
-            if foreign:
-                new.reason = f"objects removed; waiting for finalizers {', '.join(foreign)}"
-                self._write(doc, new)
-                return
-            ops.append(Delete(key, item.mod_revision))
-        if doc.old is not None:
-            ops.append(Delete(doc.key, doc.revision))
-        if not ops:
-            return
-        try:
-            rev = self.store.commit(ops)
-        except Conflict as exc:
-            raise TemporaryError(f"changed meanwhile: {exc}", delay=0.1) from exc
-        with self._lock:
-            self._written[doc.key] = (None, rev)
-            for k in [k for k in self._applied_epoch if k[0] == key]:
-                del self._applied_epoch[k]
-        log.info("application %s/%s removed from every cluster%s", doc.namespace, doc.name,
-                 " and deleted" if item is not None else "")
-
-    # -- status ----------------------------------------------------------------
-
-    def _status(self, skey: str, namespace: str, name: str) -> _Doc:
-        """Our status document and its revision: the newer of the watch's and our write."""
-        item = self.statuses.item(skey)
-        with self._lock:
-            mine = self._written.get(skey)
-            garbage = self._garbage.get(skey, 0)
-        if mine is not None and (item is None or mine[1] >= item.mod_revision):
-            doc = _Doc(skey, namespace, name, *mine)
-        else:
-            doc = _Doc(skey, namespace, name, item.obj if item else None,
-                       item.mod_revision if item else 0)
-        if garbage > doc.revision:  # the last good value still guides the plan
-            doc.garbage = garbage
-        return doc
+    def unreadable(self, cid: str) -> bool:
+        return self._unreadable(cluster_key(cid))
 
     def _unreadable(self, key: str) -> bool:
         """Whether ``key`` holds a value the informer skipped (it did not decode)."""
         try:
             return self.store.get(key) is not None
         except StoreError as exc:
-            raise TemporaryError(f"{key}: {exc}") from exc
+            raise Unavailable(f"{key}: {exc}") from exc
 
-    def _write(self, doc: _Doc, new: ApplicationState) -> None:
-        """Write the status if it changed (guarded by the revision read), or over garbage."""
-        if not doc.garbage and doc.old is not None and doc.old.status == new:
-            return
-        written = ApplicationStatus(StatusMeta(doc.name, doc.namespace), new)
-        if doc.garbage:
-            log.error("%s held a value that is not a status document; replacing it", doc.key)
+    # -- reconcile -------------------------------------------------------------
+
+    def reconcile(self, key: str) -> Retry | None:
+        """plan → execute → write, until the plan finishes; a Retry if not done."""
+        ref = keys.parse_key(key)
+        doc = self.writer.read(ref.namespace or "", ref.name)
+        item = self.apps.item(key)
+        with self._lock:
+            epoch = self._epoch
+            drifted = dict(self._drifted.get(key, {}))
         try:
-            rev = self.store.commit([Put(doc.key, encode(written), doc.garbage or (
-                doc.revision if doc.old else 0))])
-        except Conflict as exc:
-            if doc.garbage:  # changed again since: the watch tells what it holds now
-                with self._lock:
-                    if self._garbage.get(doc.key) == doc.garbage:
-                        del self._garbage[doc.key]
-            raise TemporaryError(f"{doc.key} changed meanwhile", delay=0.1) from exc
-        except StoreError as exc:
-            raise TemporaryError(f"{doc.key} not written: {exc}") from exc
+            facts = self._facts(key, doc, item, epoch, drifted)
+        except Unavailable as exc:
+            return Retry(str(exc))
+        progress = Progress.start(doc.state)
+        outcome = run(facts, progress, self.executor, doc)
         with self._lock:
-            self._written[doc.key] = (written, rev)
-            if self._garbage.get(doc.key, rev) < rev:
-                del self._garbage[doc.key]
-        if doc.old is None or doc.old.status.state != new.state:
-            log.info("application %s/%s is %s%s", doc.namespace, doc.name, new.state,
-                     f" ({new.reason})" if new.reason else "")
-        doc.old, doc.revision, doc.garbage = written, rev, 0
+            mine = self._drifted.get(key, {})
+            for cid in progress.tried:  # drift seen since the snapshot is still to do
+                if cid in drifted and mine.get(cid) == drifted[cid]:
+                    del mine[cid]
+                done = cid in progress.applied and cid not in progress.errors
+                if done and progress.refused is None:
+                    self._applied_epoch[(key, cid)] = epoch
+            if not mine:
+                self._drifted.pop(key, None)
+        for cid in progress.drifted:
+            self._requeue(key, cid)
+        if isinstance(outcome, Retry):
+            return outcome
+        return self._finish(key, doc, item, outcome)
 
-    def forget_written(self, upto: int) -> None:
-        """Drop our record of writes the status watch has since delivered."""
+    def _facts(self, key: str, doc: Doc, item: Item[AppView] | None, epoch: int,
+               drifted: dict[str, int]) -> Facts:
+        """The frozen snapshot a reconcile decides on."""
+        ns, name = doc.namespace, doc.name
+        recorded = doc.state
+        if item is None:
+            unreadable = bool(recorded.applied) and self._unreadable(key)
+            return Facts(None, recorded, app_unreadable=unreadable)
+        meta = item.obj.metadata
+        try:
+            bodies, error = tuple(objects(item.obj.spec.manifest, ns, name)), ""
+        except ManifestError as exc:
+            bodies, error = (), str(exc)
+        app = App(meta.generation, meta.deleted is not None,
+                  tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error)
+        binding = self.bindings.get(keys.binding_key("Application", ns, name))
+        if binding is None:
+            return Facts(app, recorded)
+        targets = tuple(cluster_id(t.namespace or ns, t.name)
+                        for t in binding.spec.targets if t.kind == "Cluster")
         with self._lock:
-            for skey in [k for k, (_, rev) in self._written.items() if rev <= upto]:
-                del self._written[skey]
+            stale = frozenset(c for c in targets if c in drifted
+                              or self._applied_epoch.get((key, c)) != epoch)
+        return Facts(app, recorded, binding.spec.generation, targets,
+                     binding.status.reason, stale=stale, unseen=self._unseen(targets))
 
+    def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
+        """Of ``clusters``, those the observer does not see ONLINE, and why."""
+        out: dict[str, str] = {}
+        for cid in clusters:
+            ns, _, name = cid.partition("/")
+            st = self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
+            if st is not None and st.status.state not in ("ONLINE", ""):
+                reason = f" ({st.status.reason})" if st.status.reason else ""
+                out[cid] = f"{st.status.state}{reason}"
+        return out
 
-def _first(errors: dict[str, str]) -> str:
-    return next((f"{c}: {e}" for c, e in sorted(errors.items())), "")
-
-
-def _oldest(applied: dict[str, ClusterApplied]) -> int:
-    return min((a.generation for a in applied.values()), default=0)
-
-
-def _copy(applied: dict[str, ClusterApplied]) -> dict[str, ClusterApplied]:
-    """A snapshot for a status document (the reconcile goes on changing its own)."""
-    return {c: ClusterApplied(a.generation, list(a.objects)) for c, a in applied.items()}
-
-
-def _refs(applied: dict[str, ClusterApplied]) -> list[ObjectRef]:
-    return [_cluster_ref(cid) for cid in sorted(applied)]
-
-
-def _state(state: str, reason: str, applied: dict[str, ClusterApplied], generation: int,
-           errors: dict[str, str], *, rejected: int = 0) -> ApplicationState:
-    return ApplicationState(state, reason, _refs(applied), generation, dict(errors),
-                            _copy(applied), rejected)
-
-
-def _summary(targets: list[str], placed: list[str], applied: dict[str, ClusterApplied],
-             errors: dict[str, str], gen: int, unseen: dict[str, str] | None = None
-             ) -> ApplicationState:
-    """The state after applying generation ``gen`` to ``targets``; ``unseen``: clusters
-    placed on that the observer does not see ONLINE (not RUNNING there: unknown)."""
-    leaving = [c for c in applied if c not in targets]
-    missing = [c for c in targets if c not in placed]
-    oldest = _oldest(applied)
-    if unseen and not missing and not leaving:
-        state, reason = "DEGRADED", "not observed: " + ", ".join(
-            f"cluster {c} is {why}" for c, why in sorted(unseen.items()))
-    elif not missing and not leaving:
-        state, reason = "RUNNING", ""
-    elif not missing:
-        state, reason = "MIGRATING", f"removing from {', '.join(leaving)}"
-    elif placed or any(c in applied for c in targets):  # an older generation still runs
-        state, reason = "DEGRADED", f"generation {gen} not applied on {', '.join(missing)}"
-    elif leaving:
-        state, reason = "MIGRATING", f"waiting to apply on {', '.join(missing)}"
-    else:
-        state, reason = "FAILED", f"not running: not applied on {', '.join(missing)}; retrying"
-    if errors:
-        reason = f"{reason}: {_first(errors)}"
-    return ApplicationState(state, reason, _refs(applied), oldest, dict(errors), _copy(applied))
-
+    def _finish(self, key: str, doc: Doc, item: Item[AppView] | None, end: Finish
+                ) -> Retry | None:
+        if end.warning:
+            log.warning("%s: %s", key, end.warning)
+        if end.state is not None:
+            failed = doc.write(end.state)
+            if failed is not None:
+                return failed
+        if end.remove:
+            had = doc.old is not None or item is not None
+            failed = self.writer.remove(doc, (key, item.mod_revision) if item else None)
+            if failed is not None:
+                return failed
+            with self._lock:
+                for k in [k for k in self._applied_epoch if k[0] == key]:
+                    del self._applied_epoch[k]
+            if had:
+                log.info("application %s/%s removed from every cluster%s", doc.namespace,
+                         doc.name, " and deleted" if item is not None else "")
+        return Retry(end.retry) if end.retry else None

@@ -9,6 +9,11 @@ cluster that came back empty, are found by re-applying everything on it.
 Otherwise a watch resumes from the last resourceVersion it saw (bookmarks
 keep it fresh), so renewing the request misses nothing. A
 cluster that does not allow watching is left to the periodic resync.
+
+The :class:`Ledger` tells berth's own writes from someone else's: it holds the
+resourceVersion each of berth's applies stored, and the newest one a watch
+showed while an apply was still in flight (that event may be ours, or a
+change made right after ours: only the versions can tell).
 """
 
 from __future__ import annotations
@@ -26,10 +31,70 @@ from controllers.propagator.kube import (
     WatchRefused,
     safe,
 )
+from store.documents import KubeObjectRef
 
 log = logging.getLogger(__name__)
 
 OnEvent = Callable[[str, str, KubeObject], None]  # (cluster id, event type, object)
+
+_Where = tuple[str, KubeObjectRef]  # (cluster id, object)
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether resourceVersion ``version`` was stored after ``than``.
+
+    The API server stores etcd's revisions there, which grow; a version that
+    is not a number is only known to differ (taken as newer: one apply more).
+    """
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return version != than
+
+
+class Ledger:
+    """The resourceVersion berth's last apply stored, per (cluster, object)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stored: dict[_Where, str] = {}
+        self._in_flight: dict[_Where, str] = {}  # → newest version a watch showed meanwhile
+
+    def begin(self, cid: str, ref: KubeObjectRef) -> None:
+        """An apply of ``ref`` on ``cid`` starts."""
+        with self._lock:
+            self._in_flight[(cid, ref)] = ""
+
+    def end(self, cid: str, ref: KubeObjectRef, stored: str | None) -> bool:
+        """The apply ended, having stored version ``stored`` (None: it failed).
+
+        True if a watch meanwhile showed a version newer than ours: someone
+        changed or deleted the object right after berth applied it.
+        """
+        with self._lock:
+            seen = self._in_flight.pop((cid, ref), "")
+            if stored is None:
+                return False
+            self._stored[(cid, ref)] = stored
+            return bool(seen) and newer(seen, stored)
+
+    def forget(self, cid: str, ref: KubeObjectRef) -> None:
+        """berth deletes the object: whatever a watch shows next is not drift."""
+        with self._lock:
+            self._stored.pop((cid, ref), None)
+
+    def someone_else(self, cid: str, ref: KubeObjectRef, version: str) -> bool:
+        """Whether a watch event at ``version`` is a change berth did not make."""
+        where = (cid, ref)
+        with self._lock:
+            if where in self._in_flight:  # told apart when the apply returns
+                if not self._in_flight[where] or newer(version, self._in_flight[where]):
+                    self._in_flight[where] = version
+                return False
+            stored = self._stored.get(where)
+            if stored is None or not newer(version, stored):
+                return False  # not ours to watch, or an event from before our apply
+            del self._stored[where]  # reported once: the apply that follows records anew
+            return True
 
 
 class DriftWatches:
@@ -46,10 +111,14 @@ class DriftWatches:
         self._watches: dict[tuple[str, Connection, Kind], threading.Thread] = {}
         self._stop = threading.Event()
 
-    def ensure(self, cid: str, ckey: str, conn: Connection, kind: Kind, since: str) -> None:
-        """Watch ``kind`` on the cluster (once per connection and kind), from the
-        resourceVersion ``since`` — the apply that asked for it — so that no change
-        made after that apply is missed while the watch connects."""
+    def ensure(self, cid: str, ckey: str, kind: Kind, since: str) -> None:
+        """Watch ``kind`` on cluster ``cid`` (key ``ckey``) through its current
+        connection (once per connection and kind), from the resourceVersion
+        ``since`` — the apply that asked for it — so that no change made after
+        that apply is missed while the watch connects."""
+        conn = self.connections.current(ckey)
+        if conn is None:
+            return
         ident = (cid, conn, kind)
         with self._lock:
             if ident in self._watches or self._stop.is_set():

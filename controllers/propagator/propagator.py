@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from controllers.propagator.applier import Applier
+from controllers.propagator.applier import Applier, cluster_key
 from controllers.propagator.config import PropagatorConfig
 from controllers.propagator.drift import DriftWatches
 from controllers.propagator.kube import Connections
@@ -48,7 +48,8 @@ class Propagator:
                 self.connections, self.applier.on_drift,
                 lambda cid: self.applier.requeue_cluster(cid, drifted=True),
                 server_timeout=config.drift_watch_timeout, probe_timeout=config.probe_timeout)
-            self.applier.on_applied.append(drift.ensure)
+            self.applier.on_applied.append(
+                lambda cid, kind, since: drift.ensure(cid, cluster_key(cid), kind, since))
             self.drift = drift
         self._informers: tuple[Informer[Any], ...] = (
             self.clusters, self.cluster_statuses, *self.applier.informers)

@@ -10,6 +10,7 @@ from controllers.runtime.health import HealthServer
 from controllers.runtime.informer import Event, EventType, Informer, Item
 from controllers.runtime.workqueue import (
     PermanentError,
+    Retry,
     TemporaryError,
     WorkQueue,
     run_worker,
@@ -24,6 +25,7 @@ __all__ = [
     "Item",
     "LeaderElection",
     "PermanentError",
+    "Retry",
     "TemporaryError",
     "WorkQueue",
     "run_worker",

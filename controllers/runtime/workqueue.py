@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,15 @@ class TemporaryError(Exception):
     def __init__(self, message: str, delay: float | None = None) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """What a process function returns when its key must be processed again: a
+    result, not an exception, for work whose failures are expected."""
+
+    reason: str
+    after: float | None = None  # None: the queue's exponential backoff
 
 
 class PermanentError(Exception):
@@ -161,21 +171,24 @@ class WorkQueue(Generic[K]):
                 self._queue.append(key)
 
 
-def run_worker(queue: WorkQueue[K], process: Callable[[K], None]) -> None:
+def _retry(queue: WorkQueue[K], key: K, reason: str, after: float | None) -> None:
+    if after is None:
+        after = queue.add_rate_limited(key)
+    else:
+        queue.add_after(key, after)
+    log.warning("%s: %s; retrying in %.2fs", key, reason, after)
+
+
+def run_worker(queue: WorkQueue[K], process: Callable[[K], Retry | None]) -> None:
     """Process keys until the queue shuts down; failures are retried with backoff."""
     while True:
         key = queue.get()
         if key is None:
             return
         try:
-            process(key)
+            result = process(key)
         except TemporaryError as exc:
-            if exc.delay is None:
-                delay = queue.add_rate_limited(key)
-            else:
-                delay = exc.delay
-                queue.add_after(key, delay)
-            log.warning("%s: %s; retrying in %.2fs", key, exc, delay)
+            _retry(queue, key, str(exc), exc.delay)
         except PermanentError as exc:
             queue.forget(key)
             log.error("%s: %s; not retrying", key, exc)
@@ -183,13 +196,16 @@ def run_worker(queue: WorkQueue[K], process: Callable[[K], None]) -> None:
             delay = queue.add_rate_limited(key)
             log.exception("%s: processing failed; retrying in %.2fs", key, delay)
         else:
-            queue.forget(key)
+            if result is None:
+                queue.forget(key)
+            else:
+                _retry(queue, key, result.reason, result.after)
         finally:
             queue.done(key)
 
 
 def start_workers(
-    queue: WorkQueue[K], process: Callable[[K], None], count: int = 1, name: str = "worker"
+    queue: WorkQueue[K], process: Callable[[K], Retry | None], count: int = 1, name: str = "worker"
 ) -> list[threading.Thread]:
     threads = [
         threading.Thread(target=run_worker, args=(queue, process), name=f"{name}-{i}", daemon=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controllers.propagator.applier import _summary
+from controllers.propagator.plan import summary as _summary
 from store.documents import ClusterApplied, KubeObjectRef
 
 CM = KubeObjectRef("v1", "ConfigMap", "x", "default")

@@ -1,0 +1,161 @@
+"""The plan executed against in-memory clusters: what is done on each cluster, and in
+which order with the status writes (one journal)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controllers.propagator.drift import Ledger, newer
+from controllers.propagator.execute import Executor, run
+from controllers.propagator.plan import App, Facts, Finish, Progress, state
+from controllers.runtime import Retry
+from store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from tests.unit.propagator.fake import Fleet, Sink
+
+
+def cm(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+
+
+def ref(name: str) -> KubeObjectRef:
+    return KubeObjectRef("v1", "ConfigMap", name, "default")
+
+
+def reconcile(fleet: Fleet, app: App | None, was: ApplicationState, targets: tuple[str, ...],
+              sink: Sink | None = None) -> tuple[Finish | Retry, Progress, Sink]:
+    sink = sink or Sink(fleet.journal)
+    facts = Facts(app, was, app.generation if app else None,
+                  tuple(f"default/{t}" for t in targets))
+    progress = Progress.start(was)
+    return run(facts, progress, Executor(fleet, Ledger()), sink), progress, sink
+
+
+def test_a_move_is_make_before_break() -> None:
+    fleet = Fleet().add("a", "b")
+    app = App(1, bodies=(cm("x"),))
+    end, _, _ = reconcile(fleet, app, ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    fleet.journal.clear()
+    end, _, sink = reconcile(fleet, app, end.state, ("b",))
+    assert isinstance(end, Finish) and end.state is not None
+    assert end.state.state == "RUNNING" and list(end.state.applied) == ["default/b"]
+    assert fleet.journal == [
+        ("status", "MIGRATING", "default/a:x,default/b:x"),  # recorded before applied
+        ("apply", "b", "x"),
+        ("status", "MIGRATING", "default/a:x,default/b:x"),  # checked: running on both
+        ("delete", "a", "x"),
+    ]  # the reconcile then writes the plan's final state
+    assert sink.written[-1].reason == "removing from default/a"
+    assert not fleet["a"].objects and ref("x") in fleet["b"].objects
+
+
+def test_the_old_cluster_keeps_it_when_the_new_one_fails() -> None:
+    fleet = Fleet().add("a", "b")
+    app = App(1, bodies=(cm("x"),))
+    end, _, _ = reconcile(fleet, app, ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    fleet["b"].down = True
+    end, _, _ = reconcile(fleet, app, end.state, ("b",))
+    assert isinstance(end, Finish) and end.retry and end.state is not None
+    assert end.state.state == "MIGRATING" and "connection refused" in end.state.reason
+    assert ref("x") in fleet["a"].objects
+    assert not [j for j in fleet.journal if j[0] == "delete"]
+
+
+def test_objects_a_new_generation_dropped_are_pruned() -> None:
+    fleet = Fleet().add("a")
+    end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"), cm("y"))), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    end, _, _ = reconcile(fleet, App(2, bodies=(cm("y"),)), end.state, ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    assert end.state.applied == {"default/a": ClusterApplied(2, [ref("y")])}
+    assert list(fleet["a"].objects) == [ref("y")]
+
+
+def test_a_custom_resource_is_recorded_once_its_crd_is_applied_and_before_it_is() -> None:
+    fleet = Fleet().add("a")
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}}}
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    end, _, _ = reconcile(fleet, App(1, bodies=(crd, widget)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert fleet.journal == [
+        ("status", "PENDING", "default/a:widgets.example.com"),
+        ("apply", "a", "widgets.example.com"),
+        ("status", "PENDING", "default/a:widgets.example.com+w"),
+        ("apply", "a", "w"),
+    ]
+
+
+def test_a_refused_manifest_is_failed_and_not_retried() -> None:
+    fleet = Fleet().add("a")
+    fleet["a"].refuse.add("x")
+    end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    assert (end.state.state, end.state.rejected_generation, end.retry) == ("FAILED", 1, "")
+    assert "Invalid value" in end.state.reason
+
+
+def test_deleting_clears_every_cluster_then_removes() -> None:
+    fleet = Fleet().add("a", "b")
+    end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a", "b"))
+    assert isinstance(end, Finish) and end.state is not None
+    fleet["b"].down = True
+    gone = App(1, deleting=True)
+    end, _, _ = reconcile(fleet, gone, end.state, ("a", "b"))
+    assert isinstance(end, Finish) and end.retry and end.state is not None
+    assert end.state.state == "DELETING" and list(end.state.applied) == ["default/b"]
+    fleet["b"].down = False
+    end, _, _ = reconcile(fleet, gone, end.state, ("a", "b"))
+    assert isinstance(end, Finish) and end.remove and not end.retry
+    assert not fleet["a"].objects and not fleet["b"].objects
+
+
+def test_a_status_write_that_fails_stops_before_anything_is_applied() -> None:
+    fleet = Fleet().add("a")
+    sink = Sink(fleet.journal, fail=True)
+    end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",), sink)
+    assert end == Retry("changed meanwhile", after=0.1)
+    assert not fleet["a"].objects  # never applied without being recorded first
+
+
+def test_the_ledger_tells_berths_writes_from_someone_elses() -> None:
+    ledger, x = Ledger(), ref("x")
+    ledger.begin("a", x)
+    assert not ledger.someone_else("a", x, "10")  # in flight: decided when it returns
+    assert not ledger.end("a", x, "11")  # what was seen is older than ours
+    assert not ledger.someone_else("a", x, "11")  # ours
+    assert not ledger.someone_else("a", x, "9")  # late news from before ours
+    assert ledger.someone_else("a", x, "12")  # after ours: someone else
+    ledger.begin("a", x)
+    assert not ledger.someone_else("a", x, "15")  # a change right after our apply ...
+    assert ledger.end("a", x, "14")  # ... is found when the apply returns
+    ledger.forget("a", x)
+    assert not ledger.someone_else("a", x, "20")  # berth deleted it
+    assert newer("b", "a") and not newer("7", "10")
+
+
+def test_a_change_seen_while_applying_marks_the_cluster_drifted() -> None:
+    fleet = Fleet().add("a")
+    ledger = Ledger()
+
+    class Racing(Ledger):
+        def end(self, cid: str, obj: KubeObjectRef, stored: str | None) -> bool:
+            ledger.someone_else(cid, obj, str(int(stored or 0) + 1))  # someone, right after
+            return ledger.end(cid, obj, stored)
+
+        def begin(self, cid: str, obj: KubeObjectRef) -> None:
+            ledger.begin(cid, obj)
+
+    progress = Progress.start(ApplicationState())
+    facts = Facts(App(1, bodies=(cm("x"),)), ApplicationState(), 1, ("default/a",))
+    run(facts, progress, Executor(fleet, Racing()), Sink(fleet.journal))
+    assert progress.drifted == {"default/a"}
+
+
+def test_the_state_helper_copies() -> None:
+    applied = {"default/a": ClusterApplied(1, [ref("x")])}
+    st = state("RUNNING", "", applied, 1, {})
+    applied["default/a"].objects.append(ref("y"))
+    assert st.applied["default/a"].objects == [ref("x")]

@@ -1,0 +1,204 @@
+"""The propagator's plan, table-driven: every state transition in the README, as
+(what is known, what was done so far) → the next step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from controllers.propagator.plan import (
+    App,
+    Apply,
+    Clear,
+    Confirm,
+    Facts,
+    Finish,
+    Progress,
+    Step,
+    Write,
+    plan,
+    state,
+)
+from store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+
+CM = KubeObjectRef("v1", "ConfigMap", "x", "default")
+APP = App(1, bodies=({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},))
+
+
+def on(gen: int = 1, *clusters: str) -> dict[str, ClusterApplied]:
+    return {f"default/{c}": ClusterApplied(gen, [CM]) for c in clusters}
+
+
+def recorded(name: str = "", applied: dict[str, ClusterApplied] | None = None, *,
+             errors: dict[str, str] | None = None, rejected: int = 0) -> ApplicationState:
+    applied = applied or {}
+    gen = min((a.generation for a in applied.values()), default=0)
+    return state(name, "", applied, gen, errors or {}, rejected=rejected)
+
+
+def facts(app: App | None = APP, was: ApplicationState | None = None, *,
+          binding: int | None = 1, targets: tuple[str, ...] = ("a",), **kw: object) -> Facts:
+    return Facts(app, was or recorded(), binding, tuple(f"default/{t}" for t in targets),
+                 **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class Done:
+    """What this reconcile did before the step asked for."""
+
+    applied: dict[str, ClusterApplied] | None = None  # None: as recorded
+    errors: dict[str, str] = field(default_factory=dict)
+    tried: tuple[str, ...] = ()
+    cleared: tuple[str, ...] = ()
+    confirmed: bool | None = None
+    refused: tuple[str, str] | None = None
+    status: ApplicationState | None = None  # None: as recorded
+
+    def progress(self, f: Facts) -> Progress:
+        p = Progress.start(f.recorded)
+        if self.applied is not None:
+            p.applied = self.applied
+        p.errors = {(k if k == "confirm" else f"default/{k}"): v for k, v in self.errors.items()}
+        p.tried = {f"default/{c}" for c in self.tried}
+        p.cleared = {f"default/{c}" for c in self.cleared}
+        p.confirmed, p.refused = self.confirmed, self.refused
+        if self.status is not None:
+            p.status = self.status
+        return p
+
+
+def describe(step: Step) -> str:
+    """A step in a few words: kind, cluster(s), the state and where it says it runs."""
+    def short(cid: str) -> str:
+        return cid.removeprefix("default/")
+    if isinstance(step, Apply):
+        return f"Apply {short(step.cluster)} gen {step.generation}"
+    if isinstance(step, Confirm):
+        return "Confirm " + ",".join(map(short, step.clusters))
+    if isinstance(step, Clear):
+        return f"Clear {short(step.cluster)}"
+    st = step.state
+    said = "" if st is None else f" {st.state} on " + (
+        ",".join(r.name for r in st.running_on) or "-")
+    if isinstance(step, Write):
+        return "Write" + said
+    assert isinstance(step, Finish)
+    return ("Finish" + said + (" retry" if step.retry else "") + (" remove" if step.remove else "")
+            + (" warn" if step.warning else ""))
+
+
+MOVED = recorded("RUNNING", on(1, "a"))
+BOTH = on(1, "a", "b")
+
+ROWS: list[tuple[str, Facts, Done, str, str]] = [
+    # placing
+    ("no Binding yet", facts(binding=None), Done(), "Finish PENDING on -",
+     "waiting for the scheduler to place generation 1"),
+    ("a Binding for an older generation: what runs stays",
+     facts(App(2, bodies=APP.bodies), MOVED), Done(), "Finish RUNNING on a",
+     "waiting for the scheduler to place generation 2"),
+    ("Unschedulable: no target", facts(targets=(), binding_reason="no cluster has label x"),
+     Done(), "Finish PENDING on -", "no cluster has label x"),
+    ("placed: apply", facts(), Done(), "Apply a gen 1", ""),
+    ("applied: RUNNING", facts(), Done(applied=on(1, "a"), tried=("a",)),
+     "Finish RUNNING on a", ""),
+    ("up to date: nothing to apply", facts(was=MOVED), Done(), "Finish RUNNING on a", ""),
+    ("drifted or resynced: apply again", facts(was=MOVED, stale=frozenset({"default/a"})),
+     Done(), "Apply a gen 1", ""),
+    ("failed there last time: apply again",
+     facts(was=recorded("FAILED", errors={"default/a": "down"})), Done(), "Apply a gen 1", ""),
+    ("failed everywhere: FAILED, retried", facts(), Done(tried=("a",), errors={"a": "down"}),
+     "Finish FAILED on - retry", "not running: not applied on default/a; retrying"),
+    ("a new generation: apply it", facts(App(2, bodies=APP.bodies), MOVED, binding=2), Done(),
+     "Apply a gen 2", ""),
+    ("a new generation failed: the old one runs, DEGRADED",
+     facts(App(2, bodies=APP.bodies), MOVED, binding=2),
+     Done(tried=("a",), errors={"a": "HTTP 503"}), "Finish DEGRADED on a retry",
+     "generation 2 not applied on default/a: default/a: HTTP 503"),
+    ("one of two targets failed: DEGRADED", facts(targets=("a", "b")),
+     Done(applied=on(1, "a"), tried=("a", "b"), errors={"b": "down"}),
+     "Finish DEGRADED on a retry", "generation 1 not applied on default/b"),
+    ("placed on a cluster not seen ONLINE: DEGRADED",
+     facts(was=MOVED, unseen={"default/a": "OFFLINE (unreachable)"}), Done(),
+     "Finish DEGRADED on a", "not observed: cluster default/a is OFFLINE (unreachable)"),
+    # moving, make before break
+    ("move: apply on the new cluster first", facts(was=MOVED, targets=("b",)), Done(),
+     "Apply b gen 1", ""),
+    ("move: the new cluster failed: nothing removed",
+     facts(was=MOVED, targets=("b",)), Done(tried=("b",), errors={"b": "down"}),
+     "Finish MIGRATING on a retry", "waiting to apply on default/b"),
+    ("move: applied, then checked with a GET", facts(was=MOVED, targets=("b",)),
+     Done(applied=BOTH, tried=("b",)), "Confirm b", ""),
+    ("move: the check failed: nothing removed", facts(was=MOVED, targets=("b",)),
+     Done(applied=BOTH, tried=("b",), confirmed=False, errors={"confirm": "x missing"}),
+     "Finish MIGRATING on a,b retry", "removing from default/a: confirm: x missing"),
+    ("move: checked, recorded as running on both", facts(was=MOVED, targets=("b",)),
+     Done(applied=BOTH, tried=("b",), confirmed=True), "Write MIGRATING on a,b",
+     "removing from default/a"),
+    ("move: recorded, then removed from the old cluster", facts(was=MOVED, targets=("b",)),
+     Done(applied=BOTH, tried=("b",), confirmed=True,
+          status=state("MIGRATING", "removing from default/a", BOTH, 1, {})),
+     "Clear a", ""),
+    ("move: done", facts(was=MOVED, targets=("b",)),
+     Done(applied=on(1, "b"), tried=("b",), confirmed=True, cleared=("a",)),
+     "Finish RUNNING on b", ""),
+    ("move: the old cluster did not answer: retried",
+     facts(was=MOVED, targets=("b",)),
+     Done(applied=BOTH, tried=("b",), confirmed=True, cleared=("a",),
+          errors={"a": "could not remove ConfigMap default/x"}),
+     "Finish MIGRATING on a,b retry", "removing from default/a"),
+    # refused
+    ("a refused generation waits for a new one",
+     facts(was=recorded("FAILED", rejected=1)), Done(), "Finish FAILED on -", ""),
+    ("a malformed manifest is FAILED, not applied",
+     facts(App(1, manifest_error="spec.manifest[0].metadata.name: missing")), Done(),
+     "Finish FAILED on - warn", "spec.manifest[0].metadata.name: missing"),
+    ("a manifest the cluster refused is FAILED", facts(),
+     Done(tried=("a",), refused=("default/a", "spec.replicas: Invalid value")),
+     "Finish FAILED on - warn", "refused by cluster default/a: spec.replicas: Invalid value"),
+    # deleting
+    ("deleted: every cluster cleared", facts(App(1, deleting=True), recorded("RUNNING", BOTH)),
+     Done(), "Clear a", ""),
+    ("deleted: the next cluster", facts(App(1, deleting=True), recorded("RUNNING", BOTH)),
+     Done(applied=on(1, "b"), cleared=("a",)), "Clear b", ""),
+    ("deleted: a cluster did not answer: DELETING, retried",
+     facts(App(1, deleting=True), recorded("RUNNING", BOTH)),
+     Done(applied=on(1, "b"), cleared=("a", "b"), errors={"b": "down"}),
+     "Finish DELETING on b retry", "default/b: down"),
+    ("deleted: cleared, other finalizers waited for",
+     facts(App(1, deleting=True, foreign_finalizers=("backup.example/x",)),
+           recorded("RUNNING", on(1, "a"))),
+     Done(applied={}, cleared=("a",)), "Finish DELETING on -",
+     "objects removed; waiting for finalizers backup.example/x"),
+    ("deleted: cleared: key and status go", facts(App(1, deleting=True), MOVED),
+     Done(applied={}, cleared=("a",)), "Finish remove", ""),
+    ("key vanished: cleaned up from where the status says", facts(None, MOVED, binding=None),
+     Done(), "Clear a", ""),
+    ("key holds garbage: objects stay", facts(None, MOVED, binding=None, app_unreadable=True),
+     Done(), "Finish RUNNING on a warn", ""),
+]
+
+
+@pytest.mark.parametrize(("given", "done", "expected", "reason"),
+                         [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+def test_plan(given: Facts, done: Done, expected: str, reason: str) -> None:
+    step = plan(given, done.progress(given))
+    assert describe(step) == expected
+    if reason:
+        assert isinstance(step, Write | Finish) and step.state is not None
+        assert reason in step.state.reason
+
+
+def test_every_finish_that_retries_says_why() -> None:
+    for _, given, done, _, _ in ROWS:
+        step = plan(given, done.progress(given))
+        if isinstance(step, Finish) and step.retry:
+            assert step.state is not None and step.state.reason
+
+
+def test_plan_is_a_function_of_its_inputs() -> None:
+    given, done = facts(was=MOVED, targets=("b",)), Done(applied=BOTH, tried=("b",))
+    progress = done.progress(given)
+    assert plan(given, progress) == plan(replace(given), done.progress(given))
+    assert progress.applied == BOTH  # planning changed nothing
