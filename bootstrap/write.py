@@ -6,9 +6,13 @@ chunk already written is rolled back (created keys deleted, replaced keys
 restored), each rollback guarded by the revision we wrote, so a concurrent
 writer's change is never undone; a key that cannot be rolled back is named.
 
-Existing resources are an error unless ``force``: then they are replaced,
+A document identical to what is stored (but for the bookkeeping berth fills
+in: uid, created, modified, generation) is ``unchanged`` and not written, so
+applying the same YAML again changes nothing and wakes no process. Other
+existing resources are an error unless ``force``: then they are replaced,
 keeping ``uid`` and ``created`` and bumping ``generation``, guarded by the
-revision read, so a concurrent change makes the whole write fail cleanly.
+revision read, so a concurrent change makes the whole write fail cleanly. An
+application being deleted is never replaced: that would bring it back.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ class Planned:
     key: str
     value: bytes
     old: KV | None  # the value replaced (None: a create)
+    unchanged: bool = False  # identical to what is stored: nothing to write
+
+    @property
+    def action(self) -> str:
+        return "unchanged" if self.unchanged else "replace" if self.old else "create"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +53,13 @@ class Result:
     created: int
     replaced: int
     revision: int
+    unchanged: int = 0
 
 
 def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
          now: datetime | None = None) -> list[Planned]:
-    """Fill in metadata and decide create or replace; LoadErrors for existing keys."""
+    """Fill in metadata and decide create, replace or unchanged; LoadErrors for
+    existing keys (without ``force``) and for applications being deleted."""
     now = now or datetime.now(UTC)
     existing = store.get_many([item.key for item in loaded])
     errors: list[str] = []
@@ -61,18 +72,34 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
                 meta, uid=meta.uid or str(uuid.uuid4()), created=now, modified=now,
                 generation=1,
             )
-        elif not force:
-            errors.append(f"{item.where}: {item.key} exists (use --force to replace it)")
+            doc = msgspec.structs.replace(item.doc, metadata=meta)
+            planned.append(Planned(item.where, item.key, encode(doc), None))
             continue
-        else:
-            previous = _old_metadata(old)
-            meta = msgspec.structs.replace(
-                meta,
-                uid=previous.uid if previous and previous.uid else meta.uid or str(uuid.uuid4()),
-                created=previous.created if previous and previous.created else now,
-                modified=now,
-                generation=(previous.generation if previous else 0) + 1,
-            )
+        previous = _old_metadata(old)
+        if previous is not None and previous.deleted is not None:
+            since = msgspec.json.decode(msgspec.json.encode(previous.deleted))
+            errors.append(f"{item.where}: {item.key} is being deleted (since {since}); "
+                          "apply it again once it is gone")
+            continue
+        if previous is not None:
+            same = msgspec.structs.replace(item.doc, metadata=msgspec.structs.replace(
+                meta, uid=previous.uid, created=previous.created, modified=previous.modified,
+                generation=previous.generation))
+            if encode(same) == old.value:
+                planned.append(Planned(item.where, item.key, old.value, old, unchanged=True))
+                continue
+        if not force:
+            errors.append(f"{item.where}: {item.key} exists and differs (use --force to "
+                          "replace it)")
+            continue
+        meta = msgspec.structs.replace(
+            meta,
+            uid=previous.uid if previous and previous.uid else meta.uid or str(uuid.uuid4()),
+            created=previous.created if previous and previous.created else now,
+            modified=now,
+            generation=(previous.generation if previous else 0) + 1,
+            deleted=None,
+        )
         doc = msgspec.structs.replace(item.doc, metadata=meta)
         planned.append(Planned(item.where, item.key, encode(doc), old))
     if errors:
@@ -97,6 +124,8 @@ class _Meta(msgspec.Struct):
 def write(store: Store, planned: Sequence[Planned], *,
           progress: Progress | None = None) -> Result:
     """Write ``planned`` all or nothing; StoreError (after rollback) on failure."""
+    unchanged = sum(1 for p in planned if p.unchanged)
+    planned = [p for p in planned if not p.unchanged]
     ops = [Put(p.key, p.value, p.old.mod_revision if p.old else 0) for p in planned]
     done: list[tuple[Sequence[Planned], int]] = []
     revision = 0
@@ -115,7 +144,7 @@ def write(store: Store, planned: Sequence[Planned], *,
         if progress:
             progress("written", min(start + MAX_TXN_OPS, len(ops)), len(ops))
     replaced = sum(1 for p in planned if p.old is not None)
-    return Result(len(planned) - replaced, replaced, revision)
+    return Result(len(planned) - replaced, replaced, revision, unchanged)
 
 
 def _rollback(store: Store, done: list[tuple[Sequence[Planned], int]],

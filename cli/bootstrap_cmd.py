@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("inputs", nargs="+", metavar="FILE|DIR|-")
     p.add_argument("--force", action="store_true",
-                   help="replace existing resources (keeping uid and created, bumping generation)")
+                   help="replace existing resources that differ (keeping uid and created, "
+                   "bumping generation); identical ones are left unchanged either way")
     p.add_argument("--dry-run", action="store_true",
                    help="print what would be written, write nothing")
     p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -39,8 +40,7 @@ def run(args: argparse.Namespace) -> int:
         planned = plan(store, loaded, force=args.force)
         if args.dry_run:
             for p in planned:
-                action = "replace" if p.old else "create"
-                print(f"{action} {p.key} {p.value.decode()}")
+                print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {p.value.decode()}"))
             print(f"bootstrap: dry run, {len(planned)} documents, nothing written",
                   file=sys.stderr)
             return 0
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"bootstrap: {result.created} created, {result.replaced} replaced "
-          f"(revision {result.revision})", file=sys.stderr)
+    print(f"bootstrap: {result.created} created, {result.replaced} replaced, "
+          f"{result.unchanged} unchanged"
+          + (f" (revision {result.revision})" if result.revision else ""), file=sys.stderr)
     return 0

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         if meta.get("deleted"):
             print(f"{key} is already being deleted (since {meta['deleted']})")
             return 0
-        meta["deleted"] = datetime.now(UTC).isoformat()
+        meta["deleted"] = datetime.now(UTC)  # encoded as every timestamp: ...Z
         store.update(key, msgspec.json.encode(doc), kv.mod_revision)
         print(f"marked {key} deleted; the propagator removes it from its clusters, then the key")
     except Conflict:

@@ -2,7 +2,9 @@
 
 Reads the resource's Binding and prints the decision, the reason, the best
 candidates with their score breakdown, and the rejected ones grouped by the
-plugin and reason that rejected them.
+plugin and reason that rejected them. For an application, the propagator's
+state comes next to the scheduler's: placed is not running, and a FAILED
+application makes the command exit 1.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import sys
 from typing import Any
 
 from cli.etcd_options import open_store
-from store import StoreError, decode, keys
-from store.documents import Binding
+from store import Store, StoreError, decode, keys
+from store.documents import ApplicationStatus, Binding
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,18 +68,47 @@ def render(b: Binding) -> str:
     return "\n".join(lines)
 
 
+def propagation(status: ApplicationStatus | None) -> str:
+    """The propagator's side of an application, in one line."""
+    if status is None:
+        return "propagator: no status yet (not applied anywhere)"
+    st = status.status
+    where = ", ".join(f"{r.namespace + '/' if r.namespace else ''}{r.name}"
+                      for r in st.running_on) or "nowhere"
+    reason = f" ({st.reason})" if st.reason else ""
+    return f"propagator: {st.state or '?'}{reason}; running on {where}"
+
+
 def run(args: argparse.Namespace) -> int:
     namespace, _, name = args.name.rpartition("/")
+    namespace = namespace or "default"
     kind = "Application" if args.kind == "application" else "Cluster"
     try:
-        key = keys.binding_key(kind, namespace or "default", name)
-        kv = open_store(args).get(key)
+        store = open_store(args)
+        key = keys.binding_key(kind, namespace, name)
+        kv = store.get(key)
         if kv is None:
-            print(f"no Binding at {key}: not scheduled (yet), or left to another scheduler",
-                  file=sys.stderr)
+            resource = keys.resource_key(kind, name, namespace)
+            if store.get(resource) is None:
+                print(f"error: no {kind} {namespace}/{name} (nothing at {resource})",
+                      file=sys.stderr)
+            else:
+                print(f"{kind} {namespace}/{name} exists but is not scheduled (yet): no "
+                      f"Binding at {key}; is a scheduler running?", file=sys.stderr)
             return 1
         print(render(decode(kv.value, Binding, key)))
+        if kind == "Application":
+            status = _status(store, namespace, name)
+            print(propagation(status))
+            if status is not None and status.status.state == "FAILED":
+                return 1
     except (ValueError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _status(store: Store, namespace: str, name: str) -> ApplicationStatus | None:
+    key = keys.status_key("Application", namespace, name)
+    kv = store.get(key)
+    return decode(kv.value, ApplicationStatus, key) if kv is not None else None

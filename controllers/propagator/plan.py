@@ -196,8 +196,15 @@ def first(errors: Mapping[str, str]) -> str:
     return next((f"{c}: {e}" for c, e in sorted(errors.items())), "")
 
 
+def placed_on(applied: Mapping[str, ClusterApplied]) -> list[str]:
+    """The clusters where a generation was applied. Objects recorded for a cluster
+    before their first apply there (generation 0) are a record of intent only."""
+    return sorted(c for c, a in applied.items() if a.generation > 0)
+
+
 def oldest(applied: Mapping[str, ClusterApplied]) -> int:
-    return min((a.generation for a in applied.values()), default=0)
+    """The generation every cluster berth applied to has (0: none)."""
+    return min((a.generation for a in applied.values() if a.generation > 0), default=0)
 
 
 def copy_applied(applied: Mapping[str, ClusterApplied]) -> dict[str, ClusterApplied]:
@@ -212,8 +219,9 @@ def cluster_ref(cid: str) -> ObjectRef:
 
 def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generation: int,
           errors: Mapping[str, str], *, rejected: int = 0) -> ApplicationState:
-    """A status document's state from its parts (copied)."""
-    return ApplicationState(name, reason, [cluster_ref(c) for c in sorted(applied)],
+    """A status document's state from its parts (copied); it runs where a generation
+    was applied, not where objects are only recorded."""
+    return ApplicationState(name, reason, [cluster_ref(c) for c in placed_on(applied)],
                             generation, dict(errors), copy_applied(applied), rejected)
 
 
@@ -245,7 +253,8 @@ def summary(targets: tuple[str, ...] | list[str], placed: list[str],
         name, reason = "RUNNING", ""
     elif not missing:
         name, reason = "MIGRATING", f"removing from {', '.join(leaving)}"
-    elif placed or any(c in applied for c in targets):  # an older generation still runs
+    elif placed or any(applied[c].generation > 0 for c in targets if c in applied):
+        # an older generation still runs
         name, reason = "DEGRADED", f"generation {gen} not applied on {', '.join(missing)}"
     elif leaving:
         name, reason = "MIGRATING", f"waiting to apply on {', '.join(missing)}"

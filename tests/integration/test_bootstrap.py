@@ -72,7 +72,7 @@ def test_existing_resources_are_refused_unless_forced(
     first = decode(store.get("/berth/v1/globalmetrics/m").value, GlobalMetric)  # type: ignore[union-attr]
     f.write_text(metric("m", 0, 10) + "---\n" + metric("other"))
     assert berth(etcd_server, str(f)) == 1
-    assert "exists (use --force" in capsys.readouterr().err
+    assert "exists and differs (use --force" in capsys.readouterr().err
     assert store.get("/berth/v1/globalmetrics/other") is None
     assert berth(etcd_server, "--force", str(f)) == 0
     second = decode(store.get("/berth/v1/globalmetrics/m").value, GlobalMetric)  # type: ignore[union-attr]
@@ -80,6 +80,50 @@ def test_existing_resources_are_refused_unless_forced(
     assert second.metadata.uid == first.metadata.uid
     assert second.metadata.created == first.metadata.created
     assert second.metadata.generation == first.metadata.generation + 1
+
+
+def test_the_same_yaml_again_is_unchanged_and_not_written(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "a.yaml"
+    f.write_text(app("same") + "---\n" + metric("same"))
+    assert berth(etcd_server, str(f)) == 0
+    capsys.readouterr()
+    revision = store.revision()
+    for force in ([], ["--force"], ["--force"]):  # every --force bumped the generation
+        assert berth(etcd_server, *force, str(f)) == 0
+        assert "0 created, 0 replaced, 2 unchanged" in capsys.readouterr().err
+    assert store.revision() == revision  # nothing written: no process woken up
+    kv = store.get("/berth/v1/applications/default/same")
+    assert kv is not None and decode(kv.value, Application).metadata.generation == 1
+    assert berth(etcd_server, "--dry-run", str(f)) == 0
+    assert "unchanged /berth/v1/applications/default/same\n" in capsys.readouterr().out
+    f.write_text(app("same", "location is FR") + "---\n" + metric("same"))
+    assert berth(etcd_server, "--force", str(f)) == 0
+    assert "0 created, 1 replaced, 1 unchanged" in capsys.readouterr().err
+
+
+def test_force_never_brings_back_an_application_being_deleted(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "a.yaml"
+    f.write_text(app("going"))
+    assert berth(etcd_server, str(f)) == 0
+    assert main(["delete", "application", "default/going", "--etcd", etcd_server.url]) == 0
+    kv = store.get("/berth/v1/applications/default/going")
+    assert kv is not None
+    deleted = msgspec.json.decode(kv.value)["metadata"]["deleted"]
+    assert deleted.endswith("Z")  # like every other timestamp (it was +00:00)
+    capsys.readouterr()
+    for text in (app("going"), app("going", "location is FR")):
+        f.write_text(text)
+        assert berth(etcd_server, "--force", str(f)) == 1
+        err = capsys.readouterr().err
+        assert (f"a.yaml#1: /berth/v1/applications/default/going is being deleted (since "
+                f"{deleted}); apply it again once it is gone") in err
+        assert "nothing written" in err
+    after = store.get("/berth/v1/applications/default/going")
+    assert after is not None and after.mod_revision == kv.mod_revision
 
 
 def test_dry_run_writes_nothing(

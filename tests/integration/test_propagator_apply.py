@@ -111,6 +111,19 @@ def bind(store: Store, name: str, generation: int, *on: str) -> None:
     put(store, keys.binding_key("Application", "default", name), encode(doc))
 
 
+def berth(*argv: str) -> tuple[int, str]:
+    """The ``berth`` command, run in-process: its exit code and standard output."""
+    import contextlib
+    import io
+
+    from cli.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
 def status(store: Store, name: str) -> ApplicationStatus | None:
     kv = store.get(keys.status_key("Application", "default", name))
     return decode(kv.value, ApplicationStatus, kv.key) if kv else None
@@ -236,6 +249,16 @@ def test_a_manifest_the_cluster_refuses_is_failed_until_the_spec_changes(
                       lambda s: s.status.state == "FAILED", timeout=30)
     assert "HTTP 422" in failed.status.reason and "spec.selector" in failed.status.reason
     assert failed.status.rejected_generation == 1
+    # recorded there (intent) but not running there: nothing exists on east
+    assert failed.status.running_on == [] and failed.status.generation == 0
+    assert "default/east" in failed.status.applied
+    assert not present(kube["east"], Deployment, "refused")
+    # The command an operator runs says so, and fails (it said Scheduled and exited 0).
+    code, out = berth("explain", "application", "default/refused", "--etcd", store.config.url)
+    assert code == 1
+    assert "Application default/refused: Scheduled" in out
+    assert "propagator: FAILED (refused by cluster default/east: " in out
+    assert out.rstrip().endswith("running on nowhere")
     refusals = propagator.output().count("refused the manifest")
     assert refusals == 1  # not retried
     app(store, "refused", [deployment("refused")], generation=2)

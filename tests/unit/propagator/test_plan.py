@@ -157,6 +157,12 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
     ("a manifest the cluster refused is FAILED", facts(),
      Done(tried=("a",), refused=("default/a", "spec.replicas: Invalid value")),
      "Finish FAILED on - warn", "refused by cluster default/a: spec.replicas: Invalid value"),
+    ("refused on its first apply: recorded there, but running nowhere", facts(),
+     Done(applied=on(0, "a"), tried=("a",), refused=("default/a", "replicas: Invalid value")),
+     "Finish FAILED on - warn", "refused by cluster default/a"),
+    ("failed during its first apply: recorded there, but running nowhere", facts(),
+     Done(applied=on(0, "a"), tried=("a",), errors={"a": "HTTP 503"}),
+     "Finish FAILED on - retry", "not running"),
     # deleting
     ("deleted: every cluster cleared", facts(App(1, deleting=True), recorded("RUNNING", BOTH)),
      Done(), "Clear a", ""),
