@@ -28,6 +28,7 @@ from etcd3gw.client import Etcd3Client
 
 from store.config import EtcdConfig
 from store.errors import Conflict, StoreError, Unauthorized, translate
+from store.link import Link
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class Store:
             session=self.session,
         )
         self._auth_lock = threading.Lock()
+        self.link = Link(self.config.url)
         if self.config.user:
             self.authenticate()
 
@@ -155,14 +157,18 @@ class Store:
         """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token."""
         for attempt in (1, 2):
             try:
-                return self._post(self.url(path), body)
+                reply = self._post(self.url(path), body)
             except Exception as exc:
                 err = translate(exc, context)
+                self.link.failed(err)
                 if isinstance(err, Unauthorized) and self.config.user and attempt == 1:
                     log.info("etcd token rejected (%s); authenticating again", err)
                     self.authenticate()
                     continue
                 raise err from exc
+            else:
+                self.link.ok()
+                return reply
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -104,6 +104,31 @@ def classify(code: int | None, message: str, context: str) -> StoreError:
     return StoreError(text)
 
 
+# What urllib3's long messages boil down to, in the words an operator searches for.
+_CAUSES = (("connection refused", "connection refused"),
+           ("timed out", "timed out"), ("timeout", "timed out"),
+           ("name or service not known", "unknown host"),
+           ("nodename nor servname", "unknown host"),
+           ("temporary failure in name resolution", "unknown host"),
+           ("no route to host", "no route to host"),
+           ("network is unreachable", "network unreachable"),
+           ("connection reset", "connection reset"),
+           ("remote end closed connection", "connection closed by the server"),
+           ("certificate verify failed", "TLS certificate not trusted"),
+           ("wrong version number", "TLS to a server that does not speak it"),
+           ("unavailable", "etcd answered 503 (no leader, or starting)"))
+
+
+def why(exc: object) -> str:
+    """A connection failure in a few words, not urllib3's pool internals."""
+    text = str(exc)
+    lowered = text.lower()
+    for needle, said in _CAUSES:
+        if needle in lowered:
+            return said
+    return text.split("\n", 1)[0][:160]
+
+
 def translate(exc: BaseException, context: str) -> StoreError:
     """Translate an etcd3gw or requests exception into a :class:`StoreError`.
 
@@ -113,9 +138,9 @@ def translate(exc: BaseException, context: str) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
     if isinstance(exc, gw.ConnectionFailedError | gw.ConnectionTimeoutError):
-        return Unavailable(f"{context}: etcd unreachable: {exc.detail_text or exc}")
+        return Unavailable(f"{context}: etcd unreachable: {why(exc.detail_text or exc)}")
     if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
-        return Unavailable(f"{context}: etcd unreachable: {exc}")
+        return Unavailable(f"{context}: etcd unreachable: {why(exc)}")
     if isinstance(exc, gw.Etcd3Exception):
         code, message = _gateway_error(exc.detail_text)
         return classify(code, message or str(exc.args or exc.detail_text), context)

@@ -152,8 +152,8 @@ class Watch:
                 if self.closed:
                     return
                 self.reconnects += 1
-                log.log(
-                    logging.DEBUG if isinstance(exc, _Idle) else logging.WARNING,
+                log.log(  # an outage is said once, by the store's link
+                    logging.DEBUG if isinstance(exc, _Idle) else logging.INFO,
                     "watch %s broke (%s); resuming from revision %d",
                     self.prefix,
                     exc,
@@ -167,7 +167,7 @@ class Watch:
             wait=tenacity.wait_exponential(multiplier=0.1, max=self.max_backoff)
             + tenacity.wait_random(0, 0.1),
             stop=lambda _state: self.closed,
-            before_sleep=lambda st: log.warning(
+            before_sleep=lambda st: log.debug(  # the store's link says it once
                 "watch %s: etcd unreachable (%s); retrying",
                 self.prefix,
                 st.outcome.exception() if st.outcome else "?",
@@ -193,7 +193,9 @@ class Watch:
                 timeout=(self.store.config.timeout, self.idle_timeout),
             )
         except Exception as exc:
-            raise translate(exc, f"watch {self.prefix}") from exc
+            err = translate(exc, f"watch {self.prefix}")
+            self.store.link.failed(err)
+            raise err from exc
         if resp.status_code != 200:
             text = resp.text
             resp.close()
@@ -205,6 +207,7 @@ class Watch:
             raise classify(
                 int(code) if code is not None else None, str(message), f"watch {self.prefix}"
             )
+        self.store.link.ok()
         with self._lock:
             if self.closed:
                 resp.close()

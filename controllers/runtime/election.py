@@ -20,9 +20,10 @@ import threading
 import time
 from collections.abc import Callable
 
+import tenacity
 from prometheus_client import Gauge
 
-from store import Conflict, Store, StoreError, Watch, keys
+from store import Conflict, Store, StoreError, Unavailable, Watch, keys
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class LeaderElection:
         self._lease = 0
         self._watch: Watch | None = None
         self._thread: threading.Thread | None = None
+        IS_LEADER.labels(process).set(0)  # a sample from the start, leading or not
 
     @property
     def is_leader(self) -> bool:
@@ -72,18 +74,42 @@ class LeaderElection:
         return self._thread
 
     def run(self) -> None:
+        """Campaign, lead or wait, again and again; failures are retried with an
+        exponential backoff (1 s doubling to 30 s, jittered) that a round which ends
+        normally resets. etcd unreachable is said once, by the store's link."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda _exc: not self._stop.is_set()),
+            wait=tenacity.wait_exponential_jitter(initial=1, max=30),
+            sleep=self._sleep,
+            before_sleep=self._failed,
+            reraise=True,
+        )
         while not self._stop.is_set():
             try:
-                if self._campaign():
-                    self._lead()
-                else:
-                    self._wait_for_vacancy()
-            except StoreError as exc:
-                log.warning("election %s: %s", self.process, exc)
-                self._stop.wait(1.0)
-            except Exception:  # a bug must not end the campaign silently
-                log.exception("election %s failed; campaigning again", self.process)
-                self._stop.wait(1.0)
+                retrying(self._round)
+            except Exception:  # raised only once stopping
+                return
+
+    def _sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)  # resigning ends the wait
+
+    def _round(self) -> None:
+        if self._campaign():
+            self._lead()
+        else:
+            self._wait_for_vacancy()
+
+    def _failed(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        delay = state.upcoming_sleep
+        if isinstance(exc, Unavailable):
+            log.debug("election %s: %s; again in %.1f s", self.process, exc, delay)
+        elif isinstance(exc, StoreError):
+            log.log(logging.WARNING if state.attempt_number == 1 else logging.DEBUG,
+                    "election %s: %s; again in %.1f s", self.process, exc, delay)
+        else:  # a bug must not end the campaign silently
+            log.error("election %s failed; campaigning again in %.1f s", self.process, delay,
+                      exc_info=exc if state.attempt_number == 1 else None)
 
     def alive(self) -> bool:
         """The campaigning thread runs (or was never started, or resigned)."""
@@ -141,7 +167,8 @@ class LeaderElection:
                             exc,
                         )
                         return
-                    log.warning("election %s: lease refresh failed: %s", self.process, exc)
+                    log.log(logging.DEBUG if isinstance(exc, Unavailable) else logging.WARNING,
+                            "election %s: lease refresh failed: %s", self.process, exc)
         finally:
             self._set_leading(False)
 

@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from prometheus_client import Counter
 
-from store import Compacted, Invalid, Store, StoreError, Watch, WatchEvent, decode
+from store import Compacted, Invalid, Store, StoreError, Unavailable, Watch, WatchEvent, decode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -182,10 +182,12 @@ class Informer(Generic[T]):
 
     def run(self) -> None:
         """Watch until stopped; list first if not synced, again after compaction."""
+        failures = 0  # in a row: the wait before listing again doubles, up to 30 s
         while not self._stop.is_set():
             try:
                 if not self.synced.is_set():
                     self._relist()
+                failures = 0
                 self._watch = Watch(
                     self.store, self.prefix, self.revision + 1, idle_timeout=self.idle_timeout
                 )
@@ -205,11 +207,14 @@ class Informer(Generic[T]):
             except StoreError as exc:
                 if self._stop.is_set():
                     return
-                log.error("informer %s: %s; listing again in %.1fs",
-                          self.prefix, exc, self.retry_delay)
+                failures += 1
+                delay = min(30.0, self.retry_delay * 2 ** (failures - 1))
+                quiet = isinstance(exc, Unavailable) or failures > 1  # the link said it
+                log.log(logging.DEBUG if quiet else logging.ERROR,
+                        "informer %s: %s; listing again in %.1fs", self.prefix, exc, delay)
                 self.synced.clear()
                 RELISTS.labels(self.prefix).inc()
-                self._stop.wait(self.retry_delay)
+                self._stop.wait(delay)
             except Exception:  # a bug must not end the watch silently: start over
                 if self._stop.is_set():
                     return

@@ -93,6 +93,7 @@ def run_process(
         running[0], Supervised) or running[0].alive())
     health.add_readiness(
         "ready", lambda: (not election.is_leader) or (bool(running) and running[0].ready()))
+    health.add_readiness("etcd", store.link.up)  # a replica that cannot reach etcd is no use
     health.start()
     log.info("%s: health and metrics on http://%s:%d/", name, listen[0], health.port)
 

@@ -293,3 +293,52 @@ def test_a_stopping_writer_does_not_retry_behind_the_next_leader(
     finally:
         writer.stop()
         down.close()
+
+
+def test_health_tells_the_truth_while_etcd_is_down_and_the_log_says_it_once(
+    tmp_path: Path
+) -> None:
+    import re
+    import urllib.error
+    import urllib.request
+
+    def get(url: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return int(r.status), r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def said(text: str) -> list[str]:  # lines above DEBUG (the process logs at DEBUG)
+        return [line for line in text.splitlines()
+                if " DEBUG " not in line and line[:4].isdigit()]
+
+    etcd = EtcdServer().start()
+    proc = SchedulerProcess(etcd.url, tmp_path, name="h").start()
+    try:
+        found = wait_for(lambda: re.search(r"health and metrics on (http://\S+/)",
+                                           proc.output()), timeout=30)
+        base = found.group(1)
+        wait_for(lambda: get(base + "readyz")[0] == 200 or None, timeout=30)
+        assert "berth_etcd_up 1.0" in get(base + "metrics")[1]
+        before = len(said(proc.output()))
+        etcd.stop()
+        _, body = wait_for(lambda: ((r := get(base + "readyz"))[0] == 503 and r) or None,
+                           timeout=15)
+        assert "etcd" in body  # it answered 200 with etcd down
+        metrics = get(base + "metrics")[1]
+        assert "berth_etcd_up 0.0" in metrics and 'berth_leader{process="scheduler"}' in metrics
+        time.sleep(8)  # the election retried every second, a long urllib3 line each time
+        during = said(proc.output())[before:]
+        down = [line for line in during if "is unreachable" in line]
+        assert len(down) == 1, during
+        assert f"etcd at {etcd.url} is unreachable (" in down[0]
+        assert not [line for line in during if "HTTPConnectionPool" in line], during
+        assert len(during) <= 12, during  # a few lines per state change, not one per retry
+        etcd.start()
+        wait_for(lambda: get(base + "readyz")[0] == 200 or None, timeout=60)
+        back = [line for line in said(proc.output()) if "answers again" in line]
+        assert len(back) == 1, back
+    finally:
+        proc.stop()
+        etcd.stop()
