@@ -7,7 +7,6 @@ import sys
 
 from bootstrap import LoadErrors, load, plan, write
 from cli.etcd_options import open_store
-from store import StoreError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,9 +48,6 @@ def run(args: argparse.Namespace) -> int:
         for line in exc.errors:
             print(f"error: {line}", file=sys.stderr)
         print(f"bootstrap: {len(exc.errors)} error(s); nothing written", file=sys.stderr)
-        return 1
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"bootstrap: {result.created} created, {result.replaced} replaced, "
           f"{result.unchanged} unchanged"

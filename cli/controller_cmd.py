@@ -32,13 +32,17 @@ def add_controller(
     p = sub.add_parser(name, help=help, description=description)
     p.add_argument("--config", metavar="FILE", help="configuration (YAML) over the defaults")
     p.add_argument("--write-config-to", metavar="FILE",
-                   help="write the default configuration to FILE and exit")
+                   help="write the default configuration to FILE (- for standard output) "
+                   "and exit")
     p.add_argument("--http", default=f"127.0.0.1:{port}", metavar="HOST:PORT",
                    help=f"/healthz, /readyz and /metrics (default 127.0.0.1:{port}; port 0: any)")
     p.add_argument("--lease-ttl", type=int, default=10,
                    help="leader election lease, seconds (default 10)")
 
     def run(args: argparse.Namespace) -> int:
+        if args.write_config_to == "-":
+            sys.stdout.write(dump_defaults())
+            return 0
         if args.write_config_to:
             Path(args.write_config_to).write_text(dump_defaults())
             print(f"wrote the default configuration to {args.write_config_to}", file=sys.stderr)

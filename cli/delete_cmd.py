@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from cli.etcd_options import open_store
-from store import Conflict, StoreError, keys
+from store import Conflict, keys
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     except Conflict:
         print(f"error: {args.name} changed meanwhile; try again", file=sys.stderr)
         return 1
-    except (ValueError, StoreError, msgspec.DecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except msgspec.DecodeError as exc:
+        print(f"error: {args.name} holds no document ({exc}); delete it with etcdctl",
+              file=sys.stderr)
         return 1
     return 0

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from cli.etcd_options import open_store
-from store import Store, StoreError, decode, keys
+from store import Store, decode, keys
 from store.documents import ApplicationStatus, Binding
 
 
@@ -83,28 +83,24 @@ def run(args: argparse.Namespace) -> int:
     namespace, _, name = args.name.rpartition("/")
     namespace = namespace or "default"
     kind = "Application" if args.kind == "application" else "Cluster"
-    try:
-        store = open_store(args)
-        key = keys.binding_key(kind, namespace, name)
-        kv = store.get(key)
-        if kv is None:
-            resource = keys.resource_key(kind, name, namespace)
-            if store.get(resource) is None:
-                print(f"error: no {kind} {namespace}/{name} (nothing at {resource})",
-                      file=sys.stderr)
-            else:
-                print(f"{kind} {namespace}/{name} exists but is not scheduled (yet): no "
-                      f"Binding at {key}; is a scheduler running?", file=sys.stderr)
-            return 1
-        print(render(decode(kv.value, Binding, key)))
-        if kind == "Application":
-            status = _status(store, namespace, name)
-            print(propagation(status))
-            if status is not None and status.status.state == "FAILED":
-                return 1
-    except (ValueError, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    store = open_store(args)
+    key = keys.binding_key(kind, namespace, name)
+    kv = store.get(key)
+    if kv is None:
+        resource = keys.resource_key(kind, name, namespace)
+        if store.get(resource) is None:
+            print(f"error: no {kind} {namespace}/{name} (nothing at {resource})",
+                  file=sys.stderr)
+        else:
+            print(f"{kind} {namespace}/{name} exists but is not scheduled (yet): no "
+                  f"Binding at {key}; is a scheduler running?", file=sys.stderr)
         return 1
+    print(render(decode(kv.value, Binding, key)))
+    if kind == "Application":
+        status = _status(store, namespace, name)
+        print(propagation(status))
+        if status is not None and status.status.state == "FAILED":
+            return 1
     return 0
 
 

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from cli import (
     bootstrap_cmd,
@@ -17,19 +18,37 @@ from cli import (
     propagator_cmd,
     scheduler_cmd,
 )
-from cli.etcd_options import add_etcd_options
+from cli.etcd_options import add_etcd_options, etcd_config, explain_store_error
+from store import StoreError
+
+LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+PROCESSES = {"scheduler", "metrics-cache", "propagator"}  # the rest are one-shot tools
+
+
+def version() -> str:
+    try:
+        return metadata.version("berth")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown (not installed)"
+
+
+def _add_log_level(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument("--log-level", type=str.upper, choices=LEVELS, metavar="LEVEL",
+                   default=default if default else argparse.SUPPRESS,
+                   help="DEBUG, INFO, WARNING or ERROR, any case (default: INFO)")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="berth", description="A multi-cluster workload scheduler.")
-    p.add_argument("--log-level", default="INFO",
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO")
+    p.add_argument("--version", action="version", version=f"berth {version()}")
+    _add_log_level(p, "INFO")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, explain_cmd,
                    delete_cmd):
         module.add_parser(sub)
     for action in sub.choices.values():
         add_etcd_options(action)
+        _add_log_level(action, None)  # also after the subcommand; given there, it wins
     return p
 
 
@@ -45,17 +64,25 @@ def _dump_stacks_on_crash_and_usr1() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status: 0 done, 1 failed (etcd, the data), 2 a bad option or argument
+    (argparse's own usage errors are 2 as well), 130 interrupted."""
     args = parser().parse_args(argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _dump_stacks_on_crash_and_usr1()
     for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka"):  # a line per request otherwise
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    if args.command not in PROCESSES:  # a tool reports etcd's failure itself, once
+        logging.getLogger("store.link").setLevel(logging.ERROR)
     try:
+        etcd_config(args)  # bad etcd options are refused before anything runs
         return int(args.run(args))
-    except ValueError as exc:  # bad option values (an --etcd URL, half a TLS pair)
+    except ValueError as exc:  # bad option values (an --etcd URL, half a TLS pair, --http)
         print(f"berth {args.command}: {exc}", file=sys.stderr)
         return 2
+    except StoreError as exc:
+        print(f"berth {args.command}: {explain_store_error(exc, args)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from etcd3gw import exceptions as gw
 from etcd3gw.client import Etcd3Client
 
 from store.config import EtcdConfig
-from store.errors import Conflict, StoreError, Unauthorized, translate
+from store.errors import Conflict, Invalid, StoreError, Unauthorized, translate
 from store.link import Link
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,18 @@ _ERRORS_BY_STATUS: dict[int, type[gw.Etcd3Exception]] = {
     504: gw.ConnectionTimeoutError,
     412: gw.PreconditionFailedError,
 }
+
+
+def _is_json(resp: requests.Response) -> bool:
+    return "json" in resp.headers.get("Content-Type", "") or resp.text.lstrip()[:1] == "{"
+
+
+def _title(text: str) -> str:
+    """An HTML page's title (or first words), to name what answered instead of etcd."""
+    found = re.search(r"<title>(.*?)</title>", text, re.S | re.I)
+    words = found.group(1) if found else re.sub(r"<[^>]+>", " ", text)
+    words = " ".join(words.split())[:80]
+    return f" ({words})" if words else ""
 
 
 def b64(data: str | bytes) -> str:
@@ -182,6 +195,9 @@ class Store:
         except requests.exceptions.ConnectionError as exc:
             raise gw.ConnectionFailedError(str(exc)) from exc
         if resp.status_code != 200:
+            if not _is_json(resp):
+                raise Invalid(f"{url} answered HTTP {resp.status_code} {resp.reason}"
+                              f"{_title(resp.text)}, not etcd's JSON: is it etcd's gateway?")
             raise _ERRORS_BY_STATUS.get(resp.status_code, gw.Etcd3Exception)(
                 resp.text, resp.reason)
         try:

@@ -8,6 +8,8 @@ Expected `float`, got `str```.
 
 from __future__ import annotations
 
+import copy
+import re
 from typing import Any, TypeVar
 
 import msgspec
@@ -47,11 +49,59 @@ def decode(data: bytes, type_: type[T], key: str = "") -> T:
 
 
 def convert(obj: Any, type_: type[T], where: str = "") -> T:
-    """Build ``type_`` from plain Python data (parsed YAML); Invalid on failure."""
+    """Build ``type_`` from plain Python data (parsed YAML); Invalid on failure,
+    naming every field that is wrong (one per line), not only the first."""
     try:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:
-        raise Invalid(f"{where} {field_error(exc)}".strip()) from None
+        found = [field_error(exc), *_more_errors(obj, type_, exc)]
+        raise Invalid("\n".join(f"{where} {e}".strip() for e in found)) from None
+
+
+_UNKNOWN = re.compile(r"Object contains unknown field `(.+)`")
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _more_errors(obj: Any, type_: type[Any], exc: msgspec.ValidationError,
+                 limit: int = 50) -> list[str]:
+    """msgspec stops at the first error: take the wrong field out of a copy and try
+    again, for as long as taking it out leaves something to check."""
+    data = copy.deepcopy(obj)
+    found: list[str] = []
+    for _ in range(limit):
+        message, _, path = str(exc).rpartition(" - at `")
+        steps: list[str | int] = [int(i) if i else k for k, i in
+                                  _STEP.findall(path.rstrip("`").removeprefix("$"))]
+        unknown = _UNKNOWN.match(message)
+        if unknown:
+            steps.append(unknown.group(1))
+        while steps and isinstance(steps[-1], int):  # a list's element: the whole list
+            steps.pop()
+        if not steps or not _drop(data, steps) or message.startswith("Object missing"):
+            return found
+        try:
+            msgspec.convert(data, type_)
+            return found
+        except msgspec.ValidationError as again:
+            if str(again).startswith(f"Object missing required field `{steps[-1]}`"):
+                return found  # what we took out was required: its error is said
+            exc = again
+            found.append(field_error(again))
+    return found
+
+
+def _drop(data: Any, steps: list[str | int]) -> bool:
+    """Remove the field at ``steps`` (dict keys only) from ``data``; False if not there."""
+    for step in steps[:-1]:
+        try:
+            data = data[step]
+        except (KeyError, IndexError, TypeError):
+            return False
+    last = steps[-1]
+    if isinstance(data, dict) and isinstance(last, str) and last in data:
+        del data[last]
+        return True
+    return False
 
 
 def to_builtins(doc: Any) -> Any:

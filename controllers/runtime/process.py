@@ -86,7 +86,11 @@ def run_process(
 
     election = LeaderElection(store, name, ttl=lease_ttl, on_started_leading=wake,
                               on_stopped_leading=wake)
-    health = HealthServer(*listen)
+    try:
+        health = HealthServer(*listen)
+    except OSError as exc:  # e.g. the port is taken: say so, no traceback
+        raise ValueError(f"--http {listen[0]}:{listen[1]}: cannot listen there: "
+                         f"{exc.strerror or exc} (another port, or port 0 for any)") from None
     health.add_liveness("process", lambda: not stopping.is_set())
     health.add_liveness("election", election.alive)
     health.add_liveness("loops", lambda: not running or not isinstance(

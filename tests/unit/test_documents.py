@@ -10,7 +10,9 @@ import yaml
 
 from bootstrap.load import LoadErrors, load, to_document
 from store import Invalid, decode, encode
+from store.codec import convert
 from store.documents import (
+    RESOURCE_TYPES,
     Application,
     ClusterStatus,
     GlobalMetricsProvider,
@@ -155,3 +157,28 @@ def test_undecodable_values_name_key_and_field() -> None:
                MetricsProvider, "/k")
     with pytest.raises(Invalid, match="^/k: "):
         decode(b"{garbage", MetricsProvider, "/k")
+
+
+def test_every_schema_error_of_a_document_is_reported() -> None:
+    doc = {"api": "kubernetes", "kind": "Application",
+           "metadata": {"name": "x", "bogus": 1, "generation": "two"},
+           "spec": {"constraints": {"cluster": {"labelz": [], "labels": [3]}}, "foo": 3}}
+    with pytest.raises(Invalid) as err:
+        convert(doc, RESOURCE_TYPES["Application"], "a.yaml#1")
+    assert str(err.value).splitlines() == [
+        "a.yaml#1 metadata: Object contains unknown field 'bogus'",
+        "a.yaml#1 metadata.generation: Expected 'int', got 'str'",
+        "a.yaml#1 spec.constraints.cluster: Object contains unknown field 'labelz'",
+        "a.yaml#1 spec.constraints.cluster.labels[0]: Expected 'str', got 'int'",
+        "a.yaml#1 spec: Object contains unknown field 'foo'",
+    ]
+    missing = {"api": "kubernetes", "kind": "Application", "metadata": {"bogus": 1}}
+    with pytest.raises(Invalid) as err:
+        convert(missing, RESOURCE_TYPES["Application"], "b.yaml#2")
+    assert str(err.value).splitlines() == [
+        "b.yaml#2 metadata: Object contains unknown field 'bogus'",
+        "b.yaml#2 metadata: Object missing required field 'name'"]
+    wrong = {"api": "kubernetes", "kind": "Application", "metadata": {"name": 7}}
+    with pytest.raises(Invalid) as err:  # taken out, it is missing: said once
+        convert(wrong, RESOURCE_TYPES["Application"], "c.yaml#1")
+    assert str(err.value).splitlines() == ["c.yaml#1 metadata.name: Expected 'str', got 'int'"]
