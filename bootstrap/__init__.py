@@ -4,7 +4,7 @@
 metadata and decides create or replace; ``write`` writes all or nothing.
 """
 
-from bootstrap.load import Loaded, LoadErrors, load
+from bootstrap.load import Loaded, LoadErrors, ignored, load
 from bootstrap.write import Planned, Result, plan, write
 
-__all__ = ["LoadErrors", "Loaded", "Planned", "Result", "load", "plan", "write"]
+__all__ = ["LoadErrors", "Loaded", "Planned", "Result", "ignored", "load", "plan", "write"]

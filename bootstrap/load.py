@@ -78,6 +78,35 @@ def read_documents(name: str, source: TextIO | Path) -> Iterator[tuple[str, Any]
         raise LoadErrors([f"{where}: invalid YAML: {problem}"]) from None
 
 
+# Fields whose contents are somebody else's documents (Kubernetes objects, a
+# kubeconfig, TOSCA): passed on exactly as written, nulls included.
+_OPAQUE = frozenset({"manifest", "kubeconfig", "tosca", "observer_schema"})
+
+
+def _defaults_for_nulls(data: Any) -> Any:
+    """Krake writes ``labels: null`` and ``metrics: null`` for empty constraints: a
+    null means the field's default, so it is left out (berth's own fields too)."""
+    if isinstance(data, dict):
+        return {k: (v if k in _OPAQUE else _defaults_for_nulls(v))
+                for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [_defaults_for_nulls(v) for v in data]
+    return data
+
+
+def ignored(loaded: Loaded) -> list[str]:
+    """What is accepted but has no effect in berth, said when it is loaded."""
+    out = []
+    if loaded.doc.metadata.inherit_labels is not None:
+        out.append(f"{loaded.where} metadata.inherit_labels: accepted for Krake's YAML, but "
+                   "berth does not implement it: the cluster keeps only its own labels")
+    spec = getattr(loaded.doc, "spec", None)
+    if getattr(spec, "inherit_metrics", None) is not None:
+        out.append(f"{loaded.where} spec.inherit_metrics: accepted for Krake's YAML, but berth "
+                   "does not implement it: the cluster keeps only its own metrics")
+    return out
+
+
 def to_document(where: str, data: Any) -> Loaded:
     """Decode and validate one document; Invalid lists its problems."""
     if not isinstance(data, dict):
@@ -87,6 +116,7 @@ def to_document(where: str, data: Any) -> Loaded:
         known = ", ".join(sorted(RESOURCE_TYPES))
         raise Invalid(f"{where} kind: {kind!r} is not a kind berth stores (one of {known})")
     info = keys.kind(kind)
+    data = _defaults_for_nulls(data)
     metadata = data.get("metadata")
     if info.namespaced and isinstance(metadata, dict) and not metadata.get("namespace"):
         data = {**data, "metadata": {**metadata, "namespace": "default"}}

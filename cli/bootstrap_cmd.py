@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bootstrap import LoadErrors, load, plan, write
+from bootstrap import LoadErrors, ignored, load, plan, write
 from cli.etcd_options import open_store
 
 
@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load(args.inputs)
         progress("validated", len(loaded), len(loaded))
+        for item in loaded:
+            for line in ignored(item):
+                print(f"warning: {line}", file=sys.stderr)
         store = open_store(args)
         planned = plan(store, loaded, force=args.force)
         if args.dry_run:

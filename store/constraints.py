@@ -71,7 +71,9 @@ _METRIC_OPS: tuple[tuple[str, Op], ...] = (
 )
 
 _NAME = re.compile(r"\s*([A-Za-z0-9_][A-Za-z0-9_./-]*)\s*")
-_VALUE = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s,()\"']+))\s*")
+# An unquoted value is a label value's characters (or a number's); anything else,
+# like ``DE!`` or ``a=b``, must be quoted to be meant.
+_VALUE = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_.:/+-]+))\s*")
 
 
 def _match_op(text: str, ops: tuple[tuple[str, Op], ...]) -> tuple[Op, str] | None:

@@ -34,7 +34,7 @@ from prometheus_client import Counter, Histogram
 
 from controllers.metrics_cache.config import MetricsCacheConfig
 from controllers.metrics_cache.providers import Failure, Provider, Reading, make_provider
-from controllers.metrics_cache.providers.base import UNKNOWN_PROVIDER, NotYet
+from controllers.metrics_cache.providers.base import INVALID, UNKNOWN_PROVIDER, NotYet
 from controllers.metrics_cache.writer import ValueWriter
 from controllers.runtime import Event, EventType, Informer
 from controllers.runtime.supervise import Loop
@@ -94,6 +94,7 @@ class Wanted:
     query: str  # the metric's name on the provider
     min: float
     max: float
+    allowed: tuple[float, ...] = ()  # Krake's allowed_values: empty, any value
 
 
 @dataclass(slots=True)
@@ -114,6 +115,9 @@ def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
     was observed) stays, next to the error, until it is ``stale_after``
     seconds old; then only the error remains.
     """
+    if w.allowed and not isinstance(reading, Failure) and reading not in w.allowed:
+        reading = Failure(INVALID, f"value {reading:g} is not one of the metric's "
+                          f"allowed_values ({', '.join(f'{v:g}' for v in w.allowed)})")
     if isinstance(reading, Failure):
         error = MetricError(reading.reason, reading.message)
         if previous is not None and previous.value is not None and previous.observed is not None \
@@ -377,7 +381,8 @@ class MetricsCache:
                 spec = msgspec.json.encode(provider.spec) if provider is not None else b""
                 plan = plans[pkey] = ProviderPlan(pkey, pname, spec, provider, [])
             plan.wanted.append(Wanted(series, definition.spec.provider.metric,
-                                      definition.spec.min, definition.spec.max))
+                                      definition.spec.min, definition.spec.max,
+                                      tuple(definition.spec.allowed_values)))
         return plans
 
     def _provider(self, name: str, namespace: str | None) -> tuple[str, MetricsProvider | None]:

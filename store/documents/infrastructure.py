@@ -62,6 +62,16 @@ class CloudSpec(Strict):
     openstack: Any = None
     im: Any = None
 
+    def __post_init__(self) -> None:
+        """Krake keeps a cloud's metrics in its backend's section
+        (``spec.openstack.metrics``): they are the cloud's metrics here too."""
+        if self.metrics:
+            return
+        for backend in (self.openstack, self.im):
+            if isinstance(backend, dict) and backend.get("metrics"):
+                self.metrics = msgspec.convert(backend["metrics"], list[MetricRef])
+                return
+
 
 class Cloud(Strict, tag_field="kind", tag="Cloud"):
     metadata: Metadata

@@ -101,6 +101,9 @@ class MetricSpec(Strict):
     min: float
     max: float
     provider: ProviderRef
+    # Krake's: the only values the metric may take (empty: any). Another value is
+    # recorded as INVALID_METRIC.
+    allowed_values: list[float] = []
 
 
 class Metric(Strict, tag_field="kind", tag="Metric"):

@@ -342,3 +342,45 @@ def test_garbage_or_a_delete_in_our_keys_is_replaced_with_ours(
     out = cache.output()
     assert out.count("was overwritten with something that is not a metric value") == 2
     assert "was deleted by someone else" in out
+
+
+@pytest.mark.parametrize(("status", "reason"), [
+    (503, "UNREACHABLE_METRICS_PROVIDER"), (502, "UNREACHABLE_METRICS_PROVIDER"),
+    (429, "UNREACHABLE_METRICS_PROVIDER"), (422, "INVALID_METRIC"), (400, "INVALID_METRIC")])
+def test_a_prometheus_that_is_unavailable_is_unreachable_not_an_invalid_metric(
+    status: int, reason: str
+) -> None:
+    """What Prometheus (or a proxy before it) answers while starting or overloaded: the
+    provider is down, the metric is fine (it was recorded INVALID_METRIC)."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from controllers.metrics_cache.providers.base import Failure
+    from controllers.metrics_cache.providers.prometheus import PrometheusProvider
+    from store.documents.metrics import PrometheusSpec
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"status":"error","errorType":"unavailable","error":"try later"}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    provider = PrometheusProvider(PrometheusSpec(f"http://127.0.0.1:{server.server_address[1]}"))
+    try:
+        got = provider.fetch(["heat_demand"])["heat_demand"]
+        assert isinstance(got, Failure) and got.reason == reason, got
+        if status == 503:
+            assert got.message.endswith("HTTP 503: Prometheus is unavailable or overloaded")
+    finally:
+        provider.close()
+        server.shutdown()
+        server.server_close()

@@ -26,6 +26,7 @@ LABELS = {"location": "DE", "zone": "b", "kubernetes.io/arch": "amd64"}
         ('zone in ("a", "b")', Op.IN, ("a", "b"), True),
         ("  location   IS   DE  ", Op.EQ, ("DE",), True),
         ("location=DE", Op.EQ, ("DE",), True),
+        ("location is 'DE!'", Op.EQ, ("DE!",), False),  # quoted, anything goes
     ],
 )
 def test_label_constraints(expression: str, op: Op, values: tuple[str, ...], matches: bool) -> None:
@@ -46,7 +47,8 @@ def test_a_missing_label_fails_every_operator(expression: str) -> None:
 @pytest.mark.parametrize(
     "expression",
     ["location iz DE", "location", "location is", "location in DE", "location in ()",
-     "location is DE FR", "location in (DE FR)", "= DE", "location isnot DE", ""],
+     "location is DE FR", "location in (DE FR)", "= DE", "location isnot DE", "",
+     "location == DE!", "location is DE=FR", "location in (DE!, FR)", "location != a;b"],
 )
 def test_bad_label_constraints_name_the_expression(expression: str) -> None:
     with pytest.raises(ConstraintError, match="cannot parse"):

@@ -182,3 +182,83 @@ def test_every_schema_error_of_a_document_is_reported() -> None:
     with pytest.raises(Invalid) as err:  # taken out, it is missing: said once
         convert(wrong, RESOURCE_TYPES["Application"], "c.yaml#1")
     assert str(err.value).splitlines() == ["c.yaml#1 metadata.name: Expected 'str', got 'int'"]
+
+
+KRAKE_SHAPES = """\
+api: core
+kind: GlobalMetric
+metadata: {name: heat_zone_7}
+spec:
+  allowed_values: [0, 2, 3]
+  max: 3.0
+  min: 0.0
+  provider: {metric: heat_zone_7, name: prom}
+---
+api: core
+kind: GlobalMetric
+metadata: {name: heat_zone_8}
+spec:
+  allowed_values: []
+  max: 3.0
+  min: 0.0
+  provider: {metric: heat_zone_8, name: prom}
+---
+api: kubernetes
+kind: Application
+metadata: {name: nulls, namespace: default}
+spec:
+  constraints:
+    cluster: {labels: null, metrics: null, custom_resources: null}
+  manifest:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: nulls}
+    spec: {replicas: null}
+---
+api: infrastructure
+kind: GlobalCloud
+metadata: {name: os-leipzig, labels: {location: DE}}
+spec:
+  type: openstack
+  openstack:
+    url: https://keystone.example:5000/v3
+    auth: {type: password, password: {user: {name: u, password: p, domain_name: Default},
+           project: {name: p, domain_name: Default}, version: '3'}}
+    metrics:
+    - {name: heat_zone_7, weight: 2.0}
+---
+api: kubernetes
+kind: Cluster
+metadata: {name: inherits, namespace: default, inherit_labels: true}
+spec:
+  inherit_metrics: true
+  metrics: null
+  constraints:
+    cloud: {labels: null, metrics: null}
+"""
+
+
+def test_krake_s_shapes_load_and_mean_what_they_mean_in_krake(tmp_path: Path) -> None:
+    from bootstrap import ignored
+    from store.documents import GlobalCloud, GlobalMetric
+
+    f = tmp_path / "krake.yaml"
+    f.write_text(KRAKE_SHAPES)
+    loaded = load([str(f)])  # refused: allowed_values unknown, labels: null not a list
+    metric = loaded[0].doc
+    assert isinstance(metric, GlobalMetric) and metric.spec.allowed_values == [0, 2, 3]
+    app = loaded[2].doc
+    assert isinstance(app, Application) and app.spec.constraints is not None
+    assert app.spec.constraints.cluster is not None
+    assert app.spec.constraints.cluster.labels == [] == app.spec.constraints.cluster.metrics
+    assert app.spec.manifest[0]["spec"] == {"replicas": None}  # a manifest's null is its own
+    cloud = loaded[3].doc
+    assert isinstance(cloud, GlobalCloud)  # its metrics were silently ignored
+    assert [(m.name, m.weight) for m in cloud.spec.metrics] == [("heat_zone_7", 2.0)]
+    assert b'"metrics":[{"name":"heat_zone_7","weight":2.0}]' in encode(cloud)
+    assert ignored(loaded[4]) == [
+        f"{f}#5 metadata.inherit_labels: accepted for Krake's YAML, but berth does not "
+        "implement it: the cluster keeps only its own labels",
+        f"{f}#5 spec.inherit_metrics: accepted for Krake's YAML, but berth does not "
+        "implement it: the cluster keeps only its own metrics"]
+    assert ignored(loaded[0]) == []

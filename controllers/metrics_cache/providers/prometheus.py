@@ -11,6 +11,7 @@ not retried.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +34,10 @@ from controllers.runtime import http
 from store.documents.metrics import PrometheusSpec
 
 log = logging.getLogger(__name__)
+
+
+_STATUS = re.compile(r"HTTP Status Code (\d+)")
+_UNAVAILABLE = {429, 502, 503, 504}
 
 
 class PrometheusProvider:
@@ -71,9 +76,22 @@ class PrometheusProvider:
             result = self._retrying(self._query, query)
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             return Failure(UNREACHABLE, f"{self.url}: {exc}")
-        except (PrometheusApiClientException, ValueError, requests.RequestException) as exc:
+        except PrometheusApiClientException as exc:
+            return self.refused(query, exc)
+        except (ValueError, requests.RequestException) as exc:
             return Failure(INVALID, f"query {query!r}: {exc}")
         return self._value(query, result)
+
+    def refused(self, query: str, exc: Exception) -> Failure:
+        """A non-200 answer: the server unavailable or overloaded (a 503 while it
+        starts or its storage is busy, a proxy's 502/504, 429) is UNREACHABLE, like a
+        connection refused; anything else is the query's fault (INVALID_METRIC)."""
+        found = _STATUS.search(str(exc))
+        code = int(found.group(1)) if found else 0
+        if code in _UNAVAILABLE:
+            return Failure(UNREACHABLE, f"{self.url}: HTTP {code}: Prometheus is unavailable "
+                                        "or overloaded")
+        return Failure(INVALID, f"query {query!r}: {str(exc)[:300]}")
 
     def _query(self, query: str) -> Any:
         return self.client.custom_query(

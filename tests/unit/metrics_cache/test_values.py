@@ -34,6 +34,16 @@ def test_normalisation_and_flags(wanted: Wanted, raw: float, normalized: float |
     assert s.observed == NOW and s.error is None
 
 
+def test_allowed_values_krake_s_list_of_the_only_values_a_metric_may_take() -> None:
+    only = Wanted(Series("m", None), "m", 0, 5, (0.0, 1.0, 4.0, 5.0))
+    assert value_status(only, 4.0, P, None, NOW, 60).normalized == 0.8
+    wrong = value_status(only, 2.0, P, None, NOW, 60)
+    assert wrong.value is None and wrong.error is not None
+    assert (wrong.error.reason, wrong.error.message) == (
+        "INVALID_METRIC", "value 2 is not one of the metric's allowed_values (0, 1, 4, 5)")
+    assert value_status(w(), 2.0, P, None, NOW, 60).value == 2.0  # empty: any value
+
+
 def test_an_error_keeps_the_last_value_until_it_is_stale() -> None:
     good = value_status(w(), 4.0, P, None, NOW, 60)
     failure = Failure("UNREACHABLE_METRICS_PROVIDER", "down")
