@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import json
 import logging
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from importlib import metadata
 
 from cli import (
@@ -36,6 +38,30 @@ def _add_log_level(p: argparse.ArgumentParser, default: str | None) -> None:
     p.add_argument("--log-level", type=str.upper, choices=LEVELS, metavar="LEVEL",
                    default=default if default else argparse.SUPPRESS,
                    help="DEBUG, INFO, WARNING or ERROR, any case (default: INFO)")
+    p.add_argument("--log-format", type=str.lower, choices=["text", "json"],
+                   default="text" if default else argparse.SUPPRESS,
+                   help="text (default) or json: one object per line")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and
+    the traceback if there is one — for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": datetime.fromtimestamp(record.created, UTC).isoformat()
+               .replace("+00:00", "Z"),
+               "level": record.levelname, "logger": record.name,
+               "message": record.getMessage(), "thread": record.threadName}
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def _logging(level: str, form: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0 done, 1 failed (etcd, the data), 2 a bad option or argument
     (argparse's own usage errors are 2 as well), 130 interrupted."""
     args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _logging(args.log_level, args.log_format)
     _dump_stacks_on_crash_and_usr1()
     for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka"):  # a line per request otherwise
         logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -34,7 +34,12 @@ from prometheus_client import Counter, Histogram
 
 from controllers.metrics_cache.config import MetricsCacheConfig
 from controllers.metrics_cache.providers import Failure, Provider, Reading, make_provider
-from controllers.metrics_cache.providers.base import INVALID, UNKNOWN_PROVIDER, NotYet
+from controllers.metrics_cache.providers.base import (
+    INVALID,
+    UNKNOWN_PROVIDER,
+    UNREACHABLE,
+    NotYet,
+)
 from controllers.metrics_cache.writer import ValueWriter
 from controllers.runtime import Event, EventType, Informer
 from controllers.runtime.supervise import Loop
@@ -243,6 +248,7 @@ class MetricsCache:
         self.pollers: dict[str, Poller] = {}  # the planning loop's own
         self._lock = threading.Lock()  # guards _values and the picture below (pollers share them)
         self._values: dict[str, MetricValueStatus] = {}  # last status per value key
+        self._unreachable: set[str] = set()  # providers whose last poll reached nothing
         self._complete = False  # every provider has answered since start (or the lease's loss)
         self._pending: set[str] = set()  # providers yet to answer before the picture is whole
         self._planned: set[str] = set()  # the providers polled (a copy of the pollers' keys)
@@ -432,11 +438,31 @@ class MetricsCache:
 
     # -- results ------------------------------------------------------------------
 
+    def _say_reachable(self, provider_key: str, provider: ProviderInfo,
+                       readings: dict[str, Reading]) -> None:
+        """One WARNING when a provider stops answering, one when it answers again."""
+        failed = [r for r in readings.values()
+                  if isinstance(r, Failure) and r.reason == UNREACHABLE]
+        down = bool(readings) and len(failed) == len(readings)
+        with self._lock:
+            was = provider_key in self._unreachable
+            if down:
+                self._unreachable.add(provider_key)
+            else:
+                self._unreachable.discard(provider_key)
+        if down and not was:
+            log.warning("metrics provider %s (%s) is unreachable: %s; its last values stay "
+                        "for %g s", provider.name, provider.type, failed[0].message,
+                        self.config.stale_after)
+        elif was and not down and readings:
+            log.warning("metrics provider %s (%s) answers again", provider.name, provider.type)
+
     def record(self, provider_key: str, wanted: list[Wanted], readings: dict[str, Reading],
                provider: ProviderInfo) -> None:
         """Write one poll's values, then the picture they complete or change."""
         if self.writer is None or self._stop.is_set():
             return
+        self._say_reachable(provider_key, provider, readings)
         now = datetime.now(UTC)
         docs: list[tuple[str, MetricValue]] = []
         for w in wanted:

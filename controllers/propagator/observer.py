@@ -139,8 +139,9 @@ class Observer:
             log.warning("%s: not written: %s", skey, exc)
         else:
             if current is None or current.status.state != probe.state:
-                log.info("cluster %s/%s is %s%s", view.metadata.namespace, view.metadata.name,
-                         probe.state, f" ({probe.reason})" if probe.reason else "")
+                log.log(logging.INFO if probe.state == "ONLINE" else logging.WARNING,
+                        "cluster %s/%s is %s%s", view.metadata.namespace, view.metadata.name,
+                        probe.state, f" ({probe.reason})" if probe.reason else "")
 
     def _remove(self, skey: str) -> None:
         item = self.statuses.item(skey)

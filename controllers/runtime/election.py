@@ -61,6 +61,7 @@ class LeaderElection:
         self._watch: Watch | None = None
         self._thread: threading.Thread | None = None
         IS_LEADER.labels(process).set(0)  # a sample from the start, leading or not
+        self._seen_leader = ""
 
     @property
     def is_leader(self) -> bool:
@@ -176,6 +177,11 @@ class LeaderElection:
         current = self.store.get(self.key)
         if current is None:
             return
+        holder = _holder(current.value)
+        if holder != self._seen_leader:  # a standby says who leads, once per leader
+            self._seen_leader = holder
+            log.info("election %s: %s leads; %s stands by", self.process, holder,
+                     self.identity)
         self._watch = Watch(self.store, self.key, current.mod_revision + 1, idle_timeout=self.ttl)
         try:
             for batch in self._watch:
@@ -201,3 +207,12 @@ class LeaderElection:
                 callback()
             except Exception:
                 log.exception("election %s: leadership callback failed", self.process)
+
+
+def _holder(value: bytes) -> str:
+    """Who holds the lease key, from its value (``{"holder": ...}``)."""
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return "?"
+    return str(doc.get("holder", "?")) if isinstance(doc, dict) else "?"

@@ -541,6 +541,10 @@ class Scheduler:
                              generation=subject.generation, targets=new, scheduled=scheduled),
             status=BindingStatus(state=state, reason=reason, explanation=explained()),
         )
+        if binding is None or not same_targets or binding.status.state != state:
+            log.info("%s %s/%s: %s → %s, %s (%s)", ref.kind, ref.namespace or "-", ref.name,
+                     _names(binding.spec.targets) if binding is not None else "(new)",
+                     _names(new), state, reason or "-")
         return Write(subject.key, subject.binding_key, doc)
 
     def _forget(self, key: str) -> str:
@@ -554,3 +558,8 @@ class Scheduler:
             self.writer.submit(Write(key, bkey, None))
             return "binding-deleted"
         return "gone"
+
+
+def _names(targets: list[Target]) -> str:
+    """Targets for a log line: ``de-1,de-2``, or ``nowhere``."""
+    return ",".join(t.name for t in targets) or "nowhere"

@@ -139,3 +139,27 @@ def test_help_names_every_etcd_variable_and_there_is_a_version(
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith("berth ")
+
+
+def test_log_format_json_is_one_object_per_line(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.servers.etcd import ROOT
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "scheduler", "--log-format", "json",
+         "--etcd", f"http://127.0.0.1:{closed_port()}", "--http", "127.0.0.1:0"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        lines = [proc.stderr.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        proc.stderr.close()
+    said = [json.loads(line) for line in lines]
+    assert {"time", "level", "logger", "message"} <= set(said[0])
+    assert said[0]["time"].endswith("Z")
+    assert any(s["level"] == "WARNING" and "is unreachable" in s["message"] for s in said), said

@@ -142,6 +142,11 @@ def test_prometheus_values_errors_expiry_and_recovery(
     back = wait_for(lambda: value(store, "load"),
                     lambda v: v.status.error is None and v.status.value == 4.0, timeout=30)
     assert back.status.normalized == 0.8
+    said = cache.output()  # once each way, at WARNING (#11 item 11)
+    assert said.count("WARNING controllers.metrics_cache.cache: metrics provider prom "
+                      "(prometheus) is unreachable: ") == 1
+    assert said.count("WARNING controllers.metrics_cache.cache: metrics provider prom "
+                      "(prometheus) answers again") == 1
 
 
 def test_values_expire_when_the_cache_dies_and_return_when_it_restarts(

@@ -345,6 +345,8 @@ def test_an_application_on_a_cluster_gone_offline_is_not_running(
         assert gone.status.state == "DEGRADED", gone.status
         assert gone.status.reason.startswith("not observed: cluster default/east is OFFLINE")
         assert [r.name for r in gone.status.running_on] == ["east"]  # its objects stay there
+        assert ("WARNING controllers.propagator.observer: cluster default/east is OFFLINE"
+                in propagator.output())
     finally:
         clusters["east"].start()
     wait_for(lambda: status(store, "quiet"), running("RUNNING", "east"), timeout=60)
@@ -371,9 +373,10 @@ def test_garbage_in_etcd_loses_nothing(
     put(store, keys.status_key("Application", "default", "other"), b"[]")
     app(store, "other", [config_map("other")])
     bind(store, "other", 1, "west")
-    wait_for(lambda: status(store, "other") if store.get(keys.status_key(
-        "Application", "default", "other")).value != b"[]" else None,  # type: ignore[union-attr]
-        running("RUNNING", "west"), timeout=30)
+    other = keys.status_key("Application", "default", "other")
+    wait_for(lambda: status(store, "other") if (kv := store.get(other)) is not None
+             and kv.value != b"[]" else None,  # replaced, or deleted then written
+             running("RUNNING", "west"), timeout=30)
     # replaced, or deleted if the reconcile ran before the application existed
     assert "held a value that is not a status document" in propagator.output()
     # ... also over a status it wrote, with nothing else happening to the application.

@@ -96,6 +96,9 @@ def test_two_replicas_one_leads_and_the_other_takes_over(
                  timeout=10)
         assert time.monotonic() - killed < 2 + 8  # lease TTL (2 s) plus slack
         assert "leads" in b.output()
+        # The standby said who led, once (#11 item 11).
+        lead = a.output().split("election scheduler: ", 1)[1].split(" leads", 1)[0]
+        assert b.output().count(f"election scheduler: {lead} leads; ") == 1
     finally:
         b.stop()
         a.stop()
