@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from cli.etcd_options import open_store
+from cli.kinds import resolve
 from store import Conflict, keys
 
 
@@ -29,18 +30,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(run=run)
 
 
-def _kind(text: str) -> keys.Kind:
-    for candidate in (text, text.lower(), text[:1].upper() + text[1:]):
-        try:
-            return keys.kind(candidate)
-        except KeyError:
-            continue
-    raise ValueError(f"unknown kind {text!r}; one of: {', '.join(sorted(keys.KINDS))}")
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        kind = _kind(args.kind)
+        kind = resolve(args.kind)
         namespace, _, name = args.name.rpartition("/")
         key = keys.resource_key(kind.name, name,
                                 (namespace or "default") if kind.namespaced else None)

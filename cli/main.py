@@ -15,7 +15,9 @@ from importlib import metadata
 from cli import (
     bootstrap_cmd,
     delete_cmd,
+    describe_cmd,
     explain_cmd,
+    get_cmd,
     metrics_cache_cmd,
     propagator_cmd,
     scheduler_cmd,
@@ -69,8 +71,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"berth {version()}")
     _add_log_level(p, "INFO")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, explain_cmd,
-                   delete_cmd):
+    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, get_cmd,
+                   describe_cmd, explain_cmd, delete_cmd):
         module.add_parser(sub)
     for action in sub.choices.values():
         add_etcd_options(action)

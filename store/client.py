@@ -210,9 +210,12 @@ class Store:
 
     # -- reads --------------------------------------------------------------------
 
-    def get(self, key: str) -> KV | None:
-        """The key's current value and revisions, or None."""
-        reply = self.call("kv/range", {"key": b64(key)}, key)
+    def get(self, key: str, *, revision: int = 0) -> KV | None:
+        """The key's value and revisions (as of ``revision`` if given), or None."""
+        body: dict[str, Any] = {"key": b64(key)}
+        if revision:
+            body["revision"] = revision
+        reply = self.call("kv/range", body, key)
         kvs = reply.get("kvs") or []
         return KV.from_json(kvs[0]) if kvs else None
 

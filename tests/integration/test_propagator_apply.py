@@ -3,6 +3,7 @@ applications on two real kube-apiservers."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -426,3 +427,89 @@ def test_a_killed_propagator_resumes_from_etcd_alone(
     wait_for(lambda: status(store, "fresh"), running("RUNNING", "east"), timeout=30)
     assert not present(kube["east"], ConfigMap, "resume")
     assert present(kube["west"], ConfigMap, "resume") and present(kube["east"], ConfigMap, "fresh")
+
+
+def test_get_and_describe_show_both_sides_and_never_a_secret(
+    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeApiServer]
+) -> None:
+    """#11 item 8, with the real command against the real propagator and clusters."""
+    url = store.config.url
+    app(store, "shop", [config_map("shop", v="1")])
+    bind(store, "shop", 1, "east")
+    wait_for(lambda: status(store, "shop"), running("RUNNING", "east"), timeout=30)
+
+    code, out = berth("get", "APPS", "--etcd", url)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "PLACEMENT", "STATE", "CLUSTERS", "AGE"]
+    assert [line.split()[:4] for line in lines if line.startswith("shop ")] == [
+        ["shop", "Scheduled", "RUNNING", "east"]]
+    code, out = berth("get", "application", "default/shop", "-o", "wide", "--etcd", url)
+    assert "GENERATION   RUNNING ON   REASON" in out.splitlines()[0].replace("  ", "  ")
+    assert out.splitlines()[1].split()[5:7] == ["1", "east"]
+    code, out = berth("get", "app", "-A", "-o", "name", "--etcd", url)
+    assert "application/default/shop" in out.splitlines()
+    code, out = berth("get", "app", "shop", "-o", "json", "--etcd", url)
+    assert json.loads(out)["spec"]["manifest"][0]["data"] == {"v": "1"}
+    assert berth("get", "app", "default/none", "--etcd", url)[0] == 1
+    assert berth("get", "app", "-l", "team=x", "--etcd", url) == (0, "")
+
+    # Clusters: the observer's state; kubeconfig tokens masked unless asked for.
+    from tests.integration.test_propagator import status as observed
+
+    wait_for(lambda: all((c := observed(store, n)) is not None and c.status.state == "ONLINE"
+                         for n in ("east", "west")) or None, timeout=30)
+    code, out = berth("get", "clusters", "--etcd", url)
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [
+        ["east", "ONLINE"], ["west", "ONLINE"]]
+    token = clusters["east"].token
+    code, out = berth("get", "cluster", "east", "-o", "yaml", "--etcd", url)
+    assert token not in out and "token: <masked>" in out
+    code, out = berth("get", "cluster", "east", "-o", "yaml", "--show-secrets", "--etcd", url)
+    assert token in out
+    code, out = berth("describe", "cluster", "default/east", "--etcd", url)
+    assert "State:       ONLINE" in out and "Applications: 1 (default/shop)" in out
+    assert token not in out
+
+    # A move: describe shows the propagator's side and the placements, newest first.
+    bind(store, "shop", 1, "west")
+    wait_for(lambda: status(store, "shop"), running("RUNNING", "west"), timeout=30)
+    code, out = berth("describe", "application", "shop", "--etcd", url)
+    assert code == 0
+    assert "Placement:   Scheduled (generation 1" in out
+    assert "Propagator:  RUNNING" in out and "Running on: west (generation 1)" in out
+    assert "  default/west: generation 1: ConfigMap default/shop" in out
+    history = out.split("Placements (newest first", 1)[1].splitlines()[1:]
+    assert [h.split()[1] for h in history] == ["west", "east"]
+    app(store, "idle", [config_map("idle")])
+    code, out = berth("describe", "app", "idle", "--etcd", url)
+    assert "Placement:   not scheduled (yet): no Binding; is a scheduler running?" in out
+    assert berth("describe", "app", "nothing", "--etcd", url)[0] == 1
+
+
+def test_get_watch_prints_a_row_at_each_change(
+    etcd_server: EtcdServer, store: Store, propagator: PropagatorProcess
+) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "get", "apps", "--watch",
+                             "--etcd", etcd_server.url], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    import threading
+
+    guard = threading.Timer(60, proc.kill)  # a watch that never prints ends the test
+    guard.start()
+    try:
+        app(store, "watched", [config_map("watched")])
+        bind(store, "watched", 1, "west")
+        seen: list[list[str]] = []
+        while not seen or seen[-1][:3] != ["watched", "Scheduled", "RUNNING"]:
+            line = proc.stdout.readline()
+            assert line, f"the watch ended: {seen}"
+            if line.startswith("watched "):
+                seen.append(line.split())
+        assert len(seen) >= 2, seen  # a row at each change, each as it stood when read
+    finally:
+        guard.cancel()
+        proc.terminate()
+        proc.wait(15)
+        proc.stdout.close()
