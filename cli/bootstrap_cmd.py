@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
-from bootstrap import LoadErrors, ignored, load, plan, write
+from bootstrap import LoadErrors, Planned, ignored, load, plan, write
 from cli.etcd_options import open_store
 
 
@@ -28,31 +29,43 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    return seed(args, args.inputs, command="bootstrap", force=args.force)
+
+
+def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bool,
+         report: Callable[[list[Planned]], None] | None = None,
+         dry_run: Callable[[list[Planned]], None] | None = None) -> int:
+    """Validate everything, then write all or nothing (``bootstrap`` and ``apply``)."""
     def progress(what: str, done: int, total: int) -> None:
-        if not args.quiet:
-            print(f"bootstrap: {what} {done}/{total}", file=sys.stderr, flush=True)
+        if not getattr(args, "quiet", False):
+            print(f"{command}: {what} {done}/{total}", file=sys.stderr, flush=True)
 
     try:
-        loaded = load(args.inputs)
+        loaded = load(inputs)
         progress("validated", len(loaded), len(loaded))
         for item in loaded:
             for line in ignored(item):
                 print(f"warning: {line}", file=sys.stderr)
         store = open_store(args)
-        planned = plan(store, loaded, force=args.force)
+        planned = plan(store, loaded, force=force)
         if args.dry_run:
-            for p in planned:
-                print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {p.value.decode()}"))
-            print(f"bootstrap: dry run, {len(planned)} documents, nothing written",
+            if dry_run is not None:
+                dry_run(planned)
+            else:
+                for p in planned:
+                    print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {p.value.decode()}"))
+            print(f"{command}: dry run, {len(planned)} documents, nothing written",
                   file=sys.stderr)
             return 0
         result = write(store, planned, progress=progress)
     except LoadErrors as exc:
         for line in exc.errors:
             print(f"error: {line}", file=sys.stderr)
-        print(f"bootstrap: {len(exc.errors)} error(s); nothing written", file=sys.stderr)
+        print(f"{command}: {len(exc.errors)} error(s); nothing written", file=sys.stderr)
         return 1
-    print(f"bootstrap: {result.created} created, {result.replaced} replaced, "
+    if report is not None:
+        report(planned)
+    print(f"{command}: {result.created} created, {result.replaced} replaced, "
           f"{result.unchanged} unchanged"
           + (f" (revision {result.revision})" if result.revision else ""), file=sys.stderr)
     return 0

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 
 from cli import (
+    apply_cmd,
     bootstrap_cmd,
+    cluster_cmd,
     delete_cmd,
     describe_cmd,
     explain_cmd,
@@ -72,12 +74,22 @@ def parser() -> argparse.ArgumentParser:
     _add_log_level(p, "INFO")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, get_cmd,
-                   describe_cmd, explain_cmd, delete_cmd):
+                   describe_cmd, explain_cmd, apply_cmd, delete_cmd, cluster_cmd):
         module.add_parser(sub)
-    for action in sub.choices.values():
+    for action in _leaves(sub):
         add_etcd_options(action)
         _add_log_level(action, None)  # also after the subcommand; given there, it wins
     return p
+
+
+def _leaves(sub: argparse._SubParsersAction[argparse.ArgumentParser]
+            ) -> list[argparse.ArgumentParser]:
+    """Every parser that runs something (``cluster register``, not ``cluster``)."""
+    out = []
+    for parser_ in sub.choices.values():
+        nested = [a for a in parser_._actions if isinstance(a, argparse._SubParsersAction)]
+        out += [leaf for n in nested for leaf in _leaves(n)] if nested else [parser_]
+    return out
 
 
 def _dump_stacks_on_crash_and_usr1() -> None:

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from store import Put, Store, encode, keys
-from store.documents import Binding
+from store import Put, Store, decode, encode, keys
+from store.documents import Application, Binding, Cluster
 from tests.integration.scheduler_env import (
     SchedulerProcess,
     application,
@@ -297,3 +298,102 @@ def test_anti_flap_holds_an_optional_move_back_and_says_why(
         assert (back.spec.scheduled - moved.spec.scheduled).total_seconds() >= 4  # type: ignore[operator]
     finally:
         proc.stop()
+
+
+def berth(*argv: str) -> tuple[int, str]:
+    """The ``berth`` command, in-process: its exit code and standard output."""
+    import contextlib
+    import io
+
+    from cli.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+APP_YAML = """\
+api: kubernetes
+kind: Application
+metadata: {{name: {name}, namespace: default, labels: {{team: shop}}}}
+spec:
+  constraints: {{cluster: {{labels: [{label}]}}}}
+  manifest:
+  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}}}, data: {{v: '1'}}}}
+"""
+
+
+def test_apply_delete_register_and_cordon_with_the_real_command(
+    store: Store, scheduler: SchedulerProcess, tmp_path: Path
+) -> None:
+    """#11 item 9: the write side, against the real scheduler."""
+    url = store.config.url
+    cluster(store, "de-1", labels={"location": "DE"})
+    cluster(store, "de-2", labels={"location": "DE"})
+    f = tmp_path / "apps.yaml"
+    f.write_text(APP_YAML.format(name="web", label="'location is DE'") + "---\n"
+                 + APP_YAML.format(name="api", label="'location is DE'"))
+    assert berth("apply", "-f", str(f), "--quiet", "--etcd", url) == (
+        0, "application/default/web created\napplication/default/api created\n")
+    first = targets(scheduled(store, "web"))
+    assert berth("apply", "-f", str(f), "--quiet", "--etcd", url)[1].count(" unchanged") == 2
+    f.write_text(APP_YAML.format(name="web", label="'location in (DE, FR)'"))
+    code, out = berth("apply", "-f", str(f), "--dry-run", "--etcd", url)
+    assert code == 0 and "application/default/web configured (dry run)" in out
+    assert "location is DE" in [ln[1:].strip(" -") for ln in out.splitlines()
+                                if ln.startswith("-")]
+    assert "location in (DE, FR)" in [ln[1:].strip(" -") for ln in out.splitlines()
+                                      if ln.startswith("+")]
+    kv = store.get(keys.resource_key("Application", "web", "default"))
+    assert kv is not None and b"location in (DE, FR)" not in kv.value  # a dry run
+    assert berth("apply", "-f", str(f), "--quiet", "--etcd", url) == (
+        0, "application/default/web configured\n")
+    assert decode(store.get(keys.resource_key("Application", "web", "default")).value,  # type: ignore[union-attr]
+                  Application).metadata.generation == 2
+
+    # Cordon: NoSchedule moves what runs there (berth re-decides), uncordon lets it back.
+    assert berth("cordon", first[0], "--etcd", url)[1] == f"cluster/default/{first[0]} " \
+        "cordoned (NoSchedule)\n"
+    other = "de-2" if first == ["de-1"] else "de-1"
+    wait_for(lambda: binding(store, "web"), lambda b: targets(b) == [other], timeout=20)
+    assert berth("cordon", first[0], "--etcd", url)[1].endswith("unchanged (cordoned "
+                                                                  "(NoSchedule) already)\n")
+    assert berth("uncordon", first[0], "--etcd", url)[1] == \
+        f"cluster/default/{first[0]} uncordoned\n"
+    assert berth("cordon", "nowhere", "--etcd", url)[0] == 1
+
+    # Register from a kubeconfig with two contexts: only the chosen one is kept.
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "prod",
+        "contexts": [{"name": "prod", "context": {"cluster": "p", "user": "admin"}},
+                     {"name": "lab", "context": {"cluster": "l", "user": "tester"}}],
+        "clusters": [{"name": "p", "cluster": {"server": "https://prod:6443"}},
+                     {"name": "l", "cluster": {"server": "https://lab:6443"}}],
+        "users": [{"name": "admin", "user": {"token": "prod-secret"}},
+                  {"name": "tester", "user": {"token": "lab-secret"}}]}))
+    code, out = berth("cluster", "register", "lab-1", "--kubeconfig", str(kc), "--context",
+                      "lab", "--label", "location=DE", "--metric", "heat=2", "--etcd", url)
+    assert (code, out) == (0, "cluster/default/lab-1 created\n")
+    doc = decode(store.get(keys.resource_key("Cluster", "lab-1", "default")).value,  # type: ignore[union-attr]
+                 Cluster)
+    assert doc.spec.kubeconfig is not None and doc.spec.kubeconfig["current-context"] == "lab"
+    assert b"prod-secret" not in store.get(keys.resource_key(  # type: ignore[union-attr]
+        "Cluster", "lab-1", "default")).value
+    assert doc.metadata.labels == {"location": "DE"} and doc.spec.metrics[0].weight == 2.0
+    assert berth("cluster", "register", "lab-1", "--kubeconfig", str(kc), "--context", "lab",
+                 "--label", "location=DE", "--metric", "heat=2", "--etcd", url)[1].endswith(
+        "unchanged\n")
+    with pytest.raises(ValueError, match="no context 'qa' \\(has: prod, lab\\)"):
+        from cli.cluster_cmd import kubeconfig
+        kubeconfig(str(kc), "qa")
+
+    # Delete by name (several) and by file.
+    code, out = berth("delete", "app", "web", "default/api", "--etcd", url)
+    assert code == 0 and out.count("marked /berth/v1/applications/default/") == 2
+    assert berth("delete", "-f", str(f), "--etcd", url)[1].startswith(
+        "/berth/v1/applications/default/web is already being deleted")
+    assert berth("delete", "cluster", "lab-1", "--etcd", url)[1] == \
+        "deleted /berth/v1/clusters/default/lab-1\n"
+    assert berth("delete", "cluster", "lab-1", "--etcd", url)[0] == 1
