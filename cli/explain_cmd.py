@@ -10,10 +10,16 @@ application makes the command exit 1.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+import msgspec
+
+from bootstrap import LoadErrors, load
 from cli.etcd_options import open_store
+from controllers.scheduler.config import load_config
+from controllers.scheduler.whatif import Answer, what_if
 from store import Store, decode, keys
 from store.documents import ApplicationStatus, Binding
 
@@ -21,9 +27,16 @@ from store.documents import ApplicationStatus, Binding
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("explain", help="explain a scheduling decision",
                        description="Print a Binding's decision and explanation as tables.")
-    p.add_argument("kind", choices=["application", "cluster"],
+    p.add_argument("kind", nargs="?", choices=["application", "cluster"],
                    help="application (placed on clusters) or cluster (placed on a cloud)")
-    p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to 'default'")
+    p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
+                   help="namespace defaults to 'default'")
+    p.add_argument("--what-if", metavar="FILE|-",
+                   help="decide the applications in FILE as the scheduler would now, against "
+                   "the current state; nothing is written")
+    p.add_argument("--config", metavar="FILE",
+                   help="with --what-if: the scheduler's configuration (default: defaults)")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(run=run)
 
 
@@ -80,6 +93,12 @@ def propagation(status: ApplicationStatus | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what_if:
+        if args.kind or args.name:
+            raise ValueError("--what-if FILE takes no KIND or NAME: the file has them")
+        return what_if_cmd(args)
+    if not (args.kind and args.name):
+        raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
     namespace, _, name = args.name.rpartition("/")
     namespace = namespace or "default"
     kind = "Application" if args.kind == "application" else "Cluster"
@@ -95,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{kind} {namespace}/{name} exists but is not scheduled (yet): no "
                   f"Binding at {key}; is a scheduler running?", file=sys.stderr)
         return 1
-    print(render(decode(kv.value, Binding, key)))
+    b = decode(kv.value, Binding, key)
+    if args.output == "json":
+        print(json.dumps(msgspec.to_builtins(b), indent=2))
+        return 0
+    print(render(b))
     if kind == "Application":
         status = _status(store, namespace, name)
         print(propagation(status))
@@ -108,3 +131,46 @@ def _status(store: Store, namespace: str, name: str) -> ApplicationStatus | None
     key = keys.status_key("Application", namespace, name)
     kv = store.get(key)
     return decode(kv.value, ApplicationStatus, key) if kv is not None else None
+
+
+def what_if_cmd(args: argparse.Namespace) -> int:
+    """Exit 0 if every application would be placed, 1 if one would not (or bad input)."""
+    try:
+        loaded = load([args.what_if])
+    except LoadErrors as exc:
+        for line in exc.errors:
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    others = [item.where for item in loaded if type(item.doc).__name__ != "Application"]
+    if others:
+        print(f"error: --what-if decides applications; not: {', '.join(others)}",
+              file=sys.stderr)
+        return 1
+    docs = [msgspec.to_builtins(item.doc) for item in loaded]
+    answers = what_if(open_store(args), load_config(args.config), docs)
+    if args.output == "json":
+        print(json.dumps([a.to_dict() for a in answers], indent=2))
+    else:
+        print("\n\n".join(render_answer(a) for a in answers))
+    return 0 if all(a.state == "Scheduled" for a in answers) else 1
+
+
+def render_answer(a: Answer) -> str:
+    lines = [f"What if: Application {a.application} ("
+             + ("stored; decided again from where it runs" if a.exists else "not stored")
+             + "; nothing is written)",
+             f"decision: {a.state}" + (f" on {', '.join(a.targets)}" if a.targets else "")
+             + (f" ({a.reason})" if a.reason else "")]
+    rows = [["CANDIDATE", "VERDICT", "SCORE", "BREAKDOWN / WHY"]]
+    for v in a.verdicts:
+        name = v.candidate.split("/", 1)[1] if "/" in v.candidate else v.candidate
+        if v.verdict == "rejected":
+            why = v.reason + (f"; it has {v.actual}" if v.actual else "")
+            rows.append([name, f"rejected by {v.rejected_by}", "-", why])
+        else:
+            rows.append([name, v.verdict, f"{v.score:.4f}" if v.score is not None else "-",
+                         " ".join(f"{k}={x:.4f}" for k, x in v.scores.items()) or "-"])
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines += ["", *("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True))
+                    + "  " + r[3] for r in rows)]
+    return "\n".join(lines)

@@ -94,14 +94,18 @@ def check_config(config: SchedulerConfig) -> None:
     Framework(config, REGISTRY)
 
 
+def framework_for(config: SchedulerConfig) -> Framework:
+    """The framework the scheduler decides with (what-if uses the same one)."""
+    return Framework(config, REGISTRY, shared={"stickiness_weight": config.stickiness_weight})
+
+
 class Scheduler:
     def __init__(self, store: Store, config: SchedulerConfig, *,
                  idle_timeout: float = 30.0) -> None:
         self.store = store
         self.config = config
         self.cache = Cache(store, idle_timeout=idle_timeout)
-        self.framework = Framework(config, REGISTRY, shared={
-            "stickiness_weight": config.stickiness_weight})
+        self.framework = framework_for(config)
         self.queue = SchedulingQueue(
             self._sort_key, initial_backoff=config.backoff.initial,
             max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)

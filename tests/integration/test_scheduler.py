@@ -397,3 +397,59 @@ def test_apply_delete_register_and_cordon_with_the_real_command(
     assert berth("delete", "cluster", "lab-1", "--etcd", url)[1] == \
         "deleted /berth/v1/clusters/default/lab-1\n"
     assert berth("delete", "cluster", "lab-1", "--etcd", url)[0] == 1
+
+
+WHAT_IF = """\
+api: kubernetes
+kind: Application
+metadata: {{name: {name}, namespace: default}}
+spec:
+  constraints: {{cluster: {{labels: ['{label}'], metrics: ['{metric}']}}}}
+  manifest: [{{apiVersion: v1, kind: ConfigMap, metadata: {{name: {name}}}}}]
+"""
+
+
+def test_what_if_answers_what_the_scheduler_then_decides(
+    store: Store, scheduler: SchedulerProcess, tmp_path: Path
+) -> None:
+    """#11 item 10: the scheduler's own decide() on the scheduler's view, nothing written."""
+    import json
+
+    url = store.config.url
+    for name, heat in (("de-1", 0.4), ("de-2", 0.9), ("fr-1", 1.0), ("de-3", 0.05)):
+        metric(store, f"heat_{name}")
+        value(store, f"heat_{name}", heat)
+    for name in ("de-1", "de-2", "fr-1", "de-3"):
+        cluster(store, name, labels={"location": name[:2].upper()},
+                metrics={f"heat_{name}": 1.0, "load": 0.0})
+    metric(store, "load", 0, 10)
+    value(store, "load", 3.0, 0, 10)
+    f = tmp_path / "web.yaml"
+    f.write_text(WHAT_IF.format(name="web", label="location is DE", metric="load < 5"))
+    code, out = berth("explain", "--what-if", str(f), "-o", "json", "--etcd", url)
+    assert code == 0, out
+    answer = json.loads(out)[0]
+    assert (answer["application"], answer["exists"], answer["state"]) == (
+        "default/web", False, "Scheduled")
+    verdicts = {v["candidate"].rsplit("/", 1)[1]: v for v in answer["verdicts"]}
+    assert verdicts["fr-1"]["verdict"] == "rejected"
+    assert verdicts["fr-1"]["rejected_by"] == "LabelConstraints"
+    assert verdicts["fr-1"]["actual"] == "location=FR"  # what would have to change
+    assert {verdicts[c]["verdict"] for c in ("de-1", "de-2", "de-3")} <= {"chosen", "fits"}
+    assert binding(store, "web") is None  # nothing written
+    # The scheduler, given the same application, decides the same.
+    assert berth("apply", "-f", str(f), "--quiet", "--etcd", url)[0] == 0
+    assert targets(scheduled(store, "web")) == answer["targets"] == ["de-2"]
+
+    # Nothing fits: exit 1, and each rejection says what the candidate has.
+    g = tmp_path / "greedy.yaml"
+    g.write_text(WHAT_IF.format(name="greedy", label="location is DE", metric="load < 2"))
+    code, out = berth("explain", "--what-if", str(g), "--etcd", url)
+    assert code == 1
+    assert out.splitlines()[1].startswith("decision: Unschedulable (0/4 clusters are "
+                                          "available")
+    assert "rejected by MetricConstraints  -      metric constraint 'load < 2'; it has " \
+           "load=3" in out
+    assert "rejected by LabelConstraints   -      label constraint 'location == DE'; it " \
+           "has location=FR" in out
+    assert binding(store, "greedy") is None
