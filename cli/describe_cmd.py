@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         spec = document(s, args.show_secrets).get("spec", {})
         lines += ["Spec:", *("  " + line for line in
                              yaml.safe_dump(spec, sort_keys=False).rstrip().splitlines())]
+        if kind.name == "MagnumCluster":
+            lines += placement(s)
     for note in s.notes:
         lines.append(f"Warning:     {note}")
     print("\n".join(lines))
@@ -90,23 +92,7 @@ def _application(store: Store, s: Shown) -> list[str]:
            "Manifest:    " + (", ".join(
                f"{o.get('kind', '?')} {(o.get('metadata') or {}).get('name', '?')}"
                for o in spec.manifest if isinstance(o, dict)) or "-")]
-    b = s.binding
-    if b is None:
-        out.append("Placement:   not scheduled (yet): no Binding; is a scheduler running?")
-    else:
-        stale = b.spec.generation != s.doc.metadata.generation
-        out += [f"Placement:   {b.status.state or '?'} (generation {b.spec.generation}"
-                + (f", decided {b.spec.scheduled:%Y-%m-%d %H:%M:%S}Z" if b.spec.scheduled else "")
-                + (f"; generation {s.doc.metadata.generation} not decided yet" if stale else "")
-                + ")",
-                f"  Reason:    {b.status.reason or '-'}",
-                "  Targets:   " + (", ".join(
-                    t.name + (f" (score {t.score:.4f})" if t.score is not None else "")
-                    for t in b.spec.targets) or "none")]
-        best = [e for e in b.status.explanation if "score" in e][:5]
-        if best:
-            out.append("  Best:      " + ", ".join(
-                f"{e['candidate'].rsplit('/', 1)[-1]} {e['score']:.4f}" for e in best))
+    out += placement(s)
     st = s.status.status if isinstance(s.status, ApplicationStatus) else None
     if st is None:
         out.append("Propagator:  no status yet (not applied anywhere)")
@@ -124,6 +110,27 @@ def _application(store: Store, s: Shown) -> list[str]:
     if history:
         out.append("Placements (newest first, from etcd's history of the Binding):")
         out += [f"  {line}" for line in history]
+    return out
+
+
+def placement(s: Shown) -> list[str]:
+    """The scheduler's side: the Binding's state, reason, targets and best candidates."""
+    b = s.binding
+    if b is None:
+        return ["Placement:   not scheduled (yet): no Binding; is a scheduler running?"]
+    stale = b.spec.generation != s.doc.metadata.generation
+    out = [f"Placement:   {b.status.state or '?'} (generation {b.spec.generation}"
+           + (f", decided {b.spec.scheduled:%Y-%m-%d %H:%M:%S}Z" if b.spec.scheduled else "")
+           + (f"; generation {s.doc.metadata.generation} not decided yet" if stale else "")
+           + ")",
+           f"  Reason:    {b.status.reason or '-'}",
+           "  Targets:   " + (", ".join(
+               t.name + (f" (score {t.score:.4f})" if t.score is not None else "")
+               for t in b.spec.targets) or "none")]
+    best = [e for e in b.status.explanation if "score" in e][:5]
+    if best:
+        out.append("  Best:      " + ", ".join(
+            f"{e['candidate'].rsplit('/', 1)[-1]} {e['score']:.4f}" for e in best))
     return out
 
 

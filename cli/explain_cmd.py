@@ -23,12 +23,15 @@ from controllers.scheduler.whatif import Answer, what_if
 from store import Store, decode, keys
 from store.documents import ApplicationStatus, Binding
 
+_KINDS = {"application": "Application", "cluster": "Cluster", "magnumcluster": "MagnumCluster"}
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("explain", help="explain a scheduling decision",
                        description="Print a Binding's decision and explanation as tables.")
-    p.add_argument("kind", nargs="?", choices=["application", "cluster"],
-                   help="application (placed on clusters) or cluster (placed on a cloud)")
+    p.add_argument("kind", nargs="?", choices=sorted(_KINDS),
+                   help="application (placed on clusters), cluster (placed on a cloud) or "
+                   "magnumcluster (placed on a project)")
     p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
                    help="namespace defaults to 'default'")
     p.add_argument("--what-if", metavar="FILE|-",
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
     namespace, _, name = args.name.rpartition("/")
     namespace = namespace or "default"
-    kind = "Application" if args.kind == "application" else "Cluster"
+    kind = _KINDS[args.kind]
     store = open_store(args)
     key = keys.binding_key(kind, namespace, name)
     kv = store.get(key)

@@ -103,6 +103,17 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
         [("PROVIDER", lambda s: str(_doc(s, "spec.provider.name"))),
          ("MIN", lambda s: f"{_doc(s, 'spec.min', 0):g}"),
          ("MAX", lambda s: f"{_doc(s, 'spec.max', 0):g}")]),
+    "Project": (
+        [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
+         ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"
+                                        for m in _doc(s, "spec.metrics", [])) or "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("URL", lambda s: str(_doc(s, "spec.url")))]),
+    "MagnumCluster": (
+        [("PLACEMENT", _placement),
+         ("PROJECT", lambda s: _names(s.binding.spec.targets) if s.binding else "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("REASON", _reason)]),
     "MetricsProvider": (
         [("TYPE", lambda s: str(_doc(s, "spec.type"))),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),

@@ -11,6 +11,7 @@ SHORT = {
     "cloud": "Cloud", "gcl": "GlobalCloud", "gcloud": "GlobalCloud",
     "m": "Metric", "gm": "GlobalMetric",
     "mp": "MetricsProvider", "gmp": "GlobalMetricsProvider",
+    "proj": "Project", "mc": "MagnumCluster", "magnum": "MagnumCluster",
 }
 
 

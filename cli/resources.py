@@ -104,11 +104,12 @@ def shown(store: Store, kind: keys.Kind, kv: KV) -> Shown:
                                out.notes)
         out.status = _decoded(store.get(keys.status_key(kind.name, ns, ref.name)),
                               ApplicationStatus, out.notes)
-    elif kind.name == "Cluster":
+    elif kind.name in ("Cluster", "MagnumCluster"):
         out.binding = _decoded(store.get(keys.binding_key(kind.name, ns, ref.name)), Binding,
                                out.notes)
-        out.status = _decoded(store.get(keys.status_key(kind.name, ns, ref.name)),
-                              ClusterStatus, out.notes)
+        if kind.name == "Cluster":
+            out.status = _decoded(store.get(keys.status_key(kind.name, ns, ref.name)),
+                                  ClusterStatus, out.notes)
     elif kind.name in ("Metric", "GlobalMetric"):
         out.value = _decoded(store.get(keys.metric_value_key(ref.name, ref.namespace)),
                              MetricValue, out.notes)

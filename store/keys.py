@@ -51,6 +51,8 @@ KINDS: dict[str, Kind] = {
         Kind("Cloud", "infrastructure", "clouds", True),
         Kind("Cluster", "kubernetes", "clusters", True),
         Kind("Application", "kubernetes", "applications", True),
+        Kind("Project", "openstack", "projects", True),
+        Kind("MagnumCluster", "openstack", "magnumclusters", True),
     )
 }
 BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}

@@ -236,9 +236,10 @@ class MetricsCache:
         self.clusters: Informer[Referencing] = informer(r + "clusters/", Referencing)
         self.global_clouds: Informer[Referencing] = informer(r + "globalclouds/", Referencing)
         self.clouds: Informer[Referencing] = informer(r + "clouds/", Referencing)
+        self.projects: Informer[Referencing] = informer(r + "projects/", Referencing)
         self.informers: list[Informer[Any]] = [
             self.global_providers, self.providers, self.global_metrics, self.metrics,
-            self.clusters, self.global_clouds, self.clouds]
+            self.clusters, self.global_clouds, self.clouds, self.projects]
         # Our own keys, watched so that what someone else writes there is replaced.
         self.values: Informer[MetricValue | MetricPicture] = informer(
             keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
@@ -362,7 +363,7 @@ class MetricsCache:
 
     def referenced(self) -> set[Series]:
         out: set[Series] = set()
-        for inf in (self.clusters, self.global_clouds, self.clouds):
+        for inf in (self.clusters, self.global_clouds, self.clouds, self.projects):
             for item in inf.items():
                 ns = item.obj.metadata.namespace
                 for ref in item.obj.spec.metrics:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controllers.runtime import Event, EventType, Informer
+from controllers.runtime import Event, EventType, Informer, Item
 from controllers.scheduler.decisions import Decisions
 from controllers.scheduler.framework import (
     Candidate,
@@ -41,10 +41,13 @@ from controllers.scheduler.views import (
     BindingView,
     CloudView,
     ClusterView,
+    MagnumView,
     MetricDefView,
+    ProjectView,
     compact_binding,
     subject_from_application,
     subject_from_cluster,
+    subject_from_magnum,
 )
 from store import Store, keys
 from store.documents import ClusterStatus, MetricPicture, MetricRef, MetricValue, Target
@@ -65,6 +68,8 @@ class Cache:
         self.clusters: Informer[ClusterView] = informer(r + "clusters/", ClusterView)
         self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
         self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
+        self.projects: Informer[ProjectView] = informer(r + "projects/", ProjectView)
+        self.magnumclusters: Informer[MagnumView] = informer(r + "magnumclusters/", MagnumView)
         self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
@@ -77,7 +82,8 @@ class Cache:
             store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
-            self.globalmetrics, self.metrics, self.values, self.bindings,
+            self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
+            self.magnumclusters,
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
@@ -88,7 +94,7 @@ class Cache:
         self._subjects: dict[str, tuple[int, Subject]] = {}
         self.decisions = Decisions(self.bindings, self.applications)
         candidates: tuple[Informer[Any], ...] = (
-            self.clusters, self.globalclouds, self.clouds, self.status)
+            self.clusters, self.globalclouds, self.clouds, self.status, self.projects)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
         self._returned: dict[str, float] = {}  # status key → when it came back ONLINE
@@ -116,7 +122,7 @@ class Cache:
             inf.join()
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
-        for inf in (self.clusters, self.globalclouds, self.clouds, self.status,
+        for inf in (self.clusters, self.globalclouds, self.clouds, self.status, self.projects,
                     self.globalmetrics, self.metrics):
             inf.add_handler(callback)
         self._metric_listeners.append(callback)
@@ -183,14 +189,16 @@ class Cache:
         """
         if key.startswith(self.applications.prefix):
             return self.applications.get(key)
-        item = self.clusters.item(key)
+        magnum = key.startswith(self.magnumclusters.prefix)
+        item: Item[Any] | None = (self.magnumclusters if magnum else self.clusters).item(key)
         if item is None:
             self._subjects.pop(key, None)
             return None
         hit = self._subjects.get(key)
         if hit is not None and hit[0] == item.mod_revision:
             return hit[1]
-        subject = subject_from_cluster(key, item.obj)
+        subject = (subject_from_magnum(key, item.obj) if magnum
+                   else subject_from_cluster(key, item.obj))
         self._subjects[key] = (item.mod_revision, subject)
         return subject
 
@@ -229,6 +237,9 @@ class Cache:
         if kind == "Cluster":
             found = [self._cluster(item.obj) for item in self.clusters.items()
                      if item.obj.metadata.namespace == ns]
+        elif kind == "Project":
+            found = [self._project(item.obj) for item in self.projects.items()
+                     if item.obj.metadata.namespace == ns]
         else:
             found = [self._cloud("GlobalCloud", item.obj) for item in self.globalclouds.items()]
             found += [self._cloud("Cloud", item.obj) for item in self.clouds.items()
@@ -247,6 +258,9 @@ class Cache:
             if kind == "Cluster":
                 view = self.clusters.get(keys.resource_key("Cluster", name, ns))
                 found = self._cluster(view) if view else None
+            elif kind == "Project":
+                project = self.projects.get(keys.resource_key("Project", name, ns))
+                found = self._project(project) if project else None
             else:
                 cloud = self.clouds.get(keys.resource_key(kind, name, ns or None)) if (
                     kind == "Cloud") else self.globalclouds.get(keys.resource_key(kind, name))
@@ -269,6 +283,12 @@ class Cache:
             state=state.state if state else "",
             deleted=m.deleted is not None,
         )
+
+    def _project(self, view: ProjectView) -> Candidate:
+        m = view.metadata
+        return Candidate(ref=Ref("Project", m.namespace, m.name), labels=m.labels,
+                         metrics=tuple(view.spec.metrics), state="ONLINE",
+                         deleted=m.deleted is not None)
 
     def _cloud(self, kind: str, view: CloudView) -> Candidate:
         m = view.metadata

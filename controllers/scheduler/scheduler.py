@@ -50,7 +50,7 @@ from controllers.scheduler.framework import Code, Framework, Subject
 from controllers.scheduler.framework.types import candidate_key
 from controllers.scheduler.plugins import REGISTRY
 from controllers.scheduler.queue import SchedulingQueue
-from controllers.scheduler.views import BindingView, ClusterView
+from controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from store import Store, keys
 from store.documents import (
     Binding,
@@ -129,6 +129,7 @@ class Scheduler:
                        Loop("resync", self._resync_step, deadline=60.0)]
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
+        self.cache.magnumclusters.add_handler(self._on_subject)
         self.cache.bindings.add_handler(self._on_binding)
         self.cache.bindings.add_invalid_handler(self._on_garbage)
         self.cache.on_candidates_changed(lambda _e: self._resync.set())
@@ -298,7 +299,7 @@ class Scheduler:
             return  # an existing Kubernetes cluster: a candidate, not a subject
         if event.type is EventType.DELETED:
             self.queue.forget(event.key)
-        if isinstance(obj, Subject | ClusterView):
+        if isinstance(obj, Subject | ClusterView | MagnumView):
             self.queue.add(event.key)
 
     def _on_binding(self, event: Event[BindingView]) -> None:

@@ -3,7 +3,7 @@
 An Application's manifest is never decoded (msgspec skips it without
 building it); a Cluster's kubeconfig is kept as raw bytes, only to know that
 it has one. ``subject_from_*`` turn a view into the framework's Subject —
-the one place where Application and Cluster differ.
+the one place where Application, Cluster and MagnumCluster differ.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from store.documents import (
 )
 from store.documents.application import AppConstraints
 from store.documents.infrastructure import ClusterConstraints
+from store.documents.openstack import MagnumConstraints
 
 
 class Meta(msgspec.Struct):
@@ -209,6 +210,47 @@ def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
     )
     subject.signature = _signature("Cloud", subject.ref.namespace, subject.label_constraints,
                                    subject.metric_constraints)
+    return subject
+
+
+class ProjectSpecView(msgspec.Struct):
+    metrics: list[MetricRef] = []
+
+
+class ProjectView(msgspec.Struct):
+    """An OpenStack project: a candidate for Magnum clusters."""
+
+    metadata: Meta
+    spec: ProjectSpecView = msgspec.field(default_factory=ProjectSpecView)
+
+
+class MagnumSpecView(msgspec.Struct):
+    constraints: MagnumConstraints | None = None
+
+
+class MagnumView(msgspec.Struct):
+    metadata: Meta
+    spec: MagnumSpecView = msgspec.field(default_factory=MagnumSpecView)
+
+
+def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
+    """A Magnum cluster, to be placed on an OpenStack project (seed 000)."""
+    project = magnum.spec.constraints.project if magnum.spec.constraints else None
+    m = magnum.metadata
+    subject = Subject(
+        ref=Ref("MagnumCluster", m.namespace, m.name),
+        key=key,
+        candidate_kind="Project",
+        generation=m.generation,
+        labels=m.labels,
+        created=m.created.timestamp() if m.created else 0.0,
+        deleted=m.deleted is not None,
+        label_constraints=tuple(project.labels) if project else (),
+        metric_constraints=tuple(project.metrics) if project else (),
+        migration=False,  # a Magnum cluster, once created in a project, stays there
+    )
+    subject.signature = _signature("Project", subject.ref.namespace,
+                                   subject.label_constraints, subject.metric_constraints)
     return subject
 
 

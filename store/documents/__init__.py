@@ -52,6 +52,7 @@ from store.documents.metrics import (
     MetricValueStatus,
     ProviderInfo,
 )
+from store.documents.openstack import MagnumCluster, Project
 
 Resource = (
     GlobalMetricsProvider
@@ -62,6 +63,8 @@ Resource = (
     | Cloud
     | Cluster
     | Application
+    | Project
+    | MagnumCluster
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {
@@ -73,6 +76,8 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "Cloud": Cloud,
     "Cluster": Cluster,
     "Application": Application,
+    "Project": Project,
+    "MagnumCluster": MagnumCluster,
 }
 
 __all__ = [
@@ -101,6 +106,7 @@ __all__ = [
     "GlobalMetricsProvider",
     "Header",
     "KubeObjectRef",
+    "MagnumCluster",
     "MatchExpression",
     "Metadata",
     "Metric",
@@ -116,6 +122,7 @@ __all__ = [
     "ObjectRef",
     "Placement",
     "PreferredTerm",
+    "Project",
     "ProviderInfo",
     "Resource",
     "StatusMeta",

@@ -21,6 +21,7 @@ from store.constraints import (
 from store.documents.application import Application, MatchExpression
 from store.documents.infrastructure import Cloud, Cluster
 from store.documents.metrics import Metric, MetricRef, MetricsProvider
+from store.documents.openstack import MagnumCluster, Project
 
 from . import Resource
 
@@ -51,8 +52,16 @@ def problems(doc: Resource) -> list[Problem]:
                 cloud = doc.spec.constraints.cloud
                 found += _expressions(cloud.labels, "spec.constraints.cloud.labels", label=True)
                 found += _expressions(cloud.metrics, "spec.constraints.cloud.metrics", label=False)
-        case Cloud():
+        case Cloud() | Project():
             found += _metric_refs(doc.spec.metrics, "spec.metrics")
+        case MagnumCluster():
+            found += _metric_refs(doc.spec.metrics, "spec.metrics")
+            if doc.spec.constraints and doc.spec.constraints.project:
+                project = doc.spec.constraints.project
+                found += _expressions(project.labels, "spec.constraints.project.labels",
+                                      label=True)
+                found += _expressions(project.metrics, "spec.constraints.project.metrics",
+                                      label=False)
         case Application():
             found += _application(doc)
     return found

@@ -453,3 +453,79 @@ def test_what_if_answers_what_the_scheduler_then_decides(
     assert "rejected by LabelConstraints   -      label constraint 'location == DE'; it " \
            "has location=FR" in out
     assert binding(store, "greedy") is None
+
+
+KRAKE_MAGNUM = """\
+api: openstack
+kind: Project
+metadata: {name: os-dresden, namespace: default, labels: {location: DE}}
+spec:
+  url: https://keystone.dresden.example:5000/v3
+  template: 4a1e6ef5-0f8b-4c52-b4a4-3b7d4a0b9d70
+  auth:
+    type: password
+    password:
+      user: {id: 1c2d3e4f, password: very-secret}
+      project: {id: 9f8e7d6c}
+  metrics:
+  - {name: heat_os-dresden, weight: 1.0}
+---
+api: openstack
+kind: Project
+metadata: {name: os-paris, namespace: default, labels: {location: FR}}
+spec:
+  url: https://keystone.paris.example:5000/v3
+  template: 0b0e0f43-5a59-4f55-9d93-6c7c6a2f3a11
+  auth:
+    type: application_credential
+    application_credential: {id: 77aa, secret: also-secret}
+  metrics:
+  - {name: heat_os-paris, weight: 1.0}
+---
+api: openstack
+kind: Project
+metadata: {name: os-leipzig, namespace: default, labels: {location: DE}}
+spec:
+  url: https://keystone.leipzig.example:5000/v3
+  template: 1d3c1a2e-6c7b-4f0a-8d59-5d8e5c8b6a22
+  auth: {type: password, password: {user: {id: u2, password: p2}, project: {id: p2}}}
+  metrics:
+  - {name: heat_os-leipzig, weight: 1.0}
+---
+api: openstack
+kind: MagnumCluster
+metadata: {name: k8s-1, namespace: default}
+spec:
+  master_count: 1
+  node_count: 3
+  constraints:
+    project:
+      labels: ["location is DE"]
+"""
+
+
+def test_a_magnum_cluster_is_placed_on_the_best_project_that_fits(
+    store: Store, scheduler: SchedulerProcess, tmp_path: Path
+) -> None:
+    """#11 item 7: seed 000's Magnum cluster handler, as data in the one pipeline."""
+    url = store.config.url
+    for name, heat in (("os-dresden", 0.3), ("os-paris", 0.99), ("os-leipzig", 0.8)):
+        metric(store, f"heat_{name}")
+        value(store, f"heat_{name}", heat)
+    f = tmp_path / "magnum.yaml"
+    f.write_text(KRAKE_MAGNUM)  # Krake's shapes, loaded unchanged
+    assert berth("apply", "-f", str(f), "--quiet", "--etcd", url)[0] == 0
+    b = wait_for(lambda: binding(store, "k8s-1", kind="MagnumCluster"),
+                 lambda b: b.status.state == "Scheduled", timeout=20)
+    assert [(t.kind, t.name) for t in b.spec.targets] == [("Project", "os-leipzig")]
+    assert b.status.reason == "2/3 projects are available: 1 label constraint 'location == DE'"
+    code, out = berth("get", "magnum", "--etcd", url)
+    assert out.splitlines()[1].split()[:3] == ["k8s-1", "Scheduled", "os-leipzig"]
+    code, out = berth("get", "projects", "-o", "yaml", "--etcd", url)
+    assert "very-secret" not in out and "also-secret" not in out and "<masked>" in out
+    code, out = berth("describe", "project", "os-paris", "--etcd", url)
+    assert code == 0 and "also-secret" not in out
+    assert "application_credential: <masked>" in out
+    code, out = berth("describe", "magnum", "k8s-1", "--etcd", url)
+    assert "Placement:   Scheduled (generation 1" in out
+    assert "  Targets:   os-leipzig (score 0.8000)" in out
