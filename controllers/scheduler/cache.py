@@ -43,7 +43,6 @@ from controllers.scheduler.views import (
     ClusterView,
     MagnumView,
     MetricDefView,
-    ProjectView,
     compact_binding,
     subject_from_application,
     subject_from_cluster,
@@ -68,7 +67,7 @@ class Cache:
         self.clusters: Informer[ClusterView] = informer(r + "clusters/", ClusterView)
         self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
         self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
-        self.projects: Informer[ProjectView] = informer(r + "projects/", ProjectView)
+        self.projects: Informer[CloudView] = informer(r + "projects/", CloudView)
         self.magnumclusters: Informer[MagnumView] = informer(r + "magnumclusters/", MagnumView)
         self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
@@ -238,7 +237,7 @@ class Cache:
             found = [self._cluster(item.obj) for item in self.clusters.items()
                      if item.obj.metadata.namespace == ns]
         elif kind == "Project":
-            found = [self._project(item.obj) for item in self.projects.items()
+            found = [self._cloud("Project", item.obj) for item in self.projects.items()
                      if item.obj.metadata.namespace == ns]
         else:
             found = [self._cloud("GlobalCloud", item.obj) for item in self.globalclouds.items()]
@@ -260,7 +259,7 @@ class Cache:
                 found = self._cluster(view) if view else None
             elif kind == "Project":
                 project = self.projects.get(keys.resource_key("Project", name, ns))
-                found = self._project(project) if project else None
+                found = self._cloud("Project", project) if project else None
             else:
                 cloud = self.clouds.get(keys.resource_key(kind, name, ns or None)) if (
                     kind == "Cloud") else self.globalclouds.get(keys.resource_key(kind, name))
@@ -283,12 +282,6 @@ class Cache:
             state=state.state if state else "",
             deleted=m.deleted is not None,
         )
-
-    def _project(self, view: ProjectView) -> Candidate:
-        m = view.metadata
-        return Candidate(ref=Ref("Project", m.namespace, m.name), labels=m.labels,
-                         metrics=tuple(view.spec.metrics), state="ONLINE",
-                         deleted=m.deleted is not None)
 
     def _cloud(self, kind: str, view: CloudView) -> Candidate:
         m = view.metadata

@@ -85,6 +85,8 @@ class CloudSpec(msgspec.Struct):
 
 
 class CloudView(msgspec.Struct):
+    """A cloud, or an OpenStack project: a candidate with labels and metrics."""
+
     metadata: Meta
     spec: CloudSpec = msgspec.field(default_factory=CloudSpec)
 
@@ -211,17 +213,6 @@ def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
     subject.signature = _signature("Cloud", subject.ref.namespace, subject.label_constraints,
                                    subject.metric_constraints)
     return subject
-
-
-class ProjectSpecView(msgspec.Struct):
-    metrics: list[MetricRef] = []
-
-
-class ProjectView(msgspec.Struct):
-    """An OpenStack project: a candidate for Magnum clusters."""
-
-    metadata: Meta
-    spec: ProjectSpecView = msgspec.field(default_factory=ProjectSpecView)
 
 
 class MagnumSpecView(msgspec.Struct):

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from store.documents.base import Metadata, Strict
+from store.documents.infrastructure import LabelMetricConstraints
 from store.documents.metrics import MetricRef
 
 
@@ -34,13 +35,8 @@ class Project(Strict, tag_field="kind", tag="Project"):
     status: dict[str, Any] | None = None
 
 
-class ProjectConstraints(Strict):
-    labels: list[str] = []
-    metrics: list[str] = []
-
-
 class MagnumConstraints(Strict):
-    project: ProjectConstraints | None = None
+    project: LabelMetricConstraints | None = None
 
 
 class MagnumClusterSpec(Strict):
