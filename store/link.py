@@ -47,7 +47,7 @@ class Link:
                 return
             lasted, self._down_since, self._reason = (
                 time.monotonic() - self._down_since, None, "")
-        ETCD_UP.set(1)
+            ETCD_UP.set(1)  # under the lock: the gauge never disagrees with the state
         log.info("etcd at %s answers again (unreachable for %.1f s)", self.url, lasted)
 
     def failed(self, error: StoreError) -> None:
@@ -58,5 +58,5 @@ class Link:
             if self._down_since is not None:
                 return
             self._down_since, self._reason = time.monotonic(), str(error)
-        ETCD_UP.set(0)
+            ETCD_UP.set(0)
         log.warning("etcd at %s is unreachable (%s); retrying with backoff", self.url, error)
