@@ -19,8 +19,10 @@ from store.config import DEFAULT_URL
 
 def add_etcd_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("etcd")
-    group.add_argument("--etcd", metavar="URL",
-                       help=f"etcd gateway URL (default: $BERTH_ETCD or {DEFAULT_URL})")
+    group.add_argument("--etcd", metavar="URL[,URL...]",
+                       help="the etcd cluster's members (gateway URLs, comma-separated; berth "
+                            "moves to the next when one fails; default: $BERTH_ETCD or "
+                            f"{DEFAULT_URL})")
     group.add_argument("--etcd-ca", metavar="FILE",
                        help="CA bundle to verify etcd's certificate (or $BERTH_ETCD_CA)")
     group.add_argument("--etcd-cert", metavar="FILE",

@@ -6,9 +6,10 @@ writer read (``create_revision == 0`` for a create): a lost race raises
 larger than etcd's per-transaction limit (128 operations by default) are split;
 each chunk is atomic.
 
-etcd3gw carries the HTTP session (TLS, connection pool, its error mapping);
-requests go to the gateway endpoints directly because etcd3gw's helpers drop
-the response header (we need its revision) and encode str keys as latin-1.
+Requests go to the gateway endpoints over a requests session built with
+exactly the configured TLS settings (etcd3gw's client drops the response
+header, which carries the revision, and encodes str keys as latin-1; only its
+exception types remain, for :func:`~store.errors.translate`).
 The gateway sends every int64 as a JSON string and omits false booleans.
 """
 
@@ -18,6 +19,7 @@ import base64
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -25,10 +27,17 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 import requests
 from etcd3gw import exceptions as gw
-from etcd3gw.client import Etcd3Client
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from store.config import EtcdConfig
-from store.errors import Conflict, Invalid, StoreError, Unauthorized, translate
+from store.errors import (
+    Conflict,
+    Invalid,
+    StoreError,
+    Unauthorized,
+    Unavailable,
+    translate,
+)
 from store.link import Link
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,21 @@ def _title(text: str) -> str:
     words = found.group(1) if found else re.sub(r"<[^>]+>", " ", text)
     words = " ".join(words.split())[:80]
     return f" ({words})" if words else ""
+
+
+def _unsent(exc: BaseException) -> bool:
+    """Whether a failed request surely never reached the server: no connection was made
+    (refused, no route, connect timeout), so repeating it elsewhere cannot apply it twice."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, requests.exceptions.ConnectTimeout | NewConnectionError):
+            return True
+        reason = getattr(cause, "reason", None)  # urllib3's MaxRetryError
+        if isinstance(reason, NewConnectionError | ConnectTimeoutError):
+            return True
+        cause = cause.__cause__ or (cause.args[0] if cause.args and
+                                    isinstance(cause.args[0], BaseException) else None)
+    return False
 
 
 def b64(data: str | bytes) -> str:
@@ -127,62 +151,97 @@ Op = Put | Delete
 
 
 class Store:
-    """A thread-safe session with one etcd cluster."""
+    """A thread-safe session with one etcd cluster, through any of its members.
+
+    Requests go to one member until it fails; then to the next one given
+    (round robin). A request that surely never reached the failed member
+    (its connection was refused or never made) and every read are retried at
+    once on the next member; a write that may have reached it is not (the
+    caller's compare-and-swap decides, on its next attempt, whether it landed).
+    """
 
     def __init__(self, config: EtcdConfig | None = None) -> None:
         self.config = config or EtcdConfig()
         self.session = self.config.session()
-        self._gw = Etcd3Client(
-            host=self.config.host,
-            port=self.config.port,
-            protocol=self.config.scheme,
-            timeout=self.config.timeout,
-            api_path="/v3/",
-            session=self.session,
-        )
+        self._endpoints = self.config.endpoints
+        self._current = 0
+        self._member_lock = threading.Lock()
         self._auth_lock = threading.Lock()
-        self.link = Link(self.config.url)
+        self.link = Link(self._endpoints)
         if self.config.user:
             self.authenticate()
 
     # -- plumbing ---------------------------------------------------------------
 
-    def url(self, path: str) -> str:
-        return self._gw.get_url(path)
+    @property
+    def endpoint(self) -> str:
+        """The member requests go to now."""
+        return self._endpoints[self._current]
+
+    def url(self, path: str, endpoint: str | None = None) -> str:
+        return f"{endpoint or self.endpoint}/v3/{path}"
+
+    def failover(self, endpoint: str) -> str | None:
+        """``endpoint`` failed: move to the next member, unless another thread already
+        did. Returns the member moved to (None with a single member or if already moved)."""
+        with self._member_lock:
+            if len(self._endpoints) == 1 or self._endpoints[self._current] != endpoint:
+                return None
+            self._current = (self._current + 1) % len(self._endpoints)
+            self.link.moved(endpoint, self._endpoints[self._current])
+            return self._endpoints[self._current]
+
+    def report(self, error: StoreError, endpoint: str, op: str) -> str | None:
+        """Record a failed request to ``endpoint``; an unreachable member is left for the
+        next one. Returns the member moved to, if any."""
+        moved = self.failover(endpoint) if isinstance(error, Unavailable) else None
+        self.link.failed(error, endpoint, op=op, next_endpoint=moved)
+        return moved
 
     def authenticate(self) -> None:
         """Exchange user and password for a token; the stale token is dropped first."""
         with self._auth_lock:
             self.session.headers.pop("Authorization", None)
-            try:
-                reply = self._gw.post(
-                    self.url("auth/authenticate"),
-                    json={"name": self.config.user, "password": self.config.password},
-                )
-            except Exception as exc:
-                raise translate(exc, f"authenticating as {self.config.user!r}") from exc
+            body = {"name": self.config.user, "password": self.config.password}
+            reply = self._request("auth/authenticate", body, f"authenticating as "
+                                  f"{self.config.user!r}")
             token = reply.get("token")
             if not token:
                 raise Unauthorized(f"authenticating as {self.config.user!r}: no token returned")
             self.session.headers["Authorization"] = token
 
     def call(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
-        """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token."""
-        for attempt in (1, 2):
+        """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token
+        (tokens of etcd's ``simple`` kind are valid on one member only)."""
+        try:
+            return self._request(path, body, context)
+        except Unauthorized as exc:
+            if not self.config.user:
+                raise
+            log.info("etcd token rejected (%s); authenticating again", exc)
+            self.authenticate()
+            return self._request(path, body, context)
+
+    def _request(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
+        """One request, moved to the next member while it is safe to repeat it."""
+        safe = path == "kv/range"  # reads never change anything
+        tries = len(self._endpoints)
+        while True:
+            endpoint = self.endpoint
+            start = time.monotonic()
             try:
-                reply = self._post(self.url(path), body)
+                reply = self._post(self.url(path, endpoint), body)
             except Exception as exc:
                 err = translate(exc, context)
-                self.link.failed(err)
-                if isinstance(err, Unauthorized) and self.config.user and attempt == 1:
-                    log.info("etcd token rejected (%s); authenticating again", err)
-                    self.authenticate()
+                moved = self.report(err, endpoint, path)
+                tries -= 1
+                if moved is None and self.endpoint != endpoint:
+                    moved = self.endpoint  # another thread moved on already
+                if moved is not None and tries > 0 and (safe or _unsent(exc)):
                     continue
                 raise err from exc
-            else:
-                self.link.ok()
-                return reply
-        raise AssertionError("unreachable")  # pragma: no cover
+            self.link.answered(path, time.monotonic() - start, endpoint)
+            return reply
 
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         """One gateway call, JSON by msgspec (the stdlib's costs a core at scale); errors

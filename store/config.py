@@ -1,4 +1,9 @@
-"""How to reach etcd: URL, TLS material and credentials.
+"""How to reach etcd: its members' URLs, TLS material and credentials.
+
+``url`` names one member or several, comma-separated (``--etcd``,
+``BERTH_ETCD``): every member of one etcd cluster serves the same data, and
+the :class:`~store.client.Store` moves to the next one when the member it
+talks to stops answering.
 
 Explicit settings always win over the environment. On these machines
 ``REQUESTS_CA_BUNDLE`` is set and a plain ``requests.Session`` would silently
@@ -25,7 +30,7 @@ DEFAULT_URL = "http://127.0.0.1:2379"
 
 @dataclass(frozen=True, slots=True)
 class EtcdConfig:
-    """Connection settings for one etcd cluster (one endpoint URL)."""
+    """Connection settings for one etcd cluster (one or more member URLs, comma-separated)."""
 
     url: str = DEFAULT_URL
     ca: str | None = None
@@ -36,9 +41,19 @@ class EtcdConfig:
     timeout: float = 10.0
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"--etcd {self.url!r}: expected http(s)://host:port")
+        endpoints = self.endpoints
+        if not endpoints:
+            raise ValueError(f"--etcd {self.url!r}: expected http(s)://host:port[,...]")
+        for endpoint in endpoints:
+            parts = urlsplit(endpoint)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                which = f" ({endpoint!r} is not)" if len(endpoints) > 1 else ""
+                raise ValueError(f"--etcd {self.url!r}: expected http(s)://host:port{which}")
+            if parts.path.strip("/") or parts.query:
+                raise ValueError(f"--etcd {self.url!r}: {endpoint!r} has a path; give the "
+                                 "member's http(s)://host:port only")
+        if len({urlsplit(e).scheme for e in endpoints}) > 1:
+            raise ValueError(f"--etcd {self.url!r}: mixes http and https members")
         if (self.cert is None) != (self.key is None):
             raise ValueError("--etcd-cert and --etcd-key go together")
         if (self.user is None) != (self.password is None):
@@ -59,17 +74,9 @@ class EtcdConfig:
         return cls(**env)  # type: ignore[arg-type]
 
     @property
-    def host(self) -> str:
-        return urlsplit(self.url).hostname or "127.0.0.1"
-
-    @property
-    def port(self) -> int:
-        parts = urlsplit(self.url)
-        return parts.port or (443 if parts.scheme == "https" else 2379)
-
-    @property
-    def scheme(self) -> str:
-        return urlsplit(self.url).scheme
+    def endpoints(self) -> tuple[str, ...]:
+        """The members' base URLs, in the order given (without a trailing slash)."""
+        return tuple(e.strip().rstrip("/") for e in self.url.split(",") if e.strip())
 
     def session(self) -> requests.Session:
         """A requests session with exactly these TLS settings, immune to the environment."""

@@ -5,7 +5,9 @@ cancels the watch, and leaves ``prev_kv`` base64-encoded. This one:
 
 * resumes from the revision after the last one it delivered whenever the
   stream breaks (etcd restart, network, idle timeout), backing off with
-  tenacity, so nothing is lost and nothing is delivered twice;
+  tenacity, so nothing is lost and nothing is delivered twice; when its
+  member does not answer, on the next member of the cluster (a revision
+  means the same on every member);
 * asks for progress notifications, which advance its resume point on a quiet
   prefix and prove the stream alive. A stream silent for ``idle_timeout``
   seconds is presumed dead and reopened from the resume point: harmless when
@@ -152,6 +154,8 @@ class Watch:
                 if self.closed:
                     return
                 self.reconnects += 1
+                if not isinstance(exc, _Idle):
+                    self.store.link.watch_reconnected()
                 log.log(  # an outage is said once, by the store's link
                     logging.DEBUG if isinstance(exc, _Idle) else logging.INFO,
                     "watch %s broke (%s); resuming from revision %d",
@@ -185,16 +189,17 @@ class Watch:
         }
         if self.prev_kv:
             request["prev_kv"] = True
+        endpoint = self.store.endpoint
         try:
             resp = self.store.session.post(
-                self.store.url("watch"),
+                self.store.url("watch", endpoint),
                 json={"create_request": request},
                 stream=True,
                 timeout=(self.store.config.timeout, self.idle_timeout),
             )
         except Exception as exc:
             err = translate(exc, f"watch {self.prefix}")
-            self.store.link.failed(err)
+            self.store.report(err, endpoint, "watch")
             raise err from exc
         if resp.status_code != 200:
             text = resp.text
@@ -207,7 +212,7 @@ class Watch:
             raise classify(
                 int(code) if code is not None else None, str(message), f"watch {self.prefix}"
             )
-        self.store.link.ok()
+        self.store.link.ok(endpoint)
         with self._lock:
             if self.closed:
                 resp.close()

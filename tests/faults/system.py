@@ -1,7 +1,8 @@
 """A whole berth on real servers, for the fault table.
 
 Three kube-apiservers (clusters ``a``, ``b``, ``c``), Prometheus with a
-Pushgateway and a Kafka broker as metric providers, berth's own etcd, and two
+Pushgateway and a Kafka broker as metric providers, berth's own three-member etcd
+cluster (every process is given all three members), and two
 replicas of each berth process. 2,000 applications, each one ConfigMap, with
 five kinds of cluster constraint so that some can go anywhere and some only
 to one cluster. Every Binding and application status ever written is
@@ -29,7 +30,17 @@ import msgspec
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
-from store import EtcdConfig, Put, Store, Watch, encode, keys
+from store import (
+    MAX_TXN_OPS,
+    Conflict,
+    EtcdConfig,
+    Put,
+    Store,
+    Unavailable,
+    Watch,
+    encode,
+    keys,
+)
 from store.documents import ApplicationStatus, Binding, MetricPicture
 from tests.integration.scheduler_env import (
     BerthProcess,
@@ -38,7 +49,7 @@ from tests.integration.scheduler_env import (
     SchedulerProcess,
     put,
 )
-from tests.servers.etcd import EtcdServer
+from tests.servers.etcd import EtcdCluster
 from tests.servers.kafka import KafkaServer, produce
 from tests.servers.kube import KubeApiServer
 from tests.servers.prometheus import PrometheusServer
@@ -168,7 +179,7 @@ class System:
     def __init__(self, workdir: Path, log: Callable[[str], None] = print) -> None:
         self.workdir = workdir
         self.log = log
-        self.etcd = EtcdServer()
+        self.etcd = EtcdCluster(3)
         self.clusters: dict[str, KubeApiServer] = {}
         self.prometheus = PrometheusServer()
         self.kafka = KafkaServer()
@@ -185,7 +196,9 @@ class System:
     def start(self) -> System:
         t0 = time.monotonic()
         self.etcd.start()
-        self.store = Store(EtcdConfig(url=self.etcd.url))
+        # The harness (the "user") is given the members in the other order: faults of the
+        # member berth's processes talk to are berth's to survive, not the harness's.
+        self.store = Store(EtcdConfig(url=",".join(m.url for m in reversed(self.etcd.members))))
         for name in LABELS:
             self.clusters[name] = KubeApiServer(f"fault-{name}").start()
             self.kube[name] = self._client(name)
@@ -287,7 +300,7 @@ class System:
             self.generation[name] = 1
             ops.append(Put(keys.resource_key("Application", name, "default"),
                            self._app(name, 1)))
-        self.db.commit_chunks(ops)
+        self._commit(ops)
 
     def _app(self, name: str, generation: int) -> bytes:
         labels = RULES[int(name.rsplit("-", 1)[1]) % len(RULES)][0]
@@ -298,6 +311,27 @@ class System:
                      "manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
                                    "metadata": {"name": name, "namespace": "default"},
                                    "data": {"generation": str(generation)}}]}})
+
+    def _commit(self, ops: list[Put]) -> None:
+        """Write ``ops`` in chunks as an etcd client must while a member dies: a chunk that
+        failed Unavailable is tried again; a Conflict then means its first try landed
+        (checked: every key holds the value written)."""
+        for start in range(0, len(ops), MAX_TXN_OPS):
+            chunk = ops[start : start + MAX_TXN_OPS]
+            retried = False
+            while True:
+                try:
+                    self.db.commit(chunk)
+                    break
+                except Unavailable:
+                    retried = True
+                    time.sleep(0.2)
+                except Conflict:
+                    if not retried:
+                        raise
+                    now = self.db.get_many([op.key for op in chunk])
+                    assert all(now[op.key].value == op.value for op in chunk), "half a chunk"
+                    break
 
     def bump(self, n: int = 200) -> None:
         """A new generation for ``n`` applications (the next ones in turn): work for the
@@ -311,7 +345,7 @@ class System:
             key = keys.resource_key("Application", name, "default")
             ops.append(Put(key, self._app(name, self.generation[name] + 1), revisions[key]))
             names.append(name)
-        self.db.commit_chunks(ops)
+        self._commit(ops)
         for name in names:  # only once they are in etcd
             self.generation[name] += 1
 
@@ -445,6 +479,18 @@ class System:
                 return time.monotonic() - t0, []
             time.sleep(1.0)
         return time.monotonic() - t0, last
+
+    def etcd_members(self) -> dict[str, str]:
+        """The etcd member each live berth process talks to (its ``berth_etcd_member``)."""
+        out: dict[str, str] = {}
+        for procs in self.procs.values():
+            for p in procs:
+                if p.proc is None or p.proc.poll() is not None:
+                    continue
+                for line in p.metrics().splitlines():
+                    if line.startswith("berth_etcd_member{") and line.endswith(" 1.0"):
+                        out[p.log.name] = line.split('"')[1]
+        return out
 
     def log_lines(self, needle: str) -> int:
         return sum(p.output().count(needle) for procs in self.procs.values() for p in procs)

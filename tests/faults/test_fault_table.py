@@ -8,6 +8,7 @@ does not hold fails its test and the next faults still run.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -80,6 +81,43 @@ def test_a_burst_with_the_scheduler_leader_killed(system: System) -> None:
         system.restart_dead("scheduler")
 
     fault(system, f"burst of {N_APPS}, scheduler leader kill -9 at 1/4", act)
+
+
+def test_the_etcd_member_in_use_killed_mid_burst(system: System) -> None:
+    """Every process talks to the first member it was given; that member dies while
+    all 2,000 applications change at once. Once all converged, it comes back."""
+    members = system.etcd_members()
+    used = set(members.values())
+    assert len(used) == 1 and len(members) == 6, members
+    victim = next(m for m in system.etcd.members if m.url in used)
+    was_leader = system.etcd.leader() is victim
+    before = {p.log.name: len(p.output()) for ps in system.procs.values() for p in ps}
+
+    def act() -> None:
+        bumping = threading.Thread(target=system.bump, args=(N_APPS,))
+        bumping.start()
+        time.sleep(0.5)
+        victim.kill()
+        bumping.join()
+
+    def then() -> tuple[bool, str]:
+        outages = {}
+        for ps in system.procs.values():
+            for p in ps:
+                said = re.findall(r"was without etcd for ([\d.]+) s", p.output()[before[p.log.name]:])
+                outages[p.log.name] = max(map(float, said), default=0.0)
+        now = system.etcd_members()
+        away = len(now) == 6 and all(url != victim.url for url in now.values())
+        victim.start()  # back with its data: healthy once it has caught up with the others
+        longest = max(outages, key=lambda n: outages[n])
+        return away, (
+            f"the victim {'led' if was_leader else 'did not lead'} etcd; every process moved "
+            f"to another member: {'yes' if away else 'NO ' + str(now)}; without etcd: longest "
+            f"{outages[longest]:.2f} s ({longest}), median "
+            f"{sorted(outages.values())[len(outages) // 2]:.2f} s; the victim rejoined")
+
+    fault(system, f"etcd member in use kill -9 mid-burst ({N_APPS} changes), restarted",
+          act, extra=then)
 
 
 @pytest.mark.parametrize("command", ["propagator", "metrics-cache"])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -173,6 +175,20 @@ class BerthProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def base_url(self, timeout: float = 30.0) -> str:
+        """Where this run of the process serves health and metrics (from its log)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.findall(r"health and metrics on (http://\S+/)", self.output())
+            if found:
+                return str(found[-1])
+            time.sleep(0.1)
+        raise AssertionError(f"{self.log.name} never said where it serves health")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.base_url() + "metrics", timeout=5) as resp:
+            return str(resp.read().decode())
 
 
 class SchedulerProcess(BerthProcess):

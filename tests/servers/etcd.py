@@ -10,6 +10,7 @@ Otherwise the caller gets an error that says how to install etcd.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -158,8 +159,11 @@ class EtcdServer:
     """One etcd member; ``restart`` keeps its ports and data."""
 
     def __init__(self, *, tls: Tls | None = None, client_cert_auth: bool = False,
-                 progress_interval: str = "1s", extra: list[str] | None = None) -> None:
+                 progress_interval: str = "1s", extra: list[str] | None = None,
+                 name: str = "default") -> None:
         self.bindir = etcd_bindir()
+        self.name = name
+        self.initial_cluster = ""  # set by EtcdCluster; alone, the member is its cluster
         self.tls = tls
         self.client_cert_auth = client_cert_auth
         self.progress_interval = progress_interval
@@ -172,15 +176,15 @@ class EtcdServer:
         self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     def args(self) -> list[str]:
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        peer = self.peer_url
         notify = ("--watch-progress-notify-interval" if etcd_version(self.bindir) >= (3, 6)
                   else "--experimental-watch-progress-notify-interval")
         args = [
-            str(self.bindir / "etcd"), "--name", "default",
+            str(self.bindir / "etcd"), "--name", self.name,
             "--data-dir", str(self.workdir / "data"),
             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"default={peer}",
+            "--initial-cluster", self.initial_cluster or f"{self.name}={peer}",
             f"{notify}={self.progress_interval}", "--log-level", "warn",
             *self.extra,
         ]
@@ -191,9 +195,22 @@ class EtcdServer:
                 args.append("--client-cert-auth")
         return args
 
-    def start(self, timeout: float = 30.0) -> EtcdServer:
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    def launch(self) -> None:
+        """Start the process without waiting (a cluster's members start together)."""
         with open(self.workdir / "etcd.log", "ab") as log:  # the child keeps its own copy
             self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT)
+
+    def start(self, timeout: float = 30.0) -> EtcdServer:
+        self.launch()
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 30.0) -> EtcdServer:
+        """Wait until the member says it is healthy (for a member: its cluster has quorum)."""
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -240,6 +257,56 @@ class EtcdServer:
     def cleanup(self) -> None:
         self.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class EtcdCluster:
+    """Three (or ``size``) etcd members on loopback, one cluster: kill one and the
+    others keep quorum. ``url`` lists every member's client URL, comma-separated, the
+    way ``--etcd`` takes them."""
+
+    def __init__(self, size: int = 3, **member_options: object) -> None:
+        self.members = [EtcdServer(name=f"m{i}", **member_options)  # type: ignore[arg-type]
+                        for i in range(size)]
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for m in self.members:
+            m.initial_cluster = initial
+        self.url = ",".join(m.url for m in self.members)
+
+    def start(self, timeout: float = 60.0) -> EtcdCluster:
+        for m in self.members:
+            if m.proc is None or m.proc.poll() is not None:
+                m.launch()
+        for m in self.members:
+            m.wait(timeout)
+        return self
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+
+    def restart(self) -> None:
+        """Every member stopped, then all started again (the whole cluster down)."""
+        self.stop()
+        self.start()
+
+    def leader(self) -> EtcdServer:
+        """The member that leads the raft group now."""
+        for m in self.members:
+            if m.proc is None or m.proc.poll() is not None:
+                continue
+            status = json.loads(m.etcdctl("endpoint", "status", "-w", "json"))
+            head = status[0]["Status"]
+            if int(head["leader"]) == int(head["header"]["member_id"]):
+                return m
+        raise AssertionError("no etcd member leads")
+
+    def etcdctl(self, *args: str) -> str:
+        live = next(m for m in self.members if m.proc is not None and m.proc.poll() is None)
+        return live.etcdctl(*args)
+
+    def cleanup(self) -> None:
+        for m in self.members:
+            m.cleanup()
 
 
 def docker_etcd() -> object | None:

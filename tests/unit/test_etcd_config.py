@@ -1,0 +1,42 @@
+"""Which etcd members a process is given, and which failed requests are safe to repeat."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import requests
+
+from store.client import _unsent
+from store.config import EtcdConfig
+
+
+def test_members_are_comma_separated_in_the_order_given() -> None:
+    config = EtcdConfig(url="http://a:2379, http://b:2379/,http://c:2379")
+    assert config.endpoints == ("http://a:2379", "http://b:2379", "http://c:2379")
+    assert EtcdConfig().endpoints == ("http://127.0.0.1:2379",)
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("not-a-url", r"expected http\(s\)://host:port$"),
+    ("http://a:2379,nope", r"expected http\(s\)://host:port \('nope' is not\)"),
+    ("http://a:2379,https://b:2379", "mixes http and https"),
+    ("http://a:2379/v3", "has a path"),
+    (" , ", "expected http"),
+])
+def test_a_bad_member_list_names_the_bad_member(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        EtcdConfig(url=url)
+
+
+def test_a_refused_connection_never_reached_the_server() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    session = requests.Session()
+    session.trust_env = False
+    with pytest.raises(requests.exceptions.ConnectionError) as refused:
+        session.post(f"http://127.0.0.1:{port}/v3/kv/range", timeout=2)
+    assert _unsent(refused.value)
+    assert not _unsent(requests.exceptions.ReadTimeout("read timed out"))
+    assert not _unsent(requests.exceptions.ConnectionError("Connection aborted."))
