@@ -120,7 +120,7 @@ if "$BERTH_ETCD_BIN/etcdctl" --endpoints "$url" get --prefix /berth/v1/applicati
     echo "run: what the local kube-apiserver (dresden-1) now holds:" >&2
     python - "$clusters" <<'PY'
 import sys, yaml
-from controllers.propagator.kube import Connection
+from berth.controllers.propagator.kube import Connection
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Cluster"]
 conn = Connection(next(d for d in docs if d["metadata"]["name"] == "dresden-1")["spec"]["kubeconfig"], 5)
 for path in ("/apis/apps/v1/namespaces/default/deployments/web", "/api/v1/namespaces/default/services/web"):

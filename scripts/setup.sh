@@ -19,9 +19,11 @@ if [ ! -x "$here/.venv/bin/python" ]; then
   python3 -m venv "$here/.venv"
 fi
 stamp="$here/.venv/.berth-installed"
-if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
-  echo "setup: installing berth and its test tools into .venv" >&2
-  "$here/.venv/bin/pip" install -q --disable-pip-version-check -e "$here[test,dev]" >&2
+if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ] \
+   || [ "$here/constraints.txt" -nt "$stamp" ]; then
+  echo "setup: installing berth and its test tools into .venv (versions: constraints.txt)" >&2
+  "$here/.venv/bin/pip" install -q --disable-pip-version-check -c "$here/constraints.txt" \
+    -e "$here[test,dev]" >&2
   touch "$stamp"
 fi
 bash "$here/scripts/install-prometheus.sh"

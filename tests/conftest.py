@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from store import EtcdConfig, Store
+from berth.store import EtcdConfig, Store
 from tests.servers.etcd import EtcdServer, ServerUnavailable, docker_etcd
 
 

@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scheduler_bench import batch_mean, pct  # noqa: E402
 from workload import app_doc, cluster_doc  # noqa: E402
 
-from store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
-from store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
+from berth.store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
+from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
 from tests.integration.scheduler_env import picture  # noqa: E402
 from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
 
@@ -156,7 +156,7 @@ def start_scheduler(url: str, port: int, store: Store,
                     level: str = "WARNING") -> subprocess.Popen[bytes]:
     log = open(ROOT / "diverse-bench.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--log-level", level, "scheduler",
+        [sys.executable, "-m", "berth.cli.main", "--log-level", level, "scheduler",
          "--etcd", url, "--http", f"127.0.0.1:{port}"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(600):

@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from store.documents import MetricValue  # noqa: E402
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
+from berth.store.documents import MetricValue  # noqa: E402
 from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
 from tests.servers.prometheus import PrometheusServer  # noqa: E402
 
@@ -116,7 +116,7 @@ def main() -> None:
         began = time.perf_counter()
         http = free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "--log-level", "WARNING", "metrics-cache",
+            [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "metrics-cache",
              "--etcd", etcd.url, "--config", str(config), "--http", f"127.0.0.1:{http}"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         while len(seen) < args.series and time.perf_counter() - began < 180:

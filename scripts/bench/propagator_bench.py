@@ -37,8 +37,8 @@ from lightkube import Client, KubeConfig  # noqa: E402
 from lightkube.core.resource_registry import resource_registry  # noqa: E402
 from lightkube.types import PatchType  # noqa: E402
 
-from store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from store.documents import (  # noqa: E402
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
+from berth.store.documents import (  # noqa: E402
     ApplicationStatus,
     Binding,
     BindingMeta,
@@ -145,7 +145,7 @@ def main() -> None:
         log_path = work / "propagator.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "--log-level", "WARNING", "propagator",
+                [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "propagator",
                  "--etcd", server.url, "--http", f"127.0.0.1:{port}", "--config", str(config)],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         for _ in range(300):

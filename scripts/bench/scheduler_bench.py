@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from store.documents import Binding  # noqa: E402
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
+from berth.store.documents import Binding  # noqa: E402
 from tests.integration.scheduler_env import value  # noqa: E402
 from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
 
@@ -148,7 +148,7 @@ def main() -> None:
               f"in {time.perf_counter() - t:.1f}s")
         log = open(ROOT / "scheduler-bench.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "--log-level", "WARNING", "scheduler",
+            [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "scheduler",
              "--etcd", server.url, "--http", f"127.0.0.1:{port}"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         for _ in range(300):

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from store import EtcdConfig, Put, Store, Watch
-from store.client import b64
+from berth.store import EtcdConfig, Put, Store, Watch
+from berth.store.client import b64
 from tests.servers.etcd import EtcdServer
 
 

@@ -30,7 +30,7 @@ import msgspec
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
-from store import (
+from berth.store import (
     MAX_TXN_OPS,
     Conflict,
     EtcdConfig,
@@ -41,7 +41,7 @@ from store import (
     encode,
     keys,
 )
-from store.documents import ApplicationStatus, Binding, MetricPicture
+from berth.store.documents import ApplicationStatus, Binding, MetricPicture
 from tests.integration.scheduler_env import (
     BerthProcess,
     MetricsCacheProcess,

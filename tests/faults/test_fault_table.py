@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from store import keys
+from berth.store import keys
 from tests.faults.system import (
     N_APPS,
     ROWS,

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from store import Store, Watch, decode, encode, keys
-from store.documents import (
+from berth.store import Store, Watch, decode, encode, keys
+from berth.store.documents import (
     Binding,
     MetricError,
     MetricPicture,
@@ -26,7 +26,7 @@ from store.documents import (
     MetricValueStatus,
     ProviderInfo,
 )
-from store.documents.base import Metadata
+from berth.store.documents.base import Metadata
 from tests.servers.etcd import ROOT
 
 T = TypeVar("T")
@@ -145,7 +145,7 @@ class BerthProcess:
 
     def __init__(self, url: str, workdir: Path, *, config: str = "", name: str = "s") -> None:
         self.log = workdir / f"{self.command}-{name}.log"
-        self.args = [sys.executable, "-m", "cli.main", "--log-level", "DEBUG", self.command,
+        self.args = [sys.executable, "-m", "berth.cli.main", "--log-level", "DEBUG", self.command,
                      "--etcd", url, "--http", "127.0.0.1:0", "--lease-ttl", "2"]
         if config:
             path = workdir / f"{self.command}-{name}.yaml"

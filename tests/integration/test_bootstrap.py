@@ -10,10 +10,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bootstrap import load, plan, write
-from cli.main import main
-from store import Conflict, Store, StoreError, decode
-from store.documents import Application, GlobalMetric
+from berth.bootstrap import load, plan, write
+from berth.cli.main import main
+from berth.store import Conflict, Store, StoreError, decode
+from berth.store.documents import Application, GlobalMetric
 from tests.servers.etcd import ROOT, EtcdServer
 
 EXAMPLES = ROOT / "deploy" / "examples"
@@ -152,7 +152,7 @@ def test_stdin_and_ten_thousand_documents_in_one_call(
 ) -> None:
     text = "---\n".join(app(f"app-{i:05d}") for i in range(10_000))
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "bootstrap", "--etcd", etcd_server.url, "-"],
+        [sys.executable, "-m", "berth.cli.main", "bootstrap", "--etcd", etcd_server.url, "-"],
         input=text, capture_output=True, text=True, cwd=ROOT, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from berth.cli.main import main
 from tests.servers.etcd import EtcdServer
 
 
@@ -149,7 +149,7 @@ def test_log_format_json_is_one_object_per_line(tmp_path: Path) -> None:
     from tests.servers.etcd import ROOT
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "scheduler", "--log-format", "json",
+        [sys.executable, "-m", "berth.cli.main", "scheduler", "--log-format", "json",
          "--etcd", f"http://127.0.0.1:{closed_port()}", "--http", "127.0.0.1:0"],
         cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

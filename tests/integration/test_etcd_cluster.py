@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from store import Conflict, EtcdConfig, KeptLease, Store, Unavailable, Watch
+from berth.store import Conflict, EtcdConfig, KeptLease, Store, Unavailable, Watch
 from tests.servers.etcd import EtcdCluster, ServerUnavailable
 
 pytestmark = pytest.mark.integration

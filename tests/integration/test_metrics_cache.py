@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from store import Store, Watch, decode, encode, keys
-from store.documents import MetricPicture, MetricValue
+from berth.store import Store, Watch, decode, encode, keys
+from berth.store.documents import MetricPicture, MetricValue
 from tests.integration.scheduler_env import (
     MetricsCacheProcess,
     cluster,
@@ -359,9 +359,9 @@ def test_a_prometheus_that_is_unavailable_is_unreachable_not_an_invalid_metric(
     provider is down, the metric is fine (it was recorded INVALID_METRIC)."""
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from controllers.metrics_cache.providers.base import Failure
-    from controllers.metrics_cache.providers.prometheus import PrometheusProvider
-    from store.documents.metrics import PrometheusSpec
+    from berth.controllers.metrics_cache.providers.base import Failure
+    from berth.controllers.metrics_cache.providers.prometheus import PrometheusProvider
+    from berth.store.documents.metrics import PrometheusSpec
 
     class Answer(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from store import Store, WatchEvent, decode, keys
-from store.documents import ClusterStatus
+from berth.store import Store, WatchEvent, decode, keys
+from berth.store.documents import ClusterStatus
 from tests.integration.scheduler_env import (
     PropagatorProcess,
     SchedulerProcess,
@@ -154,8 +154,8 @@ def test_a_dead_loop_is_reported_by_alive_and_resync_survives_a_changing_cache(
     loop that ends makes the propagator not alive (what /healthz reports)."""
     import threading
 
-    from controllers.propagator.config import PropagatorConfig
-    from controllers.propagator.propagator import Propagator
+    from berth.controllers.propagator.config import PropagatorConfig
+    from berth.controllers.propagator.propagator import Propagator
 
     p = Propagator(store, PropagatorConfig(resync_interval=0.05, probe_interval=0.2))
     statuses = p.applier.statuses

@@ -18,8 +18,8 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Service
 from lightkube.types import PatchType
 
-from store import Store, decode, encode, keys
-from store.documents import (
+from berth.store import Store, decode, encode, keys
+from berth.store.documents import (
     ApplicationStatus,
     Binding,
     BindingMeta,
@@ -117,7 +117,7 @@ def berth(*argv: str) -> tuple[int, str]:
     import contextlib
     import io
 
-    from cli.main import main
+    from berth.cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -176,7 +176,7 @@ def test_apply_move_make_before_break_and_delete(
             and s.status.state == "MIGRATING"]
     assert both, [s.status for s in seen]
 
-    done = subprocess.run([sys.executable, "-m", "cli.main", "delete", "application",
+    done = subprocess.run([sys.executable, "-m", "berth.cli.main", "delete", "application",
                            "default/web", "--etcd", etcd_server.url], cwd=ROOT,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and "marked /berth/v1/applications/default/web deleted" in (
@@ -490,7 +490,7 @@ def test_get_and_describe_show_both_sides_and_never_a_secret(
 def test_get_watch_prints_a_row_at_each_change(
     etcd_server: EtcdServer, store: Store, propagator: PropagatorProcess
 ) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "get", "apps", "--watch",
+    proc = subprocess.Popen([sys.executable, "-m", "berth.cli.main", "get", "apps", "--watch",
                              "--etcd", etcd_server.url], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None

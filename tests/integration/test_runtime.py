@@ -10,8 +10,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from controllers.runtime import Event, EventType, HealthServer, Informer, LeaderElection
-from store import Put, Store, encode
+from berth.controllers.runtime import Event, EventType, HealthServer, Informer, LeaderElection
+from berth.store import Put, Store, encode
 
 P = "/berth/v1/things/"
 
@@ -164,7 +164,7 @@ def test_resigning_hands_over_at_once(store: Store) -> None:
 def test_resigning_while_a_campaign_wins_leaves_no_lease_behind(store: Store) -> None:
     """resign() between the campaign's create and its bookkeeping: the won lease is revoked
     at once (before, it was left to expire, and a successor waited a whole TTL)."""
-    from store import keys
+    from berth.store import keys
 
     election = LeaderElection(store, "racy", identity="first", ttl=30)
     create = store.create

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from store import Put, Store, decode, encode, keys
-from store.documents import Application, Binding, Cluster
+from berth.store import Put, Store, decode, encode, keys
+from berth.store.documents import Application, Binding, Cluster
 from tests.integration.scheduler_env import (
     SchedulerProcess,
     application,
@@ -61,7 +61,7 @@ def test_an_application_is_bound_to_the_cluster_that_fits(
     import contextlib
     import io
 
-    from cli.main import main
+    from berth.cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -305,7 +305,7 @@ def berth(*argv: str) -> tuple[int, str]:
     import contextlib
     import io
 
-    from cli.main import main
+    from berth.cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -386,7 +386,7 @@ def test_apply_delete_register_and_cordon_with_the_real_command(
                  "--label", "location=DE", "--metric", "heat=2", "--etcd", url)[1].endswith(
         "unchanged\n")
     with pytest.raises(ValueError, match="no context 'qa' \\(has: prod, lab\\)"):
-        from cli.cluster_cmd import kubeconfig
+        from berth.cli.cluster_cmd import kubeconfig
         kubeconfig(str(kc), "qa")
 
     # Delete by name (several) and by file.

@@ -10,10 +10,17 @@ from typing import Any
 
 import pytest
 
-from controllers.scheduler.binder import BindingWriter, Write
-from store import EtcdConfig, Put, Store, Watch, encode, keys
-from store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, ObjectRef, Target
-from store.errors import Unavailable
+from berth.controllers.scheduler.binder import BindingWriter, Write
+from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
+from berth.store.documents import (
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ObjectRef,
+    Target,
+)
+from berth.store.errors import Unavailable
 from tests.integration.scheduler_env import (
     SchedulerProcess,
     application,
@@ -125,7 +132,7 @@ def test_an_etcd_restart_mid_run_is_survived(
 def test_garbage_written_where_a_binding_lives_is_replaced_once_and_quietly(
     etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:
-    from store import Invalid
+    from berth.store import Invalid
 
     def readable(name: str) -> Binding | None:
         try:
@@ -180,7 +187,7 @@ def test_a_metrics_cache_restart_moves_each_application_once_on_the_whole_pictur
         seen, watch = record_puts(store, PREFIX, Binding)
         try:
             # kill -9 and the lease's expiry: every value and the picture go at once.
-            from store import Delete
+            from berth.store import Delete
             store.commit([Delete(keys.METRIC_PICTURE)] + [
                 Delete(keys.metric_value_key(f"h{i}")) for i in range(10)])
             picture(store, complete=False)  # the restarted cache: not whole yet

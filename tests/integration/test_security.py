@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store import EtcdConfig, Store, StoreError, Unauthorized, Unavailable, Watch, WatchEvent
+from berth.store import EtcdConfig, Store, StoreError, Unauthorized, Unavailable, Watch, WatchEvent
 from tests.servers.etcd import EtcdServer, make_tls
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from store import (
+from berth.store import (
     MAX_TXN_OPS,
     Compacted,
     Conflict,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.constraints import ConstraintError, LabelConstraint, MetricConstraint, Op
+from berth.store.constraints import ConstraintError, LabelConstraint, MetricConstraint, Op
 
 LABELS = {"location": "DE", "zone": "b", "kubernetes.io/arch": "amd64"}
 

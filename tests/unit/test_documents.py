@@ -8,10 +8,10 @@ import msgspec
 import pytest
 import yaml
 
-from bootstrap.load import LoadErrors, load, to_document
-from store import Invalid, decode, encode
-from store.codec import convert
-from store.documents import (
+from berth.bootstrap.load import LoadErrors, load, to_document
+from berth.store import Invalid, decode, encode
+from berth.store.codec import convert
+from berth.store.documents import (
     RESOURCE_TYPES,
     Application,
     ClusterStatus,
@@ -239,8 +239,8 @@ spec:
 
 
 def test_krake_s_shapes_load_and_mean_what_they_mean_in_krake(tmp_path: Path) -> None:
-    from bootstrap import ignored
-    from store.documents import GlobalCloud, GlobalMetric
+    from berth.bootstrap import ignored
+    from berth.store.documents import GlobalCloud, GlobalMetric
 
     f = tmp_path / "krake.yaml"
     f.write_text(KRAKE_SHAPES)

@@ -6,7 +6,7 @@ import pytest
 import requests
 from etcd3gw import exceptions as gw
 
-from store.errors import (
+from berth.store.errors import (
     Invalid,
     StoreError,
     Unauthorized,

@@ -7,8 +7,8 @@ import socket
 import pytest
 import requests
 
-from store.client import _unsent
-from store.config import EtcdConfig
+from berth.store.client import _unsent
+from berth.store.config import EtcdConfig
 
 
 def test_members_are_comma_separated_in_the_order_given() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import keys
+from berth.store import keys
 
 
 def test_the_contract_keys() -> None:

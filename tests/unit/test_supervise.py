@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from controllers.runtime.supervise import Loop
+from berth.controllers.runtime.supervise import Loop
 
 
 def test_a_step_that_raises_does_not_end_the_loop(caplog: pytest.LogCaptureFixture) -> None:

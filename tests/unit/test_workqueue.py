@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from controllers.runtime import PermanentError, TemporaryError, WorkQueue, run_worker
+from berth.controllers.runtime import PermanentError, TemporaryError, WorkQueue, run_worker
 
 
 class Clock:

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controllers.metrics_cache.cache import Series, Wanted, value_status
-from controllers.metrics_cache.providers.base import Failure, number
-from controllers.metrics_cache.providers.kafka import parse_record
-from controllers.metrics_cache.providers.ksql import identifier, pull_query
-from controllers.metrics_cache.providers.prometheus import PrometheusProvider
-from store.documents import ProviderInfo
+from berth.controllers.metrics_cache.cache import Series, Wanted, value_status
+from berth.controllers.metrics_cache.providers.base import Failure, number
+from berth.controllers.metrics_cache.providers.kafka import parse_record
+from berth.controllers.metrics_cache.providers.ksql import identifier, pull_query
+from berth.controllers.metrics_cache.providers.prometheus import PrometheusProvider
+from berth.store.documents import ProviderInfo
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 P = ProviderInfo("p", "static")

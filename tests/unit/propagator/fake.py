@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers.propagator.kube import Kind, NotServed, Rejected, Unavailable
-from controllers.runtime import Retry
-from store.documents import ApplicationState, KubeObjectRef
+from berth.controllers.propagator.kube import Kind, NotServed, Rejected, Unavailable
+from berth.controllers.runtime import Retry
+from berth.store.documents import ApplicationState, KubeObjectRef
 
 Journal = list[tuple[str, ...]]
 

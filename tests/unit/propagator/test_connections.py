@@ -3,7 +3,7 @@ could have timed out."""
 
 from __future__ import annotations
 
-from controllers.propagator.kube import Connections
+from berth.controllers.propagator.kube import Connections
 
 
 class Conn:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.propagator.drift import Ledger, newer
-from controllers.propagator.execute import Executor, run
-from controllers.propagator.plan import App, Facts, Finish, Progress, state
-from controllers.runtime import Retry
-from store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.controllers.propagator.drift import Ledger, newer
+from berth.controllers.propagator.execute import Executor, run
+from berth.controllers.propagator.plan import App, Facts, Finish, Progress, state
+from berth.controllers.runtime import Retry
+from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
 from tests.unit.propagator.fake import Fleet, Sink
 
 

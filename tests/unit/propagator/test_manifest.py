@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controllers.propagator.kube import Kind
-from controllers.propagator.manifest import ManifestError, objects
+from berth.controllers.propagator.kube import Kind
+from berth.controllers.propagator.manifest import ManifestError, objects
 
 
 def cm(name: str, **meta: object) -> dict[str, object]:

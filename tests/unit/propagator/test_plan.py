@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from controllers.propagator.plan import (
+from berth.controllers.propagator.plan import (
     App,
     Apply,
     Clear,
@@ -20,7 +20,7 @@ from controllers.propagator.plan import (
     plan,
     state,
 )
-from store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
 
 CM = KubeObjectRef("v1", "ConfigMap", "x", "default")
 APP = App(1, bodies=({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},))

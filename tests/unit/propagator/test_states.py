@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controllers.propagator.plan import summary as _summary
-from store.documents import ClusterApplied, KubeObjectRef
+from berth.controllers.propagator.plan import summary as _summary
+from berth.store.documents import ClusterApplied, KubeObjectRef
 
 CM = KubeObjectRef("v1", "ConfigMap", "x", "default")
 

@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controllers.scheduler.config import SchedulerConfig
-from controllers.scheduler.framework import (
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.framework import (
     Candidate,
     CycleState,
     Evaluation,
@@ -19,9 +19,9 @@ from controllers.scheduler.framework import (
     Ref,
     Subject,
 )
-from controllers.scheduler.plugins import REGISTRY
-from controllers.scheduler.selection import select
-from store.documents import MetricRef, Target
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.selection import select
+from berth.store.documents import MetricRef, Target
 
 
 def cluster(name: str, *, labels: dict[str, str] | None = None, state: str = "ONLINE",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import REGISTRY
 
-from controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
+from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
 
 A = frozenset({("Cluster", "default", "a")})
 B = frozenset({("Cluster", "default", "b")})

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers.runtime import Event, EventType
-from controllers.runtime.informer import Item
-from controllers.scheduler.decisions import PENDING, Decisions
-from controllers.scheduler.framework import Subject
-from controllers.scheduler.views import AppView, BindingView, Meta, subject_from_application
-from store import keys
-from store.documents import BindingMeta, BindingSpec, ObjectRef, Target
+from berth.controllers.runtime import Event, EventType
+from berth.controllers.runtime.informer import Item
+from berth.controllers.scheduler.decisions import PENDING, Decisions
+from berth.controllers.scheduler.framework import Subject
+from berth.controllers.scheduler.views import AppView, BindingView, Meta, subject_from_application
+from berth.store import keys
+from berth.store.documents import BindingMeta, BindingSpec, ObjectRef, Target
 
 
 @dataclass

@@ -18,12 +18,12 @@ import random
 
 import pytest
 
-from controllers.scheduler.config import SchedulerConfig
-from controllers.scheduler.framework import CycleState, Evaluation, Framework, Placed, Ref
-from controllers.scheduler.framework.types import MetricReading, Subject
-from controllers.scheduler.plugins import REGISTRY
-from controllers.scheduler.selection import explanation, select, summary
-from store.documents import (
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Placed, Ref
+from berth.controllers.scheduler.framework.types import MetricReading, Subject
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.selection import explanation, select, summary
+from berth.store.documents import (
     Affinity,
     ClusterAffinity,
     ClusterSelector,
@@ -37,7 +37,7 @@ from store.documents import (
     WorkloadAffinity,
     WorkloadAffinityTerm,
 )
-from store.documents.application import WeightedWorkloadTerm, WorkloadSelector
+from berth.store.documents.application import WeightedWorkloadTerm, WorkloadSelector
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
 
 LABELS = {"location": ["DE", "FR", "IT"], "zone": ["a", "b", "c", "d"], "tier": ["1", "2", "3"],
@@ -232,8 +232,8 @@ def test_the_fleets_are_varied_enough() -> None:
 
 def test_a_ranking_is_built_only_as_far_as_it_is_read() -> None:
     """Picking the best of 2,000 clusters does not score the 2,000 one by one."""
-    from controllers.scheduler.framework import Fleet
-    from controllers.scheduler.framework.ranking import BaseOrder, Ranking
+    from berth.controllers.scheduler.framework import Fleet
+    from berth.controllers.scheduler.framework.ranking import BaseOrder, Ranking
 
     n = 2000
     fleet = Fleet([cluster(f"c{i:04d}") for i in range(n)])

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from controllers.scheduler.config import Extender, SchedulerConfig
-from controllers.scheduler.framework import CycleState, Framework
-from controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.config import Extender, SchedulerConfig
+from berth.controllers.scheduler.framework import CycleState, Framework
+from berth.controllers.scheduler.plugins import REGISTRY
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster, evaluate
 
 calls: list[str] = []

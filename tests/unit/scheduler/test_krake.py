@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from controllers.scheduler.framework import Code, MetricReading
-from controllers.scheduler.selection import summary
+from berth.controllers.scheduler.framework import Code, MetricReading
+from berth.controllers.scheduler.selection import summary
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster, evaluate
 
 M = {"heat": 1.0}  # one metric, weight 1

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from controllers.scheduler.config import SchedulerConfig, load_config
-from controllers.scheduler.framework import Framework
-from controllers.scheduler.plugins import REGISTRY
-from store.documents import Affinity, Placement, Taint, Toleration
+from berth.controllers.scheduler.config import SchedulerConfig, load_config
+from berth.controllers.scheduler.framework import Framework
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.store.documents import Affinity, Placement, Taint, Toleration
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster, evaluate
 
 M = {"heat": 1.0}
@@ -42,7 +42,7 @@ def test_raising_n_keeps_the_existing_targets() -> None:
 
 
 def test_ignored_during_execution_keeps_feasible_targets() -> None:
-    from controllers.scheduler.selection import select
+    from berth.controllers.scheduler.selection import select
 
     snap = ranked_fleet()
     snap.targets["app"] = ["c4"]
@@ -146,7 +146,7 @@ def test_equal_subjects_share_one_filter_pass() -> None:
         return original(*args)  # type: ignore[arg-type]
 
     online.filter_set = counting  # type: ignore[method-assign]
-    from controllers.scheduler.framework import CycleState
+    from berth.controllers.scheduler.framework import CycleState
     snap = ranked_fleet()
     for i in range(50):
         subject = app(f"app{i}")
@@ -184,7 +184,7 @@ def workload_affinity(kind: str, required: list[dict[str, object]] | None = None
 
 
 def zoned() -> FakeSnapshot:
-    from controllers.scheduler.framework import Placed, Ref
+    from berth.controllers.scheduler.framework import Placed, Ref
 
     snap = FakeSnapshot([cluster("a1", labels={"zone": "a"}), cluster("a2", labels={"zone": "a"}),
                          cluster("b1", labels={"zone": "b"}), cluster("nozone")])
@@ -237,7 +237,7 @@ def spread(policy: Placement) -> list[str]:
 
 
 def test_topology_spread_keeps_the_skew_of_a_pick_n() -> None:
-    from store.documents import TopologySpreadConstraint as T
+    from berth.store.documents import TopologySpreadConstraint as T
 
     hard = Placement(policy="PickN", number_of_clusters=3,
                      topology_spread_constraints=[T(1, "region")])
@@ -252,7 +252,7 @@ def test_topology_spread_keeps_the_skew_of_a_pick_n() -> None:
 
 
 def test_topology_spread_stops_short_rather_than_break_a_hard_skew() -> None:
-    from store.documents import TopologySpreadConstraint as T
+    from berth.store.documents import TopologySpreadConstraint as T
 
     p = Placement(policy="PickN", number_of_clusters=6, topology_spread_constraints=[T(1, "region")])
     assert spread(p) == ["a0", "a1", "b0", "b1", "c0"]  # a sixth would make a skew of 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controllers.scheduler.queue import SchedulingQueue
+from berth.controllers.scheduler.queue import SchedulingQueue
 
 
 class Clock:

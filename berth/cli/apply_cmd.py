@@ -1,0 +1,78 @@
+"""``berth apply -f FILE|DIR|-``: create or update resources from YAML.
+
+Validated exactly as ``bootstrap`` validates (every error of every document
+first, nothing written on any), then written all or nothing with a
+compare-and-swap on each key's revision: an existing resource is updated
+(``uid`` and ``created`` kept, ``generation`` bumped), an identical one is
+``unchanged`` and not written, an application being deleted is refused.
+``--dry-run`` writes nothing and prints, per document, what would change as a
+diff of the stored document against the new one (credentials masked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import Any
+
+import msgspec
+import yaml
+
+from berth.bootstrap import Planned
+from berth.cli.bootstrap_cmd import seed
+from berth.cli.resources import mask
+from berth.store import keys
+
+_BOOKKEEPING = ("uid", "created", "modified", "generation")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("apply", help="create or update resources from YAML",
+                       description="Validate every document, then create or update them all "
+                       "(compare-and-swap per key), or nothing.")
+    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
+                   help="a file, a directory (its .yaml/.yml/.json files) or - (stdin); "
+                   "may be given more than once")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write nothing; print what would change, as a diff")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return seed(args, args.filename, command="apply", force=True, report=report,
+                dry_run=diff)
+
+
+def _name(p: Planned) -> str:
+    ref = keys.parse_key(p.key)
+    return f"{ref.kind.name.lower()}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}"
+
+
+def report(planned: list[Planned]) -> None:
+    for p in planned:
+        print(f"{_name(p)} {'unchanged' if p.unchanged else 'configured' if p.old else 'created'}")
+
+
+def _shown(value: bytes | None) -> list[str]:
+    """A stored document as YAML lines, without the bookkeeping berth fills in."""
+    if value is None:
+        return []
+    try:
+        doc: Any = msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        return [f"<not a document: {value[:80]!r}>"]
+    if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+        doc["metadata"] = {k: v for k, v in doc["metadata"].items() if k not in _BOOKKEEPING}
+    return yaml.safe_dump(mask(doc), sort_keys=False).splitlines(keepends=True)
+
+
+def diff(planned: list[Planned]) -> None:
+    for p in planned:
+        if p.unchanged:
+            print(f"{_name(p)} unchanged")
+            continue
+        print(f"{_name(p)} {'configured' if p.old else 'created'} (dry run)")
+        old = _shown(p.old.value if p.old else None)
+        print("".join(difflib.unified_diff(old, _shown(p.value), "stored", "applied")),
+              end="")

@@ -1,0 +1,71 @@
+"""``berth bootstrap FILE|DIR|- ...``: validate everything, then write all or nothing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from berth.bootstrap import LoadErrors, Planned, ignored, load, plan, write
+from berth.cli.etcd_options import open_store
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bootstrap",
+        help="seed etcd from YAML documents (all or nothing)",
+        description="Validate every document of every input, then write them all in "
+        "one go, or nothing. Inputs are files, directories (their .yaml/.yml/.json "
+        "files, recursively) or - for standard input.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="FILE|DIR|-")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing resources that differ (keeping uid and created, "
+                   "bumping generation); identical ones are left unchanged either way")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would be written, write nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return seed(args, args.inputs, command="bootstrap", force=args.force)
+
+
+def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bool,
+         report: Callable[[list[Planned]], None] | None = None,
+         dry_run: Callable[[list[Planned]], None] | None = None) -> int:
+    """Validate everything, then write all or nothing (``bootstrap`` and ``apply``)."""
+    def progress(what: str, done: int, total: int) -> None:
+        if not getattr(args, "quiet", False):
+            print(f"{command}: {what} {done}/{total}", file=sys.stderr, flush=True)
+
+    try:
+        loaded = load(inputs)
+        progress("validated", len(loaded), len(loaded))
+        for item in loaded:
+            for line in ignored(item):
+                print(f"warning: {line}", file=sys.stderr)
+        store = open_store(args)
+        planned = plan(store, loaded, force=force)
+        if args.dry_run:
+            if dry_run is not None:
+                dry_run(planned)
+            else:
+                for p in planned:
+                    print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {p.value.decode()}"))
+            print(f"{command}: dry run, {len(planned)} documents, nothing written",
+                  file=sys.stderr)
+            return 0
+        result = write(store, planned, progress=progress)
+    except LoadErrors as exc:
+        for line in exc.errors:
+            print(f"error: {line}", file=sys.stderr)
+        print(f"{command}: {len(exc.errors)} error(s); nothing written", file=sys.stderr)
+        return 1
+    if report is not None:
+        report(planned)
+    print(f"{command}: {result.created} created, {result.replaced} replaced, "
+          f"{result.unchanged} unchanged"
+          + (f" (revision {result.revision})" if result.revision else ""), file=sys.stderr)
+    return 0

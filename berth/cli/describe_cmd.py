@@ -1,0 +1,219 @@
+"""``berth describe KIND [NS/]NAME``: one resource and everything said of it.
+
+An application: its spec in short, the scheduler's Binding (state, reason,
+targets, the best candidates), the propagator's status (state, what is on
+each cluster, errors) and its recent placements, read from etcd's history of
+the Binding. A cluster: its labels, metrics, taints and state, and the
+applications placed on it. A metric: its definition and current value.
+Other kinds: the document. Credentials are masked unless ``--show-secrets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import yaml
+
+from berth.cli.etcd_options import open_store
+from berth.cli.get_cmd import document
+from berth.cli.kinds import resolve
+from berth.cli.resources import Shown, age, one
+from berth.store import Store, StoreError, decode, keys
+from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
+
+HISTORY = 5  # placements shown
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("describe", help="one resource with its Binding, status and history",
+                       description="Show a resource with what the scheduler, the propagator "
+                       "and the metrics-cache say of it, and its recent placements.")
+    p.add_argument("kind")
+    p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to 'default'")
+    p.add_argument("--show-secrets", action="store_true", help="print credentials as stored")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    kind = resolve(args.kind)
+    ns, _, name = args.name.rpartition("/")
+    ns = ns or "default"
+    store = open_store(args)
+    s = one(store, kind, ns, name)
+    if s is None:
+        where = f"{ns}/" if kind.namespaced else ""
+        print(f"error: {kind.name.lower()} {where}{name} not found", file=sys.stderr)
+        return 1
+    lines = _header(s)
+    if s.doc is None:
+        lines.append(f"Invalid:     {s.error}")
+    elif kind.name == "Application":
+        lines += _application(store, s)
+    elif kind.name == "Cluster":
+        lines += _cluster(store, s)
+    elif kind.name in ("Metric", "GlobalMetric"):
+        lines += _metric(s)
+    else:
+        spec = document(s, args.show_secrets).get("spec", {})
+        lines += ["Spec:", *("  " + line for line in
+                             yaml.safe_dump(spec, sort_keys=False).rstrip().splitlines())]
+        if kind.name == "MagnumCluster":
+            lines += placement(s)
+    for note in s.notes:
+        lines.append(f"Warning:     {note}")
+    print("\n".join(lines))
+    return 0
+
+
+def _header(s: Shown) -> list[str]:
+    meta = s.doc.metadata if s.doc is not None else None
+    out = [f"Name:        {s.namespace + '/' if s.namespace else ''}{s.name}",
+           f"Kind:        {s.kind.name}"]
+    if meta is not None:
+        out += [f"Created:     {meta.created:%Y-%m-%d %H:%M:%S}Z ({age(meta.created)} ago)"
+                if meta.created else "Created:     -",
+                f"Generation:  {meta.generation}",
+                "Labels:      " + (", ".join(f"{k}={v}" for k, v in sorted(meta.labels.items()))
+                                   or "-")]
+        if meta.deleted is not None:
+            out.append(f"Deleting:    since {meta.deleted:%Y-%m-%d %H:%M:%S}Z")
+    return out
+
+
+def _application(store: Store, s: Shown) -> list[str]:
+    spec = s.doc.spec
+    cons = spec.constraints.cluster if spec.constraints and spec.constraints.cluster else None
+    out = ["Constraints: " + ("; ".join(
+        f"{what}: {', '.join(items)}" for what, items in (
+            ("labels", cons.labels), ("metrics", cons.metrics),
+            ("custom resources", cons.custom_resources)) if items) or "-" if cons else "-"),
+           "Manifest:    " + (", ".join(
+               f"{o.get('kind', '?')} {(o.get('metadata') or {}).get('name', '?')}"
+               for o in spec.manifest if isinstance(o, dict)) or "-")]
+    out += placement(s)
+    st = s.status.status if isinstance(s.status, ApplicationStatus) else None
+    if st is None:
+        out.append("Propagator:  no status yet (not applied anywhere)")
+    else:
+        out += [f"Propagator:  {st.state or '?'}" + (f" ({st.reason})" if st.reason else ""),
+                "  Running on: " + (", ".join(r.name for r in st.running_on) or "nowhere")
+                + (f" (generation {st.generation})" if st.running_on else "")]
+        for cid, applied in sorted(st.applied.items()):
+            what = ", ".join(str(o) for o in applied.objects) or "nothing"
+            state = f"generation {applied.generation}" if applied.generation else "recorded"
+            out.append(f"  {cid}: {state}: {what}")
+        for cid, error in sorted(st.errors.items()):
+            out.append(f"  Error on {cid}: {error}")
+    history = placements(store, keys.binding_key("Application", s.namespace or "", s.name))
+    if history:
+        out.append("Placements (newest first, from etcd's history of the Binding):")
+        out += [f"  {line}" for line in history]
+    return out
+
+
+def placement(s: Shown) -> list[str]:
+    """The scheduler's side: the Binding's state, reason, targets and best candidates."""
+    b = s.binding
+    if b is None:
+        return ["Placement:   not scheduled (yet): no Binding; is a scheduler running?"]
+    stale = b.spec.generation != s.doc.metadata.generation
+    out = [f"Placement:   {b.status.state or '?'} (generation {b.spec.generation}"
+           + (f", decided {b.spec.scheduled:%Y-%m-%d %H:%M:%S}Z" if b.spec.scheduled else "")
+           + (f"; generation {s.doc.metadata.generation} not decided yet" if stale else "")
+           + ")",
+           f"  Reason:    {b.status.reason or '-'}",
+           "  Targets:   " + (", ".join(
+               t.name + (f" (score {t.score:.4f})" if t.score is not None else "")
+               for t in b.spec.targets) or "none")]
+    best = [e for e in b.status.explanation if "score" in e][:5]
+    if best:
+        out.append("  Best:      " + ", ".join(
+            f"{e['candidate'].rsplit('/', 1)[-1]} {e['score']:.4f}" for e in best))
+    return out
+
+
+def placements(store: Store, key: str, limit: int = HISTORY) -> list[str]:
+    """The Binding's last changes of targets, read back through etcd's revisions
+    (as far as compaction left them)."""
+    out: list[str] = []
+    kv = store.get(key)
+    last: tuple[str, ...] | None = None
+    seen = 0
+    while kv is not None and len(out) < limit and seen < 50:
+        seen += 1
+        try:
+            b = decode(kv.value, Binding, key)
+        except StoreError:
+            b = None
+        if b is not None:
+            targets = tuple(t.name for t in b.spec.targets)
+            if targets != last:
+                when = f"{b.spec.scheduled:%Y-%m-%dT%H:%M:%S}Z" if b.spec.scheduled else "-"
+                out.append(f"{when}  {', '.join(targets) or 'nowhere':<24} "
+                           f"{b.status.state}  (generation {b.spec.generation})")
+                last = targets
+        if kv.version <= 1:
+            break
+        try:
+            kv = store.get(key, revision=kv.mod_revision - 1)
+        except StoreError:  # compacted: that is as far back as etcd remembers
+            break
+    return out
+
+
+def _cluster(store: Store, s: Shown) -> list[str]:
+    spec = s.doc.spec
+    st = s.status.status if isinstance(s.status, ClusterStatus) else None
+    on = _placed_on(store, s)
+    return [
+        "Kubeconfig:  " + ("present (masked)" if spec.kubeconfig else
+                           "none: placed on a cloud by the scheduler"),
+        "Metrics:     " + (", ".join(f"{m.name} (weight {m.weight:g})" for m in spec.metrics)
+                           or "-"),
+        "Custom resources: " + (", ".join(spec.custom_resources) or "-"),
+        "Taints:      " + (", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in spec.taints)
+                           or "-"),
+        "State:       " + (f"{st.state}" + (f" ({st.reason})" if st.reason else "")
+                           + (f", probed {age(st.probed)} ago" if st.probed else "")
+                           if st is not None else "not observed (yet)"),
+        f"Applications: {len(on)}" + (f" ({', '.join(on[:10])}"
+                                      + (", ..." if len(on) > 10 else "") + ")" if on else ""),
+    ]
+
+
+def _placed_on(store: Store, s: Shown) -> list[str]:
+    """The applications whose Binding names this cluster."""
+    out = []
+    for kv in store.list_prefix(keys.binding_prefix("Application"))[0]:
+        try:
+            b = decode(kv.value, Binding, kv.key)
+        except StoreError:
+            continue
+        if any(t.kind == "Cluster" and t.name == s.name
+               and (t.namespace or b.spec.resource.namespace) == s.namespace
+               for t in b.spec.targets):
+            out.append(f"{b.spec.resource.namespace}/{b.spec.resource.name}")
+    return sorted(out)
+
+
+def _metric(s: Shown) -> list[str]:
+    spec = s.doc.spec
+    out: list[Any] = [
+        f"Provider:    {spec.provider.name} (metric {spec.provider.metric!r})",
+        f"Range:       {spec.min:g} .. {spec.max:g}"
+        + (f"; allowed values {', '.join(f'{v:g}' for v in spec.allowed_values)}"
+           if spec.allowed_values else "")]
+    v = s.value.status if s.value is not None else None
+    if v is None:
+        out.append("Value:       none yet (is a metrics-cache running, and does a cluster "
+                   "or cloud use this metric?)")
+    else:
+        out.append("Value:       " + ("-" if v.value is None else f"{v.value:g}")
+                   + (f" (normalized {v.normalized:.3f})" if v.normalized is not None else "")
+                   + (", out of range" if v.out_of_range else "")
+                   + (f", observed {age(v.observed)} ago" if v.observed else ""))
+        if v.error is not None:
+            out.append(f"Error:       {v.error.reason}: {v.error.message}")
+    return out

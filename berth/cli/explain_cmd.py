@@ -1,0 +1,179 @@
+"""``berth explain application NS/NAME``: why a resource is placed where it is.
+
+Reads the resource's Binding and prints the decision, the reason, the best
+candidates with their score breakdown, and the rejected ones grouped by the
+plugin and reason that rejected them. For an application, the propagator's
+state comes next to the scheduler's: placed is not running, and a FAILED
+application makes the command exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import msgspec
+
+from berth.bootstrap import LoadErrors, load
+from berth.cli.etcd_options import open_store
+from berth.controllers.scheduler.config import load_config
+from berth.controllers.scheduler.whatif import Answer, what_if
+from berth.store import Store, decode, keys
+from berth.store.documents import ApplicationStatus, Binding
+
+_KINDS = {"application": "Application", "cluster": "Cluster", "magnumcluster": "MagnumCluster"}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("explain", help="explain a scheduling decision",
+                       description="Print a Binding's decision and explanation as tables.")
+    p.add_argument("kind", nargs="?", choices=sorted(_KINDS),
+                   help="application (placed on clusters), cluster (placed on a cloud) or "
+                   "magnumcluster (placed on a project)")
+    p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
+                   help="namespace defaults to 'default'")
+    p.add_argument("--what-if", metavar="FILE|-",
+                   help="decide the applications in FILE as the scheduler would now, against "
+                   "the current state; nothing is written")
+    p.add_argument("--config", metavar="FILE",
+                   help="with --what-if: the scheduler's configuration (default: defaults)")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.set_defaults(run=run)
+
+
+def _metrics(entry: dict[str, Any]) -> str:
+    parts = []
+    for name, m in (entry.get("metrics") or {}).items():
+        if "normalized" in m:
+            parts.append(f"{name}={m['normalized']:g}x{m['weight']:g}")
+        else:
+            parts.append(f"{name}: {m.get('reason', '?')}")
+    return " ".join(parts)
+
+
+def render(b: Binding) -> str:
+    spec, status = b.spec, b.status
+    ref = spec.resource
+    lines = [
+        f"{ref.kind} {ref.namespace}/{ref.name}: {status.state or '?'} "
+        f"(generation {spec.generation}"
+        + (f", decided {spec.scheduled:%Y-%m-%d %H:%M:%S}Z)" if spec.scheduled else ")"),
+        f"reason: {status.reason}",
+        "targets: " + (", ".join(f"{t.kind} {t.namespace + '/' if t.namespace else ''}{t.name}"
+                                 + (f" (score {t.score:.4f})" if t.score is not None else "")
+                                 for t in spec.targets) or "none"),
+    ]
+    ranked = [e for e in status.explanation if "score" in e]
+    rejected = [e for e in status.explanation if "rejected_by" in e]
+    if ranked:
+        lines += ["", f"{'CANDIDATE':<40} {'SCORE':>8} {'TIER':>4}  BREAKDOWN"]
+        for e in ranked:
+            breakdown = " ".join(f"{k}={v:.4f}" for k, v in e.get("scores", {}).items())
+            extra = _metrics(e)
+            lines.append(f"{e['candidate']:<40} {e['score']:>8.4f} {e.get('tier', 0):>4}  "
+                         f"{breakdown}{'  ' + extra if extra else ''}")
+    if rejected:
+        lines += ["", f"{'REJECTED BY':<20} {'COUNT':>5}  REASON  (CANDIDATES)"]
+        for e in rejected:
+            names = ", ".join(c.rsplit("/", 1)[-1] for c in e.get("candidates", []))
+            more = "" if e.get("count", 0) <= len(e.get("candidates", [])) else ", ..."
+            lines.append(f"{e['rejected_by']:<20} {e.get('count', 1):>5}  {e['reason']}"
+                         f"  ({names}{more})")
+    return "\n".join(lines)
+
+
+def propagation(status: ApplicationStatus | None) -> str:
+    """The propagator's side of an application, in one line."""
+    if status is None:
+        return "propagator: no status yet (not applied anywhere)"
+    st = status.status
+    where = ", ".join(f"{r.namespace + '/' if r.namespace else ''}{r.name}"
+                      for r in st.running_on) or "nowhere"
+    reason = f" ({st.reason})" if st.reason else ""
+    return f"propagator: {st.state or '?'}{reason}; running on {where}"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.what_if:
+        if args.kind or args.name:
+            raise ValueError("--what-if FILE takes no KIND or NAME: the file has them")
+        return what_if_cmd(args)
+    if not (args.kind and args.name):
+        raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
+    namespace, _, name = args.name.rpartition("/")
+    namespace = namespace or "default"
+    kind = _KINDS[args.kind]
+    store = open_store(args)
+    key = keys.binding_key(kind, namespace, name)
+    kv = store.get(key)
+    if kv is None:
+        resource = keys.resource_key(kind, name, namespace)
+        if store.get(resource) is None:
+            print(f"error: no {kind} {namespace}/{name} (nothing at {resource})",
+                  file=sys.stderr)
+        else:
+            print(f"{kind} {namespace}/{name} exists but is not scheduled (yet): no "
+                  f"Binding at {key}; is a scheduler running?", file=sys.stderr)
+        return 1
+    b = decode(kv.value, Binding, key)
+    if args.output == "json":
+        print(json.dumps(msgspec.to_builtins(b), indent=2))
+        return 0
+    print(render(b))
+    if kind == "Application":
+        status = _status(store, namespace, name)
+        print(propagation(status))
+        if status is not None and status.status.state == "FAILED":
+            return 1
+    return 0
+
+
+def _status(store: Store, namespace: str, name: str) -> ApplicationStatus | None:
+    key = keys.status_key("Application", namespace, name)
+    kv = store.get(key)
+    return decode(kv.value, ApplicationStatus, key) if kv is not None else None
+
+
+def what_if_cmd(args: argparse.Namespace) -> int:
+    """Exit 0 if every application would be placed, 1 if one would not (or bad input)."""
+    try:
+        loaded = load([args.what_if])
+    except LoadErrors as exc:
+        for line in exc.errors:
+            print(f"error: {line}", file=sys.stderr)
+        return 1
+    others = [item.where for item in loaded if type(item.doc).__name__ != "Application"]
+    if others:
+        print(f"error: --what-if decides applications; not: {', '.join(others)}",
+              file=sys.stderr)
+        return 1
+    docs = [msgspec.to_builtins(item.doc) for item in loaded]
+    answers = what_if(open_store(args), load_config(args.config), docs)
+    if args.output == "json":
+        print(json.dumps([a.to_dict() for a in answers], indent=2))
+    else:
+        print("\n\n".join(render_answer(a) for a in answers))
+    return 0 if all(a.state == "Scheduled" for a in answers) else 1
+
+
+def render_answer(a: Answer) -> str:
+    lines = [f"What if: Application {a.application} ("
+             + ("stored; decided again from where it runs" if a.exists else "not stored")
+             + "; nothing is written)",
+             f"decision: {a.state}" + (f" on {', '.join(a.targets)}" if a.targets else "")
+             + (f" ({a.reason})" if a.reason else "")]
+    rows = [["CANDIDATE", "VERDICT", "SCORE", "BREAKDOWN / WHY"]]
+    for v in a.verdicts:
+        name = v.candidate.split("/", 1)[1] if "/" in v.candidate else v.candidate
+        if v.verdict == "rejected":
+            why = v.reason + (f"; it has {v.actual}" if v.actual else "")
+            rows.append([name, f"rejected by {v.rejected_by}", "-", why])
+        else:
+            rows.append([name, v.verdict, f"{v.score:.4f}" if v.score is not None else "-",
+                         " ".join(f"{k}={x:.4f}" for k, x in v.scores.items()) or "-"])
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines += ["", *("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True))
+                    + "  " + r[3] for r in rows)]
+    return "\n".join(lines)

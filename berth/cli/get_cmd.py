@@ -1,0 +1,255 @@
+"""``berth get KIND [[NS/]NAME]``: resources as a table, in kubectl's manner.
+
+Kinds by plural, singular or short name in any case (``cli.kinds``); ``-n``
+for a namespace (default ``default``), ``-A`` for all; ``-l`` a label
+selector; ``-o wide|yaml|json|name``; ``--watch`` prints a row again whenever
+the resource, its Binding, its status or its value changes. The columns are
+the ones an operator asks about: applications show the scheduler's and the
+propagator's state side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import yaml
+
+from berth.cli.etcd_options import open_store
+from berth.cli.kinds import resolve
+from berth.cli.resources import Shown, age, listed, mask, one, selected, selector, shown
+from berth.store import Store, Watch, keys
+from berth.store.documents import ApplicationStatus
+
+Column = tuple[str, Callable[[Shown], str]]
+
+
+def _names(targets: Iterable[Any]) -> str:
+    return ",".join(t.name for t in targets) or "-"
+
+
+def _pairs(items: Iterable[tuple[str, Any]]) -> str:
+    return ",".join(f"{k}={v}" for k, v in items) or "-"
+
+
+def _doc(s: Shown, attr: str, default: Any = "-") -> Any:
+    value: Any = s.doc
+    for part in attr.split("."):
+        if value is None:
+            return default
+        value = getattr(value, part, None)
+    return default if value is None else value
+
+
+def _state(s: Shown) -> str:
+    return s.status.status.state or "-" if s.status is not None else "-"
+
+
+def _placement(s: Shown) -> str:
+    if s.binding is None:
+        return "Pending"
+    gen = _doc(s, "metadata.generation", "")
+    if gen != "" and s.binding.spec.generation != gen:
+        return f"Pending (gen {gen})"
+    return s.binding.status.state or "-"
+
+
+def _value(s: Shown) -> str:
+    v = s.value.status.value if s.value is not None else None
+    return "-" if v is None else f"{v:g}"
+
+
+def _normalized(s: Shown) -> str:
+    n = s.value.status.normalized if s.value is not None else None
+    return "-" if n is None else f"{n:.3f}"
+
+
+def _metric_error(s: Shown) -> str:
+    err = s.value.status.error if s.value is not None else None
+    return "-" if err is None else err.reason
+
+
+def _reason(s: Shown) -> str:
+    if s.status is not None and s.status.status.reason:
+        return s.status.status.reason
+    return s.binding.status.reason if s.binding is not None and s.binding.status.reason else "-"
+
+
+COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, -o wide adds)
+    "Application": (
+        [("PLACEMENT", _placement), ("STATE", _state),
+         ("CLUSTERS", lambda s: _names(s.binding.spec.targets) if s.binding else "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("GENERATION", lambda s: str(_doc(s, "metadata.generation"))),
+         ("RUNNING ON", lambda s: _names(s.status.status.running_on)
+          if isinstance(s.status, ApplicationStatus) else "-"),
+         ("REASON", _reason)]),
+    "Cluster": (
+        [("STATE", _state), ("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
+         ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"
+                                        for m in _doc(s, "spec.metrics", [])) or "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("REASON", lambda s: s.status.status.reason or "-" if s.status else "-"),
+         ("TAINTS", lambda s: ",".join(f"{t.key}:{t.effect}"
+                                       for t in _doc(s, "spec.taints", [])) or "-"),
+         ("CLOUD", lambda s: _names(s.binding.spec.targets) if s.binding else "-")]),
+    "Metric": (
+        [("VALUE", _value), ("NORMALIZED", _normalized),
+         ("AGE", lambda s: age(s.value.status.observed if s.value else None)),
+         ("ERROR", _metric_error)],
+        [("PROVIDER", lambda s: str(_doc(s, "spec.provider.name"))),
+         ("MIN", lambda s: f"{_doc(s, 'spec.min', 0):g}"),
+         ("MAX", lambda s: f"{_doc(s, 'spec.max', 0):g}")]),
+    "Project": (
+        [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
+         ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"
+                                        for m in _doc(s, "spec.metrics", [])) or "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("URL", lambda s: str(_doc(s, "spec.url")))]),
+    "MagnumCluster": (
+        [("PLACEMENT", _placement),
+         ("PROJECT", lambda s: _names(s.binding.spec.targets) if s.binding else "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("REASON", _reason)]),
+    "MetricsProvider": (
+        [("TYPE", lambda s: str(_doc(s, "spec.type"))),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),
+    "Cloud": (
+        [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
+         ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"
+                                        for m in _doc(s, "spec.metrics", [])) or "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("TYPE", lambda s: str(_doc(s, "spec.type")))]),
+}
+
+
+def columns(kind: keys.Kind, wide: bool, all_namespaces: bool) -> list[Column]:
+    base, more = COLUMNS[kind.name.removeprefix("Global")]
+    head: list[Column] = [("NAME", lambda s: s.name)]
+    if all_namespaces and kind.namespaced:
+        head.insert(0, ("NAMESPACE", lambda s: s.namespace or "-"))
+    cols = head + base + (more if wide else [])
+    return [(title, _guarded(cell)) for title, cell in cols]
+
+
+def _guarded(cell: Callable[[Shown], str]) -> Callable[[Shown], str]:
+    def safe(s: Shown) -> str:
+        try:
+            return cell(s)
+        except (AttributeError, TypeError, ValueError):
+            return "<invalid>" if s.doc is None else "-"
+    return safe
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def document(s: Shown, secrets: bool) -> Any:
+    if s.raw is None:
+        return {"key": s.key, "error": s.error}
+    return s.raw if secrets else mask(s.raw)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("get", help="list resources as a table (kubectl's manner)",
+                       description="Show resources of a kind with what the scheduler, the "
+                       "propagator and the metrics-cache say of them.")
+    p.add_argument("kind", help="applications, clusters, metrics, globalmetrics, clouds, "
+                   "metricsproviders, ... (singular, plural or short name, any case)")
+    p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME")
+    add_listing_options(p)
+    p.add_argument("-o", "--output", choices=["wide", "yaml", "json", "name"],
+                   help="wide: more columns; yaml/json: the documents; name: kind/ns/name")
+    p.add_argument("-w", "--watch", action="store_true",
+                   help="after the table, print a row whenever one changes (Ctrl-C ends)")
+    p.add_argument("--show-secrets", action="store_true",
+                   help="print credentials (kubeconfig tokens and keys, passwords) as stored")
+    p.set_defaults(run=run)
+
+
+def add_listing_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--namespace", default="default", help="default: default")
+    p.add_argument("-A", "--all-namespaces", action="store_true")
+    p.add_argument("-l", "--selector", help="labels: k=v, k!=v, k, !k, comma-joined")
+
+
+def run(args: argparse.Namespace) -> int:
+    kind = resolve(args.kind)
+    terms = selector(args.selector) if args.selector else []
+    store = open_store(args)
+    namespace = None if args.all_namespaces else args.namespace
+    revision = store.revision()
+    if args.name:
+        ns, _, name = args.name.rpartition("/")
+        found = one(store, kind, ns or args.namespace, name)
+        if found is None:
+            where = f"{ns or args.namespace}/" if kind.namespaced else ""
+            print(f"error: {kind.name.lower()} {where}{name} not found", file=sys.stderr)
+            return 1
+        items = [found]
+    else:
+        items = [s for s in listed(store, kind, namespace) if selected(s.labels, terms)]
+    for s in items:
+        if s.error:
+            print(f"warning: {s.key}: {s.error}", file=sys.stderr)
+    cols = columns(kind, args.output == "wide", args.all_namespaces)
+    _print(items, cols, args, header=True)
+    if not items and args.output not in ("json", "yaml"):
+        where = "" if args.all_namespaces or not kind.namespaced else f" in {namespace}"
+        print(f"No {kind.plural} found{where}.", file=sys.stderr)
+    if args.watch:
+        _watch(store, kind, namespace, args, terms, cols, revision)
+    return 0
+
+
+def _print(items: list[Shown], cols: list[Column], args: argparse.Namespace, *,
+           header: bool) -> None:
+    if args.output == "name":
+        for s in items:
+            print(s.ref)
+    elif args.output in ("json", "yaml"):
+        docs = [document(s, args.show_secrets) for s in items]
+        data: Any = docs[0] if args.name and docs else {"kind": "List", "items": docs}
+        if args.output == "json":
+            print(json.dumps(data, indent=2, default=str))
+        else:
+            print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
+    elif items:
+        rows = [[title for title, _ in cols]] + [[cell(s) for _, cell in cols] for s in items]
+        text = table(rows)
+        print(text if header else text.split("\n", 1)[1], flush=True)
+
+
+def _watch(store: Store, kind: keys.Kind, namespace: str | None, args: argparse.Namespace,
+           terms: list[tuple[str, str, str]], cols: list[Column], revision: int) -> None:
+    """Print a row (or a document) whenever a resource of ``kind`` or a key the
+    processes write of it changes; deleted resources are printed once as deleted."""
+    for batch in Watch(store, keys.ROOT, revision + 1):
+        for ev in batch.events:
+            try:
+                ref = keys.parse_key(ev.key)
+            except ValueError:
+                continue
+            family_kind = ref.kind.name
+            if ref.family == "metricvalue" and kind.name in ("Metric", "GlobalMetric"):
+                family_kind = kind.name if bool(ref.namespace) == kind.namespaced else ""
+            if family_kind != kind.name or (namespace and kind.namespaced
+                                            and ref.namespace != namespace):
+                continue
+            if args.name and ref.name != args.name.rpartition("/")[2]:
+                continue
+            kv = store.get(keys.resource_key(kind.name, ref.name, ref.namespace))
+            if kv is None:
+                if ref.family == "resource" and ev.type == "DELETE":
+                    print(f"{kind.name.lower()}/{ref.namespace + '/' if ref.namespace else ''}"
+                          f"{ref.name} deleted", flush=True)
+                continue
+            s = shown(store, kind, kv)
+            if selected(s.labels, terms):
+                _print([s], cols, args, header=False)

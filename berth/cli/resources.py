@@ -1,0 +1,176 @@
+"""What the read commands show: a resource joined with what the processes say of it.
+
+An Application is shown with its Binding (the scheduler's side) and its
+status (the propagator's); a Cluster with the observer's status; a Metric with
+the metrics-cache's value. Everything is read from etcd as it is; a value that
+does not decode is shown as such, never a crash. Credentials are masked unless
+asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from berth.store import KV, Store, StoreError, decode, keys
+from berth.store.documents import (
+    RESOURCE_TYPES,
+    ApplicationStatus,
+    Binding,
+    ClusterStatus,
+    MetricValue,
+)
+
+MASK = "<masked>"
+# Keys whose values are credentials, wherever they appear (kubeconfig users,
+# provider and cloud auth sections).
+_SECRET = re.compile(r"(token|password|secret|key-data|keyData|credential)", re.I)
+
+
+def mask(data: Any) -> Any:
+    """A copy of ``data`` with every credential replaced by ``<masked>``."""
+    if isinstance(data, dict):
+        return {k: (MASK if isinstance(k, str) and _SECRET.search(k) and v not in (None, "")
+                    else mask(v)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [mask(v) for v in data]
+    return data
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    """kubectl's ages: 45s, 12m, 5h, 3d."""
+    if when is None:
+        return "-"
+    seconds = ((now or datetime.now(UTC)) - when).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size or (unit == "m" and seconds >= size):
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+@dataclass(slots=True)
+class Shown:
+    """One resource and what the processes say of it."""
+
+    kind: keys.Kind
+    key: str
+    namespace: str | None
+    name: str
+    doc: Any = None  # the resource (its document type), None if it does not decode
+    raw: Any = None  # the stored JSON, for -o json/yaml
+    error: str = ""  # why ``doc`` is None
+    binding: Binding | None = None
+    status: ApplicationStatus | ClusterStatus | None = None
+    value: MetricValue | None = None
+    notes: list[str] = field(default_factory=list)  # the joined keys that did not decode
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.doc.metadata.labels if self.doc is not None else {}
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind.name.lower()}/{self.namespace + '/' if self.namespace else ''}" \
+               f"{self.name}"
+
+
+def _decoded(kv: KV | None, type_: type[Any], notes: list[str]) -> Any:
+    if kv is None:
+        return None
+    try:
+        return decode(kv.value, type_, kv.key)
+    except StoreError as exc:
+        notes.append(str(exc))
+        return None
+
+
+def _joins(kind: keys.Kind, ref: keys.KeyRef) -> list[tuple[str, str, type[Any]]]:
+    """The keys the processes write of a resource: (attribute, key, document type)."""
+    ns = ref.namespace or ""
+    out: list[tuple[str, str, type[Any]]] = []
+    if kind.name in ("Application", "Cluster", "MagnumCluster"):
+        out.append(("binding", keys.binding_key(kind.name, ns, ref.name), Binding))
+    if kind.name in ("Application", "Cluster"):
+        out.append(("status", keys.status_key(kind.name, ns, ref.name),
+                    ApplicationStatus if kind.name == "Application" else ClusterStatus))
+    if kind.name in ("Metric", "GlobalMetric"):
+        out.append(("value", keys.metric_value_key(ref.name, ref.namespace), MetricValue))
+    return out
+
+
+def _shown(kind: keys.Kind, kv: KV, fetched: Mapping[str, KV]) -> Shown:
+    """A resource joined with the keys the processes write of it (already read)."""
+    ref = keys.parse_key(kv.key)
+    out = Shown(kind, kv.key, ref.namespace, ref.name)
+    try:
+        out.raw = msgspec.json.decode(kv.value)
+        out.doc = decode(kv.value, RESOURCE_TYPES[kind.name], kv.key)
+    except (StoreError, msgspec.DecodeError) as exc:
+        out.error = str(exc)
+    for attr, key, type_ in _joins(kind, ref):
+        setattr(out, attr, _decoded(fetched.get(key), type_, out.notes))
+    return out
+
+
+def shown_all(store: Store, kind: keys.Kind, kvs: list[KV]) -> list[Shown]:
+    """Resources joined, the joined keys read together (128 per round trip)."""
+    kvs = [kv for kv in kvs if _is_resource(kv.key)]
+    wanted = [key for kv in kvs for _, key, _ in _joins(kind, keys.parse_key(kv.key))]
+    fetched = store.get_many(wanted) if wanted else {}
+    return [_shown(kind, kv, fetched) for kv in kvs]
+
+
+def shown(store: Store, kind: keys.Kind, kv: KV) -> Shown:
+    return shown_all(store, kind, [kv])[0]
+
+
+def _is_resource(key: str) -> bool:
+    try:
+        keys.parse_key(key)
+    except ValueError:
+        return False  # a stray key under the prefix: not a resource
+    return True
+
+
+def listed(store: Store, kind: keys.Kind, namespace: str | None) -> list[Shown]:
+    """Every resource of ``kind`` (in ``namespace`` if given), joined."""
+    prefix = keys.resource_prefix(kind.name, namespace if kind.namespaced else None)
+    return shown_all(store, kind, store.list_prefix(prefix)[0])
+
+
+def one(store: Store, kind: keys.Kind, namespace: str | None, name: str) -> Shown | None:
+    key = keys.resource_key(kind.name, name, namespace if kind.namespaced else None)
+    kv = store.get(key)
+    return shown(store, kind, kv) if kv is not None else None
+
+
+# -- label selectors ----------------------------------------------------------------
+
+_TERM = re.compile(r"^\s*(!)?\s*([A-Za-z0-9_./-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9_.:/+-]*))?\s*$")
+
+
+def selector(text: str) -> list[tuple[str, str, str]]:
+    """``-l``: ``k=v``, ``k==v``, ``k!=v``, ``k`` (exists), ``!k`` (does not), comma-joined
+    (all must hold); ValueError names the term that does not parse."""
+    terms = []
+    for part in text.split(","):
+        m = _TERM.match(part)
+        if not m or (m.group(1) and m.group(3)):
+            raise ValueError(f"-l {text!r}: cannot parse {part.strip()!r} (k=v, k!=v, k, !k)")
+        neg, key, op, value = m.groups()
+        terms.append((key, "!" if neg else (op or "exists").replace("==", "="), value or ""))
+    return terms
+
+
+def selected(labels: Mapping[str, str], terms: list[tuple[str, str, str]]) -> bool:
+    for key, op, value in terms:
+        have = labels.get(key)
+        if (op == "exists" and have is None) or (op == "!" and have is not None) or (
+                op == "=" and have != value) or (op == "!=" and have == value):
+            return False
+    return True

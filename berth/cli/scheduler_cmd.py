@@ -1,0 +1,34 @@
+"""``berth scheduler``: place applications on clusters (and clusters on clouds)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from berth.cli.controller_cmd import add_controller
+from berth.controllers.runtime.process import Controller
+from berth.controllers.scheduler.config import SchedulerConfig, dump_config, load_config
+from berth.store import Store
+
+
+def _load(path: str | None) -> SchedulerConfig:
+    from berth.controllers.scheduler.scheduler import check_config
+
+    config = load_config(path)
+    check_config(config)  # refuse a bad plugin configuration at once
+    return config
+
+
+def _make(store: Store, config: Any) -> Controller:
+    from berth.controllers.scheduler.scheduler import Scheduler
+
+    return Scheduler(store, config)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    add_controller(
+        sub, name="scheduler", help="run the scheduler",
+        description="Watch applications, clusters and metric values; write a Binding for "
+        "each application (and each cluster without a kubeconfig).",
+        port=9101, load=_load, dump_defaults=lambda: dump_config(SchedulerConfig()),
+        make=_make)

@@ -1,0 +1,35 @@
+"""The metrics-cache's configuration file (YAML), with safe defaults."""
+
+from __future__ import annotations
+
+import msgspec
+
+from berth.controllers.runtime.config import dump_yaml, load_yaml
+
+
+class MetricsCacheConfig(msgspec.Struct, forbid_unknown_fields=True):
+    lease_ttl: int = 15  # seconds a value outlives this process
+    poll_interval: float = 10.0  # seconds, unless the provider's spec says otherwise
+    jitter: float = 0.1  # each interval varies by up to this fraction
+    timeout: float = 5.0  # seconds for one provider request
+    retries: int = 2  # retries of an unreachable provider within one poll
+    stale_after: float = 60.0  # an errored metric keeps its last value this long
+    watch_idle_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.lease_ttl < 2:
+            raise ValueError("lease_ttl must be at least 2 seconds")
+        if self.poll_interval <= 0 or self.timeout <= 0:
+            raise ValueError("poll_interval and timeout must be positive")
+        if not 0 <= self.jitter < 1:
+            raise ValueError("jitter must be in [0, 1)")
+        if self.retries < 0 or self.stale_after < 0:
+            raise ValueError("retries and stale_after must not be negative")
+
+
+def load_config(path: str | None) -> MetricsCacheConfig:
+    return load_yaml(path, MetricsCacheConfig)
+
+
+def dump_config(config: MetricsCacheConfig) -> str:
+    return dump_yaml(config)

@@ -1,0 +1,289 @@
+"""The applier: put each placed application on the clusters its Binding names.
+
+One reconcile per application key, level-based: it reads the application, its
+Binding and its own status key into frozen :class:`~controllers.propagator.plan.Facts`,
+then runs the plan (``plan.py``: what to do, as a value) step by step through
+the executor (``execute.py``: doing it on clusters) and the status writer
+(``status.py``), and ends with a result: done, or retry after a while.
+
+* **Apply** generation G only when the Binding was decided for G (DESIGN.md),
+  with server-side apply (field manager ``berth``) of every manifest object on
+  every target cluster; objects a new generation dropped are pruned.
+* **Move** make-before-break: once every target has the objects (checked with
+  a GET), they are deleted from the clusters the application left.
+* **Delete**: an application marked deleted has its objects removed from every
+  cluster, then its key (and its status) deleted — a finalizer. One whose key
+  vanished is cleaned up from the clusters its status lists.
+* **Drift**: a periodic resync re-applies everything (server-side apply of an
+  unchanged object changes nothing), and watches re-apply an application as
+  soon as someone else changes or deletes one of its objects.
+
+A cluster that fails is retried with backoff and recorded; a manifest the
+cluster refuses as invalid is FAILED and left until its generation changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from prometheus_client import Counter
+
+from berth.controllers.propagator.config import PropagatorConfig
+from berth.controllers.propagator.drift import Ledger
+from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, run
+from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
+from berth.controllers.propagator.manifest import ManifestError, objects
+from berth.controllers.propagator.plan import App, Facts, Finish, Progress
+from berth.controllers.propagator.status import Doc, StatusWriter
+from berth.controllers.propagator.views import AppView, ClusterView
+from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
+from berth.store import Store, StoreError, keys
+from berth.store.documents import ApplicationStatus, Binding, ClusterStatus, KubeObjectRef
+
+log = logging.getLogger(__name__)
+
+DRIFTS = Counter("berth_propagator_drift_total", "Objects changed on a cluster by others")
+
+FINALIZER = "berth.dev/propagator"
+
+
+def cluster_id(namespace: str | None, name: str) -> str:
+    return f"{namespace or ''}/{name}"
+
+
+def cluster_key(cid: str) -> str:
+    namespace, _, name = cid.partition("/")
+    return keys.resource_key("Cluster", name, namespace or None)
+
+
+class Applier:
+    def __init__(self, store: Store, config: PropagatorConfig, *,
+                 clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
+                 connections: Connections) -> None:
+        self.store = store
+        self.config = config
+        self.clusters = clusters
+        self.cluster_statuses = cluster_statuses  # the observer's: ONLINE or not
+        self.connections = connections
+        idle = config.watch_idle_timeout
+        self.apps: Informer[AppView] = Informer(
+            store, keys.resource_prefix("Application"), AppView, idle_timeout=idle)
+        self.bindings: Informer[Binding] = Informer(
+            store, keys.binding_prefix("Application"), Binding, idle_timeout=idle)
+        self.statuses: Informer[ApplicationStatus] = Informer(
+            store, keys.status_prefix("Application"), ApplicationStatus, idle_timeout=idle)
+        self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
+                                               max_delay=config.retry_max_delay)
+        self.writer = StatusWriter(store, self.statuses)
+        self.ledger = Ledger()
+        # Called after each object applied (cluster id, kind, the resourceVersion
+        # stored): the drift watches start there.
+        self.on_applied: list[OnApplied] = []
+        self.executor = Executor(self, self.ledger, self.on_applied)
+        self._lock = threading.Lock()
+        # application key → cluster id → when drift was last seen there (a sequence)
+        self._drifted: dict[str, dict[str, int]] = {}
+        self._seen = 0
+        self._epoch = 0  # bumped by every resync: everything is applied again once
+        self._applied_epoch: dict[tuple[str, str], int] = {}
+        self.apps.add_handler(self._on_app)
+        self.bindings.add_handler(self._on_binding)
+        self.statuses.add_handler(self._on_status)
+        self.statuses.add_invalid_handler(self._on_garbage_status)
+        self.clusters.add_handler(self._on_cluster)
+        cluster_statuses.add_handler(self._on_cluster_status)
+
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return self.apps, self.bindings, self.statuses
+
+    # -- events ----------------------------------------------------------------
+
+    def _on_app(self, event: Event[AppView]) -> None:
+        self.queue.add(event.key)
+
+    def _on_binding(self, event: Event[Binding]) -> None:
+        self.queue.add(keys.resource_key_of(event.key))
+
+    def _on_status(self, event: Event[ApplicationStatus]) -> None:
+        if event.type is EventType.ADDED:  # at start: also applications whose key vanished
+            self.queue.add(keys.resource_key_of(event.key))
+
+    def _on_garbage_status(self, key: str, revision: int) -> None:
+        """Someone wrote a value that is not a status into our key: our status goes back."""
+        self.writer.garbage_seen(key, revision)
+        self.queue.add(keys.resource_key_of(key))
+
+    def _on_cluster(self, event: Event[ClusterView]) -> None:
+        if event.type is EventType.DELETED:
+            self.connections.drop(event.key)
+        if event.type is not EventType.ADDED:  # e.g. a new kubeconfig: apply through it
+            meta = event.obj.metadata
+            self.requeue_cluster(cluster_id(meta.namespace, meta.name), drifted=True)
+
+    def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
+        was = event.old.status.state if event.old else ""
+        now = event.obj.status.state if event.type is not EventType.DELETED else ""
+        if now == was:
+            return
+        meta = event.obj.metadata
+        # Back ONLINE: retry what failed there. Gone OFFLINE: the applications on it say so.
+        self.requeue_cluster(cluster_id(meta.namespace, meta.name), only_failed=now == "ONLINE")
+
+    def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
+                        ) -> None:
+        """Reconcile now every application that is on, or failed on, cluster ``cid``."""
+        for item in self.statuses.items():
+            st = item.obj.status
+            if cid in st.errors or (not only_failed and cid in st.applied):
+                self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
+
+    def _requeue(self, app_key: str, drifted: str | None = None) -> None:
+        if drifted is not None:
+            with self._lock:
+                self._seen += 1
+                self._drifted.setdefault(app_key, {})[drifted] = self._seen
+        self.queue.add(app_key)
+
+    def on_drift(self, cid: str, event_type: str, obj: KubeObject) -> None:
+        """A watch saw an object berth manages change: re-apply it if it was not us."""
+        meta = obj.metadata
+        owner = meta.annotations.get(OWNER, "")
+        if "/" not in owner:
+            return
+        ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
+        if not self.ledger.someone_else(cid, ref, meta.resourceVersion):
+            return
+        namespace, _, name = owner.partition("/")
+        DRIFTS.inc()
+        log.info("%s on cluster %s was %s by someone else: re-applying %s", ref, cid,
+                 "deleted" if event_type == "DELETED" else "changed", owner)
+        self._requeue(keys.resource_key("Application", name, namespace), cid)
+
+    def resync(self) -> None:
+        """Re-apply every application once (and clean up after vanished ones)."""
+        with self._lock:
+            self._epoch += 1
+        apps, statuses = self.apps.list_keys(), self.statuses.list_keys()  # copies
+        for key in {*apps, *map(keys.resource_key_of, statuses)}:
+            self.queue.add(key)
+
+    def forget_written(self, upto: int) -> None:
+        self.writer.forget_written(upto)
+
+    # -- clusters, for the executor ----------------------------------------------
+
+    def client(self, cid: str) -> ClusterClient | None:
+        """The cluster's connection; None if the Cluster is gone; Unavailable if unusable."""
+        ckey = cluster_key(cid)
+        view = self.clusters.get(ckey)
+        if view is None:
+            return None
+        if not view.spec.kubeconfig:
+            raise Unavailable(f"cluster {cid} has no kubeconfig")
+        try:
+            return self.connections.get(ckey, view.spec.kubeconfig)
+        except Exception as exc:
+            raise Unavailable(f"cluster {cid}: unusable kubeconfig: {safe(exc)}") from exc
+
+    def unreadable(self, cid: str) -> bool:
+        return self._unreadable(cluster_key(cid))
+
+    def _unreadable(self, key: str) -> bool:
+        """Whether ``key`` holds a value the informer skipped (it did not decode)."""
+        try:
+            return self.store.get(key) is not None
+        except StoreError as exc:
+            raise Unavailable(f"{key}: {exc}") from exc
+
+    # -- reconcile -------------------------------------------------------------
+
+    def reconcile(self, key: str) -> Retry | None:
+        """plan → execute → write, until the plan finishes; a Retry if not done."""
+        ref = keys.parse_key(key)
+        doc = self.writer.read(ref.namespace or "", ref.name)
+        item = self.apps.item(key)
+        with self._lock:
+            epoch = self._epoch
+            drifted = dict(self._drifted.get(key, {}))
+        try:
+            facts = self._facts(key, doc, item, epoch, drifted)
+        except Unavailable as exc:
+            return Retry(str(exc))
+        progress = Progress.start(doc.state)
+        outcome = run(facts, progress, self.executor, doc)
+        with self._lock:
+            mine = self._drifted.get(key, {})
+            for cid in progress.tried:  # drift seen since the snapshot is still to do
+                if cid in drifted and mine.get(cid) == drifted[cid]:
+                    del mine[cid]
+                done = cid in progress.applied and cid not in progress.errors
+                if done and progress.refused is None:
+                    self._applied_epoch[(key, cid)] = epoch
+            if not mine:
+                self._drifted.pop(key, None)
+        for cid in progress.drifted:
+            self._requeue(key, cid)
+        if isinstance(outcome, Retry):
+            return outcome
+        return self._finish(key, doc, item, outcome)
+
+    def _facts(self, key: str, doc: Doc, item: Item[AppView] | None, epoch: int,
+               drifted: dict[str, int]) -> Facts:
+        """The frozen snapshot a reconcile decides on."""
+        ns, name = doc.namespace, doc.name
+        recorded = doc.state
+        if item is None:
+            unreadable = bool(recorded.applied) and self._unreadable(key)
+            return Facts(None, recorded, app_unreadable=unreadable)
+        meta = item.obj.metadata
+        try:
+            bodies, error = tuple(objects(item.obj.spec.manifest, ns, name)), ""
+        except ManifestError as exc:
+            bodies, error = (), str(exc)
+        app = App(meta.generation, meta.deleted is not None,
+                  tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error)
+        binding = self.bindings.get(keys.binding_key("Application", ns, name))
+        if binding is None:
+            return Facts(app, recorded)
+        targets = tuple(cluster_id(t.namespace or ns, t.name)
+                        for t in binding.spec.targets if t.kind == "Cluster")
+        with self._lock:
+            stale = frozenset(c for c in targets if c in drifted
+                              or self._applied_epoch.get((key, c)) != epoch)
+        return Facts(app, recorded, binding.spec.generation, targets,
+                     binding.status.reason, stale=stale, unseen=self._unseen(targets))
+
+    def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
+        """Of ``clusters``, those the observer does not see ONLINE, and why."""
+        out: dict[str, str] = {}
+        for cid in clusters:
+            ns, _, name = cid.partition("/")
+            st = self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
+            if st is not None and st.status.state not in ("ONLINE", ""):
+                reason = f" ({st.status.reason})" if st.status.reason else ""
+                out[cid] = f"{st.status.state}{reason}"
+        return out
+
+    def _finish(self, key: str, doc: Doc, item: Item[AppView] | None, end: Finish
+                ) -> Retry | None:
+        if end.warning:
+            log.warning("%s: %s", key, end.warning)
+        if end.state is not None:
+            failed = doc.write(end.state)
+            if failed is not None:
+                return failed
+        if end.remove:
+            had = doc.old is not None or item is not None
+            failed = self.writer.remove(doc, (key, item.mod_revision) if item else None)
+            if failed is not None:
+                return failed
+            with self._lock:
+                for k in [k for k in self._applied_epoch if k[0] == key]:
+                    del self._applied_epoch[k]
+            if had:
+                log.info("application %s/%s removed from every cluster%s", doc.namespace,
+                         doc.name, " and deleted" if item is not None else "")
+        return Retry(end.retry) if end.retry else None

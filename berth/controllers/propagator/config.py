@@ -1,0 +1,39 @@
+"""The propagator's configuration file (YAML), with safe defaults."""
+
+from __future__ import annotations
+
+import msgspec
+
+from berth.controllers.runtime.config import dump_yaml, load_yaml
+
+
+class PropagatorConfig(msgspec.Struct, forbid_unknown_fields=True):
+    probe_interval: float = 10.0  # seconds between probes of each cluster
+    probe_timeout: float = 5.0  # seconds for one request to a cluster
+    probe_concurrency: int = 8  # clusters probed at once
+    grace: int = 3  # failed probes in a row before a cluster changes state
+    request_timeout: float = 10.0  # seconds for one apply, delete or get
+    workers: int = 16  # applications reconciled at once (mostly waiting on the network)
+    resync_interval: float = 300.0  # seconds between re-applying everything (drift)
+    drift_watch: bool = True  # also watch applied objects and re-apply on change
+    drift_watch_timeout: int = 300  # seconds a watch request stays open before renewal
+    retry_base_delay: float = 0.5  # first retry of a failed application; doubles
+    retry_max_delay: float = 60.0
+    watch_idle_timeout: float = 30.0  # etcd watch without news before it is reopened
+
+    def __post_init__(self) -> None:
+        for name in ("probe_interval", "probe_timeout", "request_timeout", "resync_interval",
+                     "retry_base_delay", "retry_max_delay", "watch_idle_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        for name in ("probe_concurrency", "grace", "workers", "drift_watch_timeout"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+
+def load_config(path: str | None) -> PropagatorConfig:
+    return load_yaml(path, PropagatorConfig)
+
+
+def dump_config(config: PropagatorConfig) -> str:
+    return dump_yaml(config)

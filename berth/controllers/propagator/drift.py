@@ -1,0 +1,176 @@
+"""Drift watches: one Kubernetes watch per (cluster, kind) berth has applied there.
+
+Each watch selects the objects labelled ``app.kubernetes.io/managed-by:
+berth`` in every namespace and hands every event to ``on_event``, which
+decides whether someone other than berth changed the object. When a watch
+breaks (the cluster went away), it waits until the cluster answers a probe
+again, then calls ``on_back`` — changes made while nobody watched, or a
+cluster that came back empty, are found by re-applying everything on it.
+Otherwise a watch resumes from the last resourceVersion it saw (bookmarks
+keep it fresh), so renewing the request misses nothing. A
+cluster that does not allow watching is left to the periodic resync.
+
+The :class:`Ledger` tells berth's own writes from someone else's: it holds the
+resourceVersion each of berth's applies stored, and the newest one a watch
+showed while an apply was still in flight (that event may be ours, or a
+change made right after ours: only the versions can tell).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from berth.controllers.propagator.kube import (
+    Connection,
+    Connections,
+    Kind,
+    KubeObject,
+    Unavailable,
+    WatchRefused,
+    safe,
+)
+from berth.store.documents import KubeObjectRef
+
+log = logging.getLogger(__name__)
+
+OnEvent = Callable[[str, str, KubeObject], None]  # (cluster id, event type, object)
+
+_Where = tuple[str, KubeObjectRef]  # (cluster id, object)
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether resourceVersion ``version`` was stored after ``than``.
+
+    The API server stores etcd's revisions there, which grow; a version that
+    is not a number is only known to differ (taken as newer: one apply more).
+    """
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return version != than
+
+
+class Ledger:
+    """The resourceVersion berth's last apply stored, per (cluster, object)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stored: dict[_Where, str] = {}
+        self._in_flight: dict[_Where, str] = {}  # → newest version a watch showed meanwhile
+
+    def begin(self, cid: str, ref: KubeObjectRef) -> None:
+        """An apply of ``ref`` on ``cid`` starts."""
+        with self._lock:
+            self._in_flight[(cid, ref)] = ""
+
+    def end(self, cid: str, ref: KubeObjectRef, stored: str | None) -> bool:
+        """The apply ended, having stored version ``stored`` (None: it failed).
+
+        True if a watch meanwhile showed a version newer than ours: someone
+        changed or deleted the object right after berth applied it.
+        """
+        with self._lock:
+            seen = self._in_flight.pop((cid, ref), "")
+            if stored is None:
+                return False
+            self._stored[(cid, ref)] = stored
+            return bool(seen) and newer(seen, stored)
+
+    def forget(self, cid: str, ref: KubeObjectRef) -> None:
+        """berth deletes the object: whatever a watch shows next is not drift."""
+        with self._lock:
+            self._stored.pop((cid, ref), None)
+
+    def someone_else(self, cid: str, ref: KubeObjectRef, version: str) -> bool:
+        """Whether a watch event at ``version`` is a change berth did not make."""
+        where = (cid, ref)
+        with self._lock:
+            if where in self._in_flight:  # told apart when the apply returns
+                if not self._in_flight[where] or newer(version, self._in_flight[where]):
+                    self._in_flight[where] = version
+                return False
+            stored = self._stored.get(where)
+            if stored is None or not newer(version, stored):
+                return False  # not ours to watch, or an event from before our apply
+            del self._stored[where]  # reported once: the apply that follows records anew
+            return True
+
+
+class DriftWatches:
+    def __init__(self, connections: Connections, on_event: OnEvent,
+                 on_back: Callable[[str], None], *, server_timeout: int,
+                 probe_timeout: float, max_delay: float = 30.0) -> None:
+        self.connections = connections
+        self.on_event = on_event
+        self.on_back = on_back
+        self.server_timeout = server_timeout
+        self.probe_timeout = probe_timeout
+        self.max_delay = max_delay
+        self._lock = threading.Lock()
+        self._watches: dict[tuple[str, Connection, Kind], threading.Thread] = {}
+        self._stop = threading.Event()
+
+    def ensure(self, cid: str, ckey: str, kind: Kind, since: str) -> None:
+        """Watch ``kind`` on cluster ``cid`` (key ``ckey``) through its current
+        connection (once per connection and kind), from the resourceVersion
+        ``since`` — the apply that asked for it — so that no change made after
+        that apply is missed while the watch connects."""
+        conn = self.connections.current(ckey)
+        if conn is None:
+            return
+        ident = (cid, conn, kind)
+        with self._lock:
+            if ident in self._watches or self._stop.is_set():
+                return
+            thread = threading.Thread(target=self._run, args=(cid, ckey, conn, kind, since),
+                                      name=f"drift-{cid}-{kind.plural}", daemon=True)
+            self._watches[ident] = thread
+        thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()  # the connections' close ends the open requests
+
+    def _alive(self, ckey: str, conn: Connection) -> bool:
+        return (not self._stop.is_set() and not conn.closed
+                and self.connections.current(ckey) is conn)
+
+    def _run(self, cid: str, ckey: str, conn: Connection, kind: Kind, since: str) -> None:
+        delay = 0.5
+        try:
+            while self._alive(ckey, conn):
+                try:
+                    for event in conn.watch(kind, self.server_timeout, since):
+                        if not self._alive(ckey, conn):
+                            return
+                        if event.type == "ERROR":  # e.g. 410: ``since`` is too old
+                            raise Unavailable(f"watch error: {event.object}")
+                        since = event.object.metadata.resourceVersion or since
+                        if event.type != "BOOKMARK":
+                            self.on_event(cid, event.type, event.object)
+                        delay = 0.5
+                    continue  # the server ended the request: resume from ``since``
+                except WatchRefused as exc:
+                    log.warning("cluster %s does not allow watching %s (%s): drift is found "
+                                "by the periodic resync only", cid, kind.plural, exc)
+                    return
+                except Exception as exc:
+                    if not self._alive(ckey, conn):
+                        return
+                    log.info("watch of %s on cluster %s broke (%s); re-applying when it is "
+                             "back", kind.plural, cid, safe(exc))
+                self._wait_until_back(ckey, conn, delay)
+                delay = min(self.max_delay, delay * 2)
+                since = ""  # what happened meanwhile is found by re-applying everything
+                if self._alive(ckey, conn):
+                    self.on_back(cid)
+        finally:
+            with self._lock:
+                self._watches.pop((cid, conn, kind), None)
+
+    def _wait_until_back(self, ckey: str, conn: Connection, delay: float) -> None:
+        while self._alive(ckey, conn):
+            self._stop.wait(delay)
+            if conn.probe(self.probe_timeout).state == "ONLINE":
+                return
+            delay = min(self.max_delay, delay * 2)

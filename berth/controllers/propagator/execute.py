@@ -1,0 +1,253 @@
+"""Carrying out a plan's steps against clusters, and the reconcile loop around them.
+
+The :class:`Executor` runs :class:`~controllers.propagator.plan.Apply`,
+``Confirm`` and ``Clear`` steps through a :class:`ClusterClient` — the real
+:class:`~controllers.propagator.kube.Connection`, or an in-memory cluster in
+unit tests — and records each outcome in the
+:class:`~controllers.propagator.plan.Progress`: a cluster that fails goes into
+``errors``, a manifest it refuses into ``refused``. Errors are values here;
+only the cluster client raises, and only the executor catches.
+
+:func:`run` asks the plan for a step, executes it, and asks again until the
+plan finishes; status writes go through a :class:`StatusSink`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from prometheus_client import Counter
+
+from berth.controllers.propagator.drift import Ledger
+from berth.controllers.propagator.kube import Kind, Rejected, Unavailable
+from berth.controllers.propagator.plan import (
+    Apply,
+    Clear,
+    Confirm,
+    Facts,
+    Finish,
+    Progress,
+    Write,
+    intent,
+    plan,
+)
+from berth.controllers.runtime import Retry
+from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+
+log = logging.getLogger(__name__)
+
+APPLIES = Counter("berth_propagator_applies_total", "Objects applied to clusters", ["result"])
+
+MAX_STEPS = 1000  # a plan that has not finished by then is a bug: stop and say so
+
+
+class ClusterClient(Protocol):
+    """The four things the propagator asks of a cluster's API."""
+
+    def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
+        """The kind of a manifest object and where it lives; NotServed/Unavailable."""
+        ...
+
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> str:
+        """Server-side apply; the resourceVersion stored. Rejected or Unavailable."""
+        ...
+
+    def exists(self, ref: KubeObjectRef) -> bool:
+        ...
+
+    def delete(self, ref: KubeObjectRef) -> None:
+        """Delete; an object already gone is fine."""
+        ...
+
+
+class Clients(Protocol):
+    """How the executor reaches a cluster by id ("<namespace>/<name>")."""
+
+    def client(self, cid: str) -> ClusterClient | None:
+        """None if there is no such Cluster; Unavailable if it cannot be reached."""
+        ...
+
+    def unreadable(self, cid: str) -> bool:
+        """Whether the Cluster's key holds a value that does not decode."""
+        ...
+
+
+class StatusSink(Protocol):
+    def write(self, state: ApplicationState) -> Retry | None:
+        """Write the status if it changed; a Retry if it could not be written."""
+        ...
+
+
+# (cluster id, kind, resourceVersion stored): called after each object applied.
+OnApplied = Callable[[str, Kind, str], None]
+
+
+class Executor:
+    def __init__(self, clients: Clients, ledger: Ledger,
+                 on_applied: list[OnApplied] | None = None) -> None:
+        self.clients = clients
+        self.ledger = ledger
+        self.on_applied = on_applied if on_applied is not None else []
+
+    def apply(self, step: Apply, bodies: tuple[dict[str, Any], ...], progress: Progress,
+              record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
+        """Apply every object on one cluster, then prune what the generation dropped.
+
+        Objects not yet recorded for the cluster are recorded (``record``
+        writes the status) before they are applied. Returns a Retry if the
+        reconcile must stop (a status write failed); the cluster's outcome goes
+        into ``progress``. A cluster where a watch saw an object changed by
+        someone else right after berth applied it goes into ``drifted``.
+        """
+        cid, gen = step.cluster, step.generation
+        progress.tried.add(cid)
+        try:
+            return self._apply(cid, gen, bodies, progress, record)
+        except Rejected as exc:
+            progress.refused = (cid, str(exc))
+        except Unavailable as exc:
+            progress.errors[cid] = str(exc)
+        return None
+
+    def _apply(self, cid: str, gen: int, bodies: tuple[dict[str, Any], ...],
+               progress: Progress, record: Callable[[ApplicationState], Retry | None]
+               ) -> Retry | None:
+        client = self._client(cid)
+        before = progress.applied.get(cid) or ClusterApplied(0)
+        located: list[tuple[Kind | None, KubeObjectRef | None, dict[str, Any]]] = []
+        for body in bodies:
+            try:
+                located.append((*client.locate(body), body))
+            except Unavailable:  # e.g. a custom resource whose CRD comes first
+                located.append((None, None, body))
+        halt = self._record(cid, gen, [ref for _, ref, _ in located if ref], progress, record)
+        if halt is not None:
+            return halt
+        done: list[KubeObjectRef] = []
+        for kind, ref, body in located:
+            if kind is None or ref is None:
+                kind, ref = client.locate(body)
+                halt = self._record(cid, gen, [ref], progress, record)
+                if halt is not None:
+                    return halt
+            self.ledger.begin(cid, ref)
+            try:
+                stored = client.apply(kind, ref, body)
+            except BaseException:
+                APPLIES.labels("failed").inc()
+                self.ledger.end(cid, ref, None)
+                raise
+            APPLIES.labels("applied").inc()
+            if self.ledger.end(cid, ref, stored):
+                progress.drifted.add(cid)
+                log.info("%s on cluster %s was changed by someone else right after berth "
+                         "applied it", ref, cid)
+            done.append(ref)
+            for callback in self.on_applied:
+                callback(cid, kind, stored)
+        left = self._remove(cid, client, [o for o in before.objects if o not in done])
+        progress.applied[cid] = ClusterApplied(gen, done + left)
+        if left:
+            progress.errors[cid] = f"could not prune {', '.join(map(str, left))}"
+        return None
+
+    @staticmethod
+    def _record(cid: str, gen: int, refs: list[KubeObjectRef], progress: Progress,
+                record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
+        """Write down objects about to be applied on ``cid`` that are not yet recorded."""
+        have = progress.applied.get(cid) or ClusterApplied(0)
+        new = [ref for ref in refs if ref not in have.objects]
+        if not new:
+            return None
+        progress.applied[cid] = ClusterApplied(have.generation, have.objects + new)
+        written = intent(progress.status, progress.applied, cid, gen)
+        halt = record(written)
+        if halt is None:
+            progress.status = written
+        return halt
+
+    def confirm(self, step: Confirm, progress: Progress) -> None:
+        """Before a move deletes anything: every object is there on every target."""
+        try:
+            for cid in step.clusters:
+                client = self._client(cid)
+                missing = [o for o in progress.applied[cid].objects if not client.exists(o)]
+                if missing:
+                    raise Unavailable(f"{', '.join(map(str, missing))} missing on {cid} "
+                                      "after apply")
+        except Unavailable as exc:
+            progress.confirmed = False
+            progress.errors["confirm"] = str(exc)
+        else:
+            progress.confirmed = True
+
+    def clear(self, step: Clear, progress: Progress) -> None:
+        """Remove everything berth put on one cluster."""
+        cid = step.cluster
+        progress.cleared.add(cid)
+        try:
+            client = self.clients.client(cid)
+        except Unavailable as exc:
+            progress.errors[cid] = str(exc)
+            return
+        objects = progress.applied[cid].objects
+        if client is None:
+            if self.clients.unreadable(cid):
+                progress.errors[cid] = f"the Cluster document of {cid} does not decode"
+                return
+            log.warning("cluster %s no longer exists: its objects %s cannot be removed", cid,
+                        ", ".join(map(str, objects)))
+            del progress.applied[cid]
+            return
+        left = self._remove(cid, client, objects)
+        if left:
+            progress.applied[cid] = ClusterApplied(progress.applied[cid].generation, left)
+            progress.errors[cid] = f"could not remove {', '.join(map(str, left))}"
+        else:
+            del progress.applied[cid]
+
+    def _client(self, cid: str) -> ClusterClient:
+        client = self.clients.client(cid)
+        if client is None:
+            raise Unavailable(f"cluster {cid} does not exist")
+        return client
+
+    def _remove(self, cid: str, client: ClusterClient, objs: list[KubeObjectRef]
+                ) -> list[KubeObjectRef]:
+        """Delete objects (last applied first); those that could not be deleted."""
+        left: list[KubeObjectRef] = []
+        for obj in reversed(objs):
+            self.ledger.forget(cid, obj)
+            try:
+                client.delete(obj)
+            except Unavailable as exc:
+                log.info("cluster %s: %s", cid, exc)
+                left.insert(0, obj)
+        return left
+
+
+def run(facts: Facts, progress: Progress, executor: Executor, sink: StatusSink
+        ) -> Finish | Retry:
+    """Execute the plan's steps until it finishes; a status write that failed ends it
+    early with its Retry."""
+    bodies = facts.app.bodies if facts.app is not None else ()
+    for _ in range(MAX_STEPS):
+        step = plan(facts, progress)
+        halt: Retry | None = None
+        if isinstance(step, Finish):
+            return step
+        if isinstance(step, Apply):
+            halt = executor.apply(step, bodies, progress, sink.write)
+        elif isinstance(step, Confirm):
+            executor.confirm(step, progress)
+        elif isinstance(step, Clear):
+            executor.clear(step, progress)
+        elif isinstance(step, Write):
+            halt = sink.write(step.state)
+            if halt is None:
+                progress.status = step.state
+        if halt is not None:
+            return halt
+    raise RuntimeError(f"the plan did not finish in {MAX_STEPS} steps: {progress}")

@@ -1,0 +1,373 @@
+"""A cluster's Kubernetes API, reached with the kubeconfig stored in the Cluster.
+
+lightkube turns the kubeconfig into an authenticated HTTP client (token,
+client certificate or exec plugin users; the cluster's CA; ``trust_env``
+off). berth speaks the REST API over it itself — discovery, server-side
+apply, get, delete, watch — and decodes only the few fields it reads with its
+own small msgspec types. It does not use lightkube's typed models: decoding
+them for the first time from two threads at once crashes the process
+(msgspec 0.22 with lightkube 1.0.1; README), and a kind-agnostic path needs
+discovery anyway. One mechanism serves every kind: the group/version's
+resource list (``/api/v1``, ``/apis/<group>/<version>``) gives the plural and
+the scope, cached per connection and refreshed when a kind is missing (a CRD
+applied a moment ago).
+
+One :class:`Connection` per cluster serves the observer, the applier and the
+drift watches. Error texts that reach logs or status keys come from
+:func:`safe` or the API server's own message: never a kubeconfig or a token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2 as httpx
+import msgspec
+from lightkube import KubeConfig
+from lightkube.config.client_adapter import Client as HttpClient
+from lightkube.config.client_adapter import ConnectionParams
+
+from berth.store.documents import KubeObjectRef
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "berth"
+MANAGED_BY = "app.kubernetes.io/managed-by"  # label on every object berth applies
+OWNER = "berth.dev/application"  # annotation: "<namespace>/<name>" of the application
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+# The API server refuses an invalid object with 422 (or 400); a value of the
+# wrong type fails while building the typed patch, reported as a 500 with this
+# text. Retrying either cannot help until the manifest changes.
+_INVALID_500 = "failed to create typed patch object"
+
+
+def safe(exc: BaseException) -> str:
+    """An error message fit for a log or a status key: never credentials."""
+    text = str(exc).split("\n", 1)[0][:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Rejected(Exception):
+    """The cluster refused the manifest as invalid: retrying will not help."""
+
+
+class Unavailable(Exception):
+    """The cluster could not be reached or failed; retrying later may help."""
+
+
+class NotServed(Unavailable):
+    """The cluster serves no such apiVersion or kind (yet: its CRD may come)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    state: str  # ONLINE, UNHEALTHY, OFFLINE
+    reason: str = ""
+    custom_resources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """Where a kind lives in the REST API."""
+
+    base: str  # /api/v1 or /apis/<group>/<version>
+    plural: str
+    namespaced: bool
+
+    def path(self, name: str | None = None, namespace: str | None = None) -> str:
+        where = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{self.base}{where}/{self.plural}" + (f"/{name}" if name else "")
+
+
+# -- the few response fields berth reads ----------------------------------------
+
+
+class _Discovered(msgspec.Struct):
+    name: str
+    kind: str
+    namespaced: bool = False
+
+
+class _ResourceList(msgspec.Struct):
+    resources: list[_Discovered] = []
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+    reason: str = ""
+
+
+class ObjectMeta(msgspec.Struct):
+    name: str = ""
+    namespace: str | None = None
+    resourceVersion: str = ""
+    annotations: dict[str, str] = {}
+
+
+class KubeObject(msgspec.Struct):
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class WatchEvent(msgspec.Struct):
+    type: str
+    object: KubeObject
+
+
+class _Named(msgspec.Struct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class _NamedList(msgspec.Struct):
+    items: list[_Named] = []
+
+
+def _error(resp: httpx.Response) -> str:
+    try:
+        status = msgspec.json.decode(resp.content, type=_Status)
+        text = status.message or status.reason
+    except msgspec.DecodeError:
+        text = resp.text[:200]
+    return f"HTTP {resp.status_code}: {text}"[:500]
+
+
+class Connection:
+    """A cluster's API, from its kubeconfig."""
+
+    def __init__(self, kubeconfig: dict[str, Any], timeout: float) -> None:
+        config = KubeConfig.from_dict(kubeconfig)
+        single = config.get()
+        if single is None:
+            raise ValueError("the kubeconfig names no current context")
+        self.namespace: str = single.namespace or "default"
+        self.http = HttpClient(single, ConnectionParams(
+            timeout=httpx.Timeout(timeout), trust_env=False))
+        # Watches hold their requests open: their own client, closed to end them.
+        self.watch_http = HttpClient(single, ConnectionParams(
+            timeout=httpx.Timeout(timeout, read=None), trust_env=False))
+        self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            return self.http.request(method, path, **kw)
+        except Exception as exc:
+            raise Unavailable(f"{method} {path}: {safe(exc)}") from exc
+
+    # -- observing -------------------------------------------------------------
+
+    def probe(self, timeout: float) -> Probe:
+        try:
+            resp = self.http.get("/readyz", timeout=timeout)
+            if resp.status_code == 404:  # older API servers: /version answers if it is up
+                resp = self.http.get("/version", timeout=timeout)
+        except Exception as exc:
+            return Probe("OFFLINE", f"unreachable: {safe(exc)}")
+        if resp.status_code in (401, 403):
+            return Probe("UNHEALTHY", f"credentials refused (HTTP {resp.status_code})")
+        if resp.status_code != 200:
+            return Probe("UNHEALTHY", f"not ready (HTTP {resp.status_code})")
+        try:
+            resp = self.http.get(CRDS, timeout=timeout)
+            if resp.status_code != 200:
+                return Probe("ONLINE", f"custom resources unknown: {_error(resp)}")
+            crds = msgspec.json.decode(resp.content, type=_NamedList).items
+        except Exception as exc:
+            return Probe("ONLINE", f"custom resources unknown: {safe(exc)}")
+        return Probe("ONLINE", "", tuple(sorted(c.metadata.name for c in crds
+                                               if c.metadata.name)))
+
+    # -- kinds -----------------------------------------------------------------
+
+    def kind(self, api_version: str, kind: str) -> Kind:
+        """Where ``kind`` of ``api_version`` lives; NotServed if the cluster lacks it."""
+        with self._lock:
+            found = self._kinds.get(api_version, {}).get(kind)
+        if found is not None:
+            return found
+        group, _, version = api_version.rpartition("/")
+        base = f"/apis/{api_version}" if group else f"/api/{version}"
+        resp = self._request("GET", base)
+        if resp.status_code == 404:
+            raise NotServed(f"the cluster serves no {api_version}")
+        if resp.status_code != 200:
+            raise Unavailable(f"discovery of {api_version}: {_error(resp)}")
+        try:
+            listed = msgspec.json.decode(resp.content, type=_ResourceList).resources
+        except msgspec.DecodeError as exc:
+            raise Unavailable(f"discovery of {api_version}: {exc}") from exc
+        kinds = {r.kind: Kind(base, r.name, r.namespaced) for r in listed if "/" not in r.name}
+        with self._lock:
+            self._kinds[api_version] = kinds
+        if kind not in kinds:
+            raise NotServed(f"the cluster serves no kind {kind} in {api_version}")
+        return kinds[kind]
+
+    def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
+        """The kind of a manifest object and where the object lives on this cluster."""
+        kind = self.kind(body["apiVersion"], body["kind"])
+        meta = body.get("metadata") or {}
+        namespace = (meta.get("namespace") or self.namespace) if kind.namespaced else None
+        return kind, KubeObjectRef(body["apiVersion"], body["kind"], meta["name"], namespace)
+
+    # -- acting ----------------------------------------------------------------
+
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> str:
+        """Server-side apply one located object; the resourceVersion stored."""
+        meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
+        if ref.namespace is not None:
+            meta["namespace"] = ref.namespace
+        resp = self._request(
+            "PATCH", kind.path(ref.name, ref.namespace),
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            headers={"Content-Type": "application/apply-patch+yaml"},
+            content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
+        if resp.status_code in (200, 201):
+            try:
+                return msgspec.json.decode(resp.content, type=KubeObject).metadata.resourceVersion
+            except msgspec.DecodeError as exc:
+                raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
+        text = _error(resp)
+        if resp.status_code in (400, 422) or (
+                resp.status_code == 500 and _INVALID_500 in text):
+            raise Rejected(f"{ref}: {text}")
+        raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
+
+    def exists(self, ref: KubeObjectRef) -> bool:
+        kind = self.kind(ref.api_version, ref.kind)
+        resp = self._request("GET", kind.path(ref.name, ref.namespace))
+        if resp.status_code == 404:
+            return False
+        if resp.status_code != 200:
+            raise Unavailable(f"{ref}: {_error(resp)}")
+        return True
+
+    def delete(self, ref: KubeObjectRef) -> None:
+        """Delete one object; one that is already gone is fine."""
+        try:
+            kind = self.kind(ref.api_version, ref.kind)
+        except NotServed:
+            return  # its kind is gone from the cluster, and the object with it
+        resp = self._request("DELETE", kind.path(ref.name, ref.namespace))
+        if resp.status_code not in (200, 202, 404):
+            raise Unavailable(f"deleting {ref}: {_error(resp)}")
+
+    def watch(self, kind: Kind, server_timeout: int,
+              resource_version: str = "") -> Iterator[WatchEvent]:
+        """One watch request on berth's objects of ``kind`` in every namespace, from
+        just after ``resource_version`` (else from the current state, as ADDED events).
+
+        Ends when the server closes it (after ``server_timeout``); BOOKMARK
+        events carry a newer resourceVersion to resume from. Raises Unavailable
+        when the cluster fails and WatchRefused when it forbids watching.
+        """
+        params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
+                  "timeoutSeconds": str(server_timeout), "allowWatchBookmarks": "true"}
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        decoder = msgspec.json.Decoder(WatchEvent)
+        try:
+            with self.watch_http.stream("GET", kind.path(), params=params) as resp:
+                if resp.status_code in (403, 405):
+                    raise WatchRefused(_error(resp))
+                if resp.status_code != 200:
+                    raise Unavailable(f"watch {kind.plural}: HTTP {resp.status_code}")
+                for line in resp.iter_lines():
+                    if line:
+                        try:
+                            yield decoder.decode(line)
+                        except msgspec.DecodeError:
+                            log.info("watch %s: an event berth cannot read: %.200s",
+                                     kind.plural, line)
+        except (WatchRefused, Unavailable):
+            raise
+        except Exception as exc:
+            raise Unavailable(f"watch {kind.plural}: {safe(exc)}") from exc
+
+    def close(self) -> None:
+        self.closed = True
+        self.http.close()
+        self.watch_http.close()
+
+
+class WatchRefused(Exception):
+    """The cluster does not allow watching this kind."""
+
+
+class Connections:
+    """One Connection per cluster key, replaced when the cluster's kubeconfig changes.
+
+    A replaced or dropped connection may still be in use by another worker: it
+    is retired, and closed only once a request started on it has timed out.
+    """
+
+    def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout = timeout
+        self.clock = clock
+        self._lock = threading.Lock()
+        # key → (the kubeconfig last asked for, its digest, the connection)
+        self._by_key: dict[str, tuple[dict[str, Any], str, Connection]] = {}
+        self._retired: list[tuple[float, Connection]] = []  # (close after, connection)
+
+    def _retire(self, conn: Connection) -> None:
+        """Close ``conn`` later; close the retired ones whose time has come."""
+        now = self.clock()
+        with self._lock:
+            self._retired.append((now + 2 * self.timeout + 5.0, conn))
+            due = [c for t, c in self._retired if t <= now]
+            self._retired = [(t, c) for t, c in self._retired if t > now]
+        for c in due:
+            c.close()
+
+    def get(self, key: str, kubeconfig: dict[str, Any]) -> Connection:
+        """The connection for ``key``; raises ValueError for an unusable kubeconfig.
+
+        Called per apply and per probe with the informer's kubeconfig, which is
+        the same object until the Cluster changes: only a new one is hashed.
+        """
+        with self._lock:
+            hit = self._by_key.get(key)
+        if hit is not None and hit[0] is kubeconfig:
+            return hit[2]
+        digest = hashlib.sha256(msgspec.json.encode(kubeconfig)).hexdigest()
+        if hit is not None and hit[1] == digest:
+            with self._lock:
+                self._by_key[key] = (kubeconfig, digest, hit[2])
+            return hit[2]
+        conn = Connection(kubeconfig, self.timeout)
+        with self._lock:
+            old = self._by_key.get(key)
+            if old is not None and old[1] == digest:  # another thread was quicker
+                conn.close()
+                return old[2]
+            self._by_key[key] = (kubeconfig, digest, conn)
+        if old is not None:
+            self._retire(old[2])  # other workers may be in a request on it
+        return conn
+
+    def current(self, key: str) -> Connection | None:
+        with self._lock:
+            hit = self._by_key.get(key)
+        return hit[2] if hit else None
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            hit = self._by_key.pop(key, None)
+        if hit is not None:
+            self._retire(hit[2])
+
+    def close(self) -> None:
+        with self._lock:
+            conns = [c for _, _, c in self._by_key.values()] + [c for _, c in self._retired]
+            self._by_key, self._retired = {}, []
+        for conn in conns:
+            conn.close()

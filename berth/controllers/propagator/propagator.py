@@ -1,0 +1,104 @@
+"""``berth propagator``: the cluster observer and the applier in one process.
+
+Both share the Cluster informer and one connection per cluster. The
+observer writes cluster status keys; the applier's workers reconcile
+applications; a resync loop re-applies everything every ``resync_interval``;
+drift watches re-apply an application as soon as someone else changes one of
+its objects on a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from berth.controllers.propagator.applier import Applier, cluster_key
+from berth.controllers.propagator.config import PropagatorConfig
+from berth.controllers.propagator.drift import DriftWatches
+from berth.controllers.propagator.kube import Connections
+from berth.controllers.propagator.observer import Observer
+from berth.controllers.propagator.views import ClusterView
+from berth.controllers.runtime import Informer, start_workers
+from berth.controllers.runtime.supervise import Loop
+from berth.store import Store, keys
+from berth.store.documents import ClusterStatus
+
+log = logging.getLogger(__name__)
+
+
+class Propagator:
+    def __init__(self, store: Store, config: PropagatorConfig) -> None:
+        self.store = store
+        self.config = config
+        idle = config.watch_idle_timeout
+        self.clusters: Informer[ClusterView] = Informer(
+            store, keys.resource_prefix("Cluster"), ClusterView, idle_timeout=idle)
+        self.cluster_statuses: Informer[ClusterStatus] = Informer(
+            store, keys.status_prefix("Cluster"), ClusterStatus, idle_timeout=idle)
+        self.connections = Connections(config.request_timeout)
+        self.observer = Observer(store, config, clusters=self.clusters,
+                                 statuses=self.cluster_statuses, connections=self.connections)
+        self.applier = Applier(store, config, clusters=self.clusters,
+                               cluster_statuses=self.cluster_statuses,
+                               connections=self.connections)
+        self.drift: DriftWatches | None = None
+        if config.drift_watch:
+            drift = DriftWatches(
+                self.connections, self.applier.on_drift,
+                lambda cid: self.applier.requeue_cluster(cid, drifted=True),
+                server_timeout=config.drift_watch_timeout, probe_timeout=config.probe_timeout)
+            self.applier.on_applied.append(
+                lambda cid, kind, since: drift.ensure(cid, cluster_key(cid), kind, since))
+            self.drift = drift
+        self._informers: tuple[Informer[Any], ...] = (
+            self.clusters, self.cluster_statuses, *self.applier.informers)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._resync = Loop("resync", self._resync_step,
+                            deadline=config.resync_interval + 60.0)
+        self._started = False
+
+    def start(self, sync_timeout: float = 60.0) -> None:
+        for inf in self._informers:
+            inf.start()
+        for inf in self._informers:
+            if not inf.wait_synced(sync_timeout):
+                raise TimeoutError(f"the propagator did not sync {inf.prefix} with etcd")
+        self._started = True
+        self.observer.start()
+        self._threads = start_workers(self.applier.queue, self.applier.reconcile,
+                                      self.config.workers, name="apply")
+        self._resync.start()
+        log.info("propagator: %d clusters, %d applications; %d workers",
+                 len(self.clusters), len(self.applier.apps), self.config.workers)
+
+    def ready(self) -> bool:
+        return self._started and all(inf.synced.is_set() for inf in self._informers)
+
+    def alive(self) -> bool:
+        """The resync and the observer loops run, every apply worker and every informer."""
+        return (not self._started) or (self._resync.alive() and self.observer.alive()
+                                       and all(t.is_alive() for t in self._threads)
+                                       and all(inf.alive() for inf in self._informers))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.drift is not None:
+            self.drift.stop()
+        self.applier.queue.shutdown()
+        self.observer.stop()
+        self._resync.stop()
+        for t in self._threads:
+            t.join(timeout=self.config.request_timeout + 5)
+        for inf in self._informers:
+            inf.stop(wait=False)
+        for inf in self._informers:
+            inf.join()
+        self.connections.close()
+
+    def _resync_step(self) -> None:
+        if self._stop.wait(self.config.resync_interval):
+            return
+        self.applier.forget_written(self.applier.statuses.revision)
+        self.applier.resync()

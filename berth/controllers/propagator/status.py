@@ -1,0 +1,131 @@
+"""Application status keys: the propagator is their only writer.
+
+:class:`StatusWriter` reads a status as the newer of what the watch delivered
+and what this process last wrote (read-your-writes: a reconcile right after a
+write must not decide on the value before it), writes only what changed,
+with a compare-and-swap on the revision read, and replaces a value that is
+not a status document (garbage written by hand) at once — logged once; the
+last good status still guides the plan.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from berth.controllers.runtime import Informer, Retry
+from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
+from berth.store.documents import ApplicationState, ApplicationStatus, StatusMeta
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Doc:
+    """One application's status key, as last read or written by this reconcile."""
+
+    writer: StatusWriter
+    key: str
+    namespace: str
+    name: str
+    old: ApplicationStatus | None
+    revision: int
+    garbage: int = 0  # the revision of a value that is not a status, found there: replace it
+
+    @property
+    def state(self) -> ApplicationState:
+        return self.old.status if self.old is not None else ApplicationState()
+
+    def write(self, state: ApplicationState) -> Retry | None:
+        return self.writer.write(self, state)
+
+
+class StatusWriter:
+    def __init__(self, store: Store, statuses: Informer[ApplicationStatus]) -> None:
+        self.store = store
+        self.statuses = statuses
+        self._lock = threading.Lock()
+        self._written: dict[str, tuple[ApplicationStatus | None, int]] = {}
+        self._garbage: dict[str, int] = {}  # status key → revision of garbage written there
+
+    def garbage_seen(self, key: str, revision: int) -> None:
+        """The watch found a value that is not a status in ``key``: it is replaced at
+        the next write (the caller reconciles the application)."""
+        with self._lock:
+            self._garbage[key] = revision
+
+    def read(self, namespace: str, name: str) -> Doc:
+        """Our status document and its revision: the newer of the watch's and our write."""
+        key = keys.status_key("Application", namespace, name)
+        item = self.statuses.item(key)
+        with self._lock:
+            mine = self._written.get(key)
+            garbage = self._garbage.get(key, 0)
+        if mine is not None and (item is None or mine[1] >= item.mod_revision):
+            doc = Doc(self, key, namespace, name, *mine)
+        else:
+            doc = Doc(self, key, namespace, name, item.obj if item else None,
+                      item.mod_revision if item else 0)
+        if garbage > doc.revision:
+            doc.garbage = garbage
+        return doc
+
+    def write(self, doc: Doc, new: ApplicationState) -> Retry | None:
+        """Write the status if it changed (guarded by the revision read), or over garbage."""
+        if not doc.garbage and doc.old is not None and doc.old.status == new:
+            return None
+        written = ApplicationStatus(StatusMeta(doc.name, doc.namespace), new)
+        if doc.garbage:
+            log.error("%s held a value that is not a status document; replacing it", doc.key)
+        try:
+            rev = self.store.commit([Put(doc.key, encode(written), doc.garbage or (
+                doc.revision if doc.old else 0))])
+        except Conflict:
+            if doc.garbage:  # changed again since: the watch tells what it holds now
+                with self._lock:
+                    if self._garbage.get(doc.key) == doc.garbage:
+                        del self._garbage[doc.key]
+            return Retry(f"{doc.key} changed meanwhile", after=0.1)
+        except StoreError as exc:
+            return Retry(f"{doc.key} not written: {exc}")
+        with self._lock:
+            self._written[doc.key] = (written, rev)
+            if self._garbage.get(doc.key, rev) < rev:
+                del self._garbage[doc.key]
+        if doc.old is None or doc.old.status.state != new.state:
+            log.info("application %s/%s is %s%s", doc.namespace, doc.name, new.state,
+                     f" ({new.reason})" if new.reason else "")
+        doc.old, doc.revision, doc.garbage = written, rev, 0
+        return None
+
+    def remove(self, doc: Doc, app: tuple[str, int] | None) -> Retry | None:
+        """Delete the status and, if given as (key, revision), the application: both
+        at the revisions read, in one transaction."""
+        ops: list[Put | Delete] = []
+        if app is not None:
+            ops.append(Delete(*app))
+        if doc.old is not None or doc.garbage:
+            ops.append(Delete(doc.key, doc.garbage or doc.revision))
+        if not ops:
+            return None
+        if doc.garbage:
+            log.error("%s held a value that is not a status document; deleting it (%s)",
+                      doc.key, "with the application" if app else "no such application")
+        try:
+            rev = self.store.commit(ops)
+        except Conflict as exc:
+            return Retry(f"changed meanwhile: {exc}", after=0.1)
+        except StoreError as exc:
+            return Retry(f"{doc.key} not deleted: {exc}")
+        with self._lock:
+            self._written[doc.key] = (None, rev)
+            self._garbage.pop(doc.key, None)
+        doc.old, doc.revision, doc.garbage = None, rev, 0
+        return None
+
+    def forget_written(self, upto: int) -> None:
+        """Drop our record of writes the status watch has since delivered."""
+        with self._lock:
+            for key in [k for k, (_, rev) in self._written.items() if rev <= upto]:
+                del self._written[key]

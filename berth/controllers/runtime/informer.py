@@ -1,0 +1,296 @@
+"""An informer: a local, always-current copy of one key prefix.
+
+It lists the prefix, then watches from the list's revision + 1; when etcd
+says that revision was compacted it lists again and tells its handlers the
+difference, so they see every change in order and never miss a deletion.
+Values are decoded with the caller's msgspec type (usually a small view
+holding only the fields the caller reads), optionally converted into what
+the caller keeps (so a large fleet is held once, in the caller's own shape).
+A value that does not decode (or convert) is logged with its key and
+skipped; the informer keeps the last good value and keeps running.
+
+The cache is a thread-safe store (client-go's ThreadSafeStore is the model):
+only the informer's thread changes it, always under its lock, and readers on
+any thread get single items or copies (``get``, ``item``, ``items``,
+``list_keys``), never the dict itself. Handlers run on the informer's thread,
+after the change, outside the lock.
+
+It knows no resource kind: the prefix and the type are the caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from prometheus_client import Counter
+
+from berth.store import (
+    Compacted,
+    Invalid,
+    Store,
+    StoreError,
+    Unavailable,
+    Watch,
+    WatchEvent,
+    decode,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DECODE_ERRORS = Counter(
+    "berth_informer_decode_errors_total", "Stored values that did not decode", ["prefix"]
+)
+RELISTS = Counter("berth_informer_relists_total", "Lists after compaction or errors", ["prefix"])
+EVENTS = Counter("berth_informer_events_total", "Changes delivered to handlers", ["prefix"])
+
+
+class EventType(Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class Item(Generic[T]):
+    """A decoded value and the revision it was written at."""
+
+    key: str
+    obj: T
+    mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event(Generic[T]):
+    type: EventType
+    key: str
+    obj: T  # the new value; for DELETED, the last known one
+    old: T | None
+    revision: int
+
+
+Handler = Callable[[Event[T]], None]
+
+
+class Informer(Generic[T]):
+    """Keeps ``cache`` equal to the decodable values under ``prefix``."""
+
+    def __init__(
+        self,
+        store: Store,
+        prefix: str,
+        type_: type[Any],
+        *,
+        convert: Callable[[str, Any], T] | None = None,
+        idle_timeout: float = 30.0,
+        retry_delay: float = 1.0,
+    ) -> None:
+        """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``."""
+        self.store = store
+        self.prefix = prefix
+        self.type = type_
+        self.convert = convert
+        self.idle_timeout = idle_timeout
+        self.retry_delay = retry_delay
+        self.handlers: list[Handler[T]] = []
+        self.invalid_handlers: list[Callable[[str, int], None]] = []
+        self._items: dict[str, Item[T]] = {}  # changed by the informer's thread only
+        self._lock = threading.Lock()  # guards _items: held for one change or one copy
+        self.revision = 0  # everything up to here has been delivered
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._watch: Watch | None = None
+        self._seen = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    # -- reading --------------------------------------------------------------
+
+    def get(self, key: str) -> T | None:
+        with self._lock:
+            item = self._items.get(key)
+        return item.obj if item else None
+
+    def item(self, key: str) -> Item[T] | None:
+        """The value at ``key`` with its revision, or None."""
+        with self._lock:
+            return self._items.get(key)
+
+    def items(self) -> list[Item[T]]:
+        """A copy: every item as of now."""
+        with self._lock:
+            return list(self._items.values())
+
+    def list_keys(self) -> list[str]:
+        """A copy: every key as of now."""
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def add_handler(self, handler: Handler[T]) -> None:
+        self.handlers.append(handler)
+
+    def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None:
+        """Called with the key and revision of each value that does not decode (so the
+        key's owner can replace it: its compare-and-swap needs that revision)."""
+        self.invalid_handlers.append(handler)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self.synced.wait(timeout)
+
+    def wait_for_revision(self, revision: int, timeout: float) -> bool:
+        """Block until changes up to ``revision`` have been delivered."""
+        deadline = time.monotonic() + timeout
+        with self._seen:
+            while self.revision < revision:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._seen.wait(left)
+        return True
+
+    # -- running --------------------------------------------------------------
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(
+            target=self.run, name=f"informer {self.prefix}", daemon=True
+        )
+        self._thread.start()
+        return self._thread
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop watching; ``wait=False`` returns at once (then call ``join``)."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.close()
+        if wait:
+            self.join()
+
+    def alive(self) -> bool:
+        """The watching thread runs (or was never started, or was stopped)."""
+        return (self._thread is None or self._thread.is_alive() or self._stop.is_set())
+
+    def join(self, timeout: float = 10.0) -> None:
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=timeout)
+
+    def sync(self) -> None:
+        """List the prefix now (the first list, or a relist) and deliver the changes."""
+        self._relist()
+
+    def run(self) -> None:
+        """Watch until stopped; list first if not synced, again after compaction."""
+        failures = 0  # in a row: the wait before listing again doubles, up to 30 s
+        while not self._stop.is_set():
+            try:
+                if not self.synced.is_set():
+                    self._relist()
+                failures = 0
+                self._watch = Watch(
+                    self.store, self.prefix, self.revision + 1, idle_timeout=self.idle_timeout
+                )
+                if self._stop.is_set():
+                    return
+                for batch in self._watch:
+                    for ev in batch.events:
+                        self._apply(ev)
+                    # A batch's header revision can run ahead of events still to
+                    # come (etcd sends a long backlog in parts); only a quiet batch
+                    # (a progress notification) vouches for its header revision.
+                    self._advance(self._watch.next_revision - 1)
+            except Compacted as exc:
+                log.warning("informer %s: %s", self.prefix, exc)
+                self.synced.clear()
+                RELISTS.labels(self.prefix).inc()
+            except StoreError as exc:
+                if self._stop.is_set():
+                    return
+                failures += 1
+                delay = min(30.0, self.retry_delay * 2 ** (failures - 1))
+                quiet = isinstance(exc, Unavailable) or failures > 1  # the link said it
+                log.log(logging.DEBUG if quiet else logging.ERROR,
+                        "informer %s: %s; listing again in %.1fs", self.prefix, exc, delay)
+                self.synced.clear()
+                RELISTS.labels(self.prefix).inc()
+                self._stop.wait(delay)
+            except Exception:  # a bug must not end the watch silently: start over
+                if self._stop.is_set():
+                    return
+                log.exception("informer %s failed; listing again in %.1fs",
+                              self.prefix, self.retry_delay)
+                self.synced.clear()
+                RELISTS.labels(self.prefix).inc()
+                self._stop.wait(self.retry_delay)
+
+    def _relist(self) -> None:
+        kvs, revision = self.store.list_prefix(self.prefix)
+        seen = set()
+        for kv in kvs:
+            seen.add(kv.key)
+            current = self.item(kv.key)
+            if current is not None and current.mod_revision == kv.mod_revision:
+                continue
+            self._store_value(kv.key, kv.value, kv.mod_revision)
+        for key in [k for k in self.list_keys() if k not in seen]:
+            with self._lock:
+                gone = self._items.pop(key)
+            self._emit(Event(EventType.DELETED, key, gone.obj, gone.obj, revision))
+        self._advance(revision)
+        self.synced.set()
+
+    def _apply(self, ev: WatchEvent) -> None:
+        if ev.type == "DELETE":
+            with self._lock:
+                gone = self._items.pop(ev.key, None)
+            if gone is not None:
+                self._emit(Event(EventType.DELETED, ev.key, gone.obj, gone.obj, ev.mod_revision))
+        else:
+            self._store_value(ev.key, ev.value, ev.mod_revision)
+
+    def _store_value(self, key: str, value: bytes, revision: int) -> None:
+        try:
+            obj = decode(value, self.type, key)
+            if self.convert is not None:
+                obj = self.convert(key, obj)
+        except (Invalid, ValueError) as exc:
+            DECODE_ERRORS.labels(self.prefix).inc()
+            log.error("skipping undecodable value: %s", exc)
+            for invalid in self.invalid_handlers:
+                try:
+                    invalid(key, revision)
+                except Exception:
+                    log.exception("informer %s: handler failed on invalid %s", self.prefix, key)
+            return
+        item = Item(key, obj, revision)
+        with self._lock:
+            old = self._items.get(key)
+            self._items[key] = item
+        kind = EventType.ADDED if old is None else EventType.MODIFIED
+        self._emit(Event(kind, key, obj, old.obj if old else None, revision))
+
+    def _emit(self, event: Event[T]) -> None:
+        EVENTS.labels(self.prefix).inc()
+        for handler in self.handlers:
+            try:
+                handler(event)
+            except Exception:
+                log.exception(
+                    "informer %s: handler failed on %s %s", self.prefix, event.type.value, event.key
+                )
+
+    def _advance(self, revision: int) -> None:
+        with self._seen:
+            if revision > self.revision:
+                self.revision = revision
+                self._seen.notify_all()

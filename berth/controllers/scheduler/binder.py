@@ -1,0 +1,257 @@
+"""Writing Bindings: batched into etcd transactions, each guarded by its revision.
+
+Decisions are submitted by the scheduling thread and written by this one
+thread only, up to ``batch`` per transaction (etcd's limit is 128
+operations). Each write compares the Binding's mod_revision with the one last
+seen or written (create_revision 0 for a new Binding): a lost race is a
+conflict, never an overwrite. A batch that conflicts is retried key by key,
+and the subjects whose write conflicted are scheduled again from fresh state.
+A group (a gang) is written in one transaction of its own: all or nothing.
+
+A submitted decision is assumed in :class:`Decisions` at once; the writer
+then records the revision it landed at, or retracts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Histogram
+
+from berth.controllers.scheduler.decisions import Decisions, Token
+from berth.controllers.scheduler.views import BindingView
+from berth.store import Conflict, Delete, Put, Store, StoreError, encode
+from berth.store.documents import Binding
+
+log = logging.getLogger(__name__)
+
+WRITES = Counter("berth_scheduler_binding_writes_total", "Bindings written", ["result"])
+BATCH = Histogram("berth_scheduler_binding_batch_size", "Bindings per transaction",
+                  buckets=(1, 2, 4, 8, 16, 32, 64, 128))
+MAX_GROUP = 128
+
+
+@dataclass(slots=True)
+class Write:
+    subject_key: str
+    binding_key: str
+    doc: Binding | None  # None: delete the Binding
+    enqueued: float = 0.0
+    token: Token | None = None
+
+
+class BindingWriter:
+    def __init__(self, store: Store, decisions: Decisions, seen: Callable[[str], int], *,
+                 batch: int = 128, retry: Callable[[str], None],
+                 written: Callable[[Write, float], None] | None = None) -> None:
+        self.store = store
+        self.decisions = decisions
+        self.seen = seen  # binding key → the revision the watch last delivered
+        self.batch = batch
+        self.retry = retry  # schedule the subject again
+        self.written = written
+        self._pending: dict[str, Write] = {}
+        self._groups: deque[list[Write]] = deque()
+        self._revisions: dict[str, int] = {}  # binding key → revision we last wrote (ours)
+        # Writes whose commit may have happened (the answer was lost: etcd restarting):
+        # before one is tried again, etcd is asked whether it already holds it.
+        self._uncertain: dict[str, Write] = {}  # the writer thread's own
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    # -- the scheduling thread's side -------------------------------------------------
+
+    def submit(self, write: Write) -> None:
+        """Write ``write`` soon; a newer decision for the same key replaces it."""
+        self._assume(write)
+        with self._cond:
+            self._pending[write.binding_key] = write
+            self._cond.notify()
+
+    def submit_group(self, writes: list[Write]) -> None:
+        """Write ``writes`` in one transaction (a gang): all bound, or all retried."""
+        if not writes:
+            return
+        if len(writes) > MAX_GROUP:
+            log.error("a group of %d Bindings exceeds one transaction; not bound", len(writes))
+            for w in writes:
+                self.retry(w.subject_key)
+            return
+        for w in writes:
+            self._assume(w)
+        with self._cond:
+            for w in writes:
+                self._pending.pop(w.binding_key, None)
+            self._groups.append(writes)
+            self._cond.notify()
+
+    def _assume(self, write: Write) -> None:
+        write.enqueued = time.monotonic()
+        write.token = self.decisions.assume(
+            write.binding_key, BindingView.of(write.doc) if write.doc is not None else None)
+
+    # -- the writer thread ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="binding-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _stopping(self) -> bool:
+        """Stopping (a shutdown, or leadership lost): a failed write is not retried, so a
+        replica that no longer leads never writes behind the next leader's back."""
+        with self._cond:
+            return self._stop
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._pending and not self._groups
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._groups and not self._stop:
+                    self._cond.wait()
+                if self._stop and not self._pending and not self._groups:
+                    return
+                group = self._groups.popleft() if self._groups else None
+                writes: list[Write] = []
+                if group is None:
+                    keys = list(self._pending)[: self.batch]
+                    writes = [self._pending.pop(k) for k in keys]
+            try:
+                if group is not None:
+                    self._commit_group(group)
+                else:
+                    self._commit(writes)
+            except Exception:  # a bug must not stop every future write
+                log.exception("writing %d Bindings failed unexpectedly; deciding again",
+                              len(group or writes))
+                for w in group or writes:
+                    self._failed(w)
+
+    def base_revision(self, binding_key: str) -> int:
+        return max(self.seen(binding_key), self._revisions.get(binding_key, 0))
+
+    def _ops(self, writes: list[Write]) -> list[Put | Delete]:
+        ops: list[Put | Delete] = []
+        for w in writes:
+            base = self.base_revision(w.binding_key)
+            if w.doc is None:
+                ops.append(Delete(w.binding_key, base))  # 0: only if still absent
+            else:
+                ops.append(Put(w.binding_key, encode(w.doc), base))
+        return ops
+
+    def _commit_group(self, writes: list[Write]) -> None:
+        try:
+            revision = self.store.commit(self._ops(writes))
+        except StoreError as exc:
+            if not isinstance(exc, Conflict):  # the answer may be lost, not the commit
+                self._uncertain.update((w.binding_key, w) for w in writes)
+                if not self._landed(writes):
+                    return  # one transaction: all of it landed
+            log.warning("binding a group of %d failed (%s); deciding again", len(writes), exc)
+            for w in writes:
+                self._failed(w)
+            return
+        BATCH.observe(len(writes))
+        for w in writes:
+            self._done(w, revision)
+
+    def _landed(self, writes: list[Write]) -> list[Write]:
+        """Of ``writes``, those still to do: a retry whose first attempt did land is done."""
+        todo: list[Write] = []
+        for w in writes:
+            if self._uncertain.pop(w.binding_key, None) is not w:
+                todo.append(w)
+                continue
+            try:
+                kv = self.store.get(w.binding_key)
+            except StoreError:
+                todo.append(w)
+                continue
+            if w.doc is not None and kv is not None and kv.value == encode(w.doc):
+                self._done(w, kv.mod_revision)  # it was written: not again
+            else:  # (a delete that landed conflicts on retry, and is decided again)
+                todo.append(w)
+        return todo
+
+    def _commit(self, writes: list[Write]) -> None:
+        writes = self._landed(writes)
+        if not writes:
+            return
+        try:
+            revision = self.store.commit(self._ops(writes))
+        except Conflict:
+            for w in writes:
+                self._commit_one(w)
+            return
+        except StoreError as exc:
+            if self._stopping():
+                log.warning("%d Bindings not written (%s): stopping; whoever leads next "
+                            "decides them again", len(writes), exc)
+                return
+            log.warning("writing %d Bindings failed (%s); retrying", len(writes), exc)
+            self._uncertain.update((w.binding_key, w) for w in writes)
+            time.sleep(0.5)
+            self._requeue(writes)
+            return
+        BATCH.observe(len(writes))
+        for w in writes:
+            self._done(w, revision)
+
+    def _commit_one(self, w: Write) -> None:
+        try:
+            revision = self.store.commit(self._ops([w]))
+        except Conflict as exc:
+            WRITES.labels("conflict").inc()
+            log.info("Binding %s: %s; deciding again", w.binding_key, exc)
+            self._failed(w)
+            return
+        except StoreError as exc:
+            if self._stopping():
+                log.warning("Binding %s not written (%s): stopping", w.binding_key, exc)
+                return
+            log.warning("Binding %s: %s; retrying", w.binding_key, exc)
+            self._uncertain[w.binding_key] = w
+            self._requeue([w])
+            return
+        self._done(w, revision)
+
+    def _requeue(self, writes: list[Write]) -> None:
+        with self._cond:
+            for w in writes:
+                self._pending.setdefault(w.binding_key, w)  # unless a newer one came
+
+    def _failed(self, w: Write) -> None:
+        if w.token is not None:
+            self.decisions.retract(w.binding_key, w.token)
+        self._revisions.pop(w.binding_key, None)
+        self.retry(w.subject_key)
+
+    def _done(self, w: Write, revision: int) -> None:
+        WRITES.labels("deleted" if w.doc is None else "written").inc()
+        if w.doc is None:
+            self._revisions.pop(w.binding_key, None)
+        else:
+            self._revisions[w.binding_key] = revision
+        if w.token is not None:
+            self.decisions.written(w.binding_key, w.token, revision)
+        if self.written is not None:
+            self.written(w, revision)

@@ -1,0 +1,345 @@
+"""The scheduler's cache: informers over everything it reads, as a Snapshot.
+
+It never calls a metrics provider or a cluster: metric values come from the
+metrics-cache's keys, cluster health from the propagator's status keys.
+``epoch`` changes whenever a candidate, its status, a metric definition or the
+published metric values change. :meth:`Cache.fleet` freezes the candidates of a kind and
+namespace into a :class:`Fleet` once per change; when only metric values
+changed, the new Fleet keeps the old one's structural indexes.
+
+Metric values are read as of the metrics-cache's last complete picture
+(``MetricPicture``): values written since are held back until the marker that
+completes them, so no decision sees a picture half written — a restarted
+metrics-cache filling its values in, a lease expiring, or one poll's values
+spread over several transactions.
+
+The scheduler's own Bindings, seen or assumed (written, not yet seen), are
+:class:`Decisions`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from berth.controllers.runtime import Event, EventType, Informer, Item
+from berth.controllers.scheduler.decisions import Decisions
+from berth.controllers.scheduler.framework import (
+    Candidate,
+    Fleet,
+    MetricReading,
+    Placed,
+    Ref,
+    Subject,
+)
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.views import (
+    AppView,
+    BindingView,
+    CloudView,
+    ClusterView,
+    MagnumView,
+    MetricDefView,
+    compact_binding,
+    subject_from_application,
+    subject_from_cluster,
+    subject_from_magnum,
+)
+from berth.store import Store, keys
+from berth.store.documents import ClusterStatus, MetricPicture, MetricRef, MetricValue, Target
+
+log = logging.getLogger(__name__)
+
+
+class Cache:
+    def __init__(self, store: Store, *, idle_timeout: float = 30.0) -> None:
+        def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
+            return Informer(store, prefix, type_, idle_timeout=idle_timeout)
+
+        r = keys.ROOT
+        # Applications are kept as Subjects only: built once per stored revision.
+        self.applications: Informer[Subject] = Informer(
+            store, r + "applications/", AppView, convert=subject_from_application,
+            idle_timeout=idle_timeout)
+        self.clusters: Informer[ClusterView] = informer(r + "clusters/", ClusterView)
+        self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
+        self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
+        self.projects: Informer[CloudView] = informer(r + "projects/", CloudView)
+        self.magnumclusters: Informer[MagnumView] = informer(r + "magnumclusters/", MagnumView)
+        self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
+        self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
+        self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
+        self.values: Informer[MetricValue | MetricPicture] = informer(
+            keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
+        self._published: dict[str, MetricValue] = {}  # the values of the last whole picture
+        self._picture: tuple[int, int] | None = None  # its (revision, generation)
+        self._metric_listeners: list[Callable[[Event[Any]], None]] = []
+        self.bindings: Informer[BindingView] = Informer(
+            store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout)
+        self.informers: list[Informer] = [  # type: ignore[type-arg]
+            self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
+            self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
+            self.magnumclusters,
+        ]
+        self._cand_epoch = 0  # candidates and their status
+        self._metric_epoch = 0  # metric definitions and values
+        self._lock = threading.Lock()
+        self._fleets: dict[tuple[str, str | None], Fleet] = {}
+        self._by_key: dict[str, Candidate] = {}
+        self._by_key_epoch = -1
+        self._subjects: dict[str, tuple[int, Subject]] = {}
+        self.decisions = Decisions(self.bindings, self.applications)
+        candidates: tuple[Informer[Any], ...] = (
+            self.clusters, self.globalclouds, self.clouds, self.status, self.projects)
+        for inf in candidates:
+            inf.add_handler(self._bump_candidates)
+        self._returned: dict[str, float] = {}  # status key → when it came back ONLINE
+        self.status.add_handler(self._on_cluster_status)
+        for inf in (self.globalmetrics, self.metrics):
+            inf.add_handler(self._bump_metrics)
+        self.values.add_handler(self._on_value)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        for inf in self.informers:
+            inf.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        synced = all(inf.wait_synced(timeout) for inf in self.informers)
+        if synced:
+            self._publish_if_whole()
+        return synced
+
+    def stop(self) -> None:
+        for inf in self.informers:
+            inf.stop(wait=False)
+        for inf in self.informers:
+            inf.join()
+
+    def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
+        for inf in (self.clusters, self.globalclouds, self.clouds, self.status, self.projects,
+                    self.globalmetrics, self.metrics):
+            inf.add_handler(callback)
+        self._metric_listeners.append(callback)
+
+    def _bump_candidates(self, event: Event[Any]) -> None:
+        with self._lock:
+            self._cand_epoch += 1
+
+    def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
+        was = event.old.status.state if event.old is not None else None
+        now = event.obj.status.state if event.type is not EventType.DELETED else None
+        if now == "ONLINE" and was not in (None, "ONLINE"):
+            with self._lock:
+                self._returned[event.key] = time.monotonic()
+        elif now != "ONLINE":
+            with self._lock:
+                self._returned.pop(event.key, None)
+
+    def returned(self, kind: str, namespace: str | None, name: str) -> float | None:
+        """When (``time.monotonic``) the target came back ONLINE after it was not, as this
+        process saw it; None if it never did."""
+        if namespace is None:
+            return None
+        with self._lock:
+            return self._returned.get(keys.status_key(kind, namespace, name))
+
+    def _bump_metrics(self, event: Event[Any]) -> None:
+        with self._lock:
+            self._metric_epoch += 1
+
+    def _on_value(self, event: Event[MetricValue | MetricPicture]) -> None:
+        """Values wait for their picture; a complete picture publishes them all."""
+        if (event.key == keys.METRIC_PICTURE and event.type is not EventType.DELETED
+                and self._publish_if_whole()):
+            for listener in self._metric_listeners:
+                listener(event)
+
+    def _publish_if_whole(self) -> bool:
+        """Take the values as of a complete picture not yet taken; True if taken."""
+        item = self.values.item(keys.METRIC_PICTURE)
+        if item is None or not isinstance(item.obj, MetricPicture) or not item.obj.complete:
+            return False  # none, or incomplete: keep deciding on the last whole one
+        seen = (item.mod_revision, item.obj.generation)
+        if seen == self._picture:
+            return False
+        published = {k: it.obj for k, it in ((it.key, it) for it in self.values.items())
+                     if isinstance(it.obj, MetricValue)}
+        with self._lock:
+            self._published, self._picture = published, seen
+            self._metric_epoch += 1
+        return True
+
+    @property
+    def picture(self) -> tuple[int, int] | None:
+        """The (revision, generation) of the metric picture decided on; None before one."""
+        return self._picture
+
+    # -- subjects --------------------------------------------------------------
+
+    def subject(self, key: str) -> Subject | None:
+        """The subject stored at ``key`` (an application or a cluster), or None.
+
+        Built once per stored revision: attempts and sweeps read it many times.
+        """
+        if key.startswith(self.applications.prefix):
+            return self.applications.get(key)
+        magnum = key.startswith(self.magnumclusters.prefix)
+        item: Item[Any] | None = (self.magnumclusters if magnum else self.clusters).item(key)
+        if item is None:
+            self._subjects.pop(key, None)
+            return None
+        hit = self._subjects.get(key)
+        if hit is not None and hit[0] == item.mod_revision:
+            return hit[1]
+        subject = (subject_from_magnum(key, item.obj) if magnum
+                   else subject_from_cluster(key, item.obj))
+        self._subjects[key] = (item.mod_revision, subject)
+        return subject
+
+    def binding(self, subject: Subject) -> tuple[BindingView | None, int]:
+        """The subject's Binding as last written (assumed) or seen, and its revision."""
+        return self.decisions.get(subject.binding_key)
+
+    # -- Snapshot ------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._cand_epoch + self._metric_epoch
+
+    def candidates(self, subject: Subject) -> list[Candidate]:
+        return list(self.fleet(subject).candidates)
+
+    def fleet(self, subject: Subject) -> Fleet:
+        """The subject's candidates, frozen, as of now (rebuilt only after a change)."""
+        where = (subject.candidate_kind, subject.ref.namespace)
+        with self._lock:
+            cand_epoch, metric_epoch = self._cand_epoch, self._metric_epoch
+            hit = self._fleets.get(where)
+        if hit is not None and hit.cand_epoch == cand_epoch:
+            if hit.metric_epoch == metric_epoch:
+                return hit
+            fleet = hit.with_metrics(metric_epoch)
+        else:
+            # Built after reading the epochs: a change meanwhile only makes it rebuilt again.
+            fleet = Fleet(self._build_candidates(*where), cand_epoch=cand_epoch,
+                          metric_epoch=metric_epoch)
+        with self._lock:
+            self._fleets[where] = fleet
+        return fleet
+
+    def _build_candidates(self, kind: str, ns: str | None) -> list[Candidate]:
+        if kind == "Cluster":
+            found = [self._cluster(item.obj) for item in self.clusters.items()
+                     if item.obj.metadata.namespace == ns]
+        elif kind == "Project":
+            found = [self._cloud("Project", item.obj) for item in self.projects.items()
+                     if item.obj.metadata.namespace == ns]
+        else:
+            found = [self._cloud("GlobalCloud", item.obj) for item in self.globalclouds.items()]
+            found += [self._cloud("Cloud", item.obj) for item in self.clouds.items()
+                      if item.obj.metadata.namespace == ns]
+        found.sort(key=lambda c: c.key)
+        return found
+
+    def candidate_by_key(self, key: str) -> Candidate | None:
+        if self._by_key_epoch != self.epoch:
+            self._by_key = {}
+            self._by_key_epoch = self.epoch
+        found = self._by_key.get(key)
+        if found is None:
+            kind, _, rest = key.partition("/")
+            ns, _, name = rest.rpartition("/")
+            if kind == "Cluster":
+                view = self.clusters.get(keys.resource_key("Cluster", name, ns))
+                found = self._cluster(view) if view else None
+            elif kind == "Project":
+                project = self.projects.get(keys.resource_key("Project", name, ns))
+                found = self._cloud("Project", project) if project else None
+            else:
+                cloud = self.clouds.get(keys.resource_key(kind, name, ns or None)) if (
+                    kind == "Cloud") else self.globalclouds.get(keys.resource_key(kind, name))
+                found = self._cloud(kind, cloud) if cloud else None
+            if found is not None:
+                self._by_key[key] = found
+        return found
+
+    def _cluster(self, view: ClusterView) -> Candidate:
+        m = view.metadata
+        status = self.status.get(keys.status_key("Cluster", m.namespace or "", m.name))
+        state = status.status if status else None
+        return Candidate(
+            ref=Ref("Cluster", m.namespace, m.name),
+            labels=m.labels,
+            metrics=tuple(view.spec.metrics),
+            custom_resources=frozenset(view.spec.custom_resources) | frozenset(
+                state.custom_resources if state else ()),
+            taints=tuple(view.spec.taints),
+            state=state.state if state else "",
+            deleted=m.deleted is not None,
+        )
+
+    def _cloud(self, kind: str, view: CloudView) -> Candidate:
+        m = view.metadata
+        return Candidate(ref=Ref(kind, m.namespace, m.name), labels=m.labels,
+                         metrics=tuple(view.spec.metrics), state="ONLINE",
+                         deleted=m.deleted is not None)
+
+    def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
+        ns = candidate.ref.namespace if ref.namespaced else None
+        if ref.namespaced and not ns:
+            return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
+                                 message="a namespaced metric on a global resource")
+        definition = (self.metrics.get(keys.resource_key("Metric", ref.name, ns)) if ns
+                      else self.globalmetrics.get(keys.resource_key("GlobalMetric", ref.name)))
+        if definition is None:
+            return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
+                                 message=f"no {'Metric' if ns else 'GlobalMetric'} {ref.name}")
+        doc = self._published.get(keys.metric_value_key(ref.name, ns))
+        if doc is None:
+            return MetricReading(
+                ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
+                message="no current value (metrics-cache down, value expired, or no complete"
+                        " picture of the values yet)")
+        v = doc.status
+        if v.error is not None and v.value is None:
+            return MetricReading(ref.name, ref.weight, reason=v.error.reason,
+                                 message=v.error.message)
+        if v.value is None:
+            return MetricReading(ref.name, ref.weight, reason="INVALID_METRIC",
+                                 message="the value is empty")
+        lo, hi = definition.spec.min, definition.spec.max
+        if not lo < hi:
+            return MetricReading(ref.name, ref.weight, v.value, reason="INVALID_METRIC",
+                                 message=f"min ({lo:g}) is not below max ({hi:g})")
+        normalized = (v.value - lo) / (hi - lo)
+        message = ""
+        if not 0.0 <= normalized <= 1.0:
+            message = f"value {v.value:g} outside [{lo:g}, {hi:g}]; clamped"
+            normalized = min(1.0, max(0.0, normalized))
+        if v.error is not None:  # the metrics-cache keeps a value stale_after seconds
+            message = "; ".join(filter(None, (
+                f"last value kept after {v.error.reason}: {v.error.message}", message)))
+        return MetricReading(ref.name, ref.weight, v.value, normalized, message=message)
+
+    def current_targets(self, subject: Subject) -> list[Target]:
+        binding, _ = self.binding(subject)
+        return list(binding.spec.targets) if binding else []
+
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        """Applications of ``namespace`` with targets, as decided (assumed or seen)."""
+        return self.decisions.placed(namespace, labels)
+
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
+        return self.decisions.placed_on(namespace, label, value)
+
+    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        return self.decisions.version(namespace, labels)
+
+
+__all__ = ["Cache", "candidate_key"]

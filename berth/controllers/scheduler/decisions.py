@@ -1,0 +1,236 @@
+"""The scheduler's own decisions: its Bindings as seen on the watch, or assumed.
+
+A decision written but not yet delivered by the watch is *assumed* (as
+Kubernetes assumes a pod and Karmada a binding): the next attempt reads it at
+once. The Binding writer assumes a decision when it is submitted (revision
+``PENDING`` while the write is in flight), records the revision it landed at,
+or retracts it when it failed; the watch confirms it by delivering that
+revision or a later one. Every change is a compare-and-set — on the token of
+the write, or on the revision — so that a late watch event or a slow write
+never drops a newer decision. One lock guards everything here.
+
+It also keeps where every application is placed, indexed by namespace and
+label, for workload affinity and spread: a query costs what it returns, not
+the size of the fleet's workload.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from berth.controllers.runtime import Event, EventType, Informer
+from berth.controllers.scheduler.framework import Placed, Ref, Subject
+from berth.controllers.scheduler.views import BindingView
+from berth.store import keys
+
+PENDING = 2**62  # an assumed revision no watch event can reach
+
+
+@lru_cache(maxsize=1 << 16)
+def _ref(kind: str, namespace: str | None, name: str) -> Ref:
+    """One Ref per cluster, shared by every placement on it."""
+    return Ref(kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Token:
+    """One submitted write; identity is what compare-and-set compares."""
+
+    doc: BindingView | None  # None: the Binding is being deleted
+
+
+class Decisions:
+    def __init__(self, bindings: Informer[BindingView],
+                 applications: Informer[Subject]) -> None:
+        self._bindings = bindings
+        self._applications = applications
+        self._lock = threading.Lock()
+        self._assumed: dict[str, tuple[Token, int]] = {}  # binding key → (write, revision)
+        self._placed: dict[str | None, dict[str, Placed]] = {}  # namespace → binding key → …
+        self._namespace: dict[str, str | None] = {}  # binding key → namespace in _placed
+        self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
+        self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
+        self._on: dict[tuple[str | None, str, str], Counter[Ref]] = {}  # label → where, how many
+        self._garbage: dict[str, int] = {}  # binding key → revision of a value that won't decode
+        bindings.add_handler(self._binding_event)
+        bindings.add_invalid_handler(self._garbage_seen)
+        applications.add_handler(self._application_event)
+
+    # -- reading ------------------------------------------------------------------
+
+    def get(self, key: str) -> tuple[BindingView | None, int]:
+        """The Binding at ``key`` as last decided (assumed) or seen, and its revision."""
+        hit = self._assumed.get(key)
+        if hit is not None:
+            return hit[0].doc, (hit[1] if hit[0].doc is not None else 0)
+        if key in self._garbage:
+            return None, 0  # garbage is no decision: decide anew, and replace it
+        item = self._bindings.item(key)
+        return (item.obj, item.mod_revision) if item else (None, 0)
+
+    def known(self, key: str) -> bool:
+        """Whether a Binding (or garbage in its place) exists or is being written at ``key``."""
+        hit = self._assumed.get(key)
+        if hit is not None:
+            return hit[0].doc is not None
+        return key in self._bindings or key in self._garbage
+
+    def stored_revision(self, key: str) -> int:
+        """The revision of what is stored at ``key`` as last seen, garbage included."""
+        item = self._bindings.item(key)
+        return max(item.mod_revision if item is not None else 0, self._garbage.get(key, 0))
+
+    def assumed(self) -> int:
+        with self._lock:
+            return len(self._assumed)
+
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        """Applications of ``namespace`` with targets (and all of ``labels``, if given)."""
+        with self._lock:
+            where = self._placed.get(namespace, {})
+            if not labels:
+                return list(where.values())
+            sets = [self._by_label.get((namespace, k, v), set()) for k, v in labels.items()]
+            smallest = min(sets, key=len)
+            return [where[k] for k in smallest if all(k in s for s in sets)]
+
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Counter[Ref]:
+        """Where the applications of ``namespace`` labelled ``label=value`` run: target →
+        how many of them run there."""
+        with self._lock:
+            return Counter(self._on.get((namespace, label, value), ()))
+
+    def version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        """Changes whenever ``placed(namespace, labels)`` may have changed."""
+        with self._lock:
+            if not labels:
+                return self._versions.get(namespace, 0)
+            return sum(self._versions.get((namespace, k, v), 0) for k, v in labels.items())
+
+    def _bump(self, namespace: str | None, labels: Mapping[str, str]) -> None:
+        versions = self._versions
+        versions[namespace] = versions.get(namespace, 0) + 1
+        for k, v in labels.items():
+            versions[(namespace, k, v)] = versions.get((namespace, k, v), 0) + 1
+
+    # -- the writer's side ---------------------------------------------------------
+
+    def assume(self, key: str, doc: BindingView | None) -> Token:
+        """A decision for ``key`` was submitted: attempts see it from now on."""
+        token = Token(doc)
+        with self._lock:
+            self._assumed[key] = (token, PENDING)
+            self._reindex(key)
+        return token
+
+    def written(self, key: str, token: Token, revision: int) -> None:
+        """``token``'s write landed at ``revision``: assumed until the watch has it."""
+        with self._lock:
+            hit = self._assumed.get(key)
+            if hit is None or hit[0] is not token:
+                return  # a newer decision replaced it
+            item = self._bindings.item(key)
+            seen = item.mod_revision if item is not None else 0
+            if (token.doc is None and item is None) or seen >= revision:
+                del self._assumed[key]  # the watch was faster
+            else:
+                self._assumed[key] = (token, revision)
+            self._reindex(key)
+
+    def retract(self, key: str, token: Token) -> None:
+        """``token``'s write failed: forget it, unless a newer decision replaced it."""
+        with self._lock:
+            hit = self._assumed.get(key)
+            if hit is not None and hit[0] is token:
+                del self._assumed[key]
+                self._reindex(key)
+
+    # -- watch events -----------------------------------------------------------------
+
+    def _garbage_seen(self, key: str, revision: int) -> None:
+        with self._lock:
+            self._garbage[key] = revision
+            self._reindex(key)
+
+    def _binding_event(self, event: Event[BindingView]) -> None:
+        with self._lock:
+            if self._garbage.get(event.key, 0) <= event.revision:
+                self._garbage.pop(event.key, None)
+            hit = self._assumed.get(event.key)
+            if hit is not None and event.revision >= hit[1]:
+                del self._assumed[event.key]
+            self._reindex(event.key)
+
+    def _application_event(self, event: Event[Subject]) -> None:
+        if event.type is EventType.MODIFIED and event.old is not None and (
+                event.old.labels == event.obj.labels):
+            return
+        if not event.key.startswith(keys.ROOT):
+            return
+        with self._lock:
+            self._reindex(keys.BINDINGS + event.key[len(keys.ROOT):])
+
+    def _reindex(self, key: str) -> None:
+        """Recompute where the application of Binding ``key`` is placed (lock held)."""
+        hit = self._assumed.get(key)
+        if hit is not None:
+            doc = hit[0].doc
+        elif key in self._garbage:
+            doc = None
+        else:
+            item = self._bindings.item(key)
+            doc = item.obj if item is not None else None
+        ns = self._namespace.get(key, "")
+        old = self._placed[ns].get(key) if ns != "" else None
+        if doc is None or doc.spec.resource.kind != "Application" or not doc.spec.targets:
+            self._drop(key)
+            return
+        ref = doc.spec.resource
+        app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
+        labels = app.labels if app is not None else (old.labels if old else None)
+        targets = tuple(_ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
+        if old is not None and old.targets == targets and old.labels == labels:
+            return  # our own write coming back on the watch, usually
+        self._drop(key)
+        if labels is None:
+            return
+        placed = Placed(app.ref if app is not None else Ref(ref.kind, ref.namespace, ref.name),
+                        labels, targets)
+        self._placed.setdefault(ref.namespace, {})[key] = placed
+        self._bump(ref.namespace, labels)
+        for k, v in labels.items():
+            self._on.setdefault((ref.namespace, k, v), Counter()).update(targets)
+        self._namespace[key] = ref.namespace
+        for k, v in labels.items():
+            self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
+
+    def _drop(self, key: str) -> Placed | None:
+        if key not in self._namespace:
+            return None
+        ns = self._namespace.pop(key)
+        old = self._placed[ns].pop(key)
+        self._bump(ns, old.labels)
+        for k, v in old.labels.items():
+            on = self._on.get((ns, k, v))
+            if on is not None:
+                on.subtract(old.targets)
+                for t in old.targets:
+                    if on[t] <= 0:
+                        del on[t]
+                if not on:
+                    del self._on[(ns, k, v)]
+        for k, v in old.labels.items():
+            members = self._by_label.get((ns, k, v))
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_label[(ns, k, v)]
+        return old
+
+
+__all__ = ["PENDING", "Decisions", "Token"]

@@ -1,0 +1,190 @@
+"""Extension points: one small interface each; a plugin implements what it needs.
+
+Seed 004's points, in the order one attempt runs them: queue-sort,
+pre-filter, filter, post-filter, pre-score, score (+ normalize), reserve /
+unreserve, permit, pre-bind, bind, post-bind. The runner detects which points
+a plugin implements by the methods it defines.
+
+A filter or score plugin whose answer depends only on the subject's
+``signature`` and the snapshot's ``epoch`` sets ``cacheable = True``: the
+runner then evaluates it once per distinct signature per epoch, however many
+subjects share it (10,000 applications with the same constraints cost one
+pass). What differs per subject comes from non-cacheable plugins, or, for a
+cacheable score plugin, from sparse ``adjust`` overrides (stickiness changes
+the score of one or two clusters, not of all).
+
+Filters and scores also have *set forms* (``filter_set``, ``score_set``,
+``score_base``) that answer for every candidate of a :class:`Fleet` at once
+with bitsets; the runner uses them when every plugin at a point has one. The
+per-candidate forms stay: they are the reference the set forms are tested
+against, and what a plugin without a set form is run with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from berth.controllers.scheduler.framework.fleet import Fleet
+from berth.controllers.scheduler.framework.state import CycleState
+from berth.controllers.scheduler.framework.status import Status
+from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
+from berth.store.documents import Target
+
+
+class Plugin:
+    """Base of every plugin: a name, and whether its filter can be memoized."""
+
+    name: ClassVar[str] = ""
+    cacheable: ClassVar[bool] = False
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        self.args = dict(args or {})
+
+
+@runtime_checkable
+class QueueSort(Protocol):
+    def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]: ...
+
+
+@runtime_checkable
+class PreFilter(Protocol):
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status: ...
+
+
+@runtime_checkable
+class Filter(Protocol):
+    def filter(
+        self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
+    ) -> Status: ...
+
+
+@runtime_checkable
+class FilterSet(Protocol):
+    def filter_set(
+        self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+        snapshot: Snapshot,
+    ) -> list[tuple[Status, int]]:
+        """The set form of ``filter``: which candidates of ``within`` it rejects, and why.
+
+        Groups of candidates (bitsets over ``fleet``'s ordinals, disjoint),
+        each with exactly the status ``filter`` returns for each of them; the
+        candidates in no group pass. Must agree with ``filter`` (a property
+        test holds every built-in plugin to it).
+        """
+        ...
+
+
+@runtime_checkable
+class PostFilter(Protocol):
+    def post_filter(
+        self, state: CycleState, subject: Subject, rejected: Mapping[str, Status]
+    ) -> Status: ...
+
+
+@runtime_checkable
+class PreScore(Protocol):
+    def pre_score(
+        self, state: CycleState, subject: Subject, candidates: list[Candidate],
+        snapshot: Snapshot,
+    ) -> Status: ...
+
+
+@runtime_checkable
+class Score(Protocol):
+    def score(
+        self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
+    ) -> float:
+        """A score in [0, 1] (after normalize); breakdowns go to ``state.explain``."""
+        ...
+
+
+@runtime_checkable
+class ScoreBase(Protocol):
+    def score_base(self, fleet: Fleet, snapshot: Snapshot) -> tuple[list[float], list[int]]:
+        """Per ordinal: the score (as ``score``) and tier, which must not depend on
+        the subject; computed once per fleet and metric values."""
+        ...
+
+
+@runtime_checkable
+class ScoreSet(Protocol):
+    def score_set(
+        self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+        snapshot: Snapshot,
+    ) -> list[tuple[int, float]]:
+        """The set form of ``score`` (after ``normalize``): additive terms, each
+        ``(candidates, value)``; a feasible candidate in no term scores 0."""
+        ...
+
+
+@runtime_checkable
+class Normalize(Protocol):
+    def normalize(self, state: CycleState, subject: Subject, scores: dict[str, float]) -> None:
+        """Rescale ``scores`` (candidate key → raw score) into [0, 1] in place."""
+        ...
+
+
+@runtime_checkable
+class Tier(Protocol):
+    def tier(self, state: CycleState, subject: Subject, candidate: Candidate) -> int:
+        """A rank class: candidates of a higher tier always beat lower ones."""
+        ...
+
+
+@runtime_checkable
+class Adjust(Protocol):
+    def adjust(
+        self, state: CycleState, subject: Subject, scores: Mapping[str, float],
+        snapshot: Snapshot,
+    ) -> dict[str, float]:
+        """Sparse per-subject overrides of a cacheable score plugin's scores.
+
+        ``scores`` maps candidate keys to the plugin's cached score; return the
+        few that differ for this subject (stickiness: its current clusters).
+        """
+        ...
+
+
+@runtime_checkable
+class Reserve(Protocol):
+    def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
+
+    def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None: ...
+
+
+@runtime_checkable
+class Permit(Protocol):
+    def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
+
+
+@runtime_checkable
+class PreBind(Protocol):
+    def pre_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
+
+
+@runtime_checkable
+class Bind(Protocol):
+    def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        """Bind, or SKIP to let the next bind plugin do it."""
+        ...
+
+
+@runtime_checkable
+class PostBind(Protocol):
+    def post_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> None: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "queueSort": QueueSort,
+    "preFilter": PreFilter,
+    "filter": Filter,
+    "postFilter": PostFilter,
+    "preScore": PreScore,
+    "score": Score,
+    "reserve": Reserve,
+    "permit": Permit,
+    "preBind": PreBind,
+    "bind": Bind,
+    "postBind": PostBind,
+}

@@ -1,0 +1,248 @@
+"""Rankings: feasible candidates best first, built only as far as someone reads.
+
+Most of a candidate's score does not depend on the subject (seed 000's
+metric score of a cluster): :class:`BaseOrder` sorts the whole fleet by it
+once per change of metric values. A subject's ranking is then that order
+restricted to its feasible set, shifted per *band* (the candidates that share
+the same per-subject additions, e.g. those matching a preferred affinity
+term), with a few *overrides* (stickiness: the clusters it runs on now)
+merged in. Picking the best cluster walks the order to the first feasible
+candidate — no per-candidate work for the thousands behind it.
+
+A :class:`Ranking` is a lazy ``Sequence[Ranked]``: indexing materializes
+entries up to the index; ``len`` is known from the feasible set at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import overload
+
+from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
+from berth.controllers.scheduler.framework.types import Candidate
+
+CHUNK = 64  # candidates per step of an ordered walk
+
+
+@dataclass(slots=True)
+class Ranked:
+    candidate: Candidate
+    tier: int
+    score: float
+    scores: dict[str, float] = field(default_factory=dict)  # plugin → weighted score
+    ordinal: int = -1
+    shared: bool = False  # exactly the fleet's entry for this candidate: the same for all
+
+    @property
+    def order(self) -> tuple[int, float]:
+        return (self.tier, self.score)
+
+
+def _sort_key(r: Ranked) -> tuple[int, float, int]:
+    return (-r.tier, -r.score, r.ordinal)
+
+
+class BaseOrder:
+    """Every candidate of a fleet ranked by the subject-independent scores."""
+
+    __slots__ = ("chunks", "fleet", "order", "parts", "position", "scores", "tiers")
+
+    def __init__(self, fleet: Fleet, tiers: list[int], scores: list[float],
+                 parts: list[dict[str, float]]) -> None:
+        self.fleet, self.tiers, self.scores, self.parts = fleet, tiers, scores, parts
+        self.order = sorted(range(len(fleet)), key=lambda i: (-tiers[i], -scores[i], i))
+        self.position = [0] * len(fleet)
+        for pos, i in enumerate(self.order):
+            self.position[i] = pos
+        self.chunks = []
+        for s in range(0, len(self.order), CHUNK):
+            mask = 0
+            for i in self.order[s : s + CHUNK]:
+                mask |= 1 << i
+            self.chunks.append(mask)
+
+    def walk(self, bits: int) -> Iterator[int]:
+        """The ordinals in ``bits``, best first (ties in ordinal order)."""
+        position = self.position
+        for mask in self.chunks:
+            hit = bits & mask
+            if hit:
+                yield from sorted(ordinals(hit), key=position.__getitem__)
+                bits &= ~mask
+                if not bits:
+                    return
+
+    def entry(self, i: int, delta: float = 0.0,
+              extra: dict[str, float] | None = None) -> Ranked:
+        """Candidate ``i``'s entry; its ``scores`` may be shared: copy before changing it."""
+        scores = self.parts[i]
+        if extra:
+            scores = dict(scores)
+            for name, value in extra.items():
+                scores[name] = scores.get(name, 0.0) + value
+        return Ranked(self.fleet.candidates[i], self.tiers[i], self.scores[i] + delta, scores, i,
+                      shared=not extra and not delta)
+
+
+@dataclass(slots=True)
+class Band:
+    """Feasible candidates that get the same per-subject additions."""
+
+    bits: int
+    delta: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)  # plugin → weighted addition
+
+
+class Lazy(Sequence[Ranked]):
+    """A sequence of known length, read from its source only as far as it is indexed."""
+
+    def __init__(self, size: int, source: Iterator[Ranked]) -> None:
+        self._size = size
+        self._done: list[Ranked] = []
+        self._source: Iterator[Ranked] | None = source
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _fill(self, n: int) -> None:
+        source = self._source
+        if source is None:
+            return
+        done = self._done
+        while len(done) < n:
+            nxt = next(source, None)
+            if nxt is None:
+                self._source = None
+                return
+            done.append(nxt)
+
+    @overload
+    def __getitem__(self, index: int) -> Ranked: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Ranked]: ...
+
+    def __getitem__(self, index: int | slice) -> Ranked | list[Ranked]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._size)
+            self._fill(stop)
+            return self._done[start:stop:step]
+        if index < 0:
+            index += self._size
+        self._fill(index + 1)
+        return self._done[index]
+
+    def __iter__(self) -> Iterator[Ranked]:
+        i = 0
+        while True:
+            self._fill(i + 1)
+            if i >= len(self._done):
+                return
+            yield self._done[i]
+            i += 1
+
+
+class Ranking(Lazy):
+    """Feasible candidates best first, materialized on demand."""
+
+    def __init__(self, fleet: Fleet, feasible: int, source: Iterator[Ranked],
+                 lookup: Callable[[int], Ranked]) -> None:
+        super().__init__(feasible.bit_count(), source)
+        self.fleet = fleet
+        self.feasible = feasible
+        self._lookup = lookup
+
+    @classmethod
+    def of(cls, fleet: Fleet, ranked: list[Ranked]) -> Ranking:
+        """A ranking already computed (sorted best first)."""
+        feasible = 0
+        by_ordinal: dict[int, Ranked] = {}
+        for r in ranked:
+            if r.ordinal < 0:
+                r.ordinal = fleet.by_key[r.candidate.key]
+            feasible |= 1 << r.ordinal
+            by_ordinal[r.ordinal] = r
+        out = cls(fleet, feasible, iter(()), by_ordinal.__getitem__)
+        out._done, out._source = list(ranked), None
+        return out
+
+    @classmethod
+    def banded(cls, base: BaseOrder, feasible: int, bands: list[Band],
+               overrides: dict[int, Ranked]) -> Ranking:
+        """``base`` restricted to ``feasible``, shifted per band, with ``overrides``.
+
+        ``bands`` partition the candidates (no bands: one band of all, unshifted).
+        """
+        bands = bands or [Band(base.fleet.all)]
+        taken = 0
+        for i in overrides:
+            taken |= 1 << i
+        walks: list[Iterator[Ranked]] = []
+        for band in bands:
+            bits = band.bits & feasible & ~taken
+            if bits:
+                walks.append(_band_walk(base, bits, band))
+        source = (iter(()) if not walks else walks[0] if len(walks) == 1
+                  else heapq.merge(*walks, key=_sort_key))
+        if overrides:
+            source = _with(source, sorted(overrides.values(), key=_sort_key))
+        plain = lookup(base, bands)
+
+        def find(i: int) -> Ranked:
+            hit = overrides.get(i)
+            return hit if hit is not None else plain(i)
+
+        return cls(base.fleet, feasible, source, find if overrides else plain)
+
+    def get(self, key: str) -> Ranked | None:
+        """The entry of the candidate ``key`` if it is feasible, without walking."""
+        i = self.fleet.by_key.get(key)
+        if i is None or not self.feasible >> i & 1:
+            return None
+        return self._lookup(i)
+
+
+def lookup(base: BaseOrder, bands: list[Band]) -> Callable[[int], Ranked]:
+    """Candidate ordinal → its entry in a banded ranking (without walking it)."""
+    def find(i: int) -> Ranked:
+        for band in bands:
+            if band.bits >> i & 1:
+                return base.entry(i, band.delta, band.parts)
+        return base.entry(i)
+    return find
+
+
+def _with(walk: Iterator[Ranked], pending: list[Ranked]) -> Iterator[Ranked]:
+    """``walk`` with the (few, sorted) ``pending`` entries merged in."""
+    k = 0
+    for r in walk:
+        key = _sort_key(r)
+        while k < len(pending) and _sort_key(pending[k]) <= key:
+            yield pending[k]
+            k += 1
+        yield r
+    yield from pending[k:]
+
+
+def _band_walk(base: BaseOrder, bits: int, band: Band) -> Iterator[Ranked]:
+    for i in base.walk(bits):
+        yield base.entry(i, band.delta, band.parts)
+
+
+def split(bands: list[Band], bits: int, value: float, plugin: str) -> list[Band]:
+    """Refine ``bands`` so that the candidates of ``bits`` get ``value`` more."""
+    out: list[Band] = []
+    for band in bands:
+        inside, outside = band.bits & bits, band.bits & ~bits
+        if inside:
+            parts = dict(band.parts)
+            parts[plugin] = parts.get(plugin, 0.0) + value
+            out.append(Band(inside, band.delta + value, parts))
+        if outside:
+            out.append(Band(outside, band.delta, band.parts))
+    return out
+
+
+__all__ = ["CHUNK", "Band", "BaseOrder", "Lazy", "Ranked", "Ranking", "lookup", "split"]

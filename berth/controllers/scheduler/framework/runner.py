@@ -1,0 +1,579 @@
+"""Runs the enabled plugins of each extension point for one scheduling attempt.
+
+A crashing plugin becomes an ERROR status naming it; every status is stamped
+with its plugin's name. An attempt decides on one frozen :class:`Fleet` (the
+candidates with their bitset indexes). Filters run in their set forms when
+all have one: each answers for every candidate at once, and the rejections
+are groups of candidates per status, not one status per candidate. Scores
+are the weighted sum of each score plugin's score; the subject-independent
+part is one order of the whole fleet (:class:`BaseOrder`), the per-subject
+parts are bands and sparse overrides on it (see ``ranking``). Candidates are
+ranked by tier, then score; ties are left for the selection to break at
+random.
+
+Cacheable filters and scores are evaluated once per distinct subject
+signature per fleet (a bounded memo); then the per-subject plugins run on
+top. ``reference=True`` runs every plugin one candidate at a time: the
+straightforward evaluation that the set forms are tested against.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.framework import plugin as points
+from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
+from berth.controllers.scheduler.framework.plugin import Plugin
+from berth.controllers.scheduler.framework.ranking import (
+    Band,
+    BaseOrder,
+    Ranked,
+    Ranking,
+    lookup,
+    split,
+)
+from berth.controllers.scheduler.framework.state import CycleState
+from berth.controllers.scheduler.framework.status import SKIP, SUCCESS, Code, Status, error
+from berth.controllers.scheduler.framework.types import Snapshot, Subject
+from berth.store.documents import Target
+
+log = logging.getLogger(__name__)
+
+Registry = Mapping[str, Callable[..., Plugin]]
+MEMO_SIGNATURES = 1024
+
+
+@dataclass(slots=True)
+class Evaluation:
+    """Feasible candidates ranked best first, and why the others were rejected.
+
+    ``rejections`` are disjoint groups of candidates (bitsets over ``fleet``),
+    each with the status that rejected them; ``error`` is set when a score
+    plugin failed (nothing is ranked then).
+    """
+
+    fleet: Fleet
+    feasible: int
+    rejections: list[tuple[Status, int]]
+    ranked: Ranking
+    considered: int = 0
+    error: Status | None = None
+    derived: dict[str, Any] = field(default_factory=dict)  # memoized views of this result
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Rejection reason → how many candidates it rejected."""
+        counts: Counter[str] | None = self.derived.get("counts")
+        if counts is None:
+            counts = Counter()
+            for status, bits in self.rejections:
+                counts[status.reason or status.code.value] += bits.bit_count()
+            self.derived["counts"] = counts
+        return counts
+
+    def groups(self) -> list[tuple[Status, int]]:
+        """Rejections merged by status, in the order of their first candidate."""
+        merged: dict[Status, int] = {}
+        for status, bits in self.rejections:
+            merged[status] = merged.get(status, 0) | bits
+        return sorted(merged.items(), key=lambda g: (g[1] & -g[1]).bit_length())
+
+    @property
+    def rejected(self) -> dict[str, Status]:
+        """Candidate key → the status that rejected it (built on first use)."""
+        out: dict[str, Status] | None = self.derived.get("rejected")
+        if out is None:
+            keys = self.fleet.keys
+            out = {keys[i]: status for status, bits in self.rejections for i in ordinals(bits)}
+            self.derived["rejected"] = out
+        return out
+
+
+@dataclass(slots=True)
+class _Static:
+    """The memoized part of an evaluation: what depends only on the signature."""
+
+    feasible: int
+    rejections: list[tuple[Status, int]]
+    bands: list[Band]
+    base: BaseOrder | None = None
+    dense: list[Ranked] | None = None  # when some scorer has no set form
+    error: Status | None = None
+
+
+class _FeasibleScores(Mapping[str, float]):
+    """One plugin's (unweighted) scores of the feasible candidates, read lazily."""
+
+    def __init__(self, lookup: Callable[[str], Ranked | None], fleet: Fleet, feasible: int,
+                 plugin: str, weight: float) -> None:
+        self._lookup, self._fleet, self._feasible = lookup, fleet, feasible
+        self._plugin, self._weight = plugin, weight or 1.0
+
+    def __contains__(self, key: object) -> bool:
+        i = self._fleet.by_key.get(key) if isinstance(key, str) else None
+        return i is not None and bool(self._feasible >> i & 1)
+
+    def __getitem__(self, key: str) -> float:
+        r = self._lookup(key)
+        if r is None:
+            raise KeyError(key)
+        return r.scores.get(self._plugin, 0.0) / self._weight
+
+    def __iter__(self) -> Iterator[str]:
+        keys = self._fleet.keys
+        return (keys[i] for i in ordinals(self._feasible))
+
+    def __len__(self) -> int:
+        return self._feasible.bit_count()
+
+
+def _guard(name: str, call: Callable[[], Status]) -> Status:
+    try:
+        return call().named(name)
+    except Exception as exc:  # a plugin bug must not take the scheduler down
+        log.exception("plugin %s failed", name)
+        return error(f"plugin crashed: {exc!r}").named(name)
+
+
+class Framework:
+    def __init__(self, config: SchedulerConfig, registry: Registry,
+                 shared: Mapping[str, Any] | None = None, *, reference: bool = False) -> None:
+        self.config = config
+        self.reference = reference  # every plugin one candidate at a time (for tests)
+        self.instances: dict[str, Plugin] = {}
+        self.points: dict[str, list[tuple[Plugin, float]]] = {}
+        for point, specs in config.plugins.items():
+            proto = points.EXTENSION_POINTS.get(point)
+            if proto is None:
+                raise ValueError(f"plugins: unknown extension point {point!r}; known: "
+                                 f"{', '.join(points.EXTENSION_POINTS)}")
+            enabled = []
+            for spec in specs:
+                factory = registry.get(spec.name)
+                if factory is None:
+                    raise ValueError(f"plugins.{point}: unknown plugin {spec.name!r}")
+                instance = self.instances.get(spec.name)
+                if instance is None:
+                    instance = factory({**(shared or {}), **spec.args})
+                    self.instances[spec.name] = instance
+                if not isinstance(instance, proto):
+                    raise ValueError(f"plugins.{point}: {spec.name} does not implement {point}")
+                enabled.append((instance, spec.weight))
+            self.points[point] = enabled
+        if config.extenders:
+            from berth.controllers.scheduler.plugins.extender import Extender
+
+            for i, ext in enumerate(config.extenders):
+                plugin = Extender(ext, i)
+                self.instances[plugin.name] = plugin
+                self.points.setdefault("filter", []).append((plugin, 1.0))
+                self.points.setdefault("score", []).append((plugin, ext.weight))
+                self.points.setdefault("preBind", []).append((plugin, 1.0))
+        # (candidate kind, namespace) → (the fleet it was computed on, signature → result)
+        self._memo: dict[tuple[str, str | None],
+                         tuple[Fleet, OrderedDict[bytes, _Static]]] = {}
+        self._plugins: dict[str, list[Any]] = {}
+        self.describers: list[Callable[..., dict[str, Any]]] = [
+            getattr(p, "describe") for p in self.instances.values()  # noqa: B009
+            if callable(getattr(p, "describe", None))]
+        # What each plugin can do, decided once: isinstance on a Protocol is slow.
+        self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
+        self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
+        self._adjusts = {n for n, p in self.instances.items() if isinstance(p, points.Adjust)}
+        # Set forms: a scorer's base must not depend on the candidates that survive
+        # (no normalize), and only base scorers may rank by tier.
+        self._filter_sets = {n for n, p in self.instances.items()
+                             if isinstance(p, points.FilterSet)}
+        self._batch_filters = {n for n, p in self.instances.items()
+                               if callable(getattr(p, "filter_all", None))}
+        self._base_scores = {n for n, p in self.instances.items()
+                             if isinstance(p, points.ScoreBase) and n not in self._normalizes}
+        self._score_sets = {n for n, p in self.instances.items()
+                            if isinstance(p, points.ScoreSet) and n not in self._tiers
+                            and n not in self._base_scores}
+        filters = self.points.get("filter", [])
+        scores = self.points.get("score", [])
+        self._static_filters = [p for p, _ in filters if p.cacheable]
+        self._dynamic_filters = [p for p, _ in filters if not p.cacheable]
+        self._static_scores: list[tuple[Any, float]] = [(p, w) for p, w in scores if p.cacheable]
+        self._dynamic_scores: list[tuple[Any, float]] = [
+            (p, w) for p, w in scores if not p.cacheable]
+        self._adjusters: list[tuple[Any, float]] = [
+            (p, w) for p, w in scores if p.cacheable and p.name in self._adjusts]
+
+    def selector(self, state: CycleState) -> Any:
+        """The first enabled filter plugin that fills selections, unless it skipped."""
+        skipped: set[str] = state.data.get("skip", set())
+        for p in self.plugins("filter"):
+            if callable(getattr(p, "select", None)) and p.name not in skipped:
+                return p.select
+        return None
+
+    def plugins(self, point: str) -> list[Any]:
+        cached = self._plugins.get(point)
+        if cached is None:
+            cached = self._plugins[point] = [p for p, _ in self.points.get(point, [])]
+        return cached
+
+    # -- queue sort -------------------------------------------------------------
+
+    def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]:
+        sorters = self.plugins("queueSort")
+        return sorters[0].sort_key(subject, enqueued) if sorters else (enqueued,)
+
+    # -- filtering ----------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        skipped: set[str] = state.data.setdefault("skip", set())
+        for p in self.plugins("preFilter"):
+            status = _guard(p.name, partial(p.pre_filter, state, subject, snapshot))
+            if status.code is Code.SKIP:
+                skipped.add(p.name)
+            elif not status.ok:
+                return status
+        return SUCCESS
+
+    def evaluate(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Evaluation:
+        """Filter and score on one frozen fleet: cached parts from the memo, per-subject on top."""
+        fleet = state.fleet
+        if fleet is None:
+            fleet = state.fleet = snapshot.fleet(subject)
+        skipped: set[str] = state.data.get("skip", set())
+        static = self._memoized(subject, fleet)
+        if static is None:
+            static = self._static(state, subject, fleet, snapshot, skipped)
+            self._remember(subject, fleet, static)
+        if static.error is not None:
+            return Evaluation(fleet, 0, static.rejections, Ranking.of(fleet, []), len(fleet),
+                              static.error)
+        feasible, rejections = static.feasible, static.rejections
+        dynamic_filters = [p for p in self._dynamic_filters if p.name not in skipped]
+        if dynamic_filters:
+            feasible, more = self._filter(state, subject, fleet, snapshot, feasible,
+                                          dynamic_filters)
+            rejections = rejections + more
+        dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
+        bands, per_candidate = static.bands, []
+        for p, weight in dynamic_scores:
+            if self.reference or p.name not in self._score_sets or static.dense is not None:
+                per_candidate.append((p, weight))
+                continue
+            try:
+                terms = p.score_set(state, subject, fleet, feasible, snapshot)
+            except Exception as exc:
+                log.exception("plugin %s failed", p.name)
+                return self._failed(fleet, rejections, error(f"plugin crashed: {exc!r}").named(
+                    p.name))
+            for bits, value in terms:
+                if value:
+                    bands = split(bands, bits, weight * value, p.name)
+        if static.dense is not None or per_candidate:
+            return self._dense(state, subject, fleet, snapshot, static, feasible, rejections,
+                               bands, per_candidate, skipped)
+        assert static.base is not None
+        find = lookup(static.base, bands)
+        by_ordinal = fleet.by_key
+
+        def get(key: str) -> Ranked | None:
+            i = by_ordinal.get(key)
+            return find(i) if i is not None and feasible >> i & 1 else None
+
+        overrides = self._overrides(state, subject, fleet, snapshot, feasible, get, skipped)
+        ranking = Ranking.banded(static.base, feasible, bands, overrides)
+        return Evaluation(fleet, feasible, rejections, ranking, len(fleet))
+
+    def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+               static: _Static, feasible: int, rejections: list[tuple[Status, int]],
+               bands: list[Band], per_candidate: list[tuple[Any, float]],
+               skipped: set[str]) -> Evaluation:
+        """Every feasible candidate scored one by one (the reference, or a plugin
+        without a set form)."""
+        if static.dense is not None:
+            entries = [Ranked(r.candidate, r.tier, r.score, dict(r.scores), r.ordinal)
+                       for r in static.dense if feasible >> r.ordinal & 1]
+        else:
+            assert static.base is not None
+            entries = [Ranked(r.candidate, r.tier, r.score, dict(r.scores), r.ordinal)
+                       for r in Ranking.banded(static.base, feasible, bands, {})]
+        by_key = {r.candidate.key: r for r in entries}
+        overrides = self._overrides(state, subject, fleet, snapshot, feasible, by_key.get,
+                                    skipped)
+        if overrides:
+            entries = [overrides.get(r.ordinal, r) for r in entries]
+        if per_candidate:
+            status = self._score(state, subject, entries, snapshot, per_candidate)
+            if not status.ok:
+                return self._failed(fleet, rejections, status)
+        if overrides or per_candidate:
+            entries.sort(key=lambda r: r.order, reverse=True)
+        return Evaluation(fleet, feasible, rejections, Ranking.of(fleet, entries), len(fleet))
+
+    @staticmethod
+    def _failed(fleet: Fleet, rejections: list[tuple[Status, int]], status: Status) -> Evaluation:
+        return Evaluation(fleet, 0, rejections, Ranking.of(fleet, []), len(fleet), status)
+
+    def _overrides(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+                   feasible: int, lookup: Callable[[str], Ranked | None],
+                   skipped: set[str]) -> dict[int, Ranked]:
+        """Sparse per-subject changes of cached scores (stickiness), by ordinal."""
+        overrides: dict[int, Ranked] = {}
+        for p, weight in self._adjusters:
+            if p.name in skipped:
+                continue
+            mine = _FeasibleScores(lookup, fleet, feasible, p.name, weight)
+            for key, value in p.adjust(state, subject, mine, snapshot).items():
+                i = fleet.by_key.get(key)
+                if i is None or not feasible >> i & 1:
+                    continue
+                r = overrides.get(i) or lookup(key)
+                if r is None:
+                    continue
+                new = Ranked(r.candidate, r.tier, r.score, dict(r.scores), i)
+                new.score += weight * value - new.scores.get(p.name, 0.0)
+                new.scores[p.name] = weight * value
+                overrides[i] = new
+        return overrides
+
+    def _static(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+                skipped: set[str]) -> _Static:
+        filters = [p for p in self._static_filters if p.name not in skipped]
+        feasible, rejections = self._filter(state, subject, fleet, snapshot, fleet.all, filters,
+                                            limit=self._sample_size(len(fleet)))
+        scorers = [(p, w) for p, w in self._static_scores if p.name not in skipped]
+        if self.reference or any(p.name not in self._base_scores and p.name not in
+                                 self._score_sets for p, _ in scorers):
+            entries = [Ranked(fleet.candidates[i], 0, 0.0, {}, i) for i in ordinals(feasible)]
+            status = self._score(state, subject, entries, snapshot, scorers)
+            if not status.ok:
+                return _Static(0, rejections, [], error=status)
+            entries.sort(key=lambda r: r.order, reverse=True)
+            return _Static(feasible, rejections, [], dense=entries)
+        base_scorers = tuple((p, w) for p, w in scorers if p.name in self._base_scores)
+        try:
+            base = fleet.cached(("base-order", tuple((p.name, w) for p, w in base_scorers)),
+                                lambda: _base_order(fleet, snapshot, base_scorers), metric=True)
+            bands = [Band(fleet.all)]
+            for p, weight in scorers:
+                if p.name in self._base_scores:
+                    continue
+                for bits, value in p.score_set(state, subject, fleet, feasible, snapshot):
+                    if value:
+                        bands = split(bands, bits, weight * value, p.name)
+        except Exception as exc:
+            log.exception("a score plugin failed")
+            return _Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
+        return _Static(feasible, rejections, bands, base)
+
+    def _score(self, state: CycleState, subject: Subject, ranked: list[Ranked],
+               snapshot: Snapshot, scorers: list[tuple[Any, float]]) -> Status:
+        for p, weight in scorers:
+            try:
+                if hasattr(p, "score_all"):
+                    bulk = p.score_all(state, subject, [r.candidate for r in ranked], snapshot)
+                    raw = {r.candidate.key: bulk.get(r.candidate.key, 0.0) for r in ranked}
+                else:
+                    raw = {r.candidate.key: p.score(state, subject, r.candidate, snapshot)
+                           for r in ranked}
+                if p.name in self._normalizes:
+                    p.normalize(state, subject, raw)
+                tiers = p.name in self._tiers
+                for r in ranked:
+                    value = weight * raw[r.candidate.key]
+                    r.scores[p.name] = value
+                    r.score += value
+                    if tiers:
+                        r.tier += p.tier(state, subject, r.candidate)
+            except Exception as exc:
+                log.exception("plugin %s failed", p.name)
+                return error(f"plugin crashed: {exc!r}").named(p.name)
+        return SUCCESS
+
+    def _sample_size(self, n: int) -> int | None:
+        pct = self.config.percentage_of_clusters_to_score
+        if pct >= 100:
+            return None
+        return max(min(100, n), int(n * pct / 100))
+
+    def _filter(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
+                within: int, filters: list[Any], limit: int | None = None,
+                ) -> tuple[int, list[tuple[Status, int]]]:
+        """Run ``filters`` over the candidates in ``within``: (feasible, rejections).
+
+        Set forms when every filter has one, else one call per candidate and
+        filter (the reference). With ``limit``, candidates are considered in
+        ordinal order until that many are feasible; the rest are not considered.
+        """
+        rejections: list[tuple[Status, int]] = []
+        batch = [p for p in filters if p.name in self._batch_filters]
+        single = [p for p in filters if p.name not in self._batch_filters]
+        if not self.reference and all(p.name in self._filter_sets for p in single):
+            for p in single:
+                if not within:
+                    break
+                try:
+                    out = p.filter_set(state, subject, fleet, within, snapshot)
+                except Exception as exc:
+                    log.exception("plugin %s failed", p.name)
+                    out = [(error(f"plugin crashed: {exc!r}"), within)]
+                for status, bits in out:
+                    bits &= within
+                    if bits:
+                        rejections.append((status.named(p.name), bits))
+                        within &= ~bits
+            if limit is not None and within.bit_count() > limit:
+                cut = _nth(within, limit)
+                mask = (1 << (cut + 1)) - 1
+                within &= mask
+                rejections = [(st, b & mask) for st, b in rejections if b & mask]
+        else:
+            groups: dict[Status, int] = {}
+            feasible = 0
+            found = 0
+            for i in ordinals(within):
+                c = fleet.candidates[i]
+                for p in single:
+                    try:
+                        status = p.filter(state, subject, c, snapshot)
+                    except Exception as exc:
+                        log.exception("plugin %s failed", p.name)
+                        status = error(f"plugin crashed: {exc!r}")
+                    if not status.ok:
+                        status = status.named(p.name)
+                        groups[status] = groups.get(status, 0) | (1 << i)
+                        break
+                else:
+                    feasible |= 1 << i
+                    found += 1
+                    if limit is not None and found >= limit:
+                        break
+            within = feasible
+            rejections = list(groups.items())
+        for p in batch:  # one call for all survivors (an extender: one HTTP request)
+            if not within:
+                break
+            try:
+                answers = p.filter_all(state, subject, fleet.select(within), snapshot)
+            except Exception as exc:
+                log.exception("plugin %s failed", p.name)
+                answers = {fleet.keys[i]: error(f"plugin crashed: {exc!r}")
+                           for i in ordinals(within)}
+            groups = {}
+            for key, status in answers.items():
+                at = fleet.by_key.get(key)
+                if at is not None and within >> at & 1:
+                    status = status.named(p.name)
+                    groups[status] = groups.get(status, 0) | (1 << at)
+            for status, bits in groups.items():
+                rejections.append((status, bits))
+                within &= ~bits
+        return within, rejections
+
+    def _memoized(self, subject: Subject, fleet: Fleet) -> _Static | None:
+        if not subject.signature:
+            return None
+        memo = self._memo.get((subject.candidate_kind, subject.ref.namespace))
+        if memo is None or memo[0] is not fleet:
+            return None
+        hit = memo[1].get(subject.signature)
+        if hit is not None:
+            memo[1].move_to_end(subject.signature)
+        return hit
+
+    def _remember(self, subject: Subject, fleet: Fleet, result: _Static) -> None:
+        """Keep ``result`` for the subjects alike; a new fleet drops the old results."""
+        if not subject.signature:
+            return
+        where = (subject.candidate_kind, subject.ref.namespace)
+        memo = self._memo.get(where)
+        if memo is None or memo[0] is not fleet:
+            memo = self._memo[where] = (fleet, OrderedDict())
+        memo[1][subject.signature] = result
+        while len(memo[1]) > MEMO_SIGNATURES:
+            memo[1].popitem(last=False)
+
+    def post_filter(self, state: CycleState, subject: Subject,
+                    rejected: Mapping[str, Status]) -> Status:
+        for p in self.plugins("postFilter"):
+            status = _guard(p.name, partial(p.post_filter, state, subject, rejected))
+            if status.code is Code.SUCCESS:
+                return status
+        return Status(Code.UNSCHEDULABLE)
+
+    # -- after the decision ----------------------------------------------------------
+
+    def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        done: list[Any] = []
+        for p in self.plugins("reserve"):
+            status = _guard(p.name, partial(p.reserve, state, subject, targets))
+            if not status.ok:
+                for q in reversed(done):
+                    q.unreserve(state, subject, targets)
+                return status
+            done.append(p)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None:
+        for p in reversed(self.plugins("reserve")):
+            try:
+                p.unreserve(state, subject, targets)
+            except Exception:
+                log.exception("plugin %s failed to unreserve", p.name)
+
+    def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        waiting: Status | None = None
+        for p in self.plugins("permit"):
+            status = _guard(p.name, partial(p.permit, state, subject, targets))
+            if status.code is Code.WAIT:
+                waiting = status
+            elif not status.ok:
+                return status
+        return waiting or SUCCESS
+
+    def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        for p in self.plugins("preBind"):
+            status = _guard(p.name, partial(p.pre_bind, state, subject, targets))
+            if not status.ok:
+                return status
+        for p in self.plugins("bind"):
+            status = _guard(p.name, partial(p.bind, state, subject, targets))
+            if status.code is not Code.SKIP:
+                if status.ok:
+                    for q in self.plugins("postBind"):
+                        try:
+                            q.post_bind(state, subject, targets)
+                        except Exception:
+                            log.exception("plugin %s failed in post-bind", q.name)
+                return status
+        return error("no bind plugin bound the subject")
+
+
+def _nth(bits: int, n: int) -> int:
+    """The ordinal of the ``n``-th (1-based) member of ``bits``."""
+    for k, i in enumerate(ordinals(bits), 1):
+        if k == n:
+            return i
+    raise ValueError("fewer members than asked for")
+
+
+def _base_order(fleet: Fleet, snapshot: Snapshot,
+                scorers: tuple[tuple[Any, float], ...]) -> BaseOrder:
+    n = len(fleet)
+    tiers, scores = [0] * n, [0.0] * n
+    parts: list[dict[str, float]] = [{} for _ in range(n)]
+    for p, weight in scorers:
+        raw, tier = p.score_base(fleet, snapshot)
+        for i in range(n):
+            value = weight * raw[i]
+            scores[i] += value
+            tiers[i] += tier[i]
+            parts[i][p.name] = value
+    return BaseOrder(fleet, tiers, scores, parts)
+
+
+__all__ = ["SKIP", "Evaluation", "Framework", "Ranked", "Ranking", "Registry"]

@@ -1,0 +1,152 @@
+"""What the framework schedules (Subjects) onto what (Candidates).
+
+The kind being placed is data: an Application is placed on Clusters, a
+Cluster without a kubeconfig on Clouds (seed 000 "Cluster handler"). Both
+become a :class:`Subject`; clusters and clouds both become a
+:class:`Candidate`. Plugins see only these, so there is one pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from berth.store import keys
+from berth.store.documents import (
+    Affinity,
+    Gang,
+    MetricRef,
+    Placement,
+    Taint,
+    Target,
+    Toleration,
+)
+
+if TYPE_CHECKING:
+    from berth.controllers.scheduler.framework.fleet import Fleet
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    kind: str
+    namespace: str | None
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A place a subject can go: a cluster or a cloud."""
+
+    ref: Ref
+    labels: Mapping[str, str]
+    metrics: tuple[MetricRef, ...] = ()
+    custom_resources: frozenset[str] = frozenset()
+    taints: tuple[Taint, ...] = ()
+    state: str = ""  # ONLINE, UNHEALTHY, OFFLINE, "" (no status yet)
+    deleted: bool = False
+    key: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.key = candidate_key(self.ref.kind, self.ref.namespace, self.ref.name)
+
+
+def candidate_key(kind: str, namespace: str | None, name: str) -> str:
+    """How candidates are keyed in evaluations: ``Cluster/ns/name``, ``GlobalCloud/name``."""
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+@dataclass(slots=True)
+class Subject:
+    """A resource to place, with everything the plugins read from its spec."""
+
+    ref: Ref
+    key: str  # the resource's etcd key
+    candidate_kind: str  # "Cluster" or "Cloud"
+    binding_key: str = ""  # where its Binding lives; derived from ``key``
+    generation: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    created: float = 0.0
+    priority: int = 0
+    deleted: bool = False
+    scheduler_name: str | None = None
+    label_constraints: tuple[str, ...] = ()
+    metric_constraints: tuple[str, ...] = ()
+    custom_resources: tuple[str, ...] = ()
+    cluster_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    placement: Placement = field(default_factory=Placement)
+    migration: bool = True
+    gang: Gang | None = None
+    signature: bytes = b""  # equal for subjects the cacheable filters treat alike
+
+    def __post_init__(self) -> None:
+        if not self.binding_key and self.key.startswith(keys.ROOT):
+            self.binding_key = keys.BINDINGS + self.key[len(keys.ROOT):]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricReading:
+    """A candidate's metric as the scheduler sees it: usable, or why not."""
+
+    name: str
+    weight: float
+    value: float | None = None  # raw
+    normalized: float | None = None  # in [0, 1]
+    reason: str = ""  # empty when usable; else UNKNOWN_METRIC, INVALID_METRIC, ...
+    message: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.normalized is not None and not self.reason
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """Where another subject runs (for workload affinity and spread)."""
+
+    ref: Ref
+    labels: Mapping[str, str]
+    targets: tuple[Ref, ...]
+
+
+class Snapshot(Protocol):
+    """What plugins may read of the world; the cache implements it."""
+
+    @property
+    def epoch(self) -> int:
+        """Changes whenever candidates, their status or metric values change."""
+        ...
+
+    def candidates(self, subject: Subject) -> list[Candidate]: ...
+
+    def fleet(self, subject: Subject) -> Fleet:
+        """The subject's candidates, frozen, with their bitset indexes (one per epoch)."""
+        ...
+
+    def candidate_by_key(self, key: str) -> Candidate | None: ...
+
+    def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading: ...
+
+    def current_targets(self, subject: Subject) -> list[Target]: ...
+
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
+        ...
+
+    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
+        """Where the placed workloads of ``namespace`` labelled ``label=value`` run:
+        target → how many of them."""
+        ...
+
+    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        """Changes whenever ``placed(namespace, labels)`` may have changed."""
+        ...
+
+
+Breakdown = dict[str, Any]

@@ -1,0 +1,200 @@
+"""WorkloadAffinity: affinity and anti-affinity to other workloads (seed 001).
+
+A term selects workloads by their labels (in the subject's namespace unless
+the term's ``namespaces`` says otherwise) and names a cluster label as ``topologyKey``:
+"run (or do not run) in a topology domain where such a workload runs".
+
+* required affinity: the candidate's domain must hold a matching workload; a
+  candidate without the topology label fails. As in Kubernetes, if no
+  matching workload runs anywhere and the subject matches its own term, the
+  term holds (the first of a group must land somewhere).
+* required anti-affinity: the candidate's domain must hold none.
+* preferred terms add (affinity) or subtract (anti-affinity) their weight;
+  the score is normalised by the total weight into [-1, 1].
+
+Where workloads run comes from the Bindings, including decisions written but
+not yet seen on the watch, so a burst of subjects sees each other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from berth.controllers.scheduler.framework import (
+    SKIP,
+    SUCCESS,
+    Candidate,
+    CycleState,
+    Fleet,
+    Plugin,
+    Ref,
+    Snapshot,
+    Status,
+    Subject,
+    sieve,
+    unschedulable,
+)
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.plugins.selectors import describe, selector_matches
+from berth.store.documents import Target, WorkloadAffinityTerm
+
+NAME = "WorkloadAffinity"
+
+
+@dataclass(slots=True)
+class _Term:
+    term: WorkloadAffinityTerm
+    domains: set[str]  # topology values where a matching workload runs
+    matches_self: bool
+    weight: float = 0.0
+    anti: bool = False
+
+    def label(self) -> str:
+        sel = self.term.label_selector
+        return f"{describe(sel.match_labels, sel.match_expressions)} by {self.term.topology_key}"
+
+
+CACHED_TERMS = 4096
+
+
+def _value_of(snapshot: Snapshot, t: Ref | Target, key: str) -> str | None:
+    c = snapshot.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
+    return c.labels.get(key) if c else None
+
+
+def _counts(term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot,
+            fleet: Fleet) -> Counter[str]:
+    """Topology value → how many matching workloads of ``ns`` run there (by target)."""
+    sel = term.label_selector
+    out: Counter[str] = Counter()
+    if len(sel.match_labels) == 1 and not sel.match_expressions:  # the common case: by index
+        ((label, wanted),) = sel.match_labels.items()
+        for t, n in snapshot.placed_on(ns, label, wanted).items():
+            i = fleet.by_key.get(candidate_key(t.kind, t.namespace, t.name))
+            value = fleet.candidates[i].labels.get(term.topology_key) if i is not None else (
+                _value_of(snapshot, t, term.topology_key))
+            if value is not None:
+                out[value] += n
+        return out
+    for p in snapshot.placed(ns, sel.match_labels):
+        if not selector_matches(sel.match_labels, sel.match_expressions, p.labels):
+            continue
+        for t in p.targets:
+            value = _value_of(snapshot, t, term.topology_key)
+            if value is not None:
+                out[value] += 1
+    return out
+
+
+class WorkloadAffinity(Plugin):
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        # Where the workloads a term selects run, by topology value: shared by every
+        # subject with that term until those placements or the candidates change.
+        self._cache: OrderedDict[tuple[Any, ...], Counter[str]] = OrderedDict()
+
+    def _domains(self, term: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot,
+                 fleet: Fleet) -> set[str]:
+        sel = term.label_selector
+        counts: Counter[str] = Counter()
+        namespaces: list[str | None] = [*term.namespaces] or [subject.ref.namespace]
+        for ns in namespaces:
+            key = (ns, tuple(sorted(sel.match_labels.items())),
+                   msgspec.json.encode(sel.match_expressions), term.topology_key,
+                   snapshot.placements_version(ns, sel.match_labels), fleet.cand_epoch)
+            hit = self._cache.get(key)
+            if hit is None:
+                hit = self._cache[key] = _counts(term, ns, snapshot, fleet)
+                while len(self._cache) > CACHED_TERMS:
+                    self._cache.popitem(last=False)
+            counts.update(hit)
+        if subject.ref.namespace in namespaces and selector_matches(
+                sel.match_labels, sel.match_expressions, subject.labels):
+            for t in snapshot.current_targets(subject):  # not its own neighbour
+                value = _value_of(snapshot, t, term.topology_key)
+                if value is not None:
+                    counts[value] -= 1
+        return {value for value, n in counts.items() if n > 0}
+
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        aff = subject.affinity
+        if aff is None or (aff.workload_affinity is None and aff.workload_anti_affinity is None):
+            return SKIP
+        fleet = state.fleet if state.fleet is not None else snapshot.fleet(subject)
+        terms: dict[str, list[_Term]] = {"required": [], "preferred": []}
+        for anti, group in ((False, aff.workload_affinity), (True, aff.workload_anti_affinity)):
+            if group is None:
+                continue
+            for t in group.required_during_scheduling_ignored_during_execution:
+                terms["required"].append(self._term(t, subject, snapshot, fleet, anti, 0.0))
+            for w in group.preferred_during_scheduling_ignored_during_execution:
+                terms["preferred"].append(self._term(w.term, subject, snapshot, fleet, anti,
+                                                     w.weight))
+        state.data[NAME] = terms
+        return SUCCESS
+
+    def _term(self, t: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot, fleet: Fleet,
+              anti: bool, weight: float) -> _Term:
+        sel = t.label_selector
+        own = selector_matches(sel.match_labels, sel.match_expressions, subject.labels)
+        return _Term(t, self._domains(t, subject, snapshot, fleet), own, weight, anti)
+
+    def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
+               snapshot: Snapshot) -> Status:
+        for term in state.data[NAME]["required"]:
+            value = candidate.labels.get(term.term.topology_key)
+            if term.anti:
+                if value is not None and value in term.domains:
+                    return unschedulable(f"workload anti-affinity ({term.label()})")
+            elif value is None:
+                return unschedulable(f"workload affinity: no label {term.term.topology_key}")
+            elif value not in term.domains and not (not term.domains and term.matches_self):
+                return unschedulable(f"workload affinity ({term.label()})")
+        return SUCCESS
+
+    def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
+                   snapshot: Snapshot) -> list[tuple[Status, int]]:
+        return sieve(within, self._checks(fleet, state.data[NAME]["required"]))
+
+    @staticmethod
+    def _checks(fleet: Fleet, required: list[_Term]) -> Iterator[tuple[int, Status]]:
+        """The per-candidate checks of ``filter``, in its order, as (passing, status)."""
+        for term in required:
+            key = term.term.topology_key
+            if term.anti:
+                yield (fleet.all & ~fleet.label_in(key, sorted(term.domains)),
+                       unschedulable(f"workload anti-affinity ({term.label()})"))
+                continue
+            yield fleet.has_label(key), unschedulable(f"workload affinity: no label {key}")
+            if term.domains or not term.matches_self:
+                yield (fleet.label_in(key, sorted(term.domains)),
+                       unschedulable(f"workload affinity ({term.label()})"))
+
+    def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+                  snapshot: Snapshot) -> list[tuple[int, float]]:
+        preferred: list[_Term] = state.data[NAME]["preferred"]
+        total = sum(t.weight for t in preferred)
+        if not total:
+            return []
+        return [(fleet.label_in(t.term.topology_key, sorted(t.domains)),
+                 (-t.weight if t.anti else t.weight) / total) for t in preferred if t.domains]
+
+    def score(self, state: CycleState, subject: Subject, candidate: Candidate,
+              snapshot: Snapshot) -> float:
+        preferred: list[_Term] = state.data[NAME]["preferred"]
+        total = sum(t.weight for t in preferred)
+        if not total:
+            return 0.0
+        got = 0.0
+        for t in preferred:
+            value = candidate.labels.get(t.term.topology_key)
+            if value is not None and value in t.domains:
+                got += -t.weight if t.anti else t.weight
+        return got / total

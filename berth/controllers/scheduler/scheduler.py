@@ -1,0 +1,570 @@
+"""The scheduler: queue → decide → reserve → permit → bind → write the Binding.
+
+One generic pipeline for every kind placed: Applications on Clusters, and
+Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
+(``schedulerName``) are left alone; subjects being deleted keep their Binding
+(the propagator cleans up); a Binding whose subject vanished is deleted.
+
+Every decision is made by :func:`decide` on one frozen fleet and acted on in
+one place (:meth:`Scheduler._act`), which writes the Binding through the one
+Binding writer.
+
+Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
+its status or a metric changes, each placed subject is decided again — by a
+sweep that acts on each changed decision as soon as it is made, a few
+milliseconds at a time between other attempts (the periodic one only while
+no other attempt waits); stickiness keeps a subject where it is unless
+another candidate is better by more than the stickiness. ``spec.migration:
+false`` (or Krake's ``constraints.migration: false``) never moves a placed
+subject, and ``placement.ignoredDuringExecution`` keeps feasible targets
+until the spec changes. A Cluster, once placed on a Cloud, stays there (seed
+000).
+
+Threads: the scheduling loop and the resync loop run supervised (a step that
+raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the
+Binding writer has its own thread; informers call the event handlers, which
+only touch the queue (its own lock) and flags.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+
+from berth.controllers.runtime import Event, EventType
+from berth.controllers.runtime.supervise import Loop
+from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
+from berth.controllers.scheduler.binder import BindingWriter, Write
+from berth.controllers.scheduler.cache import Cache
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.decide import Decision, NoFit, decide
+from berth.controllers.scheduler.framework import Code, Framework, Subject
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.queue import SchedulingQueue
+from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
+from berth.store import Store, keys
+from berth.store.documents import (
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ObjectRef,
+    Target,
+)
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["result"])
+LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
+SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided again by sweeps",
+                ["result"])
+
+Explained = Callable[[], list[dict[str, Any]]]
+SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
+PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
+SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
+ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
+
+
+def _refs(ts: list[Target]) -> frozenset[tuple[str, str | None, str]]:
+    return frozenset((t.kind, t.namespace, t.name) for t in ts)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A subject held at permit (a gang member waiting for the others)."""
+
+    decision: Decision
+    binding: BindingView | None
+    deadline: float
+
+
+def check_config(config: SchedulerConfig) -> None:
+    """Raise ValueError if the plugin configuration cannot be built (unknown plugin, a
+    plugin at a point it does not implement, bad arguments)."""
+    Framework(config, REGISTRY)
+
+
+def framework_for(config: SchedulerConfig) -> Framework:
+    """The framework the scheduler decides with (what-if uses the same one)."""
+    return Framework(config, REGISTRY, shared={"stickiness_weight": config.stickiness_weight})
+
+
+class Scheduler:
+    def __init__(self, store: Store, config: SchedulerConfig, *,
+                 idle_timeout: float = 30.0) -> None:
+        self.store = store
+        self.config = config
+        self.cache = Cache(store, idle_timeout=idle_timeout)
+        self.framework = framework_for(config)
+        self.queue = SchedulingQueue(
+            self._sort_key, initial_backoff=config.backoff.initial,
+            max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)
+        self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
+                                    batch=config.bind_batch, retry=self.queue.add)
+        self.antiflap = AntiFlap(config.anti_flap)  # the scheduling loop's own
+        self._resync = threading.Event()
+        self._next_periodic = time.monotonic() + config.reschedule_after
+        self._last_activation = 0.0
+        # Subjects that may fit once placements change: key → whether a new placement
+        # can help (workload affinity) or only one that goes away (anti-affinity).
+        self._waiting_on_placements: dict[str, bool] = {}
+        self._placements_lock = threading.Lock()
+        self._placements_added = threading.Event()
+        self._placements_removed = threading.Event()
+        self._attempts: dict[str, Any] = {}  # result → its counter child
+        self._waiting: dict[str, _Held] = {}  # scheduling thread only
+        self._sweep: Iterator[None] | None = None
+        self._sweep_idle = False  # a periodic sweep: only while the queue is empty
+        self._loops = [Loop("scheduling", self._step, deadline=60.0),
+                       Loop("resync", self._resync_step, deadline=60.0)]
+        self.cache.applications.add_handler(self._on_subject)
+        self.cache.clusters.add_handler(self._on_subject)
+        self.cache.magnumclusters.add_handler(self._on_subject)
+        self.cache.bindings.add_handler(self._on_binding)
+        self.cache.bindings.add_invalid_handler(self._on_garbage)
+        self.cache.on_candidates_changed(lambda _e: self._resync.set())
+
+    # -- running -----------------------------------------------------------------
+
+    def start(self, *, sync_timeout: float = 60.0) -> None:
+        self.cache.start()
+        if not self.cache.wait_synced(sync_timeout):
+            raise TimeoutError("the scheduler cache did not sync with etcd")
+        # The synced cache is long-lived: keep the collector from rescanning it
+        # (a full collection over a large fleet pauses every thread for 100s of ms).
+        # ``stop`` unfreezes, so a stopped scheduler's objects can be collected.
+        gc.collect()
+        gc.freeze()
+        self.writer.start()
+        for loop in self._loops:
+            loop.start()
+
+    def ready(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.cache.informers)
+
+    def alive(self) -> bool:
+        """Every loop runs and beats, the Binding writer runs, and every informer."""
+        return (all(loop.alive() for loop in self._loops) and self.writer.alive()
+                and all(inf.alive() for inf in self.cache.informers))
+
+    def stop(self) -> None:
+        for loop in self._loops:
+            loop.halt()
+        self._resync.set()
+        self.queue.close()
+        for loop in self._loops:
+            loop.stop()
+        self.writer.stop()
+        self.cache.stop()
+        gc.unfreeze()
+
+    def _step(self) -> None:
+        """One turn of the scheduling loop: a slice of a sweep, or one attempt."""
+        self._expire_waiting()
+        if self._sweep is not None and not self._sweep_idle:
+            self._sweep_slice()
+        key = self.queue.pop(timeout=0.0 if self._sweep is not None else 1.0)
+        if key is None:
+            if self._sweep is not None and self._sweep_idle:
+                self._sweep_slice()
+            return
+        if key in (SWEEP, PERIODIC):
+            self.queue.done(key)
+            if key == SWEEP:
+                self.queue.move_all_to_active()
+                self._sweep, self._sweep_idle = self._sweeping(), False  # restarts a running one
+            elif self._sweep is None:
+                self._sweep, self._sweep_idle = self._sweeping(), True
+            return
+        began = time.perf_counter()
+        try:
+            result = self.schedule_one(key)
+        except Exception:
+            log.exception("%s: scheduling failed", key)
+            ATTEMPTS.labels("error").inc()
+            self.queue.failed(key)
+        else:
+            counter = self._attempts.get(result)
+            if counter is None:
+                counter = self._attempts[result] = ATTEMPTS.labels(result)
+            counter.inc()
+        finally:
+            LATENCY.observe(time.perf_counter() - began)
+            self.queue.done(key)
+
+    def _sweep_slice(self) -> None:
+        assert self._sweep is not None
+        if next(self._sweep, StopIteration) is StopIteration:
+            self._sweep = None
+
+    def _resync_step(self) -> None:
+        """Ask the scheduling loop for a sweep after a change, or when one is due.
+
+        Also lets subjects waiting for other placements (workload affinity)
+        try again after placements changed — at most every ACTIVATE_EVERY
+        seconds, not once per Binding written.
+        """
+        changed = self._resync.wait(min(1.0, ACTIVATE_EVERY))
+        if self._loops[1].stopping:
+            return
+        now = time.monotonic()
+        added, removed = self._placements_added.is_set(), self._placements_removed.is_set()
+        if (added or removed) and now - self._last_activation >= ACTIVATE_EVERY:
+            self._placements_added.clear()
+            self._placements_removed.clear()
+            self._last_activation = now
+            with self._placements_lock:
+                waiting = {k for k, wants_more in self._waiting_on_placements.items()
+                           if removed or (added and wants_more)}
+            if waiting:
+                self.queue.activate(waiting)
+        if changed:
+            time.sleep(0.02)  # let a burst of changes (one etcd transaction) settle into one pass
+            self._resync.clear()
+            self.queue.add(SWEEP)
+        elif now >= self._next_periodic:
+            self.queue.add(PERIODIC)
+        else:
+            return
+        self._next_periodic = now + self.config.reschedule_after
+
+    def _sweeping(self) -> Iterator[None]:
+        """Decide every placed subject again; act on each change as soon as it is found.
+
+        Yields after every ``SWEEP_SLICE`` seconds of work, so that new
+        subjects are not held up behind a sweep of the whole fleet.
+        """
+        began = time.perf_counter()
+        items = self.cache.bindings.items()
+        changed = 0
+        due = time.perf_counter() + SWEEP_SLICE
+        for item in items:
+            if time.perf_counter() >= due:
+                yield
+                due = time.perf_counter() + SWEEP_SLICE
+            ref = item.obj.spec.resource
+            if not item.obj.spec.targets or ref.kind != "Application":
+                continue
+            key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+            try:
+                result = self._reconsider(key)
+            except Exception:
+                log.exception("%s: deciding again after a change failed", key)
+                self.queue.failed(key)
+                continue
+            SWEPT.labels(result).inc()
+            changed += result != "unchanged"
+        log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, len(items),
+                  time.perf_counter() - began)
+
+    def _reconsider(self, key: str) -> str:
+        """A placed subject after a change: act only if its decision changed."""
+        subject = self.cache.subject(key)
+        if subject is None:
+            return "unchanged"
+        binding, _ = self.cache.binding(subject)
+        if (binding is None or subject.deleted or binding.spec.generation != subject.generation
+                or subject.scheduler_name not in (None, self.config.scheduler_name)):
+            self.queue.add(key)  # not ours to decide here: a full attempt sorts it out
+            return "queued"
+        current = list(binding.spec.targets)
+        if not subject.migration:
+            if all(self._exists(t) for t in current):
+                return "unchanged"
+            self.queue.add(key)
+            return "queued"
+        outcome = decide(self.framework, subject, self.cache, current,
+                         keep_current=subject.placement.ignored_during_execution)
+        if (isinstance(outcome, Decision) and _refs(outcome.targets) == _refs(current)
+                and binding.status.state == "Scheduled" and not binding.status.reason):
+            self.antiflap.settled(key)
+            return "unchanged"
+        return self._act(subject, binding, current, outcome)
+
+    # -- events --------------------------------------------------------------------
+
+    def _on_subject(self, event: Event[Any]) -> None:
+        obj = event.obj
+        if isinstance(obj, ClusterView) and obj.has_kubeconfig:
+            return  # an existing Kubernetes cluster: a candidate, not a subject
+        if event.type is EventType.DELETED:
+            self.queue.forget(event.key)
+        if isinstance(obj, Subject | ClusterView | MagnumView):
+            self.queue.add(event.key)
+
+    def _on_binding(self, event: Event[BindingView]) -> None:
+        # A placement changed: subjects waiting on workload affinity may fit now.
+        old = event.old.spec.targets if event.old is not None else []
+        new = event.obj.spec.targets if event.type is not EventType.DELETED else []
+        if _refs(new) != _refs(old):
+            if new:
+                self._placements_added.set()
+            if old:
+                self._placements_removed.set()
+        if event.type is EventType.DELETED:  # someone removed our decision: decide again
+            ref = event.obj.spec.resource
+            try:
+                self.queue.add(keys.resource_key(ref.kind, ref.name, ref.namespace))
+            except (KeyError, ValueError):
+                log.warning("Binding %s names no valid resource", event.key)
+
+    def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
+        if key in (SWEEP, PERIODIC):
+            return (float("-inf"), enqueued)
+        subject = self.cache.subject(key)
+        if subject is None:
+            return (0, enqueued)
+        return self.framework.sort_key(subject, enqueued)
+
+    def _on_garbage(self, binding_key: str, revision: int) -> None:
+        """Something that is no Binding was written where ours lives: decide again, and the
+        decision replaces it (the informer has logged it)."""
+        try:
+            self.queue.add(keys.resource_key_of(binding_key))
+        except (KeyError, ValueError):
+            log.warning("%s is no Binding key; left alone", binding_key)
+
+    def _seen_revision(self, binding_key: str) -> int:
+        return self.cache.decisions.stored_revision(binding_key)
+
+    # -- one attempt ------------------------------------------------------------------
+
+    def schedule_one(self, key: str) -> str:
+        """Decide for the subject at ``key`` and act; returns what happened (for metrics)."""
+        subject = self.cache.subject(key)
+        if subject is None:
+            return self._forget(key)
+        if subject.deleted:
+            return "deleting"
+        if subject.scheduler_name and subject.scheduler_name != self.config.scheduler_name:
+            return "other-scheduler"
+        if subject.ref.kind == "Cluster":
+            view = self.cache.clusters.get(key)
+            if view is None or view.has_kubeconfig:
+                return "not-a-subject"
+        binding, _ = self.cache.binding(subject)
+        current = list(binding.spec.targets) if binding else []
+        if current and not subject.migration:
+            alive = [t for t in current if self._exists(t)]
+            if alive:
+                self._submit(subject, binding, alive, "Scheduled",
+                             "migration is disabled: staying on the current targets", list)
+                return "kept"
+            current = []  # everything it ran on is gone: it has to be placed anew
+
+        self._waiting.pop(key, None)  # a new attempt replaces a held one
+        keep = (subject.placement.ignored_during_execution and binding is not None
+                and binding.spec.generation == subject.generation)
+        return self._act(subject, binding, current,
+                         decide(self.framework, subject, self.cache, current, keep_current=keep))
+
+    def _act(self, subject: Subject, binding: BindingView | None, current: list[Target],
+             outcome: Decision | NoFit) -> str:
+        """The one place a decision turns into a Binding (or a retry)."""
+        if isinstance(outcome, NoFit):
+            if outcome.retry:  # a plugin failed: retry with backoff
+                self.queue.failed(subject.key)
+                return "error"
+            limit = self.config.explain_limit
+            return self._unschedulable(subject, binding, current, outcome.reason,
+                                       lambda: outcome.explained(limit))
+        held = self._hold(subject, binding, current, outcome)
+        if held is not None:
+            return held
+        state, new = outcome.state, outcome.targets
+        status = self.framework.reserve(state, subject, new)
+        if status.ok:
+            status = self.framework.permit(state, subject, new)
+        if status.code is Code.WAIT:
+            self._waiting[subject.key] = _Held(outcome, binding,
+                                               time.monotonic() + status.timeout)
+            return "waiting"
+        if not status.ok:
+            self.framework.unreserve(state, subject, new)
+            self.queue.failed(subject.key)
+            return "not-permitted"
+        members = [(outcome, binding)]
+        members += [(h.decision, h.binding) for h in
+                    (self._waiting.pop(k) for k in state.allow if k in self._waiting)]
+        if not self._bind(members):
+            return "bind-failed"
+        for decision, b in members:
+            self._after_bind(decision.subject)
+            old = _refs(b.spec.targets) if b is not None else frozenset()
+            if old != _refs(decision.targets):
+                self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
+                                    optional=self._optional(decision.subject, b, decision))
+        return "scheduled"
+
+    def _optional(self, subject: Subject, binding: BindingView | None,
+                  decision: Decision) -> bool:
+        """A move only because another candidate scores better now: the spec is the one
+        decided and every current target is still feasible."""
+        if binding is None or not binding.spec.targets or (
+                binding.spec.generation != subject.generation
+                or binding.status.state != "Scheduled"):
+            return False
+        ranking = decision.evaluation.ranked
+        return all(ranking.get(candidate_key(t.kind, t.namespace, t.name)) is not None
+                   for t in binding.spec.targets)
+
+    def _hold(self, subject: Subject, binding: BindingView | None, current: list[Target],
+              decision: Decision) -> str | None:
+        """Hold an optional move back if the anti-flap policy says so; records why in the
+        Binding and comes back when the hold may be over. None: go ahead."""
+        new = _refs(decision.targets)
+        if new == _refs(current):
+            self.antiflap.settled(subject.key)
+            return None
+        if not self.antiflap.config.active or not self._optional(subject, binding, decision):
+            return None
+        assert binding is not None
+        ranking = decision.evaluation.ranked
+        now = [ranking.get(candidate_key(t.kind, t.namespace, t.name)) for t in current]
+        was = [r for r in now if r is not None]
+        if max(r.tier for r in decision.chosen) > max(r.tier for r in was):
+            gain = float("inf")
+        else:
+            gain = sum(r.score for r in decision.chosen) - sum(r.score for r in was)
+        names = ", ".join(t.name for t in decision.targets)
+        back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)
+                            for t in decision.targets) if t is not None]
+        held = self.antiflap.check(subject.key, new, names, gain, binding.spec.scheduled,
+                                   max(back, default=None))
+        if held is None:
+            return None
+        limit = self.config.explain_limit
+        note: dict[str, Any] = {"held_back": held.rule, "would_move_to": [
+            candidate_key(t.kind, t.namespace, t.name) for t in decision.targets]}
+        if held.retry_after is not None:
+            note["retry_in"] = round(held.retry_after, 3)
+            self.queue.add_after(subject.key, held.retry_after + 0.01)
+        self._submit(subject, binding, current, "Scheduled", held.reason,
+                     lambda: [note, *decision.explained(self.framework, self.cache, limit)])
+        return "held"
+
+    def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
+        """Run the bind point for a subject (or a released gang), then write its Bindings."""
+        for decision, _ in members:
+            status = self.framework.bind(decision.state, decision.subject, decision.targets)
+            if not status.ok:
+                for d, _ in members:
+                    self.framework.unreserve(d.state, d.subject, d.targets)
+                    self.queue.failed(d.subject.key)
+                return False
+        writes = [w for w in (self._write(d.subject, b, d.targets, "Scheduled", d.reason,
+                                          self._explainer(d)) for d, b in members)
+                  if w is not None]
+        if len(members) > 1:
+            self.writer.submit_group(writes)
+        elif writes:
+            self.writer.submit(writes[0])
+        return True
+
+    def _explainer(self, decision: Decision) -> Explained:
+        limit = self.config.explain_limit
+        return lambda: decision.explained(self.framework, self.cache, limit)
+
+    def _expire_waiting(self) -> None:
+        now = time.monotonic()
+        for key, held in list(self._waiting.items()):
+            if held.deadline > now:
+                continue
+            del self._waiting[key]
+            d = held.decision
+            self.framework.unreserve(d.state, d.subject, d.targets)
+            for plugin in self.framework.plugins("permit"):
+                reject = getattr(plugin, "reject", None)
+                if reject is not None:
+                    reject(d.subject)
+            binding, _ = self.cache.binding(d.subject)
+            gang = d.subject.gang
+            self._submit(d.subject, binding, d.state.current, "Unschedulable",
+                         f"gang {gang.name if gang else '?'}: not enough members in time", list)
+            self.queue.failed(key)
+
+    def _after_bind(self, subject: Subject) -> None:
+        key = subject.key
+        self.queue.succeeded(key)
+        with self._placements_lock:
+            self._waiting_on_placements.pop(key, None)
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def _exists(self, t: Target) -> bool:
+        c = self.cache.candidate_by_key(candidate_key(t.kind, t.namespace, t.name))
+        return c is not None and not c.deleted
+
+    def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
+                       reason: str, explained: Explained) -> str:
+        # Keep what runs where it runs: a brief outage of every cluster must not
+        # tear the application down. The reason says it does not fit anymore.
+        self._submit(subject, binding, current, "Unschedulable", reason, explained)
+        self.queue.unschedulable_now(subject.key)
+        aff = subject.affinity
+        if aff is not None and (aff.workload_affinity or aff.workload_anti_affinity):
+            with self._placements_lock:
+                self._waiting_on_placements[subject.key] = aff.workload_affinity is not None
+        return "unschedulable"
+
+    def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
+                state: str, reason: str, explained: Explained) -> None:
+        write = self._write(subject, binding, new, state, reason, explained)
+        if write is not None:
+            self.writer.submit(write)
+
+    def _write(self, subject: Subject, binding: BindingView | None, new: list[Target], state: str,
+               reason: str, explained: Explained) -> Write | None:
+        """The Binding to write, or None when nothing an observer would see changed."""
+        ref = subject.ref
+        same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
+        # A Scheduled Binding's summary is not compared (it changes with every change of
+        # the fleet); a held move's reason is, so a hold is written once and cleared once.
+        plain = state == "Scheduled" and not reason.startswith(HELD_PREFIX)
+        if (binding is not None and same_targets and binding.spec.generation == subject.generation
+                and binding.status.state == state and (
+                    binding.status.reason == reason or (plain and not binding.status.reason))):
+            return None
+        now = datetime.now(UTC)
+        scheduled = binding.spec.scheduled if binding is not None and same_targets else (
+            now if new else None)
+        doc = Binding(
+            metadata=BindingMeta(name=ref.name, namespace=ref.namespace,
+                                 created=binding.metadata.created if binding else now,
+                                 modified=now),
+            spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
+                             generation=subject.generation, targets=new, scheduled=scheduled),
+            status=BindingStatus(state=state, reason=reason, explanation=explained()),
+        )
+        if binding is None or not same_targets or binding.status.state != state:
+            log.info("%s %s/%s: %s → %s, %s (%s)", ref.kind, ref.namespace or "-", ref.name,
+                     _names(binding.spec.targets) if binding is not None else "(new)",
+                     _names(new), state, reason or "-")
+        return Write(subject.key, subject.binding_key, doc)
+
+    def _forget(self, key: str) -> str:
+        self.queue.forget(key)
+        try:
+            ref = keys.parse_key(key)
+        except ValueError:
+            return "gone"
+        bkey = keys.binding_key(ref.kind.name, ref.namespace or "", ref.name)
+        if self.cache.decisions.known(bkey):
+            self.writer.submit(Write(key, bkey, None))
+            return "binding-deleted"
+        return "gone"
+
+
+def _names(targets: list[Target]) -> str:
+    """Targets for a log line: ``de-1,de-2``, or ``nowhere``."""
+    return ",".join(t.name for t in targets) or "nowhere"

@@ -1,0 +1,174 @@
+"""Choosing targets from a ranking, per placement policy (seed 003), and explaining.
+
+One cluster (PickOne, the default), the best N (PickN), every feasible one
+(PickAll), or the feasible ones among those named (PickFixed). Batch mode:
+the ranking is computed once per placement, not once per replica. Ties are
+broken at random. Raising N never moves existing targets: while a PickN
+subject has fewer feasible targets than it wants, it keeps them and adds the
+best others.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from berth.controllers.scheduler.framework import Evaluation, Ranked, Ranking, Subject
+from berth.controllers.scheduler.framework.ranking import Lazy
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.store.documents import Target
+
+SAMPLE = 5  # candidate names kept per rejection reason
+
+
+def wanted(subject: Subject, feasible: int) -> int:
+    p = subject.placement
+    if p.policy == "PickN":
+        return p.number_of_clusters or 1
+    if p.policy in ("PickAll", "PickFixed"):
+        return feasible
+    return 1
+
+
+def _tie_groups(ranked: Sequence[Ranked]) -> Iterator[Ranked]:
+    """``ranked`` in order, each run of equal (tier, score) shuffled."""
+    i = 0
+    while i < len(ranked):
+        j = i + 1
+        while j < len(ranked) and ranked[j].tier == ranked[i].tier and (
+                abs(ranked[j].score - ranked[i].score) <= 1e-12):
+            j += 1
+        if j - i == 1:
+            yield ranked[i]
+        else:
+            group = list(ranked[i:j])
+            random.shuffle(group)
+            yield from group
+        i = j
+
+
+class Pool(Lazy):
+    """A ranking in tie-broken order, materialized only as far as it is read."""
+
+    def __init__(self, ranked: Sequence[Ranked]) -> None:
+        super().__init__(len(ranked), _tie_groups(ranked))
+        self._ranked = ranked
+
+    def values(self, label: str) -> set[str]:
+        """The values of ``label`` among all entries (from bitsets when it can)."""
+        if isinstance(self._ranked, Ranking):
+            feasible = self._ranked.feasible
+            return {v for v, bits in self._ranked.fleet.label(label).items() if bits & feasible}
+        return {r.candidate.labels[label] for r in self._ranked if label in r.candidate.labels}
+
+
+Fill = Callable[[Subject, Pool, int, Sequence[Ranked]], list[Ranked]]
+
+
+def select(subject: Subject, ranked: Sequence[Ranked], current: Sequence[Target],
+           *, keep_current: bool = False, fill: Fill | None = None) -> list[Ranked]:
+    """The chosen entries of ``ranked``, best first.
+
+    ``keep_current`` keeps every feasible current target (ignoredDuringExecution,
+    or a PickN that grew) and fills up with the best others.
+    """
+    n = wanted(subject, len(ranked))
+    if n <= 0:
+        return []
+    current_keys = {candidate_key(t.kind, t.namespace, t.name) for t in current}
+    chosen: list[Ranked] = []
+    if keep_current or (subject.placement.policy == "PickN" and current_keys):
+        kept = _feasible(ranked, current_keys)
+        if keep_current or len(kept) < n:
+            chosen = kept[:n]
+    if fill is not None:
+        chosen = fill(subject, Pool(ranked), n, chosen)
+        chosen.sort(key=lambda r: r.order, reverse=True)
+        return chosen
+    taken = {r.candidate.key for r in chosen}
+    for r in _tie_groups(ranked):
+        if len(chosen) >= n:
+            break
+        if r.candidate.key not in taken:
+            chosen.append(r)
+            taken.add(r.candidate.key)
+    chosen.sort(key=lambda r: r.order, reverse=True)
+    return chosen
+
+
+def _feasible(ranked: Sequence[Ranked], keys: set[str]) -> list[Ranked]:
+    """The entries of ``ranked`` for ``keys``, best first, without walking a lazy ranking."""
+    if isinstance(ranked, Ranking):
+        found = [r for r in map(ranked.get, sorted(keys)) if r is not None]
+        found.sort(key=lambda r: r.order, reverse=True)
+        return found
+    return [r for r in ranked if r.candidate.key in keys]
+
+
+def targets(chosen: Sequence[Ranked]) -> list[Target]:
+    return [Target(r.candidate.ref.kind, r.candidate.ref.name, r.candidate.ref.namespace,
+                   round(r.score, 9)) for r in chosen]
+
+
+def summary(kind: str, evaluation: Evaluation) -> str:
+    """``0/12 clusters are available: 7 label constraint '...', 3 not ONLINE (...)``."""
+    noun = {"Cluster": "clusters", "Cloud": "clouds"}.get(kind, kind.lower() + "s")
+    head = f"{len(evaluation.ranked)}/{evaluation.considered} {noun} are available"
+    if not evaluation.counts:
+        return head
+    tail = evaluation.derived.get("summary")
+    if tail is None:
+        ordered = sorted(evaluation.counts.items(), key=lambda i: (-i[1], i[0]))
+        tail = evaluation.derived["summary"] = ", ".join(f"{n} {r}" for r, n in ordered)
+    return f"{head}: {tail}"
+
+
+def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
+                limit: int) -> list[dict[str, Any]]:
+    """The best ``limit`` candidates with their breakdown, then up to ``limit`` rejections.
+
+    Built once per evaluation (subjects sharing a cached evaluation share it);
+    only the entries that get per-subject ``details`` are copied.
+    """
+    cached: list[dict[str, Any]] | None = evaluation.derived.get(f"explanation:{limit}")
+    if cached is None:
+        fleet = evaluation.fleet
+        cached = [fleet.cached(("explained", r.ordinal), partial(_entry, r), metric=True)
+                  if r.shared else _entry(r) for r in evaluation.ranked[:limit]]
+        cached += _rejections(evaluation, limit)
+        evaluation.derived[f"explanation:{limit}"] = cached
+    if not details:
+        return cached
+    return [{**e, **details[e["candidate"]]} if e.get("candidate") in details else e
+            for e in cached]
+
+
+def _entry(r: Ranked) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "candidate": r.candidate.key,
+        "score": round(r.score, 9),
+        "scores": {name: round(v, 9) for name, v in r.scores.items() if v},
+    }
+    if r.tier:
+        entry["tier"] = r.tier
+    return entry
+
+
+def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
+    """Rejected candidates grouped by plugin and reason, a few names each."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for status, bits in evaluation.groups():
+        group = groups.get((status.plugin, status.reason))
+        if group is None:
+            if len(groups) >= limit:
+                continue
+            group = groups[(status.plugin, status.reason)] = {
+                "rejected_by": status.plugin, "reason": status.reason, "count": 0,
+                "candidates": []}
+        group["count"] += bits.bit_count()
+        room = SAMPLE - len(group["candidates"])
+        if room > 0:
+            group["candidates"] += evaluation.fleet.first_keys(bits, room)
+    return list(groups.values())

@@ -1,0 +1,249 @@
+"""The scheduler's views of stored documents: only the fields it reads.
+
+An Application's manifest is never decoded (msgspec skips it without
+building it); a Cluster's kubeconfig is kept as raw bytes, only to know that
+it has one. ``subject_from_*`` turn a view into the framework's Subject —
+the one place where Application, Cluster and MagnumCluster differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Mapping
+from datetime import datetime
+from types import MappingProxyType
+
+import msgspec
+
+from berth.controllers.scheduler.antiflap import HELD_PREFIX
+from berth.controllers.scheduler.framework import Ref, Subject
+from berth.store import keys
+from berth.store.documents import (
+    Affinity,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    Gang,
+    MetricRef,
+    ObjectRef,
+    Placement,
+    Taint,
+    Target,
+    Toleration,
+)
+from berth.store.documents.application import AppConstraints
+from berth.store.documents.infrastructure import ClusterConstraints
+from berth.store.documents.openstack import MagnumConstraints
+
+
+class Meta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    generation: int = 0
+    created: datetime | None = None
+    deleted: datetime | None = None
+
+
+class AppSpec(msgspec.Struct):
+    constraints: AppConstraints | None = None
+    migration: bool | None = None
+    placement: Placement | None = None
+    cluster_selector: dict[str, str] = msgspec.field(default_factory=dict, name="clusterSelector")
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
+    priority: int = 0
+    gang: Gang | None = None
+
+
+class AppView(msgspec.Struct):
+    metadata: Meta
+    spec: AppSpec = msgspec.field(default_factory=AppSpec)
+
+
+class ClusterSpec(msgspec.Struct):
+    kubeconfig: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    metrics: list[MetricRef] = []
+    custom_resources: list[str] = []
+    taints: list[Taint] = []
+    constraints: ClusterConstraints | None = None
+
+
+class ClusterView(msgspec.Struct):
+    metadata: Meta
+    spec: ClusterSpec = msgspec.field(default_factory=ClusterSpec)
+
+    @property
+    def has_kubeconfig(self) -> bool:
+        return bytes(self.spec.kubeconfig).strip() not in (b"", b"null", b"{}")
+
+
+class CloudSpec(msgspec.Struct):
+    metrics: list[MetricRef] = []
+
+
+class CloudView(msgspec.Struct):
+    """A cloud, or an OpenStack project: a candidate with labels and metrics."""
+
+    metadata: Meta
+    spec: CloudSpec = msgspec.field(default_factory=CloudSpec)
+
+
+class ProviderRef(msgspec.Struct):
+    name: str = ""
+    metric: str = ""
+
+
+class MetricDefSpec(msgspec.Struct):
+    min: float
+    max: float
+    provider: ProviderRef = msgspec.field(default_factory=ProviderRef)
+
+
+class MetricDefView(msgspec.Struct):
+    metadata: Meta
+    spec: MetricDefSpec
+
+
+class BindingStatusView(msgspec.Struct):
+    state: str = ""
+    reason: str = ""
+
+
+class BindingView(msgspec.Struct):
+    """A Binding without its explanation: what the scheduler reads back (small in memory)."""
+
+    metadata: BindingMeta
+    spec: BindingSpec
+    status: BindingStatusView = msgspec.field(default_factory=BindingStatusView)
+
+    @classmethod
+    def of(cls, doc: Binding) -> BindingView:
+        return cls(doc.metadata, doc.spec, BindingStatusView(
+            doc.status.state, kept_reason(doc.status.state, doc.status.reason)))
+
+
+def kept_reason(state: str, reason: str) -> str:
+    """The reason where the scheduler compares it: a state other than Scheduled, or a
+    move held back (a Scheduled Binding's summary changes with the fleet: not kept)."""
+    return reason if state != "Scheduled" or reason.startswith(HELD_PREFIX) else ""
+
+
+def compact_binding(key: str, b: BindingView) -> BindingView:
+    """A Binding as the scheduler keeps it, at 100,000s: the strings that repeat
+    (kinds, namespaces, states, cluster names) shared, the application's name held
+    once, ``modified`` dropped, and the reason only where the scheduler compares it
+    (a state other than Scheduled, or a move held back)."""
+    m, spec, status = b.metadata, b.spec, b.status
+    r = spec.resource
+    ns = _intern(m.namespace)
+    return BindingView(
+        BindingMeta(m.name, ns, created=m.created),
+        BindingSpec(ObjectRef(sys.intern(r.kind), m.name, ns), spec.generation,
+                    [Target(sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), t.score)
+                     for t in spec.targets], spec.scheduled),
+        BindingStatusView(sys.intern(status.state), kept_reason(status.state, status.reason)))
+
+
+def _intern(value: str | None) -> str | None:
+    return sys.intern(value) if value is not None else None
+
+
+_DEFAULT_PLACEMENT = Placement()  # shared by every subject without one: never changed
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+def _signature(*parts: object) -> bytes:
+    return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
+
+
+def subject_from_application(key: str, app: AppView) -> Subject:
+    s = app.spec
+    c = s.constraints.cluster if s.constraints and s.constraints.cluster else None
+    migration = s.migration if s.migration is not None else (
+        s.constraints.migration if s.constraints and s.constraints.migration is not None
+        else True)
+    placement = s.placement or _DEFAULT_PLACEMENT
+    subject = Subject(
+        ref=Ref("Application", _intern(app.metadata.namespace), app.metadata.name),
+        key=key,
+        candidate_kind="Cluster",
+        generation=app.metadata.generation,
+        labels=app.metadata.labels,
+        created=app.metadata.created.timestamp() if app.metadata.created else 0.0,
+        priority=s.priority,
+        deleted=app.metadata.deleted is not None,
+        scheduler_name=s.scheduler_name,
+        label_constraints=tuple(c.labels) if c else (),
+        metric_constraints=tuple(c.metrics) if c else (),
+        custom_resources=tuple(c.custom_resources) if c else (),
+        cluster_selector=s.cluster_selector or _NO_LABELS,
+        affinity=s.affinity,
+        tolerations=tuple(s.tolerations) if s.tolerations else (),
+        placement=placement,
+        migration=migration,
+        gang=s.gang,
+    )
+    subject.signature = _signature(
+        "Cluster", subject.ref.namespace, subject.label_constraints, subject.metric_constraints,
+        subject.custom_resources, s.cluster_selector,
+        s.affinity.cluster_affinity if s.affinity else None, s.tolerations,
+        placement.policy, placement.cluster_names, placement.topology_spread_constraints,
+    )
+    return subject
+
+
+def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
+    """A cluster without a kubeconfig, to be placed on a cloud (seed 000)."""
+    cloud = cluster.spec.constraints.cloud if cluster.spec.constraints else None
+    subject = Subject(
+        ref=Ref("Cluster", cluster.metadata.namespace, cluster.metadata.name),
+        key=key,
+        candidate_kind="Cloud",
+        generation=cluster.metadata.generation,
+        labels=cluster.metadata.labels,
+        created=cluster.metadata.created.timestamp() if cluster.metadata.created else 0.0,
+        deleted=cluster.metadata.deleted is not None,
+        label_constraints=tuple(cloud.labels) if cloud else (),
+        metric_constraints=tuple(cloud.metrics) if cloud else (),
+        migration=False,  # a cluster, once placed on a cloud, stays there
+    )
+    subject.signature = _signature("Cloud", subject.ref.namespace, subject.label_constraints,
+                                   subject.metric_constraints)
+    return subject
+
+
+class MagnumSpecView(msgspec.Struct):
+    constraints: MagnumConstraints | None = None
+
+
+class MagnumView(msgspec.Struct):
+    metadata: Meta
+    spec: MagnumSpecView = msgspec.field(default_factory=MagnumSpecView)
+
+
+def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
+    """A Magnum cluster, to be placed on an OpenStack project (seed 000)."""
+    project = magnum.spec.constraints.project if magnum.spec.constraints else None
+    m = magnum.metadata
+    subject = Subject(
+        ref=Ref("MagnumCluster", m.namespace, m.name),
+        key=key,
+        candidate_kind="Project",
+        generation=m.generation,
+        labels=m.labels,
+        created=m.created.timestamp() if m.created else 0.0,
+        deleted=m.deleted is not None,
+        label_constraints=tuple(project.labels) if project else (),
+        metric_constraints=tuple(project.metrics) if project else (),
+        migration=False,  # a Magnum cluster, once created in a project, stays there
+    )
+    subject.signature = _signature("Project", subject.ref.namespace,
+                                   subject.label_constraints, subject.metric_constraints)
+    return subject
+
+
+def subject_key_kind(key: str) -> str:
+    return keys.parse_key(key).kind.name

@@ -1,0 +1,43 @@
+"""berth's access to etcd: the only package that imports the etcd client.
+
+Everything else sees typed documents (:mod:`store.documents`), keys
+(:mod:`store.keys`), revisions, and the errors of :mod:`store.errors`.
+"""
+
+from berth.store.client import KV, MAX_TXN_OPS, Delete, Op, Put, Store
+from berth.store.codec import decode, encode
+from berth.store.config import EtcdConfig
+from berth.store.errors import (
+    Compacted,
+    Conflict,
+    Invalid,
+    NotFound,
+    StoreError,
+    Unauthorized,
+    Unavailable,
+)
+from berth.store.lease import KeptLease
+from berth.store.watch import Watch, WatchBatch, WatchEvent
+
+__all__ = [
+    "KV",
+    "MAX_TXN_OPS",
+    "Compacted",
+    "Conflict",
+    "Delete",
+    "EtcdConfig",
+    "Invalid",
+    "KeptLease",
+    "NotFound",
+    "Op",
+    "Put",
+    "Store",
+    "StoreError",
+    "Unauthorized",
+    "Unavailable",
+    "Watch",
+    "WatchBatch",
+    "WatchEvent",
+    "decode",
+    "encode",
+]

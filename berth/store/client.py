@@ -1,0 +1,454 @@
+"""A session with etcd over its JSON gateway: reads, guarded writes, leases.
+
+Every write is a transaction comparing the key's revision with the one the
+writer read (``create_revision == 0`` for a create): a lost race raises
+:class:`~store.errors.Conflict` naming the key, never overwrites. Batches
+larger than etcd's per-transaction limit (128 operations by default) are split;
+each chunk is atomic.
+
+Requests go to the gateway endpoints over a requests session built with
+exactly the configured TLS settings (etcd3gw's client drops the response
+header, which carries the revision, and encodes str keys as latin-1; only its
+exception types remain, for :func:`~store.errors.translate`).
+The gateway sends every int64 as a JSON string and omits false booleans.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+import msgspec
+import requests
+from etcd3gw import exceptions as gw
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+from berth.store.config import EtcdConfig
+from berth.store.errors import (
+    Conflict,
+    Invalid,
+    StoreError,
+    Unauthorized,
+    Unavailable,
+    translate,
+)
+from berth.store.link import Link
+
+log = logging.getLogger(__name__)
+
+MAX_TXN_OPS = 128  # etcd's default --max-txn-ops
+PAGE = 1000  # keys per range request when listing
+
+T = TypeVar("T")
+
+
+_ENCODE = msgspec.json.Encoder().encode
+_DECODE = msgspec.json.Decoder().decode
+_JSON = {"Content-Type": "application/json"}
+_ERRORS_BY_STATUS: dict[int, type[gw.Etcd3Exception]] = {
+    500: gw.InternalServerError,
+    503: gw.ConnectionFailedError,
+    408: gw.ConnectionTimeoutError,
+    504: gw.ConnectionTimeoutError,
+    412: gw.PreconditionFailedError,
+}
+
+
+def _is_json(resp: requests.Response) -> bool:
+    return "json" in resp.headers.get("Content-Type", "") or resp.text.lstrip()[:1] == "{"
+
+
+def _title(text: str) -> str:
+    """An HTML page's title (or first words), to name what answered instead of etcd."""
+    found = re.search(r"<title>(.*?)</title>", text, re.S | re.I)
+    words = found.group(1) if found else re.sub(r"<[^>]+>", " ", text)
+    words = " ".join(words.split())[:80]
+    return f" ({words})" if words else ""
+
+
+def _unsent(exc: BaseException) -> bool:
+    """Whether a failed request surely never reached the server: no connection was made
+    (refused, no route, connect timeout), so repeating it elsewhere cannot apply it twice."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, requests.exceptions.ConnectTimeout | NewConnectionError):
+            return True
+        reason = getattr(cause, "reason", None)  # urllib3's MaxRetryError
+        if isinstance(reason, NewConnectionError | ConnectTimeoutError):
+            return True
+        cause = cause.__cause__ or (cause.args[0] if cause.args and
+                                    isinstance(cause.args[0], BaseException) else None)
+    return False
+
+
+def b64(data: str | bytes) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unb64(data: str | None) -> bytes:
+    return base64.b64decode(data) if data else b""
+
+
+def prefix_end(prefix: str) -> str:
+    """The range end that selects every key starting with ``prefix``."""
+    raw = bytearray(prefix.encode())
+    while raw:
+        if raw[-1] < 0xFF:
+            raw[-1] += 1
+            return raw.decode("latin-1")
+        raw.pop()
+    return "\0"
+
+
+class KV(NamedTuple):
+    """One stored key with its revisions."""
+
+    key: str
+    value: bytes
+    mod_revision: int
+    create_revision: int
+    version: int
+    lease: int = 0
+
+    @classmethod
+    def from_json(cls, kv: dict[str, Any]) -> KV:
+        return cls(
+            key=unb64(kv.get("key")).decode(),
+            value=unb64(kv.get("value")),
+            mod_revision=int(kv.get("mod_revision", 0)),
+            create_revision=int(kv.get("create_revision", 0)),
+            version=int(kv.get("version", 0)),
+            lease=int(kv.get("lease", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Write ``value`` at ``key`` if it is still at ``mod_revision`` (0: create)."""
+
+    key: str
+    value: bytes
+    mod_revision: int = 0
+    lease: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete ``key`` if it is still at ``mod_revision`` (None: whatever it is)."""
+
+    key: str
+    mod_revision: int | None = None
+
+
+Op = Put | Delete
+
+
+class Store:
+    """A thread-safe session with one etcd cluster, through any of its members.
+
+    Requests go to one member until it fails; then to the next one given
+    (round robin). A request that surely never reached the failed member
+    (its connection was refused or never made) and every read are retried at
+    once on the next member; a write that may have reached it is not (the
+    caller's compare-and-swap decides, on its next attempt, whether it landed).
+    """
+
+    def __init__(self, config: EtcdConfig | None = None) -> None:
+        self.config = config or EtcdConfig()
+        self.session = self.config.session()
+        self._endpoints = self.config.endpoints
+        self._current = 0
+        self._member_lock = threading.Lock()
+        self._auth_lock = threading.Lock()
+        self.link = Link(self._endpoints)
+        if self.config.user:
+            self.authenticate()
+
+    # -- plumbing ---------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        """The member requests go to now."""
+        return self._endpoints[self._current]
+
+    def url(self, path: str, endpoint: str | None = None) -> str:
+        return f"{endpoint or self.endpoint}/v3/{path}"
+
+    def failover(self, endpoint: str) -> str | None:
+        """``endpoint`` failed: move to the next member, unless another thread already
+        did. Returns the member moved to (None with a single member or if already moved)."""
+        with self._member_lock:
+            if len(self._endpoints) == 1 or self._endpoints[self._current] != endpoint:
+                return None
+            self._current = (self._current + 1) % len(self._endpoints)
+            self.link.moved(endpoint, self._endpoints[self._current])
+            return self._endpoints[self._current]
+
+    def report(self, error: StoreError, endpoint: str, op: str) -> str | None:
+        """Record a failed request to ``endpoint``; an unreachable member is left for the
+        next one. Returns the member moved to, if any."""
+        moved = self.failover(endpoint) if isinstance(error, Unavailable) else None
+        self.link.failed(error, endpoint, op=op, next_endpoint=moved)
+        return moved
+
+    def authenticate(self) -> None:
+        """Exchange user and password for a token; the stale token is dropped first."""
+        with self._auth_lock:
+            self.session.headers.pop("Authorization", None)
+            body = {"name": self.config.user, "password": self.config.password}
+            reply = self._request("auth/authenticate", body, f"authenticating as "
+                                  f"{self.config.user!r}")
+            token = reply.get("token")
+            if not token:
+                raise Unauthorized(f"authenticating as {self.config.user!r}: no token returned")
+            self.session.headers["Authorization"] = token
+
+    def call(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
+        """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token
+        (tokens of etcd's ``simple`` kind are valid on one member only)."""
+        try:
+            return self._request(path, body, context)
+        except Unauthorized as exc:
+            if not self.config.user:
+                raise
+            log.info("etcd token rejected (%s); authenticating again", exc)
+            self.authenticate()
+            return self._request(path, body, context)
+
+    def _request(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
+        """One request, moved to the next member while it is safe to repeat it."""
+        safe = path == "kv/range"  # reads never change anything
+        tries = len(self._endpoints)
+        while True:
+            endpoint = self.endpoint
+            start = time.monotonic()
+            try:
+                reply = self._post(self.url(path, endpoint), body)
+            except Exception as exc:
+                err = translate(exc, context)
+                moved = self.report(err, endpoint, path)
+                tries -= 1
+                if moved is None and self.endpoint != endpoint:
+                    moved = self.endpoint  # another thread moved on already
+                if moved is not None and tries > 0 and (safe or _unsent(exc)):
+                    continue
+                raise err from exc
+            self.link.answered(path, time.monotonic() - start, endpoint)
+            return reply
+
+    def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One gateway call, JSON by msgspec (the stdlib's costs a core at scale); errors
+        raised as etcd3gw raises them, for :func:`translate`."""
+        try:
+            resp = self.session.post(url, data=_ENCODE(body), headers=_JSON,
+                                     timeout=self.config.timeout)
+        except requests.exceptions.Timeout as exc:
+            raise gw.ConnectionTimeoutError(str(exc)) from exc
+        except requests.exceptions.ConnectionError as exc:
+            raise gw.ConnectionFailedError(str(exc)) from exc
+        if resp.status_code != 200:
+            if not _is_json(resp):
+                raise Invalid(f"{url} answered HTTP {resp.status_code} {resp.reason}"
+                              f"{_title(resp.text)}, not etcd's JSON: is it etcd's gateway?")
+            raise _ERRORS_BY_STATUS.get(resp.status_code, gw.Etcd3Exception)(
+                resp.text, resp.reason)
+        try:
+            reply = _DECODE(resp.content)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"not JSON: {resp.content[:80]!r}") from exc
+        if not isinstance(reply, dict):
+            raise ValueError(f"not a JSON object: {resp.content[:80]!r}")
+        return reply
+
+    # -- reads --------------------------------------------------------------------
+
+    def get(self, key: str, *, revision: int = 0) -> KV | None:
+        """The key's value and revisions (as of ``revision`` if given), or None."""
+        body: dict[str, Any] = {"key": b64(key)}
+        if revision:
+            body["revision"] = revision
+        reply = self.call("kv/range", body, key)
+        kvs = reply.get("kvs") or []
+        return KV.from_json(kvs[0]) if kvs else None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, KV]:
+        """The current values of ``keys`` (missing ones left out), 128 per round trip."""
+        found: dict[str, KV] = {}
+        for start in range(0, len(keys), MAX_TXN_OPS):
+            chunk = keys[start : start + MAX_TXN_OPS]
+            reply = self.call(
+                "kv/txn",
+                {"success": [{"request_range": {"key": b64(k)}} for k in chunk]},
+                f"{len(chunk)} keys from {chunk[0]}",
+            )
+            for resp in reply.get("responses") or []:
+                for kv in resp.get("response_range", {}).get("kvs") or []:
+                    item = KV.from_json(kv)
+                    found[item.key] = item
+        return found
+
+    def revision(self) -> int:
+        """The store's current revision (read through a key berth may always read)."""
+        body = {"key": b64("/berth/"), "count_only": True}
+        return int(self.call("kv/range", body, "revision")["header"]["revision"])
+
+    def count_prefix(self, prefix: str) -> int:
+        """How many keys are under ``prefix`` now (no values read)."""
+        body = {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "count_only": True}
+        return int(self.call("kv/range", body, prefix).get("count") or 0)
+
+    def list_prefix(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
+        """Every key under ``prefix`` as of one revision, and that revision.
+
+        Large prefixes are read in pages, all at the revision of the first page,
+        so the result is one consistent snapshot.
+        """
+        end = b64(prefix_end(prefix))
+        out: list[KV] = []
+        start = prefix
+        while True:
+            body: dict[str, Any] = {"key": b64(start), "range_end": end, "limit": PAGE}
+            if revision:
+                body["revision"] = revision
+            reply = self.call("kv/range", body, prefix)
+            if not revision:
+                revision = int(reply["header"]["revision"])
+            page = [KV.from_json(kv) for kv in reply.get("kvs") or []]
+            out.extend(page)
+            if not reply.get("more") or not page:
+                return out, revision
+            start = page[-1].key + "\0"
+
+    # -- writes -------------------------------------------------------------------
+
+    def create(self, key: str, value: bytes, *, lease: int = 0) -> int:
+        """Create ``key``; Conflict if it exists. Returns the new revision."""
+        return self.commit([Put(key, value, 0, lease)])
+
+    def update(self, key: str, value: bytes, mod_revision: int, *, lease: int = 0) -> int:
+        """Replace ``key`` if still at ``mod_revision``; Conflict otherwise."""
+        if mod_revision <= 0:
+            raise ValueError("update needs the mod_revision the value was read at")
+        return self.commit([Put(key, value, mod_revision, lease)])
+
+    def delete(self, key: str, mod_revision: int | None = None) -> int:
+        """Delete ``key`` (if still at ``mod_revision`` when given)."""
+        return self.commit([Delete(key, mod_revision)])
+
+    def commit(self, ops: Sequence[Op]) -> int:
+        """Apply ``ops`` in one transaction, all or nothing. Returns its revision.
+
+        Raises Conflict naming every key whose guard failed.
+        """
+        if not ops:
+            return self.revision()
+        if len(ops) > MAX_TXN_OPS:
+            raise ValueError(f"{len(ops)} operations exceed etcd's {MAX_TXN_OPS} per transaction")
+        compare: list[dict[str, Any]] = []
+        success: list[dict[str, Any]] = []
+        for op in ops:
+            key = b64(op.key)
+            if isinstance(op, Put):
+                if op.mod_revision == 0:
+                    compare.append(
+                        {"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+                    )
+                else:
+                    compare.append(
+                        {
+                            "key": key,
+                            "target": "MOD",
+                            "result": "EQUAL",
+                            "mod_revision": str(op.mod_revision),
+                        }
+                    )
+                put: dict[str, Any] = {"key": key, "value": b64(op.value)}
+                if op.lease:
+                    put["lease"] = str(op.lease)
+                success.append({"request_put": put})
+            else:
+                if op.mod_revision is not None:
+                    compare.append(
+                        {
+                            "key": key,
+                            "target": "MOD",
+                            "result": "EQUAL",
+                            "mod_revision": str(op.mod_revision),
+                        }
+                    )
+                success.append({"request_delete_range": {"key": key}})
+        # On failure read the guarded keys back, to name the ones that moved.
+        guarded = [op for op in ops if not (isinstance(op, Delete) and op.mod_revision is None)]
+        failure = [{"request_range": {"key": b64(op.key)}} for op in guarded]
+        context = ops[0].key if len(ops) == 1 else f"{len(ops)} keys from {ops[0].key}"
+        reply = self.call(
+            "kv/txn", {"compare": compare, "success": success, "failure": failure}, context
+        )
+        if reply.get("succeeded"):
+            return int(reply["header"]["revision"])
+        moved: list[str] = []
+        for op, resp in zip(guarded, reply.get("responses") or [], strict=False):
+            kvs = resp.get("response_range", {}).get("kvs") or []
+            current = int(kvs[0].get("mod_revision", 0)) if kvs else 0
+            expected = op.mod_revision or 0
+            if current != expected:
+                if expected == 0:
+                    moved.append(f"{op.key} already exists")
+                elif current == 0:
+                    moved.append(f"{op.key} was deleted since it was read")
+                else:
+                    moved.append(f"{op.key} changed since it was read")
+        first = moved[0].split(" ", 1)[0] if moved else ops[0].key
+        if len(moved) > 1:
+            raise Conflict(first, f"{len(moved)} conflicts: {'; '.join(moved[:5])}")
+        raise Conflict(first, moved[0] if moved else f"{context}: changed since it was read")
+
+    def commit_chunks(
+        self, ops: Sequence[Op], *, on_chunk: Callable[[int, int], None] | None = None
+    ) -> list[int]:
+        """Apply ``ops`` in transactions of at most MAX_TXN_OPS; each chunk is atomic.
+
+        Returns the revision of each chunk; stops at the first failing chunk
+        (the earlier ones stay written: callers that need all-or-nothing roll
+        them back, as bootstrap does).
+        """
+        revisions = []
+        for start in range(0, len(ops), MAX_TXN_OPS):
+            revisions.append(self.commit(ops[start : start + MAX_TXN_OPS]))
+            if on_chunk:
+                on_chunk(min(start + MAX_TXN_OPS, len(ops)), len(ops))
+        return revisions
+
+    def compact(self, revision: int) -> None:
+        """Compact history up to ``revision`` (tests and operators)."""
+        self.call("kv/compaction", {"revision": str(revision), "physical": True}, "compaction")
+
+    # -- leases -------------------------------------------------------------------
+
+    def grant(self, ttl: int) -> int:
+        """A new lease of ``ttl`` seconds; returns its ID."""
+        reply = self.call("lease/grant", {"TTL": str(ttl)}, f"lease of {ttl}s")
+        return int(reply["ID"])
+
+    def keep_alive(self, lease: int) -> int:
+        """Refresh a lease once; returns its remaining TTL, or -1 if it expired."""
+        reply = self.call("lease/keepalive", {"ID": str(lease)}, f"lease {lease:x}")
+        return int(reply.get("result", {}).get("TTL", -1))
+
+    def revoke(self, lease: int) -> None:
+        """Revoke a lease: every key attached to it is deleted."""
+        try:
+            self.call("lease/revoke", {"ID": str(lease)}, f"lease {lease:x}")
+        except StoreError as exc:
+            if "not found" not in str(exc):
+                raise
+
+    def close(self) -> None:
+        self.session.close()

@@ -1,0 +1,135 @@
+"""berth's documents: the typed shapes of every value under ``/berth/``.
+
+``RESOURCE_TYPES`` maps each user-owned kind to its full (strict) type;
+processes decode with smaller views of their own where they read little.
+"""
+
+from __future__ import annotations
+
+from berth.store.documents.application import (
+    Affinity,
+    Application,
+    ApplicationSpec,
+    ClusterAffinity,
+    ClusterSelector,
+    ClusterSelectorTerm,
+    Gang,
+    MatchExpression,
+    Placement,
+    PreferredTerm,
+    Toleration,
+    TopologySpreadConstraint,
+    WorkloadAffinity,
+    WorkloadAffinityTerm,
+)
+from berth.store.documents.base import Header, Metadata, NameOnly, ObjectRef
+from berth.store.documents.decisions import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ClusterApplied,
+    ClusterState,
+    ClusterStatus,
+    KubeObjectRef,
+    StatusMeta,
+    Target,
+)
+from berth.store.documents.infrastructure import Cloud, Cluster, ClusterSpec, GlobalCloud, Taint
+from berth.store.documents.metrics import (
+    GlobalMetric,
+    GlobalMetricsProvider,
+    Metric,
+    MetricError,
+    MetricPicture,
+    MetricRef,
+    MetricSpec,
+    MetricsProvider,
+    MetricsProviderSpec,
+    MetricValue,
+    MetricValueStatus,
+    ProviderInfo,
+)
+from berth.store.documents.openstack import MagnumCluster, Project
+
+Resource = (
+    GlobalMetricsProvider
+    | MetricsProvider
+    | GlobalMetric
+    | Metric
+    | GlobalCloud
+    | Cloud
+    | Cluster
+    | Application
+    | Project
+    | MagnumCluster
+)
+
+RESOURCE_TYPES: dict[str, type[Resource]] = {
+    "GlobalMetricsProvider": GlobalMetricsProvider,
+    "MetricsProvider": MetricsProvider,
+    "GlobalMetric": GlobalMetric,
+    "Metric": Metric,
+    "GlobalCloud": GlobalCloud,
+    "Cloud": Cloud,
+    "Cluster": Cluster,
+    "Application": Application,
+    "Project": Project,
+    "MagnumCluster": MagnumCluster,
+}
+
+__all__ = [
+    "RESOURCE_TYPES",
+    "Affinity",
+    "Application",
+    "ApplicationSpec",
+    "ApplicationState",
+    "ApplicationStatus",
+    "Binding",
+    "BindingMeta",
+    "BindingSpec",
+    "BindingStatus",
+    "Cloud",
+    "Cluster",
+    "ClusterAffinity",
+    "ClusterApplied",
+    "ClusterSelector",
+    "ClusterSelectorTerm",
+    "ClusterSpec",
+    "ClusterState",
+    "ClusterStatus",
+    "Gang",
+    "GlobalCloud",
+    "GlobalMetric",
+    "GlobalMetricsProvider",
+    "Header",
+    "KubeObjectRef",
+    "MagnumCluster",
+    "MatchExpression",
+    "Metadata",
+    "Metric",
+    "MetricError",
+    "MetricPicture",
+    "MetricRef",
+    "MetricSpec",
+    "MetricValue",
+    "MetricValueStatus",
+    "MetricsProvider",
+    "MetricsProviderSpec",
+    "NameOnly",
+    "ObjectRef",
+    "Placement",
+    "PreferredTerm",
+    "Project",
+    "ProviderInfo",
+    "Resource",
+    "StatusMeta",
+    "Taint",
+    "Target",
+    "Toleration",
+    "TopologySpreadConstraint",
+    "WorkloadAffinity",
+    "WorkloadAffinityTerm",
+]

@@ -1,0 +1,139 @@
+"""Applications: a manifest, Krake's constraints, and berth's placement policy.
+
+Krake's fields (``manifest``, ``constraints.cluster.{labels,metrics,
+custom_resources}``, ``constraints.migration``) keep their spelling; berth's
+additions, taken from the Kubernetes world (seeds 001-004), are spelled as
+there: ``clusterSelector``, ``affinity``, ``tolerations``, ``placement``,
+``schedulerName``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from berth.store.documents.base import CamelStrict, Metadata, Strict
+
+
+class AppClusterConstraints(Strict):
+    labels: list[str] = []
+    metrics: list[str] = []
+    custom_resources: list[str] = []
+
+
+class AppConstraints(Strict):
+    cluster: AppClusterConstraints | None = None
+    migration: bool | None = None  # Krake's spelling of spec.migration
+
+
+class MatchExpression(CamelStrict):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = []
+
+
+class ClusterSelectorTerm(CamelStrict):
+    match_expressions: list[MatchExpression] = []
+    match_labels: dict[str, str] = {}
+
+
+class PreferredTerm(CamelStrict):
+    weight: float
+    preference: ClusterSelectorTerm
+
+
+class ClusterSelector(CamelStrict):
+    """Terms ORed together; the expressions of one term ANDed (seed 001)."""
+
+    cluster_selector_terms: list[ClusterSelectorTerm] = []
+
+
+class ClusterAffinity(CamelStrict):
+    required_during_scheduling_ignored_during_execution: ClusterSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredTerm] = []
+
+
+class WorkloadSelector(CamelStrict):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[MatchExpression] = []
+
+
+class WorkloadAffinityTerm(CamelStrict):
+    label_selector: WorkloadSelector
+    topology_key: str
+    namespaces: list[str] = []
+
+
+class WeightedWorkloadTerm(CamelStrict):
+    weight: float
+    term: WorkloadAffinityTerm = msgspec.field(name="workloadAffinityTerm")
+
+
+class WorkloadAffinity(CamelStrict):
+    required_during_scheduling_ignored_during_execution: list[WorkloadAffinityTerm] = []
+    preferred_during_scheduling_ignored_during_execution: list[WeightedWorkloadTerm] = []
+
+
+class Affinity(CamelStrict):
+    cluster_affinity: ClusterAffinity | None = None
+    workload_affinity: WorkloadAffinity | None = None
+    workload_anti_affinity: WorkloadAffinity | None = None
+
+
+class Toleration(CamelStrict):
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class TopologySpreadConstraint(CamelStrict):
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+
+
+class Placement(CamelStrict):
+    """Seed 003's placement policy; one cluster unless told otherwise."""
+
+    policy: Literal["PickOne", "PickN", "PickAll", "PickFixed"] = "PickOne"
+    number_of_clusters: int | None = None
+    cluster_names: list[str] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    ignored_during_execution: bool = False
+
+
+class Gang(CamelStrict):
+    name: str
+    min_member: int
+
+
+class ApplicationSpec(Strict):
+    manifest: list[dict[str, Any]] = []
+    constraints: AppConstraints | None = None
+    migration: bool | None = None
+    placement: Placement | None = None
+    cluster_selector: dict[str, str] = msgspec.field(default_factory=dict, name="clusterSelector")
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
+    priority: int = 0
+    gang: Gang | None = None
+    # Krake's application fields, accepted so its YAML loads unchanged.
+    observer_schema: Any = None
+    tosca: Any = None
+    csar: Any = None
+    hooks: Any = None
+    backoff: Any = None
+    backoff_delay: Any = None
+    backoff_limit: Any = None
+    shutdown_grace_time: Any = None
+    container_health: Any = None
+
+
+class Application(Strict, tag_field="kind", tag="Application"):
+    metadata: Metadata
+    spec: ApplicationSpec
+    api: str = "kubernetes"
+    status: dict[str, Any] | None = None

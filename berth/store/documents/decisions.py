@@ -1,0 +1,115 @@
+"""Documents written by processes: Bindings (scheduler) and status (propagator).
+
+One writer per key: the scheduler alone writes a Binding, the propagator
+alone writes a status document. Neither copies the manifest. The top-level
+fields (``kind``, ``api``, ``metadata``, ``spec``/``status``) are always
+written, defaults included; nested fields are left out when at their default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from berth.store.documents.base import ObjectRef
+
+
+class Target(msgspec.Struct, omit_defaults=True):
+    """One chosen place for a resource, with the score it was chosen by."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+    score: float | None = None
+
+
+class BindingSpec(msgspec.Struct, omit_defaults=True):
+    resource: ObjectRef
+    generation: int  # the resource generation this decision was made for
+    targets: list[Target] = []
+    scheduled: datetime | None = None  # when targets last changed
+
+
+class BindingStatus(msgspec.Struct, omit_defaults=True):
+    state: str = ""  # Scheduled, Unschedulable, ...
+    reason: str = ""
+    explanation: list[dict[str, Any]] = []
+
+
+class BindingMeta(msgspec.Struct, omit_defaults=True):
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    created: datetime | None = None
+    modified: datetime | None = None
+
+
+class Binding(msgspec.Struct, tag_field="kind", tag="Binding"):
+    metadata: BindingMeta
+    spec: BindingSpec
+    status: BindingStatus = msgspec.field(default_factory=BindingStatus)
+    api: str = "scheduling"
+
+
+class StatusMeta(msgspec.Struct, omit_defaults=True):
+    name: str
+    namespace: str | None = None
+
+
+class ClusterState(msgspec.Struct, omit_defaults=True):
+    state: str = ""  # ONLINE, UNHEALTHY, OFFLINE
+    reason: str = ""
+    custom_resources: list[str] = []
+    probed: datetime | None = None
+
+
+class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):
+    """``/berth/v1/status/clusters/<ns>/<name>``; the minimal form
+    ``{"api":"kubernetes","kind":"Cluster","metadata":{...},"status":{"state":"ONLINE"}}``
+    decodes."""
+
+    metadata: StatusMeta
+    status: ClusterState
+    api: str = "kubernetes"
+
+
+class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
+                    rename={"api_version": "apiVersion"}):
+    """One Kubernetes object berth applied: enough to find and delete it again."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None  # None for cluster-scoped kinds
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class ClusterApplied(msgspec.Struct, omit_defaults=True):
+    """What is on one cluster: the generation applied there and its objects."""
+
+    generation: int
+    objects: list[KubeObjectRef] = []
+
+
+class ApplicationState(msgspec.Struct, omit_defaults=True):
+    state: str = ""  # PENDING, RUNNING, MIGRATING, DEGRADED, FAILED, DELETING
+    reason: str = ""
+    running_on: list[ObjectRef] = []
+    generation: int = 0  # the generation every cluster in running_on has
+    errors: dict[str, str] = {}  # "<namespace>/<name>" of a cluster → its last error
+    # Per cluster ("<namespace>/<name>"), what berth put there: lets it clean up
+    # after an application whose key vanished, and prune objects a new
+    # generation no longer has.
+    applied: dict[str, ClusterApplied] = {}
+    rejected_generation: int = 0  # a cluster refused this generation's manifest
+
+
+class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):
+    metadata: StatusMeta
+    status: ApplicationState
+    api: str = "kubernetes"

@@ -1,0 +1,226 @@
+"""Checks a schema cannot express: names, expressions, intervals, coherence.
+
+``problems(doc)`` returns every problem found, each with the dotted path of
+the field it concerns, so bootstrap can print ``apps.yaml#3
+spec.constraints.cluster.labels[0]: cannot parse 'location iz DE'`` and the
+user fixes all of them in one go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from berth.store import keys
+from berth.store.constraints import (
+    ConstraintError,
+    LabelConstraint,
+    MetricConstraint,
+    check_custom_resource,
+)
+from berth.store.documents.application import Application, MatchExpression
+from berth.store.documents.infrastructure import Cloud, Cluster
+from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
+from berth.store.documents.openstack import MagnumCluster, Project
+
+from . import Resource
+
+
+class Problem(NamedTuple):
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def problems(doc: Resource) -> list[Problem]:
+    """Every semantic problem of a decoded document (empty when it is valid)."""
+    kind = keys.kind(type(doc).__struct_config__.tag)  # type: ignore[arg-type]
+    found = list(_metadata(doc, kind))
+    if doc.api != kind.api:
+        found.append(Problem("api", f"{kind.name} belongs to api {kind.api!r}, not {doc.api!r}"))
+    match doc:
+        case MetricsProvider():
+            found += _provider(doc)
+        case Metric():
+            found += _metric(doc)
+        case Cluster():
+            found += _metric_refs(doc.spec.metrics, "spec.metrics")
+            found += _custom_resources(doc.spec.custom_resources, "spec.custom_resources")
+            if doc.spec.constraints and doc.spec.constraints.cloud:
+                cloud = doc.spec.constraints.cloud
+                found += _expressions(cloud.labels, "spec.constraints.cloud.labels", label=True)
+                found += _expressions(cloud.metrics, "spec.constraints.cloud.metrics", label=False)
+        case Cloud() | Project():
+            found += _metric_refs(doc.spec.metrics, "spec.metrics")
+        case MagnumCluster():
+            found += _metric_refs(doc.spec.metrics, "spec.metrics")
+            if doc.spec.constraints and doc.spec.constraints.project:
+                project = doc.spec.constraints.project
+                found += _expressions(project.labels, "spec.constraints.project.labels",
+                                      label=True)
+                found += _expressions(project.metrics, "spec.constraints.project.metrics",
+                                      label=False)
+        case Application():
+            found += _application(doc)
+    return found
+
+
+def _metadata(doc: Resource, kind: keys.Kind) -> Iterator[Problem]:
+    try:
+        keys.check_name(doc.metadata.name)
+    except ValueError as exc:
+        yield Problem("metadata.name", str(exc))
+    ns = doc.metadata.namespace
+    if kind.namespaced and ns is not None:
+        try:
+            keys.check_namespace(ns)
+        except ValueError as exc:
+            yield Problem("metadata.namespace", str(exc))
+    elif not kind.namespaced and ns:
+        yield Problem("metadata.namespace", f"{kind.name} is global: it takes no namespace")
+    if doc.metadata.generation < 0:
+        yield Problem("metadata.generation", "must not be negative")
+
+
+def _provider(doc: MetricsProvider) -> Iterator[Problem]:
+    spec = doc.spec
+    sub = {
+        "prometheus": spec.prometheus,
+        "kafka": spec.kafka,
+        "ksql": spec.ksql,
+        "static": spec.static,
+    }
+    if sub[spec.type] is None and not (spec.type == "ksql" and spec.kafka is not None):
+        yield Problem(f"spec.{spec.type}", f"a provider of type {spec.type!r} needs this section")
+    for name, value in sub.items():
+        if value is not None and name != spec.type and {name, spec.type} != {"kafka", "ksql"}:
+            yield Problem(f"spec.{name}", f"set, but the provider's type is {spec.type!r}")
+    if spec.kafka is not None:
+        k = spec.kafka
+        if k.is_ksql:
+            missing = [
+                f
+                for f in ("url", "table", "comparison_column", "value_column")
+                if getattr(k, f) is None
+            ]
+            if missing:
+                yield Problem(
+                    "spec.kafka",
+                    f"a KSQL table needs {', '.join(missing)} (or give bootstrap_servers and"
+                    " topic for a topic consumer)",
+                )
+        elif not (k.bootstrap_servers and k.topic):
+            yield Problem("spec.kafka", "a topic consumer needs both bootstrap_servers and topic")
+    intervals = [("spec.poll_interval", spec.poll_interval)] + [
+        (f"spec.{n}.poll_interval", getattr(v, "poll_interval", None))
+        for n, v in sub.items()
+        if v is not None
+    ]
+    for path, interval in intervals:
+        if interval is not None and interval <= 0:
+            yield Problem(path, "must be positive")
+
+
+def _metric(doc: Metric) -> Iterator[Problem]:
+    spec = doc.spec
+    if not spec.min < spec.max:
+        yield Problem("spec.max", f"min ({spec.min:g}) must be less than max ({spec.max:g})")
+    try:
+        keys.check_name(spec.provider.name, "provider name")
+    except ValueError as exc:
+        yield Problem("spec.provider.name", str(exc))
+    if not spec.provider.metric:
+        yield Problem("spec.provider.metric", "must not be empty")
+
+
+def _metric_refs(refs: list[MetricRef], path: str) -> Iterator[Problem]:
+    for i, ref in enumerate(refs):
+        try:
+            keys.check_name(ref.name, "metric name")
+        except ValueError as exc:
+            yield Problem(f"{path}[{i}].name", str(exc))
+        if ref.weight < 0:
+            yield Problem(f"{path}[{i}].weight", "must not be negative")
+
+
+def _custom_resources(names: list[str], path: str) -> Iterator[Problem]:
+    for i, name in enumerate(names):
+        try:
+            check_custom_resource(name)
+        except ConstraintError as exc:
+            yield Problem(f"{path}[{i}]", str(exc))
+
+
+def _expressions(exprs: list[str], path: str, *, label: bool) -> Iterator[Problem]:
+    parse = LabelConstraint.parse if label else MetricConstraint.parse
+    for i, expr in enumerate(exprs):
+        try:
+            parse(expr)
+        except ConstraintError as exc:
+            yield Problem(f"{path}[{i}]", str(exc))
+
+
+def _match_expressions(exprs: list[MatchExpression], path: str) -> Iterator[Problem]:
+    for i, e in enumerate(exprs):
+        where = f"{path}[{i}].values"
+        if e.operator in ("In", "NotIn") and not e.values:
+            yield Problem(where, f"{e.operator} needs at least one value")
+        elif e.operator in ("Exists", "DoesNotExist") and e.values:
+            yield Problem(where, f"{e.operator} takes no values")
+        elif e.operator in ("Gt", "Lt"):
+            if len(e.values) != 1:
+                yield Problem(where, f"{e.operator} takes exactly one integer value")
+            else:
+                try:
+                    int(e.values[0])
+                except ValueError:
+                    yield Problem(where, f"{e.values[0]!r} is not an integer")
+
+
+def _application(doc: Application) -> Iterator[Problem]:
+    spec = doc.spec
+    if spec.constraints and spec.constraints.cluster:
+        c = spec.constraints.cluster
+        yield from _expressions(c.labels, "spec.constraints.cluster.labels", label=True)
+        yield from _expressions(c.metrics, "spec.constraints.cluster.metrics", label=False)
+        yield from _custom_resources(
+            c.custom_resources, "spec.constraints.cluster.custom_resources"
+        )
+    for i, obj in enumerate(spec.manifest):
+        if not obj.get("kind") or not obj.get("apiVersion"):
+            yield Problem(f"spec.manifest[{i}]", "a Kubernetes object needs apiVersion and kind")
+    p = spec.placement
+    if p is not None:
+        if p.policy == "PickN" and (p.number_of_clusters or 0) < 1:
+            yield Problem("spec.placement.numberOfClusters", "PickN needs a number >= 1")
+        if p.policy != "PickN" and p.number_of_clusters is not None:
+            yield Problem("spec.placement.numberOfClusters", f"only PickN takes it, not {p.policy}")
+        if p.policy == "PickFixed" and not p.cluster_names:
+            yield Problem("spec.placement.clusterNames", "PickFixed needs cluster names")
+        for i, t in enumerate(p.topology_spread_constraints):
+            if t.max_skew < 1:
+                yield Problem(
+                    f"spec.placement.topologySpreadConstraints[{i}].maxSkew", "must be >= 1"
+                )
+    aff = spec.affinity
+    if aff is not None and aff.cluster_affinity is not None:
+        ca = aff.cluster_affinity
+        base = "spec.affinity.clusterAffinity"
+        required = ca.required_during_scheduling_ignored_during_execution
+        for i, term in enumerate(required.cluster_selector_terms if required else []):
+            yield from _match_expressions(
+                term.match_expressions,
+                f"{base}.requiredDuringSchedulingIgnoredDuringExecution"
+                f".clusterSelectorTerms[{i}].matchExpressions",
+            )
+        for i, pref in enumerate(ca.preferred_during_scheduling_ignored_during_execution):
+            where = f"{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            if pref.weight <= 0:
+                yield Problem(f"{where}.weight", "must be positive")
+            yield from _match_expressions(
+                pref.preference.match_expressions, f"{where}.preference.matchExpressions"
+            )
+    if spec.gang is not None and spec.gang.min_member < 1:
+        yield Problem("spec.gang.minMember", "must be >= 1")

@@ -1,0 +1,274 @@
+"""A watch over etcd's ``/v3/watch`` gateway stream that never silently stops.
+
+etcd3gw's own watch blocks forever after an etcd restart, hangs when etcd
+cancels the watch, and leaves ``prev_kv`` base64-encoded. This one:
+
+* resumes from the revision after the last one it delivered whenever the
+  stream breaks (etcd restart, network, idle timeout), backing off with
+  tenacity, so nothing is lost and nothing is delivered twice; when its
+  member does not answer, on the next member of the cluster (a revision
+  means the same on every member);
+* asks for progress notifications, which advance its resume point on a quiet
+  prefix and prove the stream alive. A stream silent for ``idle_timeout``
+  seconds is presumed dead and reopened from the resume point: harmless when
+  it was merely quiet (etcd's default progress interval is 10 minutes, so a
+  quiet prefix is reopened every ``idle_timeout``; lower etcd's
+  ``--watch-progress-notify-interval`` to avoid it);
+* raises :class:`~store.errors.Compacted` when its revision is gone, so the
+  caller relists, and :class:`~store.errors.Unauthorized` when permission is
+  denied even after authenticating again.
+
+Events of one revision always arrive in one batch (etcd never splits a
+revision across watch responses), which is what makes resuming exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any, Literal, NamedTuple
+
+import msgspec
+import requests
+import tenacity
+
+from berth.store.client import Store, b64, prefix_end, unb64
+from berth.store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
+
+log = logging.getLogger(__name__)
+
+
+def _interrupt(response: requests.Response) -> None:
+    """Wake a thread blocked reading ``response``.
+
+    ``Response.close()`` would wait for the buffered reader's lock, which the
+    reading thread holds until data arrives; shutting the socket down makes
+    the blocked read return at once.
+    """
+    sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+            return
+        except OSError:
+            pass
+    response.close()
+
+
+class _Idle(Unavailable):
+    """The stream was silent for the idle timeout: reopen it, quietly."""
+
+
+_DECODE = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+class WatchEvent(NamedTuple):
+    type: Literal["PUT", "DELETE"]
+    key: str
+    value: bytes  # empty for DELETE
+    mod_revision: int
+    create_revision: int
+    version: int
+    prev_value: bytes | None = None  # only when the watch asked for prev_kv
+
+    @classmethod
+    def from_json(cls, ev: dict[str, Any]) -> WatchEvent:
+        kv = ev.get("kv") or {}
+        prev = ev.get("prev_kv")
+        return cls(
+            type="DELETE" if ev.get("type") == "DELETE" else "PUT",
+            key=unb64(kv.get("key")).decode(),
+            value=unb64(kv.get("value")),
+            mod_revision=int(kv.get("mod_revision", 0)),
+            create_revision=int(kv.get("create_revision", 0)),
+            version=int(kv.get("version", 0)),
+            prev_value=unb64(prev.get("value")) if prev else None,
+        )
+
+
+class WatchBatch(NamedTuple):
+    """What one watch response carried: events (maybe none) up to ``revision``."""
+
+    revision: int
+    events: list[WatchEvent]
+
+
+class Watch:
+    """Iterate over batches of changes under ``prefix`` from ``start_revision`` on.
+
+    The iterator ends only when :meth:`close` is called (from any thread).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        prefix: str,
+        start_revision: int,
+        *,
+        prev_kv: bool = False,
+        idle_timeout: float = 30.0,
+        max_backoff: float = 5.0,
+    ) -> None:
+        if start_revision < 1:
+            raise ValueError("a watch starts at a revision >= 1 (list first)")
+        self.store = store
+        self.prefix = prefix
+        self.next_revision = start_revision
+        self.prev_kv = prev_kv
+        self.idle_timeout = idle_timeout
+        self.max_backoff = max_backoff
+        self.reconnects = 0
+        self._closed = threading.Event()
+        self._response: requests.Response | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """End the iteration, from any thread, at once."""
+        self._closed.set()
+        with self._lock:
+            if self._response is not None:
+                _interrupt(self._response)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def __iter__(self) -> Iterator[WatchBatch]:
+        reauthenticated = False
+        while not self.closed:
+            try:
+                lines = self._connect()
+                for batch in self._read(lines):
+                    reauthenticated = False
+                    yield batch
+            except Unauthorized:
+                if self.closed:
+                    return
+                if reauthenticated or not self.store.config.user:
+                    raise
+                self.store.authenticate()
+                reauthenticated = True
+            except Unavailable as exc:
+                if self.closed:
+                    return
+                self.reconnects += 1
+                if not isinstance(exc, _Idle):
+                    self.store.link.watch_reconnected()
+                log.log(  # an outage is said once, by the store's link
+                    logging.DEBUG if isinstance(exc, _Idle) else logging.INFO,
+                    "watch %s broke (%s); resuming from revision %d",
+                    self.prefix,
+                    exc,
+                    self.next_revision,
+                )
+
+    def _connect(self) -> Iterator[bytes]:
+        """Open the stream (retrying with backoff while etcd is unreachable)."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(Unavailable),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=self.max_backoff)
+            + tenacity.wait_random(0, 0.1),
+            stop=lambda _state: self.closed,
+            before_sleep=lambda st: log.debug(  # the store's link says it once
+                "watch %s: etcd unreachable (%s); retrying",
+                self.prefix,
+                st.outcome.exception() if st.outcome else "?",
+            ),
+            reraise=True,
+        )
+        return retrying(self._open)
+
+    def _open(self) -> Iterator[bytes]:
+        request: dict[str, Any] = {
+            "key": b64(self.prefix),
+            "range_end": b64(prefix_end(self.prefix)),
+            "start_revision": str(self.next_revision),
+            "progress_notify": True,
+        }
+        if self.prev_kv:
+            request["prev_kv"] = True
+        endpoint = self.store.endpoint
+        try:
+            resp = self.store.session.post(
+                self.store.url("watch", endpoint),
+                json={"create_request": request},
+                stream=True,
+                timeout=(self.store.config.timeout, self.idle_timeout),
+            )
+        except Exception as exc:
+            err = translate(exc, f"watch {self.prefix}")
+            self.store.report(err, endpoint, "watch")
+            raise err from exc
+        if resp.status_code != 200:
+            text = resp.text
+            resp.close()
+            try:
+                err = _DECODE(text.encode()).get("error", {})
+                code, message = err.get("grpc_code", err.get("code")), err.get("message", text)
+            except (msgspec.DecodeError, AttributeError):
+                code, message = None, text
+            raise classify(
+                int(code) if code is not None else None, str(message), f"watch {self.prefix}"
+            )
+        self.store.link.ok(endpoint)
+        with self._lock:
+            if self.closed:
+                resp.close()
+                raise Unavailable("closed")
+            self._response = resp
+        return resp.iter_lines(chunk_size=None)
+
+    def _read(self, lines: Iterator[bytes]) -> Iterator[WatchBatch]:
+        try:
+            for line in lines:
+                if not line:
+                    continue
+                batch = self._parse(line)
+                if batch is not None:
+                    yield batch
+        except StoreError:
+            raise
+        except Exception as exc:  # broken or timed-out stream
+            if "timed out" in str(exc):
+                raise _Idle(f"watch {self.prefix}: silent for {self.idle_timeout:g}s") from exc
+            raise Unavailable(f"watch {self.prefix}: stream ended: {exc}") from exc
+        finally:
+            with self._lock:
+                if self._response is not None:
+                    self._response.close()
+                    self._response = None
+        raise Unavailable(f"watch {self.prefix}: stream closed by etcd")
+
+    def _parse(self, line: bytes) -> WatchBatch | None:
+        try:
+            message = _DECODE(line)
+        except msgspec.DecodeError as exc:
+            raise Unavailable(f"watch {self.prefix}: garbled stream: {line[:80]!r}") from exc
+        if "error" in message:
+            err = message["error"]
+            code = err.get("grpc_code", err.get("code"))
+            raise classify(
+                int(code) if code is not None else None,
+                str(err.get("message", "")),
+                f"watch {self.prefix}",
+            )
+        result = message.get("result") or {}
+        revision = int((result.get("header") or {}).get("revision", 0))
+        if result.get("canceled"):
+            compact = int(result.get("compact_revision", 0))
+            if compact:
+                raise Compacted(self.next_revision, compact)
+            reason = str(result.get("cancel_reason", "canceled by etcd"))
+            raise classify(None, reason, f"watch {self.prefix}")
+        if int(result.get("compact_revision", 0)):
+            raise Compacted(self.next_revision, int(result["compact_revision"]))
+        if result.get("created"):
+            return None
+        events = [WatchEvent.from_json(ev) for ev in result.get("events") or []]
+        if events:
+            self.next_revision = events[-1].mod_revision + 1
+        elif revision >= self.next_revision:  # a progress notification
+            self.next_revision = revision + 1
+        return WatchBatch(revision, events)
