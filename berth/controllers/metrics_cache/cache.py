@@ -25,12 +25,15 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 from prometheus_client import Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric as MetricFamily
 
 from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.controllers.metrics_cache.providers import Failure, Provider, Reading, make_provider
@@ -156,6 +159,7 @@ class Poller:
             except Exception as exc:
                 self.failure = Failure(UNKNOWN_PROVIDER, f"{plan.name}: {exc}")
         self.wake = threading.Event()
+        self.answered_at: float | None = None  # time.time() of the last poll it answered
         self._loop = Loop(f"poll {plan.name}", self._step,
                           deadline=self.interval * 2 + cache.config.timeout * 4 + 60.0).start()
 
@@ -207,6 +211,9 @@ class Poller:
         POLL_SECONDS.labels(self.plan.name).observe(time.perf_counter() - began)
         failed = sum(1 for r in readings.values() if isinstance(r, Failure))
         POLLS.labels(self.plan.name, "error" if failed else "ok").inc()
+        if not readings or any(not isinstance(r, Failure) or r.reason != UNREACHABLE
+                               for r in readings.values()):
+            self.answered_at = time.time()
         kind = self.plan.doc.spec.effective_type() if self.plan.doc else "unknown"
         self.cache.record(self.plan.key, wanted, readings, ProviderInfo(self.plan.name, kind))
 
@@ -272,6 +279,31 @@ class MetricsCache:
         self._publish()  # incomplete: a reader keeps its last whole picture meanwhile
         self._changed.set()
         self._loop.start()
+
+    def collect(self) -> Iterator[MetricFamily]:
+        """Value series by provider and state, and how old each provider's answer is."""
+        with self._lock:
+            values = list(self._values.values())
+        by: dict[tuple[str, str], int] = {}
+        for st in values:
+            at = (st.provider.name if st.provider else "", st.error.reason if st.error else "OK")
+            by[at] = by.get(at, 0) + 1
+        series = GaugeMetricFamily(
+            "berth_metrics_cache_series", "Metric value series by provider and state (OK or "
+            "the error's reason, e.g. UNREACHABLE_METRICS_PROVIDER, UNKNOWN_METRIC)",
+            labels=["provider", "state"])
+        for (provider, state), n in sorted(by.items()):
+            series.add_metric([provider, state], n)
+        yield series
+        now = time.time()
+        age = GaugeMetricFamily(
+            "berth_metrics_cache_value_age_seconds", "Seconds since the provider last "
+            "answered a poll: the age of the newest values berth has from it",
+            labels=["provider"])
+        for poller in list(self.pollers.values()):
+            if poller.answered_at is not None:
+                age.add_metric([poller.plan.name], max(0.0, now - poller.answered_at))
+        yield age
 
     def ready(self) -> bool:
         return all(inf.synced.is_set() for inf in self.informers) and self.writer is not None

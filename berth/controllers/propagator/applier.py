@@ -28,7 +28,7 @@ import logging
 import threading
 from typing import Any
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.drift import Ledger
@@ -39,18 +39,30 @@ from berth.controllers.propagator.plan import App, Facts, Finish, Progress
 from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
+from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.store import Store, StoreError, keys
 from berth.store.documents import ApplicationStatus, Binding, ClusterStatus, KubeObjectRef
 
 log = logging.getLogger(__name__)
 
 DRIFTS = Counter("berth_propagator_drift_total", "Objects changed on a cluster by others")
+TO_RUNNING = Histogram(
+    "berth_propagator_binding_to_running_seconds",
+    "From the propagator seeing a Binding (generation and targets) to seeing the application "
+    "RUNNING there", buckets=LATENCY_BUCKETS)
+APPLICATION_STATES = ("PENDING", "RUNNING", "MIGRATING", "DEGRADED", "FAILED", "DELETING",
+                      "Unschedulable")
 
 FINALIZER = "berth.dev/propagator"
 
 
 def cluster_id(namespace: str | None, name: str) -> str:
     return f"{namespace or ''}/{name}"
+
+
+def _tail(key: str) -> str:
+    """``<namespace>/<name>`` of an application's resource, Binding or status key."""
+    return "/".join(key.rsplit("/", 2)[-2:])
 
 
 def cluster_key(cid: str) -> str:
@@ -88,6 +100,7 @@ class Applier:
         self._seen = 0
         self._epoch = 0  # bumped by every resync: everything is applied again once
         self._applied_epoch: dict[tuple[str, str], int] = {}
+        self._to_running = Stopwatch(TO_RUNNING)
         self.apps.add_handler(self._on_app)
         self.bindings.add_handler(self._on_binding)
         self.statuses.add_handler(self._on_status)
@@ -105,11 +118,37 @@ class Applier:
         self.queue.add(event.key)
 
     def _on_binding(self, event: Event[Binding]) -> None:
-        self.queue.add(keys.resource_key_of(event.key))
+        key = keys.resource_key_of(event.key)
+        if event.type is EventType.DELETED or not event.obj.spec.targets:
+            self._to_running.cancel(key)
+        elif self.bindings.synced.is_set():  # changes while running only
+            spec = event.obj.spec
+            self._to_running.start(key, (spec.generation, frozenset(
+                cluster_id(t.namespace, t.name) for t in spec.targets)))
+        self.queue.add(key)
 
     def _on_status(self, event: Event[ApplicationStatus]) -> None:
+        key = keys.resource_key_of(event.key)
         if event.type is EventType.ADDED:  # at start: also applications whose key vanished
-            self.queue.add(keys.resource_key_of(event.key))
+            self.queue.add(key)
+        st = event.obj.status
+        if event.type is not EventType.DELETED and st.state == "RUNNING":
+            self._to_running.stop(key, (st.generation, frozenset(
+                cluster_id(r.namespace, r.name) for r in st.running_on)))
+
+    def states(self) -> dict[str, int]:
+        """How many applications are in each state: their status's, Unschedulable when
+        the scheduler found no cluster and nothing runs, PENDING before any status."""
+        statuses = {_tail(item.key): item.obj.status.state for item in self.statuses.items()}
+        unschedulable = {_tail(item.key) for item in self.bindings.items()
+                         if item.obj.status.state == "Unschedulable"}
+        out: dict[str, int] = {}
+        for key in map(_tail, self.apps.list_keys()):
+            state = statuses.get(key, "") or "PENDING"
+            if key in unschedulable and state == "PENDING":
+                state = "Unschedulable"
+            out[state] = out.get(state, 0) + 1
+        return out
 
     def _on_garbage_status(self, key: str, revision: int) -> None:
         """Someone wrote a value that is not a status into our key: our status goes back."""

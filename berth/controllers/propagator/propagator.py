@@ -11,20 +11,31 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
-from berth.controllers.propagator.applier import Applier, cluster_key
+from prometheus_client.metrics_core import Metric
+
+from berth.controllers.propagator.applier import (
+    APPLICATION_STATES,
+    Applier,
+    cluster_id,
+    cluster_key,
+)
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.drift import DriftWatches
 from berth.controllers.propagator.kube import Connections
 from berth.controllers.propagator.observer import Observer
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Informer, start_workers
+from berth.controllers.runtime.observe import counts, states
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Store, keys
 from berth.store.documents import ClusterStatus
 
 log = logging.getLogger(__name__)
+
+CLUSTER_STATES = ("ONLINE", "UNHEALTHY", "OFFLINE", "UNKNOWN")
 
 
 class Propagator:
@@ -72,6 +83,21 @@ class Propagator:
         self._resync.start()
         log.info("propagator: %d clusters, %d applications; %d workers",
                  len(self.clusters), len(self.applier.apps), self.config.workers)
+
+    def collect(self) -> Iterator[Metric]:
+        """Each cluster's state and the applications by state, as this leader sees them."""
+        known = {cluster_id(item.obj.metadata.namespace, item.obj.metadata.name):
+                 item.obj.status.state for item in self.cluster_statuses.items()}
+        clusters: dict[str, str] = {}
+        for item in self.clusters.items():
+            cid = cluster_id(item.obj.metadata.namespace, item.obj.metadata.name)
+            clusters[cid] = known.get(cid) or "UNKNOWN"
+        yield states("berth_cluster_state", "1 for the cluster's state as last observed "
+                     "(UNKNOWN: not yet probed), 0 for the others", "cluster", clusters,
+                     CLUSTER_STATES)
+        yield counts("berth_applications", "Applications by state: the propagator's status, "
+                     "or Unschedulable while the scheduler finds no cluster",
+                     "state", self.applier.states(), APPLICATION_STATES)
 
     def ready(self) -> bool:
         return self._started and all(inf.synced.is_set() for inf in self._informers)

@@ -23,7 +23,8 @@ from prometheus_client import Counter
 
 from berth.controllers.runtime.election import LeaderElection
 from berth.controllers.runtime.health import HealthServer
-from berth.store import Store
+from berth.controllers.runtime.observe import LEADER_STATE
+from berth.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -113,21 +114,28 @@ def run_process(
         while not stopping.is_set():
             if election.is_leader and not running:
                 log.info("%s: leading; starting", name)
-                controller = make()
+                controller: Controller | None = None
                 try:
+                    controller = make()
                     controller.start()
                     running.append(controller)
+                    LEADER_STATE.attach(controller)
                 except Exception as exc:
-                    log.error("%s: could not start (%s); retrying", name, exc)
-                    controller.stop()
+                    # etcd unreachable or slow is expected; anything else is a bug: its trace
+                    log.error("%s: could not start (%s); retrying", name, exc,
+                              exc_info=not isinstance(exc, StoreError | TimeoutError))
+                    if controller is not None:
+                        controller.stop()
                     stopping.wait(retry_delay)
                     continue
             elif running and not election.is_leader:
                 log.error("%s: lost leadership; stopping until leading again", name)
+                LEADER_STATE.detach()
                 running.pop().stop()
             with changed:
                 changed.wait(retry_delay)
     finally:
+        LEADER_STATE.detach()
         if running:
             running.pop().stop()
         election.resign()

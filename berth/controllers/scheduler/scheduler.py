@@ -38,8 +38,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
+from prometheus_client.metrics_core import Metric
 
 from berth.controllers.runtime import Event, EventType
+from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
 from berth.controllers.scheduler.binder import BindingWriter, Write
@@ -65,6 +67,10 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["result"])
 LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
+TO_BINDING = Histogram(
+    "berth_scheduler_application_to_binding_seconds",
+    "From the scheduler seeing an application's new generation to seeing its Binding for it",
+    buckets=LATENCY_BUCKETS)
 SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided again by sweeps",
                 ["result"])
 
@@ -127,6 +133,7 @@ class Scheduler:
         self._sweep_idle = False  # a periodic sweep: only while the queue is empty
         self._loops = [Loop("scheduling", self._step, deadline=60.0),
                        Loop("resync", self._resync_step, deadline=60.0)]
+        self._to_binding = Stopwatch(TO_BINDING)
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
         self.cache.magnumclusters.add_handler(self._on_subject)
@@ -148,6 +155,11 @@ class Scheduler:
         self.writer.start()
         for loop in self._loops:
             loop.start()
+
+    def collect(self) -> Iterator[Metric]:
+        """The queue's depths now (for /metrics, while leading)."""
+        yield counts("berth_scheduler_queue_depth", "Subjects waiting in the scheduling queue",
+                     "queue", self.queue.depths())
 
     def ready(self) -> bool:
         return all(inf.synced.is_set() for inf in self.cache.informers)
@@ -299,6 +311,9 @@ class Scheduler:
             return  # an existing Kubernetes cluster: a candidate, not a subject
         if event.type is EventType.DELETED:
             self.queue.forget(event.key)
+            self._to_binding.cancel(event.key)
+        elif isinstance(obj, Subject) and self.cache.applications.synced.is_set():
+            self._to_binding.start(event.key, obj.generation)  # changes while running only
         if isinstance(obj, Subject | ClusterView | MagnumView):
             self.queue.add(event.key)
 
@@ -311,12 +326,16 @@ class Scheduler:
                 self._placements_added.set()
             if old:
                 self._placements_removed.set()
+        ref = event.obj.spec.resource
+        try:
+            subject_key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+        except (KeyError, ValueError):
+            log.warning("Binding %s names no valid resource", event.key)
+            return
         if event.type is EventType.DELETED:  # someone removed our decision: decide again
-            ref = event.obj.spec.resource
-            try:
-                self.queue.add(keys.resource_key(ref.kind, ref.name, ref.namespace))
-            except (KeyError, ValueError):
-                log.warning("Binding %s names no valid resource", event.key)
+            self.queue.add(subject_key)
+        else:
+            self._to_binding.stop(subject_key, event.obj.spec.generation)
 
     def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
         if key in (SWEEP, PERIODIC):

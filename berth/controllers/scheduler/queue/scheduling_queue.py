@@ -38,6 +38,13 @@ class SchedulingQueue:
         with self._cond:
             return len(self.active) + len(self.backoff) + len(self.unschedulable)
 
+    def depths(self) -> dict[str, int]:
+        """How many subjects wait in each part: ``active`` (to be tried now), ``backoff``
+        (tried again after a delay) and ``unschedulable`` (until something changes)."""
+        with self._cond:
+            return {"active": len(self.active), "backoff": len(self.backoff),
+                    "unschedulable": len(self.unschedulable)}
+
     def add(self, key: str) -> None:
         """A new or changed subject: schedule it as soon as possible."""
         # Sorting a new subject may build it (decode, hash): not under the lock.
