@@ -29,6 +29,7 @@ fi
 bash "$here/scripts/install-prometheus.sh"
 bash "$here/scripts/install-kafka.sh" >/dev/null
 bash "$here/scripts/install-kube-apiserver.sh" >/dev/null
+bash "$here/scripts/install-kustomize.sh" >/dev/null
 export BERTH_PY="$here/.venv/bin/python"
 BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" | tail -n 1)"
 export BERTH_ETCD_BIN
