@@ -13,6 +13,9 @@ existing resources are an error unless ``force``: then they are replaced,
 keeping ``uid`` and ``created`` and bumping ``generation``, guarded by the
 revision read, so a concurrent change makes the whole write fail cleanly. An
 application being deleted is never replaced: that would bring it back.
+
+A Cluster's kubeconfig credentials (its ``users``) are written to their own
+key next to it, in the same transaction (:mod:`berth.store.credentials`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from datetime import UTC, datetime
 import msgspec
 
 from berth.bootstrap.load import Loaded, LoadErrors
-from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode
+from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode, keys
 from berth.store.codec import decode
-from berth.store.documents import Metadata
+from berth.store.credentials import credentials_doc, has_credentials, split
+from berth.store.documents import Cluster, Metadata
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +65,20 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
     """Fill in metadata and decide create, replace or unchanged; LoadErrors for
     existing keys (without ``force``) and for applications being deleted."""
     now = now or datetime.now(UTC)
-    existing = store.get_many([item.key for item in loaded])
+    loaded, secrets = _apart(loaded)
+    existing = store.get_many([item.key for item in loaded] + [k for _, k, _ in secrets.values()])
     errors: list[str] = []
     planned: list[Planned] = []
     for item in loaded:
+        if item.key in secrets:  # the Cluster's credentials, at their own key, after it
+            where, skey, svalue = secrets[item.key]
+            sold = existing.get(skey)
+            if sold is not None and sold.value != svalue and not force:
+                errors.append(f"{where}: {skey} exists and differs (use --force to "
+                              "replace it)")
+            else:
+                planned.append(Planned(where, skey, svalue, sold,
+                                       unchanged=sold is not None and sold.value == svalue))
         old = existing.get(item.key)
         meta = item.doc.metadata
         if old is None:
@@ -105,6 +119,28 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
     if errors:
         raise LoadErrors(errors)
     return planned
+
+
+def _apart(loaded: Sequence[Loaded]) -> tuple[list[Loaded], dict[str, tuple[str, str, bytes]]]:
+    """Clusters with their kubeconfig's credentials taken out, and those credentials
+    as (where, key, value) by the Cluster's key (see :mod:`berth.store.credentials`)."""
+    out: list[Loaded] = []
+    secrets: dict[str, tuple[str, str, bytes]] = {}
+    for item in loaded:
+        doc = item.doc
+        if isinstance(doc, Cluster) and has_credentials(doc.spec.kubeconfig):
+            assert doc.spec.kubeconfig is not None
+            public, users = split(doc.spec.kubeconfig)
+            doc = msgspec.structs.replace(
+                doc, spec=msgspec.structs.replace(doc.spec, kubeconfig=public))
+            item = Loaded(item.where, doc, item.key)
+            meta = doc.metadata
+            assert meta.namespace is not None  # a Cluster is namespaced: validated on load
+            secrets[item.key] = (f"{item.where} (its credentials)",
+                                 keys.credentials_key(meta.namespace, meta.name),
+                                 encode(credentials_doc(meta.name, meta.namespace, users)))
+        out.append(item)
+    return out, secrets
 
 
 def _old_metadata(old: KV) -> Metadata | None:

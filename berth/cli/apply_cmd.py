@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _name(p: Planned) -> str:
     ref = keys.parse_key(p.key)
-    return f"{ref.kind.name.lower()}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}"
+    name = f"{ref.kind.name.lower()}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}"
+    return f"{name} credentials" if ref.family == "secret" else name
 
 
 def report(planned: list[Planned]) -> None:

@@ -6,8 +6,11 @@ import argparse
 import sys
 from collections.abc import Callable
 
+import msgspec
+
 from berth.bootstrap import LoadErrors, Planned, ignored, load, plan, write
 from berth.cli.etcd_options import open_store
+from berth.cli.resources import mask
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,8 +55,9 @@ def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bo
             if dry_run is not None:
                 dry_run(planned)
             else:
-                for p in planned:
-                    print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {p.value.decode()}"))
+                for p in planned:  # credentials masked, as everywhere the CLI prints
+                    shown = msgspec.json.encode(mask(msgspec.json.decode(p.value))).decode()
+                    print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {shown}"))
             print(f"{command}: dry run, {len(planned)} documents, nothing written",
                   file=sys.stderr)
             return 0

@@ -20,7 +20,7 @@ import msgspec
 from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
-from berth.store import Conflict, Store, keys
+from berth.store import Conflict, Delete, Store, keys
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -67,7 +67,12 @@ def delete(store: Store, kind: keys.Kind, key: str) -> bool:
         return False
     try:
         if kind.name != "Application":
-            store.delete(key, kv.mod_revision)
+            ops: list[Delete] = [Delete(key, kv.mod_revision)]
+            if kind.name == "Cluster":  # its credentials go with it
+                ref = keys.parse_key(key)
+                assert ref.namespace is not None
+                ops.append(Delete(keys.credentials_key(ref.namespace, ref.name)))
+            store.commit(ops)
             print(f"deleted {key}")
             return True
         doc: Any = msgspec.json.decode(kv.value)

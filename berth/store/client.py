@@ -38,6 +38,7 @@ from berth.store.errors import (
     Unavailable,
     translate,
 )
+from berth.store.keys import ROOT
 from berth.store.link import Link
 
 log = logging.getLogger(__name__)
@@ -296,7 +297,7 @@ class Store:
 
     def revision(self) -> int:
         """The store's current revision (read through a key berth may always read)."""
-        body = {"key": b64("/berth/"), "count_only": True}
+        body = {"key": b64(ROOT), "count_only": True}  # every role may read it
         return int(self.call("kv/range", body, "revision")["header"]["revision"])
 
     def count_prefix(self, prefix: str) -> int:

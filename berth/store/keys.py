@@ -11,6 +11,10 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/metricvalues/metrics/<namespace>/<name>
     /berth/v1/metricvalues/picture                    ... and whether they are whole
     /berth/v1/leases/<process>                        leader election
+    /berth/v1/secrets/clusters/<namespace>/<name>     a cluster's credentials
+
+Credentials live apart so that etcd's roles can keep them from every process
+but the propagator (scripts/etcd-secure.sh).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ STATUS = ROOT + "status/"
 METRIC_VALUES = ROOT + "metricvalues/"
 METRIC_PICTURE = METRIC_VALUES + "picture"
 LEASES = ROOT + "leases/"
+SECRETS = ROOT + "secrets/"
+CLUSTER_CREDENTIALS = SECRETS + "clusters/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
 NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")
@@ -133,6 +139,11 @@ def metric_value_key(name: str, namespace: str | None = None) -> str:
     return METRIC_VALUES + _tail(kind("Metric" if namespace else "GlobalMetric"), name, namespace)
 
 
+def credentials_key(namespace: str, name: str) -> str:
+    """The key of a Cluster's credentials (its kubeconfig's users)."""
+    return CLUSTER_CREDENTIALS + _tail(kind("Cluster"), name, namespace).split("/", 1)[1]
+
+
 def lease_key(process: str) -> str:
     """The election key of a process type (``scheduler``, ``propagator``, ...)."""
     check_name(process, "process name")
@@ -143,7 +154,7 @@ def lease_key(process: str) -> str:
 class KeyRef:
     """A parsed key: which family, kind, namespace and name it addresses."""
 
-    family: str  # "resource", "binding", "status" or "metricvalue"
+    family: str  # "resource", "binding", "status", "metricvalue" or "secret"
     kind: Kind
     namespace: str | None
     name: str
@@ -159,6 +170,7 @@ def parse_key(key: str) -> KeyRef:
         ("bindings/", "binding"),
         ("status/", "status"),
         ("metricvalues/", "metricvalue"),
+        ("secrets/", "secret"),
     ):
         if rest.startswith(prefix):
             family, rest = fam, rest[len(prefix) :]

@@ -143,8 +143,10 @@ class BerthProcess:
 
     command = "scheduler"
 
-    def __init__(self, url: str, workdir: Path, *, config: str = "", name: str = "s") -> None:
+    def __init__(self, url: str, workdir: Path, *, config: str = "", name: str = "s",
+                 env: dict[str, str] | None = None) -> None:
         self.log = workdir / f"{self.command}-{name}.log"
+        self.env = env or {}
         self.args = [sys.executable, "-m", "berth.cli.main", "--log-level", "DEBUG", self.command,
                      "--etcd", url, "--http", "127.0.0.1:0", "--lease-ttl", "2"]
         if config:
@@ -156,7 +158,8 @@ class BerthProcess:
     def start(self) -> BerthProcess:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
-                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                                   **self.env})
         return self
 
     def kill(self) -> None:

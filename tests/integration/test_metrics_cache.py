@@ -143,9 +143,9 @@ def test_prometheus_values_errors_expiry_and_recovery(
                     lambda v: v.status.error is None and v.status.value == 4.0, timeout=30)
     assert back.status.normalized == 0.8
     said = cache.output()  # once each way, at WARNING (#11 item 11)
-    assert said.count("WARNING controllers.metrics_cache.cache: metrics provider prom "
+    assert said.count("WARNING berth.controllers.metrics_cache.cache: metrics provider prom "
                       "(prometheus) is unreachable: ") == 1
-    assert said.count("WARNING controllers.metrics_cache.cache: metrics provider prom "
+    assert said.count("WARNING berth.controllers.metrics_cache.cache: metrics provider prom "
                       "(prometheus) answers again") == 1
 
 

@@ -346,7 +346,7 @@ def test_an_application_on_a_cluster_gone_offline_is_not_running(
         assert gone.status.state == "DEGRADED", gone.status
         assert gone.status.reason.startswith("not observed: cluster default/east is OFFLINE")
         assert [r.name for r in gone.status.running_on] == ["east"]  # its objects stay there
-        assert ("WARNING controllers.propagator.observer: cluster default/east is OFFLINE"
+        assert ("WARNING berth.controllers.propagator.observer: cluster default/east is OFFLINE"
                 in propagator.output())
     finally:
         clusters["east"].start()

@@ -87,7 +87,7 @@ def test_a_better_metric_moves_the_application_and_stickiness_holds_small_change
         _moves_and_sticks(store)
         # One line per Binding change, at INFO: the application, from → to, why.
         said = [line for line in proc.output().splitlines()
-                if " INFO controllers.scheduler.scheduler: Application default/app: " in line]
+                if " INFO berth.controllers.scheduler.scheduler: Application default/app: " in line]
         assert len(said) == 2, said
         assert " (new) → " in said[0] and ", Scheduled (" in said[0]
         assert said[1].split("Application default/app: ")[1].startswith(

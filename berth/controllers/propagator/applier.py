@@ -31,6 +31,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from berth.controllers.propagator.config import PropagatorConfig
+from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.drift import Ledger
 from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, run
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
@@ -73,12 +74,13 @@ def cluster_key(cid: str) -> str:
 class Applier:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
-                 connections: Connections) -> None:
+                 connections: Connections, kubeconfigs: Kubeconfigs) -> None:
         self.store = store
         self.config = config
         self.clusters = clusters
         self.cluster_statuses = cluster_statuses  # the observer's: ONLINE or not
         self.connections = connections
+        self.kubeconfigs = kubeconfigs
         idle = config.watch_idle_timeout
         self.apps: Informer[AppView] = Informer(
             store, keys.resource_prefix("Application"), AppView, idle_timeout=idle)
@@ -220,10 +222,11 @@ class Applier:
         view = self.clusters.get(ckey)
         if view is None:
             return None
-        if not view.spec.kubeconfig:
+        kubeconfig = self.kubeconfigs.of(ckey, view)
+        if not kubeconfig:
             raise Unavailable(f"cluster {cid} has no kubeconfig")
         try:
-            return self.connections.get(ckey, view.spec.kubeconfig)
+            return self.connections.get(ckey, kubeconfig)
         except Exception as exc:
             raise Unavailable(f"cluster {cid}: unusable kubeconfig: {safe(exc)}") from exc
 

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from berth.controllers.propagator.config import PropagatorConfig
+from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.kube import Connections, Probe, safe
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Event, EventType, Informer
@@ -33,12 +34,13 @@ log = logging.getLogger(__name__)
 class Observer:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], statuses: Informer[ClusterStatus],
-                 connections: Connections) -> None:
+                 connections: Connections, kubeconfigs: Kubeconfigs) -> None:
         self.store = store
         self.config = config
         self.clusters = clusters
         self.statuses = statuses
         self.connections = connections
+        self.kubeconfigs = kubeconfigs
         self._failures: dict[str, int] = {}  # cluster key → failed probes in a row
         self._failures_lock = threading.Lock()
         self._in_flight: set[str] = set()
@@ -98,7 +100,7 @@ class Observer:
 
     def _observe(self, key: str, view: ClusterView) -> None:
         try:
-            conn = self.connections.get(key, view.spec.kubeconfig or {})
+            conn = self.connections.get(key, self.kubeconfigs.of(key, view) or {})
         except Exception as exc:  # a kubeconfig lightkube cannot use
             probe = Probe("OFFLINE", f"unusable kubeconfig: {safe(exc)}")
         else:

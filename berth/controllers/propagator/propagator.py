@@ -23,14 +23,16 @@ from berth.controllers.propagator.applier import (
     cluster_key,
 )
 from berth.controllers.propagator.config import PropagatorConfig
+from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.drift import DriftWatches
 from berth.controllers.propagator.kube import Connections
 from berth.controllers.propagator.observer import Observer
 from berth.controllers.propagator.views import ClusterView
-from berth.controllers.runtime import Informer, start_workers
+from berth.controllers.runtime import Event, EventType, Informer, start_workers
 from berth.controllers.runtime.observe import counts, states
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Store, keys
+from berth.store.credentials import ClusterCredentials
 from berth.store.documents import ClusterStatus
 
 log = logging.getLogger(__name__)
@@ -48,11 +50,14 @@ class Propagator:
         self.cluster_statuses: Informer[ClusterStatus] = Informer(
             store, keys.status_prefix("Cluster"), ClusterStatus, idle_timeout=idle)
         self.connections = Connections(config.request_timeout)
+        self.kubeconfigs = Kubeconfigs(store, idle_timeout=idle)
         self.observer = Observer(store, config, clusters=self.clusters,
-                                 statuses=self.cluster_statuses, connections=self.connections)
+                                 statuses=self.cluster_statuses, connections=self.connections,
+                                 kubeconfigs=self.kubeconfigs)
         self.applier = Applier(store, config, clusters=self.clusters,
                                cluster_statuses=self.cluster_statuses,
-                               connections=self.connections)
+                               connections=self.connections, kubeconfigs=self.kubeconfigs)
+        self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None
         if config.drift_watch:
             drift = DriftWatches(
@@ -63,12 +68,20 @@ class Propagator:
                 lambda cid, kind, since: drift.ensure(cid, cluster_key(cid), kind, since))
             self.drift = drift
         self._informers: tuple[Informer[Any], ...] = (
-            self.clusters, self.cluster_statuses, *self.applier.informers)
+            self.clusters, self.cluster_statuses, self.kubeconfigs.informer,
+            *self.applier.informers)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._resync = Loop("resync", self._resync_step,
                             deadline=config.resync_interval + 60.0)
         self._started = False
+
+    def _on_credentials(self, event: Event[ClusterCredentials]) -> None:
+        """New credentials: apply through them at once (the next probe uses them too)."""
+        meta = event.obj.metadata
+        if event.type is not EventType.ADDED and meta.namespace:
+            self.kubeconfigs.forget(keys.resource_key("Cluster", meta.name, meta.namespace))
+            self.applier.requeue_cluster(cluster_id(meta.namespace, meta.name), drifted=True)
 
     def start(self, sync_timeout: float = 60.0) -> None:
         for inf in self._informers:

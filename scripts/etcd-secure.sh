@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Turn on etcd's authentication for berth: one user and one role per process,
+# each limited to the key ranges that process reads and writes, and a root user.
+#
+#   ETCDCTL_ENDPOINTS=https://m1:2379,https://m2:2379,https://m3:2379 \
+#   ETCDCTL_CACERT=ca.crt ETCDCTL_CERT=client.crt ETCDCTL_KEY=client.key \
+#   scripts/etcd-secure.sh PASSWORD_DIR
+#
+# etcdctl's own variables say where etcd is. Mutual TLS is etcd's to enforce:
+# start every member with --client-cert-auth --trusted-ca-file=ca.crt
+# --cert-file/--key-file, and give berth a client certificate WITHOUT a Common
+# Name (with auth on, etcd's gateway takes a CN as the user name and skips the
+# password). Each user's password is read from PASSWORD_DIR/<user> if that
+# file exists, else generated there (mode 0600): give it to the process as
+# BERTH_ETCD_USER=<user> and BERTH_ETCD_PASSWORD. Running it again creates
+# nothing twice and adds grants a newer berth needs; to narrow a role, delete
+# it (etcdctl role delete berth-<process>) and run the script again.
+#
+# The key layout is berth/store/keys.py's. Who may do what:
+#   berth-scheduler      reads everything but credentials; writes Bindings
+#   berth-propagator     reads everything (it alone reads credentials); writes
+#                        statuses and deletes applications it has cleaned up;
+#                        cannot write Bindings
+#   berth-metrics-cache  reads everything but credentials; writes metric values
+#   berth-admin          (bootstrap, apply, delete, cordon, the CLI) reads
+#                        everything; writes user resources and credentials only
+# and each process its own leader-election key. Leases need no grant.
+set -euo pipefail
+if [ $# -ne 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit $(( $# == 1 ? 0 : 2 ))
+fi
+dir="$1"
+mkdir -p "$dir"
+chmod 0700 "$dir"
+ctl() { "${ETCDCTL:-etcdctl}" "$@"; }
+
+password() {  # the user's password: from its file, or a new one written there
+  local file="$dir/$1"
+  if [ ! -s "$file" ]; then
+    (umask 077; openssl rand -hex 24 > "$file")
+  fi
+  cat "$file"
+}
+
+root_pw="$(password root)"
+# Once authentication is on, etcdctl acts as root (the variable keeps the
+# password off the command line, where other users could read it).
+if ! ctl auth status >/dev/null 2>&1; then
+  export ETCDCTL_USER="root:$root_pw"
+  ctl auth status >/dev/null || { echo "etcd-secure: cannot act as root" >&2; exit 1; }
+fi
+
+user() {  # user NAME ROLE: create the user (once) and give it the role
+  if ! ctl user get "$1" >/dev/null 2>&1; then
+    ctl user add "$1" --new-user-password="$(password "$1")" >/dev/null
+  fi
+  ctl user grant-role "$1" "$2" >/dev/null
+}
+
+role() {  # role NAME: create it once (grants are added; see above to narrow them)
+  ctl role get "$1" >/dev/null 2>&1 || ctl role add "$1" >/dev/null
+}
+
+grant() {  # grant ROLE read|write|readwrite KEY [--prefix | END]
+  if [ "${4:-}" = --prefix ]; then
+    ctl role grant-permission "$1" "$2" "$3" --prefix=true >/dev/null
+  else
+    ctl role grant-permission "$1" "$2" "$3" ${4:+"$4"} >/dev/null
+  fi
+}
+
+R=/berth/v1/
+# Everything but credentials: [/berth/v1/, /berth/v1/secrets/) and
+# [/berth/v1/secrets0, /berth/v10), "0" being the byte after "/".
+no_secrets() {
+  grant "$1" read "$R" "${R}secrets/"
+  grant "$1" read "${R}secrets0" /berth/v10
+}
+
+role berth-scheduler
+no_secrets berth-scheduler
+grant berth-scheduler readwrite "${R}bindings/" --prefix
+grant berth-scheduler readwrite "${R}leases/scheduler" --prefix
+
+role berth-propagator
+grant berth-propagator read "$R" --prefix
+grant berth-propagator readwrite "${R}status/" --prefix
+grant berth-propagator readwrite "${R}applications/" --prefix
+grant berth-propagator readwrite "${R}leases/propagator" --prefix
+
+role berth-metrics-cache
+no_secrets berth-metrics-cache
+grant berth-metrics-cache readwrite "${R}metricvalues/" --prefix
+grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
+
+role berth-admin
+grant berth-admin read "$R" --prefix
+for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
+              clouds clusters applications projects magnumclusters secrets; do
+  grant berth-admin readwrite "${R}$plural/" --prefix
+done
+
+for process in scheduler propagator metrics-cache admin; do
+  user "berth-$process" "berth-$process"
+done
+
+if [ -z "${ETCDCTL_USER:-}" ]; then
+  if ! ctl user get root >/dev/null 2>&1; then
+    ctl user add root --new-user-password="$root_pw" >/dev/null
+  fi
+  ctl user grant-role root root >/dev/null
+  ctl auth enable >/dev/null
+  echo "etcd-secure: authentication enabled (root's password: $dir/root)" >&2
+fi
+echo "etcd-secure: users berth-scheduler, berth-propagator, berth-metrics-cache, berth-admin;" \
+     "passwords in $dir" >&2
