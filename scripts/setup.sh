@@ -1,36 +1,63 @@
 #!/usr/bin/env bash
-# Set up a fresh machine for berth: a virtualenv with berth and its test and
-# dev tools (.venv); etcd (built once into ~/.cache/berth, see
-# install-etcd.sh); Prometheus and the Pushgateway (Debian's packages); the
-# Kafka broker's jars (Maven Central, cached in ~/.cache/berth); kube-apiserver
-# (built from source once, about 10 minutes, cached). Idempotent and quick
-# when everything is already there.
-# Source it to get BERTH_PY and BERTH_ETCD_BIN.
+# Set up this machine for berth, one progress line per step; what the tools
+# print while they build goes to a log file (named on failure, and below).
+#
+#   source scripts/setup.sh           # everything the test suite needs
+#   source scripts/setup.sh --demo    # only what scripts/run.sh's demo needs
+#
+# The demo needs: a virtualenv with berth (.venv, the versions of
+# constraints.txt), etcd (built once from source into ~/.cache/berth, see
+# install-etcd.sh) and kube-apiserver (built once from source, about ten
+# minutes). The suite also needs Prometheus and the Pushgateway (Debian's
+# packages), the Kafka broker's jars (Maven Central) and kustomize (built from
+# source). Idempotent and quick when everything is there. Sourcing it exports
+# BERTH_PY, BERTH_ETCD_BIN and a PATH with .venv/bin first.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+what="${1:-all}"
+setup_log="${BERTH_SETUP_LOG:-${BERTH_CACHE:-$HOME/.cache/berth}/setup.log}"
+mkdir -p "$(dirname "$setup_log")"
+: >"$setup_log"
 
-if ! command -v openssl >/dev/null; then   # the TLS tests make certificates with it
-  echo "setup: installing openssl" >&2
-  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >&2
-fi
+step() {  # step WHAT COMMAND...: one line for the person waiting; the rest to the log
+  local what="$1" t0=$SECONDS
+  shift
+  printf 'setup: %s ... ' "$what" >&2
+  echo "== $what" >>"$setup_log"
+  if "$@" >>"$setup_log" 2>&1; then
+    echo "ok ($((SECONDS - t0)) s)" >&2
+  else
+    echo "FAILED; the end of $setup_log:" >&2
+    tail -n 30 "$setup_log" >&2
+    return 1
+  fi
+}
 
-if [ ! -x "$here/.venv/bin/python" ]; then
-  echo "setup: creating $here/.venv" >&2
-  python3 -m venv "$here/.venv"
+install_python() {
+  [ -x "$here/.venv/bin/python" ] || python3 -m venv "$here/.venv"
+  local stamp="$here/.venv/.berth-installed"
+  if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ] \
+     || [ "$here/constraints.txt" -nt "$stamp" ]; then
+    "$here/.venv/bin/pip" install --disable-pip-version-check -c "$here/constraints.txt" \
+      -e "$here[test,dev]"
+    touch "$stamp"
+  fi
+}
+
+if ! command -v openssl >/dev/null; then   # certificates for TLS tests and API servers
+  step "openssl (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl'
 fi
-stamp="$here/.venv/.berth-installed"
-if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ] \
-   || [ "$here/constraints.txt" -nt "$stamp" ]; then
-  echo "setup: installing berth and its test tools into .venv (versions: constraints.txt)" >&2
-  "$here/.venv/bin/pip" install -q --disable-pip-version-check -c "$here/constraints.txt" \
-    -e "$here[test,dev]" >&2
-  touch "$stamp"
+step "python virtualenv .venv (berth, pinned by constraints.txt)" install_python
+step "etcd (built once into ~/.cache/berth)" bash "$here/scripts/install-etcd.sh"
+step "kube-apiserver (built once into ~/.cache/berth; the first time ~10 min)" \
+  bash "$here/scripts/install-kube-apiserver.sh"
+if [ "$what" != --demo ]; then
+  step "prometheus and pushgateway (Debian packages)" bash "$here/scripts/install-prometheus.sh"
+  step "kafka broker (Maven Central jars)" bash "$here/scripts/install-kafka.sh"
+  step "kustomize (built once into ~/.cache/berth)" bash "$here/scripts/install-kustomize.sh"
 fi
-bash "$here/scripts/install-prometheus.sh"
-bash "$here/scripts/install-kafka.sh" >/dev/null
-bash "$here/scripts/install-kube-apiserver.sh" >/dev/null
-bash "$here/scripts/install-kustomize.sh" >/dev/null
+echo "setup: done (tool output in $setup_log)" >&2
 export BERTH_PY="$here/.venv/bin/python"
-BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" | tail -n 1)"
+BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" 2>/dev/null | tail -n 1)"
 export BERTH_ETCD_BIN
 export PATH="$here/.venv/bin:$PATH"

@@ -1,0 +1,315 @@
+"""berth's demo, run by ``scripts/run.sh``: the whole system on this machine.
+
+    python scripts/demo.py start    # start everything, show placements and a move
+    python scripts/demo.py stop     # stop what start left running
+
+A three-member etcd cluster, the three berth processes (two replicas each),
+three Kubernetes API servers standing for clusters in three locations with
+different shares of renewable energy (a static metrics provider), and four
+applications: one placed by labels and that metric, one on two clusters spread
+over locations (PickN), one needing a custom resource only one cluster has,
+one pinned by label. Then the metric changes and the first application moves,
+made before broken: the timeline shows it on both clusters before the old copy
+goes. Everything keeps running; the state (pids, directories) is in
+``$BERTH_DEMO_DIR`` (default ``~/.cache/berth/demo``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import requests
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from berth.store import EtcdConfig, Store, keys  # noqa: E402
+from berth.store.documents import ApplicationState, ApplicationStatus  # noqa: E402
+from tests.servers.etcd import EtcdCluster  # noqa: E402
+from tests.servers.kube import KubeApiServer  # noqa: E402
+
+STATE = Path(os.environ.get("BERTH_DEMO_DIR", Path.home() / ".cache" / "berth" / "demo"))
+CLUSTERS = {"dresden": "DE", "paris": "FR", "helsinki": "FI"}
+SHARE = {"dresden": 0.3, "paris": 0.8, "helsinki": 0.5}  # renewable share: higher is better
+CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "crontabs.stable.example.com"},
+       "spec": {"group": "stable.example.com", "scope": "Namespaced",
+                "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields":
+                                        True}}}]}}
+T0 = time.monotonic()
+
+
+def say(text: str) -> None:
+    print(f"demo [{time.monotonic() - T0:5.1f} s] {text}", flush=True)
+
+
+def berth(*args: str, etcd: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "berth.cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BERTH_ETCD": etcd})
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"berth {' '.join(args)}: {done.stderr}")
+    return done.stdout
+
+
+def show(title: str, *args: str, etcd: str) -> None:
+    print(f"\n$ berth {' '.join(args)}    # {title}")
+    print(berth(*args, etcd=etcd).rstrip())
+
+
+def documents(kube: dict[str, KubeApiServer]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = [
+        {"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "energy"},
+         "spec": {"type": "static", "static": {"metrics": {
+             f"renewable_{c}": v for c, v in SHARE.items()}}}}]
+    for c, location in CLUSTERS.items():
+        docs.append({"api": "core", "kind": "GlobalMetric", "metadata": {"name": f"renewable_{c}"},
+                     "spec": {"min": 0, "max": 1,
+                              "provider": {"name": "energy", "metric": f"renewable_{c}"}}})
+        docs.append({"api": "kubernetes", "kind": "Cluster",
+                     "metadata": {"name": c, "namespace": "default",
+                                  "labels": {"location": location}},
+                     "spec": {"kubeconfig": kube[c].kubeconfig(),
+                              "metrics": [{"name": f"renewable_{c}", "weight": 1.0}],
+                              "custom_resources": (["crontabs.stable.example.com"]
+                                                   if c == "dresden" else [])}})
+
+    def app(name: str, spec: dict[str, Any], *extra: dict[str, Any]) -> dict[str, Any]:
+        manifest = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                              "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                                  "containers": [{"name": name, "image": "nginx:1.27"}]}}}},
+                    *extra]
+        return {"api": "kubernetes", "kind": "Application",
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+                "spec": {"manifest": manifest, **spec}}
+
+    docs += [
+        app("web", {"constraints": {"cluster": {"labels": ["location in (DE, FR)"]}}}),
+        app("api", {"placement": {"policy": "PickN", "numberOfClusters": 2,
+                                  "topologySpreadConstraints": [
+                                      {"maxSkew": 1, "topologyKey": "location"}]}}),
+        app("reports", {"constraints": {"cluster": {"custom_resources": [
+            "crontabs.stable.example.com"]}}},
+            {"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+             "metadata": {"name": "nightly"}, "spec": {"cronSpec": "0 3 * * *"}}),
+        app("batch", {"constraints": {"cluster": {"labels": ["location is FI"]}}}),
+    ]
+    return docs
+
+
+def session(server: KubeApiServer) -> requests.Session:
+    s = requests.Session()
+    s.trust_env = False
+    s.verify = str(server.workdir / "certs" / "apiserver.crt")
+    s.headers["Authorization"] = f"Bearer {server.token}"
+    return s
+
+
+def watch_web(cluster: str, server: KubeApiServer, events: queue.Queue[tuple[float, str, str]],
+              stop: threading.Event) -> None:
+    """Put (time, cluster, ADDED|DELETED) for Deployment web on ``server`` into ``events``: a
+    Kubernetes watch, so no appearance or removal is missed between two looks."""
+    s = session(server)
+    url = f"{server.url}/apis/apps/v1/namespaces/default/deployments"
+    params = {"watch": "1", "fieldSelector": "metadata.name=web", "timeoutSeconds": "120"}
+    with contextlib.suppress(requests.RequestException), \
+            s.get(url, params=params, stream=True, timeout=(5, 130)) as r:
+        for line in r.iter_lines():
+            if stop.is_set():
+                return
+            kind = json.loads(line).get("type", "")
+            if kind in ("ADDED", "DELETED"):
+                events.put((time.monotonic(), cluster, kind))
+
+
+def statuses(store: Store) -> dict[str, ApplicationState]:
+    """Each application's status, as the propagator wrote it."""
+    out = {}
+    for kv in store.list_prefix(keys.status_prefix("Application"))[0]:
+        st = msgspec.json.decode(kv.value, type=ApplicationStatus)
+        out[st.metadata.name] = st.status
+    return out
+
+
+def start() -> int:
+    if (STATE / "state.json").exists():
+        print(f"demo: already running (state in {STATE}); scripts/run.sh --stop first",
+              file=sys.stderr)
+        return 1
+    STATE.mkdir(parents=True, exist_ok=True)
+    logs = STATE / "logs"
+    logs.mkdir(exist_ok=True)
+    state: dict[str, Any] = {"pids": [], "dirs": []}
+
+    def remember() -> None:
+        (STATE / "state.json").write_text(json.dumps(state))
+
+    etcd = EtcdCluster(3)
+    etcd.start()
+    state["pids"] += [m.proc.pid for m in etcd.members if m.proc]
+    state["dirs"] += [str(m.workdir) for m in etcd.members]
+    state["etcd"] = etcd.url
+    remember()
+    say(f"etcd: three members up ({etcd.url})")
+
+    kube: dict[str, KubeApiServer] = {}
+    failed: list[str] = []
+
+    def up(name: str) -> None:
+        try:
+            kube[name] = KubeApiServer(name).start()
+        except Exception as exc:
+            failed.append(f"{name}: {exc}")
+    threads = [threading.Thread(target=up, args=(c,)) for c in CLUSTERS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for server in kube.values():
+        state["pids"] += [p.pid for p in (server.proc, server.etcd.proc) if p]
+        state["dirs"] += [str(server.workdir), str(server.etcd.workdir)]
+    remember()
+    if failed:
+        print("demo: a Kubernetes API server did not start: " + "; ".join(failed),
+              file=sys.stderr)
+        return 1
+    say("Kubernetes API servers up: " + ", ".join(
+        f"{c} ({CLUSTERS[c]}) {kube[c].url}" for c in CLUSTERS))
+    s = session(kube["dresden"])
+    s.post(f"{kube['dresden'].url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+           json=CRD, timeout=10).raise_for_status()
+    say("custom resource crontabs.stable.example.com installed on dresden only")
+
+    configs = {"scheduler": "", "propagator": "probe_interval: 2\n",
+               "metrics-cache": "poll_interval: 2\n"}
+    for process, config in configs.items():
+        path = STATE / f"{process}.yaml"
+        path.write_text(config)
+        for replica in (1, 2):
+            with open(logs / f"{process}-{replica}.log", "ab") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "berth.cli.main", "--log-level", "INFO", process,
+                     "--etcd", etcd.url, "--http", "127.0.0.1:0", "--config", str(path)],
+                    stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+            state["pids"].append(proc.pid)
+    remember()
+    say(f"berth: scheduler, propagator, metrics-cache, two replicas each (logs in {logs})")
+
+    seed = STATE / "demo.yaml"
+    fd = os.open(seed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds tokens
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump_all(documents(kube), f, sort_keys=False)
+    print(berth("apply", "-f", str(seed), etcd=etcd.url).rstrip())
+    say("applied the demo's documents (credentials stored apart, under secrets/)")
+    store = Store(EtcdConfig(url=etcd.url))
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        now = statuses(store)
+        if len(now) == 4 and all(v.state == "RUNNING" for v in now.values()):
+            break
+        time.sleep(1)
+    else:
+        print("demo: not all applications RUNNING after 180 s: "
+              + ", ".join(f"{k} {v.state}" for k, v in now.items())
+              + f"; the processes' logs are in {logs}; stop with: scripts/run.sh --stop",
+              file=sys.stderr)
+        return 1
+    say("all four applications RUNNING")
+    show("the clusters, as the observer sees them", "get", "clusters", "-o", "wide",
+         etcd=etcd.url)
+    show("where each application runs", "get", "apps", "-o", "wide", etcd=etcd.url)
+    show("why web runs where it does", "explain", "application", "default/web",
+         etcd=etcd.url)
+
+    before = [r.name for r in statuses(store)["web"].running_on]
+    events: queue.Queue[tuple[float, str, str]] = queue.Queue()
+    stop_watching = threading.Event()
+    for c in ("dresden", "paris"):
+        threading.Thread(target=watch_web, args=(c, kube[c], events, stop_watching),
+                         daemon=True).start()
+    on: set[str] = set()
+    with contextlib.suppress(queue.Empty):  # the watches first list what is there now
+        while True:
+            on.add(events.get(timeout=2)[1])
+    print(f"\nThe sun comes out over Dresden: renewable_dresden 0.3 → 0.95 "
+          f"(web runs on {', '.join(before)}; Deployment web is on {', '.join(sorted(on))}).")
+    SHARE["dresden"] = 0.95
+    provider = documents(kube)[0]
+    (STATE / "energy.yaml").write_text(yaml.safe_dump(provider, sort_keys=False))
+    t_change = time.monotonic()
+    berth("apply", "-f", str(STATE / "energy.yaml"), etcd=etcd.url)
+    both = False
+    while on != {"dresden"}:
+        try:
+            at, cluster, kind = events.get(timeout=max(0.1, 90 - (time.monotonic() - t_change)))
+        except queue.Empty:
+            print("demo: web did not move to dresden within 90 s", file=sys.stderr)
+            break
+        (on.add if kind == "ADDED" else on.discard)(cluster)
+        both = both or on == {"dresden", "paris"}
+        print(f"  +{at - t_change:5.2f} s  {kind.lower()} on {cluster:8}  "
+              f"Deployment web on: {', '.join(sorted(on)) or 'nowhere'}")
+    stop_watching.set()
+    if on == {"dresden"}:
+        print("  made before broken: " + ("on both clusters until the old copy went" if both
+                                          else "NOT on both at once"))
+    show("after the move", "get", "app", "web", "-o", "wide", etcd=etcd.url)
+    remember()
+    if "BERTH_RUN_STARTED" in os.environ:  # set by scripts/run.sh: the time with setup
+        took = time.time() - float(os.environ["BERTH_RUN_STARTED"])
+        print(f"\ndemo: {took:.0f} s from the start of scripts/run.sh, setup included")
+    print(f"\ndemo: everything keeps running (BERTH_ETCD={etcd.url}); try `berth get apps` "
+          f"with it.\ndemo: stop it all with: scripts/run.sh --stop")
+    return 0
+
+
+def stop() -> int:
+    path = STATE / "state.json"
+    if not path.exists():
+        print("demo: nothing is running", file=sys.stderr)
+        return 0
+    state = json.loads(path.read_text())
+    for pid in state["pids"]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    for pid in state["pids"]:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for d in state["dirs"]:
+        shutil.rmtree(d, ignore_errors=True)
+    path.unlink()
+    print(f"demo: stopped {len(state['pids'])} processes and removed their data", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["start"]:
+        sys.exit(start())
+    if sys.argv[1:] == ["stop"]:
+        sys.exit(stop())
+    print(__doc__, file=sys.stderr)
+    sys.exit(2)

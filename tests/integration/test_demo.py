@@ -1,0 +1,95 @@
+"""The demo as README.md gives it: ``scripts/run.sh`` on a machine the suite has set
+up, then ``scripts/run.sh --stop``. It must start everything, place the four
+applications where their constraints and metrics say, show web's move made before
+broken, leave everything running, and stop all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from berth.store import EtcdConfig, Store, keys
+from berth.store.documents import ApplicationStatus
+from tests.servers.etcd import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by its parent) counts as gone
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def run(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(ROOT / "scripts" / "run.sh"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def demo_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    env = {**os.environ, "BERTH_DEMO_DIR": str(tmp_path / "demo"),
+           "BERTH_SETUP_LOG": str(tmp_path / "setup.log")}
+    yield env
+    run("--stop", env=env, timeout=120)  # whatever the test left, even when it failed
+
+
+def test_help_and_unknown_arguments(demo_env: dict[str, str]) -> None:
+    done = run("--help", env=demo_env, timeout=30)
+    assert done.returncode == 0
+    assert "scripts/run.sh --stop" in done.stdout and "set -euo" not in done.stdout
+    done = run("--frobnicate", env=demo_env, timeout=30)
+    assert done.returncode == 2 and "--help" in done.stderr
+
+
+def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
+    done = run(env=demo_env, timeout=900)
+    print(done.stdout)  # the demo's output, in the test log
+    print(done.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "all four applications RUNNING" in out
+    assert "scripts/run.sh --stop" in out.splitlines()[-1]
+    # one progress line per setup step; the tools' own output went to the log file
+    steps = [line for line in done.stderr.splitlines() if line.startswith("setup: ")]
+    assert steps and all(line.endswith(" s)") or "done" in line for line in steps), steps
+    assert "Collecting" not in done.stderr and "go: downloading" not in done.stderr
+
+    state = json.loads((Path(demo_env["BERTH_DEMO_DIR"]) / "state.json").read_text())
+    pids: list[int] = state["pids"]
+    assert len(pids) == 3 + 3 * 2 + 6  # etcd members, API servers with their etcd, berth
+    assert all(alive(p) for p in pids), "the demo leaves everything running"
+
+    # where each application runs, as the propagator recorded it, with the reasons
+    # the demo's documents give (web moved to dresden when its metric went up)
+    store = Store(EtcdConfig(url=state["etcd"]))
+    running = {}
+    for kv in store.list_prefix(keys.status_prefix("Application"))[0]:
+        st = msgspec.json.decode(kv.value, type=ApplicationStatus)
+        running[st.metadata.name] = (st.status.state, sorted(r.name for r in st.status.running_on))
+    assert running["web"] == ("RUNNING", ["dresden"])
+    assert running["reports"] == ("RUNNING", ["dresden"])  # the only one with the CRD
+    assert running["batch"] == ("RUNNING", ["helsinki"])
+    state_api, on_api = running["api"]
+    assert state_api == "RUNNING" and len(on_api) == 2  # two locations, spread
+    # the move as the demo watched it on both clusters: made before broken
+    timeline = [line for line in out.splitlines() if "Deployment web on:" in line]
+    assert [line.split("on: ")[1] for line in timeline] == ["dresden, paris", "dresden"]
+    assert "made before broken: on both clusters" in out
+
+    stopped = run("--stop", env=demo_env, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not any(alive(p) for p in pids)
+    assert not (Path(demo_env["BERTH_DEMO_DIR"]) / "state.json").exists()
+    assert all(not Path(d).exists() for d in state["dirs"])
