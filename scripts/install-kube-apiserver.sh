@@ -22,7 +22,7 @@ minor_patch="${VERSION#v1.}"
 staging="v0.${minor_patch}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-echo "kube-apiserver $VERSION: building from source in $work (first time only, 10-20 minutes)" >&2
+echo "kube-apiserver $VERSION: building from source in $work (first time only, a few minutes)" >&2
 gomod="$(go mod download -json "k8s.io/kubernetes@$VERSION" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
 cd "$work"

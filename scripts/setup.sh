@@ -7,7 +7,7 @@
 #
 # The demo needs: a virtualenv with berth (.venv, the versions of
 # constraints.txt), etcd (built once from source into ~/.cache/berth, see
-# install-etcd.sh) and kube-apiserver (built once from source, about ten
+# install-etcd.sh) and kube-apiserver (built once from source, about three
 # minutes). The suite also needs Prometheus and the Pushgateway (Debian's
 # packages), the Kafka broker's jars (Maven Central) and kustomize (built from
 # source). Idempotent and quick when everything is there. Sourcing it exports
@@ -15,7 +15,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 what="${1:-all}"
-setup_log="${BERTH_SETUP_LOG:-${BERTH_CACHE:-$HOME/.cache/berth}/setup.log}"
+cache="${BERTH_CACHE:-$HOME/.cache/berth}"
+setup_log="${BERTH_SETUP_LOG:-$cache/setup.log}"
 mkdir -p "$(dirname "$setup_log")"
 : >"$setup_log"
 
@@ -48,13 +49,13 @@ if ! command -v openssl >/dev/null; then   # certificates for TLS tests and API 
   step "openssl (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl'
 fi
 step "python virtualenv .venv (berth, pinned by constraints.txt)" install_python
-step "etcd (built once into ~/.cache/berth)" bash "$here/scripts/install-etcd.sh"
-step "kube-apiserver (built once into ~/.cache/berth; the first time ~10 min)" \
+step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
+step "kube-apiserver (built once into $cache; the first time ~3 min)" \
   bash "$here/scripts/install-kube-apiserver.sh"
 if [ "$what" != --demo ]; then
   step "prometheus and pushgateway (Debian packages)" bash "$here/scripts/install-prometheus.sh"
   step "kafka broker (Maven Central jars)" bash "$here/scripts/install-kafka.sh"
-  step "kustomize (built once into ~/.cache/berth)" bash "$here/scripts/install-kustomize.sh"
+  step "kustomize (built once into $cache)" bash "$here/scripts/install-kustomize.sh"
 fi
 echo "setup: done (tool output in $setup_log)" >&2
 export BERTH_PY="$here/.venv/bin/python"

@@ -33,7 +33,7 @@ from tests.servers.etcd import (
 
 INSTALL = ROOT / "scripts" / "install-kube-apiserver.sh"
 HOW = ("kube-apiserver is needed: run scripts/install-kube-apiserver.sh "
-       "(builds it from source with Go, 10-20 minutes the first time)")
+       "(builds it from source with Go, a few minutes the first time)")
 _bindir: Path | None = None
 
 
