@@ -22,8 +22,9 @@ import pytest
 import requests
 import yaml
 
-from tests.servers.etcd import ROOT, ServerUnavailable
+from tests.servers.etcd import ROOT
 from tests.servers.kube import KubeApiServer
+from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -111,12 +112,7 @@ def render(kustomize: str, overlay: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer("deploy").start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield server
-    server.cleanup()
+    yield from serving(lambda: KubeApiServer("deploy"))
 
 
 class Api:

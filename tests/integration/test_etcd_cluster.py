@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from berth.store import Conflict, EtcdConfig, KeptLease, Store, Unavailable, Watch
-from tests.servers.etcd import EtcdCluster, ServerUnavailable
+from tests.servers.etcd import EtcdCluster
+from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -19,14 +20,7 @@ P = "/berth/v1/test/cluster/"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EtcdCluster]:
-    made = EtcdCluster(3)
-    try:
-        made.start()
-    except ServerUnavailable as exc:
-        made.cleanup()
-        pytest.fail(str(exc), pytrace=False)
-    yield made
-    made.cleanup()
+    yield from serving(lambda: EtcdCluster(3))
 
 
 def write_all(store: Store, n: int, tag: str, progress: list[int]) -> list[str]:

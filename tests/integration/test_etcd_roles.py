@@ -23,6 +23,7 @@ from tests.integration.scheduler_env import (
 )
 from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls, make_tls
 from tests.servers.kube import KubeApiServer
+from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -77,12 +78,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer("roles").start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield server
-    server.cleanup()
+    yield from serving(lambda: KubeApiServer("roles"))
 
 
 def documents(kube: KubeApiServer) -> str:

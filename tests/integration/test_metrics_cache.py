@@ -18,10 +18,11 @@ from tests.integration.scheduler_env import (
     record_puts,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.etcd import EtcdServer
 from tests.servers.kafka import KafkaServer, produce
 from tests.servers.ksql import KsqlServer
 from tests.servers.prometheus import PrometheusServer
+from tests.servers.serving import serving
 
 CONFIG = "poll_interval: 0.5\nlease_ttl: 2\nstale_after: 2\ntimeout: 1\nretries: 0\n"
 
@@ -36,12 +37,7 @@ def cache(etcd_server: EtcdServer, store: Store, tmp_path: Path) -> Iterator[Met
 
 @pytest.fixture(scope="module")
 def prometheus() -> Iterator[PrometheusServer]:
-    try:
-        server = PrometheusServer().start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield server
-    server.cleanup()
+    yield from serving(lambda: PrometheusServer())
 
 
 def provider(store: Store, name: str, spec: dict[str, object]) -> None:
@@ -190,12 +186,7 @@ def test_garbage_in_a_provider_key_is_skipped(store: Store, cache: MetricsCacheP
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[KafkaServer]:
-    try:
-        server = KafkaServer().start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield server
-    server.cleanup()
+    yield from serving(lambda: KafkaServer())
 
 
 def test_kafka_topic_values_are_all_known_again_after_a_restart(

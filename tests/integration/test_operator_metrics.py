@@ -20,20 +20,16 @@ from tests.integration.scheduler_env import (
     put,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.etcd import EtcdServer
 from tests.servers.kube import KubeApiServer
+from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer("metrics").start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield server
-    server.cleanup()
+    yield from serving(lambda: KubeApiServer("metrics"))
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:

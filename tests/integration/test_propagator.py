@@ -21,8 +21,9 @@ from tests.integration.scheduler_env import (
     targets,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.etcd import EtcdServer
 from tests.servers.kube import KubeApiServer
+from tests.servers.serving import serving
 
 CONFIG = "probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\n"
 CRD = {
@@ -38,12 +39,7 @@ CRD = {
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer("one").start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield server
-    server.cleanup()
+    yield from serving(lambda: KubeApiServer("one"))
 
 
 @pytest.fixture
