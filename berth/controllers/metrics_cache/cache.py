@@ -155,7 +155,8 @@ class Poller:
             try:
                 self.provider = make_provider(plan.name, plan.doc.spec,
                                               timeout=cache.config.timeout,
-                                              retries=cache.config.retries)
+                                              retries=cache.config.retries,
+                                              batch=cache.config.batch)
             except Exception as exc:
                 self.failure = Failure(UNKNOWN_PROVIDER, f"{plan.name}: {exc}")
         self.wake = threading.Event()

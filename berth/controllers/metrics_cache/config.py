@@ -13,6 +13,7 @@ class MetricsCacheConfig(msgspec.Struct, forbid_unknown_fields=True):
     jitter: float = 0.1  # each interval varies by up to this fraction
     timeout: float = 5.0  # seconds for one provider request
     retries: int = 2  # retries of an unreachable provider within one poll
+    batch: int = 200  # metrics per request to Prometheus or ksqlDB (1: one request each)
     stale_after: float = 60.0  # an errored metric keeps its last value this long
     watch_idle_timeout: float = 30.0
 
@@ -23,6 +24,8 @@ class MetricsCacheConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("poll_interval and timeout must be positive")
         if not 0 <= self.jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
+        if self.batch < 1:
+            raise ValueError("batch must be at least 1")
         if self.retries < 0 or self.stale_after < 0:
             raise ValueError("retries and stale_after must not be negative")
 

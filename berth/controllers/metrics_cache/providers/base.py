@@ -8,7 +8,7 @@ from its own thread, so a slow or dead one never delays the others.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -51,3 +51,18 @@ def number(raw: Any, what: str) -> Reading:
     if not math.isfinite(value):
         return Failure(INVALID, f"{what}: {value} is not finite")
     return value
+
+
+def chunks(items: Sequence[str], size: int, chars: int, extra: int = 0) -> Iterator[list[str]]:
+    """``items`` in runs of at most ``size`` items and about ``chars`` characters, each
+    item counting its length plus ``extra`` (what wrapping it in a request adds)."""
+    run: list[str] = []
+    length = 0
+    for item in items:
+        if run and (len(run) >= size or length + len(item) + extra > chars):
+            yield run
+            run, length = [], 0
+        run.append(item)
+        length += len(item) + extra
+    if run:
+        yield run

@@ -1,4 +1,4 @@
-"""The KSQL provider: one pull query per poll against a ksqlDB table.
+"""The KSQL provider: a few pull queries per poll against a ksqlDB table.
 
 Krake calls this provider ``type: kafka`` with ``kafka: {url, table,
 comparison_column, value_column}``; ``type: ksql`` with a ``ksql:`` section
@@ -7,7 +7,8 @@ is the same. The query is
     SELECT `<comparison_column>`, `<value_column>` FROM `<table>`
     WHERE `<comparison_column>` IN ('<metric>', ...);
 
-sent to ksqlDB's documented ``POST /query`` endpoint. Identifiers are quoted
+for up to ``batch`` metrics at a time (200 by default), sent to ksqlDB's
+documented ``POST /query`` endpoint. Identifiers are quoted
 with backticks (one containing a backtick is refused) and values are
 single-quoted with quotes doubled: metric names come from users and are never
 interpolated raw.
@@ -32,6 +33,7 @@ from berth.controllers.metrics_cache.providers.base import (
     UNREACHABLE,
     Failure,
     Reading,
+    chunks,
     number,
 )
 from berth.controllers.runtime import http
@@ -57,17 +59,25 @@ def pull_query(table: str, key_column: str, value_column: str, metrics: Sequence
 class KsqlProvider:
     type = "ksql"
 
-    def __init__(self, spec: KsqlSpec | KafkaSpec, *, timeout: float = 5.0) -> None:
+    def __init__(self, spec: KsqlSpec | KafkaSpec, *, timeout: float = 5.0,
+                 batch: int = 200, batch_chars: int = 256 * 1024) -> None:
         self.url = (spec.url or "").rstrip("/")
         self.table = spec.table or ""
         self.key_column = spec.comparison_column or ""
         self.value_column = spec.value_column or ""
         self.timeout = timeout
+        self.batch = batch
+        self.batch_chars = batch_chars
         self.session = http.session()
 
     def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
-        if not metrics:
-            return {}
+        found: dict[str, Reading] = {}
+        for run in chunks(list(dict.fromkeys(metrics)), self.batch, self.batch_chars, 4):
+            found.update(self._pull(run))
+        return found
+
+    def _pull(self, metrics: list[str]) -> dict[str, Reading]:
+        """One pull query for ``metrics``: each one's reading."""
         try:
             statement = pull_query(self.table, self.key_column, self.value_column, metrics)
         except ValueError as exc:
@@ -90,6 +100,7 @@ class KsqlProvider:
         if resp.status_code != 200 or not isinstance(body, list):
             message = body.get("message") if isinstance(body, dict) else str(body)[:120]
             return dict.fromkeys(metrics, Failure(INVALID, f"{self.url}: {message}"))
+        asked = set(metrics)
         found: dict[str, Reading] = {}
         for entry in body:
             row = entry.get("row") if isinstance(entry, dict) else None
@@ -97,7 +108,7 @@ class KsqlProvider:
             if not isinstance(columns, list) or len(columns) < 2:
                 continue
             name = str(columns[0])
-            if name in metrics:
+            if name in asked:
                 found[name] = number(columns[1], name)
         return {m: found.get(m, Failure(UNKNOWN_METRIC, f"no row for {m!r} in {self.table}"))
                 for m in metrics}

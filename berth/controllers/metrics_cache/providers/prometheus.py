@@ -1,26 +1,37 @@
-"""The Prometheus provider: one instant query per metric per poll.
+"""The Prometheus provider: a provider's metrics asked for in a few queries per poll.
 
-``spec.provider.metric`` is the query: a metric name or a PromQL expression;
-it must yield one sample (a scalar, or a vector of one series). A few
-queries are in flight at once. Each goes through prometheus-api-client with
-a session of our own (explicit TLS, the environment ignored), a timeout, and
-retries with backoff (tenacity) on connection errors only: a bad query is
-not retried.
+``spec.provider.metric`` is the query: a metric name or any PromQL expression;
+it must yield one sample (a scalar, or a vector of one series). A poll unions
+the expressions in chunks: each one tagged with its place in the chunk,
+
+    label_replace((<expr 0>), "berth_q", "0", "", "") or label_replace((<expr 1>), ...)
+
+and the answer is split by the tag, so one instant query answers hundreds of
+metrics. The tag is a number, never a user's string: nothing needs quoting.
+An expression that yields no sample or several is that metric's error
+(UNKNOWN_METRIC / INVALID_METRIC) and spoils nothing else. A chunk Prometheus
+refuses (a parse or type error — a scalar expression cannot be tagged — or an
+execution error) is asked again as two halves, down to single expressions,
+which are asked untagged, as they are written; one a chunk cannot carry (refused on
+its own too, or not an instant vector) is asked alone from then on, while it is
+asked for. A few chunks are in flight at
+once. Requests are POSTs (a chunk does not fit in a URL) through a session of
+our own (explicit TLS, the environment ignored), with a timeout and bounded
+retries with backoff on connection errors only: a bad query is not retried.
 """
 
 from __future__ import annotations
 
 import logging
-import re
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgspec
 import requests
 import tenacity
-from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
-from urllib3.util.retry import Retry
+from prometheus_client import Counter
 
 from berth.controllers.metrics_cache.providers.base import (
     INVALID,
@@ -28,6 +39,7 @@ from berth.controllers.metrics_cache.providers.base import (
     UNREACHABLE,
     Failure,
     Reading,
+    chunks,
     number,
 )
 from berth.controllers.runtime import http
@@ -35,23 +47,55 @@ from berth.store.documents.metrics import PrometheusSpec
 
 log = logging.getLogger(__name__)
 
-
-_STATUS = re.compile(r"HTTP Status Code (\d+)")
+TAG = "berth_q"  # the label that carries an expression's place in its chunk
 _UNAVAILABLE = {429, 502, 503, 504}
+_QUERY_FAULT = {400, 422}  # bad_data (parse, type) and execution errors: split the chunk
+QUERIES = Counter("berth_metrics_cache_prometheus_queries",
+                  "Instant queries sent to Prometheus providers (a chunk of metrics each)")
+
+
+class _Refused(Exception):
+    """Prometheus answered with an error status (the query's fault, or it is unavailable)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Answer(msgspec.Struct):
+    status: str
+    data: Any = None
+    error: str = ""
+
+
+def tagged(expressions: Sequence[str]) -> str:
+    """One query answering every expression, each series tagged with its expression's
+    index. The unions nest as a balanced tree: Prometheus evaluates ``a or b`` against
+    everything on its left, so a chain of n costs n² and a tree n log n. The newline
+    before each closing parenthesis ends a ``#`` comment there."""
+    parts = [f'label_replace(({e}\n), "{TAG}", "{i}", "", "")' for i, e in enumerate(expressions)]
+    while len(parts) > 1:
+        pairs = [f"({parts[i]} or {parts[i + 1]})" for i in range(0, len(parts) - 1, 2)]
+        parts = pairs + parts[len(parts) - len(parts) % 2:]
+    return parts[0]
+
+
+_TAGGING = len(tagged([""])) + 16  # what tagging adds to an expression: index, " or ", ()
 
 
 class PrometheusProvider:
     type = "prometheus"
 
     def __init__(self, spec: PrometheusSpec, *, timeout: float = 5.0, retries: int = 2,
-                 concurrency: int = 4) -> None:
+                 concurrency: int = 4, batch: int = 200,
+                 batch_chars: int = 256 * 1024) -> None:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="prometheus")
         self.url = spec.url
+        self.endpoint = spec.url.rstrip("/") + "/api/v1/query"
         self.timeout = spec.timeout or timeout
+        self.batch = batch  # expressions per query at most; 1: one query per metric
+        self.batch_chars = batch_chars  # and about this many characters
         self.session = http.session(pool_size=concurrency)
-        # No retries inside the client (its default retries for ~20 s); ours are bounded.
-        self.client = PrometheusConnect(url=spec.url, disable_ssl=False, session=self.session,
-                                        retry=Retry(total=0))
         self._retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(requests.exceptions.ConnectionError)
             | tenacity.retry_if_exception_type(requests.exceptions.Timeout),
@@ -59,43 +103,112 @@ class PrometheusProvider:
             stop=tenacity.stop_after_attempt(retries + 1),
             reraise=True,
         )
+        self._alone: set[str] = set()  # expressions a chunk could not carry
+        self._alone_lock = threading.Lock()
 
     def fetch(self, metrics: Sequence[str]) -> Mapping[str, Reading]:
-        """One instant query per metric, a few in flight at once (Prometheus is concurrent)."""
-        if len(metrics) <= 1:
-            return {m: self._one(m) for m in metrics}
-        results = dict(zip(metrics, self._pool.map(self._one, metrics), strict=True))
+        """Every expression's reading, from a few tagged queries in flight at once."""
+        asked = list(dict.fromkeys(metrics))
+        with self._alone_lock:
+            self._alone &= set(asked)
+            alone = [m for m in asked if m in self._alone]
+        together = [m for m in asked if m not in alone]
+        runs = [*chunks(together, self.batch, self.batch_chars, _TAGGING),
+                *([m] for m in alone)]
+        results: dict[str, Reading] = {}
+        if len(runs) == 1:
+            results.update(self._chunk(runs[0]))
+        else:
+            for part in self._pool.map(self._chunk, runs):
+                results.update(part)
         down = next((r for r in results.values()
                      if isinstance(r, Failure) and r.reason == UNREACHABLE), None)
         if down is not None:  # one outage, reported the same for every metric
-            return dict.fromkeys(metrics, down)
+            return dict.fromkeys(asked, down)
         return results
 
-    def _one(self, query: str) -> Reading:
+    def _chunk(self, expressions: list[str], split: bool = False) -> dict[str, Reading]:
+        """Readings of one chunk; a refused chunk is asked again in halves. ``split``:
+        this chunk is a half of a refused one."""
+        if len(expressions) == 1:
+            reading, untaggable = self._single(expressions[0])
+            if split and untaggable:
+                with self._alone_lock:
+                    self._alone.add(expressions[0])
+            return {expressions[0]: reading}
         try:
-            result = self._retrying(self._query, query)
+            result = self._ask(tagged(expressions)).get("result")
+        except _Refused as exc:
+            if exc.code in _UNAVAILABLE:
+                return dict.fromkeys(expressions, self._unavailable(exc.code))
+            if exc.code not in _QUERY_FAULT:  # not one expression's fault: no splitting
+                return dict.fromkeys(expressions, Failure(INVALID, f"{self.url}: {exc}"))
+            half = len(expressions) // 2
+            return {**self._chunk(expressions[:half], True),
+                    **self._chunk(expressions[half:], True)}
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            return Failure(UNREACHABLE, f"{self.url}: {exc}")
-        except PrometheusApiClientException as exc:
-            return self.refused(query, exc)
+            return dict.fromkeys(expressions, Failure(UNREACHABLE, f"{self.url}: {exc}"))
         except (ValueError, requests.RequestException) as exc:
-            return Failure(INVALID, f"query {query!r}: {exc}")
-        return self._value(query, result)
+            return dict.fromkeys(expressions, Failure(INVALID, f"{self.url}: {exc}"))
+        return self._split(expressions, result)
 
-    def refused(self, query: str, exc: Exception) -> Failure:
-        """A non-200 answer: the server unavailable or overloaded (a 503 while it
-        starts or its storage is busy, a proxy's 502/504, 429) is UNREACHABLE, like a
-        connection refused; anything else is the query's fault (INVALID_METRIC)."""
-        found = _STATUS.search(str(exc))
-        code = int(found.group(1)) if found else 0
-        if code in _UNAVAILABLE:
-            return Failure(UNREACHABLE, f"{self.url}: HTTP {code}: Prometheus is unavailable "
-                                        "or overloaded")
-        return Failure(INVALID, f"query {query!r}: {str(exc)[:300]}")
+    def _split(self, expressions: list[str], result: Any) -> dict[str, Reading]:
+        """A tagged answer as each expression's own answer would have been."""
+        series: list[list[Any]] = [[] for _ in expressions]
+        if isinstance(result, list):
+            for s in result:
+                labels = s.get("metric") if isinstance(s, dict) else None
+                place = labels.pop(TAG, None) if isinstance(labels, dict) else None
+                if isinstance(place, str) and place.isdigit() and int(place) < len(series):
+                    series[int(place)].append(s)
+        return {e: self._value(e, found) for e, found in zip(expressions, series, strict=True)}
 
-    def _query(self, query: str) -> Any:
-        return self.client.custom_query(
-            query, params={"timeout": f"{int(self.timeout * 1000)}ms"}, timeout=self.timeout)
+    def _one(self, query: str) -> Reading:
+        """One expression asked as written."""
+        return self._single(query)[0]
+
+    def _single(self, query: str) -> tuple[Reading, bool]:
+        """One expression asked as written, and whether a tagged chunk cannot carry it:
+        Prometheus refuses it, or its answer is not an instant vector (a scalar, a range)."""
+        try:
+            data = self._ask(query)
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            return Failure(UNREACHABLE, f"{self.url}: {exc}"), False
+        except _Refused as exc:
+            if exc.code in _UNAVAILABLE:
+                return self._unavailable(exc.code), False
+            return Failure(INVALID, f"query {query!r}: {str(exc)[:300]}"), \
+                exc.code in _QUERY_FAULT
+        except (ValueError, requests.RequestException) as exc:
+            return Failure(INVALID, f"query {query!r}: {exc}"), False
+        return self._value(query, data.get("result")), data.get("resultType") != "vector"
+
+    def _unavailable(self, code: int) -> Failure:
+        """The server unavailable or overloaded (a 503 while it starts or its storage is
+        busy, a proxy's 502/504, 429) is UNREACHABLE, like a connection refused."""
+        return Failure(UNREACHABLE, f"{self.url}: HTTP {code}: Prometheus is unavailable "
+                                    "or overloaded")
+
+    def _ask(self, query: str) -> dict[str, Any]:
+        """``data`` of an instant query (``resultType``, ``result``); raises _Refused on
+        an error status."""
+        data: dict[str, Any] = self._retrying(self._post, query)
+        return data
+
+    def _post(self, query: str) -> dict[str, Any]:
+        QUERIES.inc()
+        r = self.session.post(self.endpoint, timeout=self.timeout, data={
+            "query": query, "timeout": f"{int(self.timeout * 1000)}ms"})
+        try:
+            answer: _Answer | None = msgspec.json.decode(r.content, type=_Answer)
+        except msgspec.DecodeError:
+            answer = None
+        if r.status_code != 200:
+            said = answer.error if answer is not None and answer.error else r.text[:200]
+            raise _Refused(r.status_code, f"HTTP {r.status_code}: {said}")
+        if answer is None or answer.status != "success" or not isinstance(answer.data, dict):
+            raise ValueError(f"not an answer of Prometheus's query API: {r.text[:80]!r}")
+        return answer.data
 
     @staticmethod
     def _value(query: str, result: Any) -> Reading:
