@@ -33,6 +33,7 @@ from berth.controllers.scheduler.framework import (
     MetricReading,
     Placed,
     Ref,
+    Room,
     Subject,
 )
 from berth.controllers.scheduler.framework.types import candidate_key
@@ -49,13 +50,23 @@ from berth.controllers.scheduler.views import (
     subject_from_magnum,
 )
 from berth.store import Store, keys
-from berth.store.documents import ClusterStatus, MetricPicture, MetricRef, MetricValue, Target
+from berth.store.documents import (
+    ClusterState,
+    ClusterStatus,
+    MetricPicture,
+    MetricRef,
+    MetricValue,
+    ResourceList,
+    Target,
+)
+from berth.store.documents.resources import NOTHING, Resources
 
 log = logging.getLogger(__name__)
 
 
 class Cache:
-    def __init__(self, store: Store, *, idle_timeout: float = 30.0) -> None:
+    def __init__(self, store: Store, *, idle_timeout: float = 30.0,
+                 assume_ttl: float = 300.0) -> None:
         def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
@@ -92,10 +103,15 @@ class Cache:
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
         self.decisions = Decisions(self.bindings, self.applications)
+        # How long a placement's resources are assumed on a cluster that has not reported
+        # its pods: past that, its report is believed (the pods may never come).
+        self.assume_ttl = assume_ttl
+        self._rooms: dict[str, tuple[tuple[int, int, int], Room]] = {}
         candidates: tuple[Informer[Any], ...] = (
-            self.clusters, self.globalclouds, self.clouds, self.status, self.projects)
+            self.clusters, self.globalclouds, self.clouds, self.projects)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
+        self.status.add_handler(self._bump_unless_capacity)
         self._returned: dict[str, float] = {}  # status key → when it came back ONLINE
         self.status.add_handler(self._on_cluster_status)
         for inf in (self.globalmetrics, self.metrics):
@@ -129,6 +145,15 @@ class Cache:
     def _bump_candidates(self, event: Event[Any]) -> None:
         with self._lock:
             self._cand_epoch += 1
+
+    def _bump_unless_capacity(self, event: Event[ClusterStatus]) -> None:
+        """A cluster's status changed: new candidates, unless only its capacity did (that
+        is read when asked, by ``capacity``, and costs no rebuilt fleet)."""
+        old = event.old.status if event.old is not None else None
+        if (event.type is EventType.MODIFIED and old is not None
+                and _without_capacity(old) == _without_capacity(event.obj.status)):
+            return
+        self._bump_candidates(event)
 
     def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
         was = event.old.status.state if event.old is not None else None
@@ -326,6 +351,34 @@ class Cache:
                 f"last value kept after {v.error.reason}: {v.error.message}", message)))
         return MetricReading(ref.name, ref.weight, v.value, normalized, message=message)
 
+    def capacity(self, candidate: Candidate) -> Room | None:
+        """The cluster's capacity as it last reported it, less what berth placed there
+        that the report does not count yet (for ``assume_ttl`` seconds at most)."""
+        ref = candidate.ref
+        if ref.kind != "Cluster" or ref.namespace is None:
+            return None
+        item = self.status.item(keys.status_key("Cluster", ref.namespace, ref.name))
+        cap = item.obj.status.capacity if item is not None else None
+        if item is None or cap is None or cap.nodes == 0:
+            return None  # no Nodes listed: nothing to judge by
+        version, usage = self.decisions.usage(candidate.key)
+        now = time.time()
+        memo = (item.mod_revision, version, int(now // 5))
+        hit = self._rooms.get(candidate.key)
+        if hit is not None and hit[0] == memo:
+            return hit[1]
+        alloc, requested = _resources(cap.allocatable), _resources(cap.requested)
+        assumed = NOTHING
+        for u in usage:
+            seen = cap.placed.get(u.app, 0)
+            if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > self.assume_ttl:
+                continue
+            missing = u.pods - seen if u.pods else 1
+            assumed = assumed + _part(u.ask, missing, u.pods or 1)
+        room = Room(alloc, alloc - requested - assumed)
+        self._rooms[candidate.key] = (memo, room)
+        return room
+
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)
         return list(binding.spec.targets) if binding else []
@@ -340,6 +393,20 @@ class Cache:
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.decisions.version(namespace, labels)
+
+
+def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:
+    return (s.state, tuple(s.custom_resources))
+
+
+def _resources(r: ResourceList) -> Resources:
+    return Resources(r.cpu, r.memory, r.gpu, r.pods)
+
+
+def _part(ask: Resources, n: int, of: int) -> Resources:
+    """``n/of`` of ``ask``, rounded up."""
+    return Resources(-(-ask.cpu * n // of), -(-ask.memory * n // of), -(-ask.gpu * n // of),
+                     -(-ask.pods * n // of))
 
 
 __all__ = ["Cache", "candidate_key"]

@@ -45,13 +45,14 @@ def default_plugins() -> dict[str, list[PluginSpec]]:
     return {
         "queueSort": [p("PrioritySort")],
         "preFilter": [p("PlacementFixed"), p("LabelConstraints"), p("MetricConstraints"),
-                      p("ClusterAffinity"), p("WorkloadAffinity"), p("TopologySpread")],
+                      p("ClusterAffinity"), p("WorkloadAffinity"), p("TopologySpread"),
+                      p("ClusterGroups"), p("Capacity")],
         "filter": [p("CandidateOnline"), p("PlacementFixed"), p("LabelConstraints"),
                    p("CustomResources"), p("MetricConstraints"), p("ClusterSelector"),
                    p("ClusterAffinity"), p("TaintToleration"), p("TopologySpread"),
-                   p("WorkloadAffinity")],
+                   p("WorkloadAffinity"), p("ClusterGroups"), p("Capacity")],
         "score": [p("MetricScore", 1.0), p("ClusterAffinity", 1.0), p("TaintToleration", 1.0),
-                  p("WorkloadAffinity", 1.0)],
+                  p("WorkloadAffinity", 1.0), p("Capacity", 1.0)],
         "permit": [p("Gang")],
         "bind": [p("DefaultBinder")],
     }
@@ -66,6 +67,9 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     unschedulable_flush: float = 60.0
     bind_batch: int = 128  # Bindings per etcd transaction
     explain_limit: int = 10  # best and rejected candidates kept in a Binding's explanation
+    # Seconds what berth placed on a cluster is assumed there while the cluster's
+    # capacity report does not count its pods yet.
+    assume_ttl: float = 300.0
     anti_flap: AntiFlapConfig = msgspec.field(default_factory=AntiFlapConfig)
     plugins: dict[str, list[PluginSpec]] = msgspec.field(default_factory=default_plugins)
     extenders: list[Extender] = []

@@ -11,11 +11,19 @@ without acting at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Ranked, Subject
 from berth.controllers.scheduler.framework.types import Snapshot
+from berth.controllers.scheduler.plugins.replicas import (
+    divide,
+    divided,
+    grouped,
+    room,
+    total_replicas,
+)
 from berth.controllers.scheduler.selection import explanation, select, summary, targets
 from berth.store.documents import Target
 
@@ -27,11 +35,15 @@ class Decision:
     chosen: list[Ranked]
     subject: Subject
     state: CycleState  # for reserve, permit and bind
+    unplaced: int = 0  # replicas of a divided application no cluster had room for
 
     @property
     def reason(self) -> str:
         """``7/12 clusters are available: ...`` (built when asked: most are never written)."""
-        return summary(self.subject.candidate_kind, self.evaluation)
+        head = summary(self.subject.candidate_kind, self.evaluation)
+        if self.unplaced:
+            head = f"{self.unplaced} replicas wait for room; {head}"
+        return head
 
     def explained(self, framework: Framework, snapshot: Snapshot, limit: int
                   ) -> list[dict[str, Any]]:
@@ -68,9 +80,24 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
         if framework.plugins("postFilter"):
             framework.post_filter(state, subject, evaluation.rejected)
         return NoFit(summary(subject.candidate_kind, evaluation), evaluation)
-    chosen = select(subject, evaluation.ranked, current, keep_current=keep_current,
+    ranked: Sequence[Ranked] = evaluation.ranked
+    if subject.placement.cluster_groups:
+        ranked = grouped(subject, ranked)
+    chosen = select(subject, ranked, current, keep_current=keep_current,
                     fill=framework.selector(state))
-    return Decision(targets(chosen), evaluation, chosen, subject, state)
+    if not divided(subject):
+        return Decision(targets(chosen), evaluation, chosen, subject, state)
+    total = total_replicas(subject)
+    rooms = [room(subject, r.candidate, snapshot, current) for r in chosen]
+    division = divide(subject, chosen, current, rooms, total)
+    shares = division.shares or [(r, 0) for r in chosen[:1]]  # scaled to zero: stays put
+    if total and not division.shares:
+        return NoFit(f"no cluster has room for one of its {total} replicas; "
+                     + summary(subject.candidate_kind, evaluation), evaluation)
+    chosen = [r for r, _ in shares]
+    placed = [Target(t.kind, t.name, t.namespace, t.score, n)
+              for t, (_, n) in zip(targets(chosen), shares, strict=True)]
+    return Decision(placed, evaluation, chosen, subject, state, division.unplaced)
 
 
 __all__ = ["Decision", "NoFit", "decide"]

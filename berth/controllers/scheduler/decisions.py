@@ -17,6 +17,7 @@ the size of the fleet's workload.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ from functools import lru_cache
 
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.scheduler.framework import Placed, Ref, Subject
+from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
+from berth.store.documents.resources import Resources
 
 PENDING = 2**62  # an assumed revision no watch event can reach
 
@@ -34,6 +37,16 @@ PENDING = 2**62  # an assumed revision no watch event can reach
 def _ref(kind: str, namespace: str | None, name: str) -> Ref:
     """One Ref per cluster, shared by every placement on it."""
     return Ref(kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one application placed on a cluster asks of it, since when."""
+
+    app: str  # "<namespace>/<name>", as the cluster's capacity report counts its pods
+    ask: Resources
+    pods: int
+    since: float  # time.time() when this placement (or its share) was first seen
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -56,6 +69,11 @@ class Decisions:
         self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
         self._on: dict[tuple[str | None, str, str], Counter[Ref]] = {}  # label → where, how many
         self._garbage: dict[str, int] = {}  # binding key → revision of a value that won't decode
+        # What each placement asks of its clusters, for the capacity the cluster has not
+        # reported yet: candidate key → binding key → (app id, ask, pods, since).
+        self._usage: dict[str, dict[str, Usage]] = {}
+        self._usage_at: dict[str, tuple[str, ...]] = {}  # binding key → its candidate keys
+        self._usage_version: Counter[str] = Counter()  # candidate key → changes
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
         applications.add_handler(self._application_event)
@@ -168,12 +186,40 @@ class Decisions:
 
     def _application_event(self, event: Event[Subject]) -> None:
         if event.type is EventType.MODIFIED and event.old is not None and (
-                event.old.labels == event.obj.labels):
+                event.old.labels == event.obj.labels and event.old.demand == event.obj.demand):
             return
         if not event.key.startswith(keys.ROOT):
             return
         with self._lock:
             self._reindex(keys.BINDINGS + event.key[len(keys.ROOT):])
+
+    def usage(self, candidate: str) -> tuple[int, list[Usage]]:
+        """What the placements on ``candidate`` ask of it, and a version of that answer."""
+        with self._lock:
+            return self._usage_version[candidate], list(self._usage.get(candidate, {}).values())
+
+    def _reusage(self, key: str, doc: BindingView | None, app: Subject | None) -> None:
+        """Index what the application of Binding ``key`` asks of each target (lock held)."""
+        old = self._usage_at.pop(key, ())
+        new: dict[str, Usage] = {}
+        if doc is not None and app is not None and (app.demand.whole or app.demand.per_replica):
+            app_id = f"{app.ref.namespace}/{app.ref.name}"
+            for t in doc.spec.targets:
+                ask = app.demand.on(t.replicas)
+                new[candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
+                                                                        time.time())
+        for c in old:
+            if c not in new:
+                self._usage[c].pop(key, None)
+                self._usage_version[c] += 1
+        for c, u in new.items():
+            was = self._usage.setdefault(c, {}).get(key)
+            if was is not None and (was.app, was.ask) == (u.app, u.ask):
+                continue  # unchanged: it keeps its time
+            self._usage[c][key] = u
+            self._usage_version[c] += 1
+        if new:
+            self._usage_at[key] = tuple(new)
 
     def _reindex(self, key: str) -> None:
         """Recompute where the application of Binding ``key`` is placed (lock held)."""
@@ -188,10 +234,12 @@ class Decisions:
         ns = self._namespace.get(key, "")
         old = self._placed[ns].get(key) if ns != "" else None
         if doc is None or doc.spec.resource.kind != "Application" or not doc.spec.targets:
+            self._reusage(key, None, None)
             self._drop(key)
             return
         ref = doc.spec.resource
         app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
+        self._reusage(key, doc, app)
         labels = app.labels if app is not None else (old.labels if old else None)
         targets = tuple(_ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
         if old is not None and old.targets == targets and old.labels == labels:
@@ -233,4 +281,4 @@ class Decisions:
         return old
 
 
-__all__ = ["PENDING", "Decisions", "Token"]
+__all__ = ["PENDING", "Decisions", "Token", "Usage"]

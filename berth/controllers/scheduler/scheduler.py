@@ -85,6 +85,11 @@ def _refs(ts: list[Target]) -> frozenset[tuple[str, str | None, str]]:
     return frozenset((t.kind, t.namespace, t.name) for t in ts)
 
 
+def _shares(ts: list[Target]) -> dict[tuple[str, str | None, str], int | None]:
+    """Each target's share of a divided application's replicas (None: the whole)."""
+    return {(t.kind, t.namespace, t.name): t.replicas for t in ts}
+
+
 @dataclass(slots=True)
 class _Held:
     """A subject held at permit (a gang member waiting for the others)."""
@@ -110,7 +115,7 @@ class Scheduler:
                  idle_timeout: float = 30.0) -> None:
         self.store = store
         self.config = config
-        self.cache = Cache(store, idle_timeout=idle_timeout)
+        self.cache = Cache(store, idle_timeout=idle_timeout, assume_ttl=config.assume_ttl)
         self.framework = framework_for(config)
         self.queue = SchedulingQueue(
             self._sort_key, initial_backoff=config.backoff.initial,
@@ -297,7 +302,7 @@ class Scheduler:
             return "queued"
         outcome = decide(self.framework, subject, self.cache, current,
                          keep_current=subject.placement.ignored_during_execution)
-        if (isinstance(outcome, Decision) and _refs(outcome.targets) == _refs(current)
+        if (isinstance(outcome, Decision) and _shares(outcome.targets) == _shares(current)
                 and binding.status.state == "Scheduled" and not binding.status.reason):
             self.antiflap.settled(key)
             return "unchanged"
@@ -547,10 +552,12 @@ class Scheduler:
         """The Binding to write, or None when nothing an observer would see changed."""
         ref = subject.ref
         same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
+        same_shares = same_targets and binding is not None and (
+            _shares(binding.spec.targets) == _shares(new))
         # A Scheduled Binding's summary is not compared (it changes with every change of
         # the fleet); a held move's reason is, so a hold is written once and cleared once.
         plain = state == "Scheduled" and not reason.startswith(HELD_PREFIX)
-        if (binding is not None and same_targets and binding.spec.generation == subject.generation
+        if (binding is not None and same_shares and binding.spec.generation == subject.generation
                 and binding.status.state == state and (
                     binding.status.reason == reason or (plain and not binding.status.reason))):
             return None
@@ -565,7 +572,7 @@ class Scheduler:
                              generation=subject.generation, targets=new, scheduled=scheduled),
             status=BindingStatus(state=state, reason=reason, explanation=explained()),
         )
-        if binding is None or not same_targets or binding.status.state != state:
+        if binding is None or not same_shares or binding.status.state != state:
             log.info("%s %s/%s: %s → %s, %s (%s)", ref.kind, ref.namespace or "-", ref.name,
                      _names(binding.spec.targets) if binding is not None else "(new)",
                      _names(new), state, reason or "-")
@@ -585,5 +592,6 @@ class Scheduler:
 
 
 def _names(targets: list[Target]) -> str:
-    """Targets for a log line: ``de-1,de-2``, or ``nowhere``."""
-    return ",".join(t.name for t in targets) or "nowhere"
+    """Targets for a log line: ``de-1,de-2`` (divided: ``de-1=3,de-2=2``), or ``nowhere``."""
+    return ",".join(t.name if t.replicas is None else f"{t.name}={t.replicas}"
+                    for t in targets) or "nowhere"

@@ -9,10 +9,12 @@ the one place where Application, Cluster and MagnumCluster differ.
 from __future__ import annotations
 
 import hashlib
+import logging
 import sys
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
 
 import msgspec
 
@@ -35,6 +37,16 @@ from berth.store.documents import (
 from berth.store.documents.application import AppConstraints
 from berth.store.documents.infrastructure import ClusterConstraints
 from berth.store.documents.openstack import MagnumConstraints
+from berth.store.documents.resources import (
+    NO_DEMAND,
+    REPLICA_FIELDS,
+    REPLICAS_PATH,
+    Demand,
+    QuantityError,
+    demand,
+)
+
+log = logging.getLogger(__name__)
 
 
 class Meta(msgspec.Struct):
@@ -47,6 +59,7 @@ class Meta(msgspec.Struct):
 
 
 class AppSpec(msgspec.Struct):
+    manifest: list[msgspec.Raw] = []  # only workloads are decoded, by app_demand
     constraints: AppConstraints | None = None
     migration: bool | None = None
     placement: Placement | None = None
@@ -61,6 +74,36 @@ class AppSpec(msgspec.Struct):
 class AppView(msgspec.Struct):
     metadata: Meta
     spec: AppSpec = msgspec.field(default_factory=AppSpec)
+
+
+class _ObjectMeta(msgspec.Struct):
+    annotations: dict[str, str] = {}
+
+
+class _ObjectHeader(msgspec.Struct):
+    kind: str = ""
+    metadata: _ObjectMeta = msgspec.field(default_factory=_ObjectMeta)
+
+
+_HEADER = msgspec.json.Decoder(_ObjectHeader)
+
+
+def app_demand(key: str, manifest: list[msgspec.Raw]) -> Demand:
+    """What the application's workloads ask for; only workload objects are decoded
+    in full (a ConfigMap's data costs nothing). A manifest berth cannot read asks
+    for nothing (bootstrap and apply refuse it; garbage written by hand is logged)."""
+    objects: list[Any] = []
+    try:
+        for raw in manifest:
+            head = _HEADER.decode(raw)
+            wanted = (head.kind in REPLICA_FIELDS or head.kind == "Pod"
+                      or REPLICAS_PATH in head.metadata.annotations)
+            objects.append(msgspec.json.decode(raw) if wanted else None)
+        return demand(objects)
+    except (msgspec.DecodeError, QuantityError) as exc:
+        log.warning("%s: its manifest's resource requests cannot be read (%s): it is "
+                    "placed as if it asked for nothing", key, exc)
+        return NO_DEMAND
 
 
 class ClusterSpec(msgspec.Struct):
@@ -142,8 +185,8 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
     return BindingView(
         BindingMeta(m.name, ns, created=m.created),
         BindingSpec(ObjectRef(sys.intern(r.kind), m.name, ns), spec.generation,
-                    [Target(sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), t.score)
-                     for t in spec.targets], spec.scheduled),
+                    [Target(sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), t.score,
+                            t.replicas) for t in spec.targets], spec.scheduled),
         BindingStatusView(sys.intern(status.state), kept_reason(status.state, status.reason)))
 
 
@@ -185,12 +228,14 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         placement=placement,
         migration=migration,
         gang=s.gang,
+        demand=app_demand(key, s.manifest) if s.manifest else NO_DEMAND,
     )
     subject.signature = _signature(
         "Cluster", subject.ref.namespace, subject.label_constraints, subject.metric_constraints,
         subject.custom_resources, s.cluster_selector,
         s.affinity.cluster_affinity if s.affinity else None, s.tolerations,
         placement.policy, placement.cluster_names, placement.topology_spread_constraints,
+        placement.cluster_groups,
     )
     return subject
 

@@ -94,14 +94,53 @@ class TopologySpreadConstraint(CamelStrict):
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
 
 
+class ClusterGroup(CamelStrict):
+    """Clusters named, or selected by their labels (either or both: ORed)."""
+
+    name: str = ""
+    cluster_names: list[str] = []
+    label_selector: WorkloadSelector | None = None
+
+
+class StaticWeight(CamelStrict):
+    """A weight for the clusters of a group (Karmada's staticWeightList)."""
+
+    target_cluster: ClusterGroup
+    weight: int
+
+
+class ReplicaScheduling(CamelStrict):
+    """How an application's replicas are spread over the clusters it is placed on.
+
+    ``Duplicated`` (the default): every cluster runs the manifest as written.
+    ``Divided``: the replicas (``replicas``, else the manifest's workload's)
+    are divided among the chosen clusters — by ``staticWeights``
+    (``division: Weighted``, the default; clusters no weight names get 1),
+    by free capacity (``Capacity``), or onto the fewest clusters that hold
+    them (``Aggregated``).
+    """
+
+    type: Literal["Duplicated", "Divided"] = "Duplicated"
+    division: Literal["Weighted", "Capacity", "Aggregated"] = "Weighted"
+    static_weights: list[StaticWeight] = []
+    replicas: int | None = None
+
+
 class Placement(CamelStrict):
-    """Seed 003's placement policy; one cluster unless told otherwise."""
+    """Seed 003's placement policy; one cluster unless told otherwise.
+
+    ``clusterGroups``: clusters in order of preference (on-premise first, then
+    a cloud): the first group is filled while it has room, the rest overflow
+    to the next; clusters in no group are not candidates.
+    """
 
     policy: Literal["PickOne", "PickN", "PickAll", "PickFixed"] = "PickOne"
     number_of_clusters: int | None = None
     cluster_names: list[str] = []
     topology_spread_constraints: list[TopologySpreadConstraint] = []
     ignored_during_execution: bool = False
+    replica_scheduling: ReplicaScheduling | None = None
+    cluster_groups: list[ClusterGroup] = []
 
 
 class Gang(CamelStrict):

@@ -23,6 +23,7 @@ class Target(msgspec.Struct, omit_defaults=True):
     name: str
     namespace: str | None = None
     score: float | None = None
+    replicas: int | None = None  # this cluster's share of a divided application
 
 
 class BindingSpec(msgspec.Struct, omit_defaults=True):
@@ -58,11 +59,36 @@ class StatusMeta(msgspec.Struct, omit_defaults=True):
     namespace: str | None = None
 
 
+class ResourceList(msgspec.Struct, omit_defaults=True):
+    """CPU in millicores, memory in bytes, GPUs, pods."""
+
+    cpu: int = 0
+    memory: int = 0
+    gpu: int = 0
+    pods: int = 0
+
+
+class Capacity(msgspec.Struct, omit_defaults=True):
+    """What a cluster's Nodes offer and its Pods ask for, as the observer last saw it.
+
+    ``placed`` counts, per application (``<namespace>/<name>``), the pods of
+    berth's workloads included in ``requested``: the scheduler assumes the
+    rest of what it placed there until they show up.
+    """
+
+    allocatable: ResourceList = msgspec.field(default_factory=ResourceList)
+    requested: ResourceList = msgspec.field(default_factory=ResourceList)
+    nodes: int = 0
+    placed: dict[str, int] = {}
+    observed: datetime | None = None
+
+
 class ClusterState(msgspec.Struct, omit_defaults=True):
     state: str = ""  # ONLINE, UNHEALTHY, OFFLINE
     reason: str = ""
     custom_resources: list[str] = []
     probed: datetime | None = None
+    capacity: Capacity | None = None
 
 
 class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):
@@ -90,10 +116,12 @@ class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
 
 
 class ClusterApplied(msgspec.Struct, omit_defaults=True):
-    """What is on one cluster: the generation applied there and its objects."""
+    """What is on one cluster: the generation applied there, its objects, and the
+    share of a divided application's replicas they were applied with."""
 
     generation: int
     objects: list[KubeObjectRef] = []
+    replicas: int | None = None
 
 
 class ApplicationState(msgspec.Struct, omit_defaults=True):

@@ -9,7 +9,7 @@ user fixes all of them in one go.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from berth.store import keys
 from berth.store.constraints import (
@@ -18,10 +18,16 @@ from berth.store.constraints import (
     MetricConstraint,
     check_custom_resource,
 )
-from berth.store.documents.application import Application, MatchExpression
+from berth.store.documents.application import (
+    Application,
+    ClusterGroup,
+    MatchExpression,
+    Placement,
+)
 from berth.store.documents.infrastructure import Cloud, Cluster
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
+from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
 
 from . import Resource
 
@@ -179,6 +185,38 @@ def _match_expressions(exprs: list[MatchExpression], path: str) -> Iterator[Prob
                     yield Problem(where, f"{e.values[0]!r} is not an integer")
 
 
+def _group(group: ClusterGroup, where: str) -> Iterator[Problem]:
+    if not group.cluster_names and group.label_selector is None:
+        yield Problem(where, "names no cluster: give clusterNames, a labelSelector, or both")
+    if group.label_selector is not None:
+        yield from _match_expressions(group.label_selector.match_expressions,
+                                      f"{where}.labelSelector.matchExpressions")
+
+
+def _replica_scheduling(p: Placement, manifest: list[Any]) -> Iterator[Problem]:
+    where = "spec.placement.replicaScheduling"
+    rs = p.replica_scheduling
+    if rs is None or rs.type == "Duplicated":
+        if rs is not None and (rs.static_weights or rs.replicas is not None):
+            yield Problem(where, "staticWeights and replicas apply to type Divided only")
+        return
+    if p.policy == "PickOne":
+        yield Problem(f"{where}.type", "Divided spreads replicas over several clusters: use "
+                      "policy PickN, PickAll or PickFixed")
+    if rs.replicas is not None and rs.replicas < 0:
+        yield Problem(f"{where}.replicas", "must be >= 0")
+    if not any(replica_path(o) for o in manifest if isinstance(o, dict)):
+        yield Problem(where, "the manifest has no object whose replicas berth can divide "
+                      "(Deployment, StatefulSet, ReplicaSet, Job, or an object annotated "
+                      f"{REPLICAS_PATH})")
+    if rs.static_weights and rs.division != "Weighted":
+        yield Problem(f"{where}.staticWeights", f"apply to division Weighted, not {rs.division}")
+    for i, w in enumerate(rs.static_weights):
+        if w.weight < 0:
+            yield Problem(f"{where}.staticWeights[{i}].weight", "must be >= 0")
+        yield from _group(w.target_cluster, f"{where}.staticWeights[{i}].targetCluster")
+
+
 def _application(doc: Application) -> Iterator[Problem]:
     spec = doc.spec
     if spec.constraints and spec.constraints.cluster:
@@ -191,6 +229,10 @@ def _application(doc: Application) -> Iterator[Problem]:
     for i, obj in enumerate(spec.manifest):
         if not obj.get("kind") or not obj.get("apiVersion"):
             yield Problem(f"spec.manifest[{i}]", "a Kubernetes object needs apiVersion and kind")
+    try:
+        demand(spec.manifest)
+    except QuantityError as exc:
+        yield Problem("", str(exc))
     p = spec.placement
     if p is not None:
         if p.policy == "PickN" and (p.number_of_clusters or 0) < 1:
@@ -204,6 +246,9 @@ def _application(doc: Application) -> Iterator[Problem]:
                 yield Problem(
                     f"spec.placement.topologySpreadConstraints[{i}].maxSkew", "must be >= 1"
                 )
+        yield from _replica_scheduling(p, spec.manifest)
+        for i, group in enumerate(p.cluster_groups):
+            yield from _group(group, f"spec.placement.clusterGroups[{i}]")
     aff = spec.affinity
     if aff is not None and aff.cluster_affinity is not None:
         ca = aff.cluster_affinity

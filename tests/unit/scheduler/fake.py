@@ -17,6 +17,7 @@ from berth.controllers.scheduler.framework import (
     Placed,
     Ranking,
     Ref,
+    Room,
     Subject,
 )
 from berth.controllers.scheduler.plugins import REGISTRY
@@ -44,6 +45,10 @@ class FakeSnapshot:
     targets: dict[str, list[str]] = field(default_factory=dict)  # subject name → cluster names
     others: list[Placed] = field(default_factory=list)  # other placed workloads
     epoch: int = 1
+    rooms: dict[str, Room] = field(default_factory=dict)  # cluster name → its capacity
+
+    def capacity(self, candidate: Candidate) -> Room | None:
+        return self.rooms.get(candidate.ref.name)
 
     def candidates(self, subject: Subject) -> list[Candidate]:
         return [c for c in self.clusters if c.ref.namespace == subject.ref.namespace]

@@ -20,6 +20,7 @@ from berth.controllers.scheduler.framework.types import (
     MetricReading,
     Placed,
     Ref,
+    Room,
     Snapshot,
     Subject,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "Ranking",
     "Ref",
     "Registry",
+    "Room",
     "Snapshot",
     "Status",
     "Subject",

@@ -22,6 +22,7 @@ from berth.store.documents import (
     Target,
     Toleration,
 )
+from berth.store.documents.resources import NO_DEMAND, Demand, Resources
 
 if TYPE_CHECKING:
     from berth.controllers.scheduler.framework.fleet import Fleet
@@ -82,6 +83,7 @@ class Subject:
     placement: Placement = field(default_factory=Placement)
     migration: bool = True
     gang: Gang | None = None
+    demand: Demand = NO_DEMAND  # what its workloads ask of a cluster
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 
     def __post_init__(self) -> None:
@@ -103,6 +105,14 @@ class MetricReading:
     @property
     def usable(self) -> bool:
         return self.normalized is not None and not self.reason
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """A cluster's allocatable resources and what is free of them."""
+
+    allocatable: Resources
+    free: Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +143,11 @@ class Snapshot(Protocol):
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading: ...
 
     def current_targets(self, subject: Subject) -> list[Target]: ...
+
+    def capacity(self, candidate: Candidate) -> Room | None:
+        """What the candidate has and has free, counting what was placed there but not
+        yet reported as assumed; None when it reports no capacity."""
+        ...
 
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:

@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 from berth.controllers.scheduler.framework import Plugin
 from berth.controllers.scheduler.plugins.candidate_online import CandidateOnline
+from berth.controllers.scheduler.plugins.capacity import Capacity
 from berth.controllers.scheduler.plugins.cluster_affinity import ClusterAffinity
+from berth.controllers.scheduler.plugins.cluster_groups import ClusterGroups
 from berth.controllers.scheduler.plugins.cluster_selector import ClusterSelector
 from berth.controllers.scheduler.plugins.custom_resources import CustomResources
 from berth.controllers.scheduler.plugins.default_binder import DefaultBinder
@@ -23,8 +25,8 @@ from berth.controllers.scheduler.plugins.workload_affinity import WorkloadAffini
 REGISTRY: dict[str, Callable[..., Plugin]] = {
     cls.name: cls
     for cls in (
-        CandidateOnline, ClusterAffinity, ClusterSelector, CustomResources, DefaultBinder, Gang,
-        LabelConstraints, MetricConstraints, MetricScore, PlacementFixed, PrioritySort,
-        TaintToleration, TopologySpread, WorkloadAffinity,
+        CandidateOnline, Capacity, ClusterAffinity, ClusterGroups, ClusterSelector,
+        CustomResources, DefaultBinder, Gang, LabelConstraints, MetricConstraints, MetricScore,
+        PlacementFixed, PrioritySort, TaintToleration, TopologySpread, WorkloadAffinity,
     )
 }

@@ -1,0 +1,194 @@
+"""Replica division, capacity fit and cluster groups, through the one decision engine."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.decide import Decision, NoFit, decide
+from berth.controllers.scheduler.framework import Framework, Room
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.store.documents import (
+    ClusterGroup,
+    Placement,
+    ReplicaScheduling,
+    StaticWeight,
+    Target,
+)
+from berth.store.documents.application import WorkloadSelector
+from berth.store.documents.resources import Demand, Resources, demand, quantity
+from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
+
+ONE = Resources(cpu=500, memory=1 << 30, pods=1)  # one replica: 500m, 1Gi
+
+
+def framework() -> Framework:
+    return Framework(SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1})
+
+
+def divided(n: int, *, division: str = "Weighted", weights: list[StaticWeight] | None = None,
+            groups: list[ClusterGroup] | None = None, per: Resources = ONE, **kw: object):
+    rs = ReplicaScheduling(type="Divided", division=division,  # type: ignore[arg-type]
+                           static_weights=weights or [])
+    return app(placement=Placement(policy="PickAll", replica_scheduling=rs,
+                                   cluster_groups=groups or []),
+               demand=Demand(n, per, whole=per.times(n)), **kw)
+
+
+def shares(outcome: Decision | NoFit) -> dict[str, int | None]:
+    assert isinstance(outcome, Decision), outcome
+    return {t.name: t.replicas for t in outcome.targets}
+
+
+def room(cpu_cores: int) -> Room:
+    alloc = Resources(cpu=cpu_cores * 1000, memory=cpu_cores * 2 << 30, pods=110)
+    return Room(alloc, alloc)
+
+
+def test_quantities_parse_as_kubernetes_writes_them() -> None:
+    assert quantity("500m") * 1000 == 500
+    assert quantity("1Gi") == 1 << 30
+    assert quantity("1.5G") == 1_500_000_000
+    assert quantity("2e3") == 2000
+    assert quantity(2) == 2
+    with pytest.raises(ValueError, match="'1x' is not a quantity"):
+        quantity("1x")
+
+
+def test_demand_reads_workloads_and_counts_pods() -> None:
+    d = demand([
+        {"kind": "Deployment", "metadata": {"name": "a"}, "spec": {"replicas": 4, "template": {
+            "spec": {"containers": [{"resources": {"requests": {"cpu": "250m"}}},
+                                    {"resources": {"requests": {"cpu": "250m",
+                                                                "memory": "1Gi"}}}],
+                     "initContainers": [{"resources": {"requests": {"cpu": "2"}}}]}}}},
+        {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"x": "y"}},
+        {"kind": "Widget", "metadata": {"name": "w", "annotations": {
+            "berth.dev/replicas-path": "spec.workers",
+            "berth.dev/replica-requests": "cpu=1,memory=512Mi"}}, "spec": {"workers": 2}},
+    ])
+    assert d.replicas == 4
+    # the init container's 2 CPUs outweigh the 500m of the two containers together
+    assert d.per_replica == Resources(cpu=2000 + 1000, memory=(1 << 30) + (512 << 20), pods=2)
+    assert d.whole == Resources(cpu=4 * 2000 + 2 * 1000, memory=4 * (1 << 30) + 2 * (512 << 20),
+                                pods=6)
+
+
+def test_static_weights_divide_by_webster() -> None:
+    snap = FakeSnapshot([cluster("a"), cluster("b"), cluster("c")])
+    weights = [StaticWeight(ClusterGroup(cluster_names=["a"]), 3),
+               StaticWeight(ClusterGroup(cluster_names=["b"]), 2)]
+    got = shares(decide(framework(), divided(12, weights=weights), snap, []))
+    assert got == {"a": 6, "b": 4, "c": 2}  # 3:2:1 of 12 exactly
+    got = shares(decide(framework(), divided(7, weights=weights), snap, []))
+    assert got == {"a": 4, "b": 2, "c": 1}  # Sainte-Laguë: 3.5 → 4, 2.33 → 2, 1.17 → 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_division_is_house_monotone(seed: int) -> None:
+    """Scaling up never takes a replica from a cluster; scaling down only removes."""
+    rng = random.Random(seed)
+    names = [f"c{i}" for i in range(rng.randint(2, 7))]
+    snap = FakeSnapshot([cluster(n) for n in names])
+    weights = [StaticWeight(ClusterGroup(cluster_names=[n]), rng.randint(0, 9)) for n in names]
+    if not any(w.weight for w in weights):
+        weights[0] = StaticWeight(ClusterGroup(cluster_names=[names[0]]), 1)
+    before: dict[str, int | None] = {}
+    current: list[Target] = []
+    for n in range(0, 40):
+        outcome = decide(framework(), divided(n, weights=weights), snap, current)
+        now = shares(outcome)
+        for name, k in now.items():
+            assert (k or 0) >= (before.get(name) or 0), (n, before, now)
+        assert sum(k or 0 for k in now.values()) == n
+        before = now
+        assert isinstance(outcome, Decision)
+        current = outcome.targets
+    for n in range(39, -1, -1):
+        outcome = decide(framework(), divided(n, weights=weights), snap, current)
+        now = shares(outcome)
+        for name, k in now.items():
+            assert (k or 0) <= (before.get(name) or 0), (n, before, now)
+        before = now
+        assert isinstance(outcome, Decision)
+        current = outcome.targets
+
+
+def test_capacity_caps_shares_and_reports_the_rest() -> None:
+    snap = FakeSnapshot([cluster("big"), cluster("small"), cluster("full")],
+                        rooms={"big": room(8), "small": room(2),
+                               "full": Room(room(4).allocatable, Resources(pods=10))})
+    outcome = decide(framework(), divided(30, division="Capacity"), snap, [])
+    got = shares(outcome)
+    assert got == {"big": 16, "small": 4}  # 8 cores / 500m, 2 cores / 500m; full: nothing
+    assert isinstance(outcome, Decision) and outcome.unplaced == 10
+    assert outcome.reason.startswith("10 replicas wait for room; 2/3 clusters are available: "
+                                     "1 insufficient cpu, memory")
+
+
+def test_aggregated_takes_the_fewest_clusters() -> None:
+    snap = FakeSnapshot([cluster("a"), cluster("b"), cluster("c")],
+                        rooms={"a": room(2), "b": room(8), "c": room(4)})
+    assert shares(decide(framework(), divided(10, division="Aggregated"), snap, [])) == {"b": 10}
+    got = shares(decide(framework(), divided(20, division="Aggregated"), snap, []))
+    assert got == {"b": 16, "c": 4}
+
+
+def test_duplicated_needs_the_whole_manifest_to_fit() -> None:
+    snap = FakeSnapshot([cluster("a"), cluster("b")], rooms={"a": room(1), "b": room(4)})
+    whole = app(demand=Demand(4, ONE, whole=ONE.times(4)))  # 2 cores in all
+    outcome = decide(framework(), whole, snap, [])
+    assert isinstance(outcome, Decision) and [t.name for t in outcome.targets] == ["b"]
+    assert outcome.targets[0].replicas is None
+    # It holds b now: what it holds there counts as free for it (no self-eviction).
+    full = FakeSnapshot([cluster("a"), cluster("b")], rooms={
+        "a": room(1), "b": Room(room(4).allocatable, Resources(cpu=0, memory=0, pods=100))})
+    again = decide(framework(), whole, full, [Target("Cluster", "b", "default")])
+    assert isinstance(again, Decision) and [t.name for t in again.targets] == ["b"]
+    none = decide(framework(), whole, full, [])
+    assert isinstance(none, NoFit) and "insufficient cpu, memory" in none.reason
+
+
+def test_groups_fill_in_order_and_overflow() -> None:
+    groups = [ClusterGroup(name="on-prem", label_selector=WorkloadSelector(
+        match_labels={"site": "onprem"})), ClusterGroup(name="cloud", cluster_names=["aws"])]
+    clusters = [cluster("rack1", labels={"site": "onprem"}),
+                cluster("rack2", labels={"site": "onprem"}), cluster("aws"), cluster("gcp")]
+    snap = FakeSnapshot(clusters, rooms={"rack1": room(2), "rack2": room(2), "aws": room(64)})
+    assert shares(decide(framework(), divided(6, groups=groups), snap, [])) == {
+        "rack1": 3, "rack2": 3}
+    got = shares(decide(framework(), divided(12, groups=groups), snap, []))
+    assert got == {"rack1": 4, "rack2": 4, "aws": 4}  # the cloud takes only the overflow
+    # Scaling down reclaims the overflow first.
+    assert shares(decide(framework(), divided(9, groups=groups), snap, [])) == {
+        "rack1": 4, "rack2": 4, "aws": 1}
+    # A whole application goes to the first group that has room, even if the cloud scores
+    # better; gcp is in no group.
+    whole = app(placement=Placement(cluster_groups=groups),
+                demand=Demand(1, ONE, whole=ONE.times(5)))
+    outcome = decide(framework(), whole, snap, [])
+    assert isinstance(outcome, Decision) and [t.name for t in outcome.targets] == ["aws"]
+    small = app(placement=Placement(cluster_groups=groups), demand=Demand(1, ONE, whole=ONE))
+    outcome = decide(framework(), small, snap, [])
+    assert isinstance(outcome, Decision) and outcome.targets[0].name in ("rack1", "rack2")
+    assert "1 in no cluster group" in outcome.reason
+
+
+def test_divide_prefers_current_holders_on_ties() -> None:
+    snap = FakeSnapshot([cluster("a"), cluster("b")])
+    fw = framework()
+    first = decide(fw, divided(3), snap, [Target("Cluster", "b", "default", replicas=2),
+                                          Target("Cluster", "a", "default", replicas=1)])
+    assert shares(first) == {"a": 1, "b": 2}
+    again = decide(fw, divided(3), snap, [Target("Cluster", "a", "default", replicas=2),
+                                          Target("Cluster", "b", "default", replicas=1)])
+    assert shares(again) == {"a": 2, "b": 1}
+
+
+def test_no_room_anywhere_is_unschedulable_with_the_reason() -> None:
+    snap = FakeSnapshot([cluster("a")], rooms={"a": Room(room(1).allocatable, Resources())})
+    outcome = decide(framework(), divided(3), snap, [])
+    assert isinstance(outcome, NoFit)
+    assert "insufficient cpu, memory, pods" in outcome.reason
