@@ -290,13 +290,16 @@ class Applier:
         binding = self.bindings.get(keys.binding_key("Application", ns, name))
         if binding is None:
             return Facts(app, recorded)
-        targets = tuple(cluster_id(t.namespace or ns, t.name)
-                        for t in binding.spec.targets if t.kind == "Cluster")
+        placed = [t for t in binding.spec.targets if t.kind == "Cluster"]
+        targets = tuple(cluster_id(t.namespace or ns, t.name) for t in placed)
+        shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
+                  if t.replicas is not None}
         with self._lock:
             stale = frozenset(c for c in targets if c in drifted
                               or self._applied_epoch.get((key, c)) != epoch)
         return Facts(app, recorded, binding.spec.generation, targets,
-                     binding.status.reason, stale=stale, unseen=self._unseen(targets))
+                     binding.status.reason, stale=stale, unseen=self._unseen(targets),
+                     shares=shares)
 
     def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
         """Of ``clusters``, those the observer does not see ONLINE, and why."""

@@ -12,6 +12,8 @@ class PropagatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     probe_timeout: float = 5.0  # seconds for one request to a cluster
     probe_concurrency: int = 8  # clusters probed at once
     grace: int = 3  # failed probes in a row before a cluster changes state
+    capacity: bool = True  # watch each cluster's Nodes and Pods and report its capacity
+    capacity_interval: float = 2.0  # at most this often, a changed capacity is written
     request_timeout: float = 10.0  # seconds for one apply, delete or get
     workers: int = 16  # applications reconciled at once (mostly waiting on the network)
     resync_interval: float = 300.0  # seconds between re-applying everything (drift)
@@ -23,6 +25,7 @@ class PropagatorConfig(msgspec.Struct, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         for name in ("probe_interval", "probe_timeout", "request_timeout", "resync_interval",
+                     "capacity_interval",
                      "retry_base_delay", "retry_max_delay", "watch_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

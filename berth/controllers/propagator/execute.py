@@ -35,6 +35,7 @@ from berth.controllers.propagator.plan import (
 )
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.store.documents.resources import with_replicas
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,10 @@ class Executor:
         """
         cid, gen = step.cluster, step.generation
         progress.tried.add(cid)
+        if step.replicas is not None:
+            bodies = tuple(with_replicas(b, step.replicas) for b in bodies)
         try:
-            return self._apply(cid, gen, bodies, progress, record)
+            return self._apply(cid, gen, bodies, progress, record, step.replicas)
         except Rejected as exc:
             progress.refused = (cid, str(exc))
         except Unavailable as exc:
@@ -112,8 +115,8 @@ class Executor:
         return None
 
     def _apply(self, cid: str, gen: int, bodies: tuple[dict[str, Any], ...],
-               progress: Progress, record: Callable[[ApplicationState], Retry | None]
-               ) -> Retry | None:
+               progress: Progress, record: Callable[[ApplicationState], Retry | None],
+               replicas: int | None) -> Retry | None:
         client = self._client(cid)
         before = progress.applied.get(cid) or ClusterApplied(0)
         located: list[tuple[Kind | None, KubeObjectRef | None, dict[str, Any]]] = []
@@ -148,7 +151,7 @@ class Executor:
             for callback in self.on_applied:
                 callback(cid, kind, stored)
         left = self._remove(cid, client, [o for o in before.objects if o not in done])
-        progress.applied[cid] = ClusterApplied(gen, done + left)
+        progress.applied[cid] = ClusterApplied(gen, done + left, replicas)
         if left:
             progress.errors[cid] = f"could not prune {', '.join(map(str, left))}"
         return None
@@ -161,7 +164,7 @@ class Executor:
         new = [ref for ref in refs if ref not in have.objects]
         if not new:
             return None
-        progress.applied[cid] = ClusterApplied(have.generation, have.objects + new)
+        progress.applied[cid] = ClusterApplied(have.generation, have.objects + new, have.replicas)
         written = intent(progress.status, progress.applied, cid, gen)
         halt = record(written)
         if halt is None:
@@ -203,7 +206,8 @@ class Executor:
             return
         left = self._remove(cid, client, objects)
         if left:
-            progress.applied[cid] = ClusterApplied(progress.applied[cid].generation, left)
+            was = progress.applied[cid]
+            progress.applied[cid] = ClusterApplied(was.generation, left, was.replicas)
             progress.errors[cid] = f"could not remove {', '.join(map(str, left))}"
         else:
             del progress.applied[cid]

@@ -261,6 +261,30 @@ class Connection:
         if resp.status_code not in (200, 202, 404):
             raise Unavailable(f"deleting {ref}: {_error(resp)}")
 
+    def list_raw(self, path: str) -> bytes:
+        """GET a list (``/api/v1/nodes``); its JSON as it came."""
+        resp = self._request("GET", path)
+        if resp.status_code != 200:
+            raise Unavailable(f"list {path}: {_error(resp)}")
+        return resp.content
+
+    def watch_raw(self, path: str, server_timeout: int, resource_version: str
+                  ) -> Iterator[bytes]:
+        """The lines of one watch request on ``path`` from ``resource_version``."""
+        params = {"watch": "true", "timeoutSeconds": str(server_timeout),
+                  "allowWatchBookmarks": "true", "resourceVersion": resource_version}
+        try:
+            with self.watch_http.stream("GET", path, params=params) as resp:
+                if resp.status_code != 200:
+                    raise Unavailable(f"watch {path}: HTTP {resp.status_code}")
+                for line in resp.iter_lines():
+                    if line:
+                        yield line.encode() if isinstance(line, str) else line
+        except Unavailable:
+            raise
+        except Exception as exc:
+            raise Unavailable(f"watch {path}: {safe(exc)}") from exc
+
     def watch(self, kind: Kind, server_timeout: int,
               resource_version: str = "") -> Iterator[WatchEvent]:
         """One watch request on berth's objects of ``kind`` in every namespace, from

@@ -2,7 +2,9 @@
 
 Every object gets the label ``app.kubernetes.io/managed-by: berth`` (what the
 drift watches select on) and the annotation ``berth.dev/application:
-<namespace>/<name>`` (which application a changed object belongs to).
+<namespace>/<name>`` (which application a changed object belongs to); so does
+a workload's pod template (the annotation only), so that the cluster observer
+can count the application's pods.
 Namespaces and CustomResourceDefinitions go first, as kubectl and Helm order
 them, so a manifest may bring the namespace or the CRD its other objects need.
 """
@@ -22,6 +24,23 @@ class ManifestError(ValueError):
 
 def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value)
+
+
+def _mark_pods(obj: dict[str, Any], owner: str) -> dict[str, Any]:
+    """A workload whose pod template gets the owner annotation too: the observer counts
+    its pods' requests towards the application (the scheduler's capacity accounting)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return obj
+    template = spec.get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("metadata") or {}, dict):
+        return obj
+    tmeta = template.get("metadata") or {}
+    annotations = tmeta.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        return obj
+    tmeta = {**tmeta, "annotations": {**annotations, OWNER: owner}}
+    return {**obj, "spec": {**spec, "template": {**template, "metadata": tmeta}}}
 
 
 def objects(manifest: list[Any], namespace: str, name: str) -> list[dict[str, Any]]:
@@ -49,5 +68,6 @@ def objects(manifest: list[Any], namespace: str, name: str) -> list[dict[str, An
                   "labels": {**(meta.get("labels") or {}), MANAGED_BY: FIELD_MANAGER},
                   "annotations": {**(meta.get("annotations") or {}),
                                   OWNER: f"{namespace}/{name}"}}
-        out.append((_FIRST.get(obj["kind"], 2), i, {**obj, "metadata": marked}))
+        out.append((_FIRST.get(obj["kind"], 2), i, _mark_pods({**obj, "metadata": marked},
+                                                              f"{namespace}/{name}")))
     return [body for _, _, body in sorted(out, key=lambda t: (t[0], t[1]))]

@@ -10,6 +10,12 @@ writes: ``state`` ONLINE, UNHEALTHY (reachable but not ready) or OFFLINE
 A failing cluster keeps its state until ``grace`` probes in a row have failed:
 one blip does not make the scheduler move everything away. A status is
 rewritten only when it changes. Kubeconfigs and tokens are never logged.
+
+An ONLINE cluster's Nodes and Pods are watched (``capacity.py``) and their
+summary — allocatable and requested CPU, memory, GPUs and pods, and how many
+pods each application has — goes into the status as ``capacity``: with each
+probe, and between probes at most every ``capacity_interval`` seconds when it
+changed.
 """
 
 from __future__ import annotations
@@ -19,14 +25,19 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from berth.controllers.propagator.capacity import Tracker, same
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import Kubeconfigs
-from berth.controllers.propagator.kube import Connections, Probe, safe
+from berth.controllers.propagator.kube import Connection, Connections, Probe, safe
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
-from berth.store.documents import ClusterState, ClusterStatus, StatusMeta
+from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
+
+
+def cluster_id(view: ClusterView) -> str:
+    return f"{view.metadata.namespace or ''}/{view.metadata.name}"
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +61,83 @@ class Observer:
         self._wake = threading.Event()
         self._loop = Loop("observer", self._step, deadline=config.probe_interval + 60.0)
         self.clusters.add_handler(self._on_cluster)
+        self._trackers: dict[str, Tracker] = {}  # cluster key → its Nodes and Pods
+        self._dirty: set[str] = set()  # cluster keys whose capacity changed since written
+        self._dirty_wake = threading.Event()
+        self._capacity_loop = Loop("capacity", self._capacity_step,
+                                   deadline=config.capacity_interval + 60.0)
 
     def start(self) -> None:
         """Start probing (the informers are started and synced by the caller)."""
         self._loop.start()
+        if self.config.capacity:
+            self._capacity_loop.start()
 
     def alive(self) -> bool:
-        return self._loop.alive()
+        return self._loop.alive() and (not self.config.capacity or self._capacity_loop.alive())
 
     def stop(self) -> None:
         self._stop.set()
         self._loop.halt()
+        self._capacity_loop.halt()
         self._wake.set()
+        self._dirty_wake.set()
         self._loop.stop()
+        self._capacity_loop.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            trackers, self._trackers = list(self._trackers.values()), {}
+        for t in trackers:
+            t.stop()
+
+    # -- capacity ----------------------------------------------------------------
+
+    def _track(self, key: str, cid: str, conn: Connection) -> Tracker | None:
+        """The tracker of ``key``'s Nodes and Pods through ``conn`` (a new one for a new
+        connection)."""
+        if not self.config.capacity:
+            return None
+        with self._lock:
+            tracker = self._trackers.get(key)
+            if tracker is not None and tracker.conn is conn and tracker.alive():
+                return tracker
+            fresh = self._trackers[key] = Tracker(cid, conn, lambda _: self._changed(key))
+        if tracker is not None:
+            tracker.stop()
+        return fresh.start()
+
+    def _untrack(self, key: str) -> None:
+        with self._lock:
+            tracker = self._trackers.pop(key, None)
+        if tracker is not None:
+            tracker.stop()
+
+    def _changed(self, key: str) -> None:
+        with self._lock:
+            self._dirty.add(key)
+        self._dirty_wake.set()
+
+    def _capacity_step(self) -> None:
+        """Write the capacity of clusters whose Nodes or Pods changed (ONLINE ones)."""
+        self._dirty_wake.wait(self.config.probe_interval)
+        if self._stop.is_set():
+            return
+        self._stop.wait(self.config.capacity_interval)  # gather a burst into one write
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+            self._dirty_wake.clear()
+            trackers = {k: self._trackers.get(k) for k in dirty}
+        for key, tracker in trackers.items():
+            view = self.clusters.get(key)
+            if tracker is None or view is None:
+                continue
+            skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
+            current = self.statuses.get(skey)
+            if current is None or current.status.state != "ONLINE":
+                continue
+            was = current.status
+            self._write(skey, view, Probe(was.state, was.reason, tuple(was.custom_resources)),
+                        current, tracker.capacity())
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is not EventType.DELETED:
@@ -89,6 +163,10 @@ class Observer:
         for key in self.statuses.list_keys():
             if keys.resource_key_of(key) not in live:
                 self._remove(key)  # the cluster is gone: so is what we observed of it
+        with self._lock:
+            gone = [k for k in self._trackers if k not in live]
+        for key in gone:
+            self._untrack(key)
 
     def _probe_one(self, key: str, view: ClusterView) -> None:
         try:
@@ -99,12 +177,17 @@ class Observer:
                 self._in_flight.discard(key)
 
     def _observe(self, key: str, view: ClusterView) -> None:
+        conn: Connection | None = None
         try:
             conn = self.connections.get(key, self.kubeconfigs.of(key, view) or {})
         except Exception as exc:  # a kubeconfig lightkube cannot use
             probe = Probe("OFFLINE", f"unusable kubeconfig: {safe(exc)}")
         else:
             probe = conn.probe(self.config.probe_timeout)
+        capacity = None
+        if conn is not None and probe.state == "ONLINE":
+            tracker = self._track(key, cluster_id(view), conn)
+            capacity = tracker.capacity() if tracker is not None else None
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
         if probe.state != "ONLINE":
@@ -118,20 +201,23 @@ class Observer:
         else:
             with self._failures_lock:
                 self._failures.pop(key, None)
-        self._write(skey, view, probe, current)
+        if capacity is None and current is not None and probe.state == current.status.state:
+            capacity = current.status.capacity  # not listed yet, or failing: as it was
+        self._write(skey, view, probe, current, capacity)
 
     def _write(self, skey: str, view: ClusterView, probe: Probe,
-               current: ClusterStatus | None) -> None:
+               current: ClusterStatus | None, capacity: Capacity | None) -> None:
         if current is not None and (current.status.state, current.status.reason,
                                     tuple(current.status.custom_resources)) == (
-                probe.state, probe.reason, probe.custom_resources):
+                probe.state, probe.reason, probe.custom_resources) and same(
+                current.status.capacity, capacity):
             return
         if not probe.state:
             return  # never probed successfully and still within the grace: nothing to say
         doc = ClusterStatus(
             StatusMeta(view.metadata.name, view.metadata.namespace),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
-                         datetime.now(UTC)))
+                         datetime.now(UTC), capacity))
         item = self.statuses.item(skey)
         try:
             self.store.commit([Put(skey, encode(doc), item.mod_revision if item else 0)])

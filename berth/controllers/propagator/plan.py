@@ -50,6 +50,7 @@ class Facts:
     app_unreadable: bool = False  # the application's key holds something else
     stale: frozenset[str] = frozenset()  # applied there, but apply again (drift, resync)
     unseen: Mapping[str, str] = field(default_factory=dict)  # not seen ONLINE, and why
+    shares: Mapping[str, int] = field(default_factory=dict)  # a divided application's replicas
 
 
 @dataclass(slots=True)
@@ -72,10 +73,12 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Apply:
-    """Apply every object on ``cluster`` (recorded first), then prune what was dropped."""
+    """Apply every object on ``cluster`` (recorded first), then prune what was dropped;
+    ``replicas``: with a divided application's divisible objects set to this share."""
 
     cluster: str
     generation: int
+    replicas: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +144,15 @@ def plan(facts: Facts, progress: Progress) -> Step:
         reason = facts.binding_reason or "the scheduler found no cluster"
         return Finish(state(was.state if progress.applied else "PENDING", reason,
                             progress.applied, was.generation, {}))
-    for cid in facts.targets:
+    # Make before break for shares too: clusters whose share grows (or that are new)
+    # first; one whose share shrinks only once they all have theirs.
+    raising = [c for c in facts.targets if not _lowers(facts, c)]
+    for cid in raising + [c for c in facts.targets if _lowers(facts, c)]:
         if cid not in progress.tried and _needs_apply(facts, cid, gen):
-            return Apply(cid, gen)
+            if _lowers(facts, cid) and any(c in progress.errors or (_needs_apply(facts, c, gen)
+                                           and c not in progress.tried) for c in raising):
+                break
+            return Apply(cid, gen, facts.shares.get(cid))
     errors = progress.errors
     placed = [c for c in facts.targets if c not in errors and c in progress.applied
               and progress.applied[c].generation == gen]
@@ -164,7 +173,15 @@ def plan(facts: Facts, progress: Progress) -> Step:
 def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
     have = facts.recorded.applied.get(cid)
     return (have is None or have.generation != gen or cid in facts.recorded.errors
-            or cid in facts.stale)
+            or cid in facts.stale or have.replicas != facts.shares.get(cid))
+
+
+def _lowers(facts: Facts, cid: str) -> bool:
+    """Whether the Binding gives ``cid`` fewer replicas than it runs with now."""
+    have = facts.recorded.applied.get(cid)
+    share = facts.shares.get(cid)
+    return (have is not None and have.replicas is not None and share is not None
+            and share < have.replicas)
 
 
 def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
@@ -209,7 +226,8 @@ def oldest(applied: Mapping[str, ClusterApplied]) -> int:
 
 def copy_applied(applied: Mapping[str, ClusterApplied]) -> dict[str, ClusterApplied]:
     """A copy that can change without changing a status document."""
-    return {c: ClusterApplied(a.generation, list(a.objects)) for c, a in applied.items()}
+    return {c: ClusterApplied(a.generation, list(a.objects), a.replicas)
+            for c, a in applied.items()}
 
 
 def cluster_ref(cid: str) -> ObjectRef:

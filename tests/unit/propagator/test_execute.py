@@ -159,3 +159,49 @@ def test_the_state_helper_copies() -> None:
     st = state("RUNNING", "", applied, 1, {})
     applied["default/a"].objects.append(ref("y"))
     assert st.applied["default/a"].objects == [ref("x")]
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": []}}}}
+
+
+def divided(fleet: Fleet, was: ApplicationState, shares: dict[str, int]
+            ) -> tuple[Finish | Retry, Progress]:
+    app = App(1, bodies=(deployment(9),))
+    facts = Facts(app, was, 1, tuple(f"default/{t}" for t in shares),
+                  shares={f"default/{t}": n for t, n in shares.items()})
+    progress = Progress.start(was)
+    return run(facts, progress, Executor(fleet, Ledger()), Sink(fleet.journal)), progress
+
+
+def replicas_on(fleet: Fleet, cluster: str) -> int:
+    ref = KubeObjectRef("apps/v1", "Deployment", "web", "default")
+    return int(fleet[cluster].objects[ref]["spec"]["replicas"])
+
+
+def test_each_cluster_gets_its_share_and_a_new_share_is_raised_before_one_is_lowered() -> None:
+    fleet = Fleet().add("a", "b")
+    end, _ = divided(fleet, ApplicationState(), {"a": 6, "b": 3})
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert (replicas_on(fleet, "a"), replicas_on(fleet, "b")) == (6, 3)
+    assert end.state.applied["default/a"].replicas == 6
+    fleet.journal.clear()
+    end, _ = divided(fleet, end.state, {"a": 2, "b": 7})  # a listed first, but lowers
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    applies = [j for j in fleet.journal if j[0] == "apply"]
+    assert applies == [("apply", "b", "web"), ("apply", "a", "web")]
+    assert (replicas_on(fleet, "a"), replicas_on(fleet, "b")) == (2, 7)
+
+
+def test_a_share_is_not_lowered_while_the_raise_failed() -> None:
+    fleet = Fleet().add("a", "b")
+    end, _ = divided(fleet, ApplicationState(), {"a": 6, "b": 3})
+    assert isinstance(end, Finish) and end.state is not None
+    fleet["b"].down = True
+    end, _ = divided(fleet, end.state, {"a": 2, "b": 7})
+    assert isinstance(end, Finish) and end.retry and end.state is not None
+    assert (replicas_on(fleet, "a"), replicas_on(fleet, "b")) == (6, 3)  # a keeps its 6
+    fleet["b"].down = False
+    end, _ = divided(fleet, end.state, {"a": 2, "b": 7})
+    assert (replicas_on(fleet, "a"), replicas_on(fleet, "b")) == (2, 7)

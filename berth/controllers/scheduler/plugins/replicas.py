@@ -24,7 +24,9 @@ rest overflow to the next — and within a group by one of:
   small weights (D'Hondt favours large ones, Adams small ones), which is why
   it and not D'Hondt.
 * ``Capacity``: the same, with each cluster's room as its weight (dynamic
-  weights from available capacity).
+  weights from available capacity) — applied to the change only: the shares
+  held now stay, as Karmada scales dynamic weights, so replicas do not chase
+  every change of free capacity.
 * ``Aggregated``: the fewest clusters that hold them: those that run it now
   first, then the roomiest.
 
@@ -139,7 +141,10 @@ def divide(subject: Subject, chosen: Sequence[Ranked], current: Sequence[Target]
         else:
             weights = [_weight(subject, chosen[i].candidate, rooms[i], rooms, mode)
                        for i in members]
-            given = _webster(chosen, members, weights, rooms, held, left)
+            if mode == "Capacity":
+                given = _adjusted(chosen, members, weights, rooms, held, left)
+            else:
+                given = _webster(chosen, members, weights, rooms, held, left)
         for i, n in zip(members, given, strict=True):
             shares[i] = n
         left -= sum(given)
@@ -178,6 +183,38 @@ def _webster(chosen: Sequence[Ranked], members: list[int], weights: list[float],
         if seats[j] < rooms[i]:
             has = int(held.get(chosen[i].candidate.key, 0) > seats[j])
             heapq.heappush(heap, (-weights[j] / (seats[j] + 0.5), -has, rank, j))
+    return seats
+
+
+def _adjusted(chosen: Sequence[Ranked], members: list[int], weights: list[float],
+              rooms: Sequence[int], held: dict[str, int], total: int) -> list[int]:
+    """Dynamic weights: the shares held now, adjusted to the new total.
+
+    Free capacity changes all the time; dividing afresh by it would move
+    replicas between clusters whenever another application lands. So, as
+    Karmada scales dynamically weighted replicas, the shares held now stay
+    (up to each cluster's room), new replicas are added by Webster on the
+    clusters' room, and removed ones are the seats Webster would have given
+    last: where ``weight / (seats - 0.5)`` is lowest, the least preferred first.
+    """
+    seats = [min(held.get(chosen[i].candidate.key, 0), rooms[i]) for i in members]
+    have = sum(seats)
+    if have < total:
+        heap = [(-weights[j] / (seats[j] + 0.5), j) for j, i in enumerate(members)
+                if weights[j] > 0 and seats[j] < rooms[i]]
+        heapq.heapify(heap)
+        for _ in range(total - have):
+            if not heap:
+                break
+            _, j = heapq.heappop(heap)
+            seats[j] += 1
+            if seats[j] < rooms[members[j]]:
+                heapq.heappush(heap, (-weights[j] / (seats[j] + 0.5), j))
+    while have > total:
+        j = min((j for j in range(len(seats)) if seats[j] > 0),
+                key=lambda j: (weights[j] / (seats[j] - 0.5), -j))
+        seats[j] -= 1
+        have -= 1
     return seats
 
 

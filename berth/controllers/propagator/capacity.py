@@ -1,0 +1,224 @@
+"""What each cluster has and what is asked of it, from its Nodes and Pods, watched.
+
+Per cluster, two list-then-watch loops (Nodes, Pods) keep a small summary in
+memory — a node's allocatable resources, a pod's requests and the application
+that owns it — so that a probe costs no list: the observer reads the summary
+(:meth:`Tracker.capacity`) into the cluster's status key. A watch that breaks
+or expires (410 Gone) lists again. Counted:
+
+* **allocatable**: the sum over Nodes that are Ready and not cordoned;
+* **requested**: the sum over Pods not yet finished (Pending ones included:
+  they are demand), each counted as the Kubernetes scheduler counts it;
+* **placed**: per application (the pod's ``berth.dev/application``
+  annotation, which the propagator puts on its workloads' pod templates), how
+  many of those pods there are.
+
+A cluster that lists no Node (an API server without workers) reports no
+capacity: the scheduler does not judge it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from berth.controllers.propagator.kube import OWNER, Connection, Unavailable, safe
+from berth.store.documents import Capacity, ResourceList
+from berth.store.documents.resources import NOTHING, QuantityError, Resources, pod_requests
+
+log = logging.getLogger(__name__)
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str = ""
+    annotations: dict[str, str] = {}
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _NodeSpec(msgspec.Struct):
+    unschedulable: bool = False
+
+
+class _NodeStatus(msgspec.Struct):
+    allocatable: dict[str, Any] = {}
+    conditions: list[_Condition] = []
+
+
+class _Node(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _NodeSpec = msgspec.field(default_factory=_NodeSpec)
+    status: _NodeStatus = msgspec.field(default_factory=_NodeStatus)
+
+
+class _PodStatus(msgspec.Struct):
+    phase: str = ""
+
+
+class _Pod(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: dict[str, Any] = {}
+    status: _PodStatus = msgspec.field(default_factory=_PodStatus)
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+
+
+def _list_of(item: type) -> type:
+    return msgspec.defstruct(f"{item.__name__}List", [
+        ("metadata", _ListMeta, msgspec.field(default_factory=_ListMeta)),
+        ("items", list[item], msgspec.field(default_factory=list))])  # type: ignore[valid-type]
+
+
+def _event_of(item: type) -> type:
+    return msgspec.defstruct(f"{item.__name__}Event", [("type", str), ("object", item)])
+
+
+def _node_entry(node: _Node) -> Resources | None:
+    """What a node offers; None if it offers nothing now (not Ready, cordoned)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+    if not ready or node.spec.unschedulable:
+        return None
+    try:
+        return Resources.of(node.status.allocatable)
+    except QuantityError as exc:
+        log.info("node %s: allocatable not readable (%s): not counted", node.metadata.name, exc)
+        return None
+
+
+def _pod_entry(pod: _Pod) -> tuple[Resources, str] | None:
+    """What a pod asks and which application owns it; None once it has finished."""
+    if pod.status.phase in ("Succeeded", "Failed"):
+        return None
+    try:
+        asks = pod_requests(pod.spec, "spec")
+    except QuantityError as exc:
+        log.info("pod %s/%s: requests not readable (%s): counted as one pod",
+                 pod.metadata.namespace, pod.metadata.name, exc)
+        asks = Resources(pods=1)
+    return asks, pod.metadata.annotations.get(OWNER, "")
+
+
+class _Watched:
+    """One list-then-watch loop over a kind, keeping ``entries`` by object name."""
+
+    def __init__(self, tracker: Tracker, path: str, item: type,
+                 entry: Callable[[Any], Any]) -> None:
+        self.tracker, self.path, self.entry = tracker, path, entry
+        self.list_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_list_of(item))
+        self.event_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_event_of(item))
+        self.entries: dict[tuple[str, str], Any] = {}
+        self.synced = False
+
+    def run(self) -> None:
+        delay = 0.5
+        while self.tracker.alive():
+            try:
+                listed = self.list_decoder.decode(self.tracker.conn.list_raw(self.path))
+                with self.tracker.lock:
+                    self.entries = {k: e for k, e in (
+                        ((o.metadata.namespace, o.metadata.name), self.entry(o))
+                        for o in listed.items) if e is not None}
+                    self.synced = True
+                self.tracker.changed()
+                self._watch(listed.metadata.resourceVersion)
+                delay = 0.5
+            except Unavailable as exc:
+                if not self.tracker.alive():
+                    return
+                log.info("cluster %s: %s (listing again in %.1f s)", self.tracker.cid,
+                         safe(exc), delay)
+                self.tracker.stopped.wait(delay)
+                delay = min(30.0, delay * 2)
+            except msgspec.DecodeError as exc:
+                log.warning("cluster %s: %s answered something berth cannot read (%s)",
+                            self.tracker.cid, self.path, exc)
+                self.tracker.stopped.wait(30.0)
+
+    def _watch(self, since: str) -> None:
+        while self.tracker.alive():
+            for line in self.tracker.conn.watch_raw(self.path, 300, since):
+                if not self.tracker.alive():
+                    return
+                try:
+                    event = self.event_decoder.decode(line)
+                except msgspec.DecodeError:
+                    if b'"ERROR"' in line:  # 410 Gone and the like: list again
+                        return
+                    continue
+                obj = event.object
+                since = obj.metadata.resourceVersion or since
+                if event.type == "BOOKMARK":
+                    continue
+                key = (obj.metadata.namespace, obj.metadata.name)
+                e = None if event.type == "DELETED" else self.entry(obj)
+                with self.tracker.lock:
+                    if e is None:
+                        self.entries.pop(key, None)
+                    else:
+                        self.entries[key] = e
+                self.tracker.changed()
+
+
+class Tracker:
+    """Nodes and Pods of one cluster, through one connection, as a summary."""
+
+    def __init__(self, cid: str, conn: Connection, on_change: Callable[[str], None]) -> None:
+        self.cid, self.conn, self.on_change = cid, conn, on_change
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry)
+        self.pods = _Watched(self, "/api/v1/pods", _Pod, _pod_entry)
+        self.threads = [threading.Thread(target=w.run, name=f"capacity-{cid}-{n}", daemon=True)
+                        for n, w in (("nodes", self.nodes), ("pods", self.pods))]
+
+    def start(self) -> Tracker:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def alive(self) -> bool:
+        return not self.stopped.is_set() and not self.conn.closed
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def changed(self) -> None:
+        self.on_change(self.cid)
+
+    def capacity(self) -> Capacity | None:
+        """The summary now; None until both lists came back."""
+        with self.lock:
+            if not (self.nodes.synced and self.pods.synced):
+                return None
+            nodes = list(self.nodes.entries.values())
+            pods = list(self.pods.entries.values())
+        allocatable = sum(nodes, NOTHING)
+        requested = sum((asks for asks, _ in pods), NOTHING)
+        placed = Counter(owner for _, owner in pods if owner)
+        return Capacity(_list(allocatable), _list(requested), len(nodes), dict(sorted(
+            placed.items())), datetime.now(UTC))
+
+
+def _list(r: Resources) -> ResourceList:
+    return ResourceList(r.cpu, r.memory, r.gpu, r.pods)
+
+
+def same(a: Capacity | None, b: Capacity | None) -> bool:
+    """Equal but for when they were observed."""
+    if a is None or b is None:
+        return a is b
+    return (a.allocatable, a.requested, a.nodes, a.placed) == (
+        b.allocatable, b.requested, b.nodes, b.placed)

@@ -1,0 +1,198 @@
+"""Capacity that is real, and replicas divided by it, on two real kube-apiservers.
+
+The propagator watches each cluster's Nodes and Pods (created here as a kubelet
+and a ReplicaSet controller would) and reports them in the cluster's status;
+the scheduler divides replicas by that capacity, never over-commits a cluster
+in a burst (what it placed and the cluster has not reported yet is assumed),
+and the propagator gives each cluster its share of the Deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from lightkube import Client, KubeConfig
+from lightkube.codecs import from_dict
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Node, Pod
+
+from berth.store import Store, decode, keys
+from berth.store.documents import ClusterStatus
+from tests.integration.scheduler_env import (
+    PropagatorProcess,
+    SchedulerProcess,
+    binding,
+    put,
+    wait_for,
+)
+from tests.integration.test_propagator import register
+from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.kube import KubeApiServer
+
+PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
+              "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
+              "capacity_interval: 0.2\n")
+SCHEDULER = "reschedule_after: 600\nanti_flap:\n  settle: 0\n"
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[dict[str, KubeApiServer]]:
+    started: dict[str, KubeApiServer] = {}
+    try:
+        for name in ("small", "large"):
+            started[name] = KubeApiServer(f"cap-{name}").start()
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        if len(started) < 2:
+            for server in started.values():
+                server.cleanup()
+    yield started
+    for server in started.values():
+        server.cleanup()
+
+
+@pytest.fixture
+def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+    made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
+            for name, s in clusters.items()}
+    yield made
+    for name, client in made.items():  # leave the servers as found
+        for pod in client.list(Pod, namespace="default"):
+            client.delete(Pod, pod.metadata.name, namespace="default", grace_period=0)
+        for node in client.list(Node):
+            client.delete(Node, node.metadata.name)
+        for dep in client.list(Deployment, namespace="default"):
+            client.delete(Deployment, dep.metadata.name, namespace="default")
+        client.close()
+
+
+@pytest.fixture
+def processes(etcd_server: EtcdServer, store: Store, tmp_path: Path,
+              clusters: dict[str, KubeApiServer]) -> Iterator[None]:
+    for name, server in clusters.items():
+        register(store, name, server.kubeconfig())
+    prop = PropagatorProcess(etcd_server.url, tmp_path, config=PROPAGATOR).start()
+    sched = SchedulerProcess(etcd_server.url, tmp_path, config=SCHEDULER).start()
+    yield
+    for proc in (sched, prop):
+        proc.stop()
+        print(proc.output()[-3000:])
+
+
+def node(client: Client, name: str, cpu: str, memory: str, *, ready: bool = True) -> None:
+    client.create(from_dict({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                   "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}))
+
+
+def pod(client: Client, name: str, cpu: str, owner: str = "") -> None:
+    annotations = {"berth.dev/application": owner} if owner else {}
+    client.create(from_dict({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"cpu": cpu, "memory": "64Mi"}}}]}}))
+
+
+def capacity(store: Store, name: str) -> Any:
+    kv = store.get(keys.status_key("Cluster", "default", name))
+    if kv is None:
+        return None
+    return decode(kv.value, ClusterStatus, kv.key).status.capacity
+
+
+def workload(name: str, replicas: int, cpu: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                         {"name": "c", "image": "nginx:1.27",
+                          "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}}}
+
+
+def application(store: Store, name: str, manifest: list[Any], placement: dict[str, Any],
+                generation: int = 1) -> None:
+    put(store, keys.resource_key("Application", name, "default"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": name, "namespace": "default", "generation": generation},
+        "spec": {"manifest": manifest, "placement": placement}}))
+
+
+def test_the_observer_reports_nodes_and_pods_as_they_change(
+        store: Store, kube: dict[str, Client], processes: None) -> None:
+    client = kube["small"]
+    node(client, "n1", "4", "8Gi")
+    node(client, "n2", "2", "4Gi")
+    node(client, "n3", "16", "64Gi", ready=False)  # not Ready: offers nothing
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 2, timeout=30)
+    assert (cap.allocatable.cpu, cap.allocatable.memory, cap.allocatable.pods) == (
+        6000, 12 << 30, 220)
+    pod(client, "p1", "500m", owner="default/shop")
+    pod(client, "p2", "250m", owner="default/shop")
+    pod(client, "p3", "1")
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 3)
+    assert cap.requested.cpu == 1750 and cap.requested.memory == 3 * (64 << 20)
+    assert cap.placed == {"default/shop": 2}
+    client.delete(Pod, "p3", namespace="default", grace_period=0)
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 2)
+    assert cap.requested.cpu == 750
+    # Cordoned: the node's allocatable no longer counts.
+    client.patch(Node, "n1", {"spec": {"unschedulable": True}})
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1)
+    assert cap.allocatable.cpu == 2000
+
+
+def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
+        store: Store, kube: dict[str, Client], processes: None) -> None:
+    node(kube["small"], "s1", "2", "8Gi")  # room for 4 replicas of 500m
+    node(kube["large"], "l1", "8", "32Gi")  # room for 16
+    for name in ("small", "large"):
+        wait_for(lambda name=name: capacity(store, name), lambda c: c.nodes == 1, timeout=30)
+    divided = {"policy": "PickAll", "replicaScheduling": {"type": "Divided",
+                                                           "division": "Capacity"}}
+    application(store, "web", [workload("web", 10, "500m")], divided)
+    b = wait_for(lambda: binding(store, "web"), lambda b: bool(b.spec.targets), timeout=30)
+    shares = {t.name: t.replicas for t in b.spec.targets}
+    assert shares == {"small": 2, "large": 8}  # weights 4 : 16, Webster
+
+    def replicas_on(cluster: str, name: str = "web") -> int | None:
+        try:
+            dep = kube[cluster].get(Deployment, name, namespace="default")
+        except Exception:
+            return None
+        return dep.spec.replicas if dep.spec else None
+
+    wait_for(lambda: (replicas_on("small"), replicas_on("large")), lambda r: r == (2, 8),
+             timeout=30)
+    # Nothing runs the pods here (no controller manager): every placement stays assumed.
+    # Free now: small 2 - 1 = 1 CPU, large 8 - 4 = 4 CPUs. A burst of six
+    # applications of one CPU each: five fit, the sixth must wait.
+    for i in range(6):
+        application(store, f"batch-{i}", [workload(f"batch-{i}", 1, "1")], {})
+    found = [wait_for(lambda i=i: binding(store, f"batch-{i}"),
+                      lambda b: b.status.state in ("Scheduled", "Unschedulable"), timeout=30)
+             for i in range(6)]
+    placed = [b.spec.targets[0].name for b in found if b.status.state == "Scheduled"]
+    waiting = [b for b in found if b.status.state == "Unschedulable"]
+    assert sorted(placed) == ["large"] * 4 + ["small"], placed
+    assert len(waiting) == 1 and "insufficient cpu" in waiting[0].status.reason
+    # Scaling web up keeps every replica where it was and adds where there is room:
+    # only large has some (4 CPUs were free, batch took them): it waits for room.
+    application(store, "web", [workload("web", 12, "500m")], divided, generation=2)
+    b = wait_for(lambda: binding(store, "web"), lambda b: b.spec.generation == 2)
+    shares = {t.name: t.replicas for t in b.spec.targets}
+    assert shares == {"small": 2, "large": 8}, shares
+    assert b.status.reason.startswith("2 replicas wait for room")
+    # A node joins the large cluster: the waiting replicas and the waiting batch land.
+    node(kube["large"], "l2", "4", "16Gi")
+    b = wait_for(lambda: binding(store, "web"),
+                 lambda b: sum(t.replicas or 0 for t in b.spec.targets) == 12, timeout=30)
+    assert {t.name: t.replicas for t in b.spec.targets}["small"] == 2
+    wait_for(lambda: replicas_on("large"), lambda r: r == 10, timeout=30)
