@@ -61,7 +61,7 @@ def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
     made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
             for name, s in clusters.items()}
     yield made
-    for name, client in made.items():  # leave the servers as found
+    for client in made.values():  # leave the servers as found
         for pod in client.list(Pod, namespace="default"):
             client.delete(Pod, pod.metadata.name, namespace="default", grace_period=0)
         for node in client.list(Node):
