@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from lightkube import Client, KubeConfig
+from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod
@@ -30,8 +30,9 @@ from tests.integration.scheduler_env import (
     wait_for,
 )
 from tests.integration.test_propagator import register
-from tests.servers.etcd import EtcdServer, ServerUnavailable
+from tests.servers.etcd import EtcdServer
 from tests.servers.kube import KubeApiServer
+from tests.servers.serving import kube_clients, serving_all
 
 PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
               "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
@@ -41,25 +42,13 @@ SCHEDULER = "reschedule_after: 600\nanti_flap:\n  settle: 0\n"
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[dict[str, KubeApiServer]]:
-    started: dict[str, KubeApiServer] = {}
-    try:
-        for name in ("small", "large"):
-            started[name] = KubeApiServer(f"cap-{name}").start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    finally:
-        if len(started) < 2:
-            for server in started.values():
-                server.cleanup()
-    yield started
-    for server in started.values():
-        server.cleanup()
+    yield from serving_all(lambda name: KubeApiServer(f"cap-{name}"), ("small", "large"))
 
 
 @pytest.fixture
 def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
-    made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
-            for name, s in clusters.items()}
+    clients = kube_clients(clusters)
+    made = next(clients)
     yield made
     for client in made.values():  # leave the servers as found
         for pod in client.list(Pod, namespace="default"):
@@ -68,7 +57,7 @@ def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
             client.delete(Node, node.metadata.name)
         for dep in client.list(Deployment, namespace="default"):
             client.delete(Deployment, dep.metadata.name, namespace="default")
-        client.close()
+    clients.close()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from lightkube import ApiError, Client, KubeConfig
+from lightkube import ApiError, Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Service
 from lightkube.types import PatchType
@@ -30,8 +30,9 @@ from berth.store.documents import (
 )
 from tests.integration.scheduler_env import PropagatorProcess, put, record_puts, wait_for
 from tests.integration.test_propagator import CRD, register
-from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable
+from tests.servers.etcd import ROOT, EtcdServer
 from tests.servers.kube import KubeApiServer
+from tests.servers.serving import kube_clients, serving_all
 
 CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
           "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n")
@@ -39,28 +40,12 @@ CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[dict[str, KubeApiServer]]:
-    started: dict[str, KubeApiServer] = {}
-    try:
-        for name in ("east", "west"):
-            started[name] = KubeApiServer(name).start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    finally:
-        if len(started) < 2:
-            for server in started.values():
-                server.cleanup()
-    yield started
-    for server in started.values():
-        server.cleanup()
+    yield from serving_all(KubeApiServer, ("east", "west"))
 
 
 @pytest.fixture
 def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
-    made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
-            for name, s in clusters.items()}
-    yield made
-    for client in made.values():
-        client.close()
+    yield from kube_clients(clusters)
 
 
 @pytest.fixture

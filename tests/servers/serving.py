@@ -4,12 +4,14 @@ starting failed halfway."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol, TypeVar
 
 import pytest
+from lightkube import Client, KubeConfig
 
 from tests.servers.etcd import ServerUnavailable
+from tests.servers.kube import KubeApiServer
 
 
 class Server(Protocol):
@@ -35,3 +37,33 @@ def serving(make: Callable[[], S]) -> Iterator[S]:
         yield server
     finally:
         server.cleanup()
+
+
+def serving_all(make: Callable[[str], S], names: tuple[str, ...]) -> Iterator[dict[str, S]]:
+    """Several servers, by name, all started or the test fails; all cleaned up."""
+    started: dict[str, S] = {}
+    try:
+        for name in names:
+            server = make(name)
+            started[name] = server
+            server.start()
+    except ServerUnavailable as exc:
+        for server in started.values():
+            server.cleanup()
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield started
+    finally:
+        for server in started.values():
+            server.cleanup()
+
+
+def kube_clients(servers: Mapping[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+    """For a fixture: a lightkube client per kube-apiserver, closed afterwards."""
+    made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
+            for name, s in servers.items()}
+    try:
+        yield made
+    finally:
+        for client in made.values():
+            client.close()

@@ -76,7 +76,7 @@ def what_if(store: Store, config: SchedulerConfig, documents: list[dict[str, Any
 
 
 def _answer(cache: Cache, framework: Framework, doc: dict[str, Any]) -> Answer:
-    view = msgspec.convert(doc, AppView)
+    view = msgspec.json.decode(msgspec.json.encode(doc), type=AppView)  # the manifest as raw JSON
     ns = view.metadata.namespace or "default"
     key = keys.resource_key("Application", view.metadata.name, ns)
     subject = subject_from_application(key, view)
