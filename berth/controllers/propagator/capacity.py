@@ -29,10 +29,13 @@ from typing import Any
 import msgspec
 
 from berth.controllers.propagator.kube import OWNER, Connection, Unavailable, safe
+from berth.controllers.runtime.supervise import Loop
 from berth.store.documents import Capacity, ResourceList
 from berth.store.documents.resources import NOTHING, QuantityError, Resources, pod_requests
 
 log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 300  # how long one watch request stays open before it is renewed
 
 
 class _Meta(msgspec.Struct):
@@ -121,35 +124,39 @@ class _Watched:
         self.event_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_event_of(item))
         self.entries: dict[tuple[str, str], Any] = {}
         self.synced = False
+        self.delay = 0.5  # before listing again after a failure; doubles to 30 s
 
-    def run(self) -> None:
-        delay = 0.5
-        while self.tracker.alive():
-            try:
-                listed = self.list_decoder.decode(self.tracker.conn.list_raw(self.path))
-                with self.tracker.lock:
-                    self.entries = {k: e for k, e in (
-                        ((o.metadata.namespace, o.metadata.name), self.entry(o))
-                        for o in listed.items) if e is not None}
-                    self.synced = True
-                self.tracker.changed()
-                self._watch(listed.metadata.resourceVersion)
-                delay = 0.5
-            except Unavailable as exc:
-                if not self.tracker.alive():
-                    return
-                log.info("cluster %s: %s (listing again in %.1f s)", self.tracker.cid,
-                         safe(exc), delay)
-                self.tracker.stopped.wait(delay)
-                delay = min(30.0, delay * 2)
-            except msgspec.DecodeError as exc:
-                log.warning("cluster %s: %s answered something berth cannot read (%s)",
-                            self.tracker.cid, self.path, exc)
-                self.tracker.stopped.wait(30.0)
+    def step(self) -> None:
+        """List, then watch until the watch ends; a supervised loop repeats it (and
+        logs and backs off from anything unexpected)."""
+        if not self.tracker.alive():
+            self.tracker.stopped.wait(1.0)  # replaced or stopped: the loop is being halted
+            return
+        try:
+            listed = self.list_decoder.decode(self.tracker.conn.list_raw(self.path))
+            with self.tracker.lock:
+                self.entries = {k: e for k, e in (
+                    ((o.metadata.namespace, o.metadata.name), self.entry(o))
+                    for o in listed.items) if e is not None}
+                self.synced = True
+            self.tracker.changed()
+            self._watch(listed.metadata.resourceVersion)
+            self.delay = 0.5
+        except Unavailable as exc:
+            if not self.tracker.alive():
+                return
+            log.info("cluster %s: %s (listing again in %.1f s)", self.tracker.cid, safe(exc),
+                     self.delay)
+            self.tracker.stopped.wait(self.delay)
+            self.delay = min(30.0, self.delay * 2)
+        except msgspec.DecodeError as exc:
+            log.warning("cluster %s: %s answered something berth cannot read (%s)",
+                        self.tracker.cid, self.path, exc)
+            self.tracker.stopped.wait(30.0)
 
     def _watch(self, since: str) -> None:
         while self.tracker.alive():
-            for line in self.tracker.conn.watch_raw(self.path, 300, since):
+            for line in self.tracker.conn.watch_raw(self.path, WATCH_SECONDS, since):
                 if not self.tracker.alive():
                     return
                 try:
@@ -181,19 +188,26 @@ class Tracker:
         self.stopped = threading.Event()
         self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry)
         self.pods = _Watched(self, "/api/v1/pods", _Pod, _pod_entry)
-        self.threads = [threading.Thread(target=w.run, name=f"capacity-{cid}-{n}", daemon=True)
-                        for n, w in (("nodes", self.nodes), ("pods", self.pods))]
+        # A watch request stays open up to WATCH_SECONDS: the loops' deadline allows it.
+        self.loops = [Loop(f"capacity-{cid}-{n}", w.step, deadline=WATCH_SECONDS + 60.0)
+                      for n, w in (("nodes", self.nodes), ("pods", self.pods))]
 
     def start(self) -> Tracker:
-        for t in self.threads:
-            t.start()
+        for loop in self.loops:
+            loop.start()
         return self
 
     def alive(self) -> bool:
         return not self.stopped.is_set() and not self.conn.closed
 
+    def healthy(self) -> bool:
+        """Its loops run (a dead or wedged one fails the process's health)."""
+        return self.stopped.is_set() or all(loop.alive() for loop in self.loops)
+
     def stop(self) -> None:
         self.stopped.set()
+        for loop in self.loops:
+            loop.halt()
 
     def changed(self) -> None:
         self.on_change(self.cid)

@@ -74,7 +74,10 @@ class Observer:
             self._capacity_loop.start()
 
     def alive(self) -> bool:
-        return self._loop.alive() and (not self.config.capacity or self._capacity_loop.alive())
+        with self._lock:
+            trackers = list(self._trackers.values())
+        return self._loop.alive() and (not self.config.capacity or (
+            self._capacity_loop.alive() and all(t.healthy() for t in trackers)))
 
     def stop(self) -> None:
         self._stop.set()
