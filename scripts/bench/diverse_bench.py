@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scheduler_bench import batch_mean, pct  # noqa: E402
-from workload import app_doc, cluster_doc  # noqa: E402
+from workload import app_doc, cluster_capacity, cluster_doc  # noqa: E402
 
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
 from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
@@ -130,7 +130,7 @@ def metric_value(name: str, v: float) -> bytes:
         provider=ProviderInfo("static", "static"))))
 
 
-def seed(store: Store, clusters: int, rng: random.Random) -> list[str]:
+def seed(store: Store, clusters: int, rng: random.Random, workloads: bool = False) -> list[str]:
     ops: list[Put] = [Put(keys.resource_key("GlobalMetricsProvider", "static"), encode({
         "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "static"},
         "spec": {"type": "static", "static": {"metrics": {}}}}))]
@@ -139,9 +139,12 @@ def seed(store: Store, clusters: int, rng: random.Random) -> list[str]:
         name, doc, names = cluster_doc(i, rng)
         metrics.update(names)
         ops.append(Put(keys.resource_key("Cluster", name, "default"), encode(doc)))
-        ops.append(Put(keys.status_key("Cluster", "default", name), (
-            f'{{"api":"kubernetes","kind":"Cluster","metadata":{{"name":"{name}",'
-            f'"namespace":"default"}},"status":{{"state":"ONLINE"}}}}').encode()))
+        status: dict[str, Any] = {"state": "ONLINE"}
+        if workloads:
+            status["capacity"] = cluster_capacity(rng)
+        ops.append(Put(keys.status_key("Cluster", "default", name), encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default"}, "status": status})))
     for m in sorted(metrics):
         ops.append(Put(keys.resource_key("GlobalMetric", m), encode({
             "api": "core", "kind": "GlobalMetric", "metadata": {"name": m},
@@ -219,6 +222,9 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
                     help="then watch the idle scheduler's RSS for this long")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workloads", action="store_true",
+                    help="applications carry Deployments with requests (20 %% divided); "
+                         "clusters report capacity")
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the scheduler: PREFIX-<phase>.txt")
@@ -232,7 +238,7 @@ def main() -> None:
     try:
         store = Store(EtcdConfig(url=server.url))
         t = time.perf_counter()
-        metrics = seed(store, args.clusters, rng)
+        metrics = seed(store, args.clusters, rng, args.workloads)
         print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
               f"in {time.perf_counter() - t:.1f}s")
         proc = start_scheduler(server.url, port, store, args.log_level)
@@ -241,7 +247,7 @@ def main() -> None:
 
         # -- throughput
         names = [f"app-{i:06d}" for i in range(args.apps)]
-        docs_by_name = {n: app_doc(n, rng) for n in names}
+        docs_by_name = {n: app_doc(n, rng, workloads=args.workloads) for n in names}
         ops = [Put(keys.resource_key("Application", n, "default"), encode(d))
                for n, d in docs_by_name.items()]
         profile = Profile(args.profile, "throughput", proc.pid)
@@ -304,7 +310,8 @@ def main() -> None:
         if not args.no_latency:
             offered: dict[str, float] = {}
             n_lat = int(args.rate * args.seconds)
-            docs_lat = [(f"lat-{i:06d}", encode(app_doc(f"lat-{i:06d}", rng)))
+            docs_lat = [(f"lat-{i:06d}",
+                         encode(app_doc(f"lat-{i:06d}", rng, workloads=args.workloads)))
                         for i in range(n_lat)]
             profile = Profile(args.profile, "latency", proc.pid)
             start = time.perf_counter()

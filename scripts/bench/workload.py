@@ -10,6 +10,8 @@ constraints over the six keys with ``in`` / ``not in`` / ``!=`` / ``=`` and
 random values, one metric threshold (the price of one of its locations under
 a random bound); 10 % PickN(3) spread over zones, 5 % required anti-affinity
 to their group by zone, 20 % preferred cluster affinity, 10 % tolerations.
+With ``workloads``, each also carries a Deployment of its own size and
+requests (20 % divided over 2-4 clusters), and clusters report capacity.
 Seeded, so runs compare.
 """
 
@@ -76,7 +78,30 @@ def _label_constraint(rng: random.Random) -> str:
     return f"{key} {form} {rng.choice(values)}"
 
 
-def app_doc(name: str, rng: random.Random) -> dict[str, Any]:
+def cluster_capacity(rng: random.Random) -> dict[str, Any]:
+    """A status capacity: 1-20 nodes of 8-64 CPUs, already 10-90 % requested."""
+    nodes = rng.randint(1, 20)
+    cpu = nodes * rng.choice([8, 16, 32, 64]) * 1000
+    memory = cpu // 1000 * 4 << 30
+    used = rng.uniform(0.1, 0.9)
+    return {"allocatable": {"cpu": cpu, "memory": memory, "pods": nodes * 110},
+            "requested": {"cpu": int(cpu * used), "memory": int(memory * used),
+                          "pods": int(nodes * 110 * used)},
+            "nodes": nodes}
+
+
+def workload(name: str, rng: random.Random) -> dict[str, Any]:
+    """A Deployment of 1-20 replicas asking 100 m - 4 CPUs and 128 Mi - 8 Gi each."""
+    requests = {"cpu": f"{rng.choice([100, 250, 500, 1000, 2000, 4000])}m",
+                "memory": f"{rng.choice([128, 256, 512, 1024, 4096, 8192])}Mi"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": rng.randint(1, 20), "selector": {"matchLabels": {"a": name}},
+                     "template": {"metadata": {"labels": {"a": name}}, "spec": {"containers": [
+                         {"name": "main", "image": f"registry.example/{name}:1",
+                          "resources": {"requests": requests}}]}}}}
+
+
+def app_doc(name: str, rng: random.Random, *, workloads: bool = False) -> dict[str, Any]:
     locations = rng.sample(LOCATIONS, rng.randint(3, 7))
     labels = [f"location in ({', '.join(locations)})"]
     labels += [_label_constraint(rng) for _ in range(rng.randint(0, 2))]
@@ -105,6 +130,12 @@ def app_doc(name: str, rng: random.Random) -> dict[str, Any]:
                     "key": "tier", "operator": "In", "values": [rng.choice(TIERS)]}]}}]}
     if rng.random() < 0.10:
         spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    if workloads:
+        spec["manifest"].append(workload(name, rng))
+        if rng.random() < 0.20:  # divided over a few clusters, by one of the three rules
+            spec["placement"] = {"policy": "PickN", "numberOfClusters": rng.randint(2, 4),
+                                 "replicaScheduling": {"type": "Divided", "division": rng.choice(
+                                     ["Weighted", "Capacity", "Aggregated"])}}
     return {"api": "kubernetes", "kind": "Application",
             "metadata": {"name": name, "namespace": "default", "generation": 1,
                          "labels": {"group": group}},

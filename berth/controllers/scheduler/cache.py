@@ -107,6 +107,7 @@ class Cache:
         # its pods: past that, its report is believed (the pods may never come).
         self.assume_ttl = assume_ttl
         self._rooms: dict[str, tuple[tuple[int, int, int], Room]] = {}
+        self._status_keys: dict[str, str] = {}  # candidate key → its status key
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.projects)
         for inf in candidates:
@@ -357,16 +358,22 @@ class Cache:
         ref = candidate.ref
         if ref.kind != "Cluster" or ref.namespace is None:
             return None
-        item = self.status.item(keys.status_key("Cluster", ref.namespace, ref.name))
+        skey = self._status_keys.get(candidate.key)
+        if skey is None:
+            skey = self._status_keys[candidate.key] = keys.status_key(
+                "Cluster", ref.namespace, ref.name)
+        item = self.status.item(skey)
         cap = item.obj.status.capacity if item is not None else None
         if item is None or cap is None or cap.nodes == 0:
             return None  # no Nodes listed: nothing to judge by
-        version, usage = self.decisions.usage(candidate.key)
         now = time.time()
-        memo = (item.mod_revision, version, int(now // 5))
         hit = self._rooms.get(candidate.key)
-        if hit is not None and hit[0] == memo:
+        if hit is not None and hit[0] == (item.mod_revision,
+                                          self.decisions.usage_version(candidate.key),
+                                          int(now // 5)):
             return hit[1]
+        version, usage = self.decisions.usage(candidate.key)
+        memo = (item.mod_revision, version, int(now // 5))
         alloc, requested = _resources(cap.allocatable), _resources(cap.requested)
         assumed = NOTHING
         for u in usage:

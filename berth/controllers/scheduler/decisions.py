@@ -193,6 +193,10 @@ class Decisions:
         with self._lock:
             self._reindex(keys.BINDINGS + event.key[len(keys.ROOT):])
 
+    def usage_version(self, candidate: str) -> int:
+        """Changes whenever ``usage(candidate)`` may have changed (cheap: no copy)."""
+        return self._usage_version.get(candidate, 0)
+
     def usage(self, candidate: str) -> tuple[int, list[Usage]]:
         """What the placements on ``candidate`` ask of it, and a version of that answer."""
         with self._lock:

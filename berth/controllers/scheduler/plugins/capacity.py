@@ -19,7 +19,8 @@ by one of (``strategy`` in the plugin's args):
 * ``BalancedAllocation``: the cluster whose CPU and memory use stay closest to
   each other (1 - their spread).
 
-It runs only for applications that ask for resources.
+Scores are in hundredths (the Kubernetes scheduler's 0-100), so the set form
+has at most 101 terms. It runs only for applications that ask for resources.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
-from berth.controllers.scheduler.plugins.replicas import current_share, divided, room
+from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
 
 NAME = "Capacity"
@@ -69,19 +70,14 @@ class Capacity(Plugin):
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:
-        cap = snapshot.capacity(candidate)
-        if cap is None:
+        found = self._room(state, subject, candidate, snapshot)
+        if found is None:
             return SUCCESS
-        if divided(subject):
-            if room(subject, candidate, snapshot, state.current) >= 1:
-                return SUCCESS
-        else:
-            free = self._free(state, subject, candidate, cap.free)
-            if subject.demand.whole.fits(free):
-                return SUCCESS
-            return unschedulable(f"insufficient {', '.join(subject.demand.whole.short(free))}")
-        short = subject.demand.on(1).short(self._free(state, subject, candidate, cap.free))
-        return unschedulable(f"insufficient {', '.join(short) or 'room'}")
+        _, free = found
+        need = subject.demand.on(1) if divided(subject) else subject.demand.whole
+        if need.fits(free):
+            return SUCCESS
+        return unschedulable(f"insufficient {', '.join(need.short(free)) or 'room'}")
 
     def _free(self, state: CycleState, subject: Subject, candidate: Candidate,
               free: Resources) -> Resources:
@@ -97,13 +93,24 @@ class Capacity(Plugin):
                 groups[status] = groups.get(status, 0) | (1 << i)
         return list(groups.items())
 
+    def _room(self, state: CycleState, subject: Subject, candidate: Candidate,
+              snapshot: Snapshot) -> tuple[Resources, Resources] | None:
+        """(allocatable, free for the subject) of ``candidate``, once per attempt: the
+        filter and the score both ask."""
+        memo: dict[str, tuple[Resources, Resources] | None] = state.data.setdefault(
+            "capacity", {})
+        if candidate.key not in memo:
+            cap = snapshot.capacity(candidate)
+            memo[candidate.key] = None if cap is None else (
+                cap.allocatable, self._free(state, subject, candidate, cap.free))
+        return memo[candidate.key]
+
     def score(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> float:
-        cap = snapshot.capacity(candidate)
-        if cap is None:
+        room = self._room(state, subject, candidate, snapshot)
+        if room is None:
             return 0.0
-        alloc = cap.allocatable
-        free = self._free(state, subject, candidate, cap.free)
+        alloc, free = room
         need = self._need(state, subject, candidate)
         dims = [(alloc.cpu, free.cpu, need.cpu), (alloc.memory, free.memory, need.memory)]
         if need.gpu:
@@ -112,15 +119,22 @@ class Capacity(Plugin):
         if not used:
             return 0.0
         if self.strategy == "MostAllocated":
-            return sum(used) / len(used)
-        if self.strategy == "BalancedAllocation":
-            return 1.0 - (statistics.pstdev(used) if len(used) > 1 else 0.0)
-        return 1.0 - sum(used) / len(used)
+            score = sum(used) / len(used)
+        elif self.strategy == "BalancedAllocation":
+            score = 1.0 - (statistics.pstdev(used) if len(used) > 1 else 0.0)
+        else:
+            score = 1.0 - sum(used) / len(used)
+        return round(score, 2)  # in hundredths, as the Kubernetes scheduler's 0-100
 
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:
-        return [(1 << i, v) for i in ordinals(feasible)
-                if (v := self.score(state, subject, fleet.candidates[i], snapshot))]
+        """Candidates grouped by score: at most 101 terms, whatever the fleet's size."""
+        groups: dict[float, int] = {}
+        for i in ordinals(feasible):
+            v = self.score(state, subject, fleet.candidates[i], snapshot)
+            if v:
+                groups[v] = groups.get(v, 0) | (1 << i)
+        return [(bits, v) for v, bits in groups.items()]
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
                  snapshot: Snapshot) -> dict[str, Any]:
