@@ -41,6 +41,7 @@ from berth.controllers.metrics_cache.providers.base import (
     INVALID,
     UNKNOWN_PROVIDER,
     UNREACHABLE,
+    Forecasted,
     NotYet,
 )
 from berth.controllers.metrics_cache.writer import ValueWriter
@@ -48,6 +49,7 @@ from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Store, StoreError, keys
 from berth.store.documents import (
+    ForecastPoint,
     GlobalMetric,
     GlobalMetricsProvider,
     Metadata,
@@ -62,6 +64,8 @@ from berth.store.documents import (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_FORECAST = 500  # points of a forecast kept in a value's document
 
 POLLS = Counter("berth_metrics_cache_polls_total", "Provider polls", ["provider", "result"])
 POLL_SECONDS = Histogram("berth_metrics_cache_poll_seconds", "Time of one provider poll",
@@ -114,15 +118,34 @@ class ProviderPlan:
     wanted: list[Wanted]
 
 
+def _forecast(reading: Forecasted, now: datetime, horizon: float
+              ) -> tuple[float, list[ForecastPoint]]:
+    """The value in effect at ``now`` (a forecast point whose time has come replaces the
+    value given with it) and the points still ahead, up to ``horizon`` seconds and
+    MAX_FORECAST points."""
+    t = now.timestamp()
+    value = reading.value
+    ahead: list[ForecastPoint] = []
+    for at, v in reading.points:
+        if at <= t:
+            value = v
+        elif at <= t + horizon and len(ahead) < MAX_FORECAST:
+            ahead.append(ForecastPoint(datetime.fromtimestamp(at, UTC), v))
+    return value, ahead
+
+
 def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
                  previous: MetricValueStatus | None, now: datetime,
-                 stale_after: float) -> MetricValueStatus:
+                 stale_after: float, horizon: float = 172800.0) -> MetricValueStatus:
     """The document for one reading.
 
     After an error the last good value (with its normalised form and when it
     was observed) stays, next to the error, until it is ``stale_after``
     seconds old; then only the error remains.
     """
+    forecast: list[ForecastPoint] = []
+    if isinstance(reading, Forecasted):
+        reading, forecast = _forecast(reading, now, horizon)
     if w.allowed and not isinstance(reading, Failure) and reading not in w.allowed:
         reading = Failure(INVALID, f"value {reading:g} is not one of the metric's "
                           f"allowed_values ({', '.join(f'{v:g}' for v in w.allowed)})")
@@ -138,7 +161,8 @@ def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
     if normalized is not None:
         normalized = min(1.0, max(0.0, normalized))
     return MetricValueStatus(value=reading, normalized=normalized, out_of_range=out,
-                             invalid_range=invalid, observed=now, provider=provider)
+                             invalid_range=invalid, observed=now, provider=provider,
+                             forecast=forecast)
 
 
 class Poller:
@@ -504,7 +528,8 @@ class MetricsCache:
             key = w.series.key
             with self._lock:
                 previous = self._values.get(key)
-            status = value_status(w, reading, provider, previous, now, self.config.stale_after)
+            status = value_status(w, reading, provider, previous, now, self.config.stale_after,
+                                  self.config.forecast_horizon)
             if not self.writer.unchanged(key, status):
                 with self._lock:
                     self._values[key] = status  # unchanged keeps the first observation

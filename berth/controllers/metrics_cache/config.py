@@ -16,6 +16,7 @@ class MetricsCacheConfig(msgspec.Struct, forbid_unknown_fields=True):
     batch: int = 200  # metrics per request to Prometheus or ksqlDB (1: one request each)
     stale_after: float = 60.0  # an errored metric keeps its last value this long
     watch_idle_timeout: float = 30.0
+    forecast_horizon: float = 172800.0  # seconds of a provider's forecast kept (48 h)
 
     def __post_init__(self) -> None:
         if self.lease_ttl < 2:
@@ -26,6 +27,8 @@ class MetricsCacheConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("jitter must be in [0, 1)")
         if self.batch < 1:
             raise ValueError("batch must be at least 1")
+        if self.forecast_horizon < 0:
+            raise ValueError("forecast_horizon must not be negative")
         if self.retries < 0 or self.stale_after < 0:
             raise ValueError("retries and stale_after must not be negative")
 

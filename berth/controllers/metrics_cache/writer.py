@@ -39,7 +39,8 @@ def _essence(status: MetricValueStatus) -> tuple[object, ...]:
     """What makes a value different, ignoring when it was observed."""
     err = status.error
     return (status.value, status.normalized, status.out_of_range, status.invalid_range,
-            err.reason if err else None, err.message if err else None)
+            err.reason if err else None, err.message if err else None,
+            tuple((p.at, p.value) for p in status.forecast))
 
 
 class ValueWriter:

@@ -59,6 +59,7 @@ from berth.store.documents import (
     ResourceList,
     Target,
 )
+from berth.store.documents.metrics import MEASURES
 from berth.store.documents.resources import NOTHING, Resources
 
 log = logging.getLogger(__name__)
@@ -350,7 +351,9 @@ class Cache:
         if v.error is not None:  # the metrics-cache keeps a value stale_after seconds
             message = "; ".join(filter(None, (
                 f"last value kept after {v.error.reason}: {v.error.message}", message)))
-        return MetricReading(ref.name, ref.weight, v.value, normalized, message=message)
+        return MetricReading(ref.name, ref.weight, v.value, normalized, message=message,
+                             measures=definition.metadata.labels.get(MEASURES, ""),
+                             forecast=v.forecast)
 
     def capacity(self, candidate: Candidate) -> Room | None:
         """The cluster's capacity as it last reported it, less what berth placed there

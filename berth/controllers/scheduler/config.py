@@ -70,6 +70,10 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Seconds what berth placed on a cluster is assumed there while the cluster's
     # capacity report does not count its pods yet.
     assume_ttl: float = 300.0
+    # Deferrable work is bound this many seconds before its deadline at the latest,
+    # and waits only for a start that saves at least this fraction of its cost.
+    deferral_margin: float = 120.0
+    deferral_min_saving: float = 0.05
     anti_flap: AntiFlapConfig = msgspec.field(default_factory=AntiFlapConfig)
     plugins: dict[str, list[PluginSpec]] = msgspec.field(default_factory=default_plugins)
     extenders: list[Extender] = []
@@ -87,6 +91,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("percentage_of_clusters_to_score must be in (0, 100]")
         if not 0 < self.backoff.initial <= self.backoff.max:
             raise ValueError("backoff: need 0 < initial <= max")
+        if self.deferral_margin < 0 or self.deferral_min_saving < 0:
+            raise ValueError("deferral_margin and deferral_min_saving must not be negative")
         if not 1 <= self.bind_batch <= 128:
             raise ValueError("bind_batch must be within 1..128 (etcd's transaction limit)")
 

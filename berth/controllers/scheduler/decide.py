@@ -2,7 +2,8 @@
 
 ``decide`` runs pre-filter, filter, score and selection on one frozen fleet
 and returns a :class:`Decision` (the targets, with what is needed to explain
-them) or a :class:`NoFit` (nothing fits, with the diagnosis; or a plugin
+them), a :class:`Deferred` (deferrable work that should start later, and
+where), or a :class:`NoFit` (nothing fits, with the diagnosis; or a plugin
 failed and the attempt should be retried). It writes nothing and queues
 nothing: the scheduler acts on the value (reserve, permit, bind, write), the
 sweep after a change compares it with what is bound, and a what-if asks it
@@ -11,10 +12,13 @@ without acting at all.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from berth.controllers.scheduler import deferral
 from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Ranked, Subject
 from berth.controllers.scheduler.framework.types import Snapshot
 from berth.controllers.scheduler.plugins.replicas import (
@@ -57,6 +61,40 @@ class Decision:
 
 
 @dataclass(slots=True)
+class Deferred:
+    """Deferrable work that should start at ``start`` on ``at`` rather than now."""
+
+    plan: deferral.Plan
+    evaluation: Evaluation
+    subject: Subject
+
+    @property
+    def start(self) -> float:
+        assert self.plan.start is not None
+        return self.plan.start
+
+    @property
+    def reason(self) -> str:
+        """Stable while the plan is (it is written only when it changes)."""
+        assert self.plan.at is not None
+        return (f"deferred until {_iso(self.start)}: {self.subject.placement.cost_metric} is "
+                f"forecast lowest then, on {self.plan.at.candidate.ref.name}, before the "
+                f"latest start {_iso(self.plan.latest)}")
+
+    def explained(self) -> list[dict[str, Any]]:
+        p = self.plan
+        assert p.at is not None
+        return [{"deferred": {"start": _iso(self.start), "latest_start": _iso(p.latest),
+                              "on": p.at.candidate.key, "cost": p.cost,
+                              "cheapest_now": p.cost_now,
+                              "metric": self.subject.placement.cost_metric}}]
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
 class NoFit:
     reason: str
     evaluation: Evaluation | None = None  # None when pre-filter refused the subject
@@ -66,9 +104,20 @@ class NoFit:
         return explanation(self.evaluation, {}, limit) if self.evaluation is not None else []
 
 
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    """How deferrable work is planned (the scheduler's configuration)."""
+
+    margin: float = 120.0  # seconds before the deadline by which it is bound
+    min_saving: float = 0.05  # the fraction a later start must save to be waited for
+
+
 def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: list[Target],
-           *, keep_current: bool = False) -> Decision | NoFit:
-    """Where ``subject`` should run now, given it runs on ``current``."""
+           *, keep_current: bool = False, defer: Deferral = Deferral(),
+           now: float | None = None) -> Decision | Deferred | NoFit:
+    """Where ``subject`` should run now, given it runs on ``current`` (and, for deferrable
+    work not started yet, whether it should rather start later). ``now``: seconds since
+    the epoch (a simulation's clock), else the time."""
     state = CycleState(current=current, fleet=snapshot.fleet(subject))
     status = framework.pre_filter(state, subject, snapshot)
     if not status.ok:
@@ -83,6 +132,13 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     ranked: Sequence[Ranked] = evaluation.ranked
     if subject.placement.cluster_groups:
         ranked = grouped(subject, ranked)
+    latest = deferral.latest_start(subject, defer.margin) if not current else None
+    if latest is not None:
+        t = time.time() if now is None else now
+        plan = deferral.plan(subject, ranked, snapshot, state.fleet, t, latest, defer.min_saving)
+        if plan.start is not None:
+            return Deferred(plan, evaluation, subject)
+        ranked = plan.ranked
     chosen = select(subject, ranked, current, keep_current=keep_current,
                     fill=framework.selector(state))
     if not divided(subject):
@@ -100,4 +156,4 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     return Decision(placed, evaluation, chosen, subject, state, division.unplaced)
 
 
-__all__ = ["Decision", "NoFit", "decide"]
+__all__ = ["Decision", "Deferral", "Deferred", "NoFit", "decide"]

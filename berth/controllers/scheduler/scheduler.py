@@ -47,7 +47,7 @@ from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
-from berth.controllers.scheduler.decide import Decision, NoFit, decide
+from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoFit, decide
 from berth.controllers.scheduler.framework import Code, Framework, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins import REGISTRY
@@ -134,6 +134,8 @@ class Scheduler:
         self._placements_removed = threading.Event()
         self._attempts: dict[str, Any] = {}  # result → its counter child
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
+        self._deferred: dict[str, float] = {}  # deferred subject → its start (likewise)
+        self.deferral = Deferral(config.deferral_margin, config.deferral_min_saving)
         self._sweep: Iterator[None] | None = None
         self._sweep_idle = False  # a periodic sweep: only while the queue is empty
         self._loops = [Loop("scheduling", self._step, deadline=60.0),
@@ -270,8 +272,9 @@ class Scheduler:
                 yield
                 due = time.perf_counter() + SWEEP_SLICE
             ref = item.obj.spec.resource
-            if not item.obj.spec.targets or ref.kind != "Application":
-                continue
+            if ref.kind != "Application" or (
+                    not item.obj.spec.targets and item.obj.status.state != "Pending"):
+                continue  # deferred work is decided again too: a forecast may have changed
             key = keys.resource_key(ref.kind, ref.name, ref.namespace)
             try:
                 result = self._reconsider(key)
@@ -301,7 +304,8 @@ class Scheduler:
             self.queue.add(key)
             return "queued"
         outcome = decide(self.framework, subject, self.cache, current,
-                         keep_current=subject.placement.ignored_during_execution)
+                         keep_current=subject.placement.ignored_during_execution,
+                         defer=self.deferral)
         if (isinstance(outcome, Decision) and _shares(outcome.targets) == _shares(current)
                 and binding.status.state == "Scheduled" and not binding.status.reason):
             self.antiflap.settled(key)
@@ -390,11 +394,15 @@ class Scheduler:
         keep = (subject.placement.ignored_during_execution and binding is not None
                 and binding.spec.generation == subject.generation)
         return self._act(subject, binding, current,
-                         decide(self.framework, subject, self.cache, current, keep_current=keep))
+                         decide(self.framework, subject, self.cache, current, keep_current=keep,
+                                defer=self.deferral))
 
     def _act(self, subject: Subject, binding: BindingView | None, current: list[Target],
-             outcome: Decision | NoFit) -> str:
+             outcome: Decision | Deferred | NoFit) -> str:
         """The one place a decision turns into a Binding (or a retry)."""
+        if isinstance(outcome, Deferred):
+            return self._defer(subject, binding, outcome)
+        self._deferred.pop(subject.key, None)
         if isinstance(outcome, NoFit):
             if outcome.retry:  # a plugin failed: retry with backoff
                 self.queue.failed(subject.key)
@@ -429,6 +437,15 @@ class Scheduler:
                 self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
                                     optional=self._optional(decision.subject, b, decision))
         return "scheduled"
+
+    def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
+        """Hold deferrable work Pending (no targets, the reason says until when) and come
+        back at its start; a changed plan is written, an unchanged one is not."""
+        self._submit(subject, binding, [], "Pending", deferred.reason, deferred.explained)
+        if self._deferred.get(subject.key) != deferred.start:
+            self._deferred[subject.key] = deferred.start
+            self.queue.add_after(subject.key, max(0.0, deferred.start - time.time()) + 0.01)
+        return "deferred"
 
     def _optional(self, subject: Subject, binding: BindingView | None,
                   decision: Decision) -> bool:
@@ -580,6 +597,7 @@ class Scheduler:
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)
+        self._deferred.pop(key, None)
         try:
             ref = keys.parse_key(key)
         except ValueError:

@@ -22,7 +22,7 @@ import msgspec
 
 from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
-from berth.controllers.scheduler.decide import Decision, decide
+from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, decide
 from berth.controllers.scheduler.framework import Framework
 from berth.controllers.scheduler.framework.types import Candidate, Snapshot
 from berth.controllers.scheduler.scheduler import framework_for
@@ -70,12 +70,14 @@ def what_if(store: Store, config: SchedulerConfig, documents: list[dict[str, Any
         if not cache.wait_synced(sync_timeout):
             raise TimeoutError(f"the scheduler's view of etcd did not sync in {sync_timeout} s")
         framework = framework_for(config)
-        return [_answer(cache, framework, doc) for doc in documents]
+        defer = Deferral(config.deferral_margin, config.deferral_min_saving)
+        return [_answer(cache, framework, defer, doc) for doc in documents]
     finally:
         cache.stop()
 
 
-def _answer(cache: Cache, framework: Framework, doc: dict[str, Any]) -> Answer:
+def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, Any]
+            ) -> Answer:
     view = msgspec.json.decode(msgspec.json.encode(doc), type=AppView)  # the manifest as raw JSON
     ns = view.metadata.namespace or "default"
     key = keys.resource_key("Application", view.metadata.name, ns)
@@ -87,7 +89,8 @@ def _answer(cache: Cache, framework: Framework, doc: dict[str, Any]) -> Answer:
     current = list(binding.spec.targets) if binding is not None else []
     keep = (subject.placement.ignored_during_execution and binding is not None
             and binding.spec.generation == subject.generation)
-    outcome = decide(framework, subject, cache, current, keep_current=keep)
+    outcome = decide(framework, subject, cache, current, keep_current=keep,
+                     defer=defer)
     evaluation = outcome.evaluation
     verdicts: list[Verdict] = []
     if evaluation is not None:
@@ -107,6 +110,10 @@ def _answer(cache: Cache, framework: Framework, doc: dict[str, Any]) -> Answer:
     if isinstance(outcome, Decision):
         return Answer(f"{ns}/{view.metadata.name}", exists, "Scheduled",
                       [t.name for t in outcome.targets], outcome.reason, verdicts)
+    if isinstance(outcome, Deferred):
+        assert outcome.plan.at is not None
+        return Answer(f"{ns}/{view.metadata.name}", exists, "Pending",
+                      [outcome.plan.at.candidate.ref.name], outcome.reason, verdicts)
     return Answer(f"{ns}/{view.metadata.name}", exists, "Unschedulable", [], outcome.reason,
                   verdicts)
 

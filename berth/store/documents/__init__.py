@@ -44,6 +44,7 @@ from berth.store.documents.decisions import (
 )
 from berth.store.documents.infrastructure import Cloud, Cluster, ClusterSpec, GlobalCloud, Taint
 from berth.store.documents.metrics import (
+    ForecastPoint,
     GlobalMetric,
     GlobalMetricsProvider,
     Metric,
@@ -107,6 +108,7 @@ __all__ = [
     "ClusterSpec",
     "ClusterState",
     "ClusterStatus",
+    "ForecastPoint",
     "Gang",
     "GlobalCloud",
     "GlobalMetric",

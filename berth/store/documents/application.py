@@ -9,6 +9,7 @@ there: ``clusterSelector``, ``affinity``, ``tolerations``, ``placement``,
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
@@ -132,6 +133,13 @@ class Placement(CamelStrict):
     ``clusterGroups``: clusters in order of preference (on-premise first, then
     a cloud): the first group is filled while it has room, the rest overflow
     to the next; clusters in no group are not candidates.
+
+    Deferrable work: ``startBefore`` (a time) or ``maxDelay`` (a duration
+    from the application's creation) says when it must have started at the
+    latest, ``costMetric`` which metric measures what running costs (carbon
+    intensity, an energy price: lower is better). Until it is placed, the
+    scheduler starts it at the (cluster, time) its forecasts make cheapest
+    before that deadline.
     """
 
     policy: Literal["PickOne", "PickN", "PickAll", "PickFixed"] = "PickOne"
@@ -141,6 +149,14 @@ class Placement(CamelStrict):
     ignored_during_execution: bool = False
     replica_scheduling: ReplicaScheduling | None = None
     cluster_groups: list[ClusterGroup] = []
+    start_before: datetime | None = None
+    max_delay: str | float | None = None  # 8h, 90m, or seconds
+    cost_metric: str | None = None
+
+    @property
+    def deferrable(self) -> bool:
+        return self.cost_metric is not None and (
+            self.start_before is not None or self.max_delay is not None)
 
 
 class Gang(CamelStrict):

@@ -17,6 +17,11 @@ import msgspec
 
 from berth.store.documents.base import Metadata, Strict
 
+# A metric definition's label saying what it measures, for applications' costMetric:
+# the Metrics of one quantity in different places (carbon intensity per grid zone)
+# carry the same value.
+MEASURES = "berth.dev/measures"
+
 
 class PrometheusSpec(Strict):
     url: str
@@ -59,8 +64,19 @@ class KsqlSpec(Strict):
     poll_interval: float | None = None
 
 
+class SeriesPoint(Strict):
+    """One value of a series, in effect from ``at`` until the next point's ``at``."""
+
+    at: datetime
+    value: float
+
+
 class StaticSpec(Strict):
+    """Fixed values (``metrics``), or series of timed values (``series``): a series' value
+    is that of its last point at or before now, and its later points are its forecast."""
+
     metrics: dict[str, float] = {}
+    series: dict[str, list[SeriesPoint]] = {}
 
 
 ProviderType = Literal["prometheus", "kafka", "ksql", "static"]
@@ -137,8 +153,16 @@ class ProviderInfo(msgspec.Struct, omit_defaults=True):
     type: str = ""
 
 
+class ForecastPoint(msgspec.Struct, array_like=True):
+    """A value the metric is expected to take from ``at`` on: ``[at, value]``."""
+
+    at: datetime
+    value: float
+
+
 class MetricValueStatus(msgspec.Struct, omit_defaults=True):
-    """What the metrics-cache last observed for a metric."""
+    """What the metrics-cache last observed for a metric, and what its provider
+    forecasts (later points only, oldest first; empty when it gives none)."""
 
     value: float | None = None  # raw, as the provider gave it
     normalized: float | None = None  # (value - min) / (max - min), clamped to [0, 1]
@@ -147,6 +171,7 @@ class MetricValueStatus(msgspec.Struct, omit_defaults=True):
     observed: datetime | None = None
     provider: ProviderInfo | None = None
     error: MetricError | None = None
+    forecast: list[ForecastPoint] = []
 
 
 class MetricValue(msgspec.Struct, tag_field="kind", tag="MetricValue"):

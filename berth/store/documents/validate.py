@@ -24,6 +24,7 @@ from berth.store.documents.application import (
     MatchExpression,
     Placement,
 )
+from berth.store.documents.durations import DurationError, seconds
 from berth.store.documents.infrastructure import Cloud, Cluster
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
@@ -103,6 +104,18 @@ def _provider(doc: MetricsProvider) -> Iterator[Problem]:
     for name, value in sub.items():
         if value is not None and name != spec.type and {name, spec.type} != {"kafka", "ksql"}:
             yield Problem(f"spec.{name}", f"set, but the provider's type is {spec.type!r}")
+    if spec.static is not None:
+        for name in sorted(set(spec.static.metrics) & set(spec.static.series)):
+            yield Problem(f"spec.static.series.{name}", "also in spec.static.metrics: give one")
+        for name, points in spec.static.series.items():
+            if not points:
+                yield Problem(f"spec.static.series.{name}", "has no point")
+            for i, point in enumerate(points):
+                if point.at.tzinfo is None:
+                    yield Problem(f"spec.static.series.{name}[{i}].at",
+                                  "needs a time zone (say 2026-11-24T06:00:00Z)")
+                if point.value != point.value or abs(point.value) == float("inf"):
+                    yield Problem(f"spec.static.series.{name}[{i}].value", "must be finite")
     if spec.kafka is not None:
         k = spec.kafka
         if k.is_ksql:
@@ -217,6 +230,30 @@ def _replica_scheduling(p: Placement, manifest: list[Any]) -> Iterator[Problem]:
         yield from _group(w.target_cluster, f"{where}.staticWeights[{i}].targetCluster")
 
 
+def _deferral(p: Placement) -> Iterator[Problem]:
+    where = "spec.placement"
+    if p.start_before is not None and p.max_delay is not None:
+        yield Problem(f"{where}.maxDelay", "give startBefore or maxDelay, not both")
+    if p.start_before is not None and p.start_before.tzinfo is None:
+        yield Problem(f"{where}.startBefore", "needs a time zone (say 2026-11-24T06:00:00Z)")
+    if p.max_delay is not None:
+        try:
+            seconds(p.max_delay)
+        except DurationError as exc:
+            yield Problem(f"{where}.maxDelay", str(exc))
+    deadline = p.start_before is not None or p.max_delay is not None
+    if deadline and not p.cost_metric:
+        yield Problem(f"{where}.costMetric", "deferrable work needs the metric that measures "
+                      "its cost (startBefore/maxDelay is given)")
+    if p.cost_metric is not None and not deadline:
+        yield Problem(f"{where}.costMetric", "needs startBefore or maxDelay: without a deadline "
+                      "there is nothing to defer")
+    if p.cost_metric is not None and p.replica_scheduling is not None and (
+            p.replica_scheduling.type == "Divided"):
+        yield Problem(f"{where}.costMetric", "deferrable work is placed whole: not with "
+                      "replicaScheduling type Divided")
+
+
 def _application(doc: Application) -> Iterator[Problem]:
     spec = doc.spec
     if spec.constraints and spec.constraints.cluster:
@@ -247,6 +284,7 @@ def _application(doc: Application) -> Iterator[Problem]:
                     f"spec.placement.topologySpreadConstraints[{i}].maxSkew", "must be >= 1"
                 )
         yield from _replica_scheduling(p, spec.manifest)
+        yield from _deferral(p)
         for i, group in enumerate(p.cluster_groups):
             yield from _group(group, f"spec.placement.clusterGroups[{i}]")
     aff = spec.affinity

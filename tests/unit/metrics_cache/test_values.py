@@ -7,11 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from berth.controllers.metrics_cache.cache import Series, Wanted, value_status
-from berth.controllers.metrics_cache.providers.base import Failure, number
+from berth.controllers.metrics_cache.providers.base import Failure, Forecasted, number
 from berth.controllers.metrics_cache.providers.kafka import parse_record
 from berth.controllers.metrics_cache.providers.ksql import identifier, pull_query
 from berth.controllers.metrics_cache.providers.prometheus import PrometheusProvider
+from berth.controllers.metrics_cache.providers.static import StaticProvider
 from berth.store.documents import ProviderInfo
+from berth.store.documents.metrics import SeriesPoint, StaticSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 P = ProviderInfo("p", "static")
@@ -94,3 +96,44 @@ def test_ksql_statements_quote_user_names() -> None:
 def test_prometheus_answers(result: object, expected: float | str) -> None:
     got = PrometheusProvider._value("q", result)
     assert got == expected if isinstance(expected, float) else got.reason == expected  # type: ignore[union-attr]
+
+
+def test_a_forecast_s_points_become_the_value_as_their_time_comes() -> None:
+    t = NOW.timestamp()
+    reading = Forecasted(4.0, ((t - 600, 5.0), (t + 3600, 2.0), (t + 7200, 1.0),
+                               (t + 90000, 9.0)))
+    s = value_status(w(), reading, P, None, NOW, 60, horizon=86400)
+    assert s.value == 5.0 and s.normalized == 0.5  # the point due ten minutes ago
+    assert [(p.at, p.value) for p in s.forecast] == [
+        (NOW + timedelta(hours=1), 2.0), (NOW + timedelta(hours=2), 1.0)]  # within 24 h
+    again = value_status(w(), reading, P, None, NOW + timedelta(hours=1), 60)
+    assert again.value == 2.0 and [p.value for p in again.forecast] == [1.0, 9.0]
+
+
+def test_a_static_series_is_read_at_the_time_of_the_poll() -> None:
+    now = datetime.now(UTC)
+    spec = StaticSpec(series={"price": [
+        SeriesPoint(now + timedelta(hours=1), 30.0), SeriesPoint(now - timedelta(hours=1), 80.0)],
+        "later": [SeriesPoint(now + timedelta(hours=1), 1.0)]}, metrics={"flat": 3.0})
+    found = StaticProvider(spec).fetch(["price", "later", "flat", "nope"])
+    price = found["price"]
+    assert isinstance(price, Forecasted) and price.value == 80.0
+    assert [v for _, v in price.points] == [30.0]
+    later = found["later"]
+    assert isinstance(later, Failure) and "starts later" in later.message
+    assert found["flat"] == 3.0
+    nope = found["nope"]
+    assert isinstance(nope, Failure) and nope.reason == "UNKNOWN_METRIC"
+
+
+def test_kafka_records_with_a_forecast() -> None:
+    reading, stamp = parse_record(
+        b'{"value": 41.5, "timestamp": "2026-01-01T00:00:00Z",'
+        b' "forecast": [[1767229200, 30], {"at": "2026-01-01T02:00:00Z", "value": 20.5}]}', "p")
+    assert stamp == NOW.timestamp()
+    assert reading == Forecasted(41.5, ((NOW.timestamp() + 3600, 30.0),
+                                        (NOW.timestamp() + 7200, 20.5)))
+    bad, _ = parse_record(b'{"value": 1, "forecast": [[1767229200, "x"]]}', "p")
+    assert isinstance(bad, Failure) and "p forecast point 0" in bad.message
+    bad, _ = parse_record(b'{"value": 1, "forecast": [["soon", 3]]}', "p")
+    assert isinstance(bad, Failure) and "'soon' is not a time" in bad.message

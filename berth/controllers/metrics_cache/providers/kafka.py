@@ -1,9 +1,12 @@
 """The Kafka provider: consume a topic of metric values, the latest per metric wins.
 
 Each record's key is the metric name; its value a number, or JSON
-``{"value": ..., "timestamp": ...}`` (seconds or milliseconds since the
-epoch). The latest value wins: by the JSON timestamp when the record has one,
-else by Kafka's record timestamp. The consumer (aiokafka, in an asyncio
+``{"value": ..., "timestamp": ..., "forecast": [[time, value], ...]}``
+(times in seconds or milliseconds since the epoch, or ISO 8601; timestamp
+and forecast optional). A forecast's points become the value as their times
+pass, so one record can carry a day of published prices. The latest value
+wins: by the JSON timestamp when the record has one, else by Kafka's record
+timestamp. The consumer (aiokafka, in an asyncio
 loop on its own thread) runs continuously in the provider's consumer group.
 The topic is a table's changelog, so whenever partitions are assigned (a
 start, a failover to another replica, a reconnect) they are read again from
@@ -32,9 +35,12 @@ from berth.controllers.metrics_cache.providers.base import (
     UNKNOWN_METRIC,
     UNREACHABLE,
     Failure,
+    Forecasted,
     NotYet,
     Reading,
     number,
+    series,
+    stamp,
 )
 from berth.store.documents.metrics import KafkaSpec
 
@@ -51,11 +57,13 @@ def parse_record(value: bytes | None, name: str) -> tuple[Reading, float | None]
     except ValueError:
         return number(text, name), None
     if isinstance(body, dict):
-        stamp = body.get("timestamp")
-        if not isinstance(stamp, int | float) or isinstance(stamp, bool):
-            return number(body.get("value"), name), None
-        # Seconds since the epoch, or milliseconds (as Kafka's own timestamps).
-        return number(body.get("value"), name), stamp / 1000.0 if stamp > 1e11 else float(stamp)
+        when = stamp(body.get("timestamp"))
+        reading = number(body.get("value"), name)
+        if "forecast" in body and not isinstance(reading, Failure):
+            points = series(body["forecast"], f"{name} forecast")
+            reading = points if isinstance(points, Failure) else Forecasted(
+                float(reading), points)  # type: ignore[arg-type]
+        return reading, when
     return number(body, name), None
 
 

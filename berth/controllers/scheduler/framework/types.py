@@ -8,13 +8,14 @@ become a :class:`Subject`; clusters and clouds both become a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from berth.store import keys
 from berth.store.documents import (
     Affinity,
+    ForecastPoint,
     Gang,
     MetricRef,
     Placement,
@@ -101,6 +102,8 @@ class MetricReading:
     normalized: float | None = None  # in [0, 1]
     reason: str = ""  # empty when usable; else UNKNOWN_METRIC, INVALID_METRIC, ...
     message: str = ""
+    measures: str = ""  # what the definition says it measures (label berth.dev/measures)
+    forecast: Sequence[ForecastPoint] = ()  # the provider's later values, oldest first
 
     @property
     def usable(self) -> bool:
