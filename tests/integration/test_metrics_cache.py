@@ -210,6 +210,18 @@ def test_kafka_topic_values_are_all_known_again_after_a_restart(
         produce(kafka.bootstrap, "energy",
                 [("price", b'{"value": 3.0, "timestamp": %d}' % stamp)])
         wait_for(lambda: value(store, "price"), lambda v: v.status.value == 3.0, timeout=5)
+        # A record with a forecast: its points are published with the value, and each
+        # becomes the value when its time comes.
+        soon, later = time.time() + 3, time.time() + 3600
+        produce(kafka.bootstrap, "energy", [("price", b'{"value": 3.5, "forecast": '
+                                             b'[[%.3f, 2.5], [%.3f, 1.5]]}' % (soon, later))])
+        ahead = wait_for(lambda: value(store, "price"), lambda v: v.status.value == 3.5,
+                         timeout=5)
+        assert [(p.at.timestamp(), p.value) for p in ahead.status.forecast] == [
+            pytest.approx((soon, 2.5), abs=1e-3), pytest.approx((later, 1.5), abs=1e-3)]
+        due = wait_for(lambda: value(store, "price"), lambda v: v.status.value == 2.5,
+                       timeout=8)
+        assert [p.value for p in due.status.forecast] == [1.5]
         time.sleep(1.5)  # offsets are committed every second
     finally:
         first.stop()

@@ -8,15 +8,17 @@ parse time or while executing. The KSQL provider splits its pull query the same 
 
 from __future__ import annotations
 
+import itertools
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from berth.controllers.metrics_cache.providers.base import Failure, Reading
+from berth.controllers.metrics_cache.providers.base import Failure, Forecasted, Reading
 from berth.controllers.metrics_cache.providers.ksql import KsqlProvider
 from berth.controllers.metrics_cache.providers.prometheus import QUERIES, PrometheusProvider
-from berth.store.documents.metrics import KsqlSpec, PrometheusSpec
+from berth.store.documents.metrics import KsqlSpec, PrometheusForecast, PrometheusSpec
 from tests.servers.ksql import KsqlServer
 from tests.servers.prometheus import PrometheusServer
 from tests.servers.serving import serving
@@ -141,3 +143,34 @@ def test_ksql_pull_queries_are_chunked() -> None:
     finally:
         provider.close()
         ksql.close()
+
+
+def test_a_forecast_by_persistence_comes_from_range_data(loaded: PrometheusServer) -> None:
+    """The values one period ago, moved forward by the period, in one range query per
+    chunk: what the metric was 10 s ago is its forecast for the next 10 s."""
+    time.sleep(11)  # a period of history
+    spec = PrometheusSpec(url=loaded.url, forecast=PrometheusForecast(
+        period="10s", horizon="10s", step="2s"))
+    provider = PrometheusProvider(spec)
+    try:
+        now = time.time()
+        asking = ["fleet_0007", "load", "temp", "scalar(load)", "nothing_here"]
+        found = provider.fetch(asking)  # finds that the scalar must be asked alone
+        before = QUERIES._value.get()
+        again = provider.fetch(asking)
+        asked = QUERIES._value.get() - before
+    finally:
+        provider.close()
+    me, load = found["fleet_0007"], found["load"]
+    assert isinstance(me, Forecasted) and me.value == 7.0
+    assert isinstance(load, Forecasted) and load.value == 2.5
+    for reading, value in ((me, 7.0), (load, 2.5)):
+        times = [t for t, _ in reading.points]
+        assert len(times) == 5 and all(v == value for _, v in reading.points)
+        assert now < times[0] <= now + 2.5 and times == sorted(times)
+        assert all(b - a == pytest.approx(2.0) for a, b in itertools.pairwise(times))
+    assert isinstance(found["temp"], Failure)  # two series: an error, no forecast either
+    assert found["scalar(load)"] == 2.5  # asked alone: a value without a forecast
+    assert isinstance(found["nothing_here"], Failure)
+    assert asked <= 3  # the chunk, the scalar alone, and a range query if a step began
+    assert again.keys() == found.keys() and isinstance(again["load"], Forecasted)

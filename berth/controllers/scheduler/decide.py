@@ -77,9 +77,13 @@ class Deferred:
     def reason(self) -> str:
         """Stable while the plan is (it is written only when it changes)."""
         assert self.plan.at is not None
-        return (f"deferred until {_iso(self.start)}: {self.subject.placement.cost_metric} is "
-                f"forecast lowest then, on {self.plan.at.candidate.ref.name}, before the "
-                f"latest start {_iso(self.plan.latest)}")
+        metric = self.subject.placement.cost_metric
+        if self.plan.cost is None:
+            return (f"deferred until {_iso(self.start)} (its latest start): no feasible "
+                    f"cluster has a value of {metric} yet")
+        return (f"deferred until {_iso(self.start)}: {metric} is forecast lowest then, on "
+                f"{self.plan.at.candidate.ref.name}, before the latest start "
+                f"{_iso(self.plan.latest)}")
 
     def explained(self) -> list[dict[str, Any]]:
         p = self.plan

@@ -11,7 +11,9 @@ picks the lowest, the earliest of equals. It defers only when that is at
 least ``min_saving`` (a fraction) below the cheapest start now: a forecast
 a few percent lower is within its error and not worth a wait. Otherwise the
 work starts now, on the cheapest cluster now; clusters without a cost value
-follow those with one, in rank order. Cluster groups come first: the cheapest
+follow those with one, in rank order. While no feasible cluster has a cost
+value at all (the metrics-cache starting, a provider down, a metric no
+cluster lists), it waits for values until its latest start. Cluster groups come first: the cheapest
 in the first group that has a feasible cluster. Once started, it is placed as any
 application is: deferral decides when work starts, not where it runs later.
 
@@ -133,7 +135,11 @@ def plan(subject: Subject, ranked: Sequence[Ranked], snapshot: Snapshot, fleet: 
     out = Plan([replace(r, tier=len(order) - k, shared=False) for k, r in enumerate(order)],
                latest)
     if best is None:
-        return out  # no cluster has a cost: nothing to wait for
+        # No feasible cluster has a cost value (yet: a metrics-cache starting, a
+        # provider down): wait for values up to the latest start, not start blindly.
+        if now < latest and out.ranked:
+            out.start, out.at = latest, out.ranked[0]
+        return out
     out.cost_now = priced[0][0]
     _, cost, start, _, where = best
     if start > now and now < latest and cost < out.cost_now - min_saving * abs(out.cost_now):

@@ -23,10 +23,21 @@ from berth.store.documents.base import Metadata, Strict
 MEASURES = "berth.dev/measures"
 
 
+class PrometheusForecast(Strict):
+    """A forecast by persistence: what each metric was one ``period`` ago (range data,
+    every ``step``), ``horizon`` ahead. For signals with a daily shape (carbon intensity,
+    energy prices, heat demand), the same hours yesterday are the usual baseline."""
+
+    period: str | float = "24h"
+    horizon: str | float = "24h"
+    step: str | float = "1h"
+
+
 class PrometheusSpec(Strict):
     url: str
     timeout: float | None = None  # seconds for one query
     poll_interval: float | None = None  # seconds between polls
+    forecast: PrometheusForecast | None = None
 
 
 class KafkaSpec(Strict):

@@ -104,6 +104,16 @@ def _provider(doc: MetricsProvider) -> Iterator[Problem]:
     for name, value in sub.items():
         if value is not None and name != spec.type and {name, spec.type} != {"kafka", "ksql"}:
             yield Problem(f"spec.{name}", f"set, but the provider's type is {spec.type!r}")
+    if spec.prometheus is not None and spec.prometheus.forecast is not None:
+        f, where = spec.prometheus.forecast, "spec.prometheus.forecast"
+        try:
+            period, horizon, step = seconds(f.period), seconds(f.horizon), seconds(f.step)
+        except DurationError as exc:
+            yield Problem(where, str(exc))
+        else:
+            if not 0 < step <= horizon <= period:
+                yield Problem(where, "needs 0 < step <= horizon <= period (Prometheus holds "
+                              "only the past: the forecast cannot reach beyond one period)")
     if spec.static is not None:
         for name in sorted(set(spec.static.metrics) & set(spec.static.series)):
             yield Problem(f"spec.static.series.{name}", "also in spec.static.metrics: give one")

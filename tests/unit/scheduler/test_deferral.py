@@ -91,10 +91,14 @@ def test_started_work_is_not_deferred_again() -> None:
     assert isinstance(out, Decision)
 
 
-def test_without_costs_it_starts_now() -> None:
+def test_without_costs_it_waits_for_values_until_its_latest_start() -> None:
     snap = snapshot()
     out = decide(framework(), job(metric="carbon"), snap, [], defer=DEFER, now=T0)
-    assert isinstance(out, Decision)  # no cluster measures carbon: nothing to wait for
+    assert isinstance(out, Deferred) and out.start == T0 + 6 * HOUR - 60
+    assert "no feasible cluster has a value of carbon yet" in out.reason
+    out = decide(framework(), job(metric="carbon"), snap, [], defer=DEFER,
+                 now=T0 + 6 * HOUR - 60)
+    assert isinstance(out, Decision)  # then it starts, costs or not
 
 
 def test_max_delay_counts_from_creation_and_needs_it() -> None:

@@ -18,12 +18,20 @@ asked for. A few chunks are in flight at
 once. Requests are POSTs (a chunk does not fit in a URL) through a session of
 our own (explicit TLS, the environment ignored), with a timeout and bounded
 retries with backoff on connection errors only: a bad query is not retried.
+
+With ``forecast`` in the spec, each metric also gets a forecast by
+persistence: a range query of the same tagged chunks over the period one
+``period`` ago, its points moved forward by the period. It is asked once per
+``step`` (the points only change then); a chunk whose range query fails
+leaves its metrics without a forecast, not without a value.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,11 +46,13 @@ from berth.controllers.metrics_cache.providers.base import (
     UNKNOWN_METRIC,
     UNREACHABLE,
     Failure,
+    Forecasted,
     Reading,
     chunks,
     number,
 )
 from berth.controllers.runtime import http
+from berth.store.documents.durations import seconds
 from berth.store.documents.metrics import PrometheusSpec
 
 log = logging.getLogger(__name__)
@@ -92,6 +102,13 @@ class PrometheusProvider:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="prometheus")
         self.url = spec.url
         self.endpoint = spec.url.rstrip("/") + "/api/v1/query"
+        self.range_endpoint = self.endpoint + "_range"
+        f = spec.forecast
+        self.forecast = None if f is None else (seconds(f.period), seconds(f.horizon),
+                                                seconds(f.step))
+        # Forecast points per expression, for the step they were asked in.
+        self._forecasts: dict[str, tuple[tuple[float, float], ...]] = {}
+        self._forecast_slot = -1
         self.timeout = spec.timeout or timeout
         self.batch = batch  # expressions per query at most; 1: one query per metric
         self.batch_chars = batch_chars  # and about this many characters
@@ -125,7 +142,66 @@ class PrometheusProvider:
                      if isinstance(r, Failure) and r.reason == UNREACHABLE), None)
         if down is not None:  # one outage, reported the same for every metric
             return dict.fromkeys(asked, down)
+        if self.forecast is not None:
+            with self._alone_lock:  # what a chunk cannot carry has no forecast either
+                alone = set(self._alone)
+            ahead = self._forecast([e for e in together if e not in alone
+                                    and isinstance(results.get(e), float)])
+            for e, points in ahead.items():
+                value = results[e]
+                if points and isinstance(value, float):
+                    results[e] = Forecasted(value, points)
         return results
+
+    def _forecast(self, expressions: list[str]) -> dict[str, tuple[tuple[float, float], ...]]:
+        """Each expression's values one period ago, moved forward by the period: asked
+        once per step, in tagged chunks as the values are."""
+        assert self.forecast is not None
+        period, horizon, step = self.forecast
+        slot = int(time.time() // step)
+        if slot != self._forecast_slot:
+            self._forecasts, self._forecast_slot = {}, slot
+        missing = [e for e in expressions if e not in self._forecasts]
+        if missing:
+            start = (slot + 1) * step - period  # the first point lands on the next step
+            end = start + horizon - step
+            runs = list(chunks(missing, self.batch, self.batch_chars, _TAGGING))
+            for part in self._pool.map(lambda run: self._range(run, start, end, step), runs):
+                self._forecasts.update(part)
+        return {e: self._forecasts.get(e, ()) for e in expressions}
+
+    def _range(self, expressions: list[str], start: float, end: float, step: float
+               ) -> dict[str, tuple[tuple[float, float], ...]]:
+        """One chunk's range data, shifted to the future; nothing for an expression
+        yielding several series or none, and for a chunk Prometheus refuses."""
+        period = self.forecast[0] if self.forecast is not None else 0.0
+        empty: dict[str, tuple[tuple[float, float], ...]] = dict.fromkeys(expressions, ())
+        try:
+            data = self._retrying(self._post, tagged(expressions), self.range_endpoint,
+                                  {"start": f"{start:.3f}", "end": f"{end:.3f}",
+                                   "step": f"{step:g}"})
+        except (_Refused, ValueError, requests.RequestException) as exc:
+            log.warning("%s: no forecast for %d metrics (range query: %s)", self.url,
+                        len(expressions), exc)
+            return empty
+        found: dict[int, list[Any]] = {}
+        for s in data.get("result") or []:
+            labels = s.get("metric") if isinstance(s, dict) else None
+            place = labels.get(TAG) if isinstance(labels, dict) else None
+            if isinstance(place, str) and place.isdigit() and int(place) < len(expressions):
+                found.setdefault(int(place), []).append(s.get("values"))
+        for i, runs in found.items():
+            if len(runs) != 1 or not isinstance(runs[0], list):
+                continue  # several series: no one forecast
+            points = []
+            for sample in runs[0]:
+                value = number(sample[1], expressions[i]) if isinstance(sample, list) and len(
+                    sample) == 2 else None
+                if isinstance(value, float) and isinstance(sample[0], int | float) and (
+                        math.isfinite(value)):
+                    points.append((float(sample[0]) + period, value))
+            empty[expressions[i]] = tuple(points)
+        return empty
 
     def _chunk(self, expressions: list[str], split: bool = False) -> dict[str, Reading]:
         """Readings of one chunk; a refused chunk is asked again in halves. ``split``:
@@ -195,10 +271,11 @@ class PrometheusProvider:
         data: dict[str, Any] = self._retrying(self._post, query)
         return data
 
-    def _post(self, query: str) -> dict[str, Any]:
+    def _post(self, query: str, endpoint: str | None = None,
+              extra: dict[str, str] | None = None) -> dict[str, Any]:
         QUERIES.inc()
-        r = self.session.post(self.endpoint, timeout=self.timeout, data={
-            "query": query, "timeout": f"{int(self.timeout * 1000)}ms"})
+        r = self.session.post(endpoint or self.endpoint, timeout=self.timeout, data={
+            "query": query, "timeout": f"{int(self.timeout * 1000)}ms", **(extra or {})})
         try:
             answer: _Answer | None = msgspec.json.decode(r.content, type=_Answer)
         except msgspec.DecodeError:

@@ -1,0 +1,85 @@
+"""Deferrable work, end to end: a static provider's price series through the real
+metrics-cache and the real scheduler on a real etcd. The work waits Pending for the
+cheaper hour, starts then on the cluster that is cheapest then, and work whose
+deadline comes first starts at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from berth.store import Store, encode, keys
+from tests.integration.scheduler_env import (
+    MetricsCacheProcess,
+    SchedulerProcess,
+    application,
+    binding,
+    cluster,
+    put,
+    targets,
+    wait_for,
+)
+from tests.servers.etcd import EtcdServer
+
+pytestmark = pytest.mark.integration
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
+
+@pytest.fixture
+def processes(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[None]:
+    cache = MetricsCacheProcess(etcd_server.url, tmp_path, config="poll_interval: 0.5\n"
+                                "lease_ttl: 2\n").start()
+    scheduler = SchedulerProcess(etcd_server.url, tmp_path, config="deferral_margin: 2\n"
+                                 "reschedule_after: 1\n").start()
+    yield
+    for proc in (scheduler, cache):
+        proc.stop()
+        print(proc.output()[-3000:])
+
+
+def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
+    store: Store, processes: None
+) -> None:
+    now = time.time()
+    drop = now + 10  # b's price falls from 50 to 10 then; a stays at 80
+    put(store, keys.resource_key("GlobalMetricsProvider", "prices"), encode({
+        "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "prices"},
+        "spec": {"type": "static", "static": {"series": {
+            "a": [{"at": iso(now - 60), "value": 80}],
+            "b": [{"at": iso(now - 60), "value": 50}, {"at": iso(drop), "value": 10}]}}}}))
+    for name in ("a", "b"):
+        put(store, keys.resource_key("GlobalMetric", f"price-{name}"), encode({
+            "api": "core", "kind": "GlobalMetric",
+            "metadata": {"name": f"price-{name}", "labels": {"berth.dev/measures": "price"}},
+            "spec": {"min": 0, "max": 100, "provider": {"name": "prices", "metric": name}}}))
+        cluster(store, name, metrics={f"price-{name}": 1.0})
+    application(store, "batch", placement={"startBefore": iso(now + 60), "costMetric": "price"})
+    application(store, "urgent", placement={"startBefore": iso(now + 6),
+                                            "costMetric": "price"})
+
+    pending = wait_for(lambda: binding(store, "batch"), lambda b: b.status.state == "Pending",
+                       timeout=20)
+    assert pending.spec.targets == []
+    assert pending.status.reason.startswith(f"deferred until {iso(drop)[:19]}Z: price is "
+                                            "forecast lowest then, on b")
+    [note] = pending.status.explanation
+    assert note["deferred"]["cost"] == 10 and note["deferred"]["cheapest_now"] == 50
+    # Its latest start (6 s less the 2 s margin) comes before b's drop: it starts now,
+    # on the cheapest cluster now.
+    urgent = wait_for(lambda: binding(store, "urgent"), lambda b: b.status.state == "Scheduled",
+                      timeout=20)
+    assert targets(urgent) == ["b"] and urgent.spec.scheduled is not None
+    assert urgent.spec.scheduled.timestamp() <= now + 4
+
+    started = wait_for(lambda: binding(store, "batch"), lambda b: b.status.state == "Scheduled",
+                       timeout=40)
+    assert targets(started) == ["b"]
+    assert started.spec.scheduled is not None
+    assert drop - 1 <= started.spec.scheduled.timestamp() <= now + 58
