@@ -144,9 +144,8 @@ class PrometheusProvider:
             return dict.fromkeys(asked, down)
         if self.forecast is not None:
             with self._alone_lock:  # what a chunk cannot carry has no forecast either
-                alone = set(self._alone)
-            ahead = self._forecast([e for e in together if e not in alone
-                                    and isinstance(results.get(e), float)])
+                carried = [e for e in together if e not in self._alone]
+            ahead = self._forecast([e for e in carried if isinstance(results.get(e), float)])
             for e, points in ahead.items():
                 value = results[e]
                 if points and isinstance(value, float):
