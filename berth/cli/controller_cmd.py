@@ -27,8 +27,10 @@ def add_controller(
     port: int,
     load: Callable[[str | None], Any],
     dump_defaults: Callable[[], str],
-    make: Callable[[Store, Any], Controller],
+    make: Callable[[Store, Any, int], Controller],
+    elect: bool = True,
 ) -> None:
+    """``make(store, config, lease_ttl)``; ``elect=False``: every replica runs it."""
     p = sub.add_parser(name, help=help, description=description)
     p.add_argument("--config", metavar="FILE", help="configuration (YAML) over the defaults")
     p.add_argument("--write-config-to", metavar="FILE",
@@ -37,7 +39,8 @@ def add_controller(
     p.add_argument("--http", default=f"127.0.0.1:{port}", metavar="HOST:PORT",
                    help=f"/healthz, /readyz and /metrics (default 127.0.0.1:{port}; port 0: any)")
     p.add_argument("--lease-ttl", type=int, default=10,
-                   help="leader election lease, seconds (default 10)")
+                   help="lease, seconds (default 10): leader election" + (
+                       "" if elect else "; the replica's membership and cluster claims"))
 
     def run(args: argparse.Namespace) -> int:
         if args.write_config_to == "-":
@@ -49,7 +52,9 @@ def add_controller(
             return 0
         config = load(args.config)  # a bad file is refused before connecting
         store = open_store(args)
-        return run_process(name=name, store=store, make=lambda: make(store, config),
-                           listen=parse_listen(args.http), lease_ttl=args.lease_ttl)
+        return run_process(name=name, store=store,
+                           make=lambda: make(store, config, args.lease_ttl),
+                           listen=parse_listen(args.http), lease_ttl=args.lease_ttl,
+                           elect=elect)
 
     p.set_defaults(run=run)

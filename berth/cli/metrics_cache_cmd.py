@@ -11,7 +11,7 @@ from berth.controllers.runtime.process import Controller
 from berth.store import Store
 
 
-def _make(store: Store, config: Any) -> Controller:
+def _make(store: Store, config: Any, _lease_ttl: int) -> Controller:
     from berth.controllers.metrics_cache.cache import MetricsCache
 
     return MetricsCache(store, config)

@@ -11,10 +11,10 @@ from berth.controllers.runtime.process import Controller
 from berth.store import Store
 
 
-def _make(store: Store, config: Any) -> Controller:
+def _make(store: Store, config: Any, lease_ttl: int) -> Controller:
     from berth.controllers.propagator.propagator import Propagator
 
-    return Propagator(store, config)
+    return Propagator(store, config, lease_ttl=lease_ttl)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Apply each application's manifest with server-side apply to the clusters "
         "its Binding names, move it make-before-break, remove it when deleted, re-apply on "
         "drift, and write /berth/v1/status/applications/<ns>/<name>; probe every Cluster's "
-        "API and write /berth/v1/status/clusters/<ns>/<name>.",
+        "API and write /berth/v1/status/clusters/<ns>/<name>. Every replica works: each serves "
+        "the clusters it claims (/berth/v1/leases/propagator/clusters/<ns>/<name>).",
         port=9103, load=load_config, dump_defaults=lambda: dump_config(PropagatorConfig()),
-        make=_make)
+        make=_make, elect=False)

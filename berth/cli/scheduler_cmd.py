@@ -19,7 +19,7 @@ def _load(path: str | None) -> SchedulerConfig:
     return config
 
 
-def _make(store: Store, config: Any) -> Controller:
+def _make(store: Store, config: Any, _lease_ttl: int) -> Controller:
     from berth.controllers.scheduler.scheduler import Scheduler
 
     return Scheduler(store, config)

@@ -36,13 +36,20 @@ from berth.controllers.propagator.drift import Ledger
 from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, run
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
 from berth.controllers.propagator.manifest import ManifestError, objects
-from berth.controllers.propagator.plan import App, Facts, Finish, Progress
+from berth.controllers.propagator.plan import CONFIRM, App, Facts, Finish, Progress
+from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.store import Store, StoreError, keys
-from berth.store.documents import ApplicationStatus, Binding, ClusterStatus, KubeObjectRef
+from berth.store.documents import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    ClusterStatus,
+    KubeObjectRef,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +81,10 @@ def cluster_key(cid: str) -> str:
 class Applier:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
-                 connections: Connections, kubeconfigs: Kubeconfigs) -> None:
+                 connections: Connections, kubeconfigs: Kubeconfigs,
+                 shard: Shard | None = None) -> None:
         self.store = store
+        self.shard = shard  # None: this replica serves every cluster
         self.config = config
         self.clusters = clusters
         self.cluster_statuses = cluster_statuses  # the observer's: ONLINE or not
@@ -95,7 +104,9 @@ class Applier:
         # Called after each object applied (cluster id, kind, the resourceVersion
         # stored): the drift watches start there.
         self.on_applied: list[OnApplied] = []
-        self.executor = Executor(self, self.ledger, self.on_applied)
+        self.executor = Executor(self, self.ledger, self.on_applied,
+                                 **({"gate": shard.serving} if shard is not None else {}))
+        self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
         self._lock = threading.Lock()
         # application key → cluster id → when drift was last seen there (a sequence)
         self._drifted: dict[str, dict[str, int]] = {}
@@ -133,6 +144,9 @@ class Applier:
         key = keys.resource_key_of(event.key)
         if event.type is EventType.ADDED:  # at start: also applications whose key vanished
             self.queue.add(key)
+        elif (self.shard is not None and event.type is EventType.MODIFIED
+              and not self.writer.ours(event.key, event.obj)):
+            self.queue.add(key)  # another replica's progress: a move or a lower may go on
         st = event.obj.status
         if event.type is not EventType.DELETED and st.state == "RUNNING":
             self._to_running.stop(key, (st.generation, frozenset(
@@ -157,7 +171,20 @@ class Applier:
         self.writer.garbage_seen(key, revision)
         self.queue.add(keys.resource_key_of(key))
 
+    def claimable(self) -> list[str]:
+        """The clusters some replica can serve: with a kubeconfig, not deleted."""
+        with self._lock:
+            return list(self._claimable)
+
     def _on_cluster(self, event: Event[ClusterView]) -> None:
+        meta = event.obj.metadata
+        cid = cluster_id(meta.namespace, meta.name)
+        with self._lock:
+            if event.type is not EventType.DELETED and event.obj.spec.kubeconfig \
+                    and meta.deleted is None:
+                self._claimable.add(cid)
+            else:
+                self._claimable.discard(cid)
         if event.type is EventType.DELETED:
             self.connections.drop(event.key)
         if event.type is not EventType.ADDED:  # e.g. a new kubeconfig: apply through it
@@ -173,13 +200,19 @@ class Applier:
         # Back ONLINE: retry what failed there. Gone OFFLINE: the applications on it say so.
         self.requeue_cluster(cluster_id(meta.namespace, meta.name), only_failed=now == "ONLINE")
 
-    def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
-                        ) -> None:
-        """Reconcile now every application that is on, or failed on, cluster ``cid``."""
+    def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False,
+                        placed: bool = False) -> None:
+        """Reconcile now every application that is on, or failed on, cluster ``cid``
+        (``placed``: also those whose Binding names it)."""
         for item in self.statuses.items():
             st = item.obj.status
             if cid in st.errors or (not only_failed and cid in st.applied):
                 self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
+        if placed:
+            for b in self.bindings.items():
+                if any(cluster_id(t.namespace or b.obj.spec.resource.namespace, t.name) == cid
+                       for t in b.obj.spec.targets):
+                    self.queue.add(keys.resource_key_of(b.key))
 
     def _requeue(self, app_key: str, drifted: str | None = None) -> None:
         if drifted is not None:
@@ -254,7 +287,9 @@ class Applier:
             facts = self._facts(key, doc, item, epoch, drifted)
         except Unavailable as exc:
             return Retry(str(exc))
-        progress = Progress.start(doc.state)
+        if facts is None:
+            return None  # none of its clusters is served here
+        progress = Progress.start(doc.state, facts.owned)
         outcome = run(facts, progress, self.executor, doc)
         with self._lock:
             mine = self._drifted.get(key, {})
@@ -272,14 +307,45 @@ class Applier:
             return outcome
         return self._finish(key, doc, item, outcome)
 
+    def _owned(self, key: str, cids: set[str]) -> frozenset[str] | None:
+        """Of an application's clusters, those this replica serves (None: all). A
+        cluster nobody can serve (no such Cluster, no kubeconfig) goes with the
+        application's own share: its replica reports it."""
+        if self.shard is None:
+            return None
+        with self._lock:
+            claimable = set(self._claimable)
+        home = self.shard.mine(key)
+        return frozenset(c for c in cids if self.shard.owns(c) or (
+            home and c not in claimable))
+
+    def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]
+                  ) -> frozenset[str] | bool | None:
+        """This replica's clusters of the application (None: all); False when it has
+        nothing to do with it. One on no cluster at all is its home replica's."""
+        cids = {*recorded.applied, *(c for c in recorded.errors if c != CONFIRM), *targets}
+        owned = self._owned(key, cids)
+        if owned is None or owned:
+            return owned
+        return frozenset() if not cids and self.shard is not None and self.shard.mine(
+            key) else False
+
     def _facts(self, key: str, doc: Doc, item: Item[AppView] | None, epoch: int,
-               drifted: dict[str, int]) -> Facts:
-        """The frozen snapshot a reconcile decides on."""
+               drifted: dict[str, int]) -> Facts | None:
+        """The frozen snapshot a reconcile decides on; None when it is not this
+        replica's to reconcile."""
         ns, name = doc.namespace, doc.name
         recorded = doc.state
+        binding = self.bindings.get(keys.binding_key("Application", ns, name))
+        placed = [t for t in binding.spec.targets if t.kind == "Cluster"] if binding else []
+        targets = tuple(cluster_id(t.namespace or ns, t.name) for t in placed)
+        owned = self._involved(key, recorded, targets)
+        if owned is False:
+            return None
+        assert owned is not True
         if item is None:
             unreadable = bool(recorded.applied) and self._unreadable(key)
-            return Facts(None, recorded, app_unreadable=unreadable)
+            return Facts(None, recorded, app_unreadable=unreadable, owned=owned)
         meta = item.obj.metadata
         try:
             bodies, error = tuple(objects(item.obj.spec.manifest, ns, name)), ""
@@ -287,19 +353,16 @@ class Applier:
             bodies, error = (), str(exc)
         app = App(meta.generation, meta.deleted is not None,
                   tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error)
-        binding = self.bindings.get(keys.binding_key("Application", ns, name))
         if binding is None:
-            return Facts(app, recorded)
-        placed = [t for t in binding.spec.targets if t.kind == "Cluster"]
-        targets = tuple(cluster_id(t.namespace or ns, t.name) for t in placed)
+            return Facts(app, recorded, owned=owned)
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
                   if t.replicas is not None}
         with self._lock:
-            stale = frozenset(c for c in targets if c in drifted
-                              or self._applied_epoch.get((key, c)) != epoch)
+            stale = frozenset(c for c in targets if (owned is None or c in owned) and (
+                c in drifted or self._applied_epoch.get((key, c)) != epoch))
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason, stale=stale, unseen=self._unseen(targets),
-                     shares=shares)
+                     shares=shares, owned=owned)
 
     def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
         """Of ``clusters``, those the observer does not see ONLINE, and why."""

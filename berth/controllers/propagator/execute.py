@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from prometheus_client import Counter
@@ -23,6 +24,7 @@ from prometheus_client import Counter
 from berth.controllers.propagator.drift import Ledger
 from berth.controllers.propagator.kube import Kind, Rejected, Unavailable
 from berth.controllers.propagator.plan import (
+    CONFIRM,
     Apply,
     Clear,
     Confirm,
@@ -85,12 +87,22 @@ class StatusSink(Protocol):
 OnApplied = Callable[[str, Kind, str], None]
 
 
+# Whether this replica serves a cluster, held while requests go there (shard.py).
+Gate = Callable[[str], AbstractContextManager[bool]]
+HANDED_OVER = "served by another propagator replica now"
+
+
+def _always(_cid: str) -> AbstractContextManager[bool]:
+    return nullcontext(True)
+
+
 class Executor:
     def __init__(self, clients: Clients, ledger: Ledger,
-                 on_applied: list[OnApplied] | None = None) -> None:
+                 on_applied: list[OnApplied] | None = None, gate: Gate = _always) -> None:
         self.clients = clients
         self.ledger = ledger
         self.on_applied = on_applied if on_applied is not None else []
+        self.gate = gate
 
     def apply(self, step: Apply, bodies: tuple[dict[str, Any], ...], progress: Progress,
               record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
@@ -106,12 +118,16 @@ class Executor:
         progress.tried.add(cid)
         if step.replicas is not None:
             bodies = tuple(with_replicas(b, step.replicas) for b in bodies)
-        try:
-            return self._apply(cid, gen, bodies, progress, record, step.replicas)
-        except Rejected as exc:
-            progress.refused = (cid, str(exc))
-        except Unavailable as exc:
-            progress.errors[cid] = str(exc)
+        with self.gate(cid) as serving:
+            if not serving:
+                progress.errors[cid] = HANDED_OVER
+                return None
+            try:
+                return self._apply(cid, gen, bodies, progress, record, step.replicas)
+            except Rejected as exc:
+                progress.refused = (cid, str(exc))
+            except Unavailable as exc:
+                progress.errors[cid] = str(exc)
         return None
 
     def _apply(self, cid: str, gen: int, bodies: tuple[dict[str, Any], ...],
@@ -175,14 +191,17 @@ class Executor:
         """Before a move deletes anything: every object is there on every target."""
         try:
             for cid in step.clusters:
-                client = self._client(cid)
-                missing = [o for o in progress.applied[cid].objects if not client.exists(o)]
+                with self.gate(cid) as serving:
+                    if not serving:
+                        raise Unavailable(f"{cid}: {HANDED_OVER}")
+                    client = self._client(cid)
+                    missing = [o for o in progress.applied[cid].objects if not client.exists(o)]
                 if missing:
                     raise Unavailable(f"{', '.join(map(str, missing))} missing on {cid} "
                                       "after apply")
         except Unavailable as exc:
             progress.confirmed = False
-            progress.errors["confirm"] = str(exc)
+            progress.errors[CONFIRM] = str(exc)
         else:
             progress.confirmed = True
 
@@ -190,6 +209,13 @@ class Executor:
         """Remove everything berth put on one cluster."""
         cid = step.cluster
         progress.cleared.add(cid)
+        with self.gate(cid) as serving:
+            if not serving:
+                progress.errors[cid] = HANDED_OVER
+            else:
+                self._clear(cid, progress)
+
+    def _clear(self, cid: str, progress: Progress) -> None:
         try:
             client = self.clients.client(cid)
         except Unavailable as exc:

@@ -23,12 +23,14 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
 from berth.controllers.propagator.capacity import Tracker, same
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.kube import Connection, Connections, Probe, safe
+from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
@@ -45,8 +47,10 @@ log = logging.getLogger(__name__)
 class Observer:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], statuses: Informer[ClusterStatus],
-                 connections: Connections, kubeconfigs: Kubeconfigs) -> None:
+                 connections: Connections, kubeconfigs: Kubeconfigs,
+                 shard: Shard | None = None) -> None:
         self.store = store
+        self.shard = shard  # None: every cluster is this replica's
         self.config = config
         self.clusters = clusters
         self.statuses = statuses
@@ -132,7 +136,8 @@ class Observer:
             trackers = {k: self._trackers.get(k) for k in dirty}
         for key, tracker in trackers.items():
             view = self.clusters.get(key)
-            if tracker is None or view is None:
+            if tracker is None or view is None or (
+                    self.shard is not None and not self.shard.owns(cluster_id(view))):
                 continue
             skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
             current = self.statuses.get(skey)
@@ -146,6 +151,16 @@ class Observer:
         if event.type is not EventType.DELETED:
             self._wake.set()  # probe a new or changed cluster at once
 
+    def wake(self) -> None:
+        """Probe now (a cluster was claimed)."""
+        self._wake.set()
+
+    def forget(self, key: str) -> None:
+        """A cluster handed over: stop watching its Nodes and Pods."""
+        self._untrack(key)
+        with self._failures_lock:
+            self._failures.pop(key, None)
+
     def _step(self) -> None:
         if self._stop.is_set():
             return
@@ -157,7 +172,8 @@ class Observer:
         items = self.clusters.items()
         live = {item.key for item in items}
         for item in items:
-            if item.obj.spec.kubeconfig and item.obj.metadata.deleted is None:
+            if item.obj.spec.kubeconfig and item.obj.metadata.deleted is None and (
+                    self.shard is None or self.shard.owns(cluster_id(item.obj))):
                 with self._lock:
                     if item.key in self._in_flight:
                         continue  # a slow cluster is probed once at a time
@@ -173,8 +189,10 @@ class Observer:
 
     def _probe_one(self, key: str, view: ClusterView) -> None:
         try:
-            if not self._stop.is_set():
-                self._observe(key, view)
+            with (self.shard.serving(cluster_id(view)) if self.shard is not None
+                  else nullcontext(True)) as serving:
+                if serving and not self._stop.is_set():
+                    self._observe(key, view)
         finally:
             with self._lock:
                 self._in_flight.discard(key)

@@ -26,6 +26,8 @@ from typing import Any
 
 from berth.store.documents import ApplicationState, ClusterApplied, ObjectRef
 
+CONFIRM = "confirm"  # the errors' entry for a failed check before a move removes anything
+
 
 @dataclass(frozen=True, slots=True)
 class App:
@@ -51,6 +53,12 @@ class Facts:
     stale: frozenset[str] = frozenset()  # applied there, but apply again (drift, resync)
     unseen: Mapping[str, str] = field(default_factory=dict)  # not seen ONLINE, and why
     shares: Mapping[str, int] = field(default_factory=dict)  # a divided application's replicas
+    # The clusters this replica serves (None: every one). Steps on the others are their
+    # owners'; what their owners recorded in the status stands for them here.
+    owned: frozenset[str] | None = None
+
+    def mine(self, cid: str) -> bool:
+        return self.owned is None or cid in self.owned
 
 
 @dataclass(slots=True)
@@ -67,8 +75,13 @@ class Progress:
     drifted: set[str] = field(default_factory=set)  # changed by someone right after us
 
     @classmethod
-    def start(cls, recorded: ApplicationState) -> Progress:
-        return cls(copy_applied(recorded.applied), recorded)
+    def start(cls, recorded: ApplicationState, owned: frozenset[str] | None = None
+              ) -> Progress:
+        """From the recorded status; the errors other replicas recorded for the clusters
+        they serve stay (this reconcile cannot clear them)."""
+        theirs = {} if owned is None else {c: e for c, e in recorded.errors.items()
+                                           if c not in owned and c != CONFIRM}
+        return cls(copy_applied(recorded.applied), recorded, theirs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,22 +165,23 @@ def plan(facts: Facts, progress: Progress) -> Step:
             if _lowers(facts, cid) and any(c in progress.errors or (_needs_apply(facts, c, gen)
                                            and c not in progress.tried) for c in raising):
                 break
-            return Apply(cid, gen, facts.shares.get(cid))
+            if facts.mine(cid):
+                return Apply(cid, gen, facts.shares.get(cid))
     errors = progress.errors
     placed = [c for c in facts.targets if c not in errors and c in progress.applied
               and progress.applied[c].generation == gen]
     leaving = [c for c in progress.applied if c not in facts.targets]
     now = summary(facts.targets, placed, progress.applied, errors, gen, facts.unseen)
     if leaving and len(placed) == len(facts.targets):
-        if progress.confirmed is None:
-            return Confirm(tuple(placed))
+        if progress.confirmed is None:  # others' targets: their owners applied and recorded
+            return Confirm(tuple(c for c in placed if facts.mine(c)))
         if progress.confirmed:
             if progress.status != now and not progress.cleared:
                 return Write(now)  # recorded as running on both before anything is removed
             for cid in leaving:
-                if cid not in progress.cleared:
+                if cid not in progress.cleared and facts.mine(cid):
                     return Clear(cid)
-    return Finish(now, retry=_retry(errors))
+    return Finish(now, retry=_retry(facts, errors))
 
 
 def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
@@ -187,13 +201,14 @@ def _lowers(facts: Facts, cid: str) -> bool:
 def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
     """An application deleted (or whose key vanished): clear every cluster, then go."""
     for cid in sorted(progress.applied):
-        if cid not in progress.cleared:
+        if cid not in progress.cleared and facts.mine(cid):
             return Clear(cid)
     errors = progress.errors
     now = state("DELETING", first(errors) or "removing its objects", progress.applied,
                 facts.recorded.generation, errors)
-    if progress.applied:
-        return Finish(now, retry="not yet removed from " + ", ".join(sorted(errors)))
+    if progress.applied:  # what is left on others' clusters is theirs to remove
+        failed = sorted(c for c in errors if facts.mine(c))
+        return Finish(now, retry=("not yet removed from " + ", ".join(failed)) if failed else "")
     if app is not None and app.foreign_finalizers:
         now.reason = ("objects removed; waiting for finalizers "
                       + ", ".join(app.foreign_finalizers))
@@ -201,8 +216,10 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
     return Finish(remove=True)
 
 
-def _retry(errors: dict[str, str]) -> str:
-    return "; ".join(f"{c}: {e}" for c, e in sorted(errors.items()))
+def _retry(facts: Facts, errors: dict[str, str]) -> str:
+    """Why to reconcile again: this replica's own errors (others retry theirs)."""
+    return "; ".join(f"{c}: {e}" for c, e in sorted(errors.items())
+                     if facts.mine(c) or c == CONFIRM)
 
 
 # -- the status ------------------------------------------------------------------

@@ -5,6 +5,13 @@ observer writes cluster status keys; the applier's workers reconcile
 applications; a resync loop re-applies everything every ``resync_interval``;
 drift watches re-apply an application as soon as someone else changes one of
 its objects on a cluster.
+
+Every replica works, on the clusters it claims (``shard.py``): it probes and
+watches those only, applies to and removes from those only, and writes the
+status of the applications on them (guarded by revisions: several replicas
+write one application's status when it runs on clusters of several). A
+cluster it loses has its requests ended first, then its connection closed,
+which ends its watches.
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.drift import DriftWatches
 from berth.controllers.propagator.kube import Connections
 from berth.controllers.propagator.observer import Observer
+from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Event, EventType, Informer, start_workers
+from berth.controllers.runtime.election import default_identity
 from berth.controllers.runtime.observe import counts, states
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Store, keys
@@ -38,10 +47,12 @@ from berth.store.documents import ClusterStatus
 log = logging.getLogger(__name__)
 
 CLUSTER_STATES = ("ONLINE", "UNHEALTHY", "OFFLINE", "UNKNOWN")
+APPLICATIONS_METRIC = "berth_applications"
 
 
 class Propagator:
-    def __init__(self, store: Store, config: PropagatorConfig) -> None:
+    def __init__(self, store: Store, config: PropagatorConfig, *, lease_ttl: int = 10,
+                 identity: str | None = None) -> None:
         self.store = store
         self.config = config
         idle = config.watch_idle_timeout
@@ -51,12 +62,16 @@ class Propagator:
             store, keys.status_prefix("Cluster"), ClusterStatus, idle_timeout=idle)
         self.connections = Connections(config.request_timeout)
         self.kubeconfigs = Kubeconfigs(store, idle_timeout=idle)
+        self.shard = Shard(store, identity or default_identity(), ttl=lease_ttl,
+                           clusters=lambda: self.applier.claimable(), on_gain=self._gain,
+                           on_lose=self._lose, idle_timeout=idle)
         self.observer = Observer(store, config, clusters=self.clusters,
                                  statuses=self.cluster_statuses, connections=self.connections,
-                                 kubeconfigs=self.kubeconfigs)
+                                 kubeconfigs=self.kubeconfigs, shard=self.shard)
         self.applier = Applier(store, config, clusters=self.clusters,
                                cluster_statuses=self.cluster_statuses,
-                               connections=self.connections, kubeconfigs=self.kubeconfigs)
+                               connections=self.connections, kubeconfigs=self.kubeconfigs,
+                               shard=self.shard)
         self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None
         if config.drift_watch:
@@ -83,12 +98,24 @@ class Propagator:
             self.kubeconfigs.forget(keys.resource_key("Cluster", meta.name, meta.namespace))
             self.applier.requeue_cluster(cluster_id(meta.namespace, meta.name), drifted=True)
 
+    def _gain(self, cid: str) -> None:
+        """A cluster claimed: probe it now, and reconcile what is (to be) on it."""
+        self.observer.wake()
+        self.applier.requeue_cluster(cid, placed=True)
+
+    def _lose(self, cid: str) -> None:
+        """A cluster handed over (its requests have ended): stop watching it."""
+        key = cluster_key(cid)
+        self.observer.forget(key)
+        self.connections.drop(key)
+
     def start(self, sync_timeout: float = 60.0) -> None:
         for inf in self._informers:
             inf.start()
         for inf in self._informers:
             if not inf.wait_synced(sync_timeout):
                 raise TimeoutError(f"the propagator did not sync {inf.prefix} with etcd")
+        self.shard.start(sync_timeout)
         self._started = True
         self.observer.start()
         self._threads = start_workers(self.applier.queue, self.applier.reconcile,
@@ -102,15 +129,19 @@ class Propagator:
         known = {cluster_id(item.obj.metadata.namespace, item.obj.metadata.name):
                  item.obj.status.state for item in self.cluster_statuses.items()}
         clusters: dict[str, str] = {}
-        for item in self.clusters.items():
+        owned = self.shard.owned()
+        for item in self.clusters.items():  # each replica those it serves
             cid = cluster_id(item.obj.metadata.namespace, item.obj.metadata.name)
-            clusters[cid] = known.get(cid) or "UNKNOWN"
+            if cid in owned:
+                clusters[cid] = known.get(cid) or "UNKNOWN"
         yield states("berth_cluster_state", "1 for the cluster's state as last observed "
                      "(UNKNOWN: not yet probed), 0 for the others", "cluster", clusters,
                      CLUSTER_STATES)
+        # Counted by one replica (the one this name hashes to), not once per replica.
+        states_now = self.applier.states() if self.shard.mine(APPLICATIONS_METRIC) else {}
         yield counts("berth_applications", "Applications by state: the propagator's status, "
                      "or Unschedulable while the scheduler finds no cluster",
-                     "state", self.applier.states(), APPLICATION_STATES)
+                     "state", states_now, APPLICATION_STATES if states_now else ())
 
     def ready(self) -> bool:
         return self._started and all(inf.synced.is_set() for inf in self._informers)
@@ -118,11 +149,14 @@ class Propagator:
     def alive(self) -> bool:
         """The resync and the observer loops run, every apply worker and every informer."""
         return (not self._started) or (self._resync.alive() and self.observer.alive()
+                                       and self.shard.alive()
                                        and all(t.is_alive() for t in self._threads)
                                        and all(inf.alive() for inf in self._informers))
 
     def stop(self) -> None:
         self._stop.set()
+        if self._started:
+            self.shard.stop()  # requests end, then the clusters go to the others at once
         if self.drift is not None:
             self.drift.stop()
         self.applier.queue.shutdown()

@@ -49,6 +49,12 @@ class StatusWriter:
         self._written: dict[str, tuple[ApplicationStatus | None, int]] = {}
         self._garbage: dict[str, int] = {}  # status key → revision of garbage written there
 
+    def ours(self, key: str, doc: ApplicationStatus) -> bool:
+        """Whether ``doc`` is what this process last wrote at ``key``."""
+        with self._lock:
+            mine = self._written.get(key)
+        return mine is not None and mine[0] == doc
+
     def garbage_seen(self, key: str, revision: int) -> None:
         """The watch found a value that is not a status in ``key``: it is replaced at
         the next write (the caller reconciles the application)."""

@@ -55,6 +55,22 @@ class Supervised(Protocol):
         ...
 
 
+class _EveryReplica:
+    """In place of an election for a controller whose replicas all work (each on its
+    share): it always leads."""
+
+    is_leader = True
+
+    def start(self) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return True
+
+    def resign(self) -> None:
+        pass
+
+
 def parse_listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     try:
@@ -71,7 +87,10 @@ def run_process(
     listen: tuple[str, int],
     lease_ttl: int = 10,
     retry_delay: float = 1.0,
+    elect: bool = True,
 ) -> int:
+    """Serve health, and run the controller ``make`` builds while this replica leads
+    (``elect=False``: always — the controller shares the work among replicas itself)."""
     # Controllers hold large caches of small objects: collect the young
     # generation less often, so pauses stay rare and short.
     gc.set_threshold(50_000, 20, 100)
@@ -85,8 +104,9 @@ def run_process(
         with changed:
             changed.notify_all()
 
-    election = LeaderElection(store, name, ttl=lease_ttl, on_started_leading=wake,
-                              on_stopped_leading=wake)
+    election: LeaderElection | _EveryReplica = (
+        LeaderElection(store, name, ttl=lease_ttl, on_started_leading=wake,
+                       on_stopped_leading=wake) if elect else _EveryReplica())
     try:
         health = HealthServer(*listen)
     except OSError as exc:  # e.g. the port is taken: say so, no traceback

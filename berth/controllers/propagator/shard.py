@@ -1,0 +1,284 @@
+"""Which propagator replica serves which cluster: one owner per cluster, by etcd leases.
+
+Every replica registers itself under ``/berth/v1/leases/propagator/members/<id>``
+on a lease of its own, and serves a cluster only while it holds the cluster's
+claim, ``/berth/v1/leases/propagator/clusters/<ns>/<name>``, created (never
+overwritten) on the same lease. Who should hold a claim is computed the same
+way by every replica: rendezvous hashing of the cluster over the live members,
+so a member joining or leaving moves only the clusters it gains or loses.
+
+* **Claim**: a cluster without a claim is claimed by the member it hashes to.
+* **Hand-over**: a holder that is no longer the one a cluster hashes to (a
+  member joined) first stops serving it — no new request is sent there and
+  the ones in flight end — and only then deletes the claim; the new owner
+  claims it when it sees the key gone. Nobody serves it in between, so it is
+  never served twice; it waits at most one step of the loop, never dropped.
+* **A replica that dies**: its lease expires (``ttl``) and takes its member
+  key and claims with it; the others claim what hashes to them now.
+* **A replica that cannot refresh its lease** for ``ttl · 0.6`` seconds stops
+  serving everything before the lease can expire and another may claim, then
+  registers again with a new lease.
+
+:meth:`Shard.serving` is the gate every request to a cluster goes through:
+it says whether this replica owns the cluster and keeps the hand-over waiting
+until the request is over. ``on_gain`` and ``on_lose`` tell the observer and
+the applier (called on the shard's thread; ``on_lose`` after the cluster's
+requests ended).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import msgspec
+
+from berth.controllers.runtime import Informer
+from berth.controllers.runtime.supervise import Loop
+from berth.store import Conflict, Delete, Put, Store, StoreError, Unavailable, keys
+
+log = logging.getLogger(__name__)
+
+PREFIX = keys.LEASES + "propagator/"
+MEMBERS = PREFIX + "members/"
+CLAIMS = PREFIX + "clusters/"
+
+
+class Holder(msgspec.Struct):
+    holder: str
+    lease: int = 0  # the holder's lease the key is attached to
+    since: float = 0.0
+
+
+def claim_key(cid: str) -> str:
+    """``<namespace>/<name>`` → its claim's key."""
+    return CLAIMS + cid
+
+
+def owner(cid: str, members: list[str]) -> str | None:
+    """The member ``cid`` hashes to (rendezvous hashing); None without members."""
+    best: tuple[bytes, str] | None = None
+    for m in members:
+        h = hashlib.blake2b(f"{m}\0{cid}".encode(), digest_size=8).digest()
+        if best is None or (h, m) > best:
+            best = (h, m)
+    return best[1] if best else None
+
+
+class Shard:
+    def __init__(self, store: Store, identity: str, *, ttl: int,
+                 clusters: Callable[[], list[str]],
+                 on_gain: Callable[[str], None], on_lose: Callable[[str], None],
+                 idle_timeout: float = 30.0) -> None:
+        if ttl < 2:
+            raise ValueError("a lease TTL below 2 seconds cannot be kept alive reliably")
+        self.store = store
+        self.identity = identity
+        self.ttl = ttl
+        self.clusters = clusters  # the cluster ids there are
+        self.on_gain = on_gain
+        self.on_lose = on_lose
+        self.leases: Informer[Holder] = Informer(store, PREFIX, Holder,
+                                                 idle_timeout=idle_timeout)
+        self.leases.add_handler(lambda _e: self._wake.set())
+        self._cond = threading.Condition()
+        self._owned: set[str] = set()  # clusters served: requests may go there
+        self._busy: dict[str, int] = {}  # cluster → requests in flight
+        self._lease = 0
+        self._last_ok = 0.0
+        self._wake = threading.Event()
+        self._loop = Loop("shard", self._step, deadline=ttl * 3 + 60.0)
+
+    # -- the gate --------------------------------------------------------------
+
+    def owned(self) -> frozenset[str]:
+        with self._cond:
+            return frozenset(self._owned)
+
+    def owns(self, cid: str) -> bool:
+        with self._cond:
+            return cid in self._owned
+
+    @contextmanager
+    def serving(self, cid: str) -> Iterator[bool]:
+        """True while this replica owns ``cid``: a hand-over waits for the block to end."""
+        with self._cond:
+            mine = cid in self._owned
+            if mine:
+                self._busy[cid] = self._busy.get(cid, 0) + 1
+        try:
+            yield mine
+        finally:
+            if mine:
+                with self._cond:
+                    self._busy[cid] -= 1
+                    if not self._busy[cid]:
+                        del self._busy[cid]
+                        self._cond.notify_all()
+
+    def members(self) -> list[str]:
+        return sorted(self.leases.get(k).holder  # type: ignore[union-attr]
+                      for k in self.leases.list_keys() if k.startswith(MEMBERS)
+                      and self.leases.get(k) is not None)
+
+    def mine(self, key: str) -> bool:
+        """Whether work that belongs to no cluster (``key``) is this replica's."""
+        return owner(key, self.members()) == self.identity
+
+    # -- running ---------------------------------------------------------------
+
+    def start(self, sync_timeout: float = 60.0) -> None:
+        self.leases.start()
+        if not self.leases.wait_synced(sync_timeout):
+            raise TimeoutError(f"the propagator did not sync {PREFIX} with etcd")
+        self._register()
+        self.rebalance()  # claim at once what is free (the loop goes on from there)
+        self._loop.start()
+
+    def alive(self) -> bool:
+        return self._loop.alive() and self.leases.alive()
+
+    def stop(self) -> None:
+        """Stop serving every cluster, then hand them over at once (revoke the lease)."""
+        self._loop.halt()
+        self._wake.set()
+        self._loop.stop(timeout=self.ttl + 5)
+        for cid in sorted(self.owned()):
+            self._stop_serving(cid)
+        if self._lease:
+            try:
+                self.store.revoke(self._lease)
+            except StoreError as exc:
+                log.warning("shard: revoking lease: %s", exc)
+        self.leases.stop()
+
+    def _register(self) -> None:
+        """Join on a new lease. An old one is revoked first: the claims on it go at once,
+        before this replica may claim anything again."""
+        if self._lease:
+            try:
+                self.store.revoke(self._lease)
+            except Unavailable:
+                raise  # not known to be gone: try again later
+            except StoreError as exc:  # expired already
+                log.debug("shard: revoking the old lease: %s", exc)
+            self._lease = 0
+        self._lease = self.store.grant(self.ttl)
+        self._last_ok = time.monotonic()
+        key = MEMBERS + self.identity
+        body = msgspec.json.encode(Holder(self.identity, self._lease, time.time()))
+        try:
+            self.store.commit([Put(key, body, 0, self._lease)])
+        except Conflict:  # our key from before, on a lease not expired yet
+            kv = self.store.get(key)
+            self.store.commit([Put(key, body, kv.mod_revision if kv else 0, self._lease)])
+        log.info("propagator %s joins (%d members seen)", self.identity,
+                 len(set(self.members()) | {self.identity}))
+
+    def _step(self) -> None:
+        self._wake.wait(self.ttl / 3)
+        self._wake.clear()
+        if self._loop.stopping:
+            return
+        if not self._keep_alive():
+            return
+        self.rebalance()
+
+    def _keep_alive(self) -> bool:
+        """Refresh the lease; after ``ttl · 0.6`` without success serve nothing, and
+        register anew once etcd answers."""
+        now = time.monotonic()
+        if now - self._last_ok >= self.ttl / 3:
+            try:
+                alive = self.store.keep_alive(self._lease) > 0
+            except StoreError as exc:
+                alive = False
+                log.debug("shard: lease refresh failed: %s", exc)
+            if alive:
+                self._last_ok = now
+        if time.monotonic() - self._last_ok < self.ttl * 0.6:
+            return True
+        if self.owned():
+            log.error("propagator %s: lease not refreshed for %.1f s; serving no cluster "
+                      "until registered again", self.identity, time.monotonic() - self._last_ok)
+            for cid in sorted(self.owned()):
+                self._stop_serving(cid)
+        try:
+            self._register()
+        except StoreError as exc:
+            log.debug("shard: registering again failed: %s", exc)
+            return False
+        return True
+
+    def rebalance(self) -> None:
+        """Claim what hashes here and is free; hand over what hashes elsewhere."""
+        members = self.members()
+        if self.identity not in members:
+            members.append(self.identity)  # our own key, not seen by the watch yet
+        there = set(self.clusters())
+        for cid in sorted(there | self.owned()):
+            item = self.leases.item(claim_key(cid))
+            holder = item.obj.holder if item is not None else None
+            wanted = owner(cid, members) if cid in there else None
+            if item is not None and holder == self.identity and item.obj.lease == self._lease:
+                if cid not in self.owned():
+                    self._start_serving(cid)  # e.g. claimed, then the process restarted
+                elif wanted != self.identity:
+                    self._hand_over(cid, item.mod_revision, wanted)
+            elif cid in self.owned():  # the claim expired, or is someone else's now
+                log.warning("propagator %s: lost the claim of cluster %s", self.identity, cid)
+                self._stop_serving(cid)
+            elif holder is None and wanted == self.identity:
+                self._claim(cid)
+
+    def _claim(self, cid: str) -> None:
+        body = msgspec.json.encode(Holder(self.identity, self._lease, time.time()))
+        try:
+            self.store.commit([Put(claim_key(cid), body, 0, self._lease)])
+        except Conflict:
+            return  # someone was faster: the watch tells who
+        except StoreError as exc:
+            log.debug("shard: claiming %s failed: %s", cid, exc)
+            return
+        log.info("propagator %s serves cluster %s", self.identity, cid)
+        self._start_serving(cid)
+
+    def _hand_over(self, cid: str, revision: int, to: str | None) -> None:
+        self._stop_serving(cid)
+        try:
+            self.store.commit([Delete(claim_key(cid), revision)])
+        except StoreError as exc:
+            log.info("shard: releasing %s: %s", cid, exc)
+            return
+        log.info("propagator %s hands cluster %s over%s", self.identity, cid,
+                 f" to {to}" if to else "")
+
+    def _start_serving(self, cid: str) -> None:
+        with self._cond:
+            self._owned.add(cid)
+        try:
+            self.on_gain(cid)
+        except Exception:
+            log.exception("shard: starting to serve %s", cid)
+
+    def _stop_serving(self, cid: str) -> None:
+        """No new request goes to ``cid``; return once those in flight ended."""
+        with self._cond:
+            self._owned.discard(cid)
+            waited = time.monotonic()
+            while self._busy.get(cid):
+                self._cond.wait(5.0)
+                if self._busy.get(cid):
+                    log.warning("shard: handing %s over waits for %d requests (%.0f s)", cid,
+                                self._busy[cid], time.monotonic() - waited)
+        try:
+            self.on_lose(cid)
+        except Exception:
+            log.exception("shard: stopping to serve %s", cid)
+
+
+__all__ = ["CLAIMS", "MEMBERS", "Holder", "Shard", "claim_key", "owner"]
