@@ -30,6 +30,7 @@ import msgspec
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
+from berth.controllers.propagator.shard import CLAIMS
 from berth.store import (
     MAX_TXN_OPS,
     Conflict,
@@ -352,10 +353,13 @@ class System:
     # -- faults -----------------------------------------------------------------------
 
     def leader(self, command: str) -> BerthProcess:
-        """The replica holding ``command``'s lease (waits for one)."""
+        """The replica holding ``command``'s lease (waits for one); for the propagator,
+        whose replicas all work, the one serving cluster a."""
         deadline = time.monotonic() + 30
+        lease = (CLAIMS + "default/a" if command == "propagator"
+                 else keys.lease_key(command))
         while time.monotonic() < deadline:
-            kv = self.db.get(keys.lease_key(command))
+            kv = self.db.get(lease)
             if kv is not None:
                 holder = msgspec.json.decode(kv.value, type=dict[str, Any])["holder"]
                 pid = int(str(holder).rsplit("-", 1)[1])

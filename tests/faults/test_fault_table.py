@@ -129,7 +129,9 @@ def test_the_leader_killed(system: System, command: str) -> None:
         time.sleep(5)  # the standby takes over (lease TTL 2 s)
         system.restart_dead(command)
 
-    fault(system, f"{command} leader kill -9 (standby takes over), restart", act)
+    fault(system, f"{command} leader kill -9 (standby takes over), restart"
+          if command != "propagator" else "propagator replica serving cluster a kill -9 "
+          "(the other claims its clusters), restart", act)
 
 
 @pytest.mark.parametrize("command", ["scheduler", "propagator", "metrics-cache"])

@@ -89,6 +89,7 @@ class Shard:
         self._owned: set[str] = set()  # clusters served: requests may go there
         self._busy: dict[str, int] = {}  # cluster → requests in flight
         self._lease = 0
+        self._claims: dict[str, int] = {}  # our claims → their revisions (the loop's only)
         self._last_ok = 0.0
         self._wake = threading.Event()
         self._loop = Loop("shard", self._step, deadline=ttl * 3 + 60.0)
@@ -167,6 +168,7 @@ class Shard:
             except StoreError as exc:  # expired already
                 log.debug("shard: revoking the old lease: %s", exc)
             self._lease = 0
+            self._claims.clear()  # they went with it
         self._lease = self.store.grant(self.ttl)
         self._last_ok = time.monotonic()
         key = MEMBERS + self.identity
@@ -215,35 +217,42 @@ class Shard:
         return True
 
     def rebalance(self) -> None:
-        """Claim what hashes here and is free; hand over what hashes elsewhere."""
+        """Claim what hashes here and is free; hand over what hashes elsewhere.
+
+        Our own claims are known from our writes (``_claims``: cluster → the revision
+        we created it at), not from the watch, which may not have delivered a claim
+        just made or a deletion just done: neither may start or stop serving."""
         members = self.members()
         if self.identity not in members:
             members.append(self.identity)  # our own key, not seen by the watch yet
         there = set(self.clusters())
-        for cid in sorted(there | self.owned()):
+        for cid in sorted(there | set(self._claims)):
             item = self.leases.item(claim_key(cid))
-            holder = item.obj.holder if item is not None else None
             wanted = owner(cid, members) if cid in there else None
-            if item is not None and holder == self.identity and item.obj.lease == self._lease:
-                if cid not in self.owned():
-                    self._start_serving(cid)  # e.g. claimed, then the process restarted
+            ours = self._claims.get(cid)
+            if ours is not None:
+                gone = (item is None and self.leases.revision > ours) or (
+                    item is not None and item.mod_revision > ours)
+                if gone:  # expired (or taken after it expired): we may not serve it
+                    log.warning("propagator %s: lost the claim of cluster %s", self.identity,
+                                cid)
+                    del self._claims[cid]
+                    self._stop_serving(cid)
                 elif wanted != self.identity:
-                    self._hand_over(cid, item.mod_revision, wanted)
-            elif cid in self.owned():  # the claim expired, or is someone else's now
-                log.warning("propagator %s: lost the claim of cluster %s", self.identity, cid)
-                self._stop_serving(cid)
-            elif holder is None and wanted == self.identity:
+                    self._hand_over(cid, ours, wanted)
+            elif item is None and wanted == self.identity:
                 self._claim(cid)
 
     def _claim(self, cid: str) -> None:
         body = msgspec.json.encode(Holder(self.identity, self._lease, time.time()))
         try:
-            self.store.commit([Put(claim_key(cid), body, 0, self._lease)])
+            revision = self.store.commit([Put(claim_key(cid), body, 0, self._lease)])
         except Conflict:
             return  # someone was faster: the watch tells who
         except StoreError as exc:
             log.debug("shard: claiming %s failed: %s", cid, exc)
             return
+        self._claims[cid] = revision
         log.info("propagator %s serves cluster %s", self.identity, cid)
         self._start_serving(cid)
 
@@ -251,9 +260,12 @@ class Shard:
         self._stop_serving(cid)
         try:
             self.store.commit([Delete(claim_key(cid), revision)])
-        except StoreError as exc:
+        except Conflict:
+            pass  # not ours any more (it expired): nothing to delete
+        except StoreError as exc:  # kept, not served: handed over at the next step
             log.info("shard: releasing %s: %s", cid, exc)
             return
+        del self._claims[cid]
         log.info("propagator %s hands cluster %s over%s", self.identity, cid,
                  f" to {to}" if to else "")
 
