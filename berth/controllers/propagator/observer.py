@@ -36,6 +36,7 @@ from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
+from berth.store.group import GroupCommit
 
 
 def cluster_id(view: ClusterView) -> str:
@@ -51,6 +52,7 @@ class Observer:
                  shard: Shard | None = None) -> None:
         self.store = store
         self.shard = shard  # None: every cluster is this replica's
+        self.group = GroupCommit(store, "cluster-status")  # probes finish together
         self.config = config
         self.clusters = clusters
         self.statuses = statuses
@@ -241,7 +243,7 @@ class Observer:
                          datetime.now(UTC), capacity))
         item = self.statuses.item(skey)
         try:
-            self.store.commit([Put(skey, encode(doc), item.mod_revision if item else 0)])
+            self.group.commit([Put(skey, encode(doc), item.mod_revision if item else 0)])
         except Conflict:
             log.info("%s changed meanwhile; the next probe writes again", skey)
         except StoreError as exc:
@@ -257,6 +259,6 @@ class Observer:
         if item is None:
             return  # nothing of ours there
         try:
-            self.store.commit([Delete(skey, item.mod_revision)])
+            self.group.commit([Delete(skey, item.mod_revision)])
         except StoreError as exc:
             log.info("%s: not removed: %s", skey, exc)

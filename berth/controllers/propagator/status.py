@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from berth.controllers.runtime import Informer, Retry
 from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from berth.store.documents import ApplicationState, ApplicationStatus, StatusMeta
+from berth.store.group import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class StatusWriter:
     def __init__(self, store: Store, statuses: Informer[ApplicationStatus]) -> None:
         self.store = store
         self.statuses = statuses
+        self.group = GroupCommit(store, "application-status")  # concurrent reconciles' writes
         self._lock = threading.Lock()
         self._written: dict[str, tuple[ApplicationStatus | None, int]] = {}
         self._garbage: dict[str, int] = {}  # status key → revision of garbage written there
@@ -85,7 +87,7 @@ class StatusWriter:
         if doc.garbage:
             log.error("%s held a value that is not a status document; replacing it", doc.key)
         try:
-            rev = self.store.commit([Put(doc.key, encode(written), doc.garbage or (
+            rev = self.group.commit([Put(doc.key, encode(written), doc.garbage or (
                 doc.revision if doc.old else 0))])
         except Conflict:
             if doc.garbage:  # changed again since: the watch tells what it holds now
@@ -119,7 +121,7 @@ class StatusWriter:
             log.error("%s held a value that is not a status document; deleting it (%s)",
                       doc.key, "with the application" if app else "no such application")
         try:
-            rev = self.store.commit(ops)
+            rev = self.group.commit(ops)
         except Conflict as exc:
             return Retry(f"changed meanwhile: {exc}", after=0.1)
         except StoreError as exc:
