@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _logging(args.log_level, args.log_format)
     _dump_stacks_on_crash_and_usr1()
-    for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka"):  # a line per request otherwise
+    for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka", "hpack", "h2", "asyncio"):
+        # a line per request (or HTTP/2 frame) otherwise
         logging.getLogger(chatty).setLevel(logging.WARNING)
     if args.command not in PROCESSES:  # a tool reports etcd's failure itself, once
         logging.getLogger("berth.store.link").setLevel(logging.ERROR)

@@ -1,8 +1,9 @@
 """What each cluster has and what is asked of it, from its Nodes and Pods, watched.
 
-Per cluster, two list-then-watch loops (Nodes, Pods) keep a small summary in
-memory — a node's allocatable resources, a pod's requests and the application
-that owns it — so that a probe costs no list: the observer reads the summary
+Per cluster, two list-then-watch loops (Nodes, Pods), among the cluster's
+other watches (``watches.py``), keep a small summary in memory — a node's
+allocatable resources, a pod's requests and the application that owns it —
+so that a probe costs no list: the observer reads the summary
 (:meth:`Tracker.capacity`) into the cluster's status key. A watch that breaks
 or expires (410 Gone) lists again. Counted:
 
@@ -19,6 +20,7 @@ capacity: the scheduler does not judge it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import Counter
@@ -28,8 +30,8 @@ from typing import Any
 
 import msgspec
 
-from berth.controllers.propagator.kube import OWNER, Connection, Unavailable, safe
-from berth.controllers.runtime.supervise import Loop
+from berth.controllers.propagator.kube import OWNER, Unavailable, safe
+from berth.controllers.propagator.watches import ClusterWatches
 from berth.store.documents import Capacity, ResourceList
 from berth.store.documents.resources import NOTHING, QuantityError, Resources, pod_requests
 
@@ -124,41 +126,43 @@ class _Watched:
         self.event_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_event_of(item))
         self.entries: dict[tuple[str, str], Any] = {}
         self.synced = False
-        self.delay = 0.5  # before listing again after a failure; doubles to 30 s
 
-    def step(self) -> None:
-        """List, then watch until the watch ends; a supervised loop repeats it (and
-        logs and backs off from anything unexpected)."""
-        if not self.tracker.alive():
-            self.tracker.stopped.wait(1.0)  # replaced or stopped: the loop is being halted
-            return
-        try:
-            listed = self.list_decoder.decode(self.tracker.conn.list_raw(self.path))
-            with self.tracker.lock:
-                self.entries = {k: e for k, e in (
-                    ((o.metadata.namespace, o.metadata.name), self.entry(o))
-                    for o in listed.items) if e is not None}
-                self.synced = True
-            self.tracker.changed()
-            self._watch(listed.metadata.resourceVersion)
-            self.delay = 0.5
-        except Unavailable as exc:
-            if not self.tracker.alive():
-                return
-            log.info("cluster %s: %s (listing again in %.1f s)", self.tracker.cid, safe(exc),
-                     self.delay)
-            self.tracker.stopped.wait(self.delay)
-            self.delay = min(30.0, self.delay * 2)
-        except msgspec.DecodeError as exc:
-            log.warning("cluster %s: %s answered something berth cannot read (%s)",
-                        self.tracker.cid, self.path, exc)
-            self.tracker.stopped.wait(30.0)
-
-    def _watch(self, since: str) -> None:
+    async def run(self, w: ClusterWatches) -> None:
+        """List, then watch until the watch ends; again and again (after a failure,
+        0.5 s doubling to 30 s later)."""
+        delay = 0.5
         while self.tracker.alive():
-            for line in self.tracker.conn.watch_raw(self.path, WATCH_SECONDS, since):
+            try:
+                resp = await w.get(self.path)
+                if resp.status_code != 200:
+                    raise Unavailable(f"list {self.path}: HTTP {resp.status_code}")
+                listed = self.list_decoder.decode(resp.content)
+                with self.tracker.lock:
+                    self.entries = {k: e for k, e in (
+                        ((o.metadata.namespace, o.metadata.name), self.entry(o))
+                        for o in listed.items) if e is not None}
+                    self.synced = True
+                self.tracker.changed()
+                await self._watch(w, listed.metadata.resourceVersion)
+                delay = 0.5
+                continue
+            except Unavailable as exc:
                 if not self.tracker.alive():
                     return
+                log.info("cluster %s: %s (listing again in %.1f s)", self.tracker.cid,
+                         safe(exc), delay)
+            except msgspec.DecodeError as exc:
+                log.warning("cluster %s: %s answered something berth cannot read (%s)",
+                            self.tracker.cid, self.path, exc)
+                delay = 30.0
+            await asyncio.sleep(delay)
+            delay = min(30.0, delay * 2)
+
+    async def _watch(self, w: ClusterWatches, since: str) -> None:
+        while self.tracker.alive():
+            params = {"watch": "true", "timeoutSeconds": str(WATCH_SECONDS),
+                      "allowWatchBookmarks": "true", "resourceVersion": since}
+            async for line in w.lines(self.path, params):
                 try:
                     event = self.event_decoder.decode(line)
                 except msgspec.DecodeError:
@@ -180,34 +184,28 @@ class _Watched:
 
 
 class Tracker:
-    """Nodes and Pods of one cluster, through one connection, as a summary."""
+    """Nodes and Pods of one cluster, among the cluster's watches, as a summary."""
 
-    def __init__(self, cid: str, conn: Connection, on_change: Callable[[str], None]) -> None:
-        self.cid, self.conn, self.on_change = cid, conn, on_change
+    def __init__(self, cid: str, watches: ClusterWatches,
+                 on_change: Callable[[str], None]) -> None:
+        self.cid, self.watches, self.on_change = cid, watches, on_change
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry)
         self.pods = _Watched(self, "/api/v1/pods", _Pod, _pod_entry)
-        # A watch request stays open up to WATCH_SECONDS: the loops' deadline allows it.
-        self.loops = [Loop(f"capacity-{cid}-{n}", w.step, deadline=WATCH_SECONDS + 60.0)
-                      for n, w in (("nodes", self.nodes), ("pods", self.pods))]
 
     def start(self) -> Tracker:
-        for loop in self.loops:
-            loop.start()
+        self.watches.add("capacity nodes", self.nodes.run)
+        self.watches.add("capacity pods", self.pods.run)
         return self
 
     def alive(self) -> bool:
-        return not self.stopped.is_set() and not self.conn.closed
-
-    def healthy(self) -> bool:
-        """Its loops run (a dead or wedged one fails the process's health)."""
-        return self.stopped.is_set() or all(loop.alive() for loop in self.loops)
+        return not self.stopped.is_set() and not self.watches.closed
 
     def stop(self) -> None:
         self.stopped.set()
-        for loop in self.loops:
-            loop.halt()
+        self.watches.cancel("capacity nodes")
+        self.watches.cancel("capacity pods")
 
     def changed(self) -> None:
         self.on_change(self.cid)

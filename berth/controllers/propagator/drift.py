@@ -1,4 +1,6 @@
-"""Drift watches: one Kubernetes watch per (cluster, kind) berth has applied there.
+"""Drift watches: one Kubernetes watch per (cluster, kind) berth has applied there,
+among the cluster's other watches (``watches.py``: one HTTP/2 connection per cluster,
+one thread for all).
 
 Each watch selects the objects labelled ``app.kubernetes.io/managed-by:
 berth`` in every namespace and hands every event to ``on_event``, which
@@ -22,15 +24,20 @@ import logging
 import threading
 from collections.abc import Callable
 
+import msgspec
+
 from berth.controllers.propagator.kube import (
-    Connection,
+    FIELD_MANAGER,
+    MANAGED_BY,
     Connections,
     Kind,
     KubeObject,
     Unavailable,
+    WatchEvent,
     WatchRefused,
     safe,
 )
+from berth.controllers.propagator.watches import ClusterWatches, Hub
 from berth.store.documents import KubeObjectRef
 
 log = logging.getLogger(__name__)
@@ -98,18 +105,19 @@ class Ledger:
 
 
 class DriftWatches:
-    def __init__(self, connections: Connections, on_event: OnEvent,
+    """The drift watches, one per (cluster, kind), among the cluster's watches (watches.py)."""
+
+    def __init__(self, connections: Connections, hub: Hub, on_event: OnEvent,
                  on_back: Callable[[str], None], *, server_timeout: int,
                  probe_timeout: float, max_delay: float = 30.0) -> None:
         self.connections = connections
+        self.hub = hub
         self.on_event = on_event
         self.on_back = on_back
         self.server_timeout = server_timeout
         self.probe_timeout = probe_timeout
         self.max_delay = max_delay
-        self._lock = threading.Lock()
-        self._watches: dict[tuple[str, Connection, Kind], threading.Thread] = {}
-        self._stop = threading.Event()
+        self._decoder = msgspec.json.Decoder(WatchEvent)
 
     def ensure(self, cid: str, ckey: str, kind: Kind, since: str) -> None:
         """Watch ``kind`` on cluster ``cid`` (key ``ckey``) through its current
@@ -119,58 +127,42 @@ class DriftWatches:
         conn = self.connections.current(ckey)
         if conn is None:
             return
-        ident = (cid, conn, kind)
-        with self._lock:
-            if ident in self._watches or self._stop.is_set():
-                return
-            thread = threading.Thread(target=self._run, args=(cid, ckey, conn, kind, since),
-                                      name=f"drift-{cid}-{kind.plural}", daemon=True)
-            self._watches[ident] = thread
-        thread.start()
+        self.hub.of(ckey, conn).add(f"drift {kind.plural} {kind.base}",
+                                    lambda w: self._run(w, cid, kind, since))
 
-    def stop(self) -> None:
-        self._stop.set()  # the connections' close ends the open requests
-
-    def _alive(self, ckey: str, conn: Connection) -> bool:
-        return (not self._stop.is_set() and not conn.closed
-                and self.connections.current(ckey) is conn)
-
-    def _run(self, cid: str, ckey: str, conn: Connection, kind: Kind, since: str) -> None:
+    async def _run(self, w: ClusterWatches, cid: str, kind: Kind, since: str) -> None:
         delay = 0.5
-        try:
-            while self._alive(ckey, conn):
-                try:
-                    for event in conn.watch(kind, self.server_timeout, since):
-                        if not self._alive(ckey, conn):
-                            return
-                        if event.type == "ERROR":  # e.g. 410: ``since`` is too old
-                            raise Unavailable(f"watch error: {event.object}")
-                        since = event.object.metadata.resourceVersion or since
-                        if event.type != "BOOKMARK":
-                            self.on_event(cid, event.type, event.object)
-                        delay = 0.5
-                    continue  # the server ended the request: resume from ``since``
-                except WatchRefused as exc:
-                    log.warning("cluster %s does not allow watching %s (%s): drift is found "
-                                "by the periodic resync only", cid, kind.plural, exc)
-                    return
-                except Exception as exc:
-                    if not self._alive(ckey, conn):
-                        return
-                    log.info("watch of %s on cluster %s broke (%s); re-applying when it is "
-                             "back", kind.plural, cid, safe(exc))
-                self._wait_until_back(ckey, conn, delay)
-                delay = min(self.max_delay, delay * 2)
-                since = ""  # what happened meanwhile is found by re-applying everything
-                if self._alive(ckey, conn):
-                    self.on_back(cid)
-        finally:
-            with self._lock:
-                self._watches.pop((cid, conn, kind), None)
-
-    def _wait_until_back(self, ckey: str, conn: Connection, delay: float) -> None:
-        while self._alive(ckey, conn):
-            self._stop.wait(delay)
-            if conn.probe(self.probe_timeout).state == "ONLINE":
+        while not w.closed:
+            params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
+                      "timeoutSeconds": str(self.server_timeout), "allowWatchBookmarks": "true"}
+            if since:
+                params["resourceVersion"] = since
+            try:
+                async for line in w.lines(kind.path(), params):
+                    try:
+                        event = self._decoder.decode(line)
+                    except msgspec.DecodeError:
+                        log.info("watch %s: an event berth cannot read: %.200s", kind.plural,
+                                 line)
+                        continue
+                    if event.type == "ERROR":  # e.g. 410: ``since`` is too old
+                        raise Unavailable(f"watch error: {event.object}")
+                    since = event.object.metadata.resourceVersion or since
+                    if event.type != "BOOKMARK":
+                        self.on_event(cid, event.type, event.object)
+                    delay = 0.5
+                continue  # the server ended the request: resume from ``since``
+            except WatchRefused as exc:
+                log.warning("cluster %s does not allow watching %s (%s): drift is found "
+                            "by the periodic resync only", cid, kind.plural, exc)
                 return
+            except Unavailable as exc:
+                if w.closed:
+                    return
+                log.info("watch of %s on cluster %s broke (%s); re-applying when it is "
+                         "back", kind.plural, cid, safe(exc))
+            await w.until_back(delay, self.probe_timeout, self.max_delay)
             delay = min(self.max_delay, delay * 2)
+            since = ""  # what happened meanwhile is found by re-applying everything
+            if not w.closed:
+                self.on_back(cid)

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,11 +148,9 @@ class Connection:
         if single is None:
             raise ValueError("the kubeconfig names no current context")
         self.namespace: str = single.namespace or "default"
+        self.config, self.timeout = single, timeout  # watches.py makes its client from them
         self.http = HttpClient(single, ConnectionParams(
             timeout=httpx.Timeout(timeout), trust_env=False))
-        # Watches hold their requests open: their own client, closed to end them.
-        self.watch_http = HttpClient(single, ConnectionParams(
-            timeout=httpx.Timeout(timeout, read=None), trust_env=False))
         self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind
         self._lock = threading.Lock()
         self.closed = False
@@ -261,66 +259,9 @@ class Connection:
         if resp.status_code not in (200, 202, 404):
             raise Unavailable(f"deleting {ref}: {_error(resp)}")
 
-    def list_raw(self, path: str) -> bytes:
-        """GET a list (``/api/v1/nodes``); its JSON as it came."""
-        resp = self._request("GET", path)
-        if resp.status_code != 200:
-            raise Unavailable(f"list {path}: {_error(resp)}")
-        return resp.content
-
-    def watch_raw(self, path: str, server_timeout: int, resource_version: str
-                  ) -> Iterator[bytes]:
-        """The lines of one watch request on ``path`` from ``resource_version``."""
-        params = {"watch": "true", "timeoutSeconds": str(server_timeout),
-                  "allowWatchBookmarks": "true", "resourceVersion": resource_version}
-        try:
-            with self.watch_http.stream("GET", path, params=params) as resp:
-                if resp.status_code != 200:
-                    raise Unavailable(f"watch {path}: HTTP {resp.status_code}")
-                for line in resp.iter_lines():
-                    if line:
-                        yield line.encode() if isinstance(line, str) else line
-        except Unavailable:
-            raise
-        except Exception as exc:
-            raise Unavailable(f"watch {path}: {safe(exc)}") from exc
-
-    def watch(self, kind: Kind, server_timeout: int,
-              resource_version: str = "") -> Iterator[WatchEvent]:
-        """One watch request on berth's objects of ``kind`` in every namespace, from
-        just after ``resource_version`` (else from the current state, as ADDED events).
-
-        Ends when the server closes it (after ``server_timeout``); BOOKMARK
-        events carry a newer resourceVersion to resume from. Raises Unavailable
-        when the cluster fails and WatchRefused when it forbids watching.
-        """
-        params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
-                  "timeoutSeconds": str(server_timeout), "allowWatchBookmarks": "true"}
-        if resource_version:
-            params["resourceVersion"] = resource_version
-        decoder = msgspec.json.Decoder(WatchEvent)
-        try:
-            with self.watch_http.stream("GET", kind.path(), params=params) as resp:
-                if resp.status_code in (403, 405):
-                    raise WatchRefused(_error(resp))
-                if resp.status_code != 200:
-                    raise Unavailable(f"watch {kind.plural}: HTTP {resp.status_code}")
-                for line in resp.iter_lines():
-                    if line:
-                        try:
-                            yield decoder.decode(line)
-                        except msgspec.DecodeError:
-                            log.info("watch %s: an event berth cannot read: %.200s",
-                                     kind.plural, line)
-        except (WatchRefused, Unavailable):
-            raise
-        except Exception as exc:
-            raise Unavailable(f"watch {kind.plural}: {safe(exc)}") from exc
-
     def close(self) -> None:
         self.closed = True
         self.http.close()
-        self.watch_http.close()
 
 
 class WatchRefused(Exception):

@@ -32,6 +32,7 @@ from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.kube import Connection, Connections, Probe, safe
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.views import ClusterView
+from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
@@ -48,10 +49,11 @@ log = logging.getLogger(__name__)
 class Observer:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], statuses: Informer[ClusterStatus],
-                 connections: Connections, kubeconfigs: Kubeconfigs,
+                 connections: Connections, kubeconfigs: Kubeconfigs, hub: Hub,
                  shard: Shard | None = None) -> None:
         self.store = store
         self.shard = shard  # None: every cluster is this replica's
+        self.hub = hub  # where the capacity watches run, among each cluster's watches
         self.group = GroupCommit(store, "cluster-status")  # probes finish together
         self.config = config
         self.clusters = clusters
@@ -80,10 +82,8 @@ class Observer:
             self._capacity_loop.start()
 
     def alive(self) -> bool:
-        with self._lock:
-            trackers = list(self._trackers.values())
         return self._loop.alive() and (not self.config.capacity or (
-            self._capacity_loop.alive() and all(t.healthy() for t in trackers)))
+            self._capacity_loop.alive() and self.hub.alive()))
 
     def stop(self) -> None:
         self._stop.set()
@@ -106,11 +106,12 @@ class Observer:
         connection)."""
         if not self.config.capacity:
             return None
+        watches = self.hub.of(key, conn)
         with self._lock:
             tracker = self._trackers.get(key)
-            if tracker is not None and tracker.conn is conn and tracker.alive():
+            if tracker is not None and tracker.watches is watches and tracker.alive():
                 return tracker
-            fresh = self._trackers[key] = Tracker(cid, conn, lambda _: self._changed(key))
+            fresh = self._trackers[key] = Tracker(cid, watches, lambda _: self._changed(key))
         if tracker is not None:
             tracker.stop()
         return fresh.start()

@@ -36,6 +36,7 @@ from berth.controllers.propagator.kube import Connections
 from berth.controllers.propagator.observer import Observer
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.views import ClusterView
+from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, EventType, Informer, start_workers
 from berth.controllers.runtime.election import default_identity
 from berth.controllers.runtime.observe import counts, states
@@ -65,9 +66,10 @@ class Propagator:
         self.shard = Shard(store, identity or default_identity(), ttl=lease_ttl,
                            clusters=lambda: self.applier.claimable(), on_gain=self._gain,
                            on_lose=self._lose, idle_timeout=idle)
+        self.hub = Hub()  # every cluster's watches: one thread, one connection per cluster
         self.observer = Observer(store, config, clusters=self.clusters,
                                  statuses=self.cluster_statuses, connections=self.connections,
-                                 kubeconfigs=self.kubeconfigs, shard=self.shard)
+                                 kubeconfigs=self.kubeconfigs, hub=self.hub, shard=self.shard)
         self.applier = Applier(store, config, clusters=self.clusters,
                                cluster_statuses=self.cluster_statuses,
                                connections=self.connections, kubeconfigs=self.kubeconfigs,
@@ -76,7 +78,7 @@ class Propagator:
         self.drift: DriftWatches | None = None
         if config.drift_watch:
             drift = DriftWatches(
-                self.connections, self.applier.on_drift,
+                self.connections, self.hub, self.applier.on_drift,
                 lambda cid: self.applier.requeue_cluster(cid, drifted=True),
                 server_timeout=config.drift_watch_timeout, probe_timeout=config.probe_timeout)
             self.applier.on_applied.append(
@@ -107,6 +109,7 @@ class Propagator:
         """A cluster handed over (its requests have ended): stop watching it."""
         key = cluster_key(cid)
         self.observer.forget(key)
+        self.hub.drop(key)  # its watches end now
         self.connections.drop(key)
 
     def start(self, sync_timeout: float = 60.0) -> None:
@@ -149,7 +152,7 @@ class Propagator:
     def alive(self) -> bool:
         """The resync and the observer loops run, every apply worker and every informer."""
         return (not self._started) or (self._resync.alive() and self.observer.alive()
-                                       and self.shard.alive()
+                                       and self.shard.alive() and self.hub.alive()
                                        and all(t.is_alive() for t in self._threads)
                                        and all(inf.alive() for inf in self._informers))
 
@@ -157,8 +160,7 @@ class Propagator:
         self._stop.set()
         if self._started:
             self.shard.stop()  # requests end, then the clusters go to the others at once
-        if self.drift is not None:
-            self.drift.stop()
+        self.hub.stop()
         self.applier.queue.shutdown()
         self.observer.stop()
         self._resync.stop()

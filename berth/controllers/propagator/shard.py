@@ -281,12 +281,13 @@ class Shard:
         """No new request goes to ``cid``; return once those in flight ended."""
         with self._cond:
             self._owned.discard(cid)
-            waited = time.monotonic()
+            began = said = time.monotonic()
             while self._busy.get(cid):
-                self._cond.wait(5.0)
-                if self._busy.get(cid):
+                self._cond.wait(1.0)
+                if self._busy.get(cid) and time.monotonic() - said >= 5.0:
+                    said = time.monotonic()
                     log.warning("shard: handing %s over waits for %d requests (%.0f s)", cid,
-                                self._busy[cid], time.monotonic() - waited)
+                                self._busy[cid], said - began)
         try:
             self.on_lose(cid)
         except Exception:

@@ -56,10 +56,10 @@ class Done:
     status: ApplicationState | None = None  # None: as recorded
 
     def progress(self, f: Facts) -> Progress:
-        p = Progress.start(f.recorded)
+        p = Progress.start(f.recorded, f.owned)
         if self.applied is not None:
             p.applied = self.applied
-        p.errors = {(k if k == "confirm" else f"default/{k}"): v for k, v in self.errors.items()}
+        p.errors |= {(k if k == "confirm" else f"default/{k}"): v for k, v in self.errors.items()}
         p.tried = {f"default/{c}" for c in self.tried}
         p.cleared = {f"default/{c}" for c in self.cleared}
         p.confirmed, p.refused = self.confirmed, self.refused
@@ -90,6 +90,7 @@ def describe(step: Step) -> str:
 
 MOVED = recorded("RUNNING", on(1, "a"))
 BOTH = on(1, "a", "b")
+A, B = frozenset({"default/a"}), frozenset({"default/b"})
 
 ROWS: list[tuple[str, Facts, Done, str, str]] = [
     # placing
@@ -183,6 +184,31 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
      Done(), "Clear a", ""),
     ("key holds garbage: objects stay", facts(None, MOVED, binding=None, app_unreadable=True),
      Done(), "Finish RUNNING on a warn", ""),
+    # replicas sharing the clusters: this one serves ``owned`` only
+    ("shards: only the cluster served here is applied",
+     facts(targets=("a", "b"), owned=B), Done(), "Apply b gen 1", ""),
+    ("shards: the other replica's target not applied yet: DEGRADED, not retried here",
+     facts(targets=("a", "b"), owned=B), Done(applied=on(1, "b"), tried=("b",)),
+     "Finish DEGRADED on b", "generation 1 not applied on default/a"),
+    ("shards: errors the other replica recorded stay",
+     facts(was=recorded("DEGRADED", on(1, "b"), errors={"default/a": "down"}),
+           targets=("a", "b"), owned=B), Done(), "Finish DEGRADED on b", "default/a: down"),
+    ("shards: a move onto this replica's cluster: applied, checked here",
+     facts(was=MOVED, targets=("b",), owned=B), Done(applied=BOTH, tried=("b",)),
+     "Confirm b", ""),
+    ("shards: ... recorded as running on both, the old cluster left to its owner",
+     facts(was=MOVED, targets=("b",), owned=B),
+     Done(applied=BOTH, tried=("b",), confirmed=True,
+          status=state("MIGRATING", "removing from default/a", BOTH, 1, {})),
+     "Finish MIGRATING on a,b", "removing from default/a"),
+    ("shards: the old cluster's owner removes it once the new one is recorded",
+     facts(was=state("MIGRATING", "removing from default/a", BOTH, 1, {}), targets=("b",),
+           owned=A), Done(confirmed=True), "Clear a", ""),
+    ("shards: ... but not before it is recorded there",
+     facts(was=MOVED, targets=("b",), owned=A), Done(), "Finish MIGRATING on a", ""),
+    ("shards: deleted: only this replica's clusters cleared here",
+     facts(App(1, deleting=True), recorded("RUNNING", BOTH), owned=A),
+     Done(applied=on(1, "b"), cleared=("a",)), "Finish DELETING on b", ""),
 ]
 
 
