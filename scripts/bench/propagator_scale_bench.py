@@ -6,22 +6,27 @@
 1. Starts etcd and ``--servers`` kube-apiservers (each with its own etcd) and
    registers ``--clusters`` Clusters, spread over them round robin (a
    kubeconfig context each: this machine cannot hold a hundred API servers).
-2. For each replica count R: starts R ``berth propagator`` processes, waits
+2. For each replica count R, on a fresh etcd and fresh kube-apiservers (else
+   each run would find the servers fuller than the one before and be slower
+   for that alone): starts R ``berth propagator`` processes, waits
    until every cluster is claimed and the R replicas hold them, writes
    ``--apps`` applications (a Deployment and a Service each, one cluster each,
    round robin) with their Bindings in transactions of 128, and times the
    first write to the last application status RUNNING seen on a watch; then
-   stops the replicas. Each run has applications of its own names.
+   stops the replicas.
 3. The floor, in the same run: the same objects (other names) applied with
    server-side apply directly, from R * ``--workers`` threads (the number of
    appliers the R replicas have), one client per server.
 4. Prints, per R: time to all RUNNING, apps/s, the floor, the ratio, how many
-   status writes went per etcd transaction, and the replicas' peak RSS.
+   status writes went per etcd transaction, the replicas' peak RSS, and the CPU
+   the replicas, the kube-apiservers (with their etcds) and berth's etcd used
+   while applying (on a small machine they share its cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -62,7 +67,7 @@ def start_replicas(n: int, url: str, work: Path, workers: int) -> list[tuple[sub
         port = free_port()
         with open(work / f"propagator-{n}-{i}.log", "wb") as log:
             procs.append((subprocess.Popen(
-                [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "propagator",
+                [sys.executable, "-m", "berth.cli.main", "--log-level", LOG_LEVEL, "propagator",
                  "--etcd", url, "--http", f"127.0.0.1:{port}", "--config", str(config),
                  "--lease-ttl", "5"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), port))
     return procs
@@ -79,6 +84,22 @@ def claimed(store: Store, clusters: int, replicas: int, timeout: float = 120) ->
             return time.monotonic() - began
         time.sleep(0.2)
     raise SystemExit(f"the clusters were not shared by {replicas} replicas in {timeout} s")
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+LOG_LEVEL = os.environ.get("BERTH_BENCH_LOG_LEVEL", "WARNING")
+
+
+def cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes have used so far."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
 
 
 def grouped(port: int) -> tuple[float, float]:
@@ -103,85 +124,102 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="berth-propagator-scale-"))
-    server = EtcdServer().start()
-    kubes: list[KubeApiServer] = []
-    try:
-        for i in range(args.servers):
+    names = [f"c{i:03d}" for i in range(args.clusters)]
+    print(f"{args.clusters} clusters on {args.servers} kube-apiservers, {args.apps} "
+          f"applications (Deployment + Service) per run, {args.workers} workers per replica; "
+          "every run on a fresh etcd and fresh kube-apiservers", flush=True)
+    rows = []
+    for replicas in (int(r) for r in args.replicas.split(",")):
+        server = EtcdServer().start()
+        kubes: list[KubeApiServer] = []
+        try:
             t = time.perf_counter()
-            kubes.append(KubeApiServer(f"scale{i}").start())
-            print(f"kube-apiserver {i} ready in {time.perf_counter() - t:.1f}s", flush=True)
-        store = Store(EtcdConfig(url=server.url))
-        names = [f"c{i:03d}" for i in range(args.clusters)]
-        store.commit_chunks([Put(keys.resource_key("Cluster", name, "default"),
-                                 msgspec.json.encode({
-                                     "api": "kubernetes", "kind": "Cluster",
-                                     "metadata": {"name": name, "namespace": "default"},
-                                     "spec": {"kubeconfig": kubes[i % len(kubes)].kubeconfig()}}))
-                             for i, name in enumerate(names)])
-        clients = [Client(KubeConfig.from_dict(k.kubeconfig()), trust_env=False) for k in kubes]
+            kubes = [KubeApiServer(f"scale{i}").start() for i in range(args.servers)]
+            print(f"{replicas} replica(s): {args.servers} kube-apiservers ready in "
+                  f"{time.perf_counter() - t:.1f}s", flush=True)
+            store = Store(EtcdConfig(url=server.url))
+            store.commit_chunks([Put(keys.resource_key("Cluster", name, "default"),
+                                     msgspec.json.encode({
+                                         "api": "kubernetes", "kind": "Cluster",
+                                         "metadata": {"name": name, "namespace": "default"},
+                                         "spec": {"kubeconfig": kubes[
+                                             i % len(kubes)].kubeconfig()}}))
+                                 for i, name in enumerate(names)])
+            rows.append((replicas, *run(args, replicas, names, store, server, kubes, work)))
+        finally:
+            for k in kubes:
+                k.cleanup()
+            server.cleanup()
+    print()
+    print(f"{'replicas':>8} {'all RUNNING':>12} {'apps/s':>7} {'direct SSA':>11} "
+          f"{'ratio':>6} {'writes/txn':>11}")
+    for replicas, took, direct, writes, txns in rows:
+        print(f"{replicas:>8} {took:>11.1f}s {args.apps / took:>7.0f} {direct:>10.1f}s "
+              f"{took / direct:>6.2f} {writes / max(txns, 1):>11.1f}")
+
+
+def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
+        server: EtcdServer, kubes: list[KubeApiServer], work: Path
+        ) -> tuple[float, float, float, float]:
+    """One replica count: (time to all RUNNING, direct apply's time, status writes,
+    their transactions)."""
+    procs = start_replicas(replicas, server.url, work, args.workers)
+    try:
+        shared = claimed(store, args.clusters, replicas)
+        watcher = StatusWatcher(store)
+        ops: list[Put] = []
+        for i in range(args.apps):
+            name = f"app-{i:05d}"
+            ops.append(Put(keys.resource_key("Application", name, "default"),
+                           msgspec.json.encode({
+                               "api": "kubernetes", "kind": "Application",
+                               "metadata": {"name": name, "namespace": "default",
+                                            "generation": 1},
+                               "spec": {"manifest": manifest(name)}})))
+            ops.append(Put(keys.binding_key("Application", "default", name), encode(
+                Binding(BindingMeta(name, "default"), BindingSpec(
+                    ObjectRef("Application", name, "default"), 1,
+                    [Target("Cluster", names[i % len(names)], "default")]),
+                    BindingStatus("Scheduled")))))
+        pids = [p.pid for p, _ in procs]
+        servers = [k.proc.pid for k in kubes if k.proc] + [
+            k.etcd.proc.pid for k in kubes if k.etcd.proc]
+        etcd = [server.proc.pid] if server.proc else []
+        used = (cpu(pids), cpu(servers), cpu(etcd))
+        began = time.perf_counter()
+        store.commit_chunks(ops)
+        if not watcher.wait_for(args.apps, timeout=120 + args.apps * 0.5):
+            raise SystemExit(f"only {len(watcher.running)}/{args.apps} RUNNING with "
+                             f"{replicas} replicas; logs in {work}")
+        took = max(watcher.running.values()) - began
+        spent = (cpu(pids) - used[0], cpu(servers) - used[1], cpu(etcd) - used[2])
+        watcher.watch.close()
+        writes = txns = 0.0
+        for _, port in procs:
+            w, t = grouped(port)
+            writes, txns = writes + w, txns + t
+        rss = max(peak_rss_mb(p.pid) for p, _ in procs)
+    finally:
+        for p, _ in procs:
+            p.terminate()
+        for p, _ in procs:
+            p.wait(60)
+    clients = [Client(KubeConfig.from_dict(k.kubeconfig()), trust_env=False) for k in kubes]
+    try:
         floor(clients, 1, 1)  # lightkube's models decoded once before threads do it at once
-        print(f"{args.clusters} clusters on {len(kubes)} kube-apiservers, {args.apps} "
-              f"applications (Deployment + Service) per run, {args.workers} workers per "
-              "replica", flush=True)
-        rows = []
-        for replicas in (int(r) for r in args.replicas.split(",")):
-            procs = start_replicas(replicas, server.url, work, args.workers)
-            try:
-                shared = claimed(store, args.clusters, replicas)
-                watcher = StatusWatcher(store)
-                ops: list[Put] = []
-                for i in range(args.apps):
-                    name = f"r{replicas}-{i:05d}"
-                    ops.append(Put(keys.resource_key("Application", name, "default"),
-                                   msgspec.json.encode({
-                                       "api": "kubernetes", "kind": "Application",
-                                       "metadata": {"name": name, "namespace": "default",
-                                                    "generation": 1},
-                                       "spec": {"manifest": manifest(name)}})))
-                    ops.append(Put(keys.binding_key("Application", "default", name), encode(
-                        Binding(BindingMeta(name, "default"), BindingSpec(
-                            ObjectRef("Application", name, "default"), 1,
-                            [Target("Cluster", names[i % len(names)], "default")]),
-                            BindingStatus("Scheduled")))))
-                began = time.perf_counter()
-                rev0 = store.revision()
-                store.commit_chunks(ops)
-                if not watcher.wait_for(args.apps, timeout=120 + args.apps * 0.5):
-                    raise SystemExit(f"only {len(watcher.running)}/{args.apps} RUNNING with "
-                                     f"{replicas} replicas; logs in {work}")
-                took = max(watcher.running.values()) - began
-                watcher.watch.close()
-                writes = txns = 0.0
-                for _, port in procs:
-                    w, t = grouped(port)
-                    writes, txns = writes + w, txns + t
-                rss = max(peak_rss_mb(p.pid) for p, _ in procs)
-                revisions = store.revision() - rev0
-            finally:
-                for p, _ in procs:
-                    p.terminate()
-                for p, _ in procs:
-                    p.wait(60)
-            threads = replicas * args.workers
-            direct = floor(clients, args.apps, threads)
-            rows.append((replicas, took, direct, shared, writes, txns, rss, revisions))
-            print(f"{replicas} replica(s): all RUNNING in {took:.1f}s ({args.apps / took:.0f} "
-                  f"apps/s); direct apply from {threads} threads {direct:.1f}s; ratio "
-                  f"{took / direct:.2f}; clusters shared in {shared:.1f}s; status writes "
-                  f"{writes:.0f} in {txns:.0f} transactions ({writes / max(txns, 1):.1f} "
-                  f"each); peak RSS {rss:.0f} MB per replica", flush=True)
-        print()
-        print(f"{'replicas':>8} {'all RUNNING':>12} {'apps/s':>7} {'direct SSA':>11} "
-              f"{'ratio':>6} {'writes/txn':>11}")
-        for replicas, took, direct, _, writes, txns, _, _ in rows:
-            print(f"{replicas:>8} {took:>11.1f}s {args.apps / took:>7.0f} {direct:>10.1f}s "
-                  f"{took / direct:>6.2f} {writes / max(txns, 1):>11.1f}")
+        threads = replicas * args.workers
+        direct = floor(clients, args.apps, threads)
+    finally:
         for c in clients:
             c.close()
-    finally:
-        for k in kubes:
-            k.cleanup()
-        server.cleanup()
+    print(f"  all RUNNING in {took:.1f}s ({args.apps / took:.0f} apps/s); direct apply from "
+          f"{threads} threads {direct:.1f}s; ratio {took / direct:.2f}; clusters shared in "
+          f"{shared:.1f}s; status writes {writes:.0f} in {txns:.0f} transactions "
+          f"({writes / max(txns, 1):.1f} each); peak RSS {rss:.0f} MB per replica", flush=True)
+    print(f"  CPU while applying: propagator replicas {spent[0]:.0f} s, kube-apiservers and "
+          f"their etcds {spent[1]:.0f} s, berth's etcd {spent[2]:.0f} s, of "
+          f"{took * (os.cpu_count() or 1):.0f} s on {os.cpu_count()} cores", flush=True)
+    return took, direct, writes, txns
 
 
 if __name__ == "__main__":
