@@ -298,7 +298,7 @@ class Scheduler:
             self.queue.add(key)  # not ours to decide here: a full attempt sorts it out
             return "queued"
         current = list(binding.spec.targets)
-        if not subject.migration:
+        if not subject.migration and current:  # deferred work (no targets yet) is decided
             if all(self._exists(t) for t in current):
                 return "unchanged"
             self.queue.add(key)
