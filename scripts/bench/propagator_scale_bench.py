@@ -128,6 +128,11 @@ def main() -> None:
     print(f"{args.clusters} clusters on {args.servers} kube-apiservers, {args.apps} "
           f"applications (Deployment + Service) per run, {args.workers} workers per replica; "
           "every run on a fresh etcd and fresh kube-apiservers", flush=True)
+    print(f"note: each kube-apiserver serves {args.clusters / args.servers:.0f} of the cluster "
+          "contexts, so each drift watch (every berth object of a kind, in every namespace) "
+          f"sees the objects of all {args.clusters / args.servers:.0f}: the propagators' CPU "
+          "includes that much more watch traffic than separate clusters would cause",
+          flush=True)
     rows = []
     for replicas in (int(r) for r in args.replicas.split(",")):
         server = EtcdServer().start()
