@@ -25,6 +25,7 @@ cluster refuses as invalid is FAILED and left until its generation changes.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from typing import Any
 
@@ -62,6 +63,7 @@ APPLICATION_STATES = ("PENDING", "RUNNING", "MIGRATING", "DEGRADED", "FAILED", "
                       "Unschedulable")
 
 FINALIZER = "berth.dev/propagator"
+GAINED_SPREAD = 30.0  # seconds over which a gained cluster's settled applications re-apply
 
 
 def cluster_id(namespace: str | None, name: str) -> str:
@@ -200,19 +202,51 @@ class Applier:
         # Back ONLINE: retry what failed there. Gone OFFLINE: the applications on it say so.
         self.requeue_cluster(cluster_id(meta.namespace, meta.name), only_failed=now == "ONLINE")
 
-    def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False,
-                        placed: bool = False) -> None:
-        """Reconcile now every application that is on, or failed on, cluster ``cid``
-        (``placed``: also those whose Binding names it)."""
+    def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
+                        ) -> None:
+        """Reconcile now every application that is on, or failed on, cluster ``cid``."""
         for item in self.statuses.items():
             st = item.obj.status
             if cid in st.errors or (not only_failed and cid in st.applied):
                 self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
-        if placed:
-            for b in self.bindings.items():
-                if any(cluster_id(t.namespace or b.obj.spec.resource.namespace, t.name) == cid
-                       for t in b.obj.spec.targets):
-                    self.queue.add(keys.resource_key_of(b.key))
+
+    def gained(self, cid: str) -> None:
+        """A cluster this replica now serves: what has work to do there is reconciled
+        at once; what runs there as recorded is applied again too (drift while nobody
+        watched; it starts the drift watches), spread over the next ``GAINED_SPREAD``
+        seconds, so that a hand-over of a full cluster does not queue the work that
+        matters behind thousands of re-applies."""
+        urgent: set[str] = set()
+        routine: set[str] = set()
+        for item in self.statuses.items():
+            st = item.obj.status
+            if cid in st.errors or cid in st.applied:
+                key = keys.resource_key_of(item.key)
+                (routine if self._settled(key, st) else urgent).add(key)
+        for b in self.bindings.items():
+            if any(cluster_id(t.namespace or b.obj.spec.resource.namespace, t.name) == cid
+                   for t in b.obj.spec.targets):
+                key = keys.resource_key_of(b.key)
+                if key not in routine:
+                    urgent.add(key)
+        for key in urgent:
+            self.queue.add(key)
+        for key in routine - urgent:
+            self.queue.add_after(key, random.uniform(1.0, GAINED_SPREAD))
+
+    def _settled(self, key: str, st: ApplicationState) -> bool:
+        """RUNNING the application's generation where its Binding (for that generation)
+        says, without errors."""
+        app = self.apps.get(key)
+        ref = keys.parse_key(key)
+        binding = self.bindings.get(keys.binding_key("Application", ref.namespace or "",
+                                                     ref.name))
+        if app is None or binding is None or st.state != "RUNNING" or st.errors:
+            return False
+        gen = app.metadata.generation
+        on = {cluster_id(r.namespace, r.name) for r in st.running_on}
+        want = {cluster_id(t.namespace or ref.namespace, t.name) for t in binding.spec.targets}
+        return st.generation == gen == binding.spec.generation and on == want
 
     def _requeue(self, app_key: str, drifted: str | None = None) -> None:
         if drifted is not None:

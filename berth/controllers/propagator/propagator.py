@@ -103,7 +103,7 @@ class Propagator:
     def _gain(self, cid: str) -> None:
         """A cluster claimed: probe it now, and reconcile what is (to be) on it."""
         self.observer.wake()
-        self.applier.requeue_cluster(cid, placed=True)
+        self.applier.gained(cid)
 
     def _lose(self, cid: str) -> None:
         """A cluster handed over (its requests have ended): stop watching it."""

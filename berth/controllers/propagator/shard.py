@@ -16,8 +16,9 @@ so a member joining or leaving moves only the clusters it gains or loses.
 * **A replica that dies**: its lease expires (``ttl``) and takes its member
   key and claims with it; the others claim what hashes to them now.
 * **A replica that cannot refresh its lease** for ``ttl · 0.6`` seconds stops
-  serving everything before the lease can expire and another may claim, then
-  registers again with a new lease.
+  serving everything before the lease can expire and another may claim. When
+  etcd answers again, a lease still alive (an etcd restart keeps leases)
+  gives it its claims back; an expired one means joining anew.
 
 :meth:`Shard.serving` is the gate every request to a cluster goes through:
 it says whether this replica owns the cluster and keeps the hand-over waiting
@@ -206,7 +207,7 @@ class Shard:
             return True
         if self.owned():
             log.error("propagator %s: lease not refreshed for %.1f s; serving no cluster "
-                      "until registered again", self.identity, time.monotonic() - self._last_ok)
+                      "until etcd confirms it", self.identity, time.monotonic() - self._last_ok)
             for cid in sorted(self.owned()):
                 self._stop_serving(cid)
         try:
@@ -240,6 +241,9 @@ class Shard:
                     self._stop_serving(cid)
                 elif wanted != self.identity:
                     self._hand_over(cid, ours, wanted)
+                elif cid not in self.owned():  # the lease was in doubt, and is alive
+                    log.info("propagator %s serves cluster %s again", self.identity, cid)
+                    self._start_serving(cid)
             elif item is None and wanted == self.identity:
                 self._claim(cid)
 
