@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from berth.store import Store, encode, keys
@@ -48,7 +49,7 @@ def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
     store: Store, processes: None
 ) -> None:
     now = time.time()
-    drop = now + 10  # b's price falls from 50 to 10 then; a stays at 80
+    drop = now + 20  # b's price falls from 50 to 10 then; a stays at 80
     put(store, keys.resource_key("GlobalMetricsProvider", "prices"), encode({
         "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "prices"},
         "spec": {"type": "static", "static": {"series": {
@@ -60,6 +61,15 @@ def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
             "metadata": {"name": f"price-{name}", "labels": {"berth.dev/measures": "price"}},
             "spec": {"min": 0, "max": 100, "provider": {"name": "prices", "metric": name}}}))
         cluster(store, name, metrics={f"price-{name}": 1.0})
+    # As in a running fleet, the values are published before work comes (without any,
+    # deferrable work waits for them up to its latest start: another test's case).
+    for name in ("a", "b"):
+        wait_for(lambda name=name: store.get(keys.metric_value_key(f"price-{name}")),
+                 timeout=20)
+    wait_for(lambda: store.get(keys.METRIC_PICTURE),
+             lambda kv: bool(msgspec.json.decode(kv.value).get("complete")), timeout=20)
+    now = time.time()
+    assert now < drop - 5, "the values took too long to come"
     application(store, "batch", placement={"startBefore": iso(now + 60), "costMetric": "price"},
                 migration=False)  # a batch job: not moved once started
     application(store, "urgent", placement={"startBefore": iso(now + 6),

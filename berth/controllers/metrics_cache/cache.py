@@ -186,7 +186,8 @@ class Poller:
         self.wake = threading.Event()
         self.answered_at: float | None = None  # time.time() of the last poll it answered
         self._loop = Loop(f"poll {plan.name}", self._step,
-                          deadline=self.interval * 2 + cache.config.timeout * 4 + 60.0).start()
+                          deadline=self.interval * 2 + cache.config.timeout * 4 + 60.0)
+        self._loop.start()  # after the assignment: its first step reads self._loop
 
     @property
     def interval(self) -> float:
@@ -536,9 +537,13 @@ class MetricsCache:
             docs.append((key, MetricValue(
                 Metadata(name=w.series.name, namespace=w.series.namespace), status)))
         try:
-            written = self.writer.write_many(docs)  # a poll's changes land together
+            written, failed = self.writer.write_many(docs)  # a poll's changes land together
         except Exception as exc:
             log.warning("writing %d values from %s failed (%s); next poll retries",
                         len(docs), provider.name, exc)
+            return
+        if failed:  # the poll is not whole in etcd: no picture may say it is
+            log.info("%d of %s's values not written; the picture waits for the next poll",
+                     failed, provider.name)
             return
         self._answered(provider_key, written > 0)

@@ -117,17 +117,18 @@ class ValueWriter:
         WRITES.labels("picture").inc()
         return True
 
-    def write_many(self, docs: list[tuple[str, MetricValue]]) -> int:
-        """Write the changed ones of ``docs``, up to 128 per transaction; returns how many.
+    def write_many(self, docs: list[tuple[str, MetricValue]]) -> tuple[int, int]:
+        """Write the changed ones of ``docs``, up to 128 per transaction; returns how many
+        were written and how many could not be (left for the next poll).
 
         A transaction that conflicts (another run's keys, after a restart) is
         retried key by key, which takes the keys over.
         """
         changed = [(k, d) for k, d in docs if not self.unchanged(k, d.status)]
         if not changed:
-            return 0
+            return 0, 0
         lease = self._ensure_lease()
-        done = 0
+        done = failed = 0
         for start in range(0, len(changed), MAX_TXN_OPS):
             chunk = changed[start : start + MAX_TXN_OPS]
             with self._lock:
@@ -136,14 +137,18 @@ class ValueWriter:
                 new = self.store.commit([Put(k, encode(d), rev, lease)
                                          for (k, d), rev in zip(chunk, revs, strict=True)])
             except Conflict:
-                done += sum(1 for k, d in chunk if self.write(k, d))
+                for k, d in chunk:
+                    if self.write(k, d):
+                        done += 1
+                    elif not self.unchanged(k, d.status):
+                        failed += 1
                 continue
             with self._lock:
                 for k, d in chunk:
                     self._written[k] = (_essence(d.status), new)
             WRITES.labels("put").inc(len(chunk))
             done += len(chunk)
-        return done
+        return done, failed
 
     def remove(self, key: str) -> None:
         """Delete a value nobody references any more."""
