@@ -1,7 +1,7 @@
 """Deferrable work, end to end: a static provider's price series through the real
-metrics-cache and the real scheduler on a real etcd. The work waits Pending for the
-cheaper hour, starts then on the cluster that is cheapest then, and work whose
-deadline comes first starts at once."""
+metrics-cache, scheduler and propagator on a real etcd and a real kube-apiserver. The
+work waits Pending (nothing on the cluster) for the cheaper hour, starts then on the
+cluster that is cheapest then, and work whose deadline comes first starts at once."""
 
 from __future__ import annotations
 
@@ -12,19 +12,24 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import ConfigMap
 
 from berth.store import Store, encode, keys
 from tests.integration.scheduler_env import (
     MetricsCacheProcess,
+    PropagatorProcess,
     SchedulerProcess,
     application,
     binding,
-    cluster,
     put,
     targets,
     wait_for,
 )
+from tests.integration.test_propagator_apply import present
 from tests.servers.etcd import EtcdServer
+from tests.servers.kube import KubeApiServer
+from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -33,20 +38,27 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat()
 
 
+@pytest.fixture(scope="module")
+def kube() -> Iterator[KubeApiServer]:
+    yield from serving(lambda: KubeApiServer("deferral"))
+
+
 @pytest.fixture
 def processes(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[None]:
     cache = MetricsCacheProcess(etcd_server.url, tmp_path, config="poll_interval: 0.5\n"
                                 "lease_ttl: 2\n").start()
     scheduler = SchedulerProcess(etcd_server.url, tmp_path, config="deferral_margin: 2\n"
                                  "reschedule_after: 1\n").start()
+    propagator = PropagatorProcess(etcd_server.url, tmp_path, config="probe_interval: 0.5\n"
+                                   "retry_base_delay: 0.2\nretry_max_delay: 1\n").start()
     yield
-    for proc in (scheduler, cache):
+    for proc in (scheduler, cache, propagator):
         proc.stop()
         print(proc.output()[-3000:])
 
 
 def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
-    store: Store, processes: None
+    store: Store, processes: None, kube: KubeApiServer
 ) -> None:
     now = time.time()
     drop = now + 20  # b's price falls from 50 to 10 then; a stays at 80
@@ -60,7 +72,16 @@ def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
             "api": "core", "kind": "GlobalMetric",
             "metadata": {"name": f"price-{name}", "labels": {"berth.dev/measures": "price"}},
             "spec": {"min": 0, "max": 100, "provider": {"name": "prices", "metric": name}}}))
-        cluster(store, name, metrics={f"price-{name}": 1.0})
+        # Two contexts of one API server: the work goes to one of them only.
+        put(store, keys.resource_key("Cluster", name, "default"), encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"kubeconfig": kube.kubeconfig(),
+                     "metrics": [{"name": f"price-{name}", "weight": 1.0}]}}))
+    client = Client(KubeConfig.from_dict(kube.kubeconfig()), trust_env=False)
+    for name in ("a", "b"):
+        wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
+                 lambda kv: b'"ONLINE"' in kv.value, timeout=30)
     # As in a running fleet, the values are published before work comes (without any,
     # deferrable work waits for them up to its latest start: another test's case).
     for name in ("a", "b"):
@@ -82,15 +103,20 @@ def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
                                             "forecast lowest then, on b")
     [note] = pending.status.explanation
     assert note["deferred"]["cost"] == 10 and note["deferred"]["cheapest_now"] == 50
+    assert not present(client, ConfigMap, "batch")  # Pending: nothing runs yet
     # Its latest start (6 s less the 2 s margin) comes before b's drop: it starts now,
     # on the cheapest cluster now.
     urgent = wait_for(lambda: binding(store, "urgent"), lambda b: b.status.state == "Scheduled",
                       timeout=20)
     assert targets(urgent) == ["b"] and urgent.spec.scheduled is not None
     assert urgent.spec.scheduled.timestamp() <= now + 4
+    wait_for(lambda: present(client, ConfigMap, "urgent") or None, timeout=20)
+    assert not present(client, ConfigMap, "batch")
 
     started = wait_for(lambda: binding(store, "batch"), lambda b: b.status.state == "Scheduled",
                        timeout=40)
     assert targets(started) == ["b"]
     assert started.spec.scheduled is not None
     assert drop - 1 <= started.spec.scheduled.timestamp() <= now + 58
+    wait_for(lambda: present(client, ConfigMap, "batch") or None, timeout=20)  # runs now
+    client.close()
