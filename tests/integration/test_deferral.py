@@ -60,6 +60,18 @@ def processes(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[None]:
 def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
     store: Store, processes: None, kube: KubeApiServer
 ) -> None:
+    client = Client(KubeConfig.from_dict(kube.kubeconfig()), trust_env=False)
+    for name in ("a", "b"):
+        # Two contexts of one API server: the work goes to one of them only. The price
+        # is a cost (lower is better), not a score (higher is better): weight 0.
+        put(store, keys.resource_key("Cluster", name, "default"), encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"kubeconfig": kube.kubeconfig(),
+                     "metrics": [{"name": f"price-{name}", "weight": 0.0}]}}))
+    for name in ("a", "b"):
+        wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
+                 lambda kv: b'"ONLINE"' in kv.value, timeout=30)
     now = time.time()
     drop = now + 20  # b's price falls from 50 to 10 then; a stays at 80
     put(store, keys.resource_key("GlobalMetricsProvider", "prices"), encode({
@@ -72,23 +84,13 @@ def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
             "api": "core", "kind": "GlobalMetric",
             "metadata": {"name": f"price-{name}", "labels": {"berth.dev/measures": "price"}},
             "spec": {"min": 0, "max": 100, "provider": {"name": "prices", "metric": name}}}))
-        # Two contexts of one API server: the work goes to one of them only.
-        put(store, keys.resource_key("Cluster", name, "default"), encode({
-            "api": "kubernetes", "kind": "Cluster",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"kubeconfig": kube.kubeconfig(),
-                     "metrics": [{"name": f"price-{name}", "weight": 1.0}]}}))
-    client = Client(KubeConfig.from_dict(kube.kubeconfig()), trust_env=False)
-    for name in ("a", "b"):
-        wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
-                 lambda kv: b'"ONLINE"' in kv.value, timeout=30)
     # As in a running fleet, the values are published before work comes (without any,
     # deferrable work waits for them up to its latest start: another test's case).
-    for name in ("a", "b"):
+    for name, price in (("a", 80), ("b", 50)):
         wait_for(lambda name=name: store.get(keys.metric_value_key(f"price-{name}")),
-                 timeout=20)
-    wait_for(lambda: store.get(keys.METRIC_PICTURE),
-             lambda kv: bool(msgspec.json.decode(kv.value).get("complete")), timeout=20)
+                 lambda kv, price=price: msgspec.json.decode(kv.value)["status"].get(
+                     "value") == price, timeout=20)
+    time.sleep(1.0)  # the picture that makes them count follows them
     now = time.time()
     assert now < drop - 5, "the values took too long to come"
     application(store, "batch", placement={"startBefore": iso(now + 60), "costMetric": "price"},
