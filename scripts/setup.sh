@@ -21,27 +21,37 @@ mkdir -p "$(dirname "$setup_log")"
 : >"$setup_log"
 
 step() {  # step WHAT COMMAND...: one line for the person waiting; the rest to the log
-  local what="$1" t0=$SECONDS
+  # The command runs in a subshell with errexit on and outside any `if`, `&&`
+  # or `||` (bash ignores `set -e` in a function called from one of those):
+  # any command in it that fails fails the step, loudly, with the log's tail.
+  local what="$1" t0=$SECONDS rc=0
   shift
   printf 'setup: %s ... ' "$what" >&2
   echo "== $what" >>"$setup_log"
-  if "$@" >>"$setup_log" 2>&1; then
+  set +e
+  (set -euo pipefail; "$@") >>"$setup_log" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" = 0 ]; then
     echo "ok ($((SECONDS - t0)) s)" >&2
   else
-    echo "FAILED; the end of $setup_log:" >&2
+    echo "FAILED (exit $rc); the end of $setup_log:" >&2
     tail -n 30 "$setup_log" >&2
-    return 1
+    return "$rc"
   fi
 }
 
 install_python() {
+  # The stamp holds a hash of the files that say what to install: it is
+  # written only after pip succeeded, and any change to them installs again.
   [ -x "$here/.venv/bin/python" ] || python3 -m venv "$here/.venv"
-  local stamp="$here/.venv/.berth-installed"
-  if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ] \
-     || [ "$here/constraints.txt" -nt "$stamp" ]; then
+  local stamp="$here/.venv/.berth-installed" want
+  want="$(cat "$here/constraints.txt" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    rm -f "$stamp"
     "$here/.venv/bin/pip" install --disable-pip-version-check -c "$here/constraints.txt" \
       -e "$here[test,dev]"
-    touch "$stamp"
+    echo "$want" >"$stamp"
   fi
 }
 
@@ -50,8 +60,8 @@ if ! command -v openssl >/dev/null; then   # certificates for TLS tests and API 
 fi
 step "python virtualenv .venv (berth, pinned by constraints.txt)" install_python
 step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
-step "kube-apiserver (built once into $cache; the first time ~3 min)" \
-  bash "$here/scripts/install-kube-apiserver.sh"
+step "kubernetes control plane and kwok (built once into $cache; the first time ~6 min)" \
+  bash "$here/scripts/install-kube.sh"
 if [ "$what" != --demo ]; then
   step "prometheus and pushgateway (Debian packages)" bash "$here/scripts/install-prometheus.sh"
   step "kafka broker (Maven Central jars)" bash "$here/scripts/install-kafka.sh"
