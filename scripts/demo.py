@@ -8,10 +8,15 @@ three Kubernetes API servers standing for clusters in three locations with
 different shares of renewable energy (a static metrics provider), and four
 applications: one placed by labels and that metric, one on two clusters spread
 over locations (PickN), one needing a custom resource only one cluster has,
-one pinned by label. Then the metric changes and the first application moves,
-made before broken: the timeline shows it on both clusters before the old copy
-goes. Everything keeps running; the state (pids, directories) is in
-``$BERTH_DEMO_DIR`` (default ``~/.cache/berth/demo``).
+one pinned by label. Each Kubernetes cluster works like one without a
+container runtime (``tests/servers/kube.py``: kube-controller-manager,
+kube-scheduler and kwok's kubelets beside the API server), so the
+Deployments get Pods, which become Ready three seconds after they are
+scheduled. Then the metric changes and the first application moves without
+going down: the timeline shows the new Pods scheduled and Ready on the new
+cluster, and only then the old copy removed. Everything keeps running; the
+state (pids, directories) is in ``$BERTH_DEMO_DIR`` (default
+``~/.cache/berth/demo``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from berth.store import EtcdConfig, Store, keys  # noqa: E402
 from berth.store.documents import ApplicationState, ApplicationStatus  # noqa: E402
 from tests.servers.etcd import EtcdCluster  # noqa: E402
-from tests.servers.kube import KubeApiServer  # noqa: E402
+from tests.servers.kube import KubeCluster  # noqa: E402
 
 STATE = Path(os.environ.get("BERTH_DEMO_DIR", Path.home() / ".cache" / "berth" / "demo"))
 CLUSTERS = {"dresden": "DE", "paris": "FR", "helsinki": "FI"}
@@ -72,7 +78,7 @@ def show(title: str, *args: str, etcd: str) -> None:
     print(berth(*args, etcd=etcd).rstrip())
 
 
-def documents(kube: dict[str, KubeApiServer]) -> list[dict[str, Any]]:
+def documents(kube: dict[str, KubeCluster]) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = [
         {"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "energy"},
          "spec": {"type": "static", "static": {"metrics": {
@@ -91,7 +97,7 @@ def documents(kube: dict[str, KubeApiServer]) -> list[dict[str, Any]]:
 
     def app(name: str, spec: dict[str, Any], *extra: dict[str, Any]) -> dict[str, Any]:
         manifest = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-                     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
                               "template": {"metadata": {"labels": {"app": name}}, "spec": {
                                   "containers": [{"name": name, "image": "nginx:1.27"}]}}}},
                     *extra]
@@ -113,7 +119,7 @@ def documents(kube: dict[str, KubeApiServer]) -> list[dict[str, Any]]:
     return docs
 
 
-def session(server: KubeApiServer) -> requests.Session:
+def session(server: KubeCluster) -> requests.Session:
     s = requests.Session()
     s.trust_env = False
     s.verify = str(server.workdir / "certs" / "apiserver.crt")
@@ -121,21 +127,87 @@ def session(server: KubeApiServer) -> requests.Session:
     return s
 
 
-def watch_web(cluster: str, server: KubeApiServer, events: queue.Queue[tuple[float, str, str]],
-              stop: threading.Event) -> None:
-    """Put (time, cluster, ADDED|DELETED) for Deployment web on ``server`` into ``events``: a
-    Kubernetes watch, so no appearance or removal is missed between two looks."""
+def watch(cluster: str, server: KubeCluster, path: str, params: dict[str, str],
+          events: queue.Queue[tuple[float, str, str, dict[str, Any]]],
+          stop: threading.Event) -> None:
+    """Put (time, cluster, event type, object) for what ``path`` holds on ``server`` into
+    ``events``: a Kubernetes watch, so no change is missed between two looks."""
     s = session(server)
-    url = f"{server.url}/apis/apps/v1/namespaces/default/deployments"
-    params = {"watch": "1", "fieldSelector": "metadata.name=web", "timeoutSeconds": "120"}
     with contextlib.suppress(requests.RequestException), \
-            s.get(url, params=params, stream=True, timeout=(5, 130)) as r:
+            s.get(f"{server.url}{path}", params={"watch": "1", "timeoutSeconds": "120",
+                                                 **params}, stream=True, timeout=(5, 130)) as r:
         for line in r.iter_lines():
             if stop.is_set():
                 return
-            kind = json.loads(line).get("type", "")
-            if kind in ("ADDED", "DELETED"):
-                events.put((time.monotonic(), cluster, kind))
+            event = json.loads(line)
+            events.put((time.monotonic(), cluster, event.get("type", ""),
+                        event.get("object") or {}))
+
+
+def web_timeline(kube: dict[str, KubeCluster], change: Callable[[], None],
+                 timeout: float = 120.0) -> tuple[bool, int]:
+    """Watch web's Deployment and Pods on dresden and paris while ``change`` moves it;
+    print each step. Returns whether it ended on dresden alone, and the fewest replicas
+    available in all after the change."""
+    events: queue.Queue[tuple[float, str, str, dict[str, Any]]] = queue.Queue()
+    stop_watching = threading.Event()
+    for c in ("dresden", "paris"):
+        for path, params in (("/apis/apps/v1/namespaces/default/deployments",
+                              {"fieldSelector": "metadata.name=web"}),
+                             ("/api/v1/namespaces/default/pods", {"labelSelector": "app=web"})):
+            threading.Thread(target=watch, args=(c, kube[c], path, params, events,
+                                                 stop_watching), daemon=True).start()
+    available: dict[str, int] = {}  # cluster → web's available replicas there
+    ready: dict[tuple[str, str], bool] = {}
+    with contextlib.suppress(queue.Empty):  # the watches first list what is there now
+        while True:
+            _, c, _, obj = events.get(timeout=2)
+            if obj.get("kind") == "Deployment":
+                available[c] = (obj.get("status") or {}).get("availableReplicas", 0)
+    print("  before: Deployment web available on "
+          + ", ".join(f"{c} {n}/2" for c, n in sorted(available.items())))
+    t_change = time.monotonic()
+    change()
+    fewest = sum(available.values())
+    while set(available) != {"dresden"} or available.get("dresden", 0) < 2:
+        try:
+            at, c, kind, obj = events.get(timeout=max(0.1, timeout - (time.monotonic()
+                                                                     - t_change)))
+        except queue.Empty:
+            print(f"demo: web did not move to dresden within {timeout:.0f} s", file=sys.stderr)
+            break
+        meta, st = obj.get("metadata") or {}, obj.get("status") or {}
+        line = ""
+        if obj.get("kind") == "Deployment":
+            if kind == "DELETED":
+                available.pop(c, None)
+                line = "Deployment web removed"
+            else:
+                n = st.get("availableReplicas", 0)
+                if c not in available:
+                    line = "Deployment web created"
+                elif n != available[c]:
+                    line = f"Deployment web {n}/2 available"
+                available[c] = n
+        elif obj.get("kind") == "Pod" and kind != "DELETED":
+            name = meta.get("name", "?")
+            is_ready = any(x.get("type") == "Ready" and x.get("status") == "True"
+                           for x in st.get("conditions") or [])
+            node = (obj.get("spec") or {}).get("nodeName")
+            was = ready.get((c, name))
+            if node and was is None:
+                line = f"Pod {name} scheduled on {node}"
+                ready[(c, name)] = False
+            if is_ready and not was:
+                line = f"Pod {name} Ready"
+                ready[(c, name)] = True
+        if line:
+            fewest = min(fewest, sum(available.values()))
+            total = sum(available.values())
+            print(f"  +{at - t_change:5.2f} s  {c:8} {line:44} available in all: {total} "
+                  "(2 wanted)")
+    stop_watching.set()
+    return set(available) == {"dresden"}, fewest
 
 
 def statuses(store: Store) -> dict[str, ApplicationState]:
@@ -168,12 +240,12 @@ def start() -> int:
     remember()
     say(f"etcd: three members up ({etcd.url})")
 
-    kube: dict[str, KubeApiServer] = {}
+    kube: dict[str, KubeCluster] = {}
     failed: list[str] = []
 
     def up(name: str) -> None:
         try:
-            kube[name] = KubeApiServer(name).start()
+            kube[name] = KubeCluster(name, ready_delay=3.0).start()
         except Exception as exc:
             failed.append(f"{name}: {exc}")
     threads = [threading.Thread(target=up, args=(c,)) for c in CLUSTERS]
@@ -182,14 +254,15 @@ def start() -> int:
     for t in threads:
         t.join()
     for server in kube.values():
-        state["pids"] += [p.pid for p in (server.proc, server.etcd.proc) if p]
+        state["pids"] += list(server.pids().values())
         state["dirs"] += [str(server.workdir), str(server.etcd.workdir)]
     remember()
     if failed:
         print("demo: a Kubernetes API server did not start: " + "; ".join(failed),
               file=sys.stderr)
         return 1
-    say("Kubernetes API servers up: " + ", ".join(
+    say("Kubernetes clusters up (API server, controllers, scheduler, two kwok nodes each): "
+        + ", ".join(
         f"{c} ({CLUSTERS[c]}) {kube[c].url}" for c in CLUSTERS))
     s = session(kube["dresden"])
     s.post(f"{kube['dresden'].url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -233,42 +306,23 @@ def start() -> int:
     say("all four applications RUNNING")
     show("the clusters, as the observer sees them", "get", "clusters", "-o", "wide",
          etcd=etcd.url)
-    show("where each application runs", "get", "apps", "-o", "wide", etcd=etcd.url)
+    show("where each application runs, and how much of it is available", "get", "apps",
+         etcd=etcd.url)
+    show("... per cluster", "get", "apps", "-o", "wide", etcd=etcd.url)
     show("why web runs where it does", "explain", "application", "default/web",
          etcd=etcd.url)
 
     before = [r.name for r in statuses(store)["web"].running_on]
-    events: queue.Queue[tuple[float, str, str]] = queue.Queue()
-    stop_watching = threading.Event()
-    for c in ("dresden", "paris"):
-        threading.Thread(target=watch_web, args=(c, kube[c], events, stop_watching),
-                         daemon=True).start()
-    on: set[str] = set()
-    with contextlib.suppress(queue.Empty):  # the watches first list what is there now
-        while True:
-            on.add(events.get(timeout=2)[1])
     print(f"\nThe sun comes out over Dresden: renewable_dresden 0.3 → 0.95 "
-          f"(web runs on {', '.join(before)}; Deployment web is on {', '.join(sorted(on))}).")
+          f"(web runs on {', '.join(before)}).")
     SHARE["dresden"] = 0.95
     provider = documents(kube)[0]
     (STATE / "energy.yaml").write_text(yaml.safe_dump(provider, sort_keys=False))
-    t_change = time.monotonic()
-    berth("apply", "-f", str(STATE / "energy.yaml"), etcd=etcd.url)
-    both = False
-    while on != {"dresden"}:
-        try:
-            at, cluster, kind = events.get(timeout=max(0.1, 90 - (time.monotonic() - t_change)))
-        except queue.Empty:
-            print("demo: web did not move to dresden within 90 s", file=sys.stderr)
-            break
-        (on.add if kind == "ADDED" else on.discard)(cluster)
-        both = both or on == {"dresden", "paris"}
-        print(f"  +{at - t_change:5.2f} s  {kind.lower()} on {cluster:8}  "
-              f"Deployment web on: {', '.join(sorted(on)) or 'nowhere'}")
-    stop_watching.set()
-    if on == {"dresden"}:
-        print("  made before broken: " + ("on both clusters until the old copy went" if both
-                                          else "NOT on both at once"))
+    moved, fewest = web_timeline(kube, lambda: berth(
+        "apply", "-f", str(STATE / "energy.yaml"), etcd=etcd.url))
+    if moved:
+        print(f"  never down: at least {fewest}/2 replicas of web were available at every "
+              "step; the old copy went only once the new one was available")
     show("after the move", "get", "app", "web", "-o", "wide", etcd=etcd.url)
     remember()
     if "BERTH_RUN_STARTED" in os.environ:  # set by scripts/run.sh: the time with setup

@@ -101,9 +101,21 @@ def _application(store: Store, s: Shown) -> list[str]:
                 "  Running on: " + (", ".join(r.name for r in st.running_on) or "nowhere")
                 + (f" (generation {st.generation})" if st.running_on else "")]
         for cid, applied in sorted(st.applied.items()):
-            what = ", ".join(str(o) for o in applied.objects) or "nothing"
             state = f"generation {applied.generation}" if applied.generation else "recorded"
-            out.append(f"  {cid}: {state}: {what}")
+            health = applied.health or "not judged yet"
+            if applied.desired is not None:
+                health += f", {applied.available or 0}/{applied.desired} available"
+            if applied.reason:
+                health += f" ({applied.reason})"
+            out.append(f"  {cid}: {state}: {health}")
+            for obj in applied.objects:
+                said = applied.unhealthy.get(str(obj)) or (
+                    "Complete" if obj in applied.done else
+                    "Healthy" if applied.generation and applied.health else "not judged yet")
+                out.append(f"    {obj}: {said}")
+        for cid, failed in sorted(st.failed.items()):
+            out.append(f"  Failed on {cid}: not available in time at generation "
+                       f"{failed.generation}, {failed.at:%Y-%m-%d %H:%M:%S}Z ({failed.reason})")
         for cid, error in sorted(st.errors.items()):
             out.append(f"  Error on {cid}: {error}")
     history = placements(store, keys.binding_key("Application", s.namespace or "", s.name))

@@ -72,6 +72,26 @@ def _metric_error(s: Shown) -> str:
     return "-" if err is None else err.reason
 
 
+def _ready(s: Shown, per_cluster: bool = False) -> str:
+    """Replicas available / desired, as kubectl's READY: summed over the clusters the
+    application runs on (``per_cluster``: each, ``east=2/2``); ``-`` for one without
+    replicas (only configuration, say) or not judged yet."""
+    if not isinstance(s.status, ApplicationStatus):
+        return "-"
+    targets = {f"{t.namespace or s.namespace or ''}/{t.name}"
+               for t in s.binding.spec.targets} if s.binding else set()
+    copies = [(cid, a) for cid, a in sorted(s.status.status.applied.items())
+              if a.generation > 0 and (cid in targets or not targets)]
+    counted = [(cid, a) for cid, a in copies if a.desired is not None]
+    if not counted:
+        return "-"
+    if per_cluster:
+        return ",".join(f"{cid.rsplit('/', 1)[-1]}={a.available or 0}/{a.desired}"
+                        for cid, a in counted)
+    return (f"{sum(a.available or 0 for _, a in counted)}/"
+            f"{sum(a.desired or 0 for _, a in counted)}")
+
+
 def _reason(s: Shown) -> str:
     if s.status is not None and s.status.status.reason:
         return s.status.status.reason
@@ -80,10 +100,11 @@ def _reason(s: Shown) -> str:
 
 COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, -o wide adds)
     "Application": (
-        [("PLACEMENT", _placement), ("STATE", _state),
+        [("PLACEMENT", _placement), ("STATE", _state), ("READY", _ready),
          ("CLUSTERS", lambda s: _names(s.binding.spec.targets) if s.binding else "-"),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("GENERATION", lambda s: str(_doc(s, "metadata.generation"))),
+         ("READY PER CLUSTER", lambda s: _ready(s, per_cluster=True)),
          ("RUNNING ON", lambda s: _names(s.status.status.running_on)
           if isinstance(s.status, ApplicationStatus) else "-"),
          ("REASON", _reason)]),

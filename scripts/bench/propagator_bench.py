@@ -48,7 +48,7 @@ from berth.store.documents import (  # noqa: E402
     Target,
 )
 from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
-from tests.servers.kube import KubeApiServer  # noqa: E402
+from tests.servers.kube import KubeCluster  # noqa: E402
 
 CLUSTERS = ("one", "two", "three")
 
@@ -125,13 +125,13 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="berth-propagator-bench-"))
     server = EtcdServer().start()
-    kubes: list[KubeApiServer] = []
+    kubes: list[KubeCluster] = []
     proc: subprocess.Popen[bytes] | None = None
     watcher: StatusWatcher | None = None
     try:
         for name in CLUSTERS:
             t = time.perf_counter()
-            kubes.append(KubeApiServer(name).start())
+            kubes.append(KubeCluster(name).start())
             print(f"kube-apiserver {name} ready in {time.perf_counter() - t:.1f}s")
         store = Store(EtcdConfig(url=server.url))
         store.commit([Put(keys.resource_key("Cluster", name, "default"), msgspec.json.encode({

@@ -55,7 +55,7 @@ from berth.store.documents import (  # noqa: E402
     Target,
 )
 from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
-from tests.servers.kube import KubeApiServer  # noqa: E402
+from tests.servers.kube import KubeCluster  # noqa: E402
 
 
 def start_replicas(n: int, url: str, work: Path, workers: int) -> list[tuple[subprocess.Popen[
@@ -136,10 +136,10 @@ def main() -> None:
     rows = []
     for replicas in (int(r) for r in args.replicas.split(",")):
         server = EtcdServer().start()
-        kubes: list[KubeApiServer] = []
+        kubes: list[KubeCluster] = []
         try:
             t = time.perf_counter()
-            kubes = [KubeApiServer(f"scale{i}").start() for i in range(args.servers)]
+            kubes = [KubeCluster(f"scale{i}").start() for i in range(args.servers)]
             print(f"{replicas} replica(s): {args.servers} kube-apiservers ready in "
                   f"{time.perf_counter() - t:.1f}s", flush=True)
             store = Store(EtcdConfig(url=server.url))
@@ -164,7 +164,7 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
-        server: EtcdServer, kubes: list[KubeApiServer], work: Path
+        server: EtcdServer, kubes: list[KubeCluster], work: Path
         ) -> tuple[float, float, float, float]:
     """One replica count: (time to all RUNNING, direct apply's time, status writes,
     their transactions)."""

@@ -52,7 +52,7 @@ from tests.integration.scheduler_env import (
 )
 from tests.servers.etcd import EtcdCluster
 from tests.servers.kafka import KafkaServer, produce
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.prometheus import PrometheusServer
 
 N_APPS = 2000
@@ -181,7 +181,7 @@ class System:
         self.workdir = workdir
         self.log = log
         self.etcd = EtcdCluster(3)
-        self.clusters: dict[str, KubeApiServer] = {}
+        self.clusters: dict[str, KubeCluster] = {}
         self.prometheus = PrometheusServer()
         self.kafka = KafkaServer()
         self.store: Store | None = None
@@ -201,7 +201,7 @@ class System:
         # member berth's processes talk to are berth's to survive, not the harness's.
         self.store = Store(EtcdConfig(url=",".join(m.url for m in reversed(self.etcd.members))))
         for name in LABELS:
-            self.clusters[name] = KubeApiServer(f"fault-{name}").start()
+            self.clusters[name] = KubeCluster(f"fault-{name}").start()
             self.kube[name] = self._client(name)
         self.prometheus.start()
         self.kafka.start()

@@ -28,7 +28,7 @@ from tests.integration.scheduler_env import (
 )
 from tests.integration.test_propagator_apply import present
 from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
@@ -39,8 +39,8 @@ def iso(t: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[KubeApiServer]:
-    yield from serving(lambda: KubeApiServer("deferral"))
+def kube() -> Iterator[KubeCluster]:
+    yield from serving(lambda: KubeCluster("deferral"))
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def processes(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[None]:
 
 
 def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
-    store: Store, processes: None, kube: KubeApiServer
+    store: Store, processes: None, kube: KubeCluster
 ) -> None:
     client = Client(KubeConfig.from_dict(kube.kubeconfig()), trust_env=False)
     for name in ("a", "b"):

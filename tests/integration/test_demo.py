@@ -68,7 +68,9 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
 
     state = json.loads((Path(demo_env["BERTH_DEMO_DIR"]) / "state.json").read_text())
     pids: list[int] = state["pids"]
-    assert len(pids) == 3 + 3 * 2 + 6  # etcd members, API servers with their etcd, berth
+    # etcd members; per cluster its etcd, API server, controller manager, scheduler and
+    # kwok; berth's processes
+    assert len(pids) == 3 + 3 * 5 + 6
     assert all(alive(p) for p in pids), "the demo leaves everything running"
 
     # where each application runs, as the propagator recorded it, with the reasons
@@ -83,10 +85,23 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     assert running["batch"] == ("RUNNING", ["helsinki"])
     state_api, on_api = running["api"]
     assert state_api == "RUNNING" and len(on_api) == 2  # two locations, spread
-    # the move as the demo watched it on both clusters: made before broken
-    timeline = [line for line in out.splitlines() if "Deployment web on:" in line]
-    assert [line.split("on: ")[1] for line in timeline] == ["dresden, paris", "dresden"]
-    assert "made before broken: on both clusters" in out
+    # the move as the demo watched it on both clusters: the new Pods scheduled and Ready
+    # on dresden, then the old copy removed from paris; never fewer than 2 available
+    timeline = [line.split("s  ", 1)[1].split("available in all")[0].split()
+                for line in out.splitlines() if "available in all:" in line]
+    steps = [" ".join(words) for words in timeline]
+    removed = steps.index("paris Deployment web removed")
+    assert steps[0] == "dresden Deployment web created"
+    assert "dresden Deployment web 2/2 available" in steps[:removed]
+    assert sum(1 for step in steps[:removed] if step.startswith("dresden Pod")
+               and step.endswith("Ready")) == 2
+    assert all(int(line.rsplit(": ", 1)[1].split()[0]) >= 2
+               for line in out.splitlines() if "available in all:" in line)
+    assert "never down: at least 2/2 replicas of web were available" in out
+    # kubectl's READY, summed over the clusters
+    apps = out.split("# where each application runs, and how much of it is available")[1]
+    assert "READY" in apps.splitlines()[1]
+    assert any(line.split()[0] == "api" and "4/4" in line for line in apps.splitlines()[2:7])
 
     stopped = run("--stop", env=demo_env, timeout=120)
     assert stopped.returncode == 0, stopped.stderr

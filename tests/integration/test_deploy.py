@@ -23,7 +23,7 @@ import requests
 import yaml
 
 from tests.servers.etcd import ROOT
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
@@ -111,14 +111,14 @@ def render(kustomize: str, overlay: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[KubeApiServer]:
-    yield from serving(lambda: KubeApiServer("deploy"))
+def kube() -> Iterator[KubeCluster]:
+    yield from serving(lambda: KubeCluster("deploy"))
 
 
 class Api:
     """Just enough of a Kubernetes client for server-side apply, resolved by discovery."""
 
-    def __init__(self, server: KubeApiServer) -> None:
+    def __init__(self, server: KubeCluster) -> None:
         self.base = server.url
         self.session = requests.Session()
         self.session.trust_env = False
@@ -150,7 +150,7 @@ class Api:
 
 
 @pytest.mark.parametrize("overlay", ["base", "overlays/production", "overlays/small"])
-def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeApiServer,
+def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeCluster,
                                             overlay: str) -> None:
     docs = render(kustomize, overlay)
     kinds = sorted(d["kind"] for d in docs)

@@ -22,7 +22,7 @@ from tests.integration.scheduler_env import (
     wait_for,
 )
 from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls, make_tls
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
@@ -77,11 +77,11 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[KubeApiServer]:
-    yield from serving(lambda: KubeApiServer("roles"))
+def kube() -> Iterator[KubeCluster]:
+    yield from serving(lambda: KubeCluster("roles"))
 
 
-def documents(kube: KubeApiServer) -> str:
+def documents(kube: KubeCluster) -> str:
     """A cluster with its token inline (Krake's shape), a metric, an application."""
     return yaml.safe_dump_all([
         {"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "static"},
@@ -99,7 +99,7 @@ def documents(kube: KubeApiServer) -> str:
     ])
 
 
-def test_each_process_works_under_its_role(secure: Secure, kube: KubeApiServer,
+def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
                                            tmp_path: Path) -> None:
     said = secure.berth("berth-admin", "bootstrap", "-", stdin=documents(kube))
     admin = secure.store("berth-admin")

@@ -21,15 +21,15 @@ from tests.integration.scheduler_env import (
     wait_for,
 )
 from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[KubeApiServer]:
-    yield from serving(lambda: KubeApiServer("metrics"))
+def kube() -> Iterator[KubeCluster]:
+    yield from serving(lambda: KubeCluster("metrics"))
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:
@@ -44,7 +44,7 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 
 
 def test_an_operator_can_alert_on_what_matters(store: Store, etcd_server: EtcdServer,
-                                               kube: KubeApiServer, tmp_path: Path) -> None:
+                                               kube: KubeCluster, tmp_path: Path) -> None:
     put(store, keys.resource_key("Cluster", "a", "default"), msgspec.json.encode({
         "api": "kubernetes", "kind": "Cluster",
         "metadata": {"name": "a", "namespace": "default", "labels": {"zone": "z1"}},
@@ -88,7 +88,7 @@ def test_an_operator_can_alert_on_what_matters(store: Store, etcd_server: EtcdSe
         p = propagator.metrics()
         assert sample(p, "berth_applications", state="Unschedulable") == 1.0
         assert sample(p, "berth_applications", state="FAILED") == 0.0  # present at 0
-        assert (sample(p, "berth_propagator_binding_to_running_seconds_count") or 0) >= 1
+        assert (sample(p, "berth_propagator_binding_to_available_seconds_count") or 0) >= 1
         s = scheduler.metrics()
         assert sample(s, "berth_scheduler_queue_depth", queue="unschedulable") == 1.0
         assert (sample(s, "berth_scheduler_application_to_binding_seconds_count") or 0) >= 2

@@ -1,10 +1,11 @@
-"""Capacity that is real, and replicas divided by it, on two real kube-apiservers.
+"""Capacity that is real, and replicas divided by it, on two working clusters.
 
-The propagator watches each cluster's Nodes and Pods (created here as a kubelet
-and a ReplicaSet controller would) and reports them in the cluster's status;
-the scheduler divides replicas by that capacity, never over-commits a cluster
-in a burst (what it placed and the cluster has not reported yet is assumed),
-and the propagator gives each cluster its share of the Deployment.
+Each cluster's Nodes are kwok's, and its Pods are made by its controllers and placed
+by its kube-scheduler (``tests/servers/kube.py``). The propagator watches them and
+reports them in the cluster's status; the scheduler divides replicas by that
+capacity, never over-commits a cluster in a burst (what it placed and the cluster
+has not reported yet is assumed), and the propagator gives each cluster its share of
+the Deployment.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from tests.integration.scheduler_env import (
 )
 from tests.integration.test_propagator import register
 from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import kube_clients, serving_all
 
 PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
@@ -40,29 +41,38 @@ PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout:
 SCHEDULER = "reschedule_after: 600\nanti_flap:\n  settle: 0\n"
 
 
+SIZES = {"small": {"node_cpu": "2", "node_memory": "8Gi"},  # room for 4 replicas of 500m
+         "large": {"node_cpu": "8", "node_memory": "32Gi"}}  # room for 16
+
+
 @pytest.fixture(scope="module")
-def clusters() -> Iterator[dict[str, KubeApiServer]]:
-    yield from serving_all(lambda name: KubeApiServer(f"cap-{name}"), ("small", "large"))
+def clusters() -> Iterator[dict[str, KubeCluster]]:
+    yield from serving_all(lambda name: KubeCluster(f"cap-{name}", nodes=1, **SIZES[name]),
+                           ("small", "large"))
 
 
 @pytest.fixture
-def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
     clients = kube_clients(clusters)
     made = next(clients)
     yield made
-    for client in made.values():  # leave the servers as found
-        for pod in client.list(Pod, namespace="default"):
-            client.delete(Pod, pod.metadata.name, namespace="default", grace_period=0)
-        for node in client.list(Node):
-            client.delete(Node, node.metadata.name)
+    for name, client in made.items():  # leave the clusters as found
         for dep in client.list(Deployment, namespace="default"):
             client.delete(Deployment, dep.metadata.name, namespace="default")
+        for n in client.list(Node):
+            if n.metadata.name != f"cap-{name}-node-0":
+                client.delete(Node, n.metadata.name)
+            elif n.spec is not None and n.spec.unschedulable:
+                client.patch(Node, n.metadata.name, {"spec": {"unschedulable": False}})
+    for client in made.values():  # the garbage collector removes their Pods: wait for it
+        wait_for(lambda client=client: not list(client.list(Pod, namespace="default")) or None,
+                 timeout=60)
     clients.close()
 
 
 @pytest.fixture
 def processes(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-              clusters: dict[str, KubeApiServer]) -> Iterator[None]:
+              clusters: dict[str, KubeCluster]) -> Iterator[None]:
     for name, server in clusters.items():
         register(store, name, server.kubeconfig())
     prop = PropagatorProcess(etcd_server.url, tmp_path, config=PROPAGATOR).start()
@@ -73,21 +83,18 @@ def processes(etcd_server: EtcdServer, store: Store, tmp_path: Path,
         print(proc.output()[-3000:])
 
 
-def node(client: Client, name: str, cpu: str, memory: str, *, ready: bool = True) -> None:
-    client.create(from_dict({
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-                   "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}))
-
-
-def pod(client: Client, name: str, cpu: str, owner: str = "") -> None:
+def pods(client: Client, name: str, replicas: int, cpu: str, owner: str = "") -> None:
+    """A Deployment applied directly (not through berth): its Pods, placed by the
+    cluster's scheduler, are what the observer counts; ``owner``: as berth marks them."""
     annotations = {"berth.dev/application": owner} if owner else {}
+    labels = {"app": name}
     client.create(from_dict({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {
-            "requests": {"cpu": cpu, "memory": "64Mi"}}}]}}))
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels, "annotations": annotations},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+                "requests": {"cpu": cpu, "memory": "64Mi"}}}]}}}}))
 
 
 def capacity(store: Store, name: str) -> Any:
@@ -115,23 +122,25 @@ def application(store: Store, name: str, manifest: list[Any], placement: dict[st
 
 
 def test_the_observer_reports_nodes_and_pods_as_they_change(
-        store: Store, kube: dict[str, Client], processes: None) -> None:
+        store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
+        processes: None) -> None:
     client = kube["small"]
-    node(client, "n1", "4", "8Gi")
-    node(client, "n2", "2", "4Gi")
-    node(client, "n3", "16", "64Gi", ready=False)  # not Ready: offers nothing
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1, timeout=30)
+    assert (cap.allocatable.cpu, cap.allocatable.memory, cap.allocatable.pods) == (
+        2000, 8 << 30, 110)
+    clusters["small"].add_node("n1", cpu="4", memory="8Gi")
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 2, timeout=30)
     assert (cap.allocatable.cpu, cap.allocatable.memory, cap.allocatable.pods) == (
-        6000, 12 << 30, 220)
-    pod(client, "p1", "500m", owner="default/shop")
-    pod(client, "p2", "250m", owner="default/shop")
-    pod(client, "p3", "1")
+        6000, 16 << 30, 220)
+    pods(client, "shop", 2, "500m", owner="default/shop")
+    pods(client, "other", 1, "1")
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 3)
-    assert cap.requested.cpu == 1750 and cap.requested.memory == 3 * (64 << 20)
+    assert cap.requested.cpu == 2000 and cap.requested.memory == 3 * (64 << 20)
     assert cap.placed == {"default/shop": 2}
-    client.delete(Pod, "p3", namespace="default", grace_period=0)
-    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 2)
-    assert cap.requested.cpu == 750
+    client.delete(Deployment, "other", namespace="default")  # its Pod goes with it
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 2,
+                   timeout=30)
+    assert cap.requested.cpu == 1000
     # Cordoned: the node's allocatable no longer counts.
     client.patch(Node, "n1", {"spec": {"unschedulable": True}})
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1)
@@ -139,9 +148,8 @@ def test_the_observer_reports_nodes_and_pods_as_they_change(
 
 
 def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
-        store: Store, kube: dict[str, Client], processes: None) -> None:
-    node(kube["small"], "s1", "2", "8Gi")  # room for 4 replicas of 500m
-    node(kube["large"], "l1", "8", "32Gi")  # room for 16
+        store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
+        processes: None) -> None:
     for name in ("small", "large"):
         wait_for(lambda name=name: capacity(store, name), lambda c: c.nodes == 1, timeout=30)
     divided = {"policy": "PickAll", "replicaScheduling": {"type": "Divided",
@@ -160,8 +168,8 @@ def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
 
     wait_for(lambda: (replicas_on("small"), replicas_on("large")), lambda r: r == (2, 8),
              timeout=30)
-    # Nothing runs the pods here (no controller manager): every placement stays assumed.
-    # Free now: small 2 - 1 = 1 CPU, large 8 - 4 = 4 CPUs. A burst of six
+    # Free now: small 2 - 1 = 1 CPU, large 8 - 4 = 4 CPUs (assumed, until the clusters
+    # report the Pods their controllers made and their schedulers placed). A burst of six
     # applications of one CPU each: five fit, the sixth must wait.
     for i in range(6):
         application(store, f"batch-{i}", [workload(f"batch-{i}", 1, "1")], {})
@@ -180,7 +188,7 @@ def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
     assert shares == {"small": 2, "large": 8}, shares
     assert b.status.reason.startswith("2 replicas wait for room")
     # A node joins the large cluster: the waiting replicas and the waiting batch land.
-    node(kube["large"], "l2", "4", "16Gi")
+    clusters["large"].add_node("l2", cpu="4", memory="16Gi")
     b = wait_for(lambda: binding(store, "web"),
                  lambda b: sum(t.replicas or 0 for t in b.spec.targets) == 12, timeout=30)
     assert {t.name: t.replicas for t in b.spec.targets}["small"] == 2

@@ -22,7 +22,7 @@ from tests.integration.scheduler_env import (
     wait_for,
 )
 from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
 CONFIG = "probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\n"
@@ -38,8 +38,8 @@ CRD = {
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[KubeApiServer]:
-    yield from serving(lambda: KubeApiServer("one"))
+def kube() -> Iterator[KubeCluster]:
+    yield from serving(lambda: KubeCluster("one"))
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def status(store: Store, name: str) -> ClusterStatus | None:
 
 
 def test_a_cluster_is_online_and_its_crds_are_discovered(
-    store: Store, propagator: PropagatorProcess, kube: KubeApiServer
+    store: Store, propagator: PropagatorProcess, kube: KubeCluster
 ) -> None:
     register(store, "one", kube.kubeconfig())
     s = wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
@@ -88,7 +88,7 @@ def test_a_cluster_is_online_and_its_crds_are_discovered(
 
 
 def test_a_cluster_going_away_is_offline_after_the_grace_and_comes_back(
-    store: Store, propagator: PropagatorProcess, kube: KubeApiServer
+    store: Store, propagator: PropagatorProcess, kube: KubeCluster
 ) -> None:
     register(store, "one", kube.kubeconfig())
     wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
@@ -108,7 +108,7 @@ def test_a_cluster_going_away_is_offline_after_the_grace_and_comes_back(
 
 
 def test_bad_kubeconfigs_are_reasons_and_a_deleted_cluster_loses_its_status(
-    store: Store, propagator: PropagatorProcess, kube: KubeApiServer
+    store: Store, propagator: PropagatorProcess, kube: KubeCluster
 ) -> None:
     wrong_token = kube.kubeconfig()
     wrong_token["users"] = [{"name": "admin", "user": {"token": "not-the-token"}}]
@@ -126,7 +126,7 @@ def test_bad_kubeconfigs_are_reasons_and_a_deleted_cluster_loses_its_status(
 
 def test_the_scheduler_places_on_a_cluster_the_observer_found_online(
     etcd_server: EtcdServer, store: Store, tmp_path: Path, propagator: PropagatorProcess,
-    kube: KubeApiServer
+    kube: KubeCluster
 ) -> None:
     register(store, "real", kube.kubeconfig())
     register(store, "missing", {**kube.kubeconfig(), "clusters": [{"name": "one", "cluster": {

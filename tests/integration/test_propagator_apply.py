@@ -31,26 +31,27 @@ from berth.store.documents import (
 from tests.integration.scheduler_env import PropagatorProcess, put, record_puts, wait_for
 from tests.integration.test_propagator import CRD, register
 from tests.servers.etcd import ROOT, EtcdServer
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import kube_clients, serving_all
 
 CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
-          "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n")
+          "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
+          "untracked_after: 3\n")
 
 
 @pytest.fixture(scope="module")
-def clusters() -> Iterator[dict[str, KubeApiServer]]:
-    yield from serving_all(KubeApiServer, ("east", "west"))
+def clusters() -> Iterator[dict[str, KubeCluster]]:
+    yield from serving_all(KubeCluster, ("east", "west"))
 
 
 @pytest.fixture
-def kube(clusters: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
     yield from kube_clients(clusters)
 
 
 @pytest.fixture
 def propagator(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-               clusters: dict[str, KubeApiServer]) -> Iterator[PropagatorProcess]:
+               clusters: dict[str, KubeCluster]) -> Iterator[PropagatorProcess]:
     for name, server in clusters.items():
         register(store, name, server.kubeconfig())
     proc = PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG).start()
@@ -142,7 +143,10 @@ def test_apply_move_make_before_break_and_delete(
     assert dep.metadata is not None and dep.metadata.labels is not None
     assert dep.metadata.labels["app.kubernetes.io/managed-by"] == "berth"
     assert (dep.metadata.annotations or {})["berth.dev/application"] == "default/web"
-    assert [f.manager for f in dep.metadata.managedFields or []] == ["berth"]
+    # berth applies (server-side apply); the cluster's controllers write only the status
+    assert {(f.manager, f.operation, f.subresource) for f in dep.metadata.managedFields or []
+            if f.manager == "berth" or f.operation == "Apply"} == {("berth", "Apply", None)}
+    assert dep.status is not None and dep.status.availableReplicas == 1
     assert present(kube["east"], Service, "web")
     assert not present(kube["west"], Deployment, "web")
 
@@ -271,7 +275,12 @@ def test_custom_resources_apply_with_their_crd_and_are_discovered(
             "metadata": {"name": "nightly"}, "spec": {"cronSpec": "0 3 * * *"}}
     app(store, "cr", [cron, CRD])  # the CRD is applied first, whatever the order
     bind(store, "cr", 1, "west")
-    done = wait_for(lambda: status(store, "cr"), running("RUNNING", "west"), timeout=60)
+    # A CronTab has no condition to judge it by: available untracked_after seconds after
+    # it was applied (3 here), as KubeFleet treats kinds it cannot track.
+    untracked = wait_for(lambda: status(store, "cr"), running("PROGRESSING", "west"),
+                         timeout=30)
+    assert "untracked kind" in untracked.status.reason
+    done = wait_for(lambda: status(store, "cr"), running("RUNNING", "west"), timeout=30)
     assert [o.kind for o in done.status.applied["default/west"].objects] == [
         "CustomResourceDefinition", "CronTab"]
     cluster_status = wait_for(
@@ -288,7 +297,7 @@ def test_custom_resources_apply_with_their_crd_and_are_discovered(
 
 def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
     store: Store, propagator: PropagatorProcess, kube: dict[str, Client],
-    clusters: dict[str, KubeApiServer]
+    clusters: dict[str, KubeCluster]
 ) -> None:
     app(store, "away", [config_map("away", v="1")])
     app(store, "stays", [config_map("stays", v="1")])
@@ -317,7 +326,7 @@ def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
 
 
 def test_an_application_on_a_cluster_gone_offline_is_not_running(
-    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeApiServer]
+    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeCluster]
 ) -> None:
     """#10 item 4: nothing about the application changes, its cluster's API goes away: as
     soon as the observer says OFFLINE, the status says so (it said RUNNING for 45 s+)."""
@@ -379,7 +388,7 @@ def test_garbage_in_etcd_loses_nothing(
 
 def test_without_watches_the_resync_repairs_drift(
     etcd_server: EtcdServer, store: Store, tmp_path: Path,
-    clusters: dict[str, KubeApiServer], kube: dict[str, Client]
+    clusters: dict[str, KubeCluster], kube: dict[str, Client]
 ) -> None:
     register(store, "east", clusters["east"].kubeconfig())
     proc = PropagatorProcess(etcd_server.url, tmp_path, name="resync", config=CONFIG.replace(
@@ -415,23 +424,26 @@ def test_a_killed_propagator_resumes_from_etcd_alone(
 
 
 def test_get_and_describe_show_both_sides_and_never_a_secret(
-    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeApiServer]
+    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeCluster]
 ) -> None:
     """#11 item 8, with the real command against the real propagator and clusters."""
     url = store.config.url
-    app(store, "shop", [config_map("shop", v="1")])
+    app(store, "shop", [config_map("shop", v="1"), deployment("shop", replicas=2)])
     bind(store, "shop", 1, "east")
     wait_for(lambda: status(store, "shop"), running("RUNNING", "east"), timeout=30)
 
     code, out = berth("get", "APPS", "--etcd", url)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "PLACEMENT", "STATE", "CLUSTERS", "AGE"]
-    assert [line.split()[:4] for line in lines if line.startswith("shop ")] == [
-        ["shop", "Scheduled", "RUNNING", "east"]]
+    assert lines[0].split() == ["NAME", "PLACEMENT", "STATE", "READY", "CLUSTERS", "AGE"]
+    assert [line.split()[:5] for line in lines if line.startswith("shop ")] == [
+        ["shop", "Scheduled", "RUNNING", "2/2", "east"]]  # kubectl's READY
     code, out = berth("get", "application", "default/shop", "-o", "wide", "--etcd", url)
-    assert "GENERATION   RUNNING ON   REASON" in out.splitlines()[0].replace("  ", "  ")
-    assert out.splitlines()[1].split()[5:7] == ["1", "east"]
+    assert "GENERATION   READY PER CLUSTER   RUNNING ON   REASON" in out.splitlines()[0]
+    assert out.splitlines()[1].split()[6:9] == ["1", "east=2/2", "east"]
+    code, out = berth("describe", "app", "shop", "--etcd", url)
+    assert "  default/east: generation 1: Healthy, 2/2 available" in out
+    assert "    Deployment default/shop: Healthy" in out
     code, out = berth("get", "app", "-A", "-o", "name", "--etcd", url)
     assert "application/default/shop" in out.splitlines()
     code, out = berth("get", "app", "shop", "-o", "json", "--etcd", url)
@@ -463,7 +475,8 @@ def test_get_and_describe_show_both_sides_and_never_a_secret(
     assert code == 0
     assert "Placement:   Scheduled (generation 1" in out
     assert "Propagator:  RUNNING" in out and "Running on: west (generation 1)" in out
-    assert "  default/west: generation 1: ConfigMap default/shop" in out
+    assert "  default/west: generation 1: Healthy, 2/2 available" in out
+    assert "    ConfigMap default/shop: Healthy" in out
     history = out.split("Placements (newest first", 1)[1].splitlines()[1:]
     assert [h.split()[1] for h in history] == ["west", "east"]
     app(store, "idle", [config_map("idle")])

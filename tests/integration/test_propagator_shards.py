@@ -29,7 +29,7 @@ from tests.integration.test_propagator_apply import (
     status,
 )
 from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 from tests.servers.serving import kube_clients, serving_all
 
 pytestmark = pytest.mark.integration
@@ -40,12 +40,12 @@ CLUSTERS = {f"c{i}": ("east", "west")[i % 2] for i in range(6)}  # cluster → i
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, KubeApiServer]]:
-    yield from serving_all(KubeApiServer, ("east", "west"))
+def servers() -> Iterator[dict[str, KubeCluster]]:
+    yield from serving_all(KubeCluster, ("east", "west"))
 
 
 @pytest.fixture
-def kube(servers: dict[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+def kube(servers: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
     yield from kube_clients(servers)
 
 
@@ -78,7 +78,7 @@ def serving_times(procs: list[PropagatorProcess]) -> dict[str, list[tuple[dateti
 
 
 def test_replicas_share_the_clusters_and_hand_them_over(
-    etcd_server: EtcdServer, store: Store, tmp_path: Path, servers: dict[str, KubeApiServer],
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, servers: dict[str, KubeCluster],
     kube: dict[str, Client]
 ) -> None:
     for name, server in CLUSTERS.items():

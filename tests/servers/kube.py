@@ -1,23 +1,41 @@
-"""A real Kubernetes API server on loopback, run as controller-runtime's envtest does.
+"""A working Kubernetes cluster on loopback, without a container runtime.
 
-``kube-apiserver`` is built from source by ``scripts/install-kube-apiserver.sh``
-(cached in ``~/.cache/berth``) and runs with its own etcd (3.6: Debian's 3.4
-is below what current Kubernetes supports), a secure port on 127.0.0.1, a
-self-signed serving certificate, a static admin token (group
-``system:masters``), and a service-account key and issuer. There are no
-nodes and no controllers: objects are stored and served, which is all the
-propagator needs. ``stop`` and ``start`` keep the port and the data.
+``scripts/install-kube.sh`` builds kube-apiserver, kube-controller-manager and
+kube-scheduler from one k8s.io/kubernetes release and kwok (cached in
+``~/.cache/berth``). A :class:`KubeCluster` runs them together:
+
+* kube-apiserver with its own etcd (3.6: Debian's 3.4 is below what current
+  Kubernetes supports), as controller-runtime's envtest runs it: a secure
+  port on 127.0.0.1, a self-signed serving certificate, a static admin token
+  (group ``system:masters``), a service-account key and issuer;
+* kube-controller-manager with the workload controllers (Deployments,
+  ReplicaSets, StatefulSets, DaemonSets, Jobs and their TTL), the garbage
+  collector and the namespace controller;
+* kube-scheduler, which binds Pods to Nodes as in any cluster;
+* kwok, which plays every kubelet: it brings the Nodes the cluster is made
+  with to Ready and runs each Pod through its lifecycle — Running and Ready
+  ``ready_delay`` seconds after it was bound (a Job's Pods then Succeeded),
+  deleted when asked. A Pod whose template carries the annotation
+  ``kwok.berth.dev/crash`` (or every Pod, with ``pods="crash"``) runs but
+  never becomes Ready: its container waits in ``CrashLoopBackOff``.
+
+So a Deployment applied there gets Pods, and they become Ready: what berth
+calls available can be observed, not assumed. ``stop`` and ``start`` keep the
+ports and the data; ``nodes=0`` makes a bare API server (objects stored,
+nothing run).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import shutil
 import ssl
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -31,9 +49,14 @@ from tests.servers.etcd import (
     tail,
 )
 
-INSTALL = ROOT / "scripts" / "install-kube-apiserver.sh"
-HOW = ("kube-apiserver is needed: run scripts/install-kube-apiserver.sh "
-       "(builds it from source with Go, a few minutes the first time)")
+INSTALL = ROOT / "scripts" / "install-kube.sh"
+HOW = ("a Kubernetes control plane and kwok are needed: run scripts/install-kube.sh "
+       "(builds them from source with Go, about six minutes the first time)")
+CRASH = "kwok.berth.dev/crash"  # a Pod annotated so runs, but never becomes Ready
+CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
+               "daemonset-controller", "job-controller", "ttl-after-finished-controller",
+               "garbage-collector-controller", "namespace-controller",
+               "pod-garbage-collector-controller", "disruption-controller")
 _bindir: Path | None = None
 
 
@@ -50,25 +73,210 @@ def kube_bindir() -> Path:
     return _bindir
 
 
-class KubeApiServer:
-    def __init__(self, name: str = "cluster") -> None:
+def _stage(name: str, kind: str, match: list[dict[str, Any]], status: str, *,
+           delay_ms: int = 0, jitter_ms: int = 0, delete: bool = False,
+           empty_finalizers: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resourceRef": {"apiGroup": "v1", "kind": kind},
+                            "selector": {"matchExpressions": match}, "next": {}}
+    if delay_ms or jitter_ms:
+        spec["delay"] = {"durationMilliseconds": delay_ms,
+                         "jitterDurationMilliseconds": delay_ms + jitter_ms}
+    if status:
+        spec["next"]["statusTemplate"] = status
+    if empty_finalizers:
+        spec["next"]["finalizers"] = {"empty": True}
+    if delete:
+        spec["next"]["delete"] = True
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def _is(key: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
+def _has(key: str) -> dict[str, Any]:
+    return {"key": key, "operator": "Exists"}
+
+
+def _lacks(key: str) -> dict[str, Any]:
+    return {"key": key, "operator": "DoesNotExist"}
+
+
+_READY = "'.status.conditions.[] | select( .type == \"Ready\" ) | .status'"[1:-1]
+
+_NODE_UP = """\
+{{ $now := Now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+addresses:
+- address: {{ NodeIP | Quote }}
+  type: InternalIP
+- address: {{ .metadata.name | Quote }}
+  type: Hostname
+allocatable:
+{{ YAML .status.allocatable 1 }}
+capacity:
+{{ YAML .status.capacity 1 }}
+nodeInfo:
+  architecture: amd64
+  kubeletVersion: fake
+  operatingSystem: linux
+phase: Running
+"""
+
+_NODE_BEAT = """\
+{{ $now := Now }}
+conditions:
+{{ range .status.conditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ .lastTransitionTime | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+"""
+
+
+def _pod_status(ready: bool) -> str:
+    """Running; Ready, or with every container waiting in CrashLoopBackOff."""
+    flag = '"True"' if ready else '"False"'
+    state = ("running:\n      startedAt: {{ $now | Quote }}" if ready else
+             "waiting:\n      reason: CrashLoopBackOff\n      message: back-off 10s "
+             "restarting failed container {{ $c.name }}")
+    return f"""\
+{{{{ $now := Now }}}}
+conditions:
+- {{type: Initialized, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
+- {{type: Ready, status: {flag}, lastTransitionTime: {{{{ $now | Quote }}}}}}
+- {{type: ContainersReady, status: {flag}, lastTransitionTime: {{{{ $now | Quote }}}}}}
+- {{type: PodScheduled, status: "True", lastTransitionTime: {{{{ $now | Quote }}}}}}
+containerStatuses:
+{{{{ range $c := .spec.containers }}}}
+- image: {{{{ $c.image | Quote }}}}
+  name: {{{{ $c.name | Quote }}}}
+  ready: {"true" if ready else "false"}
+  restartCount: {"0" if ready else "3"}
+  started: {"true" if ready else "false"}
+  state:
+    {state}
+{{{{ end }}}}
+hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
+podIP: {{{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}}}
+phase: Running
+startTime: {{{{ $now | Quote }}}}
+"""
+
+
+_POD_DONE = """\
+{{ $now := Now }}
+conditions:
+- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+containerStatuses:
+{{ range $c := .spec.containers }}
+- image: {{ $c.image | Quote }}
+  name: {{ $c.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}
+{{ end }}
+phase: Succeeded
+"""
+
+
+def stages(ready_delay: float, pods: str) -> list[dict[str, Any]]:
+    """kwok's Stages: what happens to Nodes and Pods, and after how long."""
+    delay = int(ready_delay * 1000)
+    bound = [_lacks(".metadata.deletionTimestamp"), _has(".spec.nodeName"),
+             _is(".status.phase", "Pending")]
+    crash = [_has(f'.metadata.annotations["{CRASH}"]')]
+    fine = [_lacks(f'.metadata.annotations["{CRASH}"]')]
+    out = [
+        _stage("node-up", "Node", [{"key": _READY, "operator": "NotIn", "values": ["True"]}],
+               _NODE_UP),
+        _stage("node-heartbeat", "Node", [_is(".status.phase", "Running"), _is(_READY, "True")],
+               _NODE_BEAT, delay_ms=30_000, jitter_ms=10_000),
+        _stage("pod-crash", "Pod", bound + ([] if pods == "crash" else crash),
+               _pod_status(False), delay_ms=delay),
+        _stage("pod-delete", "Pod", [_has(".metadata.deletionTimestamp")], "",
+               delay_ms=100, delete=True, empty_finalizers=True),
+        _stage("pod-complete", "Pod", [
+            _lacks(".metadata.deletionTimestamp"), _is(".status.phase", "Running"),
+            _is(_READY, "True"), _is(".metadata.ownerReferences.[].kind", "Job")],
+            _POD_DONE, delay_ms=1000),
+    ]
+    if pods != "crash":
+        out.append(_stage("pod-ready", "Pod", bound + fine, _pod_status(True), delay_ms=delay))
+    return out
+
+
+class KubeCluster:
+    """A control plane, its controllers and scheduler, and ``nodes`` kwok Nodes."""
+
+    def __init__(self, name: str = "cluster", *, nodes: int = 2, ready_delay: float = 1.0,
+                 pods: str = "ready", node_cpu: str = "16", node_memory: str = "64Gi",
+                 node_pods: int = 110, node_gpus: int = 0) -> None:
+        if pods not in ("ready", "crash"):
+            raise ValueError(f"pods: 'ready' or 'crash', not {pods!r}")
         self.name = name
-        self.binary = kube_bindir() / "kube-apiserver"
+        bindir = kube_bindir()
+        self.binary = bindir / "kube-apiserver"
+        self.bindir = bindir
         self.workdir = Path(tempfile.mkdtemp(prefix=f"berth-kube-{name}-"))
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(16)
+        self.nodes, self.ready_delay, self.pods = nodes, ready_delay, pods
+        self.node_resources = {"cpu": node_cpu, "memory": node_memory, "pods": str(node_pods)}
+        if node_gpus:
+            self.node_resources["nvidia.com/gpu"] = str(node_gpus)
         (self.workdir / "tokens.csv").write_text(f'{self.token},admin,admin,"system:masters"\n')
         subprocess.run(["openssl", "genrsa", "-out", str(self.workdir / "sa.key"), "2048"],
                        check=True, capture_output=True)
         subprocess.run(["openssl", "rsa", "-in", str(self.workdir / "sa.key"), "-pubout",
                         "-out", str(self.workdir / "sa.pub")], check=True, capture_output=True)
         self.etcd = EtcdServer(progress_interval="5s").start()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | None = None  # kube-apiserver
+        self.others: dict[str, subprocess.Popen[bytes]] = {}  # controllers, scheduler, kwok
+        self._nodes_made = False
 
-    def start(self, timeout: float = 90.0) -> KubeApiServer:
+    # -- running ---------------------------------------------------------------------
+
+    def start(self, timeout: float = 90.0) -> KubeCluster:
+        """Start whatever is not running; return once the API serves and the Nodes
+        are Ready."""
+        began = time.monotonic()
         if self.etcd.proc is None or self.etcd.proc.poll() is not None:
             self.etcd.start()
+        if self.proc is None or self.proc.poll() is not None:
+            self._start_apiserver(timeout)
+        if self.nodes:
+            self._write_kubeconfig()
+            for name, args in self._component_args().items():
+                proc = self.others.get(name)
+                if proc is None or proc.poll() is not None:
+                    with open(self.workdir / f"{name}.log", "ab") as log:
+                        self.others[name] = subprocess.Popen(args, stdout=log,
+                                                             stderr=subprocess.STDOUT)
+            if not self._nodes_made:
+                for i in range(self.nodes):
+                    self.add_node(f"{self.name}-node-{i}")
+                self._nodes_made = True
+            self._wait_nodes_ready(began + timeout)
+        return self
+
+    def _start_apiserver(self, timeout: float) -> None:
         w = self.workdir
         args = [
             str(self.binary), f"--etcd-servers={self.etcd.url}",
@@ -79,7 +287,7 @@ class KubeApiServer:
             f"--service-account-signing-key-file={w / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc",
             "--service-cluster-ip-range=10.0.0.0/16", "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount", "--v=0",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition", "--v=0",
         ]
         with open(w / "kube-apiserver.log", "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -88,19 +296,92 @@ class KubeApiServer:
             if self.proc.poll() is not None:
                 raise ServerUnavailable(f"kube-apiserver exited:\n{self.log_tail()}")
             if self.ready():
-                return self
+                return
             time.sleep(0.3)
         self.stop()
         raise ServerUnavailable(f"kube-apiserver not ready in {timeout}s:\n{self.log_tail()}")
 
-    def ready(self) -> bool:
+    def _write_kubeconfig(self) -> None:
+        (self.workdir / "kubeconfig").write_text(json.dumps(self.kubeconfig()))
+        (self.workdir / "stages.yaml").write_text("\n---\n".join(
+            json.dumps(s) for s in stages(self.ready_delay, self.pods)))
+
+    def _component_args(self) -> dict[str, list[str]]:
+        kc = str(self.workdir / "kubeconfig")
+        b = self.bindir
+        return {
+            "kube-controller-manager": [
+                str(b / "kube-controller-manager"), f"--kubeconfig={kc}",
+                "--leader-elect=false", "--secure-port=0",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+                "--kube-api-qps=200", "--kube-api-burst=400", "--v=0"],
+            "kube-scheduler": [
+                str(b / "kube-scheduler"), f"--kubeconfig={kc}", "--leader-elect=false",
+                "--secure-port=0", "--kube-api-qps=200", "--kube-api-burst=400", "--v=0"],
+            "kwok": [
+                str(b / "kwok"), f"--kubeconfig={kc}", f"--config={self.workdir / 'stages.yaml'}",
+                "--manage-all-nodes=true", "--node-ip=10.1.0.1", "--cidr=10.2.0.0/16",
+                "--server-address=", "--node-lease-duration-seconds=0"],
+        }
+
+    def add_node(self, name: str, **resources: str) -> None:
+        """A Node kwok keeps Ready, offering the cluster's node resources (or these:
+        ``cpu="4", memory="8Gi"``)."""
+        offers = {**self.node_resources, **resources}
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {
+                    "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                    "type": "kwok"}, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "status": {"allocatable": offers, "capacity": offers}}
+        self.request("POST", "/api/v1/nodes", node, ok=(201, 409))
+
+    def _wait_nodes_ready(self, deadline: float) -> None:
+        while True:
+            for name, proc in self.others.items():
+                if proc.poll() is not None:
+                    raise ServerUnavailable(f"{name} exited:\n{tail(self.workdir / f'{name}.log')}")
+            listed = self.request("GET", "/api/v1/nodes")
+            ready = sum(1 for n in listed.get("items", []) if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in n.get("status", {}).get("conditions", [])))
+            if ready >= self.nodes:
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerUnavailable(
+                    f"cluster {self.name}: {ready}/{self.nodes} Nodes Ready in time; kwok:\n"
+                    f"{tail(self.workdir / 'kwok.log')}")
+            time.sleep(0.2)
+
+    # -- talking to it ----------------------------------------------------------------
+
+    def _context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                ok: tuple[int, ...] = (200, 201)) -> dict[str, Any]:
+        """One call to the API as the admin; the answer decoded."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=self._context()) as r:
+                return dict(json.loads(r.read() or b"{}"))
+        except urllib.error.HTTPError as exc:
+            if exc.code in ok:
+                return {}
+            raise ServerUnavailable(f"{method} {path}: HTTP {exc.code}: "
+                                    f"{exc.read()[:300]!r}") from None
+
+    def ready(self) -> bool:
         req = urllib.request.Request(f"{self.url}/readyz",
                                      headers={"Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(req, timeout=2, context=ctx) as r:
+            with urllib.request.urlopen(req, timeout=2, context=self._context()) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
@@ -121,10 +402,23 @@ class KubeApiServer:
     def log_tail(self) -> str:
         return tail(self.workdir / "kube-apiserver.log")
 
+    def pids(self) -> dict[str, int]:
+        """Every process of the cluster that runs now, by name (for measurements)."""
+        procs = {"etcd": self.etcd.proc, "kube-apiserver": self.proc, **self.others}
+        return {n: p.pid for n, p in procs.items() if p is not None and p.poll() is None}
+
+    # -- stopping ---------------------------------------------------------------------
+
     def stop(self) -> None:
+        """Stop the API server and everything that talks to it (the data stays)."""
+        for proc in self.others.values():
+            proc.terminate()
         stop_process(self.proc, timeout=20)
+        for proc in self.others.values():
+            stop_process(proc, timeout=10)
 
     def cleanup(self) -> None:
         self.stop()
         self.etcd.cleanup()
         shutil.rmtree(self.workdir, ignore_errors=True)
+

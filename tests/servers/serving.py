@@ -11,7 +11,7 @@ import pytest
 from lightkube import Client, KubeConfig
 
 from tests.servers.etcd import ServerUnavailable
-from tests.servers.kube import KubeApiServer
+from tests.servers.kube import KubeCluster
 
 
 class Server(Protocol):
@@ -24,7 +24,7 @@ S = TypeVar("S", bound=Server)
 
 
 def serving(make: Callable[[], S]) -> Iterator[S]:
-    """For a fixture: ``yield from serving(lambda: KubeApiServer("name"))``."""
+    """For a fixture: ``yield from serving(lambda: KubeCluster("name"))``."""
     server: S | None = None
     try:
         server = make()
@@ -58,7 +58,7 @@ def serving_all(make: Callable[[str], S], names: tuple[str, ...]) -> Iterator[di
             server.cleanup()
 
 
-def kube_clients(servers: Mapping[str, KubeApiServer]) -> Iterator[dict[str, Client]]:
+def kube_clients(servers: Mapping[str, KubeCluster]) -> Iterator[dict[str, Client]]:
     """For a fixture: a lightkube client per kube-apiserver, closed afterwards."""
     made = {name: Client(KubeConfig.from_dict(s.kubeconfig()), trust_env=False)
             for name, s in servers.items()}

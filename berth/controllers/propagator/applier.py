@@ -9,8 +9,14 @@ the executor (``execute.py``: doing it on clusters) and the status writer
 * **Apply** generation G only when the Binding was decided for G (DESIGN.md),
   with server-side apply (field manager ``berth``) of every manifest object on
   every target cluster; objects a new generation dropped are pruned.
-* **Move** make-before-break: once every target has the objects (checked with
-  a GET), they are deleted from the clusters the application left.
+* **Health**: each copy is judged per kind (``health.py``) from what the
+  cluster answered to the apply and showed since through the drift watches
+  (``objects.py``), with its Pods' reasons from the observer; RUNNING means
+  available on every target.
+* **Move** without downtime: once every target's copy is available (and its
+  objects checked with a GET), they are deleted from the clusters the
+  application left; a target that is not available within ``move_timeout``
+  keeps the old copy, and is recorded as failed for the scheduler.
 * **Delete**: an application marked deleted has its objects removed from every
   cluster, then its key (and its status) deleted — a finalizer. One whose key
   vanished is cleaned up from the clusters its status lists.
@@ -27,6 +33,8 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -35,12 +43,14 @@ from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.drift import Ledger
 from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, run
+from berth.controllers.propagator.health import HEALTHY, UNKNOWN, Copy, Health, copy_of, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
 from berth.controllers.propagator.manifest import ManifestError, objects
+from berth.controllers.propagator.objects import Book, observed
 from berth.controllers.propagator.plan import CONFIRM, App, Facts, Finish, Progress
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
-from berth.controllers.propagator.views import AppView, ClusterView
+from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, cluster_key
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.store import Store, StoreError, keys
@@ -48,26 +58,24 @@ from berth.store.documents import (
     ApplicationState,
     ApplicationStatus,
     Binding,
+    ClusterApplied,
     ClusterStatus,
+    HealthRule,
     KubeObjectRef,
 )
 
 log = logging.getLogger(__name__)
 
 DRIFTS = Counter("berth_propagator_drift_total", "Objects changed on a cluster by others")
-TO_RUNNING = Histogram(
-    "berth_propagator_binding_to_running_seconds",
+TO_AVAILABLE = Histogram(
+    "berth_propagator_binding_to_available_seconds",
     "From the propagator seeing a Binding (generation and targets) to seeing the application "
-    "RUNNING there", buckets=LATENCY_BUCKETS)
-APPLICATION_STATES = ("PENDING", "RUNNING", "MIGRATING", "DEGRADED", "FAILED", "DELETING",
-                      "Unschedulable")
+    "RUNNING there: available on every target", buckets=LATENCY_BUCKETS)
+APPLICATION_STATES = ("PENDING", "PROGRESSING", "RUNNING", "MIGRATING", "DEGRADED", "FAILED",
+                      "DELETING", "Unschedulable")
 
 FINALIZER = "berth.dev/propagator"
 GAINED_SPREAD = 30.0  # seconds over which a gained cluster's settled applications re-apply
-
-
-def cluster_id(namespace: str | None, name: str) -> str:
-    return f"{namespace or ''}/{name}"
 
 
 def _tail(key: str) -> str:
@@ -75,17 +83,15 @@ def _tail(key: str) -> str:
     return "/".join(key.rsplit("/", 2)[-2:])
 
 
-def cluster_key(cid: str) -> str:
-    namespace, _, name = cid.partition("/")
-    return keys.resource_key("Cluster", name, namespace or None)
-
-
 class Applier:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
                  connections: Connections, kubeconfigs: Kubeconfigs,
-                 shard: Shard | None = None) -> None:
+                 shard: Shard | None = None,
+                 trouble: Callable[[str, str], str] | None = None) -> None:
         self.store = store
+        # (cluster id, application) → why its pods there are not Ready (the observer's)
+        self.trouble = trouble or (lambda _cid, _owner: "")
         self.shard = shard  # None: this replica serves every cluster
         self.config = config
         self.clusters = clusters
@@ -103,9 +109,11 @@ class Applier:
                                                max_delay=config.retry_max_delay)
         self.writer = StatusWriter(store, self.statuses)
         self.ledger = Ledger()
+        self.book = Book(self._on_seen)  # what the clusters showed of berth's objects
         # Called after each object applied (cluster id, kind, the resourceVersion
         # stored): the drift watches start there.
-        self.on_applied: list[OnApplied] = []
+        self.on_applied: list[OnApplied] = [
+            lambda cid, _kind, ref, stored: self._seen_applied(cid, ref, stored)]
         self.executor = Executor(self, self.ledger, self.on_applied,
                                  **({"gate": shard.serving} if shard is not None else {}))
         self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
@@ -115,7 +123,7 @@ class Applier:
         self._seen = 0
         self._epoch = 0  # bumped by every resync: everything is applied again once
         self._applied_epoch: dict[tuple[str, str], int] = {}
-        self._to_running = Stopwatch(TO_RUNNING)
+        self._to_available = Stopwatch(TO_AVAILABLE)
         self.apps.add_handler(self._on_app)
         self.bindings.add_handler(self._on_binding)
         self.statuses.add_handler(self._on_status)
@@ -135,10 +143,10 @@ class Applier:
     def _on_binding(self, event: Event[Binding]) -> None:
         key = keys.resource_key_of(event.key)
         if event.type is EventType.DELETED or not event.obj.spec.targets:
-            self._to_running.cancel(key)
+            self._to_available.cancel(key)
         elif self.bindings.synced.is_set():  # changes while running only
             spec = event.obj.spec
-            self._to_running.start(key, (spec.generation, frozenset(
+            self._to_available.start(key, (spec.generation, frozenset(
                 cluster_id(t.namespace, t.name) for t in spec.targets)))
         self.queue.add(key)
 
@@ -151,7 +159,7 @@ class Applier:
             self.queue.add(key)  # another replica's progress: a move or a lower may go on
         st = event.obj.status
         if event.type is not EventType.DELETED and st.state == "RUNNING":
-            self._to_running.stop(key, (st.generation, frozenset(
+            self._to_available.stop(key, (st.generation, frozenset(
                 cluster_id(r.namespace, r.name) for r in st.running_on)))
 
     def states(self) -> dict[str, int]:
@@ -256,19 +264,77 @@ class Applier:
         self.queue.add(app_key)
 
     def on_drift(self, cid: str, event_type: str, obj: KubeObject) -> None:
-        """A watch saw an object berth manages change: re-apply it if it was not us."""
+        """A watch saw an object berth manages: note what it shows (its health), and
+        re-apply it if someone other than berth changed or deleted it."""
         meta = obj.metadata
         owner = meta.annotations.get(OWNER, "")
+        ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
+        deleted = event_type == "DELETED"
+        lost = self.book.drop(cid, ref) if deleted else self.book.put(cid, ref, obj)
+        if lost:
+            log.warning("%s on cluster %s is managed by application %s now: application %s "
+                        "lost it", ref, cid, owner or "(none)", lost)
         if "/" not in owner:
             return
-        ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
-        if not self.ledger.someone_else(cid, ref, meta.resourceVersion):
+        if not self.ledger.someone_else(cid, ref, meta.resourceVersion, meta.generation,
+                                        deleted=deleted):
             return
         namespace, _, name = owner.partition("/")
+        key = keys.resource_key("Application", name, namespace)
+        if deleted and self._complete(key, cid, ref):
+            log.info("%s on cluster %s was deleted after it completed (as "
+                     "ttlSecondsAfterFinished does): not run again", ref, cid)
+            return
         DRIFTS.inc()
         log.info("%s on cluster %s was %s by someone else: re-applying %s", ref, cid,
-                 "deleted" if event_type == "DELETED" else "changed", owner)
-        self._requeue(keys.resource_key("Application", name, namespace), cid)
+                 "deleted" if deleted else "changed", owner)
+        self._requeue(key, cid)
+
+    def _complete(self, key: str, cid: str, ref: KubeObjectRef) -> bool:
+        """Whether ``ref`` is a Job recorded complete on ``cid`` at the generation there."""
+        ref_app = keys.parse_key(key)
+        item = self.statuses.get(keys.status_key("Application", ref_app.namespace or "",
+                                                 ref_app.name))
+        have = item.status.applied.get(cid) if item is not None else None
+        return have is not None and ref in have.done
+
+    def _seen_applied(self, cid: str, ref: KubeObjectRef, stored: KubeObject) -> None:
+        self.book.put(cid, ref, stored, notify=False)
+
+    def _on_seen(self, cid: str, owner: str) -> None:
+        """What a cluster shows of an application's objects (or pods) changed: judge its
+        copies again."""
+        namespace, _, name = owner.partition("/")
+        if namespace and name:
+            self.queue.add(keys.resource_key("Application", name, namespace))
+
+    # -- health, for the executor and the reconcile ---------------------------------
+
+    def judge(self, cid: str, ref: KubeObjectRef, obj: KubeObject,
+              rules: tuple[HealthRule, ...]) -> Health:
+        """The health of an object a cluster just returned (applied a moment ago)."""
+        owner = obj.metadata.annotations.get(OWNER, "")
+        return judge(observed(obj), age=0.0, pods=self.trouble(cid, owner), rules=rules,
+                     untracked_after=self.config.untracked_after)
+
+    def seen_owner(self, cid: str, ref: KubeObjectRef) -> str | None:
+        return self.book.owner(cid, ref)
+
+    def _copy(self, cid: str, owner: str, have: ClusterApplied, rules: tuple[HealthRule, ...],
+              now: datetime) -> Copy:
+        """A served cluster's copy as the book shows it now."""
+        age = (now - have.since).total_seconds() if have.since else 0.0
+        pods = self.trouble(cid, owner)
+        judged: list[tuple[KubeObjectRef, Health]] = []
+        for ref in have.objects:
+            if ref in have.done:
+                judged.append((ref, Health(HEALTHY, "Complete")))
+                continue
+            seen = self.book.get(cid, ref)
+            judged.append((ref, Health(UNKNOWN, "not observed yet") if seen is None else judge(
+                seen, age=age, pods=pods, rules=rules,
+                untracked_after=self.config.untracked_after)))
+        return copy_of(judged)
 
     def resync(self) -> None:
         """Re-apply every application once (and clean up after vanished ones)."""
@@ -379,16 +445,26 @@ class Applier:
         assert owned is not True
         if item is None:
             unreadable = bool(recorded.applied) and self._unreadable(key)
-            return Facts(None, recorded, app_unreadable=unreadable, owned=owned)
+            return Facts(None, recorded, app_unreadable=unreadable, owned=owned,
+                         owner=f"{ns}/{name}")
         meta = item.obj.metadata
+        spec = item.obj.spec
         try:
-            bodies, error = tuple(objects(item.obj.spec.manifest, ns, name)), ""
+            bodies, error = tuple(objects(spec.manifest, ns, name)), ""
         except ManifestError as exc:
             bodies, error = (), str(exc)
+        rules = tuple(spec.health)
         app = App(meta.generation, meta.deleted is not None,
-                  tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error)
+                  tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error,
+                  rules, spec.conflictResolution == "Overwrite", spec.deletionPropagation)
+        now = datetime.now(UTC)
+        owner = f"{ns}/{name}"
+        health = {cid: self._copy(cid, owner, have, rules, now)
+                  for cid, have in recorded.applied.items()
+                  if have.generation > 0 and (owned is None or cid in owned)}
         if binding is None:
-            return Facts(app, recorded, owned=owned)
+            return Facts(app, recorded, owned=owned, health=health, now=now,
+                         move_timeout=self.config.move_timeout, owner=owner)
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
                   if t.replicas is not None}
         with self._lock:
@@ -396,7 +472,8 @@ class Applier:
                 c in drifted or self._applied_epoch.get((key, c)) != epoch))
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason, stale=stale, unseen=self._unseen(targets),
-                     shares=shares, owned=owned)
+                     shares=shares, owned=owned, health=health, now=now,
+                     move_timeout=self.config.move_timeout, owner=owner)
 
     def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
         """Of ``clusters``, those the observer does not see ONLINE, and why."""
@@ -428,4 +505,6 @@ class Applier:
             if had:
                 log.info("application %s/%s removed from every cluster%s", doc.namespace,
                          doc.name, " and deleted" if item is not None else "")
+        if end.recheck is not None and not end.retry:
+            self.queue.add_after(key, end.recheck)  # a copy not yet available: judge again
         return Retry(end.retry) if end.retry else None

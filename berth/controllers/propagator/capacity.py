@@ -14,6 +14,11 @@ or expires (410 Gone) lists again. Counted:
   annotation, which the propagator puts on its workloads' pod templates), how
   many of those pods there are.
 
+The same watch says why an application's Pods are not Ready (:meth:`Tracker.trouble`:
+a container waiting in ``CrashLoopBackOff``, a Pod the scheduler cannot
+place), which the applier gives as the reason a copy is not available; a
+change in that calls ``on_pods`` with the application.
+
 A cluster that lists no Node (an API server without workers) reports no
 capacity: the scheduler does not judge it.
 """
@@ -67,8 +72,33 @@ class _Node(msgspec.Struct):
     status: _NodeStatus = msgspec.field(default_factory=_NodeStatus)
 
 
+class _Waiting(msgspec.Struct):
+    reason: str = ""
+    message: str = ""
+
+
+class _State(msgspec.Struct):
+    waiting: _Waiting | None = None
+
+
+class _ContainerStatus(msgspec.Struct):
+    name: str = ""
+    ready: bool = False
+    state: _State = msgspec.field(default_factory=_State)
+
+
+class _PodCondition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
 class _PodStatus(msgspec.Struct):
     phase: str = ""
+    conditions: list[_PodCondition] = []
+    containerStatuses: list[_ContainerStatus] = []
+    initContainerStatuses: list[_ContainerStatus] = []
 
 
 class _Pod(msgspec.Struct):
@@ -103,8 +133,25 @@ def _node_entry(node: _Node) -> Resources | None:
         return None
 
 
-def _pod_entry(pod: _Pod) -> tuple[Resources, str] | None:
-    """What a pod asks and which application owns it; None once it has finished."""
+def _why_not_ready(pod: _Pod) -> str:
+    """Why a running or pending pod is not Ready, in Kubernetes' words ("" if it is)."""
+    st = pod.status
+    if any(c.type == "Ready" and c.status == "True" for c in st.conditions):
+        return ""
+    for c in (*st.initContainerStatuses, *st.containerStatuses):
+        w = c.state.waiting
+        if w is not None and w.reason and w.reason not in ("ContainerCreating",
+                                                           "PodInitializing"):
+            return f"{w.reason}: {w.message}" if w.message else w.reason
+    for cond in st.conditions:
+        if cond.type == "PodScheduled" and cond.status == "False":
+            return f"{cond.reason or 'not scheduled'}: {cond.message}".rstrip(": ")
+    return ""
+
+
+def _pod_entry(pod: _Pod) -> tuple[Resources, str, str] | None:
+    """What a pod asks, which application owns it and why it is not Ready; None once it
+    has finished."""
     if pod.status.phase in ("Succeeded", "Failed"):
         return None
     try:
@@ -113,7 +160,7 @@ def _pod_entry(pod: _Pod) -> tuple[Resources, str] | None:
         log.info("pod %s/%s: requests not readable (%s): counted as one pod",
                  pod.metadata.namespace, pod.metadata.name, exc)
         asks = Resources(pods=1)
-    return asks, pod.metadata.annotations.get(OWNER, "")
+    return asks, pod.metadata.annotations.get(OWNER, ""), _why_not_ready(pod)
 
 
 class _Watched:
@@ -138,11 +185,12 @@ class _Watched:
                     raise Unavailable(f"list {self.path}: HTTP {resp.status_code}")
                 listed = self.list_decoder.decode(resp.content)
                 with self.tracker.lock:
+                    was = self.entries
                     self.entries = {k: e for k, e in (
                         ((o.metadata.namespace, o.metadata.name), self.entry(o))
                         for o in listed.items) if e is not None}
                     self.synced = True
-                self.tracker.changed()
+                self.tracker.relisted(was, self.entries)
                 await self._watch(w, listed.metadata.resourceVersion)
                 delay = 0.5
                 continue
@@ -176,19 +224,21 @@ class _Watched:
                 key = (obj.metadata.namespace, obj.metadata.name)
                 e = None if event.type == "DELETED" else self.entry(obj)
                 with self.tracker.lock:
-                    if e is None:
-                        self.entries.pop(key, None)
-                    else:
+                    was = self.entries.pop(key, None) if e is None else self.entries.get(key)
+                    if e is not None:
                         self.entries[key] = e
-                self.tracker.changed()
+                if was != e:
+                    self.tracker.changed(was, e)
 
 
 class Tracker:
     """Nodes and Pods of one cluster, among the cluster's watches, as a summary."""
 
     def __init__(self, cid: str, watches: ClusterWatches,
-                 on_change: Callable[[str], None]) -> None:
+                 on_change: Callable[[str], None],
+                 on_pods: Callable[[str, str], None] | None = None) -> None:
         self.cid, self.watches, self.on_change = cid, watches, on_change
+        self.on_pods = on_pods  # (cluster id, application): its pods' readiness changed
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry)
@@ -207,8 +257,35 @@ class Tracker:
         self.watches.cancel("capacity nodes")
         self.watches.cancel("capacity pods")
 
-    def changed(self) -> None:
+    def changed(self, was: Any = None, now: Any = None) -> None:
+        """An entry changed: the capacity is to be written; an application whose pod
+        became (not) Ready is told."""
         self.on_change(self.cid)
+        if self.on_pods is None:
+            return
+        for entry in (was, now):
+            if isinstance(entry, tuple) and len(entry) == 3 and entry[1] and (
+                    was is None or now is None or was[2] != now[2]):
+                self.on_pods(self.cid, entry[1])
+
+    def relisted(self, was: dict[Any, Any], now: dict[Any, Any]) -> None:
+        self.on_change(self.cid)
+        if self.on_pods is None:
+            return
+        owners = {e[1] for e in (*was.values(), *now.values())
+                  if isinstance(e, tuple) and len(e) == 3 and e[1]}
+        for owner in owners:
+            self.on_pods(self.cid, owner)
+
+    def trouble(self, owner: str) -> str:
+        """Why the first of ``owner``'s pods that is not Ready is not ("" if all are)."""
+        with self.lock:
+            pods = [(k, e) for k, e in self.pods.entries.items() if e[1] == owner and e[2]]
+        if not pods:
+            return ""
+        (_ns, name), entry = min(pods)
+        more = f" (and {len(pods) - 1} more pods)" if len(pods) > 1 else ""
+        return f"pod {name}: {entry[2]}{more}"
 
     def capacity(self) -> Capacity | None:
         """The summary now; None until both lists came back."""
@@ -218,8 +295,8 @@ class Tracker:
             nodes = list(self.nodes.entries.values())
             pods = list(self.pods.entries.values())
         allocatable = sum(nodes, NOTHING)
-        requested = sum((asks for asks, _ in pods), NOTHING)
-        placed = Counter(owner for _, owner in pods if owner)
+        requested = sum((asks for asks, _, _ in pods), NOTHING)
+        placed = Counter(owner for _, owner, _ in pods if owner)
         return Capacity(_list(allocatable), _list(requested), len(nodes), dict(sorted(
             placed.items())), datetime.now(UTC))
 

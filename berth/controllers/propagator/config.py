@@ -22,13 +22,20 @@ class PropagatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     retry_base_delay: float = 0.5  # first retry of a failed application; doubles
     retry_max_delay: float = 60.0
     watch_idle_timeout: float = 30.0  # etcd watch without news before it is reopened
+    # Seconds a copy has to become available after it was applied: past it, a move
+    # keeps the old copy, the application is DEGRADED and the new cluster failed.
+    move_timeout: float = 600.0
+    # Seconds after which an object of a kind berth cannot judge counts as available.
+    untracked_after: float = 60.0
 
     def __post_init__(self) -> None:
         for name in ("probe_interval", "probe_timeout", "request_timeout", "resync_interval",
-                     "capacity_interval",
+                     "capacity_interval", "move_timeout",
                      "retry_base_delay", "retry_max_delay", "watch_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.untracked_after < 0:
+            raise ValueError("untracked_after must not be negative")
         for name in ("probe_concurrency", "grace", "workers", "drift_watch_timeout"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

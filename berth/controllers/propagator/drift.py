@@ -59,49 +59,73 @@ def newer(version: str, than: str) -> bool:
 
 
 class Ledger:
-    """The resourceVersion berth's last apply stored, per (cluster, object)."""
+    """The resourceVersion and generation berth's last apply stored, per (cluster, object).
+
+    A change made by someone else is a newer resourceVersion — but for kinds
+    with a ``metadata.generation`` (Deployments, Jobs, custom resources with a
+    status subresource) only a newer generation: their controllers write status
+    and annotations all the time, and only a change of the spec is drift.
+    Deletion always is.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stored: dict[_Where, str] = {}
-        self._in_flight: dict[_Where, str] = {}  # → newest version a watch showed meanwhile
+        self._stored: dict[_Where, tuple[str, int]] = {}  # → (resourceVersion, generation)
+        # → the newest (resourceVersion, generation) a watch showed while an apply ran
+        self._in_flight: dict[_Where, tuple[str, int] | None] = {}
 
     def begin(self, cid: str, ref: KubeObjectRef) -> None:
         """An apply of ``ref`` on ``cid`` starts."""
         with self._lock:
-            self._in_flight[(cid, ref)] = ""
+            self._in_flight[(cid, ref)] = None
 
-    def end(self, cid: str, ref: KubeObjectRef, stored: str | None) -> bool:
-        """The apply ended, having stored version ``stored`` (None: it failed).
+    def end(self, cid: str, ref: KubeObjectRef, stored: str | None, generation: int = 0
+            ) -> bool:
+        """The apply ended, having stored version ``stored`` at ``generation`` (None: it
+        failed).
 
-        True if a watch meanwhile showed a version newer than ours: someone
+        True if a watch meanwhile showed a change newer than ours: someone
         changed or deleted the object right after berth applied it.
         """
         with self._lock:
-            seen = self._in_flight.pop((cid, ref), "")
+            seen = self._in_flight.pop((cid, ref), None)
             if stored is None:
                 return False
-            self._stored[(cid, ref)] = stored
-            return bool(seen) and newer(seen, stored)
+            self._stored[(cid, ref)] = (stored, generation)
+            return seen is not None and _changed(seen, (stored, generation), deleted=False)
 
     def forget(self, cid: str, ref: KubeObjectRef) -> None:
         """berth deletes the object: whatever a watch shows next is not drift."""
         with self._lock:
             self._stored.pop((cid, ref), None)
 
-    def someone_else(self, cid: str, ref: KubeObjectRef, version: str) -> bool:
-        """Whether a watch event at ``version`` is a change berth did not make."""
+    def someone_else(self, cid: str, ref: KubeObjectRef, version: str, generation: int = 0,
+                     *, deleted: bool = False) -> bool:
+        """Whether a watch event at ``version`` (``generation``) is a change berth did
+        not make."""
         where = (cid, ref)
         with self._lock:
             if where in self._in_flight:  # told apart when the apply returns
-                if not self._in_flight[where] or newer(version, self._in_flight[where]):
-                    self._in_flight[where] = version
+                was = self._in_flight[where]
+                if deleted:
+                    generation = -1  # whatever the generation, a deletion is a change
+                if was is None or newer(version, was[0]):
+                    self._in_flight[where] = (version, generation)
                 return False
             stored = self._stored.get(where)
-            if stored is None or not newer(version, stored):
-                return False  # not ours to watch, or an event from before our apply
+            if stored is None or not _changed((version, generation), stored, deleted=deleted):
+                return False  # not ours to watch, from before our apply, or status only
             del self._stored[where]  # reported once: the apply that follows records anew
             return True
+
+
+def _changed(seen: tuple[str, int], stored: tuple[str, int], *, deleted: bool) -> bool:
+    """Whether ``seen`` (resourceVersion, generation) is a change made after ``stored``."""
+    if not newer(seen[0], stored[0]):
+        return False
+    if deleted or seen[1] < 0:
+        return True
+    return stored[1] <= 0 or seen[1] != stored[1]
 
 
 class DriftWatches:

@@ -5,8 +5,19 @@ The :class:`Executor` runs :class:`~controllers.propagator.plan.Apply`,
 :class:`~controllers.propagator.kube.Connection`, or an in-memory cluster in
 unit tests — and records each outcome in the
 :class:`~controllers.propagator.plan.Progress`: a cluster that fails goes into
-``errors``, a manifest it refuses into ``refused``. Errors are values here;
+``errors``, a manifest it refuses into ``refused``, each copy applied is
+judged from what the cluster answered (``health``). Errors are values here;
 only the cluster client raises, and only the executor catches.
+
+An object has one owner (the annotation ``berth.dev/application``): one that
+exists on a cluster before berth applies it there, managed by another
+application or by nobody berth knows, is not taken over unless the
+application says ``conflictResolution: Overwrite``; berth deletes only
+objects that still say they are the application's, with the uid it read (a
+namesake made meanwhile is left alone), and with the application's
+``deletionPropagation`` (Background: what the object's controllers made goes
+too). A Job complete at the current generation is not created again; a new
+generation deletes and creates it, so it runs again.
 
 :func:`run` asks the plan for a step, executes it, and asks again until the
 plan finishes; status writes go through a :class:`StatusSink`.
@@ -22,9 +33,11 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from berth.controllers.propagator.drift import Ledger
-from berth.controllers.propagator.kube import Kind, Rejected, Unavailable
+from berth.controllers.propagator.health import HEALTHY, Health, copy_of
+from berth.controllers.propagator.kube import OWNER, Kind, KubeObject, Rejected, Unavailable
 from berth.controllers.propagator.plan import (
     CONFIRM,
+    App,
     Apply,
     Clear,
     Confirm,
@@ -36,7 +49,7 @@ from berth.controllers.propagator.plan import (
     plan,
 )
 from berth.controllers.runtime import Retry
-from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.store.documents import ApplicationState, ClusterApplied, HealthRule, KubeObjectRef
 from berth.store.documents.resources import with_replicas
 
 log = logging.getLogger(__name__)
@@ -47,21 +60,25 @@ MAX_STEPS = 1000  # a plan that has not finished by then is a bug: stop and say 
 
 
 class ClusterClient(Protocol):
-    """The four things the propagator asks of a cluster's API."""
+    """What the propagator asks of a cluster's API."""
 
     def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
         """The kind of a manifest object and where it lives; NotServed/Unavailable."""
         ...
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> str:
-        """Server-side apply; the resourceVersion stored. Rejected or Unavailable."""
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        """Server-side apply; the object as stored. Rejected or Unavailable."""
+        ...
+
+    def get(self, ref: KubeObjectRef) -> KubeObject | None:
         ...
 
     def exists(self, ref: KubeObjectRef) -> bool:
         ...
 
-    def delete(self, ref: KubeObjectRef) -> None:
-        """Delete; an object already gone is fine."""
+    def delete(self, ref: KubeObjectRef, *, propagation: str = "Background",
+               uid: str = "") -> None:
+        """Delete (only the object with ``uid``, if given); one already gone is fine."""
         ...
 
 
@@ -76,6 +93,19 @@ class Clients(Protocol):
         """Whether the Cluster's key holds a value that does not decode."""
         ...
 
+    def judge(self, cid: str, ref: KubeObjectRef, obj: KubeObject,
+              rules: tuple[HealthRule, ...]) -> Health:
+        """The health of an object the cluster just returned."""
+        ...
+
+    def seen_owner(self, cid: str, ref: KubeObjectRef) -> str | None:
+        """The application a watch last showed owning ``ref`` on ``cid`` (None: unknown)."""
+        ...
+
+
+class Conflicted(Exception):
+    """The object is another's on the cluster: not applied, not taken over."""
+
 
 class StatusSink(Protocol):
     def write(self, state: ApplicationState) -> Retry | None:
@@ -83,8 +113,8 @@ class StatusSink(Protocol):
         ...
 
 
-# (cluster id, kind, resourceVersion stored): called after each object applied.
-OnApplied = Callable[[str, Kind, str], None]
+# (cluster id, kind, object, what the cluster stored): called after each object applied.
+OnApplied = Callable[[str, Kind, KubeObjectRef, KubeObject], None]
 
 
 # Whether this replica serves a cluster, held while requests go there (shard.py).
@@ -104,7 +134,7 @@ class Executor:
         self.on_applied = on_applied if on_applied is not None else []
         self.gate = gate
 
-    def apply(self, step: Apply, bodies: tuple[dict[str, Any], ...], progress: Progress,
+    def apply(self, step: Apply, app: App, progress: Progress,
               record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
         """Apply every object on one cluster, then prune what the generation dropped.
 
@@ -114,8 +144,9 @@ class Executor:
         into ``progress``. A cluster where a watch saw an object changed by
         someone else right after berth applied it goes into ``drifted``.
         """
-        cid, gen = step.cluster, step.generation
+        cid = step.cluster
         progress.tried.add(cid)
+        bodies = app.bodies
         if step.replicas is not None:
             bodies = tuple(with_replicas(b, step.replicas) for b in bodies)
         with self.gate(cid) as serving:
@@ -123,18 +154,21 @@ class Executor:
                 progress.errors[cid] = HANDED_OVER
                 return None
             try:
-                return self._apply(cid, gen, bodies, progress, record, step.replicas)
+                return self._apply(step, app, bodies, progress, record)
             except Rejected as exc:
                 progress.refused = (cid, str(exc))
-            except Unavailable as exc:
+            except (Unavailable, Conflicted) as exc:
                 progress.errors[cid] = str(exc)
         return None
 
-    def _apply(self, cid: str, gen: int, bodies: tuple[dict[str, Any], ...],
-               progress: Progress, record: Callable[[ApplicationState], Retry | None],
-               replicas: int | None) -> Retry | None:
+    def _apply(self, step: Apply, app: App, bodies: tuple[dict[str, Any], ...],
+               progress: Progress, record: Callable[[ApplicationState], Retry | None]
+               ) -> Retry | None:
+        cid, gen = step.cluster, step.generation
         client = self._client(cid)
         before = progress.applied.get(cid) or ClusterApplied(0)
+        renew = before.generation not in (0, gen)  # a new generation: its Jobs run again
+        skip = set(step.skip)
         located: list[tuple[Kind | None, KubeObjectRef | None, dict[str, Any]]] = []
         for body in bodies:
             try:
@@ -145,32 +179,74 @@ class Executor:
         if halt is not None:
             return halt
         done: list[KubeObjectRef] = []
+        judged: list[tuple[KubeObjectRef, Health]] = []
         for kind, ref, body in located:
             if kind is None or ref is None:
                 kind, ref = client.locate(body)
                 halt = self._record(cid, gen, [ref], progress, record)
                 if halt is not None:
                     return halt
-            self.ledger.begin(cid, ref)
-            try:
-                stored = client.apply(kind, ref, body)
-            except BaseException:
-                APPLIES.labels("failed").inc()
-                self.ledger.end(cid, ref, None)
-                raise
-            APPLIES.labels("applied").inc()
-            if self.ledger.end(cid, ref, stored):
-                progress.drifted.add(cid)
-                log.info("%s on cluster %s was changed by someone else right after berth "
-                         "applied it", ref, cid)
+            if ref in skip:  # complete at this generation: never created again
+                done.append(ref)
+                judged.append((ref, Health(HEALTHY, "Complete")))
+                continue
+            owner = step.owner
+            if ref not in before.objects or self.clients.seen_owner(cid, ref) not in (
+                    None, owner):
+                self._check_owner(client, cid, ref, owner, app.adopt)
+            elif renew and ref.kind == "Job" and ref.api_version == "batch/v1":
+                self.ledger.forget(cid, ref)  # a Job's template cannot change: run it anew
+                client.delete(ref, propagation=app.propagation)
+            stored = self._apply_one(client, cid, kind, ref, body, progress)
             done.append(ref)
-            for callback in self.on_applied:
-                callback(cid, kind, stored)
-        left = self._remove(cid, client, [o for o in before.objects if o not in done])
-        progress.applied[cid] = ClusterApplied(gen, done + left, replicas)
+            judged.append((ref, self.clients.judge(cid, ref, stored, app.rules)))
+        left = self._remove(cid, client, [o for o in before.objects if o not in done],
+                            app.propagation, step.owner)
+        progress.applied[cid] = ClusterApplied(
+            gen, done + left, step.replicas, since=step.since, new=step.new,
+            done=[r for r in done if r in skip])
+        progress.health[cid] = copy_of(judged)
         if left:
             progress.errors[cid] = f"could not prune {', '.join(map(str, left))}"
         return None
+
+    def _apply_one(self, client: ClusterClient, cid: str, kind: Kind, ref: KubeObjectRef,
+                   body: dict[str, Any], progress: Progress) -> KubeObject:
+        self.ledger.begin(cid, ref)
+        try:
+            stored = client.apply(kind, ref, body)
+        except BaseException:
+            APPLIES.labels("failed").inc()
+            self.ledger.end(cid, ref, None)
+            raise
+        APPLIES.labels("applied").inc()
+        meta = stored.metadata
+        if self.ledger.end(cid, ref, meta.resourceVersion, meta.generation):
+            progress.drifted.add(cid)
+            log.info("%s on cluster %s was changed by someone else right after berth "
+                     "applied it", ref, cid)
+        for callback in self.on_applied:
+            callback(cid, kind, ref, stored)
+        return stored
+
+    @staticmethod
+    def _check_owner(client: ClusterClient, cid: str, ref: KubeObjectRef, owner: str,
+                     adopt: bool) -> None:
+        """An object that exists already is applied only if it is the application's own,
+        or the application may take it over; Conflicted otherwise."""
+        existing = client.get(ref)
+        if existing is None:
+            return
+        theirs = existing.metadata.annotations.get(OWNER, "")
+        if theirs == owner:
+            return
+        who = f"application {theirs}" if theirs else "someone outside berth"
+        if adopt:
+            log.warning("%s on cluster %s was managed by %s: taken over by application %s "
+                        "(conflictResolution: Overwrite)", ref, cid, who, owner)
+            return
+        raise Conflicted(f"{ref} on cluster {cid} is managed by {who}: not taken over "
+                         "(conflictResolution: Abort)")
 
     @staticmethod
     def _record(cid: str, gen: int, refs: list[KubeObjectRef], progress: Progress,
@@ -205,7 +281,7 @@ class Executor:
         else:
             progress.confirmed = True
 
-    def clear(self, step: Clear, progress: Progress) -> None:
+    def clear(self, step: Clear, progress: Progress, propagation: str = "Background") -> None:
         """Remove everything berth put on one cluster."""
         cid = step.cluster
         progress.cleared.add(cid)
@@ -213,9 +289,9 @@ class Executor:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
             else:
-                self._clear(cid, progress)
+                self._clear(cid, step.owner, progress, propagation)
 
-    def _clear(self, cid: str, progress: Progress) -> None:
+    def _clear(self, cid: str, owner: str, progress: Progress, propagation: str) -> None:
         try:
             client = self.clients.client(cid)
         except Unavailable as exc:
@@ -230,7 +306,7 @@ class Executor:
                         ", ".join(map(str, objects)))
             del progress.applied[cid]
             return
-        left = self._remove(cid, client, objects)
+        left = self._remove(cid, client, objects, propagation, owner)
         if left:
             was = progress.applied[cid]
             progress.applied[cid] = ClusterApplied(was.generation, left, was.replicas)
@@ -244,14 +320,23 @@ class Executor:
             raise Unavailable(f"cluster {cid} does not exist")
         return client
 
-    def _remove(self, cid: str, client: ClusterClient, objs: list[KubeObjectRef]
-                ) -> list[KubeObjectRef]:
-        """Delete objects (last applied first); those that could not be deleted."""
+    def _remove(self, cid: str, client: ClusterClient, objs: list[KubeObjectRef],
+                propagation: str, owner: str) -> list[KubeObjectRef]:
+        """Delete objects (last applied first) that are still the application's; those
+        that could not be deleted."""
         left: list[KubeObjectRef] = []
         for obj in reversed(objs):
             self.ledger.forget(cid, obj)
             try:
-                client.delete(obj)
+                current = client.get(obj)
+                if current is None:
+                    continue
+                theirs = current.metadata.annotations.get(OWNER, "")
+                if theirs != owner:
+                    log.warning("%s on cluster %s is managed by %s now: left there", obj, cid,
+                                f"application {theirs}" if theirs else "someone outside berth")
+                    continue
+                client.delete(obj, propagation=propagation, uid=current.metadata.uid)
             except Unavailable as exc:
                 log.info("cluster %s: %s", cid, exc)
                 left.insert(0, obj)
@@ -262,18 +347,18 @@ def run(facts: Facts, progress: Progress, executor: Executor, sink: StatusSink
         ) -> Finish | Retry:
     """Execute the plan's steps until it finishes; a status write that failed ends it
     early with its Retry."""
-    bodies = facts.app.bodies if facts.app is not None else ()
+    app = facts.app if facts.app is not None else App(0)
     for _ in range(MAX_STEPS):
         step = plan(facts, progress)
         halt: Retry | None = None
         if isinstance(step, Finish):
             return step
         if isinstance(step, Apply):
-            halt = executor.apply(step, bodies, progress, sink.write)
+            halt = executor.apply(step, app, progress, sink.write)
         elif isinstance(step, Confirm):
             executor.confirm(step, progress)
         elif isinstance(step, Clear):
-            executor.clear(step, progress)
+            executor.clear(step, progress, app.propagation)
         elif isinstance(step, Write):
             halt = sink.write(step.state)
             if halt is None:

@@ -107,14 +107,21 @@ class _Status(msgspec.Struct):
 class ObjectMeta(msgspec.Struct):
     name: str = ""
     namespace: str | None = None
+    uid: str = ""
     resourceVersion: str = ""
+    generation: int = 0
     annotations: dict[str, str] = {}
 
 
 class KubeObject(msgspec.Struct):
+    """An object as the API server returned it: its identity and versions decoded,
+    its ``spec`` and ``status`` left as bytes until someone judges them."""
+
     apiVersion: str = ""
     kind: str = ""
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: msgspec.Raw = msgspec.Raw(b"{}")
+    status: msgspec.Raw = msgspec.Raw(b"{}")
 
 
 class WatchEvent(msgspec.Struct):
@@ -219,8 +226,8 @@ class Connection:
 
     # -- acting ----------------------------------------------------------------
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> str:
-        """Server-side apply one located object; the resourceVersion stored."""
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        """Server-side apply one located object; the object as stored."""
         meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
         if ref.namespace is not None:
             meta["namespace"] = ref.namespace
@@ -231,7 +238,7 @@ class Connection:
             content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
         if resp.status_code in (200, 201):
             try:
-                return msgspec.json.decode(resp.content, type=KubeObject).metadata.resourceVersion
+                return msgspec.json.decode(resp.content, type=KubeObject)
             except msgspec.DecodeError as exc:
                 raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
         text = _error(resp)
@@ -240,22 +247,44 @@ class Connection:
             raise Rejected(f"{ref}: {text}")
         raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
 
-    def exists(self, ref: KubeObjectRef) -> bool:
-        kind = self.kind(ref.api_version, ref.kind)
+    def get(self, ref: KubeObjectRef) -> KubeObject | None:
+        """The object as stored now; None if there is none."""
+        try:
+            kind = self.kind(ref.api_version, ref.kind)
+        except NotServed:
+            return None
         resp = self._request("GET", kind.path(ref.name, ref.namespace))
         if resp.status_code == 404:
-            return False
+            return None
         if resp.status_code != 200:
             raise Unavailable(f"{ref}: {_error(resp)}")
-        return True
+        try:
+            return msgspec.json.decode(resp.content, type=KubeObject)
+        except msgspec.DecodeError as exc:
+            raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
 
-    def delete(self, ref: KubeObjectRef) -> None:
-        """Delete one object; one that is already gone is fine."""
+    def exists(self, ref: KubeObjectRef) -> bool:
+        return self.get(ref) is not None
+
+    def delete(self, ref: KubeObjectRef, *, propagation: str = "Background",
+               uid: str = "") -> None:
+        """Delete one object and, as ``propagation`` says, what its controllers made
+        (Background: at once, by the garbage collector; Foreground: before the object
+        goes); one that is already gone is fine. ``uid``: only that very object (one
+        deleted and made anew by someone else meanwhile is not ours)."""
         try:
             kind = self.kind(ref.api_version, ref.kind)
         except NotServed:
             return  # its kind is gone from the cluster, and the object with it
-        resp = self._request("DELETE", kind.path(ref.name, ref.namespace))
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                   "propagationPolicy": propagation}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        resp = self._request("DELETE", kind.path(ref.name, ref.namespace),
+                             content=msgspec.json.encode(options),
+                             headers={"Content-Type": "application/json"})
+        if resp.status_code == 409 and uid:
+            return  # replaced by another object of that name: not berth's to delete
         if resp.status_code not in (200, 202, 404):
             raise Unavailable(f"deleting {ref}: {_error(resp)}")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from datetime import UTC, datetime
@@ -31,7 +32,8 @@ from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.kube import Connection, Connections, Probe, safe
 from berth.controllers.propagator.shard import Shard
-from berth.controllers.propagator.views import ClusterView
+from berth.controllers.propagator.views import ClusterView, cluster_key
+from berth.controllers.propagator.views import cluster_id as view_id
 from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
@@ -41,7 +43,7 @@ from berth.store.group import GroupCommit
 
 
 def cluster_id(view: ClusterView) -> str:
-    return f"{view.metadata.namespace or ''}/{view.metadata.name}"
+    return view_id(view.metadata.namespace, view.metadata.name)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,8 @@ class Observer:
         self._dirty_wake = threading.Event()
         self._capacity_loop = Loop("capacity", self._capacity_step,
                                    deadline=config.capacity_interval + 60.0)
+        # (cluster id, application): that application's pods became (not) Ready there
+        self.on_pods: Callable[[str, str], None] | None = None
 
     def start(self) -> None:
         """Start probing (the informers are started and synced by the caller)."""
@@ -111,10 +115,18 @@ class Observer:
             tracker = self._trackers.get(key)
             if tracker is not None and tracker.watches is watches and tracker.alive():
                 return tracker
-            fresh = self._trackers[key] = Tracker(cid, watches, lambda _: self._changed(key))
+            fresh = self._trackers[key] = Tracker(cid, watches, lambda _: self._changed(key),
+                                                  self.on_pods)
         if tracker is not None:
             tracker.stop()
         return fresh.start()
+
+    def trouble(self, cid: str, owner: str) -> str:
+        """Why the application ``owner``'s pods on cluster ``cid`` are not Ready ("": all
+        are, or the cluster's pods are not watched)."""
+        with self._lock:
+            tracker = self._trackers.get(cluster_key(cid))
+        return tracker.trouble(owner) if tracker is not None else ""
 
     def _untrack(self, key: str) -> None:
         with self._lock:

@@ -11,9 +11,17 @@ The rules (README, "The propagator"):
 
 * generation G is applied only on a Binding decided for G; a manifest the
   cluster refused is left alone until the generation changes;
-* a move is make-before-break: every target has the objects (confirmed with a
-  GET), the status says so, and only then are they removed from the clusters
-  the application left;
+* RUNNING means available: the generation is applied on every target and each
+  copy is Healthy (``health.py``); until then PROGRESSING, and DEGRADED once a
+  target is still not available ``move_timeout`` after it was applied;
+* a move never takes the application down: the objects are removed from the
+  clusters the application left only once every target is available (checked
+  with a GET too, and recorded as running on both first) — or from a cluster
+  whose copy serves nothing (none of its replicas available, or the cluster
+  not seen ONLINE). A target that does not become available in time keeps
+  the old copy running, and the target is recorded as ``failed``: the
+  scheduler avoids it for the application. A divided application's shrinking
+  share is lowered only once the growing shares are available;
 * an application marked deleted, or whose key vanished, has its objects
   removed from every cluster before its status (and its key) go.
 """
@@ -22,11 +30,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from berth.store.documents import ApplicationState, ClusterApplied, ObjectRef
+import msgspec
+
+from berth.controllers.propagator.health import UNKNOWN, Copy, Health
+from berth.store.documents import (
+    ApplicationState,
+    ClusterApplied,
+    FailedTarget,
+    HealthRule,
+    ObjectRef,
+)
 
 CONFIRM = "confirm"  # the errors' entry for a failed check before a move removes anything
+FAILED_MEMORY = timedelta(hours=1)  # how long a target that failed stays in the status
+RECHECK = 10.0  # seconds: a copy not yet available is judged again at least this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +58,9 @@ class App:
     foreign_finalizers: tuple[str, ...] = ()  # waited for before the key is deleted
     bodies: tuple[dict[str, Any], ...] = ()  # the manifest's objects, marked, in order
     manifest_error: str = ""  # the manifest cannot be applied as written (names the field)
+    rules: tuple[HealthRule, ...] = ()  # how its custom resources are judged
+    adopt: bool = False  # may take over objects others manage (conflictResolution)
+    propagation: str = "Background"  # how its objects are deleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +79,11 @@ class Facts:
     # The clusters this replica serves (None: every one). Steps on the others are their
     # owners'; what their owners recorded in the status stands for them here.
     owned: frozenset[str] | None = None
+    # Each served cluster's copy as judged now (at the generation recorded there).
+    health: Mapping[str, Copy] = field(default_factory=dict)
+    now: datetime | None = None  # for deadlines; None: none has passed
+    move_timeout: float = 600.0  # seconds a new copy has to become available
+    owner: str = ""  # "<namespace>/<name>" of the application (its objects say so)
 
     def mine(self, cid: str) -> bool:
         return self.owned is None or cid in self.owned
@@ -73,6 +101,7 @@ class Progress:
     confirmed: bool | None = None  # None: not checked; False: an object was missing
     refused: tuple[str, str] | None = None  # (cluster, the API server's message)
     drifted: set[str] = field(default_factory=set)  # changed by someone right after us
+    health: dict[str, Copy] = field(default_factory=dict)  # judged after this reconcile's applies
 
     @classmethod
     def start(cls, recorded: ApplicationState, owned: frozenset[str] | None = None
@@ -87,11 +116,18 @@ class Progress:
 @dataclass(frozen=True, slots=True)
 class Apply:
     """Apply every object on ``cluster`` (recorded first), then prune what was dropped;
-    ``replicas``: with a divided application's divisible objects set to this share."""
+    ``replicas``: with a divided application's divisible objects set to this share.
+    ``since``: when this generation (or share) was first applied there; ``new``: the
+    application was never available there; ``skip``: Jobs complete at this generation,
+    not created again."""
 
     cluster: str
     generation: int
     replicas: int | None = None
+    since: datetime | None = None
+    new: bool = False
+    skip: tuple[Any, ...] = ()
+    owner: str = ""  # "<namespace>/<name>" of the application
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +139,10 @@ class Confirm:
 
 @dataclass(frozen=True, slots=True)
 class Clear:
-    """Remove everything berth put on ``cluster``."""
+    """Remove everything berth put on ``cluster`` (what is still ``owner``'s)."""
 
     cluster: str
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +160,7 @@ class Finish:
     retry: str = ""  # not done: reconcile again after a backoff, because of this
     remove: bool = False  # nothing is left anywhere: delete the status (and marked key)
     warning: str = ""  # said in the log
+    recheck: float | None = None  # seconds: judge again then (a copy not yet available)
 
 
 Step = Apply | Confirm | Clear | Write | Finish
@@ -142,46 +180,112 @@ def plan(facts: Facts, progress: Progress) -> Step:
         return Finish(was)  # the cluster refused this manifest: wait for a new one
     if app.manifest_error:
         return Finish(state("FAILED", app.manifest_error, progress.applied, was.generation, {},
-                            rejected=gen),
+                            rejected=gen, failed=was.failed),
                       warning=f"{app.manifest_error}; not applied until the spec changes")
     if progress.refused is not None:
         cid, message = progress.refused
         return Finish(state("FAILED", f"refused by cluster {cid}: {message}", progress.applied,
-                            was.generation, {cid: message}, rejected=gen),
+                            was.generation, {cid: message}, rejected=gen, failed=was.failed),
                       warning=f"cluster {cid} refused the manifest: {message}")
     if facts.binding_generation != gen:
         reason = f"waiting for the scheduler to place generation {gen}"
         return Finish(state(was.state if progress.applied else "PENDING", reason,
-                            progress.applied, was.generation, was.errors))
-    if not facts.targets:
+                            progress.applied, was.generation, was.errors, failed=was.failed))
+    if not facts.targets:  # nowhere to go: what runs keeps running (never the last copy)
         reason = facts.binding_reason or "the scheduler found no cluster"
         return Finish(state(was.state if progress.applied else "PENDING", reason,
-                            progress.applied, was.generation, {}))
+                            progress.applied, was.generation, {}, failed=was.failed))
     # Make before break for shares too: clusters whose share grows (or that are new)
-    # first; one whose share shrinks only once they all have theirs.
+    # first; one whose share shrinks only once they all have theirs, available.
     raising = [c for c in facts.targets if not _lowers(facts, c)]
     for cid in raising + [c for c in facts.targets if _lowers(facts, c)]:
         if cid not in progress.tried and _needs_apply(facts, cid, gen):
-            if _lowers(facts, cid) and any(c in progress.errors or (_needs_apply(facts, c, gen)
-                                           and c not in progress.tried) for c in raising):
+            if _lowers(facts, cid) and any(_not_yet(facts, progress, c, gen) for c in raising):
                 break
             if facts.mine(cid):
-                return Apply(cid, gen, facts.shares.get(cid))
+                return _apply(facts, cid, gen)
     errors = progress.errors
     placed = [c for c in facts.targets if c not in errors and c in progress.applied
               and progress.applied[c].generation == gen]
     leaving = [c for c in progress.applied if c not in facts.targets]
-    now = summary(facts.targets, placed, progress.applied, errors, gen, facts.unseen)
-    if leaving and len(placed) == len(facts.targets):
+    now = summary(facts, progress, gen)
+    available = len(placed) == len(facts.targets) and all(
+        _health(facts, progress, c).healthy for c in placed)
+    removable = [c for c in leaving if available or _serves_nothing(facts, progress, c)]
+    if removable and len(placed) == len(facts.targets):
         if progress.confirmed is None:  # others' targets: their owners applied and recorded
             return Confirm(tuple(c for c in placed if facts.mine(c)))
         if progress.confirmed:
             if progress.status != now and not progress.cleared:
                 return Write(now)  # recorded as running on both before anything is removed
-            for cid in leaving:
+            for cid in removable:
                 if cid not in progress.cleared and facts.mine(cid):
-                    return Clear(cid)
-    return Finish(now, retry=_retry(facts, errors))
+                    return Clear(cid, facts.owner)
+    return Finish(now, retry=_retry(facts, errors), recheck=_recheck(facts, progress, placed))
+
+
+def _apply(facts: Facts, cid: str, gen: int) -> Apply:
+    """Apply on ``cid``: when the generation or share there changes, its deadline starts
+    now; Jobs complete at this generation are left alone."""
+    have = facts.recorded.applied.get(cid)
+    share = facts.shares.get(cid)
+    same = have is not None and have.generation == gen and have.replicas == share
+    since = have.since if same and have is not None and have.since else facts.now
+    new = have is None or have.generation == 0 or have.new
+    skip = tuple(have.done) if same and have is not None else ()
+    return Apply(cid, gen, share, since, new, skip, facts.owner)
+
+
+def _not_yet(facts: Facts, progress: Progress, cid: str, gen: int) -> bool:
+    """Whether a growing share's cluster does not have its replicas available yet."""
+    return (cid in progress.errors or (_needs_apply(facts, cid, gen) and cid not in progress.tried)
+            or not _health(facts, progress, cid).healthy)
+
+
+def _health(facts: Facts, progress: Progress, cid: str) -> Health:
+    """The copy on ``cid`` as judged now; for a cluster another replica serves, as it
+    recorded it."""
+    judged = progress.health.get(cid) or facts.health.get(cid)
+    if judged is not None:
+        return judged.health
+    have = progress.applied.get(cid)
+    if have is None or not have.health:
+        return Health(UNKNOWN, "not observed yet")
+    return Health(have.health, have.reason, have.available, have.desired)
+
+
+def _serves_nothing(facts: Facts, progress: Progress, cid: str) -> bool:
+    """Whether removing the copy on ``cid`` takes nothing away: the cluster is not seen
+    ONLINE, or none of the copy's replicas is available."""
+    if cid in facts.unseen:
+        return True
+    h = _health(facts, progress, cid)
+    return not h.healthy and h.state != UNKNOWN and h.available == 0
+
+
+def _deadline(facts: Facts, have: ClusterApplied | None) -> datetime | None:
+    if have is None or have.since is None:
+        return None
+    return have.since + timedelta(seconds=facts.move_timeout)
+
+
+def _late(facts: Facts, progress: Progress, cid: str) -> bool:
+    """Whether the copy on ``cid`` is still not available past its deadline."""
+    end = _deadline(facts, progress.applied.get(cid))
+    return (end is not None and facts.now is not None and facts.now >= end
+            and not _health(facts, progress, cid).healthy)
+
+
+def _recheck(facts: Facts, progress: Progress, placed: list[str]) -> float | None:
+    """When to judge again a copy that is not yet available (its deadline, or sooner)."""
+    waits = []
+    for cid in placed:
+        if _health(facts, progress, cid).healthy or not facts.mine(cid):
+            continue
+        end = _deadline(facts, progress.applied.get(cid))
+        left = RECHECK if end is None or facts.now is None else (end - facts.now).total_seconds()
+        waits.append(min(RECHECK, left) if left > 0 else RECHECK)
+    return max(0.05, min(waits)) if waits else None
 
 
 def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
@@ -202,7 +306,7 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
     """An application deleted (or whose key vanished): clear every cluster, then go."""
     for cid in sorted(progress.applied):
         if cid not in progress.cleared and facts.mine(cid):
-            return Clear(cid)
+            return Clear(cid, facts.owner)
     errors = progress.errors
     now = state("DELETING", first(errors) or "removing its objects", progress.applied,
                 facts.recorded.generation, errors)
@@ -243,7 +347,8 @@ def oldest(applied: Mapping[str, ClusterApplied]) -> int:
 
 def copy_applied(applied: Mapping[str, ClusterApplied]) -> dict[str, ClusterApplied]:
     """A copy that can change without changing a status document."""
-    return {c: ClusterApplied(a.generation, list(a.objects), a.replicas)
+    return {c: msgspec.structs.replace(a, objects=list(a.objects), unhealthy=dict(a.unhealthy),
+                                       done=list(a.done))
             for c, a in applied.items()}
 
 
@@ -253,11 +358,13 @@ def cluster_ref(cid: str) -> ObjectRef:
 
 
 def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generation: int,
-          errors: Mapping[str, str], *, rejected: int = 0) -> ApplicationState:
+          errors: Mapping[str, str], *, rejected: int = 0,
+          failed: Mapping[str, FailedTarget] | None = None) -> ApplicationState:
     """A status document's state from its parts (copied); it runs where a generation
     was applied, not where objects are only recorded."""
     return ApplicationState(name, reason, [cluster_ref(c) for c in placed_on(applied)],
-                            generation, dict(errors), copy_applied(applied), rejected)
+                            generation, dict(errors), copy_applied(applied), rejected,
+                            dict(failed or {}))
 
 
 def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], cid: str,
@@ -270,31 +377,84 @@ def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], ci
         name = recorded.state
     else:
         name = "PENDING"
-    return state(name, f"applying generation {gen} on {cid}", applied, oldest(applied), {})
+    return state(name, f"applying generation {gen} on {cid}", applied, oldest(applied), {},
+                 failed=recorded.failed)
 
 
-def summary(targets: tuple[str, ...] | list[str], placed: list[str],
-            applied: Mapping[str, ClusterApplied], errors: Mapping[str, str], gen: int,
-            unseen: Mapping[str, str] | None = None) -> ApplicationState:
-    """The state after applying generation ``gen`` to ``targets``; ``unseen``: clusters
-    placed on that the observer does not see ONLINE (not RUNNING there: unknown)."""
+def judged(facts: Facts, progress: Progress) -> dict[str, ClusterApplied]:
+    """What is on each cluster, with each served copy's health as judged now: a copy
+    that became available is no longer ``new``."""
+    out = copy_applied(progress.applied)
+    for cid, have in out.items():
+        copy = progress.health.get(cid) or facts.health.get(cid)
+        if copy is None or have.generation == 0:
+            continue
+        h = copy.health
+        done = sorted({*have.done, *copy.complete}, key=str) if h.healthy or copy.complete \
+            else have.done
+        out[cid] = msgspec.structs.replace(
+            have, health=h.state, reason=h.reason, available=h.available, desired=h.desired,
+            unhealthy=dict(copy.unhealthy), new=have.new and not h.healthy, done=list(done))
+    return out
+
+
+def _failed(facts: Facts, progress: Progress, gen: int, late: list[str]
+            ) -> dict[str, FailedTarget]:
+    """The targets that failed to become available for this generation: those recorded
+    (dropped after ``FAILED_MEMORY``, or for another generation), and new ones that are
+    late now."""
+    now = facts.now
+    out = {c: f for c, f in facts.recorded.failed.items()
+           if f.generation == gen and (now is None or now - f.at < FAILED_MEMORY)}
+    for cid in late:
+        have = progress.applied.get(cid)
+        if have is not None and have.new and cid not in out and now is not None:
+            out[cid] = FailedTarget(now, gen, _health(facts, progress, cid).reason)
+    return out
+
+
+def _copy(facts: Facts, progress: Progress, cid: str) -> str:
+    """``cluster x: 1/2 replicas available; pod ...`` for a reason."""
+    h = _health(facts, progress, cid)
+    return f"cluster {cid}: {h.state}" + (f": {h.reason}" if h.reason else "")
+
+
+def summary(facts: Facts, progress: Progress, gen: int) -> ApplicationState:
+    """The state after applying generation ``gen`` to the targets, from what is where
+    and how available each copy is."""
+    targets, errors = facts.targets, progress.errors
+    applied = judged(facts, progress)
+    placed = [c for c in targets if c not in errors and c in applied
+              and applied[c].generation == gen]
     leaving = [c for c in applied if c not in targets]
     missing = [c for c in targets if c not in placed]
-    seen_not = {c: why for c, why in (unseen or {}).items() if c in placed}
-    if seen_not and not missing and not leaving:
+    seen_not = {c: why for c, why in facts.unseen.items() if c in placed}
+    waiting = [c for c in placed if not _health(facts, progress, c).healthy]
+    late = [c for c in waiting if _late(facts, progress, c)]
+    failed = _failed(facts, progress, gen, late)
+    still = f"; still running on {', '.join(leaving)}" if leaving else ""
+    if missing:
+        if placed or any(applied[c].generation > 0 for c in targets if c in applied):
+            # an older generation still runs
+            name, reason = "DEGRADED", f"generation {gen} not applied on {', '.join(missing)}"
+        elif leaving:
+            name, reason = "MIGRATING", f"waiting to apply on {', '.join(missing)}"
+        else:
+            name, reason = "FAILED", f"not running: not applied on {', '.join(missing)}; retrying"
+    elif seen_not and not leaving:
         name, reason = "DEGRADED", "not observed: " + ", ".join(
             f"cluster {c} is {why}" for c, why in sorted(seen_not.items()))
-    elif not missing and not leaving:
-        name, reason = "RUNNING", ""
-    elif not missing:
-        name, reason = "MIGRATING", f"removing from {', '.join(leaving)}"
-    elif placed or any(applied[c].generation > 0 for c in targets if c in applied):
-        # an older generation still runs
-        name, reason = "DEGRADED", f"generation {gen} not applied on {', '.join(missing)}"
+    elif late:
+        name = "DEGRADED"
+        reason = "; ".join(f"{_copy(facts, progress, c)} (not available {facts.move_timeout:g} s "
+                           "after it was applied)" for c in late) + still
+    elif waiting:
+        name = "MIGRATING" if leaving else "PROGRESSING"
+        reason = "; ".join(_copy(facts, progress, c) for c in waiting) + still
     elif leaving:
-        name, reason = "MIGRATING", f"waiting to apply on {', '.join(missing)}"
+        name, reason = "MIGRATING", f"removing from {', '.join(leaving)}"
     else:
-        name, reason = "FAILED", f"not running: not applied on {', '.join(missing)}; retrying"
+        name, reason = "RUNNING", ""
     if errors:
         reason = f"{reason}: {first(errors)}"
-    return state(name, reason, applied, oldest(applied), errors)
+    return state(name, reason, applied, oldest(applied), errors, failed=failed)

@@ -23,19 +23,14 @@ from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
-from berth.controllers.propagator.applier import (
-    APPLICATION_STATES,
-    Applier,
-    cluster_id,
-    cluster_key,
-)
+from berth.controllers.propagator.applier import APPLICATION_STATES, Applier
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import Kubeconfigs
 from berth.controllers.propagator.drift import DriftWatches
 from berth.controllers.propagator.kube import Connections
 from berth.controllers.propagator.observer import Observer
 from berth.controllers.propagator.shard import Shard
-from berth.controllers.propagator.views import ClusterView
+from berth.controllers.propagator.views import ClusterView, cluster_id, cluster_key
 from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, EventType, Informer, start_workers
 from berth.controllers.runtime.election import default_identity
@@ -73,7 +68,8 @@ class Propagator:
         self.applier = Applier(store, config, clusters=self.clusters,
                                cluster_statuses=self.cluster_statuses,
                                connections=self.connections, kubeconfigs=self.kubeconfigs,
-                               shard=self.shard)
+                               shard=self.shard, trouble=self.observer.trouble)
+        self.observer.on_pods = self.applier.book.on_change
         self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None
         if config.drift_watch:
@@ -82,7 +78,8 @@ class Propagator:
                 lambda cid: self.applier.requeue_cluster(cid, drifted=True),
                 server_timeout=config.drift_watch_timeout, probe_timeout=config.probe_timeout)
             self.applier.on_applied.append(
-                lambda cid, kind, since: drift.ensure(cid, cluster_key(cid), kind, since))
+                lambda cid, kind, _ref, stored: drift.ensure(
+                    cid, cluster_key(cid), kind, stored.metadata.resourceVersion))
             self.drift = drift
         self._informers: tuple[Informer[Any], ...] = (
             self.clusters, self.cluster_statuses, self.kubeconfigs.informer,
@@ -111,6 +108,7 @@ class Propagator:
         self.observer.forget(key)
         self.hub.drop(key)  # its watches end now
         self.connections.drop(key)
+        self.applier.book.forget_cluster(cid)
 
     def start(self, sync_timeout: float = 60.0) -> None:
         for inf in self._informers:

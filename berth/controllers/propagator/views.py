@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+
+from berth.store import keys
+from berth.store.documents import HealthRule
+
+
+def cluster_id(namespace: str | None, name: str) -> str:
+    """A cluster's id in statuses and logs: ``<namespace>/<name>``."""
+    return f"{namespace or ''}/{name}"
+
+
+def cluster_key(cid: str) -> str:
+    """The key of the Cluster ``<namespace>/<name>``."""
+    namespace, _, name = cid.partition("/")
+    return keys.resource_key("Cluster", name, namespace or None)
 
 
 class _Meta(msgspec.Struct):
@@ -26,6 +40,9 @@ class ClusterView(msgspec.Struct):
 
 class _AppSpec(msgspec.Struct):
     manifest: list[Any] = []
+    health: list[HealthRule] = []
+    conflictResolution: Literal["Abort", "Overwrite"] = "Abort"
+    deletionPropagation: Literal["Background", "Foreground"] = "Background"
 
 
 class AppView(msgspec.Struct):

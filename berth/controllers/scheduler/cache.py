@@ -38,13 +38,17 @@ from berth.controllers.scheduler.framework import (
 )
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import (
+    NO_FAILURES,
     AppView,
     BindingView,
     CloudView,
     ClusterView,
+    Failures,
+    FailuresView,
     MagnumView,
     MetricDefView,
     compact_binding,
+    compact_failures,
     subject_from_application,
     subject_from_cluster,
     subject_from_magnum,
@@ -91,10 +95,15 @@ class Cache:
         self._metric_listeners: list[Callable[[Event[Any]], None]] = []
         self.bindings: Informer[BindingView] = Informer(
             store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout)
+        # Of the propagator's application statuses, the clusters each could not become
+        # available on (the FailedTargets filter).
+        self.failures: Informer[Failures] = Informer(
+            store, keys.status_prefix("Application"), FailuresView, convert=compact_failures,
+            idle_timeout=idle_timeout)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
-            self.magnumclusters,
+            self.magnumclusters, self.failures,
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
@@ -392,6 +401,17 @@ class Cache:
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)
         return list(binding.spec.targets) if binding else []
+
+    def failures_of(self, subject: Subject) -> Failures:
+        ref = subject.ref
+        if ref.kind != "Application":
+            return NO_FAILURES
+        return self.failures.get(keys.status_key("Application", ref.namespace or "",
+                                                 ref.name)) or NO_FAILURES
+
+    def failed(self, subject: Subject) -> Mapping[str, float]:
+        return {key: at for key, (at, gen) in self.failures_of(subject).failed.items()
+                if gen == subject.generation}
 
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:

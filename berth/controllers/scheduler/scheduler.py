@@ -52,7 +52,7 @@ from berth.controllers.scheduler.framework import Code, Framework, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.queue import SchedulingQueue
-from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
+from berth.controllers.scheduler.views import BindingView, ClusterView, Failures, MagnumView
 from berth.store import Store, keys
 from berth.store.documents import (
     Binding,
@@ -73,6 +73,9 @@ TO_BINDING = Histogram(
     buckets=LATENCY_BUCKETS)
 SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided again by sweeps",
                 ["result"])
+MOVED_OFF_FAILED = Counter(
+    "berth_scheduler_moves_off_failed_total",
+    "Moves away from a target the application could not become available on in time")
 
 Explained = Callable[[], list[dict[str, Any]]]
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
@@ -146,6 +149,7 @@ class Scheduler:
         self.cache.magnumclusters.add_handler(self._on_subject)
         self.cache.bindings.add_handler(self._on_binding)
         self.cache.bindings.add_invalid_handler(self._on_garbage)
+        self.cache.failures.add_handler(self._on_failures)
         self.cache.on_candidates_changed(lambda _e: self._resync.set())
 
     # -- running -----------------------------------------------------------------
@@ -297,7 +301,7 @@ class Scheduler:
                 or subject.scheduler_name not in (None, self.config.scheduler_name)):
             self.queue.add(key)  # not ours to decide here: a full attempt sorts it out
             return "queued"
-        current = list(binding.spec.targets)
+        current = self._current(subject, binding)
         if not subject.migration and current:  # deferred work (no targets yet) is decided
             if all(self._exists(t) for t in current):
                 return "unchanged"
@@ -306,7 +310,8 @@ class Scheduler:
         outcome = decide(self.framework, subject, self.cache, current,
                          keep_current=subject.placement.ignored_during_execution,
                          defer=self.deferral)
-        if (isinstance(outcome, Decision) and _shares(outcome.targets) == _shares(current)
+        if (isinstance(outcome, Decision)
+                and _shares(outcome.targets) == _shares(binding.spec.targets)
                 and binding.status.state == "Scheduled" and not binding.status.reason):
             self.antiflap.settled(key)
             return "unchanged"
@@ -346,6 +351,29 @@ class Scheduler:
         else:
             self._to_binding.stop(subject_key, event.obj.spec.generation)
 
+    def _on_failures(self, event: Event[Failures]) -> None:
+        """The propagator found a cluster the application could not become available on:
+        decide it again (FailedTargets avoids that cluster now)."""
+        old = event.old.failed if event.old is not None else {}
+        new = event.obj.failed if event.type is not EventType.DELETED else {}
+        if new != old and new:
+            try:
+                self.queue.add(keys.resource_key_of(event.key))
+            except (KeyError, ValueError):
+                log.warning("%s is no application status key; left alone", event.key)
+
+    def _current(self, subject: Subject, binding: BindingView | None) -> list[Target]:
+        """The subject's targets, for stickiness: the Binding's — unless every one of them
+        failed (the application could not become available there), then where it still
+        runs, so that it goes back rather than somewhere new."""
+        current = list(binding.spec.targets) if binding else []
+        failed = self.cache.failed(subject)
+        if not current or not failed or not all(
+                candidate_key(t.kind, t.namespace, t.name) in failed for t in current):
+            return current
+        return [t for t in self.cache.failures_of(subject).running_on
+                if candidate_key(t.kind, t.namespace, t.name) not in failed]
+
     def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
         if key in (SWEEP, PERIODIC):
             return (float("-inf"), enqueued)
@@ -381,7 +409,7 @@ class Scheduler:
             if view is None or view.has_kubeconfig:
                 return "not-a-subject"
         binding, _ = self.cache.binding(subject)
-        current = list(binding.spec.targets) if binding else []
+        current = self._current(subject, binding)
         if current and not subject.migration:
             alive = [t for t in current if self._exists(t)]
             if alive:
@@ -433,6 +461,9 @@ class Scheduler:
         for decision, b in members:
             self._after_bind(decision.subject)
             old = _refs(b.spec.targets) if b is not None else frozenset()
+            failed = self.cache.failed(decision.subject)
+            if any(candidate_key(*ref) in failed for ref in old - _refs(decision.targets)):
+                MOVED_OFF_FAILED.inc()
             if old != _refs(decision.targets):
                 self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
                                     optional=self._optional(decision.subject, b, decision))

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -20,6 +21,7 @@ import msgspec
 
 from berth.controllers.scheduler.antiflap import HELD_PREFIX
 from berth.controllers.scheduler.framework import Ref, Subject
+from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store import keys
 from berth.store.documents import (
     Affinity,
@@ -292,3 +294,44 @@ def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
 
 def subject_key_kind(key: str) -> str:
     return keys.parse_key(key).kind.name
+
+
+class _Failed(msgspec.Struct):
+    at: datetime
+    generation: int
+
+
+class _FailedState(msgspec.Struct):
+    failed: dict[str, _Failed] = {}
+    running_on: list[ObjectRef] = []
+
+
+class FailuresView(msgspec.Struct):
+    """Of the propagator's application status, only what the scheduler reads: the clusters
+    the application could not become available on, and where it runs."""
+
+    status: _FailedState = msgspec.field(default_factory=_FailedState)
+
+
+@dataclass(frozen=True, slots=True)
+class Failures:
+    """Candidate key → (when, for which generation) it failed; where it still runs."""
+
+    failed: Mapping[str, tuple[float, int]]
+    running_on: tuple[Target, ...]
+
+
+NO_FAILURES = Failures({}, ())
+
+
+def compact_failures(key: str, view: FailuresView) -> Failures:
+    """One shared empty value for the (many) applications that failed nowhere."""
+    st = view.status
+    if not st.failed:
+        return NO_FAILURES
+    failed = {}
+    for cid, f in st.failed.items():
+        namespace, _, name = cid.partition("/")
+        failed[candidate_key("Cluster", namespace or None, name)] = (f.at.timestamp(),
+                                                                    f.generation)
+    return Failures(failed, tuple(Target(r.kind, r.name, r.namespace) for r in st.running_on))

@@ -164,6 +164,33 @@ class Gang(CamelStrict):
     min_member: int
 
 
+class HealthRule(CamelStrict):
+    """How the propagator judges a custom resource that has no ``Ready`` or
+    ``Available`` condition (README "Health"): healthy when ``condition`` is True,
+    or when the value at ``field`` (``status.phase``) is one of ``healthy``; unhealthy
+    when it is one of ``unhealthy``; progressing otherwise."""
+
+    kind: str
+    api_version: str | None = None  # any apiVersion when not given
+    condition: str | None = None
+    field: str | None = None
+    healthy: list[str] = []
+    unhealthy: list[str] = []
+
+    def __post_init__(self) -> None:
+        if (self.condition is None) == (self.field is None):
+            raise ValueError(f"health rule for {self.kind}: give either condition or field")
+        if self.field is not None and not (self.healthy or self.unhealthy):
+            raise ValueError(f"health rule for {self.kind}: field needs healthy or "
+                             "unhealthy values")
+        if self.field is not None and self.field.partition(".")[0] not in ("spec", "status"):
+            raise ValueError(f"health rule for {self.kind}: field must start with spec. "
+                             "or status.")
+
+    def matches(self, api_version: str, kind: str) -> bool:
+        return self.kind == kind and self.api_version in (None, api_version)
+
+
 class ApplicationSpec(Strict):
     manifest: list[dict[str, Any]] = []
     constraints: AppConstraints | None = None
@@ -175,6 +202,14 @@ class ApplicationSpec(Strict):
     scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
     priority: int = 0
     gang: Gang | None = None
+    # The propagator's: how custom resources are judged, whether an object another
+    # application (or nobody berth knows) manages on a cluster may be taken over
+    # (Karmada's conflictResolution), and how objects are deleted.
+    health: list[HealthRule] = []
+    conflict_resolution: Literal["Abort", "Overwrite"] = msgspec.field(
+        default="Abort", name="conflictResolution")
+    deletion_propagation: Literal["Background", "Foreground"] = msgspec.field(
+        default="Background", name="deletionPropagation")
     # Krake's application fields, accepted so its YAML loads unchanged.
     observer_schema: Any = None
     tosca: Any = None

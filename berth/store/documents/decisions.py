@@ -116,16 +116,39 @@ class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
 
 
 class ClusterApplied(msgspec.Struct, omit_defaults=True):
-    """What is on one cluster: the generation applied there, its objects, and the
-    share of a divided application's replicas they were applied with."""
+    """What is on one cluster: the generation applied there, its objects, the share of a
+    divided application's replicas they were applied with, and whether that copy is
+    available (its objects judged per kind, README "Health").
+
+    Status documents written before health was judged lack the health fields:
+    ``health`` is then empty, read as Unknown until the copy is judged again.
+    """
 
     generation: int
     objects: list[KubeObjectRef] = []
     replicas: int | None = None
+    since: datetime | None = None  # when this generation (or share) was applied here
+    health: str = ""  # Healthy, Progressing, Unhealthy, Unknown ("": not judged yet)
+    reason: str = ""  # why it is not Healthy
+    available: int | None = None  # replicas available / desired, over its workloads
+    desired: int | None = None
+    unhealthy: dict[str, str] = {}  # "<Kind> <ns>/<name>" → "<state>: <reason>", not Healthy
+    new: bool = False  # the application never was available here: a move or a first placement
+    done: list[KubeObjectRef] = []  # Jobs complete at this generation: never created again
+
+
+class FailedTarget(msgspec.Struct, omit_defaults=True):
+    """A cluster the application could not become available on within ``move_timeout``:
+    the scheduler avoids it for this generation for a while."""
+
+    at: datetime
+    generation: int
+    reason: str = ""
 
 
 class ApplicationState(msgspec.Struct, omit_defaults=True):
-    state: str = ""  # PENDING, RUNNING, MIGRATING, DEGRADED, FAILED, DELETING
+    # PENDING, PROGRESSING, RUNNING, MIGRATING, DEGRADED, FAILED, DELETING
+    state: str = ""
     reason: str = ""
     running_on: list[ObjectRef] = []
     generation: int = 0  # the generation every cluster in running_on has
@@ -135,6 +158,7 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     # generation no longer has.
     applied: dict[str, ClusterApplied] = {}
     rejected_generation: int = 0  # a cluster refused this generation's manifest
+    failed: dict[str, FailedTarget] = {}  # clusters it could not become available on
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

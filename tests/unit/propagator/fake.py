@@ -6,9 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.controllers.propagator.kube import Kind, NotServed, Rejected, Unavailable
+import msgspec
+
+from berth.controllers.propagator.health import HEALTHY, Health
+from berth.controllers.propagator.kube import (
+    OWNER,
+    Kind,
+    KubeObject,
+    NotServed,
+    ObjectMeta,
+    Rejected,
+    Unavailable,
+)
 from berth.controllers.runtime import Retry
-from berth.store.documents import ApplicationState, KubeObjectRef
+from berth.store.documents import ApplicationState, HealthRule, KubeObjectRef
 
 Journal = list[tuple[str, ...]]
 
@@ -27,6 +38,8 @@ class FakeCluster:
     down: bool = False
     refuse: set[str] = field(default_factory=set)  # object names refused as invalid
     version: int = 100
+    health: Health = field(default_factory=lambda: Health(HEALTHY))  # every object judged so
+    uids: dict[KubeObjectRef, str] = field(default_factory=dict)
 
     def _up(self) -> None:
         if self.down:
@@ -40,27 +53,51 @@ class FakeCluster:
         ns = (body["metadata"].get("namespace") or "default") if kind.namespaced else None
         return kind, KubeObjectRef(body["apiVersion"], body["kind"], body["metadata"]["name"], ns)
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> str:
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
         self._up()
         if ref.name in self.refuse:
             raise Rejected(f"{ref}: spec.replicas: Invalid value")
         self.version += 1
         self.objects[ref] = body
+        self.uids.setdefault(ref, f"uid-{self.version}")
         if ref.kind == "CustomResourceDefinition":  # now the cluster serves the kind
             spec = body["spec"]
             self.kinds[(f"{spec['group']}/v1", spec["names"]["kind"])] = Kind(
                 f"/apis/{spec['group']}/v1", spec["names"]["plural"], True)
         self.journal.append(("apply", self.name, ref.name))
-        return str(self.version)
+        stored = self.get(ref)
+        assert stored is not None
+        return stored
+
+    def get(self, ref: KubeObjectRef) -> KubeObject | None:
+        self._up()
+        body = self.objects.get(ref)
+        if body is None:
+            return None
+        meta = body.get("metadata") or {}
+        return KubeObject(ref.api_version, ref.kind, ObjectMeta(
+            ref.name, ref.namespace, self.uids.get(ref, ""), str(self.version), 0,
+            dict(meta.get("annotations") or {})), msgspec.Raw(b"{}"), msgspec.Raw(b"{}"))
 
     def exists(self, ref: KubeObjectRef) -> bool:
-        self._up()
-        return ref in self.objects
+        return self.get(ref) is not None
 
-    def delete(self, ref: KubeObjectRef) -> None:
+    def delete(self, ref: KubeObjectRef, *, propagation: str = "Background",
+               uid: str = "") -> None:
         self._up()
+        if uid and self.uids.get(ref) not in (None, uid):
+            return
         self.objects.pop(ref, None)
+        self.uids.pop(ref, None)
         self.journal.append(("delete", self.name, ref.name))
+
+    def place(self, ref: KubeObjectRef, owner: str) -> None:
+        """An object someone else made (``owner``: the application its annotation
+        names, "" for none)."""
+        meta: dict[str, Any] = {"name": ref.name, "annotations": {OWNER: owner} if owner else {}}
+        self.objects[ref] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
+        self.version += 1
+        self.uids[ref] = f"uid-{self.version}"
 
 
 @dataclass
@@ -83,6 +120,13 @@ class Fleet:
 
     def unreadable(self, cid: str) -> bool:
         return False
+
+    def judge(self, cid: str, ref: KubeObjectRef, obj: KubeObject,
+              rules: tuple[HealthRule, ...]) -> Health:
+        return self.clusters[cid].health
+
+    def seen_owner(self, cid: str, ref: KubeObjectRef) -> str | None:
+        return None
 
 
 @dataclass

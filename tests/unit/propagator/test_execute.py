@@ -7,14 +7,18 @@ from typing import Any
 
 from berth.controllers.propagator.drift import Ledger, newer
 from berth.controllers.propagator.execute import Executor, run
+from berth.controllers.propagator.kube import Kind
 from berth.controllers.propagator.plan import App, Facts, Finish, Progress, state
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
 from tests.unit.propagator.fake import Fleet, Sink
 
+OWNER = "default/app"
+
 
 def cm(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "annotations": {"berth.dev/application": OWNER}}}
 
 
 def ref(name: str) -> KubeObjectRef:
@@ -25,7 +29,7 @@ def reconcile(fleet: Fleet, app: App | None, was: ApplicationState, targets: tup
               sink: Sink | None = None) -> tuple[Finish | Retry, Progress, Sink]:
     sink = sink or Sink(fleet.journal)
     facts = Facts(app, was, app.generation if app else None,
-                  tuple(f"default/{t}" for t in targets))
+                  tuple(f"default/{t}" for t in targets), owner=OWNER)
     progress = Progress.start(was)
     return run(facts, progress, Executor(fleet, Ledger()), sink), progress, sink
 
@@ -68,7 +72,9 @@ def test_objects_a_new_generation_dropped_are_pruned() -> None:
     assert isinstance(end, Finish) and end.state is not None
     end, _, _ = reconcile(fleet, App(2, bodies=(cm("y"),)), end.state, ("a",))
     assert isinstance(end, Finish) and end.state is not None
-    assert end.state.applied == {"default/a": ClusterApplied(2, [ref("y")])}
+    have = end.state.applied["default/a"]
+    assert (have.generation, have.objects, have.health) == (2, [ref("y")], "Healthy")
+    assert list(end.state.applied) == ["default/a"]
     assert list(fleet["a"].objects) == [ref("y")]
 
 
@@ -141,9 +147,10 @@ def test_a_change_seen_while_applying_marks_the_cluster_drifted() -> None:
     ledger = Ledger()
 
     class Racing(Ledger):
-        def end(self, cid: str, obj: KubeObjectRef, stored: str | None) -> bool:
+        def end(self, cid: str, obj: KubeObjectRef, stored: str | None, generation: int = 0
+                ) -> bool:
             ledger.someone_else(cid, obj, str(int(stored or 0) + 1))  # someone, right after
-            return ledger.end(cid, obj, stored)
+            return ledger.end(cid, obj, stored, generation)
 
         def begin(self, cid: str, obj: KubeObjectRef) -> None:
             ledger.begin(cid, obj)
@@ -205,3 +212,61 @@ def test_a_share_is_not_lowered_while_the_raise_failed() -> None:
     fleet["b"].down = False
     end, _ = divided(fleet, end.state, {"a": 2, "b": 7})
     assert (replicas_on(fleet, "a"), replicas_on(fleet, "b")) == (2, 7)
+
+
+def test_a_status_only_change_of_a_kind_with_generations_is_not_drift() -> None:
+    ledger, web = Ledger(), KubeObjectRef("apps/v1", "Deployment", "web", "default")
+    ledger.begin("c", web)
+    assert not ledger.someone_else("c", web, "11", 1)  # the controller's status, mid-apply
+    assert not ledger.end("c", web, "10", 1)
+    assert not ledger.someone_else("c", web, "12", 1)  # status and annotations: same spec
+    assert ledger.someone_else("c", web, "13", 2)  # someone scaled it: a new generation
+    ledger.end("c", web, "14", 3)
+    assert ledger.someone_else("c", web, "15", 3, deleted=True)  # deleted: always drift
+    cm = ref("x")  # no generations: any newer version is someone else's
+    ledger.end("c", cm, "20")
+    assert ledger.someone_else("c", cm, "21")
+
+
+def test_an_object_another_application_manages_is_not_taken_over() -> None:
+    fleet = Fleet().add("a")
+    fleet["a"].place(ref("x"), "default/other")
+    end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.retry
+    assert end.state.state == "FAILED"
+    assert "managed by application default/other" in progress.errors["default/a"]
+    assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
+        "berth.dev/application": "default/other"}  # untouched
+    # nor one made outside berth; unless the application says it may take it over
+    fleet["a"].place(ref("x"), "")
+    end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
+    assert "someone outside berth" in progress.errors["default/a"]
+    end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),), adopt=True),
+                                 ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+
+
+def test_only_objects_still_the_applications_are_deleted() -> None:
+    fleet = Fleet().add("a")
+    app = App(1, bodies=(cm("x"), cm("y")))
+    end, _, _ = reconcile(fleet, app, ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    fleet["a"].place(ref("y"), "default/other")  # taken over meanwhile
+    end, _, _ = reconcile(fleet, App(1, deleting=True), end.state, ("a",))
+    assert isinstance(end, Finish) and end.remove
+    assert list(fleet["a"].objects) == [ref("y")]  # the other's stays
+
+
+def test_a_job_runs_again_only_for_a_new_generation() -> None:
+    fleet = Fleet().add("a")
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "once", "annotations": {"berth.dev/application": OWNER}}}
+    fleet["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
+    end, _, _ = reconcile(fleet, App(1, bodies=(job,)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    assert [r.name for r in end.state.applied["default/a"].done] == ["once"]  # complete
+    fleet.journal.clear()
+    end, _, _ = reconcile(fleet, App(2, bodies=(job,)), end.state, ("a",))
+    assert ("delete", "a", "once") in fleet.journal  # a new generation: deleted, made anew
+    assert fleet.journal.index(("delete", "a", "once")) < fleet.journal.index(
+        ("apply", "a", "once"))

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from berth.controllers.propagator.health import HEALTHY, PROGRESSING, Copy, Health
 from berth.controllers.propagator.plan import (
     App,
     Apply,
@@ -37,10 +39,36 @@ def recorded(name: str = "", applied: dict[str, ClusterApplied] | None = None, *
     return state(name, "", applied, gen, errors or {}, rejected=rejected)
 
 
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+TIMEOUT = 600.0
+FINE = Copy(Health(HEALTHY, "", 2, 2))
+
+
+def waiting(available: int = 0, reason: str = "") -> Copy:
+    return Copy(Health(PROGRESSING, reason or f"{available}/2 replicas available", available, 2))
+
+
 def facts(app: App | None = APP, was: ApplicationState | None = None, *,
-          binding: int | None = 1, targets: tuple[str, ...] = ("a",), **kw: object) -> Facts:
+          binding: int | None = 1, targets: tuple[str, ...] = ("a",),
+          health: dict[str, Copy] | None = None, **kw: object) -> Facts:
+    """``health``: per cluster name, how its copy is judged now (default: available)."""
+    judged = {f"default/{c}": FINE for c in "abcd"}
+    judged |= {f"default/{c}": h for c, h in (health or {}).items()}
     return Facts(app, was or recorded(), binding, tuple(f"default/{t}" for t in targets),
+                 health=judged, now=NOW, move_timeout=TIMEOUT,
                  **kw)  # type: ignore[arg-type]
+
+
+def since(seconds_ago: float, applied: dict[str, ClusterApplied], *, new: bool = False
+          ) -> dict[str, ClusterApplied]:
+    """The copies applied ``seconds_ago`` (``new``: never available there before)."""
+    return {c: replace_applied(a, since=NOW - timedelta(seconds=seconds_ago), new=new)
+            for c, a in applied.items()}
+
+
+def replace_applied(a: ClusterApplied, **kw: object) -> ClusterApplied:
+    import msgspec
+    return msgspec.structs.replace(a, **kw)
 
 
 @dataclass
@@ -90,6 +118,10 @@ def describe(step: Step) -> str:
 
 MOVED = recorded("RUNNING", on(1, "a"))
 BOTH = on(1, "a", "b")
+# as the status says it once written: both copies judged available
+ON_BOTH = state("MIGRATING", "removing from default/a",
+                {c: replace_applied(a, health=HEALTHY, available=2, desired=2)
+                 for c, a in BOTH.items()}, 1, {})
 A, B = frozenset({"default/a"}), frozenset({"default/b"})
 
 ROWS: list[tuple[str, Facts, Done, str, str]] = [
@@ -139,7 +171,7 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
      "removing from default/a"),
     ("move: recorded, then removed from the old cluster", facts(was=MOVED, targets=("b",)),
      Done(applied=BOTH, tried=("b",), confirmed=True,
-          status=state("MIGRATING", "removing from default/a", BOTH, 1, {})),
+          status=ON_BOTH),
      "Clear a", ""),
     ("move: done", facts(was=MOVED, targets=("b",)),
      Done(applied=on(1, "b"), tried=("b",), confirmed=True, cleared=("a",)),
@@ -149,6 +181,51 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
      Done(applied=BOTH, tried=("b",), confirmed=True, cleared=("a",),
           errors={"a": "could not remove ConfigMap default/x"}),
      "Finish MIGRATING on a,b retry", "removing from default/a"),
+    # available, not just applied
+    ("applied, not yet available: PROGRESSING", facts(health={"a": waiting(1)}),
+     Done(applied=since(0, on(1, "a")), tried=("a",)), "Finish PROGRESSING on a",
+     "cluster default/a: Progressing: 1/2 replicas available"),
+    ("a copy not available past move_timeout: DEGRADED",
+     facts(was=recorded("PROGRESSING", since(700, on(1, "a"))),
+           health={"a": waiting(0, "pod x: CrashLoopBackOff")}), Done(),
+     "Finish DEGRADED on a", "CrashLoopBackOff (not available 600 s after it was applied)"),
+    ("move: the new copy is not available yet: nothing removed",
+     facts(was=MOVED, targets=("b",), health={"b": waiting(1)}),
+     Done(applied=since(5, BOTH), tried=("b",)), "Finish MIGRATING on a,b",
+     "cluster default/b: Progressing: 1/2 replicas available; still running on default/a"),
+    ("move: the new copy is available: checked, then the old one removed",
+     facts(was=MOVED, targets=("b",)), Done(applied=since(5, BOTH), tried=("b",)),
+     "Confirm b", ""),
+    ("move: the old copy serves nothing (0 available): removed without waiting",
+     facts(was=MOVED, targets=("b",), health={"a": waiting(0), "b": waiting(1)}),
+     Done(applied=BOTH, tried=("b",)), "Confirm b", ""),
+    ("move: the old cluster is not seen ONLINE: removed without waiting",
+     facts(was=MOVED, targets=("b",), health={"b": waiting(1)},
+           unseen={"default/a": "OFFLINE (unreachable)"}),
+     Done(applied=BOTH, tried=("b",)), "Confirm b", ""),
+    ("move: the new copy not available in time: the old one stays, DEGRADED",
+     facts(was=recorded("MIGRATING", on(1, "a") | since(700, on(1, "b"), new=True)),
+           targets=("b",), health={"b": waiting(0, "pod x: CrashLoopBackOff")}), Done(),
+     "Finish DEGRADED on a,b", "not available 600 s after it was applied); still running on "
+     "default/a"),
+    ("nowhere to go: the last copy stays", facts(was=MOVED, targets=(),
+                                               binding_reason="no cluster fits"),
+     Done(), "Finish RUNNING on a", "no cluster fits"),
+    ("divided: a shrinking share waits until the growing one is available",
+     facts(was=recorded("RUNNING", {"default/a": ClusterApplied(1, [CM], 4),
+                                    "default/b": ClusterApplied(1, [CM], 2)}),
+           targets=("a", "b"), shares={"default/a": 2, "default/b": 4},
+           health={"b": waiting(2)}),
+     Done(applied={"default/a": ClusterApplied(1, [CM], 4),
+                   "default/b": ClusterApplied(1, [CM], 4)}, tried=("b",)),
+     "Finish PROGRESSING on a,b", "cluster default/b: Progressing"),
+    ("divided: ... and is lowered once it is",
+     facts(was=recorded("RUNNING", {"default/a": ClusterApplied(1, [CM], 4),
+                                    "default/b": ClusterApplied(1, [CM], 2)}),
+           targets=("a", "b"), shares={"default/a": 2, "default/b": 4}),
+     Done(applied={"default/a": ClusterApplied(1, [CM], 4),
+                   "default/b": ClusterApplied(1, [CM], 4)}, tried=("b",)),
+     "Apply a gen 1", ""),
     # refused
     ("a refused generation waits for a new one",
      facts(was=recorded("FAILED", rejected=1)), Done(), "Finish FAILED on -", ""),
@@ -199,10 +276,10 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
     ("shards: ... recorded as running on both, the old cluster left to its owner",
      facts(was=MOVED, targets=("b",), owned=B),
      Done(applied=BOTH, tried=("b",), confirmed=True,
-          status=state("MIGRATING", "removing from default/a", BOTH, 1, {})),
+          status=ON_BOTH),
      "Finish MIGRATING on a,b", "removing from default/a"),
     ("shards: the old cluster's owner removes it once the new one is recorded",
-     facts(was=state("MIGRATING", "removing from default/a", BOTH, 1, {}), targets=("b",),
+     facts(was=ON_BOTH, targets=("b",),
            owned=A), Done(confirmed=True), "Clear a", ""),
     ("shards: ... but not before it is recorded there",
      facts(was=MOVED, targets=("b",), owned=A), Done(), "Finish MIGRATING on a", ""),
@@ -234,3 +311,37 @@ def test_plan_is_a_function_of_its_inputs() -> None:
     progress = done.progress(given)
     assert plan(given, progress) == plan(replace(given), done.progress(given))
     assert progress.applied == BOTH  # planning changed nothing
+
+
+def test_a_copy_not_yet_available_is_judged_again_by_its_deadline() -> None:
+    given = facts(health={"a": waiting(1)})
+    step = plan(given, Done(applied=since(595, on(1, "a")), tried=("a",)).progress(given))
+    assert isinstance(step, Finish) and step.recheck == pytest.approx(5.0)
+    step = plan(given, Done(applied=since(0, on(1, "a")), tried=("a",)).progress(given))
+    assert isinstance(step, Finish) and step.recheck == 10.0  # at least this often
+    step = plan(facts(), Done(applied=since(0, on(1, "a")), tried=("a",)).progress(facts()))
+    assert isinstance(step, Finish) and step.recheck is None  # available: nothing to wait for
+
+
+def test_a_new_target_not_available_in_time_is_recorded_failed_for_the_scheduler() -> None:
+    was = recorded("MIGRATING", on(1, "a") | since(700, on(1, "b"), new=True))
+    given = facts(was=was, targets=("b",), health={"b": waiting(0, "pod x: CrashLoopBackOff")})
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Finish) and step.state is not None
+    failed = step.state.failed["default/b"]
+    assert (failed.at, failed.generation) == (NOW, 1) and "CrashLoopBackOff" in failed.reason
+    # a copy that ran there before (a rollout, not a move) is the generation's fault
+    given = facts(was=recorded("PROGRESSING", since(700, on(1, "a"))), health={"a": waiting()})
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Finish) and step.state is not None and not step.state.failed
+
+
+def test_a_job_complete_at_this_generation_is_not_created_again() -> None:
+    job = KubeObjectRef("batch/v1", "Job", "once", "default")
+    was = recorded("RUNNING", {"default/a": ClusterApplied(1, [job], done=[job])})
+    given = facts(was=was, stale=frozenset({"default/a"}))
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Apply) and step.skip == (job,)
+    given = facts(App(2, bodies=APP.bodies), was, binding=2)  # a new generation runs it again
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Apply) and step.skip == ()

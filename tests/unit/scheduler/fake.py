@@ -74,6 +74,11 @@ class FakeSnapshot:
             return v
         return MetricReading(ref.name, ref.weight, value=v, normalized=v)
 
+    failures: dict[str, dict[str, float]] = field(default_factory=dict)  # subject → key → at
+
+    def failed(self, subject: Subject) -> Mapping[str, float]:
+        return self.failures.get(subject.ref.name, {})
+
     def current_targets(self, subject: Subject) -> list[Target]:
         return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
 

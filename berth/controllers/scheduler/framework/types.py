@@ -147,6 +147,11 @@ class Snapshot(Protocol):
 
     def current_targets(self, subject: Subject) -> list[Target]: ...
 
+    def failed(self, subject: Subject) -> Mapping[str, float]:
+        """Candidates (by key) the subject's current generation could not become available
+        on, and when that was found (seconds since the epoch): the propagator's word."""
+        ...
+
     def capacity(self, candidate: Candidate) -> Room | None:
         """What the candidate has and has free, counting what was placed there but not
         yet reported as assumed; None when it reports no capacity."""

@@ -12,6 +12,7 @@ from berth.controllers.scheduler.plugins.cluster_groups import ClusterGroups
 from berth.controllers.scheduler.plugins.cluster_selector import ClusterSelector
 from berth.controllers.scheduler.plugins.custom_resources import CustomResources
 from berth.controllers.scheduler.plugins.default_binder import DefaultBinder
+from berth.controllers.scheduler.plugins.failed_targets import FailedTargets
 from berth.controllers.scheduler.plugins.gang import Gang
 from berth.controllers.scheduler.plugins.label_constraints import LabelConstraints
 from berth.controllers.scheduler.plugins.metric_constraints import MetricConstraints
@@ -26,7 +27,8 @@ REGISTRY: dict[str, Callable[..., Plugin]] = {
     cls.name: cls
     for cls in (
         CandidateOnline, Capacity, ClusterAffinity, ClusterGroups, ClusterSelector,
-        CustomResources, DefaultBinder, Gang, LabelConstraints, MetricConstraints, MetricScore,
-        PlacementFixed, PrioritySort, TaintToleration, TopologySpread, WorkloadAffinity,
+        CustomResources, DefaultBinder, FailedTargets, Gang, LabelConstraints,
+        MetricConstraints, MetricScore, PlacementFixed, PrioritySort, TaintToleration,
+        TopologySpread, WorkloadAffinity,
     )
 }

@@ -1,0 +1,83 @@
+"""What each cluster last showed of the objects berth applied there.
+
+The apply's answer and every drift-watch event after it (one watch per
+cluster and kind, ``drift.py``) land here: the object's generation, its
+``spec`` and ``status`` undecoded, and the application its annotation names.
+The applier judges an application's copies from this book (``health.py``)
+when it reconciles, and is told (``on_change``) when an object's status,
+generation or owner changed, so that a copy becoming available — or failing —
+reaches the application's status within the watch's latency, not a poll's.
+
+One lock; entries are immutable; the watches' thread and the apply workers
+write, reconciles read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from berth.controllers.propagator.health import Observed
+from berth.controllers.propagator.kube import OWNER, KubeObject
+from berth.store.documents import KubeObjectRef
+
+_Where = tuple[str, KubeObjectRef]  # (cluster id, object)
+
+
+def observed(obj: KubeObject) -> Observed:
+    return Observed(obj.apiVersion, obj.kind, obj.metadata.generation, obj.spec, obj.status)
+
+
+class Book:
+    """(cluster id, object) → what the cluster last showed of it, and its owner."""
+
+    def __init__(self, on_change: Callable[[str, str], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[_Where, tuple[Observed, str]] = {}
+        self.on_change = on_change  # (cluster id, owner): a change worth judging again
+
+    def put(self, cid: str, ref: KubeObjectRef, obj: KubeObject, *, notify: bool = True
+            ) -> str | None:
+        """Record what the cluster showed; returns the previous owner if the object now
+        names another (a takeover), else None. Tells ``on_change`` if anything that
+        health depends on changed (unless ``notify`` is off: an apply's own answer,
+        which the reconcile that made it judges itself)."""
+        now = (observed(obj), obj.metadata.annotations.get(OWNER, ""))
+        with self._lock:
+            was = self._seen.get((cid, ref))
+            self._seen[(cid, ref)] = now
+        if was is not None and was[0].generation == now[0].generation and bytes(
+                was[0].status) == bytes(now[0].status) and was[1] == now[1]:
+            return None
+        if self.on_change is not None and now[1] and notify:
+            self.on_change(cid, now[1])
+        if was is not None and was[1] and was[1] != now[1]:
+            if self.on_change is not None:
+                self.on_change(cid, was[1])
+            return was[1]
+        return None
+
+    def drop(self, cid: str, ref: KubeObjectRef) -> str | None:
+        """The object is gone from the cluster; returns who owned it, if known."""
+        with self._lock:
+            was = self._seen.pop((cid, ref), None)
+        if was is not None and was[1] and self.on_change is not None:
+            self.on_change(cid, was[1])
+        return was[1] if was is not None else None
+
+    def get(self, cid: str, ref: KubeObjectRef) -> Observed | None:
+        with self._lock:
+            seen = self._seen.get((cid, ref))
+        return seen[0] if seen is not None else None
+
+    def owner(self, cid: str, ref: KubeObjectRef) -> str | None:
+        """The application the object last named (None: not seen)."""
+        with self._lock:
+            seen = self._seen.get((cid, ref))
+        return seen[1] if seen is not None else None
+
+    def forget_cluster(self, cid: str) -> None:
+        """A cluster handed over or gone: what it showed is no longer kept current."""
+        with self._lock:
+            for where in [w for w in self._seen if w[0] == cid]:
+                del self._seen[where]

@@ -1,0 +1,351 @@
+"""Available, not just applied: moves and share changes on working clusters never take
+an application down (README "Health", "Moves").
+
+The clusters run Pods (``tests/servers/kube.py``: controllers, kube-scheduler, kwok's
+kubelets), which become Ready three seconds after they are scheduled, so that removing
+an old copy before the new one is available would show. A sampler reads every
+Deployment's ``availableReplicas`` on every cluster every 100 ms; the real scheduler,
+metrics-cache and propagator move the applications when a metric changes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from berth.store import Store, decode, encode, keys
+from berth.store.documents import ApplicationStatus, Binding
+from tests.integration.scheduler_env import (
+    MetricsCacheProcess,
+    PropagatorProcess,
+    SchedulerProcess,
+    binding,
+    put,
+    record_puts,
+    targets,
+    wait_for,
+)
+from tests.servers.etcd import EtcdServer
+from tests.servers.kube import CRASH, KubeCluster
+from tests.servers.serving import serving_all
+
+pytestmark = pytest.mark.integration
+
+READY_DELAY = 3.0
+MOVE_TIMEOUT = 12.0
+NAMES = ("north", "south", "broken")
+
+
+def make(name: str) -> KubeCluster:
+    return KubeCluster(f"avail-{name}", ready_delay=READY_DELAY,
+                       pods="crash" if name == "broken" else "ready")
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[dict[str, KubeCluster]]:
+    yield from serving_all(make, NAMES)
+
+
+@pytest.fixture
+def berth(etcd_server: EtcdServer, store: Store, tmp_path: Path,
+          clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Any]]:
+    """The three processes, and the clusters as berth Clusters with a metric each."""
+    for name, kube in clusters.items():
+        # what an earlier test left on the module's clusters goes first
+        for path in ("/apis/apps/v1/namespaces/default/deployments",
+                     "/apis/batch/v1/namespaces/default/jobs"):
+            kube.request("DELETE", f"{path}?propagationPolicy=Background", ok=(200, 404))
+        put(store, keys.resource_key("Cluster", name, "default"), encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"zone": "test", "broken": str(name == "broken").lower()}},
+            "spec": {"kubeconfig": kube.kubeconfig(),
+                     "metrics": [{"name": f"green-{name}", "weight": 1.0}]}}))
+        put(store, keys.resource_key("GlobalMetric", f"green-{name}"), encode({
+            "api": "core", "kind": "GlobalMetric", "metadata": {"name": f"green-{name}"},
+            "spec": {"min": 0, "max": 1, "provider": {"name": "green", "metric": name}}}))
+    greens(store, north=0.9, south=0.2, broken=0.1)
+    procs = [
+        MetricsCacheProcess(etcd_server.url, tmp_path, config="poll_interval: 0.5\n"),
+        SchedulerProcess(etcd_server.url, tmp_path, config="reschedule_after: 2\n"),
+        PropagatorProcess(etcd_server.url, tmp_path, config=(
+            "probe_interval: 0.5\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
+            f"move_timeout: {MOVE_TIMEOUT}\n")),
+    ]
+    for p in procs:
+        p.start()
+    for name in NAMES:
+        wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
+                 lambda kv: b'"ONLINE"' in kv.value, timeout=30)
+    yield {"procs": procs}
+    for p in procs:
+        p.stop()
+        print(p.output()[-4000:])
+
+
+def greens(store: Store, **values: float) -> None:
+    """The static provider's values: the share of green energy per cluster."""
+    put(store, keys.resource_key("GlobalMetricsProvider", "green"), encode({
+        "api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "green"},
+        "spec": {"type": "static", "static": {"metrics": values}}}))
+
+
+def deployment(name: str, replicas: int = 2, *, crash: bool = False) -> dict[str, Any]:
+    template: dict[str, Any] = {"labels": {"app": name}}
+    if crash:
+        template["annotations"] = {CRASH: "yes"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": template, "spec": {"containers": [
+                         {"name": "c", "image": "example/app:1",
+                          "resources": {"requests": {"cpu": "10m"}}}]}}}}
+
+
+def application(store: Store, name: str, manifest: list[dict[str, Any]], *,
+                generation: int = 1, **spec: Any) -> None:
+    put(store, keys.resource_key("Application", name, "default"), encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": name, "namespace": "default", "generation": generation},
+        "spec": {"manifest": manifest, "constraints": {"cluster": {"labels": ["zone = test"]}},
+                 **spec}}))
+
+
+def status(store: Store, name: str) -> ApplicationStatus | None:
+    kv = store.get(keys.status_key("Application", "default", name))
+    return decode(kv.value, ApplicationStatus, kv.key) if kv else None
+
+
+def state(name: str, *on: str) -> Any:
+    def check(s: ApplicationStatus) -> bool:
+        return s.status.state == name and sorted(r.name for r in s.status.running_on) == sorted(
+            on)
+    return check
+
+
+class Sampler:
+    """Every Deployment's available replicas on every cluster, every 100 ms: per
+    application, the fewest available over all clusters at any sample."""
+
+    def __init__(self, clusters: dict[str, KubeCluster]) -> None:
+        self.clusters = clusters
+        self.fewest: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def now(self) -> dict[str, dict[str, int]]:
+        """Deployment name → cluster → available replicas (its status, as kubectl shows)."""
+        seen: dict[str, dict[str, int]] = defaultdict(dict)
+        for cname, kube in self.clusters.items():
+            listed = kube.request("GET", "/apis/apps/v1/namespaces/default/deployments")
+            for d in listed.get("items", []):
+                seen[d["metadata"]["name"]][cname] = (d.get("status") or {}).get(
+                    "availableReplicas", 0)
+        return seen
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, where in self.now().items():
+                total = sum(where.values())
+                self.fewest[name] = min(self.fewest.get(name, total), total)
+            self.samples += 1
+            self._stop.wait(0.1)
+
+
+def available(clusters: dict[str, KubeCluster], name: str, on: str) -> int:
+    where = Sampler(clusters).now().get(name, {})
+    return where.get(on, 0)
+
+
+def test_a_metric_driven_move_of_20_applications_never_takes_one_down(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    names = [f"move-{i:02d}" for i in range(20)]
+    for name in names:
+        application(store, name, [deployment(name)])
+    for name in names:
+        wait_for(lambda name=name: status(store, name), state("RUNNING", "north"), timeout=90)
+        assert available(clusters, name, "north") == 2  # RUNNING means available
+    with Sampler(clusters) as sampler:
+        greens(store, north=0.2, south=0.9, broken=0.1)
+        for name in names:
+            wait_for(lambda name=name: status(store, name), state("RUNNING", "south"),
+                     timeout=120)
+        time.sleep(0.3)
+    now = sampler.now()
+    assert all(set(now[n]) == {"south"} and now[n]["south"] == 2 for n in names), now
+    assert sampler.samples > 5  # it watched the whole move (about 3 s of ready delay)
+    assert {n: sampler.fewest[n] for n in names} == dict.fromkeys(names, 2), (
+        "an application had fewer than its 2 replicas available during the move")
+
+
+def test_a_move_to_a_cluster_whose_pods_never_become_ready_keeps_the_old_copy(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    application(store, "stuck", [deployment("stuck")])
+    wait_for(lambda: status(store, "stuck"), state("RUNNING", "north"), timeout=60)
+    seen, watch = record_puts(store, keys.binding_key("Application", "default", "stuck"),
+                              Binding)
+    try:
+        with Sampler(clusters) as sampler:
+            greens(store, north=0.6, south=0.2, broken=0.95)  # the broken cluster is best
+            moving = wait_for(lambda: status(store, "stuck"),
+                              state("MIGRATING", "north", "broken"), timeout=30)
+            assert "still running on default/north" in moving.status.reason
+            degraded = wait_for(lambda: status(store, "stuck"),
+                                lambda s: s.status.state == "DEGRADED"
+                                or "default/broken" in s.status.failed, timeout=60)
+            # not available in time: the old copy stays, the cluster is named with the
+            # Pods' own reason, and the scheduler learns it
+            back = wait_for(lambda: status(store, "stuck"), state("RUNNING", "north"),
+                            timeout=60)
+            assert "default/broken" in back.status.failed
+            assert "CrashLoopBackOff" in back.status.failed["default/broken"].reason
+            time.sleep(4)  # a few sweeps: it does not go back to the broken cluster
+        b = binding(store, "stuck")
+        assert b is not None and targets(b) == ["north"]
+    finally:
+        watch.close()
+    assert degraded is not None
+    moves = [targets(b) for b in seen]
+    assert [m for i, m in enumerate(moves) if i == 0 or m != moves[i - 1]] == [
+        ["broken"], ["north"]], moves
+    assert sampler.fewest["stuck"] >= 2
+    assert available(clusters, "stuck", "broken") == 0
+    assert "stuck" not in {n for n, where in Sampler(clusters).now().items()
+                           if "broken" in where}  # the failed copy was removed
+
+
+def test_a_divided_application_rescaled_and_redivided_keeps_its_replicas(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    def divided(north: int, south: int, replicas: int, generation: int) -> None:
+        application(store, "shared", [deployment("shared", replicas)], generation=generation,
+                    placement={"policy": "PickFixed", "clusterNames": ["north", "south"],
+                               "replicaScheduling": {"type": "Divided", "staticWeights": [
+                                   {"targetCluster": {"clusterNames": ["north"]},
+                                    "weight": north},
+                                   {"targetCluster": {"clusterNames": ["south"]},
+                                    "weight": south}]}})
+
+    divided(1, 1, 4, 1)
+    wait_for(lambda: status(store, "shared"), state("RUNNING", "north", "south"), timeout=60)
+    with Sampler(clusters) as sampler:
+        divided(1, 3, 4, 2)  # 2/2 → 1/3: south's share is raised before north's is lowered
+        wait_for(lambda: status(store, "shared"),
+                 lambda s: s.status.state == "RUNNING" and s.status.generation == 2
+                 and s.status.applied["default/south"].available == 3, timeout=60)
+        first = sampler.fewest["shared"]
+        divided(1, 1, 6, 3)  # scaled up and divided again: 3/3
+        wait_for(lambda: status(store, "shared"),
+                 lambda s: s.status.state == "RUNNING" and s.status.generation == 3, timeout=60)
+    now = Sampler(clusters).now()["shared"]
+    assert now == {"north": 3, "south": 3}
+    assert first >= 4, "fewer than the application's 4 replicas available while re-divided"
+    assert sampler.fewest["shared"] >= 4
+
+
+def test_a_new_generation_whose_pods_crash_says_so(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    application(store, "crashy", [deployment("crashy")])
+    wait_for(lambda: status(store, "crashy"), state("RUNNING", "north"), timeout=60)
+    application(store, "crashy", [deployment("crashy", crash=True)], generation=2)
+    said = wait_for(lambda: status(store, "crashy"),
+                    lambda s: s.status.generation == 2 and "CrashLoopBackOff" in s.status.reason,
+                    timeout=30)
+    assert said.status.state == "PROGRESSING"
+    assert said.status.applied["default/north"].health == "Unhealthy"
+    late = wait_for(lambda: status(store, "crashy"), lambda s: s.status.state == "DEGRADED",
+                    timeout=MOVE_TIMEOUT + 20)
+    assert "cluster default/north" in late.status.reason and "CrashLoopBackOff" in (
+        late.status.reason)
+    assert not late.status.failed  # a rollout, not a move: the cluster is not to blame
+    assert available(clusters, "crashy", "north") == 2  # the old Pods still serve
+
+
+def test_a_node_removed_during_a_move(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    application(store, "nodeloss", [deployment("nodeloss")])
+    wait_for(lambda: status(store, "nodeloss"), state("RUNNING", "north"), timeout=60)
+    south = clusters["south"]
+    with Sampler(clusters) as sampler:
+        greens(store, north=0.2, south=0.9, broken=0.1)
+        wait_for(lambda: status(store, "nodeloss"), state("MIGRATING", "north", "south"),
+                 timeout=30)
+        node = f"{south.name}-node-0"
+        south.request("DELETE", f"/api/v1/nodes/{node}")
+        # Kubernetes deletes the Pods bound to a Node that is gone (the pod garbage
+        # collector, after its quarantine) and makes new ones on the other Node.
+        wait_for(lambda: status(store, "nodeloss"), state("RUNNING", "south"), timeout=150)
+    south.add_node(node)
+    assert sampler.fewest["nodeloss"] >= 2
+
+
+def test_an_object_has_one_owner(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    application(store, "first", [deployment("batch")])
+    wait_for(lambda: status(store, "first"), state("RUNNING", "north"), timeout=60)
+    application(store, "second", [deployment("batch", replicas=1)])
+    refused = wait_for(lambda: status(store, "second"), lambda s: s.status.state == "FAILED",
+                       timeout=30)
+    assert "is managed by application default/first" in refused.status.reason
+    dep = clusters["north"].request("GET", "/apis/apps/v1/namespaces/default/deployments/batch")
+    assert dep["metadata"]["annotations"]["berth.dev/application"] == "default/first"
+    assert dep["spec"]["replicas"] == 2  # untouched
+    store.delete(keys.resource_key("Application", "second", "default"))
+    wait_for(lambda: status(store, "second") is None or None, timeout=30)
+    assert available(clusters, "batch", "north") == 2  # deleting the second took nothing
+    assert status(store, "first") is not None
+
+
+def test_a_job_runs_once_and_leaves_nothing_behind(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
+           "spec": {"ttlSecondsAfterFinished": 2, "template": {"spec": {
+               "restartPolicy": "Never", "containers": [{"name": "c", "image": "x:1"}]}}}}
+    application(store, "once", [job])
+    done = wait_for(lambda: status(store, "once"), state("RUNNING", "north"), timeout=60)
+    assert [o.name for o in done.status.applied["default/north"].done] == ["once"]
+    north = clusters["north"]
+
+    def jobs() -> list[str]:
+        listed = north.request("GET", "/apis/batch/v1/namespaces/default/jobs")
+        return [j["metadata"]["name"] for j in listed.get("items", [])]
+
+    wait_for(lambda: "once" not in jobs() or None, timeout=30)  # its TTL removed it
+    time.sleep(3)
+    assert "once" not in jobs(), "a completed Job was created again"
+    st = status(store, "once")
+    assert st is not None and st.status.state == "RUNNING"
+    # deleted with the application: Background propagation, its Pods go too
+    application(store, "job2", [{**job, "metadata": {"name": "twice"},
+                                 "spec": {**job["spec"], "ttlSecondsAfterFinished": 600}}])
+    wait_for(lambda: status(store, "job2"), state("RUNNING", "north"), timeout=60)
+    pods = north.request("GET", "/api/v1/namespaces/default/pods?labelSelector=job-name%3Dtwice")
+    assert pods.get("items"), "the Job made a Pod"
+    body = json.loads(store.get(keys.resource_key("Application", "job2", "default")).value)
+    body["metadata"]["deleted"] = "2026-01-01T00:00:00Z"
+    put(store, keys.resource_key("Application", "job2", "default"), json.dumps(body).encode())
+    wait_for(lambda: status(store, "job2") is None or None, timeout=30)
+    wait_for(lambda: not north.request(
+        "GET", "/api/v1/namespaces/default/pods?labelSelector=job-name%3Dtwice").get("items")
+        or None, timeout=30)
