@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
+from berth import yamlfile
 from berth.store import Invalid, keys
-from berth.store.codec import convert
+from berth.store.codec import convert, encode
 from berth.store.documents import RESOURCE_TYPES, Resource
 from berth.store.documents.validate import problems
 
@@ -61,21 +60,22 @@ def sources(paths: Iterable[str]) -> Iterator[tuple[str, TextIO | Path]]:
 
 
 def read_documents(name: str, source: TextIO | Path) -> Iterator[tuple[str, Any]]:
-    """``(where, data)`` for each non-empty document; YAML errors raise LoadErrors."""
+    """``(where, data)`` for each non-empty document, read within ``berth.yamlfile``'s
+    limits (no aliases, bounded size and depth, unique keys); problems raise LoadErrors."""
     try:
-        text = source.read_text() if isinstance(source, Path) else source.read()
+        if isinstance(source, Path):
+            if source.stat().st_size > yamlfile.MAX_FILE:
+                raise LoadErrors([f"{name}: larger than {yamlfile.MAX_FILE >> 20} MiB; split "
+                                  "it into files"])
+            text = source.read_text()
+        else:
+            text = source.read(yamlfile.MAX_FILE + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise LoadErrors([f"{name}: cannot read: {exc}"]) from None
-    index = 0
     try:
-        for index, data in enumerate(yaml.safe_load_all(text), start=1):
-            if data is not None:
-                yield f"{name}#{index}", data
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{name}#{index + 1}" + (f" (line {mark.line + 1})" if mark else "")
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise LoadErrors([f"{where}: invalid YAML: {problem}"]) from None
+        yield from yamlfile.documents(text, name)
+    except yamlfile.YamlRefused as exc:
+        raise LoadErrors([str(exc)]) from None
 
 
 # Fields whose contents are somebody else's documents (Kubernetes objects, a
@@ -144,6 +144,11 @@ def load(paths: Iterable[str]) -> list[Loaded]:
                 item = to_document(where, data)
             except Invalid as exc:
                 errors.extend(str(exc).splitlines())
+                continue
+            size = len(encode(item.doc))
+            if size > yamlfile.MAX_DOCUMENT:
+                errors.append(f"{where}: {size:,} bytes stored; etcd takes at most "
+                              f"{yamlfile.MAX_DOCUMENT:,} in one request")
                 continue
             if item.key in first_seen:
                 errors.append(f"{where}: {item.key} is also defined at {first_seen[item.key]}")

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
+from berth import yamlfile
 from berth.bootstrap import LoadErrors, Planned, plan, write
 from berth.bootstrap.load import to_document
 from berth.cli.etcd_options import open_store
@@ -60,9 +60,11 @@ def kubeconfig(path: str, context: str | None) -> dict[str, Any]:
     """The kubeconfig reduced to one context, its cluster and its user; ValueError
     naming the file and what is missing."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = yamlfile.one(Path(path).read_text(), path)
+    except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"--kubeconfig {path}: {exc}") from None
+    except yamlfile.YamlRefused as exc:
+        raise ValueError(f"--kubeconfig {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"--kubeconfig {path}: not a kubeconfig (expected a mapping)")
     chosen = context or data.get("current-context")

@@ -53,7 +53,7 @@ def add_controller(
         config = load(args.config)  # a bad file is refused before connecting
         store = open_store(args)
         return run_process(name=name, store=store,
-                           make=lambda: make(store, config, args.lease_ttl),
+                           make=lambda written: make(written, config, args.lease_ttl),
                            listen=parse_listen(args.http), lease_ttl=args.lease_ttl,
                            elect=elect)
 

@@ -10,6 +10,7 @@ asked for.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,7 +120,10 @@ def _shown(kind: keys.Kind, kv: KV, fetched: Mapping[str, KV]) -> Shown:
 
 def shown_all(store: Store, kind: keys.Kind, kvs: list[KV]) -> list[Shown]:
     """Resources joined, the joined keys read together (128 per round trip)."""
-    kvs = [kv for kv in kvs if _is_resource(kv.key)]
+    strays = [kv.key for kv in kvs if keys.problem(kv.key) is not None]
+    for key in strays:  # written by hand; berth writes none like it
+        print(f"berth: ignoring {key!r}: {keys.problem(key)}", file=sys.stderr)
+    kvs = [kv for kv in kvs if keys.problem(kv.key) is None]
     wanted = [key for kv in kvs for _, key, _ in _joins(kind, keys.parse_key(kv.key))]
     fetched = store.get_many(wanted) if wanted else {}
     return [_shown(kind, kv, fetched) for kv in kvs]
@@ -127,14 +131,6 @@ def shown_all(store: Store, kind: keys.Kind, kvs: list[KV]) -> list[Shown]:
 
 def shown(store: Store, kind: keys.Kind, kv: KV) -> Shown:
     return shown_all(store, kind, [kv])[0]
-
-
-def _is_resource(key: str) -> bool:
-    try:
-        keys.parse_key(key)
-    except ValueError:
-        return False  # a stray key under the prefix: not a resource
-    return True
 
 
 def listed(store: Store, kind: keys.Kind, namespace: str | None) -> list[Shown]:

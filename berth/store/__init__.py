@@ -4,12 +4,13 @@ Everything else sees typed documents (:mod:`store.documents`), keys
 (:mod:`store.keys`), revisions, and the errors of :mod:`store.errors`.
 """
 
-from berth.store.client import KV, MAX_TXN_OPS, Delete, Op, Put, Store
+from berth.store.client import KV, MAX_TXN_OPS, Delete, Fence, Op, Put, Store
 from berth.store.codec import decode, encode
 from berth.store.config import EtcdConfig
 from berth.store.errors import (
     Compacted,
     Conflict,
+    Deposed,
     Invalid,
     NotFound,
     StoreError,
@@ -25,7 +26,9 @@ __all__ = [
     "Compacted",
     "Conflict",
     "Delete",
+    "Deposed",
     "EtcdConfig",
+    "Fence",
     "Invalid",
     "KeptLease",
     "NotFound",

@@ -16,6 +16,7 @@ The gateway sends every int64 as a JSON string and omits false booleans.
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 import re
 import threading
@@ -32,6 +33,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from berth.store.config import EtcdConfig
 from berth.store.errors import (
     Conflict,
+    Deposed,
     Invalid,
     StoreError,
     Unauthorized,
@@ -97,6 +99,13 @@ def unb64(data: str | None) -> bytes:
     return base64.b64decode(data) if data else b""
 
 
+def key_text(raw: bytes) -> str:
+    """A key as text. One that is not UTF-8 (written by hand) keeps its bad bytes as
+    ``\\xNN``: printable, and never one of berth's (``keys.problem``) — never a reason
+    for a list or a watch to fail."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def prefix_end(prefix: str) -> str:
     """The range end that selects every key starting with ``prefix``."""
     raw = bytearray(prefix.encode())
@@ -121,7 +130,7 @@ class KV(NamedTuple):
     @classmethod
     def from_json(cls, kv: dict[str, Any]) -> KV:
         return cls(
-            key=unb64(kv.get("key")).decode(),
+            key=key_text(unb64(kv.get("key"))),
             value=unb64(kv.get("value")),
             mod_revision=int(kv.get("mod_revision", 0)),
             create_revision=int(kv.get("create_revision", 0)),
@@ -148,7 +157,19 @@ class Delete:
     mod_revision: int | None = None
 
 
-Op = Put | Delete
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A term: ``key`` still exists with ``create_revision`` = ``term`` (the revision
+    at which a leader won its election key, or a replica created its claim). As an
+    operation of a transaction it writes nothing and requires that; a fenced store adds
+    its fence to every write transaction, so a replica whose term is over cannot land
+    a write in etcd itself, whatever it had queued or however late it runs."""
+
+    key: str
+    term: int
+
+
+Op = Put | Delete | Fence
 
 
 class Store:
@@ -161,6 +182,8 @@ class Store:
     caller's compare-and-swap decides, on its next attempt, whether it landed).
     """
 
+    fence: Fence | None = None  # set on a fenced view (:meth:`fenced`)
+
     def __init__(self, config: EtcdConfig | None = None) -> None:
         self.config = config or EtcdConfig()
         self.session = self.config.session()
@@ -171,6 +194,19 @@ class Store:
         self.link = Link(self._endpoints)
         if self.config.user:
             self.authenticate()
+
+    @property
+    def room(self) -> int:
+        """How many writes one transaction of this store may carry: etcd's limit, less
+        the fence's compare."""
+        return MAX_TXN_OPS - (1 if self.fence is not None else 0)
+
+    def fenced(self, fence: Fence) -> Store:
+        """A view of this session whose every write also requires ``fence``: what a
+        leader's controller is given. Reads, watches and leases are shared."""
+        view = copy.copy(self)
+        view.fence = fence
+        return view
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -350,11 +386,16 @@ class Store:
         """
         if not ops:
             return self.revision()
-        if len(ops) > MAX_TXN_OPS:
-            raise ValueError(f"{len(ops)} operations exceed etcd's {MAX_TXN_OPS} per transaction")
+        # the same term required by several writes is compared once
+        fences = list(dict.fromkeys([*(op for op in ops if isinstance(op, Fence)),
+                                     *([self.fence] if self.fence is not None else [])]))
+        writes = [op for op in ops if not isinstance(op, Fence)]
+        if len(writes) + len(fences) > MAX_TXN_OPS:
+            raise ValueError(f"{len(writes)} writes and {len(fences)} fences exceed etcd's "
+                             f"{MAX_TXN_OPS} operations per transaction")
         compare: list[dict[str, Any]] = []
         success: list[dict[str, Any]] = []
-        for op in ops:
+        for op in writes:
             key = b64(op.key)
             if isinstance(op, Put):
                 if op.mod_revision == 0:
@@ -386,16 +427,28 @@ class Store:
                     )
                 success.append({"request_delete_range": {"key": key}})
         # On failure read the guarded keys back, to name the ones that moved.
-        guarded = [op for op in ops if not (isinstance(op, Delete) and op.mod_revision is None)]
+        guarded = [op for op in writes
+                   if not (isinstance(op, Delete) and op.mod_revision is None)]
         failure = [{"request_range": {"key": b64(op.key)}} for op in guarded]
-        context = ops[0].key if len(ops) == 1 else f"{len(ops)} keys from {ops[0].key}"
+        for fence in fences:
+            compare.append({"key": b64(fence.key), "target": "CREATE", "result": "EQUAL",
+                            "create_revision": str(fence.term)})
+            failure.append({"request_range": {"key": b64(fence.key)}})
+        context = (writes[0].key if len(writes) == 1
+                   else f"{len(writes)} keys from {writes[0].key}" if writes else "fences")
         reply = self.call(
             "kv/txn", {"compare": compare, "success": success, "failure": failure}, context
         )
         if reply.get("succeeded"):
             return int(reply["header"]["revision"])
+        responses = reply.get("responses") or []
+        for fence, resp in zip(fences, responses[len(guarded):], strict=False):
+            kvs = resp.get("response_range", {}).get("kvs") or []
+            now = int(kvs[0].get("create_revision", 0)) if kvs else 0
+            if now != fence.term:
+                raise Deposed(fence.key, fence.term, now)
         moved: list[str] = []
-        for op, resp in zip(guarded, reply.get("responses") or [], strict=False):
+        for op, resp in zip(guarded, responses, strict=False):
             kvs = resp.get("response_range", {}).get("kvs") or []
             current = int(kvs[0].get("mod_revision", 0)) if kvs else 0
             expected = op.mod_revision or 0
@@ -406,7 +459,7 @@ class Store:
                     moved.append(f"{op.key} was deleted since it was read")
                 else:
                     moved.append(f"{op.key} changed since it was read")
-        first = moved[0].split(" ", 1)[0] if moved else ops[0].key
+        first = moved[0].split(" ", 1)[0] if moved else writes[0].key
         if len(moved) > 1:
             raise Conflict(first, f"{len(moved)} conflicts: {'; '.join(moved[:5])}")
         raise Conflict(first, moved[0] if moved else f"{context}: changed since it was read")
@@ -421,10 +474,11 @@ class Store:
         them back, as bootstrap does).
         """
         revisions = []
-        for start in range(0, len(ops), MAX_TXN_OPS):
-            revisions.append(self.commit(ops[start : start + MAX_TXN_OPS]))
+        room = self.room
+        for start in range(0, len(ops), room):
+            revisions.append(self.commit(ops[start : start + room]))
             if on_chunk:
-                on_chunk(min(start + MAX_TXN_OPS, len(ops)), len(ops))
+                on_chunk(min(start + room, len(ops)), len(ops))
         return revisions
 
     def compact(self, revision: int) -> None:

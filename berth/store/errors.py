@@ -2,6 +2,7 @@
 
     StoreError
     ├── Conflict       a compare-and-swap lost: re-read, re-decide, retry
+    ├── Deposed        a leader's fenced write after its term ended: never retry it
     ├── NotFound       the key does not exist
     ├── Unavailable    etcd could not be reached or did not answer in time
     ├── Compacted      a watch asked for a revision etcd no longer keeps: relist
@@ -31,6 +32,17 @@ class Conflict(StoreError):
     def __init__(self, key: str, message: str = "") -> None:
         super().__init__(message or f"{key}: changed since it was read")
         self.key = key
+
+
+class Deposed(StoreError):
+    """A fenced write failed because the writer's term is over: the election key it
+    won no longer exists at that create revision (another replica leads, or nobody
+    does). Whatever the writer had queued is no longer its to write."""
+
+    def __init__(self, key: str, term: int, now: int) -> None:
+        held = f"was created anew at revision {now}" if now else "is gone"
+        super().__init__(f"{key} {held}: the term that began at revision {term} is over")
+        self.key, self.term, self.now = key, term, now
 
 
 class NotFound(StoreError):

@@ -5,8 +5,10 @@ latency when writes are rare. Writes that arrive while a transaction is in
 flight wait, and the next transaction carries all of them (up to etcd's limit
 of operations, one write per key). Each write keeps its own guard: a
 transaction that fails a guard is split, and every write is committed on its
-own, so that each caller gets its own revision or its own Conflict, exactly as
-if it had committed alone. The thread whose write is first in line commits
+own, so that each caller gets its own revision or its own Conflict (or
+Deposed, for a write whose fence failed), exactly as if it had committed
+alone. Fences (``Fence`` operations) are not keys written: writes that require
+the same term go together. The thread whose write is first in line commits
 for the others until its own write is done, then the next waiting one takes
 over (no thread of its own).
 """
@@ -20,8 +22,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Histogram
 
-from berth.store.client import MAX_TXN_OPS, Op, Store
-from berth.store.errors import Conflict
+from berth.store.client import MAX_TXN_OPS, Fence, Op, Store
+from berth.store.errors import Conflict, Deposed
 
 GROUP = Histogram("berth_store_group_commit_writes", "Writes per grouped etcd transaction",
                   ["writer"], buckets=(1, 2, 4, 8, 16, 32, 64, 128))
@@ -39,7 +41,7 @@ class _Write:
 class GroupCommit:
     def __init__(self, store: Store, name: str, *, max_ops: int = MAX_TXN_OPS) -> None:
         self.store = store
-        self.max_ops = max_ops
+        self.max_ops = min(max_ops, store.room)  # fences count: each write's are in its ops
         self._sizes = GROUP.labels(name)
         self._cond = threading.Condition()
         self._waiting: deque[_Write] = deque()
@@ -49,7 +51,7 @@ class GroupCommit:
         """Commit ``ops`` (all or nothing, as :meth:`Store.commit`); the revision."""
         if not ops:
             return self.store.revision()
-        write = _Write(ops, keys=frozenset(op.key for op in ops))
+        write = _Write(ops, keys=frozenset(op.key for op in ops if not isinstance(op, Fence)))
         with self._cond:
             self._waiting.append(write)
             while not write.done and self._committing:
@@ -102,8 +104,8 @@ class GroupCommit:
         if len(batch) > 1:
             try:
                 revision = self.store.commit([op for w in batch for op in w.ops])
-            except Conflict:
-                pass  # someone's guard failed: each alone, to tell whose
+            except (Conflict, Deposed):
+                pass  # someone's guard or fence failed: each alone, to tell whose
             except BaseException as exc:
                 for w in batch:
                     w.error, w.done = exc, True

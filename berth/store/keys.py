@@ -32,8 +32,9 @@ SECRETS = ROOT + "secrets/"
 CLUSTER_CREDENTIALS = SECRETS + "clusters/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
-NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")
-NAMESPACE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# Whole strings (fullmatch): "$" would also match before a final newline ("evil\n").
+NAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?")
+NAMESPACE_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ def kind(name: str) -> Kind:
 
 def check_name(name: str, what: str = "name") -> None:
     """Raise ValueError unless ``name`` is a valid, key-safe resource name."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ValueError(
             f"invalid {what} {name!r}: 1-253 ASCII letters, digits, '-', '_' or '.',"
             " starting and ending with a letter or digit"
@@ -83,7 +84,7 @@ def check_name(name: str, what: str = "name") -> None:
 
 def check_namespace(namespace: str) -> None:
     """Raise ValueError unless ``namespace`` is a valid namespace name."""
-    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+    if not isinstance(namespace, str) or not NAMESPACE_RE.fullmatch(namespace):
         raise ValueError(
             f"invalid namespace {namespace!r}: 1-63 lower-case letters, digits or '-',"
             " starting and ending with a letter or digit"
@@ -180,10 +181,40 @@ def parse_key(key: str) -> KeyRef:
     if k is None:
         raise ValueError(f"{key!r}: unknown kind segment {parts[0]!r}")
     if k.namespaced and len(parts) == 3:
+        check_namespace(parts[1])
+        check_name(parts[2])
         return KeyRef(family, k, parts[1], parts[2])
     if not k.namespaced and len(parts) == 2:
+        check_name(parts[1])
         return KeyRef(family, k, None, parts[1])
     raise ValueError(f"{key!r}: expected {'namespace/name' if k.namespaced else 'name'}")
+
+
+def problem(key: str) -> str | None:
+    """Why ``key`` is not one of berth's keys (None when it is): a name that is empty,
+    not ASCII or not a valid name, a segment too many or too few. Processes ignore such
+    keys (one warning each); nothing berth writes looks like that."""
+    if not key.isascii() or "\\" in key:
+        return "not an ASCII key (names are ASCII)"
+    if key == METRIC_PICTURE:
+        return None
+    try:
+        if key.startswith(LEASES):
+            parts = key[len(LEASES):].split("/")
+            if len(parts) == 1:
+                check_name(parts[0], "process name")
+            elif parts[:2] == ["propagator", "members"] and len(parts) == 3:
+                check_name(parts[2], "member")
+            elif parts[:2] == ["propagator", "clusters"] and len(parts) == 4:
+                check_namespace(parts[2])
+                check_name(parts[3])
+            else:
+                return "not a lease key berth makes"
+            return None
+        parse_key(key)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def resource_key_of(key: str) -> str:

@@ -34,7 +34,7 @@ import msgspec
 import requests
 import tenacity
 
-from berth.store.client import Store, b64, prefix_end, unb64
+from berth.store.client import Store, b64, key_text, prefix_end, unb64
 from berth.store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,7 @@ class WatchEvent(NamedTuple):
     create_revision: int
     version: int
     prev_value: bytes | None = None  # only when the watch asked for prev_kv
+    lease: int = 0  # the lease the key is attached to (0: none)
 
     @classmethod
     def from_json(cls, ev: dict[str, Any]) -> WatchEvent:
@@ -79,12 +80,13 @@ class WatchEvent(NamedTuple):
         prev = ev.get("prev_kv")
         return cls(
             type="DELETE" if ev.get("type") == "DELETE" else "PUT",
-            key=unb64(kv.get("key")).decode(),
+            key=key_text(unb64(kv.get("key"))),
             value=unb64(kv.get("value")),
             mod_revision=int(kv.get("mod_revision", 0)),
             create_revision=int(kv.get("create_revision", 0)),
             version=int(kv.get("version", 0)),
             prev_value=unb64(prev.get("value")) if prev else None,
+            lease=int(kv.get("lease", 0)),
         )
 
 

@@ -52,7 +52,7 @@ from tests.integration.scheduler_env import (
 )
 from tests.servers.etcd import EtcdCluster
 from tests.servers.kafka import KafkaServer, produce
-from tests.servers.kube import KubeCluster
+from tests.servers.kube import CRASH, KubeCluster
 from tests.servers.prometheus import PrometheusServer
 
 N_APPS = 2000
@@ -70,8 +70,10 @@ METRICS = {"a": ("price_a", "prom"), "b": ("price_b", "prom"), "c": ("wind_c", "
 MANAGED: dict[str, Any] = {"app.kubernetes.io/managed-by": "berth"}
 
 SCHEDULER = ""
+MOVE_TIMEOUT = 15.0
 PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
-              "retry_base_delay: 0.2\nretry_max_delay: 2\nresync_interval: 600\n")
+              "retry_base_delay: 0.2\nretry_max_delay: 2\nresync_interval: 600\n"
+              f"move_timeout: {MOVE_TIMEOUT}\n")
 METRICS_CACHE = "poll_interval: 0.5\nlease_ttl: 3\nstale_after: 60\ntimeout: 1\nretries: 0\n"
 
 
@@ -102,6 +104,7 @@ class Record:
     revision: int
     name: str  # the application
     essence: tuple[Any, ...] | None  # what an observer compares; None for a delete
+    term: int = 0  # a Binding's: the scheduler leader's term it was written in
 
 
 @dataclass
@@ -110,12 +113,31 @@ class History:
 
     bindings: list[Record] = field(default_factory=list)
     statuses: list[Record] = field(default_factory=list)
+    # the scheduler's election key: (revision, its create revision then; 0: deleted)
+    terms: list[tuple[int, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def term_at(self, revision: int) -> int:
+        """The scheduler leader's term in force at ``revision`` (0: nobody led)."""
+        with self.lock:
+            now = 0
+            for rev, term in self.terms:
+                if rev > revision:
+                    break
+                now = term
+            return now
 
     def since(self, revision: int) -> tuple[list[Record], list[Record]]:
         with self.lock:
             return ([r for r in self.bindings if r.revision > revision],
                     [r for r in self.statuses if r.revision > revision])
+
+
+def _term(value: bytes) -> int:
+    try:
+        return msgspec.json.decode(value, type=Binding).status.term
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return 0
 
 
 def _binding_essence(value: bytes) -> tuple[Any, ...] | None:
@@ -148,8 +170,10 @@ class Window:
 
 def window(history: History, revision: int, before: dict[str, tuple[str, ...]]) -> Window:
     """Read a fault's writes (after ``revision``; ``before``: each application's targets
-    when it began)."""
+    when it began) of the 2,000 applications (the workload rows check theirs apart)."""
     bindings, statuses = history.since(revision)
+    bindings = [r for r in bindings if r.name.startswith("app-")]
+    statuses = [r for r in statuses if r.name.startswith("app-")]
     seen: dict[str, list[tuple[str, ...]]] = {}
     last: dict[str, tuple[Any, ...] | None] = {}
     twice: list[str] = []
@@ -270,10 +294,22 @@ class System:
                 for batch in w:
                     with self.history.lock:
                         out.extend(Record(ev.mod_revision, ev.key.rsplit("/", 1)[1],
-                                          ess(ev.value) if ev.type == "PUT" else None)
+                                          ess(ev.value) if ev.type == "PUT" else None,
+                                          _term(ev.value) if ev.type == "PUT" else 0)
                                    for ev in batch.events)
 
             threading.Thread(target=run, daemon=True, name=f"record {prefix}").start()
+        election = Watch(self.db, keys.lease_key("scheduler"), start)
+        self._watches.append(election)
+
+        def terms() -> None:
+            for batch in election:
+                with self.history.lock:
+                    self.history.terms.extend(
+                        (ev.mod_revision, ev.create_revision if ev.type == "PUT" else 0)
+                        for ev in batch.events)
+
+        threading.Thread(target=terms, daemon=True, name="record terms").start()
 
     def stop(self) -> None:
         for procs in self.procs.values():
@@ -312,6 +348,41 @@ class System:
                      "manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
                                    "metadata": {"name": name, "namespace": "default"},
                                    "data": {"generation": str(generation)}}]}})
+
+    def workload(self, name: str, generation: int, prefer: str, *, crash: bool = False) -> None:
+        """An application of the workload rows: a Deployment of 2 replicas that Pods run,
+        on a gold cluster (a or b), preferring the zone ``prefer`` (z1: a, z2: b);
+        ``crash``: its Pods never become Ready."""
+        template: dict[str, Any] = {"labels": {"app": name}}
+        if crash:
+            template["annotations"] = {CRASH: "yes"}
+        put(self.db, keys.resource_key("Application", name, "default"), encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": name, "namespace": "default", "generation": generation},
+            "spec": {"constraints": {"cluster": {"labels": ["tier is gold"]}},
+                     "affinity": {"clusterAffinity": {
+                         "preferredDuringSchedulingIgnoredDuringExecution": [
+                             {"weight": 100, "preference": {"matchExpressions": [
+                                 {"key": "zone", "operator": "In", "values": [prefer]}]}}]}},
+                     "manifest": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                   "metadata": {"name": name, "namespace": "default"},
+                                   "spec": {"replicas": 2,
+                                            "selector": {"matchLabels": {"app": name}},
+                                            "template": {"metadata": template, "spec": {
+                                                "containers": [{"name": "c", "image": "x:1",
+                                                                "resources": {"requests": {
+                                                                    "cpu": "10m"}}}]}}}}]}}))
+
+    def status(self, name: str) -> ApplicationStatus | None:
+        kv = self.db.get(keys.status_key("Application", "default", name))
+        return msgspec.json.decode(kv.value, type=ApplicationStatus) if kv else None
+
+    def cordon(self, cluster: str, on: bool) -> None:
+        """Every Node of ``cluster`` (un)cordoned: no new Pod is placed there."""
+        server = self.clusters[cluster]
+        for node in server.request("GET", "/api/v1/nodes").get("items", []):
+            server.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}",
+                           {"spec": {"unschedulable": on}}, content="merge")
 
     def _commit(self, ops: list[Put]) -> None:
         """Write ``ops`` in chunks as an etcd client must while a member dies: a chunk that
@@ -415,12 +486,16 @@ class System:
         out: list[str] = []
         bindings: dict[str, Binding] = {}
         for kv in self.db.list_prefix(keys.binding_prefix("Application"))[0]:
+            if keys.problem(kv.key):
+                continue  # written by hand outside berth's layout: not a Binding
             try:
                 bindings[kv.key.rsplit("/", 1)[1]] = msgspec.json.decode(kv.value, type=Binding)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 out.append(f"{kv.key}: not a Binding")
         statuses: dict[str, ApplicationStatus] = {}
         for kv in self.db.list_prefix(keys.status_prefix("Application"))[0]:
+            if keys.problem(kv.key):
+                continue
             try:
                 statuses[kv.key.rsplit("/", 1)[1]] = msgspec.json.decode(
                     kv.value, type=ApplicationStatus)
@@ -438,6 +513,9 @@ class System:
             except Exception as exc:  # a cluster still starting
                 out.append(f"cluster {name}: {exc}")
                 held[name] = {}
+        for name in bindings:
+            if name.startswith("app-") and name not in self.generation:
+                out.append(f"{name}: a Binding survives its application")
         for name, gen in self.generation.items():
             b = bindings.get(name)
             if b is None:

@@ -17,6 +17,7 @@ import pytest
 
 from berth.store import keys
 from tests.faults.system import (
+    MOVE_TIMEOUT,
     N_APPS,
     ROWS,
     Row,
@@ -24,6 +25,7 @@ from tests.faults.system import (
     allowed,
     window,
 )
+from tests.integration.scheduler_env import BerthProcess
 
 CONVERGE = 180.0  # seconds a fault may take to settle, on a busy 2-core machine
 
@@ -184,21 +186,54 @@ GARBAGE = {  # key → what someone writes there by hand
     keys.resource_key("Cluster", "garbage-cluster", "default"): b"[]",
     keys.resource_key("GlobalMetric", "garbage-metric"): b"\x00\xff",
     keys.resource_key("GlobalMetricsProvider", "garbage-provider"): b'{"kind": 5}',
+    # keys outside berth's layout: an extra segment, an empty name
+    keys.ROOT + "applications/default/odd-app/extra": b'{"kind": "Application"}',
+    keys.ROOT + "projects/default/": b'{"kind": "Project"}',
+    keys.BINDINGS + "applications/default/odd-binding/x": b"{}",
+    keys.STATUS + "clusters/default/": b"{}",
+    keys.METRIC_VALUES + "globalmetrics/odd-value/x": b"{}",
+    # a member with no lease behind it, and one of the wrong shape
+    keys.LEASES + "propagator/members/ghost": b'{"holder": "ghost"}',
+    keys.LEASES + "propagator/members/odd/ghost": b'{"holder": "odd/ghost"}',
 }
+# Names that are not UTF-8, under every prefix a process watches (written raw).
+NOT_UTF8 = [prefix.encode() + f"junk-{i}".encode() + b"\xff\xfe" for i, prefix in enumerate((
+    keys.resource_prefix("Application", "default"), keys.resource_prefix("Cluster", "default"),
+    keys.ROOT + "globalmetrics/", keys.ROOT + "globalmetricsproviders/",
+    keys.binding_prefix("Application") + "default/", keys.status_prefix("Application")
+    + "default/", keys.status_prefix("Cluster") + "default/", keys.METRIC_VALUES
+    + "globalmetrics/", keys.LEASES + "propagator/members/", keys.LEASES
+    + "propagator/clusters/default/", keys.CLUSTER_CREDENTIALS + "default/"))]
 OWNED = {  # keys a berth process owns: it must put its own value back
     keys.binding_key("Application", "default", "app-0007"): b"{not a binding",
     keys.status_key("Application", "default", "app-0008"): b"[]",
     keys.metric_value_key("price_a"): b"nonsense",
     keys.METRIC_PICTURE: b'{"complete": "maybe"}',
+    # a cluster status of the wrong types, and a live claim overwritten by hand
+    keys.status_key("Cluster", "default", "b"): (
+        b'{"kind": "Cluster", "metadata": {"name": "b", "namespace": "default"}, '
+        b'"status": {"state": "ONLINE", "capacity": {"allocatable": {"cpu": "lots"}}}}'),
+    keys.LEASES + "propagator/clusters/default/b": b'{"holder": 7}',
+    # garbage at the Binding of an application created right after
+    keys.binding_key("Application", "default", "app-2000"): b"garbage",
 }
 
 
 def test_garbage_in_every_kind_of_key(system: System) -> None:
+    import base64
+
     from tests.integration.scheduler_env import put
 
     def act() -> None:
         for key, data in {**GARBAGE, **OWNED}.items():
             put(system.db, key, data)
+        for raw in NOT_UTF8:
+            system.db.call("kv/put", {"key": base64.b64encode(raw).decode(),
+                                      "value": base64.b64encode(b"\xff").decode()}, "raw")
+        name = "app-2000"  # its Binding key holds garbage already
+        system.generation[name] = 1
+        put(system.db, keys.resource_key("Application", name, "default"), system._app(name, 1))
+        system.bump()  # and the work goes on
 
     def repaired() -> tuple[bool, str]:
         deadline = time.monotonic() + 30
@@ -209,17 +244,28 @@ def test_garbage_in_every_kind_of_key(system: System) -> None:
                 if kv is not None and kv.value != data:
                     del left[key]
             time.sleep(0.2)
-        lines = sum(system.log_lines(k) for k in (*GARBAGE, *OWNED))
-        return (not left and lines <= 6 * len(GARBAGE | OWNED),
+        needles = [*GARBAGE, *OWNED, *(f"junk-{i}" for i in range(len(NOT_UTF8)))]
+        lines = sum(system.log_lines(k) for k in needles)
+        return (not left and lines <= 8 * len(needles),
                 f"own keys put right {len(OWNED) - len(left)}/{len(OWNED)}"
                 + (f" (not: {', '.join(left)})" if left else "")
-                + f"; {lines} log lines about them")
+                + f"; {len(GARBAGE)} keys outside the layout and {len(NOT_UTF8)} not UTF-8 "
+                f"ignored; {lines} log lines about them ({len(needles)} keys)")
 
     try:
-        fault(system, "garbage in user, Binding, status and metric keys", act, extra=repaired)
+        fault(system, "garbage in every prefix (user, Binding, status, metric value, lease, "
+              "claim keys; names not UTF-8 or outside the layout)", act, extra=repaired)
     finally:
         for key in GARBAGE:
             system.db.delete(key)
+        for raw in NOT_UTF8:
+            system.db.call("kv/deleterange", {"key": base64_of(raw)}, "raw")
+
+
+def base64_of(raw: bytes) -> str:
+    import base64
+
+    return base64.b64encode(raw).decode()
 
 
 def _movable(system: System, cluster: str) -> int:
@@ -248,3 +294,219 @@ def held_back(system: System) -> tuple[bool, str]:
             rules[rule] = rules.get(rule, 0) + 1
     return True, "held back: " + (", ".join(f"{n} ({r})" for r, n in sorted(rules.items()))
                                   or "none")
+
+
+# -- workloads that run Pods: availability during moves (README "Moves that never take
+# an application down"). Each row's application is a Deployment of 2 replicas; a
+# sampler reads its available replicas on every cluster every 100 ms.
+
+
+def _path(system: System, name: str, revision: int) -> list[tuple[str, ...]]:
+    """The targets the workload's Binding went through after ``revision``."""
+    path: list[tuple[str, ...]] = []
+    for r in system.history.since(revision)[0]:
+        if r.name == name and r.essence and r.essence[0] and (not path or path[-1] !=
+                                                              r.essence[0]):
+            path.append(r.essence[0])
+    return path
+
+
+def _placed(system: System, name: str, on: str, generation: int) -> None:
+    system.workload(name, generation, "z1" if on == "a" else "z2")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        s = system.status(name)
+        if s is not None and s.status.state == "RUNNING" and s.status.generation == generation \
+                and [r.name for r in s.status.running_on] == [on]:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{name} never RUNNING on {on}: {system.status(name)}")
+
+
+def test_a_move_to_a_cluster_whose_pods_never_become_ready(system: System) -> None:
+    from tests.integration.availability import Sampler
+
+    name = "wl-stuck"
+    _placed(system, name, "a", 1)
+    revision = system.db.revision()
+    sampler = Sampler(system.clusters).__enter__()
+
+    def act() -> None:
+        system.cordon("b", True)  # b's Nodes take no new Pod: they stay Pending
+        system.workload(name, 2, "z2")  # now it prefers b
+
+    def then() -> tuple[bool, str]:
+        deadline = time.monotonic() + MOVE_TIMEOUT + 90
+        s = system.status(name)
+        while time.monotonic() < deadline:
+            s = system.status(name)
+            if s is not None and s.status.state == "RUNNING" and s.status.generation == 2:
+                break
+            time.sleep(0.2)
+        time.sleep(3)  # a few sweeps: it does not try b again
+        sampler.__exit__()
+        system.cordon("b", False)
+        path = _path(system, name, revision)
+        on = [r.name for r in s.status.running_on] if s else []
+        failed = sorted(s.status.failed) if s else []
+        fewest = sampler.fewest.get(name, 0)
+        ok = (on == ["a"] and failed == ["default/b"] and path == [("b",), ("a",)]
+              and fewest >= 2 and "b" not in sampler.now().get(name, {}))
+        return ok, (f"{name}: moved {' → '.join('/'.join(p) for p in [('a',), *path])}, "
+                    f"runs on {', '.join(on) or 'nothing'}, b recorded failed: "
+                    f"{'yes' if failed else 'NO'}, fewest available {fewest}/2")
+
+    fault(system, "a move to a cluster whose Pods never become Ready (b cordoned): old copy "
+          "kept, placed back", act, extra=then)
+
+
+def test_a_node_removed_during_a_move(system: System) -> None:
+    from tests.integration.availability import Sampler
+
+    name = "wl-node"
+    _placed(system, name, "b", 1)
+    sampler = Sampler(system.clusters).__enter__()
+    a = system.clusters["a"]
+    node = f"{a.name}-node-0"
+
+    def act() -> None:
+        system.workload(name, 2, "z1")  # it moves to a ...
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            s = system.status(name)
+            if s is not None and s.status.state == "MIGRATING":
+                break
+            time.sleep(0.05)
+        a.request("DELETE", f"/api/v1/nodes/{node}")  # ... and a Node goes mid-move
+
+    def then() -> tuple[bool, str]:
+        deadline = time.monotonic() + 150
+        s = system.status(name)
+        while time.monotonic() < deadline:
+            s = system.status(name)
+            if s is not None and s.status.state == "RUNNING" and s.status.generation == 2 \
+                    and len(s.status.running_on) == 1:
+                break
+            time.sleep(0.5)
+        sampler.__exit__()
+        a.add_node(node)
+        on = [r.name for r in s.status.running_on] if s else []
+        fewest = sampler.fewest.get(name, 0)
+        # Kubernetes replaces Pods bound to a lost Node only after its pod garbage
+        # collector's quarantine (40 s), longer than move_timeout here (15 s): the move
+        # fails and the application goes back to b, which never stopped serving.
+        back = on == ["b"] and s is not None and "default/a" in s.status.failed
+        return (on == ["a"] or back) and fewest >= 2, (
+            f"{name}: runs on {', '.join(on) or 'nothing'} ({s.status.state if s else '-'})"
+            + ("; a not available in time (its Pods on the lost Node counted by the cluster "
+               "were not counted by berth): back on b" if back else "")
+            + f"; fewest available {fewest}/2")
+
+    fault(system, "a kwok Node removed during a move", act, extra=then)
+
+
+def test_a_new_generation_whose_pods_crash(system: System) -> None:
+    from tests.integration.availability import Sampler
+
+    name = "wl-crash"
+    _placed(system, name, "a", 1)
+    revision = system.db.revision()
+    sampler = Sampler(system.clusters).__enter__()
+
+    def act() -> None:
+        system.workload(name, 2, "z1", crash=True)
+
+    def then() -> tuple[bool, str]:
+        said = late = None
+        deadline = time.monotonic() + MOVE_TIMEOUT + 60
+        while time.monotonic() < deadline:
+            s = system.status(name)
+            if s is not None and s.status.generation == 2:
+                if said is None and "CrashLoopBackOff" in s.status.reason:
+                    said = s.status.state
+                if s.status.state == "DEGRADED":
+                    late = s
+                    break
+            time.sleep(0.2)
+        sampler.__exit__()
+        fewest = sampler.fewest.get(name, 0)
+        path = _path(system, name, revision)
+        ok = (said == "PROGRESSING" and late is not None and not late.status.failed
+              and "CrashLoopBackOff" in late.status.reason and fewest >= 2
+              and path in ([], [("a",)]))  # the new generation's Binding, still on a
+        return ok, (f"{name}: said {said or 'nothing'} with CrashLoopBackOff, then "
+                    f"{late.status.state if late else 'not DEGRADED'}; not moved; the old Pods "
+                    f"kept serving (fewest available {fewest}/2)")
+
+    fault(system, "a new generation whose Pods crash", act, extra=then)
+
+
+def test_a_scheduler_leader_paused_never_writes_after_its_term(system: System) -> None:
+    """SIGSTOP, not kill -9: the leader resumes believing it leads, with decisions queued.
+    From etcd's history: every Binding written carries a term (the election key's create
+    revision) that was in force at the revision it landed at; no Binding regresses to an
+    older generation; none survives its application."""
+    import signal
+
+    from tests.faults.system import app_name
+
+    old = system.leader("scheduler")
+    proc = old.proc
+    assert proc is not None
+    revision = system.db.revision()
+    gone = [app_name(i) for i in range(N_APPS - 20, N_APPS)]
+    before = _dropped(old)
+
+    def act() -> None:
+        bumping = threading.Thread(target=system.bump, args=(N_APPS,))
+        bumping.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(
+                system.history.since(revision)[0]) < N_APPS // 4:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGSTOP)  # frozen a quarter of the way in
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                now = system.leader("scheduler")
+                if now is not old:
+                    break
+                time.sleep(0.1)
+            bumping.join()
+            system.bump(290)  # the new leader decides these
+            for name in gone:
+                system.db.delete(keys.resource_key("Application", name, "default"))
+                system.generation.pop(name, None)
+            time.sleep(3)
+        finally:
+            proc.send_signal(signal.SIGCONT)  # it wakes up with its queue
+        time.sleep(5)
+
+    def then() -> tuple[bool, str]:
+        bindings = [r for r in system.history.since(revision)[0] if r.essence]
+        outside = [r for r in bindings if r.term != system.history.term_at(r.revision)]
+        seen: dict[str, int] = {}
+        regressed = []
+        for r in bindings:
+            assert r.essence is not None
+            gen = int(r.essence[1])
+            if gen < seen.get(r.name, 0):
+                regressed.append(r.name)
+            seen[r.name] = max(gen, seen.get(r.name, 0))
+        survivors = [n for n in gone
+                     if system.db.get(keys.binding_key("Application", "default", n))]
+        terms = sorted({t for _, t in system.history.terms if t})
+        ok = not outside and not regressed and not survivors
+        return ok, (f"Bindings written {len(bindings)} in {len(terms)} terms; landed outside "
+                    f"their term {len(outside)}; regressed {len(regressed)}; surviving their "
+                    f"application {len(survivors)}/{len(gone)}; the paused leader dropped "
+                    f"{_dropped(old) - before} queued decisions")
+
+    fault(system, "scheduler leader paused (SIGSTOP) at 1/4 of 2,000 changes, 290 more and "
+          "20 deletions meanwhile, thawed", act, extra=then)
+
+
+def _dropped(p: BerthProcess) -> int:
+    """Decisions the process said it dropped (its log)."""
+    return sum(int(n) for n in re.findall(r"(\d+) Binding decisions (?:not written|dropped)",
+                                          p.output()))

@@ -11,9 +11,7 @@ metrics-cache and propagator move the applications when a metric changes.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pytest
 
 from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, Binding
+from tests.integration.availability import Sampler
 from tests.integration.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
@@ -127,44 +126,6 @@ def state(name: str, *on: str) -> Any:
         return s.status.state == name and sorted(r.name for r in s.status.running_on) == sorted(
             on)
     return check
-
-
-class Sampler:
-    """Every Deployment's available replicas on every cluster, every 100 ms: per
-    application, the fewest available over all clusters at any sample."""
-
-    def __init__(self, clusters: dict[str, KubeCluster]) -> None:
-        self.clusters = clusters
-        self.fewest: dict[str, int] = {}
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def now(self) -> dict[str, dict[str, int]]:
-        """Deployment name → cluster → available replicas (its status, as kubectl shows)."""
-        seen: dict[str, dict[str, int]] = defaultdict(dict)
-        for cname, kube in self.clusters.items():
-            listed = kube.request("GET", "/apis/apps/v1/namespaces/default/deployments")
-            for d in listed.get("items", []):
-                seen[d["metadata"]["name"]][cname] = (d.get("status") or {}).get(
-                    "availableReplicas", 0)
-        return seen
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for name, where in self.now().items():
-                total = sum(where.values())
-                self.fewest[name] = min(self.fewest.get(name, total), total)
-            self.samples += 1
-            self._stop.wait(0.1)
 
 
 def available(clusters: dict[str, KubeCluster], name: str, on: str) -> int:
@@ -291,10 +252,16 @@ def test_a_node_removed_during_a_move(
                  timeout=30)
         node = f"{south.name}-node-0"
         south.request("DELETE", f"/api/v1/nodes/{node}")
-        # Kubernetes deletes the Pods bound to a Node that is gone (the pod garbage
-        # collector, after its quarantine) and makes new ones on the other Node.
-        wait_for(lambda: status(store, "nodeloss"), state("RUNNING", "south"), timeout=150)
+        # A Pod bound to the Node that is gone still counts available for the cluster
+        # (until its pod garbage collector removes it, 40 s later): not for berth. So
+        # either kube-scheduler placed both Pods on the other Node and the move completes,
+        # or the new copy is not available in time and the application goes back north.
+        done = wait_for(lambda: status(store, "nodeloss"),
+                        lambda s: s.status.state == "RUNNING" and len(s.status.running_on) == 1,
+                        timeout=150)
     south.add_node(node)
+    on = [r.name for r in done.status.running_on]
+    assert on == ["south"] or (on == ["north"] and "default/south" in done.status.failed)
     assert sampler.fewest["nodeloss"] >= 2
 
 

@@ -13,7 +13,7 @@ import pytest
 from berth.controllers.runtime import Event, EventType, HealthServer, Informer, LeaderElection
 from berth.store import Put, Store, encode
 
-P = "/berth/v1/things/"
+P = "/berth/v1/applications/default/"  # any prefix of berth's layout
 
 
 class Thing(msgspec.Struct):

@@ -249,7 +249,6 @@ class KubeCluster:
         self.etcd = EtcdServer(progress_interval="5s").start()
         self.proc: subprocess.Popen[bytes] | None = None  # kube-apiserver
         self.others: dict[str, subprocess.Popen[bytes]] = {}  # controllers, scheduler, kwok
-        self._nodes_made = False
 
     # -- running ---------------------------------------------------------------------
 
@@ -269,11 +268,11 @@ class KubeCluster:
                     with open(self.workdir / f"{name}.log", "ab") as log:
                         self.others[name] = subprocess.Popen(args, stdout=log,
                                                              stderr=subprocess.STDOUT)
-            if not self._nodes_made:
-                for i in range(self.nodes):
-                    self.add_node(f"{self.name}-node-{i}")
-                self._nodes_made = True
-            self._wait_nodes_ready(began + timeout)
+            for i in range(self.nodes):  # again after a restart: its data may be gone
+                self.add_node(f"{self.name}-node-{i}")
+            # kwok first waits for the API server to be ready: on a loaded machine that
+            # can take a while after the API server said so to us
+            self._wait_nodes_ready(max(began + timeout, time.monotonic() + 60))
         return self
 
     def _start_apiserver(self, timeout: float) -> None:
@@ -363,11 +362,13 @@ class KubeCluster:
         return ctx
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
-                ok: tuple[int, ...] = (200, 201)) -> dict[str, Any]:
-        """One call to the API as the admin; the answer decoded."""
+                ok: tuple[int, ...] = (200, 201), content: str = "json") -> dict[str, Any]:
+        """One call to the API as the admin; the answer decoded. ``content="merge"``: the
+        body is a merge patch."""
         data = json.dumps(body).encode() if body is not None else None
+        kind = "application/merge-patch+json" if content == "merge" else "application/json"
         req = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+            "Authorization": f"Bearer {self.token}", "Content-Type": kind})
         try:
             with urllib.request.urlopen(req, timeout=10, context=self._context()) as r:
                 return dict(json.loads(r.read() or b"{}"))

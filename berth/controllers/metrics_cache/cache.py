@@ -47,7 +47,7 @@ from berth.controllers.metrics_cache.providers.base import (
 from berth.controllers.metrics_cache.writer import ValueWriter
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
-from berth.store import Store, StoreError, keys
+from berth.store import Deposed, Store, StoreError, keys
 from berth.store.documents import (
     ForecastPoint,
     GlobalMetric,
@@ -414,6 +414,8 @@ class MetricsCache:
                                     updated=datetime.now(UTC))
             try:
                 self.writer.publish(picture)
+            except Deposed:
+                pass  # said once by the writer
             except StoreError as exc:
                 log.warning("publishing the metric picture failed (%s); next poll retries", exc)
 
@@ -538,6 +540,8 @@ class MetricsCache:
                 Metadata(name=w.series.name, namespace=w.series.namespace), status)))
         try:
             written, failed = self.writer.write_many(docs)  # a poll's changes land together
+        except Deposed:
+            return  # said once by the writer; this replica no longer leads
         except Exception as exc:
             log.warning("writing %d values from %s failed (%s); next poll retries",
                         len(docs), provider.name, exc)

@@ -7,6 +7,10 @@ value, its normalised form or its error changes — not on every poll. If the
 lease is lost (etcd unreachable for longer than its TTL), a new one is
 granted and every value is written again. After the values, the writer
 publishes the picture marker (``MetricPicture``) on the same lease.
+
+The store is fenced by the leader's term: once another replica leads, every
+write fails in etcd (``Deposed``); the writer says so once and writes nothing
+more — the values and the picture are the new leader's.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from collections.abc import Callable
 from prometheus_client import Counter
 
 from berth.store import (
-    MAX_TXN_OPS,
     Conflict,
     Delete,
+    Deposed,
     KeptLease,
     Put,
     Store,
@@ -53,7 +57,21 @@ class ValueWriter:
         self._lease_lock = threading.Lock()  # one thread replaces a lost lease
         self._written: dict[str, tuple[tuple[object, ...], int]] = {}  # key → (essence, rev)
         self._picture_revision = 0
+        self.deposed: Deposed | None = None  # our term ended: nothing more is written
         self.lease = self._new_lease()
+
+    def _commit(self, ops: list[Put] | list[Delete]) -> int:
+        """Commit, unless our term is over (then Deposed, said once)."""
+        if self.deposed is not None:
+            raise self.deposed
+        try:
+            return self.store.commit(ops)
+        except Deposed as exc:
+            if self.deposed is None:
+                log.error("metrics-cache: %s; no value or picture is written any more by "
+                          "this replica", exc)
+            self.deposed = exc
+            raise
 
     def _new_lease(self) -> KeptLease:
         return KeptLease(self.store, self.lease_ttl, on_lost=self._lease_lost)
@@ -78,7 +96,7 @@ class ValueWriter:
         restart) takes the key over once. The new revision, or None."""
         for _ in range(2):
             try:
-                return self.store.commit([Put(key, data, revision, lease)])
+                return self._commit([Put(key, data, revision, lease)])
             except Conflict:
                 current = self.store.get(key)
                 revision = current.mod_revision if current else 0
@@ -129,12 +147,13 @@ class ValueWriter:
             return 0, 0
         lease = self._ensure_lease()
         done = failed = 0
-        for start in range(0, len(changed), MAX_TXN_OPS):
-            chunk = changed[start : start + MAX_TXN_OPS]
+        room = self.store.room
+        for start in range(0, len(changed), room):
+            chunk = changed[start : start + room]
             with self._lock:
                 revs = [self._written.get(k, (None, 0))[1] for k, _ in chunk]
             try:
-                new = self.store.commit([Put(k, encode(d), rev, lease)
+                new = self._commit([Put(k, encode(d), rev, lease)
                                          for (k, d), rev in zip(chunk, revs, strict=True)])
             except Conflict:
                 for k, d in chunk:
@@ -155,7 +174,7 @@ class ValueWriter:
         with self._lock:
             hit = self._written.pop(key, None)
         try:
-            self.store.commit([Delete(key, hit[1] if hit else None)])
+            self._commit([Delete(key, hit[1] if hit else None)])
             WRITES.labels("delete").inc()
         except StoreError as exc:
             log.warning("%s: not removed: %s", key, exc)

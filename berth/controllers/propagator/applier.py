@@ -33,9 +33,8 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -78,6 +77,26 @@ FINALIZER = "berth.dev/propagator"
 GAINED_SPREAD = 30.0  # seconds over which a gained cluster's settled applications re-apply
 
 
+class Pods(Protocol):
+    """What the observer's Pod watch says of an application's pods on a cluster."""
+
+    def trouble(self, cid: str, owner: str) -> str:
+        """Why its first pod that is not Ready is not ("": all are, or not watched)."""
+        ...
+
+    def lost(self, cid: str, owner: str) -> int:
+        """How many are bound to Nodes that no longer exist."""
+        ...
+
+
+class _NoPods:
+    def trouble(self, cid: str, owner: str) -> str:
+        return ""
+
+    def lost(self, cid: str, owner: str) -> int:
+        return 0
+
+
 def _tail(key: str) -> str:
     """``<namespace>/<name>`` of an application's resource, Binding or status key."""
     return "/".join(key.rsplit("/", 2)[-2:])
@@ -87,11 +106,9 @@ class Applier:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
                  connections: Connections, kubeconfigs: Kubeconfigs,
-                 shard: Shard | None = None,
-                 trouble: Callable[[str, str], str] | None = None) -> None:
+                 shard: Shard | None = None, pods: Pods | None = None) -> None:
         self.store = store
-        # (cluster id, application) → why its pods there are not Ready (the observer's)
-        self.trouble = trouble or (lambda _cid, _owner: "")
+        self.pods = pods or _NoPods()  # what the observer's Pod watch says
         self.shard = shard  # None: this replica serves every cluster
         self.config = config
         self.clusters = clusters
@@ -270,7 +287,11 @@ class Applier:
         owner = meta.annotations.get(OWNER, "")
         ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
         deleted = event_type == "DELETED"
-        lost = self.book.drop(cid, ref) if deleted else self.book.put(cid, ref, obj)
+        if deleted:
+            self.book.drop(cid, ref)
+            lost = None
+        else:
+            lost = self.book.put(cid, ref, obj)
         if lost:
             log.warning("%s on cluster %s is managed by application %s now: application %s "
                         "lost it", ref, cid, owner or "(none)", lost)
@@ -314,17 +335,24 @@ class Applier:
               rules: tuple[HealthRule, ...]) -> Health:
         """The health of an object a cluster just returned (applied a moment ago)."""
         owner = obj.metadata.annotations.get(OWNER, "")
-        return judge(observed(obj), age=0.0, pods=self.trouble(cid, owner), rules=rules,
-                     untracked_after=self.config.untracked_after)
+        return judge(observed(obj), age=0.0, pods=self.pods.trouble(cid, owner), rules=rules,
+                     untracked_after=self.config.untracked_after,
+                     lost=self.pods.lost(cid, owner))
 
     def seen_owner(self, cid: str, ref: KubeObjectRef) -> str | None:
         return self.book.owner(cid, ref)
+
+    def _unobserved(self, cid: str, have: ClusterApplied | None) -> bool:
+        """Whether an object recorded on ``cid`` is not in the book (its cluster was handed
+        over and back, say): applying it again observes it, and starts its watch."""
+        return have is not None and have.generation > 0 and any(
+            ref not in have.done and self.book.get(cid, ref) is None for ref in have.objects)
 
     def _copy(self, cid: str, owner: str, have: ClusterApplied, rules: tuple[HealthRule, ...],
               now: datetime) -> Copy:
         """A served cluster's copy as the book shows it now."""
         age = (now - have.since).total_seconds() if have.since else 0.0
-        pods = self.trouble(cid, owner)
+        pods, lost = self.pods.trouble(cid, owner), self.pods.lost(cid, owner)
         judged: list[tuple[KubeObjectRef, Health]] = []
         for ref in have.objects:
             if ref in have.done:
@@ -333,7 +361,7 @@ class Applier:
             seen = self.book.get(cid, ref)
             judged.append((ref, Health(UNKNOWN, "not observed yet") if seen is None else judge(
                 seen, age=age, pods=pods, rules=rules,
-                untracked_after=self.config.untracked_after)))
+                untracked_after=self.config.untracked_after, lost=lost)))
         return copy_of(judged)
 
     def resync(self) -> None:
@@ -389,6 +417,9 @@ class Applier:
             return Retry(str(exc))
         if facts is None:
             return None  # none of its clusters is served here
+        if self.shard is not None and facts.owned:
+            doc.fences = tuple(f for f in map(self.shard.fence, sorted(facts.owned))
+                               if f is not None)
         progress = Progress.start(doc.state, facts.owned)
         outcome = run(facts, progress, self.executor, doc)
         with self._lock:
@@ -469,7 +500,8 @@ class Applier:
                   if t.replicas is not None}
         with self._lock:
             stale = frozenset(c for c in targets if (owned is None or c in owned) and (
-                c in drifted or self._applied_epoch.get((key, c)) != epoch))
+                c in drifted or self._applied_epoch.get((key, c)) != epoch
+                or self._unobserved(c, recorded.applied.get(c))))
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason, stale=stale, unseen=self._unseen(targets),
                      shares=shares, owned=owned, health=health, now=now,

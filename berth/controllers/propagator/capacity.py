@@ -7,7 +7,8 @@ so that a probe costs no list: the observer reads the summary
 (:meth:`Tracker.capacity`) into the cluster's status key. A watch that breaks
 or expires (410 Gone) lists again. Counted:
 
-* **allocatable**: the sum over Nodes that are Ready and not cordoned;
+* **allocatable**: the sum over Nodes that are Ready and not cordoned (the others
+  are kept too: their Pods are on Nodes that exist);
 * **requested**: the sum over Pods not yet finished (Pending ones included:
   they are demand), each counted as the Kubernetes scheduler counts it;
 * **placed**: per application (the pod's ``berth.dev/application``
@@ -37,6 +38,7 @@ import msgspec
 
 from berth.controllers.propagator.kube import OWNER, Unavailable, safe
 from berth.controllers.propagator.watches import ClusterWatches
+from berth.store.codec import decoder
 from berth.store.documents import Capacity, ResourceList
 from berth.store.documents.resources import NOTHING, QuantityError, Resources, pod_requests
 
@@ -121,16 +123,17 @@ def _event_of(item: type) -> type:
     return msgspec.defstruct(f"{item.__name__}Event", [("type", str), ("object", item)])
 
 
-def _node_entry(node: _Node) -> Resources | None:
-    """What a node offers; None if it offers nothing now (not Ready, cordoned)."""
+def _node_entry(node: _Node) -> tuple[Resources | None]:
+    """What a node offers: None if it offers nothing now (not Ready, cordoned) — it is
+    kept all the same: its Pods are on a Node that exists."""
     ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
     if not ready or node.spec.unschedulable:
-        return None
+        return (None,)
     try:
-        return Resources.of(node.status.allocatable)
+        return (Resources.of(node.status.allocatable),)
     except QuantityError as exc:
         log.info("node %s: allocatable not readable (%s): not counted", node.metadata.name, exc)
-        return None
+        return (None,)
 
 
 def _why_not_ready(pod: _Pod) -> str:
@@ -149,9 +152,9 @@ def _why_not_ready(pod: _Pod) -> str:
     return ""
 
 
-def _pod_entry(pod: _Pod) -> tuple[Resources, str, str] | None:
-    """What a pod asks, which application owns it and why it is not Ready; None once it
-    has finished."""
+def _pod_entry(pod: _Pod) -> tuple[Resources, str, str, str] | None:
+    """What a pod asks, which application owns it, why it is not Ready and the Node it
+    is bound to; None once it has finished."""
     if pod.status.phase in ("Succeeded", "Failed"):
         return None
     try:
@@ -160,7 +163,15 @@ def _pod_entry(pod: _Pod) -> tuple[Resources, str, str] | None:
         log.info("pod %s/%s: requests not readable (%s): counted as one pod",
                  pod.metadata.namespace, pod.metadata.name, exc)
         asks = Resources(pods=1)
-    return asks, pod.metadata.annotations.get(OWNER, ""), _why_not_ready(pod)
+    node = pod.spec.get("nodeName")
+    return (asks, pod.metadata.annotations.get(OWNER, ""), _why_not_ready(pod),
+            node if isinstance(node, str) else "")
+
+
+# Made once, at import: their decoders come from the store's codec (one lock), since
+# trackers start on the probe threads.
+_LISTS: dict[type, type] = {t: _list_of(t) for t in (_Node, _Pod)}
+_EVENTS: dict[type, type] = {t: _event_of(t) for t in (_Node, _Pod)}
 
 
 class _Watched:
@@ -169,8 +180,8 @@ class _Watched:
     def __init__(self, tracker: Tracker, path: str, item: type,
                  entry: Callable[[Any], Any]) -> None:
         self.tracker, self.path, self.entry = tracker, path, entry
-        self.list_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_list_of(item))
-        self.event_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_event_of(item))
+        self.list_decoder = decoder(_LISTS[item])
+        self.event_decoder = decoder(_EVENTS[item])
         self.entries: dict[tuple[str, str], Any] = {}
         self.synced = False
 
@@ -228,7 +239,7 @@ class _Watched:
                     if e is not None:
                         self.entries[key] = e
                 if was != e:
-                    self.tracker.changed(was, e)
+                    self.tracker.changed(was, e, key)
 
 
 class Tracker:
@@ -257,15 +268,22 @@ class Tracker:
         self.watches.cancel("capacity nodes")
         self.watches.cancel("capacity pods")
 
-    def changed(self, was: Any = None, now: Any = None) -> None:
+    def changed(self, was: Any = None, now: Any = None, key: tuple[str, str] = ("", "")
+                ) -> None:
         """An entry changed: the capacity is to be written; an application whose pod
-        became (not) Ready is told."""
+        became (not) Ready, or whose pods' Node came or went, is told."""
         self.on_change(self.cid)
         if self.on_pods is None:
             return
+        if (was is None or now is None) and len(was or now) == 1:  # a Node came or went
+            with self.lock:
+                owners = {e[1] for e in self.pods.entries.values() if e[1] and e[3] == key[1]}
+            for owner in owners:
+                self.on_pods(self.cid, owner)
+            return
         for entry in (was, now):
-            if isinstance(entry, tuple) and len(entry) == 3 and entry[1] and (
-                    was is None or now is None or was[2] != now[2]):
+            if isinstance(entry, tuple) and len(entry) == 4 and entry[1] and (
+                    was is None or now is None or was[2:] != now[2:]):
                 self.on_pods(self.cid, entry[1])
 
     def relisted(self, was: dict[Any, Any], now: dict[Any, Any]) -> None:
@@ -273,7 +291,7 @@ class Tracker:
         if self.on_pods is None:
             return
         owners = {e[1] for e in (*was.values(), *now.values())
-                  if isinstance(e, tuple) and len(e) == 3 and e[1]}
+                  if isinstance(e, tuple) and len(e) == 4 and e[1]}
         for owner in owners:
             self.on_pods(self.cid, owner)
 
@@ -287,16 +305,27 @@ class Tracker:
         more = f" (and {len(pods) - 1} more pods)" if len(pods) > 1 else ""
         return f"pod {name}: {entry[2]}{more}"
 
+    def lost(self, owner: str) -> int:
+        """How many of ``owner``'s pods are bound to a Node that no longer exists: the
+        cluster may still count them available (until its pod garbage collector removes
+        them), but nothing runs them."""
+        with self.lock:
+            if not (self.nodes.synced and self.pods.synced):
+                return 0
+            there = {name for _, name in self.nodes.entries}
+            return sum(1 for e in self.pods.entries.values()
+                       if e[1] == owner and e[3] and e[3] not in there)
+
     def capacity(self) -> Capacity | None:
         """The summary now; None until both lists came back."""
         with self.lock:
             if not (self.nodes.synced and self.pods.synced):
                 return None
-            nodes = list(self.nodes.entries.values())
+            nodes = [offers for (offers,) in self.nodes.entries.values() if offers is not None]
             pods = list(self.pods.entries.values())
         allocatable = sum(nodes, NOTHING)
-        requested = sum((asks for asks, _, _ in pods), NOTHING)
-        placed = Counter(owner for _, owner, _ in pods if owner)
+        requested = sum((asks for asks, _, _, _ in pods), NOTHING)
+        placed = Counter(owner for _, owner, _, _ in pods if owner)
         return Capacity(_list(allocatable), _list(requested), len(nodes), dict(sorted(
             placed.items())), datetime.now(UTC))
 

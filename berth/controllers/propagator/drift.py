@@ -38,6 +38,7 @@ from berth.controllers.propagator.kube import (
     safe,
 )
 from berth.controllers.propagator.watches import ClusterWatches, Hub
+from berth.store.codec import decoder
 from berth.store.documents import KubeObjectRef
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ class DriftWatches:
         self.server_timeout = server_timeout
         self.probe_timeout = probe_timeout
         self.max_delay = max_delay
-        self._decoder = msgspec.json.Decoder(WatchEvent)
+        self._decoder = decoder(WatchEvent)
 
     def ensure(self, cid: str, ckey: str, kind: Kind, since: str) -> None:
         """Watch ``kind`` on cluster ``cid`` (key ``ckey``) through its current

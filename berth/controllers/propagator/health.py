@@ -35,7 +35,9 @@ health interpreters where both judge a kind):
 A workload that is not yet available says why from its Pods (``pods``, from the
 observer's Pod watch): a container waiting in ``CrashLoopBackOff`` or an image
 that cannot be pulled makes it Unhealthy at once; a Pod the scheduler cannot
-place says so while it progresses.
+place says so while it progresses. Pods bound to a Node that no longer exists
+are not counted available, though the workload's status counts them until
+the cluster's pod garbage collector removes them (``lost``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any
 
 import msgspec
 
+from berth.store.codec import typed
 from berth.store.documents import HealthRule, KubeObjectRef
 
 HEALTHY, PROGRESSING, UNHEALTHY, UNKNOWN = "Healthy", "Progressing", "Unhealthy", "Unknown"
@@ -157,7 +160,7 @@ class _ServiceSpec(msgspec.Struct):
 
 def _decode(raw: msgspec.Raw, type_: type[Any]) -> Any:
     try:
-        return msgspec.json.decode(raw, type=type_)
+        return typed(raw, type_)
     except msgspec.DecodeError:
         return type_()
 
@@ -181,11 +184,11 @@ def _troubled(progress: Health, pods: str) -> Health:
                   progress.desired)
 
 
-def _workload(o: Observed, pods: str) -> Health:
+def _workload(o: Observed, pods: str, lost: int) -> Health:
     spec = _decode(o.spec, _Replicas)
     desired = spec.replicas
     st = _decode(o.status, _WorkloadStatus)
-    available = st.availableReplicas
+    available = max(0, st.availableReplicas - lost)
     if o.kind == "Deployment":
         stalled = _condition(st.conditions, "Progressing")
         if stalled is not None and stalled.reason == "ProgressDeadlineExceeded":
@@ -202,14 +205,15 @@ def _workload(o: Observed, pods: str) -> Health:
                                 available, desired), pods)
     want_available = updated if o.kind == "Deployment" else max(updated, desired)
     if available < want_available:
-        return _troubled(Health(PROGRESSING, f"{available}/{desired} replicas available",
+        gone = f" ({lost} counted by the cluster are on Nodes that are gone)" if lost else ""
+        return _troubled(Health(PROGRESSING, f"{available}/{desired} replicas available{gone}",
                                 available, desired), pods)
     return Health(HEALTHY, "", available, desired)
 
 
-def _daemonset(o: Observed, pods: str) -> Health:
+def _daemonset(o: Observed, pods: str, lost: int) -> Health:
     st = _decode(o.status, _DaemonStatus)
-    want, available = st.desiredNumberScheduled, st.numberAvailable
+    want, available = st.desiredNumberScheduled, max(0, st.numberAvailable - lost)
     if st.observedGeneration != o.generation:
         return _troubled(Health(PROGRESSING, f"generation {o.generation} not yet observed "
                                 "by its controller", available, want), pods)
@@ -324,16 +328,18 @@ def _at(o: Observed, path: str) -> Any:
 
 
 def judge(o: Observed, *, age: float, pods: str = "", rules: Sequence[HealthRule] = (),
-          untracked_after: float = 60.0) -> Health:
-    """The health of one observed object; ``age``: seconds since berth applied it."""
+          untracked_after: float = 60.0, lost: int = 0) -> Health:
+    """The health of one observed object; ``age``: seconds since berth applied it;
+    ``pods``: why its pods are not Ready; ``lost``: how many of its pods the cluster
+    counts are bound to Nodes that are gone (not available, whatever the status says)."""
     group = o.api_version.rpartition("/")[0]
     if group not in BUILTIN_GROUPS:
         return _custom(o, rules, age, untracked_after)
     kind = o.kind
     if kind in ("Deployment", "StatefulSet", "ReplicaSet") and group == "apps":
-        return _workload(o, pods)
+        return _workload(o, pods, lost)
     if kind == "DaemonSet" and group == "apps":
-        return _daemonset(o, pods)
+        return _daemonset(o, pods, lost)
     if kind == "Job" and group == "batch":
         return _job(o, pods)
     if group == "":

@@ -33,6 +33,7 @@ from lightkube import KubeConfig
 from lightkube.config.client_adapter import Client as HttpClient
 from lightkube.config.client_adapter import ConnectionParams
 
+from berth.store.codec import typed
 from berth.store.documents import KubeObjectRef
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class _NamedList(msgspec.Struct):
 
 def _error(resp: httpx.Response) -> str:
     try:
-        status = msgspec.json.decode(resp.content, type=_Status)
+        status = typed(resp.content, _Status)
         text = status.message or status.reason
     except msgspec.DecodeError:
         text = resp.text[:200]
@@ -185,7 +186,7 @@ class Connection:
             resp = self.http.get(CRDS, timeout=timeout)
             if resp.status_code != 200:
                 return Probe("ONLINE", f"custom resources unknown: {_error(resp)}")
-            crds = msgspec.json.decode(resp.content, type=_NamedList).items
+            crds = typed(resp.content, _NamedList).items
         except Exception as exc:
             return Probe("ONLINE", f"custom resources unknown: {safe(exc)}")
         return Probe("ONLINE", "", tuple(sorted(c.metadata.name for c in crds
@@ -207,7 +208,7 @@ class Connection:
         if resp.status_code != 200:
             raise Unavailable(f"discovery of {api_version}: {_error(resp)}")
         try:
-            listed = msgspec.json.decode(resp.content, type=_ResourceList).resources
+            listed = typed(resp.content, _ResourceList).resources
         except msgspec.DecodeError as exc:
             raise Unavailable(f"discovery of {api_version}: {exc}") from exc
         kinds = {r.kind: Kind(base, r.name, r.namespaced) for r in listed if "/" not in r.name}
@@ -238,7 +239,7 @@ class Connection:
             content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
         if resp.status_code in (200, 201):
             try:
-                return msgspec.json.decode(resp.content, type=KubeObject)
+                return typed(resp.content, KubeObject)
             except msgspec.DecodeError as exc:
                 raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
         text = _error(resp)
@@ -259,7 +260,7 @@ class Connection:
         if resp.status_code != 200:
             raise Unavailable(f"{ref}: {_error(resp)}")
         try:
-            return msgspec.json.decode(resp.content, type=KubeObject)
+            return typed(resp.content, KubeObject)
         except msgspec.DecodeError as exc:
             raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
 

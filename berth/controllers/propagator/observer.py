@@ -37,7 +37,7 @@ from berth.controllers.propagator.views import cluster_id as view_id
 from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
-from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
+from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode, keys
 from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
 from berth.store.group import GroupCommit
 
@@ -71,6 +71,10 @@ class Observer:
         self._wake = threading.Event()
         self._loop = Loop("observer", self._step, deadline=config.probe_interval + 60.0)
         self.clusters.add_handler(self._on_cluster)
+        # status key → revision of a value there that is not a cluster status (garbage
+        # written by hand, wrong types): the next write replaces it
+        self._garbage: dict[str, int] = {}
+        statuses.add_invalid_handler(self._garbage_seen)
         self._trackers: dict[str, Tracker] = {}  # cluster key → its Nodes and Pods
         self._dirty: set[str] = set()  # cluster keys whose capacity changed since written
         self._dirty_wake = threading.Event()
@@ -128,6 +132,12 @@ class Observer:
             tracker = self._trackers.get(cluster_key(cid))
         return tracker.trouble(owner) if tracker is not None else ""
 
+    def lost(self, cid: str, owner: str) -> int:
+        """How many of ``owner``'s pods on ``cid`` are bound to Nodes that are gone."""
+        with self._lock:
+            tracker = self._trackers.get(cluster_key(cid))
+        return tracker.lost(owner) if tracker is not None else 0
+
     def _untrack(self, key: str) -> None:
         with self._lock:
             tracker = self._trackers.pop(key, None)
@@ -161,6 +171,11 @@ class Observer:
             was = current.status
             self._write(skey, view, Probe(was.state, was.reason, tuple(was.custom_resources)),
                         current, tracker.capacity())
+
+    def _garbage_seen(self, key: str, revision: int) -> None:
+        with self._lock:
+            self._garbage[key] = revision
+        self._wake.set()  # probe now: the probe writes the status over it
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is not EventType.DELETED:
@@ -243,7 +258,12 @@ class Observer:
 
     def _write(self, skey: str, view: ClusterView, probe: Probe,
                current: ClusterStatus | None, capacity: Capacity | None) -> None:
-        if current is not None and (current.status.state, current.status.reason,
+        item = self.statuses.item(skey)
+        with self._lock:
+            garbage = self._garbage.get(skey, 0)
+        if garbage <= (item.mod_revision if item else 0):
+            garbage = 0  # replaced since (by us, or it was deleted and written anew)
+        if not garbage and current is not None and (current.status.state, current.status.reason,
                                     tuple(current.status.custom_resources)) == (
                 probe.state, probe.reason, probe.custom_resources) and same(
                 current.status.capacity, capacity):
@@ -254,14 +274,24 @@ class Observer:
             StatusMeta(view.metadata.name, view.metadata.namespace),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
                          datetime.now(UTC), capacity))
-        item = self.statuses.item(skey)
+        guard = garbage or (item.mod_revision if item else 0)
+        fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
         try:
-            self.group.commit([Put(skey, encode(doc), item.mod_revision if item else 0)])
+            self.group.commit([Put(skey, encode(doc), guard),
+                               *([fence] if fence is not None else [])])
+        except Deposed:
+            log.info("%s not written: cluster %s is not this replica's any more", skey,
+                     cluster_id(view))
         except Conflict:
             log.info("%s changed meanwhile; the next probe writes again", skey)
         except StoreError as exc:
             log.warning("%s: not written: %s", skey, exc)
         else:
+            if garbage:
+                log.error("%s held a value that is not a cluster status: replaced", skey)
+                with self._lock:
+                    if self._garbage.get(skey) == garbage:
+                        del self._garbage[skey]
             if current is None or current.status.state != probe.state:
                 log.log(logging.INFO if probe.state == "ONLINE" else logging.WARNING,
                         "cluster %s/%s is %s%s", view.metadata.namespace, view.metadata.name,

@@ -68,7 +68,7 @@ class Propagator:
         self.applier = Applier(store, config, clusters=self.clusters,
                                cluster_statuses=self.cluster_statuses,
                                connections=self.connections, kubeconfigs=self.kubeconfigs,
-                               shard=self.shard, trouble=self.observer.trouble)
+                               shard=self.shard, pods=self.observer)
         self.observer.on_pods = self.applier.book.on_change
         self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None

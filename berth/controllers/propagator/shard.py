@@ -40,7 +40,8 @@ import msgspec
 
 from berth.controllers.runtime import Informer
 from berth.controllers.runtime.supervise import Loop
-from berth.store import Conflict, Delete, Put, Store, StoreError, Unavailable, keys
+from berth.store import Conflict, Delete, Fence, Put, Store, StoreError, Unavailable, keys
+from berth.store.codec import typed
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,11 @@ class Holder(msgspec.Struct):
     holder: str
     lease: int = 0  # the holder's lease the key is attached to
     since: float = 0.0
+
+
+def _live(lease: int, holder: Holder) -> bool:
+    """Whether a lease key is what a replica writes: attached to the lease it names."""
+    return lease != 0 and holder.lease == lease
 
 
 def claim_key(cid: str) -> str:
@@ -87,7 +93,8 @@ class Shard:
                                                  idle_timeout=idle_timeout)
         self.leases.add_handler(lambda _e: self._wake.set())
         self._cond = threading.Condition()
-        self._owned: set[str] = set()  # clusters served: requests may go there
+        # clusters served (requests may go there) → the revision of our claim
+        self._owned: dict[str, int] = {}
         self._busy: dict[str, int] = {}  # cluster → requests in flight
         self._lease = 0
         self._claims: dict[str, int] = {}  # our claims → their revisions (the loop's only)
@@ -104,6 +111,13 @@ class Shard:
     def owns(self, cid: str) -> bool:
         with self._cond:
             return cid in self._owned
+
+    def fence(self, cid: str) -> Fence | None:
+        """Our claim of ``cid`` as a fence for writes about it (None: not ours): once the
+        claim is gone or another's, such a write fails in etcd itself."""
+        with self._cond:
+            revision = self._owned.get(cid)
+        return Fence(claim_key(cid), revision) if revision else None
 
     @contextmanager
     def serving(self, cid: str) -> Iterator[bool]:
@@ -123,9 +137,15 @@ class Shard:
                         self._cond.notify_all()
 
     def members(self) -> list[str]:
-        return sorted(self.leases.get(k).holder  # type: ignore[union-attr]
-                      for k in self.leases.list_keys() if k.startswith(MEMBERS)
-                      and self.leases.get(k) is not None)
+        """The live members: a member key on the lease its value names, named as its key
+        says. Membership comes from live leases, never from a key anyone could write
+        (etcd deletes a member's key with its lease; one written by hand has none)."""
+        out = []
+        for item in self.leases.items():
+            if item.key.startswith(MEMBERS) and _live(item.lease, item.obj) and (
+                    item.key[len(MEMBERS):] == item.obj.holder):
+                out.append(item.obj.holder)
+        return sorted(out)
 
     def mine(self, key: str) -> bool:
         """Whether work that belongs to no cluster (``key``) is this replica's."""
@@ -243,22 +263,51 @@ class Shard:
                     self._hand_over(cid, ours, wanted)
                 elif cid not in self.owned():  # the lease was in doubt, and is alive
                     log.info("propagator %s serves cluster %s again", self.identity, cid)
-                    self._start_serving(cid)
+                    self._start_serving(cid, ours)
             elif item is None and wanted == self.identity:
                 self._claim(cid)
+            elif item is not None and not _live(item.lease, item.obj) and (
+                    wanted == self.identity):
+                self._clear_false_claim(cid)  # e.g. a claim overwritten by hand
 
     def _claim(self, cid: str) -> None:
         body = msgspec.json.encode(Holder(self.identity, self._lease, time.time()))
         try:
             revision = self.store.commit([Put(claim_key(cid), body, 0, self._lease)])
         except Conflict:
-            return  # someone was faster: the watch tells who
+            self._clear_false_claim(cid)  # someone was faster, or a claim that is none
+            return
         except StoreError as exc:
             log.debug("shard: claiming %s failed: %s", cid, exc)
             return
         self._claims[cid] = revision
         log.info("propagator %s serves cluster %s", self.identity, cid)
-        self._start_serving(cid)
+        self._start_serving(cid, revision)
+
+    def _clear_false_claim(self, cid: str) -> None:
+        """A claim key that is no claim — not on the lease it names, or not a claim
+        document at all (written by hand) — would block its cluster for good: it is
+        removed (guarded by its revision), and the cluster claimed at the next step."""
+        try:
+            kv = self.store.get(claim_key(cid))
+        except StoreError:
+            return
+        if kv is None:
+            return
+        try:
+            holder: Holder | None = typed(kv.value, Holder)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            holder = None
+        if holder is not None and _live(kv.lease, holder):
+            return  # a real claim: the watch tells whose
+        try:
+            self.store.commit([Delete(kv.key, kv.mod_revision)])
+        except StoreError as exc:
+            log.info("shard: removing the false claim of %s: %s", cid, exc)
+            return
+        log.warning("propagator %s: the claim of cluster %s was no claim (%.80r, lease %x): "
+                    "removed; claiming it", self.identity, cid, kv.value, kv.lease)
+        self._wake.set()
 
     def _hand_over(self, cid: str, revision: int, to: str | None) -> None:
         self._stop_serving(cid)
@@ -273,9 +322,9 @@ class Shard:
         log.info("propagator %s hands cluster %s over%s", self.identity, cid,
                  f" to {to}" if to else "")
 
-    def _start_serving(self, cid: str) -> None:
+    def _start_serving(self, cid: str, revision: int) -> None:
         with self._cond:
-            self._owned.add(cid)
+            self._owned[cid] = revision
         try:
             self.on_gain(cid)
         except Exception:
@@ -284,7 +333,7 @@ class Shard:
     def _stop_serving(self, cid: str) -> None:
         """No new request goes to ``cid``; return once those in flight ended."""
         with self._cond:
-            self._owned.discard(cid)
+            self._owned.pop(cid, None)
             began = said = time.monotonic()
             while self._busy.get(cid):
                 self._cond.wait(1.0)

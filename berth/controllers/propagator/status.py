@@ -5,7 +5,9 @@ and what this process last wrote (read-your-writes: a reconcile right after a
 write must not decide on the value before it), writes only what changed,
 with a compare-and-swap on the revision read, and replaces a value that is
 not a status document (garbage written by hand) at once — logged once; the
-last good status still guides the plan.
+last good status still guides the plan. Each write also requires the claims
+of the clusters the replica wrote about (``Doc.fences``): a replica that lost
+a cluster cannot land what it thought about it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 from dataclasses import dataclass
 
 from berth.controllers.runtime import Informer, Retry
-from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
+from berth.store import Conflict, Delete, Deposed, Fence, Put, Store, StoreError, encode, keys
 from berth.store.documents import ApplicationState, ApplicationStatus, StatusMeta
 from berth.store.group import GroupCommit
 
@@ -33,6 +35,9 @@ class Doc:
     old: ApplicationStatus | None
     revision: int
     garbage: int = 0  # the revision of a value that is not a status, found there: replace it
+    # The claims of the clusters this replica writes about: a write lands only while
+    # they are still ours (a replica that lost them, paused, writes nothing).
+    fences: tuple[Fence, ...] = ()
 
     @property
     def state(self) -> ApplicationState:
@@ -88,7 +93,9 @@ class StatusWriter:
             log.error("%s held a value that is not a status document; replacing it", doc.key)
         try:
             rev = self.group.commit([Put(doc.key, encode(written), doc.garbage or (
-                doc.revision if doc.old else 0))])
+                doc.revision if doc.old else 0)), *doc.fences])
+        except Deposed as exc:
+            return Retry(f"{doc.key} not written: {exc}", after=0.5)
         except Conflict:
             if doc.garbage:  # changed again since: the watch tells what it holds now
                 with self._lock:
@@ -110,18 +117,21 @@ class StatusWriter:
     def remove(self, doc: Doc, app: tuple[str, int] | None) -> Retry | None:
         """Delete the status and, if given as (key, revision), the application: both
         at the revisions read, in one transaction."""
-        ops: list[Put | Delete] = []
+        ops: list[Put | Delete | Fence] = []
         if app is not None:
             ops.append(Delete(*app))
         if doc.old is not None or doc.garbage:
             ops.append(Delete(doc.key, doc.garbage or doc.revision))
         if not ops:
             return None
+        ops += doc.fences
         if doc.garbage:
             log.error("%s held a value that is not a status document; deleting it (%s)",
                       doc.key, "with the application" if app else "no such application")
         try:
             rev = self.group.commit(ops)
+        except Deposed as exc:
+            return Retry(f"{doc.key} not deleted: {exc}", after=0.5)
         except Conflict as exc:
             return Retry(f"changed meanwhile: {exc}", after=0.1)
         except StoreError as exc:

@@ -8,19 +8,22 @@ from typing import Any, TypeVar
 import msgspec
 import yaml
 
-from berth.store.codec import field_error
+from berth import yamlfile
+from berth.store.codec import decoder, field_error
 
 T = TypeVar("T")
 
 
 def load_yaml(path: str | None, type_: type[T]) -> T:
     """``type_`` from the YAML file at ``path`` (defaults when None); ValueError names the field."""
+    decoder(type_)  # msgspec's view of the type, built under the store's lock
     if path is None:
         return msgspec.convert({}, type_)
     try:
-        data: Any = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        data: Any = yamlfile.one(Path(path).read_text(), path) or {}
+    except (OSError, UnicodeDecodeError, yamlfile.YamlRefused) as exc:
+        raise ValueError(f"{path}: {exc}" if isinstance(exc, OSError | UnicodeDecodeError)
+                         else str(exc)) from None
     try:
         return msgspec.convert(data, type_)
     except msgspec.ValidationError as exc:

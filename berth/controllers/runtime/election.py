@@ -8,6 +8,15 @@ others watch the key and campaign as soon as it is gone. A holder that cannot
 refresh its lease for ``ttl`` seconds (etcd unreachable) steps down on its own,
 because by then its lease may have expired and another replica may lead.
 Resigning revokes the lease, so a clean shutdown hands over at once.
+
+Stepping down on time is not enough: a replica paused (SIGSTOP, a long GC, a
+stalled VM) resumes believing it leads, with writes queued. So leadership is
+a fence, not a hope: the leader's **term** is the create revision of the key
+it created when it won (etcd's own election uses the same), and
+:meth:`LeaderElection.fence` gives it to the controller, whose store compares
+it in every write transaction (``Store.fenced``). Once the key is gone or
+made anew by another replica, every write of the old term fails in etcd
+itself (``Deposed``), whatever it had queued.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from collections.abc import Callable
 import tenacity
 from prometheus_client import Gauge
 
-from berth.store import Conflict, Store, StoreError, Unavailable, Watch, keys
+from berth.store import Conflict, Fence, Store, StoreError, Unavailable, Watch, keys
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +67,7 @@ class LeaderElection:
         self._stop = threading.Event()
         self._lock = threading.Lock()  # _lease and the decision to stop, together
         self._lease = 0
+        self._term = 0  # the election key's create revision while this replica leads
         self._watch: Watch | None = None
         self._thread: threading.Thread | None = None
         IS_LEADER.labels(process).set(0)  # a sample from the start, leading or not
@@ -66,6 +76,12 @@ class LeaderElection:
     @property
     def is_leader(self) -> bool:
         return self.leading.is_set()
+
+    def fence(self) -> Fence:
+        """This leader's term, for its controller's writes (term 0 when not leading:
+        every write fenced with it fails)."""
+        with self._lock:
+            return Fence(self.key, self._term)
 
     def start(self) -> threading.Thread:
         self._thread = threading.Thread(
@@ -136,18 +152,18 @@ class LeaderElection:
         lease = self.store.grant(self.ttl)
         body = json.dumps({"holder": self.identity, "since": time.time()}).encode()
         try:
-            self.store.create(self.key, body, lease=lease)
+            term = self.store.create(self.key, body, lease=lease)
         except Conflict:
             self.store.revoke(lease)
             return False
         with self._lock:
             resigned = self._stop.is_set()
             if not resigned:
-                self._lease = lease
+                self._lease, self._term = lease, term
         if resigned:  # resign() ran meanwhile: hand the key over at once, not after a TTL
             self.store.revoke(lease)
             return False
-        log.info("election %s: %s leads", self.process, self.identity)
+        log.info("election %s: %s leads (term %d)", self.process, self.identity, term)
         return True
 
     def _lead(self) -> None:
@@ -194,6 +210,9 @@ class LeaderElection:
             self._watch = None
 
     def _set_leading(self, leading: bool) -> None:
+        if not leading:
+            with self._lock:
+                self._term = 0
         if leading == self.leading.is_set():
             return
         IS_LEADER.labels(self.process).set(1 if leading else 0)

@@ -7,7 +7,9 @@ Values are decoded with the caller's msgspec type (usually a small view
 holding only the fields the caller reads), optionally converted into what
 the caller keeps (so a large fleet is held once, in the caller's own shape).
 A value that does not decode (or convert) is logged with its key and
-skipped; the informer keeps the last good value and keeps running.
+skipped; the informer keeps the last good value and keeps running. A key that
+is none of berth's (``keys.problem``: an extra segment, an empty or
+non-ASCII name — written by hand) is not an item at all: logged once, ignored.
 
 The cache is a thread-safe store (client-go's ThreadSafeStore is the model):
 only the informer's thread changes it, always under its lock, and readers on
@@ -39,6 +41,7 @@ from berth.store import (
     Watch,
     WatchEvent,
     decode,
+    keys,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,7 @@ class Item(Generic[T]):
     key: str
     obj: T
     mod_revision: int
+    lease: int = 0  # the etcd lease the key is attached to (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,14 +94,17 @@ class Informer(Generic[T]):
         convert: Callable[[str, Any], T] | None = None,
         idle_timeout: float = 30.0,
         retry_delay: float = 1.0,
+        layout: Callable[[str], str | None] = keys.problem,
     ) -> None:
-        """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``."""
+        """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``.
+        ``layout``: why a key is not one to keep (None: it is)."""
         self.store = store
         self.prefix = prefix
         self.type = type_
         self.convert = convert
         self.idle_timeout = idle_timeout
         self.retry_delay = retry_delay
+        self.layout = layout
         self.handlers: list[Handler[T]] = []
         self.invalid_handlers: list[Callable[[str, int], None]] = []
         self._items: dict[str, Item[T]] = {}  # changed by the informer's thread only
@@ -108,6 +115,7 @@ class Informer(Generic[T]):
         self._watch: Watch | None = None
         self._seen = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._odd: set[str] = set()  # keys outside berth's layout, said once each
 
     # -- reading --------------------------------------------------------------
 
@@ -241,7 +249,7 @@ class Informer(Generic[T]):
             current = self.item(kv.key)
             if current is not None and current.mod_revision == kv.mod_revision:
                 continue
-            self._store_value(kv.key, kv.value, kv.mod_revision)
+            self._store_value(kv.key, kv.value, kv.mod_revision, kv.lease)
         for key in [k for k in self.list_keys() if k not in seen]:
             with self._lock:
                 gone = self._items.pop(key)
@@ -256,9 +264,21 @@ class Informer(Generic[T]):
             if gone is not None:
                 self._emit(Event(EventType.DELETED, ev.key, gone.obj, gone.obj, ev.mod_revision))
         else:
-            self._store_value(ev.key, ev.value, ev.mod_revision)
+            self._store_value(ev.key, ev.value, ev.mod_revision, ev.lease)
 
-    def _store_value(self, key: str, value: bytes, revision: int) -> None:
+    def _outside(self, key: str) -> bool:
+        """Whether ``key`` is none of berth's: warned about once, never an item."""
+        why = self.layout(key)
+        if why is None:
+            return False
+        if key not in self._odd and len(self._odd) < 10_000:
+            self._odd.add(key)
+            log.warning("informer %s: ignoring %r: %s", self.prefix, key, why)
+        return True
+
+    def _store_value(self, key: str, value: bytes, revision: int, lease: int = 0) -> None:
+        if self._outside(key):
+            return
         try:
             obj = decode(value, self.type, key)
             if self.convert is not None:
@@ -272,7 +292,7 @@ class Informer(Generic[T]):
                 except Exception:
                     log.exception("informer %s: handler failed on invalid %s", self.prefix, key)
             return
-        item = Item(key, obj, revision)
+        item = Item(key, obj, revision, lease)
         with self._lock:
             old = self._items.get(key)
             self._items[key] = item

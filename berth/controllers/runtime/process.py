@@ -57,9 +57,12 @@ class Supervised(Protocol):
 
 class _EveryReplica:
     """In place of an election for a controller whose replicas all work (each on its
-    share): it always leads."""
+    share): it always leads, unfenced (such a controller fences its own writes)."""
 
     is_leader = True
+
+    def fence(self) -> None:
+        return None
 
     def start(self) -> None:
         pass
@@ -83,14 +86,17 @@ def run_process(
     *,
     name: str,
     store: Store,
-    make: Callable[[], Controller],
+    make: Callable[[Store], Controller],
     listen: tuple[str, int],
     lease_ttl: int = 10,
     retry_delay: float = 1.0,
     elect: bool = True,
 ) -> int:
     """Serve health, and run the controller ``make`` builds while this replica leads
-    (``elect=False``: always — the controller shares the work among replicas itself)."""
+    (``elect=False``: always — the controller shares the work among replicas itself).
+
+    ``make`` is given the store to write with: fenced by this leader's term, so that
+    nothing it writes lands once another replica leads (or nobody does)."""
     # Controllers hold large caches of small objects: collect the young
     # generation less often, so pauses stay rare and short.
     gc.set_threshold(50_000, 20, 100)
@@ -136,7 +142,8 @@ def run_process(
                 log.info("%s: leading; starting", name)
                 controller: Controller | None = None
                 try:
-                    controller = make()
+                    fence = election.fence()
+                    controller = make(store.fenced(fence) if fence is not None else store)
                     controller.start()
                     running.append(controller)
                     LEADER_STATE.attach(controller)

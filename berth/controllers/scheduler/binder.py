@@ -2,11 +2,20 @@
 
 Decisions are submitted by the scheduling thread and written by this one
 thread only, up to ``batch`` per transaction (etcd's limit is 128
-operations). Each write compares the Binding's mod_revision with the one last
-seen or written (create_revision 0 for a new Binding): a lost race is a
-conflict, never an overwrite. A batch that conflicts is retried key by key,
-and the subjects whose write conflicted are scheduled again from fresh state.
-A group (a gang) is written in one transaction of its own: all or nothing.
+operations). Each write compares the Binding's mod_revision with the one the
+decision was made on — captured when it is submitted, never rebuilt from a
+newer revision on a retry (create_revision 0 for a new Binding); a decision
+submitted while this writer's previous one for the key is in flight is
+guarded by the revision that one lands at. A lost race is a conflict, never
+an overwrite: a batch that conflicts is retried key by key, and the subjects
+whose write conflicted are scheduled again from fresh state. A group (a
+gang) is written in one transaction of its own: all or nothing.
+
+The store the scheduler is given is fenced by its leader's term: once
+another replica leads (or nobody does), every write fails in etcd
+(``Deposed``), and the writer drops whatever it still holds — as it does
+when it stops: queued decisions are the next leader's to make again, never
+written after the fact.
 
 A submitted decision is assumed in :class:`Decisions` at once; the writer
 then records the revision it landed at, or retracts it.
@@ -25,7 +34,7 @@ from prometheus_client import Counter, Histogram
 
 from berth.controllers.scheduler.decisions import Decisions, Token
 from berth.controllers.scheduler.views import BindingView
-from berth.store import Conflict, Delete, Put, Store, StoreError, encode
+from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode
 from berth.store.documents import Binding
 
 log = logging.getLogger(__name__)
@@ -43,6 +52,8 @@ class Write:
     doc: Binding | None  # None: delete the Binding
     enqueued: float = 0.0
     token: Token | None = None
+    base: int = 0  # the Binding's revision the decision was made on (0: none stored)
+    follows: Write | None = None  # our own write of the key in flight when submitted
 
 
 class BindingWriter:
@@ -52,12 +63,14 @@ class BindingWriter:
         self.store = store
         self.decisions = decisions
         self.seen = seen  # binding key → the revision the watch last delivered
-        self.batch = batch
+        self.batch = min(batch, store.room)  # a fenced store's fence takes one
         self.retry = retry  # schedule the subject again
         self.written = written
         self._pending: dict[str, Write] = {}
         self._groups: deque[list[Write]] = deque()
         self._revisions: dict[str, int] = {}  # binding key → revision we last wrote (ours)
+        self._in_flight: dict[str, Write] = {}  # binding key → our write being committed
+        self._deposed = False  # our term is over: nothing more is written
         # Writes whose commit may have happened (the answer was lost: etcd restarting):
         # before one is tried again, etcd is asked whether it already holds it.
         self._uncertain: dict[str, Write] = {}  # the writer thread's own
@@ -71,6 +84,10 @@ class BindingWriter:
         """Write ``write`` soon; a newer decision for the same key replaces it."""
         self._assume(write)
         with self._cond:
+            if self._stop or self._deposed:
+                self._drop([write])
+                return
+            self._guard(write)
             self._pending[write.binding_key] = write
             self._cond.notify()
 
@@ -78,7 +95,7 @@ class BindingWriter:
         """Write ``writes`` in one transaction (a gang): all bound, or all retried."""
         if not writes:
             return
-        if len(writes) > MAX_GROUP:
+        if len(writes) > min(MAX_GROUP, self.store.room):
             log.error("a group of %d Bindings exceeds one transaction; not bound", len(writes))
             for w in writes:
                 self.retry(w.subject_key)
@@ -86,7 +103,11 @@ class BindingWriter:
         for w in writes:
             self._assume(w)
         with self._cond:
+            if self._stop or self._deposed:
+                self._drop(writes)
+                return
             for w in writes:
+                self._guard(w)
                 self._pending.pop(w.binding_key, None)
             self._groups.append(writes)
             self._cond.notify()
@@ -96,6 +117,14 @@ class BindingWriter:
         write.token = self.decisions.assume(
             write.binding_key, BindingView.of(write.doc) if write.doc is not None else None)
 
+    def _guard(self, write: Write) -> None:
+        """The revision ``write`` was decided on (under the lock): as stored, or as this
+        writer last wrote it — or, if our write of the key is in flight, whatever that
+        one lands at."""
+        key = write.binding_key
+        write.base = max(self.seen(key), self._revisions.get(key, 0))
+        write.follows = self._in_flight.get(key)
+
     # -- the writer thread ---------------------------------------------------------------
 
     def start(self) -> None:
@@ -103,11 +132,28 @@ class BindingWriter:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop; what is not written yet is dropped (the next leader decides it again)."""
         with self._cond:
             self._stop = True
+            self._drop(self._take_all())
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def _take_all(self) -> list[Write]:
+        writes = list(self._pending.values()) + [w for g in self._groups for w in g]
+        self._pending.clear()
+        self._groups.clear()
+        return writes
+
+    def _drop(self, writes: list[Write]) -> None:
+        """Forget decisions that will not be written (under the lock)."""
+        if writes:
+            log.info("%d Binding decisions not written: %s", len(writes),
+                     "no longer leading" if self._deposed else "stopping")
+        for w in writes:
+            if w.token is not None:
+                self.decisions.retract(w.binding_key, w.token)
 
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -127,40 +173,59 @@ class BindingWriter:
             with self._cond:
                 while not self._pending and not self._groups and not self._stop:
                     self._cond.wait()
-                if self._stop and not self._pending and not self._groups:
+                if self._stop:
                     return
                 group = self._groups.popleft() if self._groups else None
                 writes: list[Write] = []
                 if group is None:
                     keys = list(self._pending)[: self.batch]
                     writes = [self._pending.pop(k) for k in keys]
+                for w in group or writes:
+                    self._in_flight[w.binding_key] = w
             try:
                 if group is not None:
                     self._commit_group(group)
                 else:
                     self._commit(writes)
+            except Deposed as exc:
+                self._deposed_by(exc, group or writes)
             except Exception:  # a bug must not stop every future write
                 log.exception("writing %d Bindings failed unexpectedly; deciding again",
                               len(group or writes))
                 for w in group or writes:
                     self._failed(w)
+            finally:
+                with self._cond:
+                    for w in group or writes:
+                        if self._in_flight.get(w.binding_key) is w:
+                            del self._in_flight[w.binding_key]
 
-    def base_revision(self, binding_key: str) -> int:
-        return max(self.seen(binding_key), self._revisions.get(binding_key, 0))
+    def _deposed_by(self, exc: Deposed, writes: list[Write]) -> None:
+        """Our term ended: nothing we hold is ours to write any more."""
+        with self._cond:
+            self._deposed = True
+            dropped = writes + self._take_all()
+        log.error("scheduler: %s; %d Binding decisions dropped, none written: whoever leads "
+                  "now decides them", exc, len(dropped))
+        for w in dropped:
+            if w.token is not None:
+                self.decisions.retract(w.binding_key, w.token)
 
     def _ops(self, writes: list[Write]) -> list[Put | Delete]:
+        """The writes, each guarded by the revision its decision was made on."""
         ops: list[Put | Delete] = []
         for w in writes:
-            base = self.base_revision(w.binding_key)
             if w.doc is None:
-                ops.append(Delete(w.binding_key, base))  # 0: only if still absent
+                ops.append(Delete(w.binding_key, w.base))  # 0: only if still absent
             else:
-                ops.append(Put(w.binding_key, encode(w.doc), base))
+                ops.append(Put(w.binding_key, encode(w.doc), w.base))
         return ops
 
     def _commit_group(self, writes: list[Write]) -> None:
         try:
             revision = self.store.commit(self._ops(writes))
+        except Deposed:
+            raise
         except StoreError as exc:
             if not isinstance(exc, Conflict):  # the answer may be lost, not the commit
                 self._uncertain.update((w.binding_key, w) for w in writes)
@@ -202,6 +267,8 @@ class BindingWriter:
             for w in writes:
                 self._commit_one(w)
             return
+        except Deposed:
+            raise
         except StoreError as exc:
             if self._stopping():
                 log.warning("%d Bindings not written (%s): stopping; whoever leads next "
@@ -224,6 +291,8 @@ class BindingWriter:
             log.info("Binding %s: %s; deciding again", w.binding_key, exc)
             self._failed(w)
             return
+        except Deposed:
+            raise
         except StoreError as exc:
             if self._stopping():
                 log.warning("Binding %s not written (%s): stopping", w.binding_key, exc)
@@ -242,15 +311,24 @@ class BindingWriter:
     def _failed(self, w: Write) -> None:
         if w.token is not None:
             self.decisions.retract(w.binding_key, w.token)
-        self._revisions.pop(w.binding_key, None)
+        with self._cond:
+            self._revisions.pop(w.binding_key, None)
         self.retry(w.subject_key)
 
     def _done(self, w: Write, revision: int) -> None:
         WRITES.labels("deleted" if w.doc is None else "written").inc()
-        if w.doc is None:
-            self._revisions.pop(w.binding_key, None)
-        else:
-            self._revisions[w.binding_key] = revision
+        with self._cond:
+            if w.doc is None:
+                self._revisions.pop(w.binding_key, None)
+            else:
+                self._revisions[w.binding_key] = revision
+            nxt = self._pending.get(w.binding_key)
+            if nxt is not None and nxt.follows is w:  # decided with ours assumed: on top
+                nxt.base, nxt.follows = (0 if w.doc is None else revision), None
+            for g in self._groups:
+                for n in g:
+                    if n.follows is w:
+                        n.base, n.follows = (0 if w.doc is None else revision), None
         if w.token is not None:
             self.decisions.written(w.binding_key, w.token, revision)
         if self.written is not None:

@@ -118,6 +118,9 @@ class Scheduler:
                  idle_timeout: float = 30.0) -> None:
         self.store = store
         self.config = config
+        # The leader term this scheduler decides in (0: unfenced, as in tests): every
+        # Binding it writes requires it and records it.
+        self.term = store.fence.term if store.fence is not None else 0
         self.cache = Cache(store, idle_timeout=idle_timeout, assume_ttl=config.assume_ttl)
         self.framework = framework_for(config)
         self.queue = SchedulingQueue(
@@ -163,6 +166,14 @@ class Scheduler:
         # ``stop`` unfreezes, so a stopped scheduler's objects can be collected.
         gc.collect()
         gc.freeze()
+        for item in self.cache.bindings.items():  # Bindings whose subject is gone go
+            ref = item.obj.spec.resource
+            try:
+                key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+            except (KeyError, ValueError):
+                continue
+            if self.cache.subject(key) is None:
+                self.queue.add(key)
         self.writer.start()
         for loop in self._loops:
             loop.start()
@@ -294,8 +305,9 @@ class Scheduler:
     def _reconsider(self, key: str) -> str:
         """A placed subject after a change: act only if its decision changed."""
         subject = self.cache.subject(key)
-        if subject is None:
-            return "unchanged"
+        if subject is None:  # a Binding whose subject is gone: an attempt removes it
+            self.queue.add(key)
+            return "queued"
         binding, _ = self.cache.binding(subject)
         if (binding is None or subject.deleted or binding.spec.generation != subject.generation
                 or subject.scheduler_name not in (None, self.config.scheduler_name)):
@@ -618,7 +630,8 @@ class Scheduler:
                                  modified=now),
             spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
                              generation=subject.generation, targets=new, scheduled=scheduled),
-            status=BindingStatus(state=state, reason=reason, explanation=explained()),
+            status=BindingStatus(state=state, reason=reason, explanation=explained(),
+                                 term=self.term),
         )
         if binding is None or not same_shares or binding.status.state != state:
             log.info("%s %s/%s: %s → %s, %s (%s)", ref.kind, ref.namespace or "-", ref.name,

@@ -28,6 +28,7 @@ from berth.controllers.scheduler.framework.types import Candidate, Snapshot
 from berth.controllers.scheduler.scheduler import framework_for
 from berth.controllers.scheduler.views import AppView, subject_from_application
 from berth.store import Store, keys
+from berth.store.codec import typed
 from berth.store.constraints import ConstraintError, LabelConstraint, MetricConstraint
 
 _QUOTED = re.compile(r"constraint '([^']*)'")
@@ -78,7 +79,7 @@ def what_if(store: Store, config: SchedulerConfig, documents: list[dict[str, Any
 
 def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, Any]
             ) -> Answer:
-    view = msgspec.json.decode(msgspec.json.encode(doc), type=AppView)  # the manifest as raw JSON
+    view = typed(msgspec.json.encode(doc), AppView)  # the manifest as raw JSON
     ns = view.metadata.namespace or "default"
     key = keys.resource_key("Application", view.metadata.name, ns)
     subject = subject_from_application(key, view)

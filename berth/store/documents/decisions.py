@@ -37,6 +37,9 @@ class BindingStatus(msgspec.Struct, omit_defaults=True):
     state: str = ""  # Scheduled, Unschedulable, ...
     reason: str = ""
     explanation: list[dict[str, Any]] = []
+    # The scheduler leader's term it was written in (its election key's create
+    # revision; the write required it, README "Leadership is a fence").
+    term: int = 0
 
 
 class BindingMeta(msgspec.Struct, omit_defaults=True):

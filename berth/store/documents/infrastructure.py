@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from berth.store.codec import decoder
 from berth.store.documents.base import CamelStrict, Metadata, Strict
 from berth.store.documents.metrics import MetricRef
 
@@ -69,6 +70,7 @@ class CloudSpec(Strict):
             return
         for backend in (self.openstack, self.im):
             if isinstance(backend, dict) and backend.get("metrics"):
+                decoder(list[MetricRef])  # msgspec's view of it, built under the lock
                 self.metrics = msgspec.convert(backend["metrics"], list[MetricRef])
                 return
 

@@ -131,6 +131,10 @@ BERTH: list[tuple[str, Observed, dict[str, Any], str, str]] = [
      deploy({"observedGeneration": 1, "updatedReplicas": 3, "availableReplicas": 2}),
      {"pods": "pod web-3: Unschedulable: 0/2 nodes are available"}, PROGRESSING,
      "2/3 replicas available; pod web-3: Unschedulable: 0/2 nodes are available"),
+    ("pods the cluster counts available on a Node that is gone are not",
+     deploy({"observedGeneration": 1, "updatedReplicas": 3, "availableReplicas": 3}),
+     {"lost": 1}, PROGRESSING,
+     "2/3 replicas available (1 counted by the cluster are on Nodes that are gone)"),
     ("a Job that completed", obj("batch/v1", "Job", 1, status={"conditions": [
         cond("Complete", "True")]}), {}, HEALTHY, "Complete"),
     ("a Job that failed", obj("batch/v1", "Job", 1, status={"conditions": [

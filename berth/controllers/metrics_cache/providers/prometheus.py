@@ -52,6 +52,7 @@ from berth.controllers.metrics_cache.providers.base import (
     number,
 )
 from berth.controllers.runtime import http
+from berth.store.codec import typed
 from berth.store.documents.durations import seconds
 from berth.store.documents.metrics import PrometheusSpec
 
@@ -276,7 +277,7 @@ class PrometheusProvider:
         r = self.session.post(endpoint or self.endpoint, timeout=self.timeout, data={
             "query": query, "timeout": f"{int(self.timeout * 1000)}ms", **(extra or {})})
         try:
-            answer: _Answer | None = msgspec.json.decode(r.content, type=_Answer)
+            answer: _Answer | None = typed(r.content, _Answer)
         except msgspec.DecodeError:
             answer = None
         if r.status_code != 200:

@@ -40,6 +40,7 @@ from berth.controllers.scheduler.framework import (
     error,
     unschedulable,
 )
+from berth.store.codec import typed
 from berth.store.documents import Target
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class Extender(Plugin):
                                      headers={"Content-Type": "application/json"},
                                      timeout=self.config.timeout)
             resp.raise_for_status()
-            answer = msgspec.json.decode(resp.content, type=reply)
+            answer = typed(resp.content, reply)
         except (requests.RequestException, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise ExtenderFailed(f"{url}: {exc}") from None
         if answer.error:

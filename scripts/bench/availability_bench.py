@@ -1,0 +1,360 @@
+"""Applications to available, and moves that keep them available, against direct apply.
+
+    python scripts/bench/availability_bench.py [--apps 1000] [--servers 3] [--contexts 4]
+        [--ready-delay 2] [--move 0.3] [--workers 16]
+
+1. Starts berth's etcd and ``--servers`` working clusters (``tests/servers/kube.py``:
+   API server, controllers, kube-scheduler, kwok's kubelets: Pods become Ready
+   ``--ready-delay`` seconds after they are placed). Each is registered as
+   ``--contexts`` berth Clusters, one kubeconfig context and Kubernetes
+   namespace each (this machine cannot hold a dozen control planes; stated in the
+   output). Clusters come in pairs on different servers; each application may run
+   on its pair only, on the one with the higher ``green`` metric (a static
+   provider). Starts one scheduler, metrics-cache and propagator.
+2. **Apply**: writes ``--apps`` applications (a Deployment of 2 replicas each) in
+   transactions of 128 and times, from a watch on the status keys, each one's
+   write → RUNNING (available on its cluster): p50, p99, all.
+3. **The floor**: the same Deployments (other names) applied by server-side apply
+   from ``--workers`` threads, one client per server, and each watched until
+   available (its ``availableReplicas`` from a watch of every server's Deployments):
+   p50, p99, all.
+4. **Moves**: the metric flips for ``--move`` of the pairs. Times each moved
+   application's change → RUNNING on its new cluster alone (the old copy removed),
+   less the Pods' own readiness delay; a sampler reads every Deployment's available
+   replicas on every server every 100 ms and reports the fewest available / desired
+   of any application at any moment of the moves (1.0: none ever went below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from lightkube import Client, KubeConfig  # noqa: E402
+from lightkube.resources.apps_v1 import Deployment  # noqa: E402
+from lightkube.types import PatchType  # noqa: E402
+
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
+from berth.store.documents import ApplicationStatus  # noqa: E402
+from tests.integration.scheduler_env import (  # noqa: E402
+    MetricsCacheProcess,
+    PropagatorProcess,
+    SchedulerProcess,
+)
+from tests.servers.etcd import EtcdServer  # noqa: E402
+from tests.servers.kube import KubeCluster  # noqa: E402
+
+
+def deployment(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "containers": [{"name": "c", "image": "example/app:1",
+                                         "resources": {"requests": {"cpu": "1m"}}}]}}}}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+class Available:
+    """Every Deployment's available replicas on every server, from watches: per name,
+    when it first had 2; and, while ``sampling``, the fewest any name had in all."""
+
+    def __init__(self, kubes: list[KubeCluster]) -> None:
+        self.kubes = kubes
+        self.lock = threading.Lock()
+        self.now: dict[tuple[int, str, str], int] = {}  # (server, namespace, name) → avail
+        self.first: dict[str, float] = {}  # name → when 2 were available on some server
+        self.stop = threading.Event()
+        for i, k in enumerate(kubes):
+            threading.Thread(target=self._watch, args=(i, k), daemon=True).start()
+
+    def _watch(self, i: int, kube: KubeCluster) -> None:
+        import requests
+
+        s = requests.Session()
+        s.trust_env = False
+        s.verify = str(kube.workdir / "certs" / "apiserver.crt")
+        s.headers["Authorization"] = f"Bearer {kube.token}"
+        since = ""
+        while not self.stop.is_set():
+            params = {"watch": "1", "timeoutSeconds": "300", "allowWatchBookmarks": "true"}
+            if since:
+                params["resourceVersion"] = since
+            try:
+                with s.get(f"{kube.url}/apis/apps/v1/deployments", params=params, stream=True,
+                           timeout=(5, 330)) as r:
+                    for line in r.iter_lines():
+                        ev = msgspec.json.decode(line)
+                        obj = ev.get("object") or {}
+                        meta = obj.get("metadata") or {}
+                        since = meta.get("resourceVersion", since)
+                        if ev.get("type") == "BOOKMARK":
+                            continue
+                        key = (i, meta.get("namespace", ""), meta.get("name", ""))
+                        n = 0 if ev.get("type") == "DELETED" else (
+                            obj.get("status") or {}).get("availableReplicas", 0)
+                        t = time.perf_counter()
+                        with self.lock:
+                            self.now[key] = n
+                            if n >= 2:
+                                self.first.setdefault(key[2], t)
+            except Exception:
+                since = ""
+                time.sleep(0.5)
+
+    def totals(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        with self.lock:
+            for (_, _, name), n in self.now.items():
+                out[name] += n
+        return out
+
+
+class Statuses:
+    """From a watch of the status keys: per application, when it was first RUNNING, and
+    when it was RUNNING on one given cluster alone."""
+
+    def __init__(self, store: Store) -> None:
+        self.running: dict[str, float] = {}
+        self.alone: dict[str, tuple[str, float]] = {}  # name → (cluster, when)
+        self.cond = threading.Condition()
+        self.watch = Watch(store, keys.status_prefix("Application"), store.revision() + 1)
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        for batch in self.watch:
+            t = time.perf_counter()
+            with self.cond:
+                for ev in batch.events:
+                    if ev.type != "PUT":
+                        continue
+                    st = decode(ev.value, ApplicationStatus)
+                    if st.status.state != "RUNNING":
+                        continue
+                    name = st.metadata.name
+                    self.running.setdefault(name, t)
+                    on = [r.name for r in st.status.running_on]
+                    if len(on) == 1 and self.alone.get(name, ("", 0.0))[0] != on[0]:
+                        self.alone[name] = (on[0], t)
+                self.cond.notify_all()
+
+    def wait(self, done: Any, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not done():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--apps", type=int, default=1000)
+    ap.add_argument("--servers", type=int, default=3)
+    ap.add_argument("--contexts", type=int, default=4)
+    ap.add_argument("--ready-delay", type=float, default=2.0)
+    ap.add_argument("--move", type=float, default=0.3)
+    ap.add_argument("--workers", type=int, default=16)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="berth-availability-"))
+    n_clusters = args.servers * args.contexts
+    pairs = n_clusters // 2
+    print(f"{args.apps} applications (a Deployment of 2 replicas each) on {n_clusters} "
+          f"clusters: {args.contexts} kubeconfig contexts (each its own namespace) on each of "
+          f"{args.servers} working control planes (this 2-core machine does not hold "
+          f"{n_clusters}); Pods Ready {args.ready_delay:g} s after they are placed", flush=True)
+    server = EtcdServer().start()
+    pods = 2 * args.apps // args.servers + 200
+    t = time.perf_counter()
+    kubes = [KubeCluster(f"avail{i}", nodes=2, ready_delay=args.ready_delay,
+                         node_pods=pods, node_cpu="64") for i in range(args.servers)]
+    procs: list[Any] = []
+    try:
+        for k in kubes:
+            k.start()
+        print(f"control planes ready in {time.perf_counter() - t:.1f} s", flush=True)
+        store = Store(EtcdConfig(url=server.url))
+        clusters = register(store, kubes, args.contexts)
+        # pairs on different servers: cluster j and j + pairs (the contexts are round robin)
+        green = {c: (0.9 if j < pairs else 0.1) for j, c in enumerate(clusters)}
+        provider(store, green)
+        procs = [MetricsCacheProcess(server.url, work, config="poll_interval: 0.5\n"),
+                 SchedulerProcess(server.url, work),
+                 PropagatorProcess(server.url, work, config=f"workers: {args.workers}\n"
+                                   "probe_interval: 2\n")]
+        for p in procs:
+            p.args[p.args.index("DEBUG")] = "WARNING"
+            p.start()
+        time.sleep(5)
+        statuses = Statuses(store)
+        avail = Available(kubes)
+        written: dict[str, float] = {}
+        ops = []
+        for i in range(args.apps):
+            name = f"app-{i:05d}"
+            pair = i % pairs
+            ops.append(Put(keys.resource_key("Application", name, "default"), encode({
+                "api": "kubernetes", "kind": "Application",
+                "metadata": {"name": name, "namespace": "default", "generation": 1},
+                "spec": {"manifest": [deployment(name)], "constraints": {"cluster": {
+                    "labels": [f"pair = p{pair}"]}}}})))
+        began = time.perf_counter()
+        for start in range(0, len(ops), 128):
+            store.commit(ops[start:start + 128])
+            now = time.perf_counter()
+            for op in ops[start:start + 128]:
+                written[op.key.rsplit("/", 1)[1]] = now
+        if not statuses.wait(lambda: len(statuses.running) >= args.apps,
+                             timeout=300 + args.apps):
+            raise SystemExit(f"only {len(statuses.running)}/{args.apps} RUNNING; logs in {work}")
+        took = max(statuses.running.values()) - began
+        each = [statuses.running[n] - written[n] for n in written]
+        print(f"berth: all {args.apps} available in {took:.1f} s; write → available p50 "
+              f"{pct(each, 0.5):.2f} s, p99 {pct(each, 0.99):.2f} s", flush=True)
+
+        direct, direct_each = floor(kubes, args.apps, args.workers, avail)
+        print(f"floor (direct server-side apply from {args.workers} threads, watched until "
+              f"available): all in {direct:.1f} s; apply → available p50 "
+              f"{pct(direct_each, 0.5):.2f} s, p99 {pct(direct_each, 0.99):.2f} s", flush=True)
+        print(f"ratio: all {took / direct:.2f}, p99 {pct(each, 0.99) / pct(direct_each, 0.99):.2f}",
+              flush=True)
+
+        flip = list(range(round(args.move * pairs)))
+        moved = [f"app-{i:05d}" for i in range(args.apps) if i % pairs in flip]
+        target = {n: clusters[int(n.split("-")[1]) % pairs + pairs] for n in moved}
+        fewest = [float("inf")]
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.is_set():
+                totals = avail.totals()
+                low = min((totals.get(f"app-{i:05d}", 0) / 2 for i in range(args.apps)),
+                          default=1.0)
+                fewest[0] = min(fewest[0], low)
+                sampling.wait(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        time.sleep(0.5)
+        for j in flip:
+            green[clusters[j]], green[clusters[j + pairs]] = 0.1, 0.9
+        changed = time.perf_counter()
+        provider(store, green)
+        if not statuses.wait(lambda: all(statuses.alone.get(n, ("", 0.0))[0] == target[n]
+                                         for n in moved), timeout=600):
+            raise SystemExit(f"not every moved application reached its new cluster; logs in "
+                             f"{work}")
+        sampling.set()
+        sampler.join()
+        done = max(statuses.alone[n][1] for n in moved) - changed
+        extra = [statuses.alone[n][1] - changed - args.ready_delay for n in moved]
+        print(f"moves: {len(moved)} applications ({len(moved) / args.apps:.0%}); every one "
+              f"available on its new cluster and removed from its old one {done:.1f} s after "
+              f"the metric changed; beyond the Pods' {args.ready_delay:g} s readiness delay: "
+              f"p50 {pct(extra, 0.5):.2f} s, p99 {pct(extra, 0.99):.2f} s", flush=True)
+        print(f"fewest available / desired of any application at any sample during the moves: "
+              f"{fewest[0]:.2f}", flush=True)
+        avail.stop.set()
+    finally:
+        for p in procs:
+            p.stop()
+        for k in kubes:
+            k.cleanup()
+        server.cleanup()
+    print(f"logs in {work}; {os.cpu_count()} cores")
+
+
+def register(store: Store, kubes: list[KubeCluster], contexts: int) -> list[str]:
+    """``contexts`` Clusters per server, each a context with a namespace of its own;
+    labelled with the pair they belong to. Returns their names, round robin over the
+    servers."""
+    names = [f"c{j:02d}" for j in range(len(kubes) * contexts)]
+    pairs = len(names) // 2
+    for j, name in enumerate(names):
+        kube = kubes[j % len(kubes)]
+        kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": name}}, ok=(201, 409))
+        config = kube.kubeconfig()
+        config["contexts"][0]["context"]["namespace"] = name
+        store.commit([Put(keys.resource_key("Cluster", name, "default"), encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"pair": f"p{j % pairs}"}},
+            "spec": {"kubeconfig": config, "metrics": [{"name": f"green-{name}",
+                                                        "weight": 1.0}]}})),
+                      Put(keys.resource_key("GlobalMetric", f"green-{name}"), encode({
+                          "api": "core", "kind": "GlobalMetric",
+                          "metadata": {"name": f"green-{name}"},
+                          "spec": {"min": 0, "max": 1,
+                                   "provider": {"name": "green", "metric": name}}}))])
+    return names
+
+
+def provider(store: Store, green: dict[str, float]) -> None:
+    key = keys.resource_key("GlobalMetricsProvider", "green")
+    doc = encode({"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "green"},
+                  "spec": {"type": "static", "static": {"metrics": green}}})
+    kv = store.get(key)
+    if kv is None:
+        store.create(key, doc)
+    else:
+        store.update(key, doc, kv.mod_revision)
+
+
+def floor(kubes: list[KubeCluster], apps: int, workers: int, avail: Available
+          ) -> tuple[float, list[float]]:
+    """The same Deployments applied directly, each watched until available."""
+    clients = [Client(KubeConfig.from_dict(k.kubeconfig()), trust_env=False) for k in kubes]
+    applied: dict[str, float] = {}
+
+    def one(i: int) -> None:
+        name = f"floor-{i:05d}"
+        body = deployment(name, "default")
+        clients[i % len(clients)].patch(Deployment, name, body, namespace="default",
+                                        patch_type=PatchType.APPLY, field_manager="floor",
+                                        force=True)
+        applied[name] = time.perf_counter()
+
+    try:
+        began = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, range(apps)))
+        deadline = time.monotonic() + 300 + apps
+        while time.monotonic() < deadline:
+            with avail.lock:
+                done = sum(1 for n in applied if n in avail.first)
+            if done >= apps:
+                break
+            time.sleep(0.1)
+        with avail.lock:
+            each = [avail.first[n] - applied[n] for n in applied if n in avail.first]
+            last = max((avail.first[n] for n in applied if n in avail.first), default=began)
+        return last - began, each
+    finally:
+        for c in clients:
+            c.close()
+
+
+if __name__ == "__main__":
+    main()
