@@ -111,6 +111,10 @@ def to_document(where: str, data: Any) -> Loaded:
     """Decode and validate one document; Invalid lists its problems."""
     if not isinstance(data, dict):
         raise Invalid(f"{where}: expected a mapping with api, kind, metadata and spec")
+    if "apiVersion" in data and "api" not in data:
+        raise Invalid(f"{where} apiVersion: berth's documents say api: (api: kubernetes for "
+                      "Clusters and Applications, api: core for metrics and providers), "
+                      "not apiVersion")
     kind = data.get("kind")
     if kind not in RESOURCE_TYPES:
         known = ", ".join(sorted(RESOURCE_TYPES))

@@ -6,6 +6,7 @@ import argparse
 import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -125,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader had enough (`berth get apps | head -1`)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to say, nor at exit
+        return 0
 
 
 if __name__ == "__main__":

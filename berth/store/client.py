@@ -167,6 +167,11 @@ class Fence:
 
     key: str
     term: int
+    mod: bool = False  # compare the key's mod_revision instead: never written since
+
+    @property
+    def target(self) -> str:
+        return "MOD" if self.mod else "CREATE"
 
 
 Op = Put | Delete | Fence
@@ -431,8 +436,9 @@ class Store:
                    if not (isinstance(op, Delete) and op.mod_revision is None)]
         failure = [{"request_range": {"key": b64(op.key)}} for op in guarded]
         for fence in fences:
-            compare.append({"key": b64(fence.key), "target": "CREATE", "result": "EQUAL",
-                            "create_revision": str(fence.term)})
+            field = "mod_revision" if fence.mod else "create_revision"
+            compare.append({"key": b64(fence.key), "target": fence.target, "result": "EQUAL",
+                            field: str(fence.term)})
             failure.append({"request_range": {"key": b64(fence.key)}})
         context = (writes[0].key if len(writes) == 1
                    else f"{len(writes)} keys from {writes[0].key}" if writes else "fences")
@@ -444,7 +450,8 @@ class Store:
         responses = reply.get("responses") or []
         for fence, resp in zip(fences, responses[len(guarded):], strict=False):
             kvs = resp.get("response_range", {}).get("kvs") or []
-            now = int(kvs[0].get("create_revision", 0)) if kvs else 0
+            field = "mod_revision" if fence.mod else "create_revision"
+            now = int(kvs[0].get(field, 0)) if kvs else 0
             if now != fence.term:
                 raise Deposed(fence.key, fence.term, now)
         moved: list[str] = []

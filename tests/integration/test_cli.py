@@ -163,3 +163,27 @@ def test_log_format_json_is_one_object_per_line(tmp_path: Path) -> None:
     assert {"time", "level", "logger", "message"} <= set(said[0])
     assert said[0]["time"].endswith("Z")
     assert any(s["level"] == "WARNING" and "is unreachable" in s["message"] for s in said), said
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(etcd_server: EtcdServer) -> None:
+    """`berth get ... | head -1`: the pipe closes under the command."""
+    import subprocess
+    import sys
+
+    from berth.store import EtcdConfig, Store, encode, keys
+    from tests.servers.etcd import ROOT
+
+    store = Store(EtcdConfig(url=etcd_server.url))
+    for i in range(300):
+        key = keys.resource_key("GlobalMetric", f"pipe-{i:03d}")
+        if store.get(key) is None:
+            store.create(key, encode({"api": "core", "kind": "GlobalMetric",
+                                      "metadata": {"name": f"pipe-{i:03d}"},
+                                      "spec": {"min": 0, "max": 1,
+                                               "provider": {"name": "p", "metric": "m"}}}))
+    store.close()
+    done = subprocess.run(
+        f"{sys.executable} -m berth.cli.main get globalmetrics -o yaml --etcd {etcd_server.url}"
+        " | head -1", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.count("\n") == 1
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

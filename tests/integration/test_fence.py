@@ -100,3 +100,14 @@ def test_a_fence_takes_one_of_the_transactions_operations(store: Store) -> None:
         fenced.commit(puts[:128])
     assert len(fenced.commit_chunks(puts)) == 2  # 127 + 73
     assert store.count_prefix("/berth/v1/test/many/") == 200
+
+
+def test_a_claim_overwritten_by_hand_fences_its_old_holder_out(store: Store) -> None:
+    claim = keys.LEASES + "propagator/clusters/default/c2"
+    revision = store.create(claim, b'{"holder": "me"}')
+    fence = Fence(claim, revision, mod=True)
+    store.commit([Put("/berth/v1/test/by-me", b"1"), fence])
+    store.update(claim, b'{"holder": 7}', revision)  # etcdctl put over it
+    with pytest.raises(Deposed):
+        store.commit([Put("/berth/v1/test/by-me-late", b"1"), fence])
+    assert store.get("/berth/v1/test/by-me-late") is None

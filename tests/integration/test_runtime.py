@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import threading
 import time
 import urllib.request
@@ -109,6 +111,30 @@ def test_the_informer_relists_after_compaction_and_sees_what_it_missed(store: St
         assert sorted((e.type.value, e.key) for e in events) == [
             ("ADDED", P + "new"), ("DELETED", P + "gone"), ("MODIFIED", P + "keep")]
         assert inf.get(P + "keep") == Thing("keep", 9)
+    finally:
+        inf.stop()
+
+
+def test_keys_outside_the_layout_are_ignored_and_garbage_deleted_is_cleared(
+        store: Store) -> None:
+    inf = Informer(store, P, Thing, idle_timeout=5)
+    events = recorder(inf)
+    seen: list[tuple[str, str]] = []
+    inf.add_invalid_handler(lambda key, _rev: seen.append(("invalid", key)))
+    inf.add_cleared_handler(lambda key, _rev: seen.append(("cleared", key)))
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        store.create(P + "odd/extra", encode(Thing("x")))  # an extra segment
+        store.call("kv/put", {"key": base64.b64encode(P.encode() + b"bad\xff").decode(),
+                              "value": base64.b64encode(b"{}").decode()}, "raw")
+        store.create(P + "junk", b"{not json")
+        last = store.create(P + "fine", encode(Thing("fine")))
+        store.delete(P + "junk")
+        assert inf.wait_for_revision(last + 1, 10)
+        assert [e.key for e in events] == [P + "fine"]  # the rest are no items
+        assert seen == [("invalid", P + "junk"), ("cleared", P + "junk")]
+        assert inf.alive()
     finally:
         inf.stop()
 

@@ -94,3 +94,9 @@ def test_good_input_still_loads(tmp_path: Path) -> None:
     (tmp_path / "good.yaml").write_text(APP % ("web", ", labels: {app: web}", "") + "---\n"
                                         + APP % ("db", "", ""))
     assert [item.where for item in load(["good.yaml"])] == ["good.yaml#1", "good.yaml#2"]
+
+
+def test_apiversion_gets_a_hint(tmp_path: Path) -> None:
+    said = refused(tmp_path, (APP % ("web", "", "")).replace("api: kubernetes",
+                                                              "apiVersion: kubernetes"))
+    assert said.startswith("hostile.yaml#1 apiVersion: berth's documents say api:")

@@ -75,6 +75,7 @@ class Observer:
         # written by hand, wrong types): the next write replaces it
         self._garbage: dict[str, int] = {}
         statuses.add_invalid_handler(self._garbage_seen)
+        statuses.add_cleared_handler(self._garbage_gone)
         self._trackers: dict[str, Tracker] = {}  # cluster key → its Nodes and Pods
         self._dirty: set[str] = set()  # cluster keys whose capacity changed since written
         self._dirty_wake = threading.Event()
@@ -176,6 +177,11 @@ class Observer:
         with self._lock:
             self._garbage[key] = revision
         self._wake.set()  # probe now: the probe writes the status over it
+
+    def _garbage_gone(self, key: str, revision: int) -> None:
+        with self._lock:
+            if self._garbage.get(key, 0) <= revision:
+                self._garbage.pop(key, None)
 
     def _on_cluster(self, event: Event[ClusterView]) -> None:
         if event.type is not EventType.DELETED:
@@ -284,6 +290,10 @@ class Observer:
                      cluster_id(view))
         except Conflict:
             log.info("%s changed meanwhile; the next probe writes again", skey)
+            if garbage:  # the watch tells what it holds now
+                with self._lock:
+                    if self._garbage.get(skey) == garbage:
+                        del self._garbage[skey]
         except StoreError as exc:
             log.warning("%s: not written: %s", skey, exc)
         else:

@@ -92,6 +92,8 @@ class Shard:
         self.leases: Informer[Holder] = Informer(store, PREFIX, Holder,
                                                  idle_timeout=idle_timeout)
         self.leases.add_handler(lambda _e: self._wake.set())
+        self.leases.add_invalid_handler(self._garbage_seen)
+        self._garbage: set[str] = set()  # claim keys holding no claim (under _cond)
         self._cond = threading.Condition()
         # clusters served (requests may go there) → the revision of our claim
         self._owned: dict[str, int] = {}
@@ -117,7 +119,8 @@ class Shard:
         claim is gone or another's, such a write fails in etcd itself."""
         with self._cond:
             revision = self._owned.get(cid)
-        return Fence(claim_key(cid), revision) if revision else None
+        # the claim's mod_revision: a claim overwritten (even by hand) is no longer ours
+        return Fence(claim_key(cid), revision, mod=True) if revision else None
 
     @contextmanager
     def serving(self, cid: str) -> Iterator[bool]:
@@ -247,6 +250,15 @@ class Shard:
         if self.identity not in members:
             members.append(self.identity)  # our own key, not seen by the watch yet
         there = set(self.clusters())
+        with self._cond:
+            garbage, self._garbage = self._garbage, set()
+        for cid in sorted(garbage):  # a claim overwritten by garbage: ours no more
+            if cid in self._claims:
+                log.warning("propagator %s: the claim of cluster %s was overwritten by "
+                            "someone else: not serving it", self.identity, cid)
+                del self._claims[cid]
+                self._stop_serving(cid)
+            self._clear_false_claim(cid)
         for cid in sorted(there | set(self._claims)):
             item = self.leases.item(claim_key(cid))
             wanted = owner(cid, members) if cid in there else None
@@ -283,6 +295,13 @@ class Shard:
         self._claims[cid] = revision
         log.info("propagator %s serves cluster %s", self.identity, cid)
         self._start_serving(cid, revision)
+
+    def _garbage_seen(self, key: str, _revision: int) -> None:
+        """A lease key holds something that is no claim (written by hand)."""
+        if key.startswith(CLAIMS):
+            with self._cond:
+                self._garbage.add(key[len(CLAIMS):])
+            self._wake.set()
 
     def _clear_false_claim(self, cid: str) -> None:
         """A claim key that is no claim — not on the lease it names, or not a claim

@@ -107,6 +107,8 @@ class Informer(Generic[T]):
         self.layout = layout
         self.handlers: list[Handler[T]] = []
         self.invalid_handlers: list[Callable[[str, int], None]] = []
+        self.cleared_handlers: list[Callable[[str, int], None]] = []
+        self._invalid: dict[str, int] = {}  # key → revision of the value that did not decode
         self._items: dict[str, Item[T]] = {}  # changed by the informer's thread only
         self._lock = threading.Lock()  # guards _items: held for one change or one copy
         self.revision = 0  # everything up to here has been delivered
@@ -153,6 +155,11 @@ class Informer(Generic[T]):
         """Called with the key and revision of each value that does not decode (so the
         key's owner can replace it: its compare-and-swap needs that revision)."""
         self.invalid_handlers.append(handler)
+
+    def add_cleared_handler(self, handler: Callable[[str, int], None]) -> None:
+        """Called with the key and revision when a key that held a value that did not
+        decode is deleted (the owner's remembered garbage revision is stale then)."""
+        self.cleared_handlers.append(handler)
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.synced.wait(timeout)
@@ -254,17 +261,29 @@ class Informer(Generic[T]):
             with self._lock:
                 gone = self._items.pop(key)
             self._emit(Event(EventType.DELETED, key, gone.obj, gone.obj, revision))
+        for key in [k for k in self._invalid if k not in seen]:
+            self._cleared(key, revision)
         self._advance(revision)
         self.synced.set()
 
     def _apply(self, ev: WatchEvent) -> None:
         if ev.type == "DELETE":
+            if ev.key in self._invalid:
+                self._cleared(ev.key, ev.mod_revision)
             with self._lock:
                 gone = self._items.pop(ev.key, None)
             if gone is not None:
                 self._emit(Event(EventType.DELETED, ev.key, gone.obj, gone.obj, ev.mod_revision))
         else:
             self._store_value(ev.key, ev.value, ev.mod_revision, ev.lease)
+
+    def _cleared(self, key: str, revision: int) -> None:
+        del self._invalid[key]
+        for handler in self.cleared_handlers:
+            try:
+                handler(key, revision)
+            except Exception:
+                log.exception("informer %s: handler failed on cleared %s", self.prefix, key)
 
     def _outside(self, key: str) -> bool:
         """Whether ``key`` is none of berth's: warned about once, never an item."""
@@ -286,12 +305,14 @@ class Informer(Generic[T]):
         except (Invalid, ValueError) as exc:
             DECODE_ERRORS.labels(self.prefix).inc()
             log.error("skipping undecodable value: %s", exc)
+            self._invalid[key] = revision
             for invalid in self.invalid_handlers:
                 try:
                     invalid(key, revision)
                 except Exception:
                     log.exception("informer %s: handler failed on invalid %s", self.prefix, key)
             return
+        self._invalid.pop(key, None)
         item = Item(key, obj, revision, lease)
         with self._lock:
             old = self._items.get(key)

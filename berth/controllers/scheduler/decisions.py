@@ -76,6 +76,7 @@ class Decisions:
         self._usage_version: Counter[str] = Counter()  # candidate key → changes
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
+        bindings.add_cleared_handler(self._garbage_gone)
         applications.add_handler(self._application_event)
 
     # -- reading ------------------------------------------------------------------
@@ -174,6 +175,13 @@ class Decisions:
         with self._lock:
             self._garbage[key] = revision
             self._reindex(key)
+
+    def _garbage_gone(self, key: str, revision: int) -> None:
+        """The garbage at ``key`` was deleted: a write guards on "absent" again."""
+        with self._lock:
+            if self._garbage.get(key, 0) <= revision:
+                self._garbage.pop(key, None)
+                self._reindex(key)
 
     def _binding_event(self, event: Event[BindingView]) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ class FakeInformer:
     cache: dict[str, Item[Any]]
     handlers: list[Callable[[Event[Any]], None]]
     invalid: list[Callable[[str, int], None]] = field(default_factory=list)
+    cleared: list[Callable[[str, int], None]] = field(default_factory=list)
 
     def get(self, key: str) -> Any:
         item = self.cache.get(key)
@@ -38,6 +39,9 @@ class FakeInformer:
 
     def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None:
         self.invalid.append(handler)
+
+    def add_cleared_handler(self, handler: Callable[[str, int], None]) -> None:
+        self.cleared.append(handler)
 
     def deliver(self, key: str, obj: Any, revision: int, kind: EventType = EventType.MODIFIED,
                 old: Any = None) -> None:
@@ -160,3 +164,16 @@ def test_garbage_at_a_binding_key_is_no_decision_and_its_revision_is_known() -> 
     assert d.placed("default") == []
     bindings.deliver(bkey("web"), view("web", "c2"), 8)  # replaced by a good one
     assert d.get(bkey("web"))[1] == 8 and d.stored_revision(bkey("web")) == 8
+
+
+def test_garbage_deleted_before_the_application_comes_is_forgotten() -> None:
+    """Garbage at a Binding key, then deleted: a create guards on "absent" again (it
+    guarded on the garbage's revision, and conflicted for ever)."""
+    decisions, bindings, _ = setup()
+    key = keys.binding_key("Application", "default", "later")
+    for h in bindings.invalid:
+        h(key, 7)
+    assert decisions.stored_revision(key) == 7 and decisions.known(key)
+    for h in bindings.cleared:
+        h(key, 8)
+    assert decisions.stored_revision(key) == 0 and not decisions.known(key)
