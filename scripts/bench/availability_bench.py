@@ -337,6 +337,12 @@ def floor(kubes: list[KubeCluster], apps: int, workers: int, avail: Available
         applied[name] = time.perf_counter()
 
     try:
+        # lightkube's models are decoded once before threads do it at once: msgspec builds
+        # a class's type info on first use, and two threads doing that crash the process
+        # (README "Decoding from threads")
+        clients[0].patch(Deployment, "floor-warm", deployment("floor-warm", "default"),
+                         namespace="default", patch_type=PatchType.APPLY,
+                         field_manager="floor", force=True)
         began = time.perf_counter()
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, range(apps)))
