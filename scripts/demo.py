@@ -269,7 +269,8 @@ def start() -> int:
            json=CRD, timeout=10).raise_for_status()
     say("custom resource crontabs.stable.example.com installed on dresden only")
 
-    configs = {"scheduler": "", "propagator": "probe_interval: 2\n",
+    # untracked_after: the CronTab has no condition to judge it by (README "Health")
+    configs = {"scheduler": "", "propagator": "probe_interval: 2\nuntracked_after: 5\n",
                "metrics-cache": "poll_interval: 2\n"}
     for process, config in configs.items():
         path = STATE / f"{process}.yaml"

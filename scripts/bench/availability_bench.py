@@ -232,6 +232,11 @@ def main() -> None:
         each = [statuses.running[n] - written[n] for n in written]
         print(f"berth: all {args.apps} available in {took:.1f} s; write → available p50 "
               f"{pct(each, 0.5):.2f} s, p99 {pct(each, 0.99):.2f} s", flush=True)
+        with avail.lock:  # the cluster's word (its watch) → berth's (the status key)
+            lag = [statuses.running[n] - avail.first[n] for n in written if n in avail.first]
+        print(f"a Deployment available on its cluster → its application RUNNING in etcd: p50 "
+              f"{pct(lag, 0.5):.3f} s, p99 {pct(lag, 0.99):.3f} s, max {max(lag):.3f} s "
+              f"({len(lag)} applications)", flush=True)
 
         direct, direct_each = floor(kubes, args.apps, args.workers, avail)
         print(f"floor (direct server-side apply from {args.workers} threads, watched until "
