@@ -26,10 +26,10 @@ from berth.store import keys
 _BOOKKEEPING = ("uid", "created", "modified", "generation")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("apply", help="create or update resources from YAML",
-                       description="Validate every document, then create or update them all "
-                       "(compare-and-swap per key), or nothing.")
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth apply``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Validate every document, then create or update them all "
+                     "(compare-and-swap per key), or nothing.")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
                    help="a file, a directory (its .yaml/.yml/.json files) or - (stdin); "
                    "may be given more than once")

@@ -13,14 +13,11 @@ from berth.cli.etcd_options import open_store
 from berth.cli.resources import mask
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "bootstrap",
-        help="seed etcd from YAML documents (all or nothing)",
-        description="Validate every document of every input, then write them all in "
-        "one go, or nothing. Inputs are files, directories (their .yaml/.yml/.json "
-        "files, recursively) or - for standard input.",
-    )
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth bootstrap``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Validate every document of every input, then write them all in "
+                     "one go, or nothing. Inputs are files, directories (their .yaml/.yml/.json "
+                     "files, recursively) or - for standard input.")
     p.add_argument("inputs", nargs="+", metavar="FILE|DIR|-")
     p.add_argument("--force", action="store_true",
                    help="replace existing resources that differ (keeping uid and created, "

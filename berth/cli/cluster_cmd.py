@@ -33,27 +33,29 @@ from berth.store.documents.infrastructure import Taint
 CORDON = "berth.dev/cordoned"
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("cluster", help="cluster chores: register",
-                       description="Register a Kubernetes cluster from a kubeconfig file.")
-    chores = p.add_subparsers(dest="chore", required=True, metavar="CHORE")
-    r = chores.add_parser("register", help="create or update a Cluster from a kubeconfig")
-    r.add_argument("name", metavar="[NAMESPACE/]NAME")
-    r.add_argument("--kubeconfig", required=True, metavar="FILE")
-    r.add_argument("--context", help="the kubeconfig context to use (default: its current)")
-    r.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
-    r.add_argument("--metric", action="append", default=[], metavar="NAME=WEIGHT",
-                   help="a GlobalMetric (or ns/NAME=WEIGHT for a namespaced Metric) and its "
-                   "weight in the score")
-    r.set_defaults(run=register)
-    for name, doc in (("cordon", "keep applications off a cluster (a taint)"),
-                      ("uncordon", "take the cordon's taint away")):
-        c = sub.add_parser(name, help=doc, description=doc + ".")
-        c.add_argument("cluster", metavar="[NAMESPACE/]NAME")
-        if name == "cordon":
-            c.add_argument("--soft", action="store_true",
-                           help="PreferNoSchedule: steer new placements away, keep the rest")
-        c.set_defaults(run=cordon if name == "cordon" else uncordon)
+def configure(p: argparse.ArgumentParser, name: str) -> None:
+    """``berth cluster register``, ``berth cordon`` and ``berth uncordon``."""
+    if name == "cluster":
+        p.description = "Register a Kubernetes cluster from a kubeconfig file."
+        chores = p.add_subparsers(dest="chore", required=True, metavar="CHORE")
+        r = chores.add_parser("register", help="create or update a Cluster from a kubeconfig")
+        r.add_argument("name", metavar="[NAMESPACE/]NAME")
+        r.add_argument("--kubeconfig", required=True, metavar="FILE")
+        r.add_argument("--context", help="the kubeconfig context to use (default: its current)")
+        r.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+        r.add_argument("--metric", action="append", default=[], metavar="NAME=WEIGHT",
+                       help="a GlobalMetric (or ns/NAME=WEIGHT for a namespaced Metric) and its "
+                       "weight in the score")
+        r.set_defaults(run=register)
+        return
+    p.description = (
+        "Keep applications off a cluster (a taint)." if name == "cordon"
+        else "Take the cordon's taint away.")
+    p.add_argument("cluster", metavar="[NAMESPACE/]NAME")
+    if name == "cordon":
+        p.add_argument("--soft", action="store_true",
+                       help="PreferNoSchedule: steer new placements away, keep the rest")
+    p.set_defaults(run=cordon if name == "cordon" else uncordon)
 
 
 def kubeconfig(path: str, context: str | None) -> dict[str, Any]:

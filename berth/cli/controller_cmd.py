@@ -19,10 +19,9 @@ from berth.store import Store
 
 
 def add_controller(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    p: argparse.ArgumentParser,
     *,
     name: str,
-    help: str,
     description: str,
     port: int,
     load: Callable[[str | None], Any],
@@ -31,7 +30,7 @@ def add_controller(
     elect: bool = True,
 ) -> None:
     """``make(store, config, lease_ttl)``; ``elect=False``: every replica runs it."""
-    p = sub.add_parser(name, help=help, description=description)
+    p.description = description
     p.add_argument("--config", metavar="FILE", help="configuration (YAML) over the defaults")
     p.add_argument("--write-config-to", metavar="FILE",
                    help="write the default configuration to FILE (- for standard output) "

@@ -23,10 +23,10 @@ from berth.cli.kinds import resolve
 from berth.store import Conflict, Delete, Store, keys
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("delete", help="delete resources (an Application via the propagator)",
-                       description="Mark an Application deleted (the propagator removes it "
-                       "from its clusters, then its key); delete any other resource's key.")
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth delete``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Mark an Application deleted (the propagator removes it "
+                     "from its clusters, then its key); delete any other resource's key.")
     p.add_argument("kind", nargs="?", help="a kind: applications, cluster, app, ...")
     p.add_argument("names", nargs="*", metavar="[NAMESPACE/]NAME",
                    help="namespace defaults to 'default' for namespaced kinds")

@@ -26,10 +26,10 @@ from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
 HISTORY = 5  # placements shown
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("describe", help="one resource with its Binding, status and history",
-                       description="Show a resource with what the scheduler, the propagator "
-                       "and the metrics-cache say of it, and its recent placements.")
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth describe``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Show a resource with what the scheduler, the propagator "
+                     "and the metrics-cache say of it, and its recent placements.")
     p.add_argument("kind")
     p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to 'default'")
     p.add_argument("--show-secrets", action="store_true", help="print credentials as stored")

@@ -26,9 +26,9 @@ from berth.store.documents import ApplicationStatus, Binding
 _KINDS = {"application": "Application", "cluster": "Cluster", "magnumcluster": "MagnumCluster"}
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("explain", help="explain a scheduling decision",
-                       description="Print a Binding's decision and explanation as tables.")
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth explain``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Print a Binding's decision and explanation as tables.")
     p.add_argument("kind", nargs="?", choices=sorted(_KINDS),
                    help="application (placed on clusters), cluster (placed on a cloud) or "
                    "magnumcluster (placed on a project)")

@@ -177,10 +177,10 @@ def document(s: Shown, secrets: bool) -> Any:
     return s.raw if secrets else mask(s.raw)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("get", help="list resources as a table (kubectl's manner)",
-                       description="Show resources of a kind with what the scheduler, the "
-                       "propagator and the metrics-cache say of them.")
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth get``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Show resources of a kind with what the scheduler, the "
+                     "propagator and the metrics-cache say of them.")
     p.add_argument("kind", help="applications, clusters, metrics, globalmetrics, clouds, "
                    "metricsproviders, ... (singular, plural or short name, any case)")
     p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME")

@@ -1,9 +1,16 @@
-"""``berth``: subcommands for each process and tool, sharing the etcd options."""
+"""``berth``: subcommands for each process and tool, sharing the etcd options.
+
+Only the subcommand that runs is imported (``berth --version`` and ``--help``
+import no part of berth but this module; ``get`` not the scheduler): the table
+below names each subcommand's module and one-line help, and the module's
+``configure(parser, name)`` adds the rest.
+"""
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
+import importlib
 import json
 import logging
 import os
@@ -11,32 +18,46 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib import metadata
-
-from berth.cli import (
-    apply_cmd,
-    bootstrap_cmd,
-    cluster_cmd,
-    delete_cmd,
-    describe_cmd,
-    explain_cmd,
-    get_cmd,
-    metrics_cache_cmd,
-    propagator_cmd,
-    scheduler_cmd,
-)
-from berth.cli.etcd_options import add_etcd_options, etcd_config, explain_store_error
-from berth.store import StoreError
+from typing import Any
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 PROCESSES = {"scheduler", "metrics-cache", "propagator"}  # the rest are one-shot tools
 
+COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line help)
+    "bootstrap": ("bootstrap_cmd", "seed etcd from YAML documents (all or nothing)"),
+    "scheduler": ("scheduler_cmd", "run the scheduler"),
+    "metrics-cache": ("metrics_cache_cmd", "run the metrics-cache"),
+    "propagator": ("propagator_cmd",
+                   "run the propagator: apply placed applications, observe clusters"),
+    "get": ("get_cmd", "list resources as a table (kubectl's manner)"),
+    "describe": ("describe_cmd", "one resource with its Binding, status and history"),
+    "explain": ("explain_cmd", "explain a scheduling decision"),
+    "apply": ("apply_cmd", "create or update resources from YAML"),
+    "delete": ("delete_cmd", "delete resources (an Application via the propagator)"),
+    "cluster": ("cluster_cmd", "cluster chores: register"),
+    "cordon": ("cluster_cmd", "keep applications off a cluster (a taint)"),
+    "uncordon": ("cluster_cmd", "take the cordon's taint away"),
+}
+
 
 def version() -> str:
+    from importlib import metadata  # 30 ms: only when asked
+
     try:
         return metadata.version("berth")
     except metadata.PackageNotFoundError:  # run from a checkout that is not installed
         return "unknown (not installed)"
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"berth {version()}")
+        parser.exit()
 
 
 def _add_log_level(p: argparse.ArgumentParser, default: str | None) -> None:
@@ -69,28 +90,37 @@ def _logging(level: str, form: str) -> None:
     logging.basicConfig(level=level, handlers=[handler])
 
 
-def parser() -> argparse.ArgumentParser:
+def chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is one (the top-level
+    options' values are levels and formats, never a subcommand's name)."""
+    return next((word for word in argv if word in COMMANDS), None)
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; only ``command`` (all of them when ``"*"``) with its
+    arguments and the etcd options, the others by name and help alone."""
     p = argparse.ArgumentParser(prog="berth", description="A multi-cluster workload scheduler.")
-    p.add_argument("--version", action="version", version=f"berth {version()}")
+    p.add_argument("--version", action=_Version)
     _add_log_level(p, "INFO")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (bootstrap_cmd, scheduler_cmd, metrics_cache_cmd, propagator_cmd, get_cmd,
-                   describe_cmd, explain_cmd, apply_cmd, delete_cmd, cluster_cmd):
-        module.add_parser(sub)
-    for action in _leaves(sub):
-        add_etcd_options(action)
-        _add_log_level(action, None)  # also after the subcommand; given there, it wins
+    for name, (module, help_) in COMMANDS.items():
+        leaf = sub.add_parser(name, help=help_)
+        if command in (name, "*"):
+            importlib.import_module(f"berth.cli.{module}").configure(leaf, name)
+            from berth.cli.etcd_options import add_etcd_options
+
+            for action in _leaves(leaf):
+                add_etcd_options(action)
+                _add_log_level(action, None)  # also after the subcommand; given there, it wins
     return p
 
 
-def _leaves(sub: argparse._SubParsersAction[argparse.ArgumentParser]
-            ) -> list[argparse.ArgumentParser]:
-    """Every parser that runs something (``cluster register``, not ``cluster``)."""
-    out = []
-    for parser_ in sub.choices.values():
-        nested = [a for a in parser_._actions if isinstance(a, argparse._SubParsersAction)]
-        out += [leaf for n in nested for leaf in _leaves(n)] if nested else [parser_]
-    return out
+def _leaves(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser under ``p`` that runs something (``cluster register``, not
+    ``cluster``)."""
+    nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    return [leaf for n in nested for sub in n.choices.values() for leaf in _leaves(sub)
+            ] if nested else [p]
 
 
 def _dump_stacks_on_crash_and_usr1() -> None:
@@ -107,7 +137,11 @@ def _dump_stacks_on_crash_and_usr1() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0 done, 1 failed (etcd, the data), 2 a bad option or argument
     (argparse's own usage errors are 2 as well), 130 interrupted."""
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(chosen(argv)).parse_args(argv)
+    from berth.cli.etcd_options import etcd_config, explain_store_error
+    from berth.store import StoreError
+
     _logging(args.log_level, args.log_format)
     _dump_stacks_on_crash_and_usr1()
     for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka", "hpack", "h2", "asyncio"):

@@ -17,9 +17,10 @@ def _make(store: Store, config: Any, _lease_ttl: int) -> Controller:
     return MetricsCache(store, config)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth metrics-cache``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     add_controller(
-        sub, name="metrics-cache", help="run the metrics-cache",
+        p, name="metrics-cache",
         description="Poll the metrics providers that referenced metrics name and keep each "
         "value at /berth/v1/metricvalues/..., leased.",
         port=9102, load=load_config, dump_defaults=lambda: dump_config(MetricsCacheConfig()),

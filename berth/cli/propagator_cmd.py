@@ -17,10 +17,10 @@ def _make(store: Store, config: Any, lease_ttl: int) -> Controller:
     return Propagator(store, config, lease_ttl=lease_ttl)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth propagator``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     add_controller(
-        sub, name="propagator",
-        help="run the propagator: apply placed applications, observe clusters",
+        p, name="propagator",
         description="Apply each application's manifest with server-side apply to the clusters "
         "its Binding names, move it make-before-break, remove it when deleted, re-apply on "
         "drift, and write /berth/v1/status/applications/<ns>/<name>; probe every Cluster's "

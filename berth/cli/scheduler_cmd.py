@@ -25,9 +25,10 @@ def _make(store: Store, config: Any, _lease_ttl: int) -> Controller:
     return Scheduler(store, config)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth scheduler``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     add_controller(
-        sub, name="scheduler", help="run the scheduler",
+        p, name="scheduler",
         description="Watch applications, clusters and metric values; write a Binding for "
         "each application (and each cluster without a kubeconfig).",
         port=9101, load=_load, dump_defaults=lambda: dump_config(SchedulerConfig()),
