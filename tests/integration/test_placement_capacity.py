@@ -126,25 +126,25 @@ def test_the_observer_reports_nodes_and_pods_as_they_change(
         processes: None) -> None:
     client = kube["small"]
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1, timeout=30)
-    assert (cap.allocatable.cpu, cap.allocatable.memory, cap.allocatable.pods) == (
+    assert (cap.allocatable["cpu"], cap.allocatable["memory"], cap.allocatable["pods"]) == (
         2000, 8 << 30, 110)
     clusters["small"].add_node("n1", cpu="4", memory="8Gi")
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 2, timeout=30)
-    assert (cap.allocatable.cpu, cap.allocatable.memory, cap.allocatable.pods) == (
+    assert (cap.allocatable["cpu"], cap.allocatable["memory"], cap.allocatable["pods"]) == (
         6000, 16 << 30, 220)
     pods(client, "shop", 2, "500m", owner="default/shop")
     pods(client, "other", 1, "1")
-    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 3)
-    assert cap.requested.cpu == 2000 and cap.requested.memory == 3 * (64 << 20)
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.get("pods") == 3)
+    assert cap.requested["cpu"] == 2000 and cap.requested["memory"] == 3 * (64 << 20)
     assert cap.placed == {"default/shop": 2}
     client.delete(Deployment, "other", namespace="default")  # its Pod goes with it
-    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.pods == 2,
+    cap = wait_for(lambda: capacity(store, "small"), lambda c: c.requested.get("pods") == 2,
                    timeout=30)
-    assert cap.requested.cpu == 1000
+    assert cap.requested["cpu"] == 1000
     # Cordoned: the node's allocatable no longer counts.
     client.patch(Node, "n1", {"spec": {"unschedulable": True}})
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1)
-    assert cap.allocatable.cpu == 2000
+    assert cap.allocatable["cpu"] == 2000
 
 
 def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(

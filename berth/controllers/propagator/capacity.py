@@ -39,7 +39,7 @@ import msgspec
 from berth.controllers.propagator.kube import OWNER, Unavailable, safe
 from berth.controllers.propagator.watches import ClusterWatches
 from berth.store.codec import decoder
-from berth.store.documents import Capacity, ResourceList
+from berth.store.documents import Capacity
 from berth.store.documents.resources import NOTHING, QuantityError, Resources, pod_requests
 
 log = logging.getLogger(__name__)
@@ -326,12 +326,8 @@ class Tracker:
         allocatable = sum(nodes, NOTHING)
         requested = sum((asks for asks, _, _, _ in pods), NOTHING)
         placed = Counter(owner for _, owner, _, _ in pods if owner)
-        return Capacity(_list(allocatable), _list(requested), len(nodes), dict(sorted(
+        return Capacity(allocatable.listed(), requested.listed(), len(nodes), dict(sorted(
             placed.items())), datetime.now(UTC))
-
-
-def _list(r: Resources) -> ResourceList:
-    return ResourceList(r.cpu, r.memory, r.gpu, r.pods)
 
 
 def same(a: Capacity | None, b: Capacity | None) -> bool:

@@ -12,10 +12,10 @@ one blip does not make the scheduler move everything away. A status is
 rewritten only when it changes. Kubeconfigs and tokens are never logged.
 
 An ONLINE cluster's Nodes and Pods are watched (``capacity.py``) and their
-summary — allocatable and requested CPU, memory, GPUs and pods, and how many
-pods each application has — goes into the status as ``capacity``: with each
-probe, and between probes at most every ``capacity_interval`` seconds when it
-changed.
+summary — allocatable and requested CPU, memory, pods and every other resource
+by name, and how many pods each application has — goes into the status as
+``capacity``: with each probe, and between probes at most every
+``capacity_interval`` seconds when it changed.
 """
 
 from __future__ import annotations

@@ -60,7 +60,6 @@ from berth.store.documents import (
     MetricPicture,
     MetricRef,
     MetricValue,
-    ResourceList,
     Target,
 )
 from berth.store.documents.metrics import MEASURES
@@ -386,14 +385,14 @@ class Cache:
             return hit[1]
         version, usage = self.decisions.usage(candidate.key)
         memo = (item.mod_revision, version, int(now // 5))
-        alloc, requested = _resources(cap.allocatable), _resources(cap.requested)
+        alloc, requested = Resources.counted(cap.allocatable), Resources.counted(cap.requested)
         assumed = NOTHING
         for u in usage:
             seen = cap.placed.get(u.app, 0)
             if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > self.assume_ttl:
                 continue
             missing = u.pods - seen if u.pods else 1
-            assumed = assumed + _part(u.ask, missing, u.pods or 1)
+            assumed = assumed + u.ask.part(missing, u.pods or 1)
         room = Room(alloc, alloc - requested - assumed)
         self._rooms[candidate.key] = (memo, room)
         return room
@@ -427,16 +426,6 @@ class Cache:
 
 def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:
     return (s.state, tuple(s.custom_resources))
-
-
-def _resources(r: ResourceList) -> Resources:
-    return Resources(r.cpu, r.memory, r.gpu, r.pods)
-
-
-def _part(ask: Resources, n: int, of: int) -> Resources:
-    """``n/of`` of ``ask``, rounded up."""
-    return Resources(-(-ask.cpu * n // of), -(-ask.memory * n // of), -(-ask.gpu * n // of),
-                     -(-ask.pods * n // of))
 
 
 __all__ = ["Cache", "candidate_key"]

@@ -62,13 +62,10 @@ class StatusMeta(msgspec.Struct, omit_defaults=True):
     namespace: str | None = None
 
 
-class ResourceList(msgspec.Struct, omit_defaults=True):
-    """CPU in millicores, memory in bytes, GPUs, pods."""
-
-    cpu: int = 0
-    memory: int = 0
-    gpu: int = 0
-    pods: int = 0
+# Amounts by resource name: ``cpu`` in millicores, ``memory``, ``ephemeral-storage``
+# and ``hugepages-*`` in bytes, ``pods`` and extended resources (``nvidia.com/gpu``)
+# in units; a resource not listed is 0.
+ResourceList = dict[str, int]
 
 
 class Capacity(msgspec.Struct, omit_defaults=True):
@@ -79,8 +76,8 @@ class Capacity(msgspec.Struct, omit_defaults=True):
     rest of what it placed there until they show up.
     """
 
-    allocatable: ResourceList = msgspec.field(default_factory=ResourceList)
-    requested: ResourceList = msgspec.field(default_factory=ResourceList)
+    allocatable: ResourceList = {}
+    requested: ResourceList = {}
     nodes: int = 0
     placed: dict[str, int] = {}
     observed: datetime | None = None

@@ -1,28 +1,27 @@
 """Compute resources: Kubernetes quantities, and what a workload asks for.
 
-A :class:`Resources` is four integers — CPU in millicores, memory in bytes,
-GPUs, pods — enough for the scheduler to ask "does it fit" and for the
-propagator's observer to say what a cluster has. Quantities are parsed as
+A :class:`Resources` holds CPU in millicores, memory in bytes, pods, and
+every other resource by its Kubernetes name (ephemeral storage, huge pages,
+GPUs and other extended resources) — enough for the scheduler to ask "does it
+fit" and for the propagator's observer to say what a cluster has. Quantities are parsed as
 Kubernetes writes them (``500m``, ``1.5``, ``128Mi``, ``1G``, ``2e3``); a
 value that does not parse raises :class:`QuantityError` naming it.
 
 :func:`demand` reads an application's manifest: which objects are divisible
 (their replica field can be set per cluster), how many replicas the
-application has, and what one replica asks for (the sum of its containers'
-requests, or its init containers' largest, whichever is more — as the
-Kubernetes scheduler counts a pod).
+application has, and what one replica asks for, as the Kubernetes scheduler
+counts a pod (:func:`pod_requests`).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
-
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915")
 
 # kind → the field path of its replica count (Jobs divide their parallelism).
 REPLICA_FIELDS: dict[str, tuple[str, ...]] = {
@@ -68,66 +67,120 @@ def quantity(value: Any) -> Decimal:
     return number * _SUFFIX[m.group(2)]
 
 
+Scalars = tuple[tuple[str, int], ...]  # (resource name, amount), sorted by name, none 0
+
+
 @dataclass(frozen=True, slots=True)
 class Resources:
-    """CPU (millicores), memory (bytes), GPUs and pods."""
+    """CPU (millicores), memory (bytes), pods, and every other resource by its own
+    name (``ephemeral-storage`` and ``hugepages-2Mi`` in bytes, ``nvidia.com/gpu``
+    and any extended resource in units): a request for ``amd.com/gpu`` is
+    met by ``amd.com/gpu`` alone, as on a Kubernetes Node."""
 
     cpu: int = 0
     memory: int = 0
-    gpu: int = 0
     pods: int = 0
+    scalar: Scalars = ()
 
     @classmethod
     def of(cls, values: Mapping[str, Any], pods: int = 0) -> Resources:
         """From a Kubernetes resource list (``{"cpu": "500m", "memory": "1Gi"}``)."""
-        cpu = math.ceil(quantity(values["cpu"]) * 1000) if "cpu" in values else 0
-        memory = math.ceil(quantity(values["memory"])) if "memory" in values else 0
-        gpu = sum(math.ceil(quantity(values[g])) for g in GPU_RESOURCES if g in values)
-        if "pods" in values:
-            pods = math.ceil(quantity(values["pods"]))
-        return cls(cpu, memory, gpu, pods)
+        cpu = memory = 0
+        scalar: dict[str, int] = {}
+        for name, value in values.items():
+            if name == "cpu":
+                cpu = math.ceil(quantity(value) * 1000)
+            elif name == "memory":
+                memory = math.ceil(quantity(value))
+            elif name == "pods":
+                pods = math.ceil(quantity(value))
+            else:
+                amount = math.ceil(quantity(value))
+                if amount:
+                    scalar[str(name)] = amount
+        return cls(cpu, memory, pods, tuple(sorted(scalar.items())))
+
+    @classmethod
+    def counted(cls, amounts: Mapping[str, int]) -> Resources:
+        """From amounts as :meth:`listed` gives them (CPU already in millicores)."""
+        return cls(amounts.get("cpu", 0), amounts.get("memory", 0), amounts.get("pods", 0),
+                   tuple(sorted((k, v) for k, v in amounts.items()
+                                if k not in ("cpu", "memory", "pods") and v)))
+
+    def listed(self) -> dict[str, int]:
+        """Every resource that is not 0, by name (a cluster status's resource list)."""
+        return {k: v for k, v in self.items() if v}
+
+    def get(self, name: str) -> int:
+        """The amount of one resource by its Kubernetes name."""
+        if name == "cpu":
+            return self.cpu
+        if name == "memory":
+            return self.memory
+        if name == "pods":
+            return self.pods
+        return dict(self.scalar).get(name, 0)
+
+    def items(self) -> list[tuple[str, int]]:
+        """Every resource with its amount, 0s included for CPU, memory and pods."""
+        return [("cpu", self.cpu), ("memory", self.memory), *self.scalar, ("pods", self.pods)]
+
+    def _scalars(self, other: Resources, op: Callable[[int, int], int]) -> Scalars:
+        if not other.scalar:
+            return tuple((n, v) for n, v in ((n, op(v, 0)) for n, v in self.scalar) if v)
+        mine, theirs = dict(self.scalar), dict(other.scalar)
+        both = sorted(mine.keys() | theirs.keys())
+        return tuple((n, v) for n in both if (v := op(mine.get(n, 0), theirs.get(n, 0))))
 
     def __add__(self, other: Resources) -> Resources:
+        scalar = self._scalars(other, operator.add) if self.scalar or other.scalar else ()
         return Resources(self.cpu + other.cpu, self.memory + other.memory,
-                         self.gpu + other.gpu, self.pods + other.pods)
+                         self.pods + other.pods, scalar)
 
     def __sub__(self, other: Resources) -> Resources:
+        scalar = self._scalars(other, operator.sub) if self.scalar or other.scalar else ()
         return Resources(self.cpu - other.cpu, self.memory - other.memory,
-                         self.gpu - other.gpu, self.pods - other.pods)
+                         self.pods - other.pods, scalar)
 
     def times(self, n: int) -> Resources:
-        return Resources(self.cpu * n, self.memory * n, self.gpu * n, self.pods * n)
+        return Resources(self.cpu * n, self.memory * n, self.pods * n,
+                         tuple((k, v * n) for k, v in self.scalar if v * n))
+
+    def part(self, n: int, of: int) -> Resources:
+        """``n/of`` of this, rounded up (what ``n`` of ``of`` pods hold)."""
+        def up(v: int) -> int:
+            return -(-v * n // of)
+        return Resources(up(self.cpu), up(self.memory), up(self.pods),
+                         tuple((k, up(v)) for k, v in self.scalar if up(v)))
 
     def max(self, other: Resources) -> Resources:
+        scalar = self._scalars(other, max) if self.scalar or other.scalar else ()
         return Resources(max(self.cpu, other.cpu), max(self.memory, other.memory),
-                         max(self.gpu, other.gpu), max(self.pods, other.pods))
+                         max(self.pods, other.pods), scalar)
 
     def fits(self, free: Resources) -> bool:
-        """Whether this much fits into ``free`` (each dimension)."""
-        return (self.cpu <= free.cpu and self.memory <= free.memory and self.gpu <= free.gpu
-                and self.pods <= free.pods)
+        """Whether this much fits into ``free``: every resource asked for (more than 0),
+        as Kubernetes' NodeResourcesFit checks a pod — what is not asked for is not
+        checked, however over-committed a cluster is in it."""
+        return not self.short(free)
 
     def how_many(self, free: Resources) -> int:
         """How many of this fit into ``free`` (a large number if it asks for nothing)."""
-        counts = [f // n for n, f in ((self.cpu, free.cpu), (self.memory, free.memory),
-                                      (self.gpu, free.gpu), (self.pods, free.pods)) if n > 0]
+        counts = [free.get(name) // n for name, n in self.items() if n > 0]
         return max(0, min(counts)) if counts else UNLIMITED
 
     def short(self, free: Resources) -> list[str]:
-        """The dimensions in which this does not fit into ``free``."""
-        return [name for name, want, have in (
-            ("cpu", self.cpu, free.cpu), ("memory", self.memory, free.memory),
-            ("gpu", self.gpu, free.gpu), ("pods", self.pods, free.pods)) if want > have]
+        """The resources asked for that ``free`` does not hold enough of."""
+        return [name for name, want in self.items() if want > 0 and want > free.get(name)]
 
     def __bool__(self) -> bool:
-        return bool(self.cpu or self.memory or self.gpu or self.pods)
+        return bool(self.cpu or self.memory or self.pods or self.scalar)
 
     def __str__(self) -> str:
         parts = [f"cpu={self.cpu}m"] if self.cpu else []
         if self.memory:
             parts.append(f"memory={_bytes(self.memory)}")
-        if self.gpu:
-            parts.append(f"gpu={self.gpu}")
+        parts += [f"{name}={_bytes(v) if _in_bytes(name) else v}" for name, v in self.scalar]
         if self.pods:
             parts.append(f"pods={self.pods}")
         return ",".join(parts) or "nothing"
@@ -135,6 +188,10 @@ class Resources:
 
 UNLIMITED = 1 << 40
 NOTHING = Resources()
+
+
+def _in_bytes(name: str) -> bool:
+    return name == "ephemeral-storage" or name.startswith("hugepages-")
 
 
 def _bytes(n: int) -> str:
@@ -155,27 +212,54 @@ def parse_requests(text: str) -> Resources:
     return Resources.of(values, pods=1)
 
 
+# The resources a pod's own spec.resources may set (Kubernetes' PodLevelResources).
+POD_LEVEL = ("cpu", "memory")
+
+
 def pod_requests(pod_spec: Mapping[str, Any], where: str) -> Resources:
-    """What one pod of ``pod_spec`` asks for, as the Kubernetes scheduler counts it."""
-    def total(containers: Iterable[Any], field: str) -> list[Resources]:
-        out = []
-        for i, c in enumerate(containers or ()):
-            requests = ((c or {}).get("resources") or {}).get("requests") or {}
-            try:
-                out.append(Resources.of(requests))
-            except QuantityError as exc:
-                raise QuantityError(f"{where}.{field}[{i}].resources.requests: {exc}") from exc
-        return out
+    """What one pod of ``pod_spec`` asks for, as the Kubernetes scheduler counts it
+    (``resourcehelper.PodRequests``): its containers' requests added up, sidecars
+    (init containers with ``restartPolicy: Always``) added to them, and the largest
+    of that and each ordinary init container with the sidecars started before it;
+    ``spec.resources.requests`` (pod-level) in place of the containers' CPU and
+    memory where it sets them; then ``spec.overhead`` added."""
+    def requests(c: Any, field: str, i: int) -> Resources:
+        asked = (((c or {}).get("resources") or {}).get("requests") or {}) if isinstance(
+            c, Mapping) else {}
+        try:
+            return Resources.of(asked)
+        except QuantityError as exc:
+            raise QuantityError(f"{where}.{field}[{i}].resources.requests: {exc}") from exc
 
     running = NOTHING
-    for r in total(pod_spec.get("containers") or (), "containers"):
-        running = running + r
-    for r in total(pod_spec.get("initContainers") or (), "initContainers"):
-        running = running.max(r)
+    for i, c in enumerate(pod_spec.get("containers") or ()):
+        running = running + requests(c, "containers", i)
+    sidecars = init = NOTHING
+    for i, c in enumerate(pod_spec.get("initContainers") or ()):
+        asked = requests(c, "initContainers", i)
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            running = running + asked
+            sidecars = sidecars + asked
+            init = init.max(sidecars)
+        else:
+            init = init.max(asked + sidecars)
+    running = running.max(init)
+    pod_level = (pod_spec.get("resources") or {}).get("requests") or {}
+    if isinstance(pod_level, Mapping) and pod_level:
+        try:
+            level = Resources.of({k: v for k, v in pod_level.items() if k in POD_LEVEL})
+        except QuantityError as exc:
+            raise QuantityError(f"{where}.resources.requests: {exc}") from exc
+        running = Resources(level.cpu if "cpu" in pod_level else running.cpu,
+                            level.memory if "memory" in pod_level else running.memory,
+                            running.pods, running.scalar)
     overhead = pod_spec.get("overhead") or {}
     if overhead:
-        running = running + Resources.of(overhead)
-    return Resources(running.cpu, running.memory, running.gpu, 1)
+        try:
+            running = running + Resources.of(overhead)
+        except QuantityError as exc:
+            raise QuantityError(f"{where}.overhead: {exc}") from exc
+    return Resources(running.cpu, running.memory, 1, running.scalar)
 
 
 @dataclass(frozen=True, slots=True)

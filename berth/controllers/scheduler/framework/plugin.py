@@ -37,9 +37,14 @@ class Plugin:
 
     name: ClassVar[str] = ""
     cacheable: ClassVar[bool] = False
+    ARGS: ClassVar[frozenset[str]] = frozenset()  # the arguments it takes
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         self.args = dict(args or {})
+        unknown = sorted(set(self.args) - self.ARGS)
+        if unknown:
+            raise ValueError(f"plugin {self.name}: unknown argument(s) {', '.join(unknown)}; "
+                             f"it takes: {', '.join(sorted(self.ARGS)) or 'none'}")
 
 
 @runtime_checkable

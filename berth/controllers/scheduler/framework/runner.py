@@ -141,6 +141,27 @@ def _guard(name: str, call: Callable[[], Status]) -> Status:
         return error(f"plugin crashed: {exc!r}").named(name)
 
 
+def _plugin_args(config: SchedulerConfig) -> dict[str, dict[str, Any]]:
+    """Each plugin's arguments, from every entry that names it: one instance serves
+    all its extension points (Kubernetes' pluginConfig is per plugin, too), so
+    arguments given on the score entry count as much as on the filter's; the same
+    argument given two different values is refused, naming both entries."""
+    out: dict[str, dict[str, Any]] = {}
+    given: dict[tuple[str, str], str] = {}  # (plugin, argument) → the entry that gave it
+    for point, specs in config.plugins.items():
+        for spec in specs:
+            merged = out.setdefault(spec.name, {})
+            for key, value in spec.args.items():
+                if key in merged and merged[key] != value:
+                    raise ValueError(
+                        f"plugins: {spec.name} argument {key!r} is {merged[key]!r} in "
+                        f"plugins.{given[spec.name, key]} and {value!r} in plugins.{point}: "
+                        "one plugin has one set of arguments")
+                merged[key] = value
+                given.setdefault((spec.name, key), point)
+    return out
+
+
 class Framework:
     def __init__(self, config: SchedulerConfig, registry: Registry,
                  shared: Mapping[str, Any] | None = None, *, reference: bool = False) -> None:
@@ -148,6 +169,7 @@ class Framework:
         self.reference = reference  # every plugin one candidate at a time (for tests)
         self.instances: dict[str, Plugin] = {}
         self.points: dict[str, list[tuple[Plugin, float]]] = {}
+        args = _plugin_args(config)
         for point, specs in config.plugins.items():
             proto = points.EXTENSION_POINTS.get(point)
             if proto is None:
@@ -160,7 +182,9 @@ class Framework:
                     raise ValueError(f"plugins.{point}: unknown plugin {spec.name!r}")
                 instance = self.instances.get(spec.name)
                 if instance is None:
-                    instance = factory({**(shared or {}), **spec.args})
+                    wanted: frozenset[str] = getattr(factory, "ARGS", frozenset())
+                    instance = factory({**{k: v for k, v in (shared or {}).items()
+                                           if k in wanted}, **args[spec.name]})
                     self.instances[spec.name] = instance
                 if not isinstance(instance, proto):
                     raise ValueError(f"plugins.{point}: {spec.name} does not implement {point}")

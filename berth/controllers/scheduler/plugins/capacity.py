@@ -1,26 +1,36 @@
 """Capacity: does the application fit on a cluster, and how full would it be (seed 002).
 
 The filter (Kubernetes' NodeResourcesFit, at cluster scale) rejects a cluster
-whose free CPU, memory, GPUs or pods cannot hold the application: the whole
-manifest for a duplicated one, one replica for a divided one (the division
-then gives each cluster no more than it has room for). Free is what the
-cluster's Nodes offer, minus what its Pods ask, minus what berth placed there
-and the cluster has not reported yet (assumed, so that a burst of placements
-never over-commits a cluster); what the application holds there now counts
-as free for it. A cluster that reports no capacity (no Nodes listed) is not
-judged.
+without room for what the application asks — the whole manifest for a
+duplicated one, one replica for a divided one (the division then gives each
+cluster no more than it has room for) — in each resource it asks for more
+than 0 of (CPU, memory, pods, and every other by its name: ``amd.com/gpu`` is
+met by ``amd.com/gpu`` alone); what it does not ask for is not checked,
+however over-committed the cluster is in it. Free is what the cluster's Nodes
+offer, minus what its Pods ask, minus what berth placed there and the cluster
+has not reported yet (assumed, so that a burst of placements never
+over-commits a cluster); what the application holds there now counts as free
+for it. A cluster that reports no capacity (no Nodes listed) is not judged.
 
-The score places the application, as the Kubernetes scheduler places a pod,
-by one of (``strategy`` in the plugin's args):
+The score is the Kubernetes scheduler's NodeResourcesFit score (or
+NodeResourcesBalancedAllocation's) with its integer arithmetic, over the
+cluster's totals, by ``strategy``:
 
-* ``LeastAllocated`` (default): the emptiest cluster — the mean over CPU and
-  memory (and GPUs if it asks for them) of the fraction left free after it;
-* ``MostAllocated``: the fullest that still fits (bin packing);
-* ``BalancedAllocation``: the cluster whose CPU and memory use stay closest to
-  each other (1 - their spread).
+* ``LeastAllocated`` (default): the emptiest cluster, ``(allocatable -
+  requested) * 100 / allocatable`` per resource, weighted;
+* ``MostAllocated``: the fullest that still fits (bin packing), ``requested *
+  100 / allocatable``;
+* ``BalancedAllocation``: the cluster whose resources' use stays closest
+  together, ``(1 - their standard deviation) * 100``;
 
-Scores are in hundredths (the Kubernetes scheduler's 0-100), so the set form
-has at most 101 terms. It runs only for applications that ask for resources.
+``requested`` includes the application. ``resources`` (as Kubernetes'
+``scoringStrategy.resources``: ``[{name, weight}]``, weights 1-100) names the
+resources scored, by default CPU and memory with weight 1; a resource the
+cluster has none of is left out, and so is an extended resource the
+application does not ask for. Where berth differs: a container without
+requests counts as 0, not Kubernetes' 100m CPU and 200 MB for scoring (an
+application that asks for nothing is not scored here at all). Scores are the
+0-100 integers divided by 100, so the set form has at most 101 terms.
 """
 
 from __future__ import annotations
@@ -49,15 +59,42 @@ NAME = "Capacity"
 STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
 
 
+DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))  # Kubernetes' scoringStrategy default
+_NATIVE = ("cpu", "memory", "pods", "ephemeral-storage")
+
+
+def _resources(value: Any) -> tuple[tuple[str, int], ...]:
+    """The ``resources`` argument: ``[{name: cpu, weight: 1}, ...]``."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"plugin {NAME}: resources must be a non-empty list of "
+                         f"{{name, weight}}, not {value!r}")
+    out: list[tuple[str, int]] = []
+    for i, item in enumerate(value):
+        name = item.get("name") if isinstance(item, dict) else None
+        weight = item.get("weight", 1) if isinstance(item, dict) else None
+        if (not isinstance(name, str) or not name or set(item) - {"name", "weight"}
+                or not isinstance(weight, int) or isinstance(weight, bool)
+                or not 1 <= weight <= 100):
+            raise ValueError(f"plugin {NAME}: resources[{i}] must be {{name: RESOURCE, "
+                             f"weight: 1-100}}, not {item!r}")
+        if name in (n for n, _ in out):
+            raise ValueError(f"plugin {NAME}: resources[{i}]: {name} is listed twice")
+        out.append((name, weight))
+    return tuple(out)
+
+
 class Capacity(Plugin):
     name = NAME
+    ARGS = frozenset({"strategy", "resources"})
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        self.strategy = str(self.args.get("strategy", "LeastAllocated"))
+        self.strategy = self.args.get("strategy", "LeastAllocated")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"plugin {NAME}: strategy {self.strategy!r} is not one of "
                              f"{', '.join(STRATEGIES)}")
+        self.resources = (_resources(self.args["resources"]) if "resources" in self.args
+                          else DEFAULT_RESOURCES)
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         return SUCCESS if subject.demand.whole or subject.demand.per_replica else SKIP
@@ -111,20 +148,33 @@ class Capacity(Plugin):
         if room is None:
             return 0.0
         alloc, free = room
-        need = self._need(state, subject, candidate)
-        dims = [(alloc.cpu, free.cpu, need.cpu), (alloc.memory, free.memory, need.memory)]
-        if need.gpu:
-            dims.append((alloc.gpu, free.gpu, need.gpu))
-        used = [min(1.0, max(0.0, (a - f + n) / a)) for a, f, n in dims if a > 0]
-        if not used:
-            return 0.0
-        if self.strategy == "MostAllocated":
-            score = sum(used) / len(used)
-        elif self.strategy == "BalancedAllocation":
-            score = 1.0 - (statistics.pstdev(used) if len(used) > 1 else 0.0)
-        else:
-            score = 1.0 - sum(used) / len(used)
-        return round(score, 2)  # in hundredths, as the Kubernetes scheduler's 0-100
+        return self.points(alloc, alloc - free + self._need(state, subject, candidate),
+                           self._need(state, subject, candidate)) / 100
+
+    def points(self, alloc: Resources, requested: Resources, need: Resources) -> int:
+        """The Kubernetes scheduler's 0-100 score of a cluster with ``alloc``
+        allocatable and ``requested`` asked of it (the application's ``need``
+        included), in its integer arithmetic."""
+        scored = [(alloc.get(name), requested.get(name), weight)
+                  for name, weight in self.resources
+                  if alloc.get(name) > 0 and (name in _NATIVE or need.get(name) > 0)]
+        if self.strategy == "BalancedAllocation":
+            fractions = [min(1.0, r / a) for a, r, _ in scored]
+            if len(fractions) == 2:
+                std = abs(fractions[0] - fractions[1]) / 2
+            elif len(fractions) > 2:
+                std = statistics.pstdev(fractions)
+            else:
+                std = 0.0
+            return int((1 - std) * 100)
+        total = weights = 0
+        for a, r, weight in scored:
+            if self.strategy == "MostAllocated":
+                total += min(r, a) * 100 // a * weight
+            else:
+                total += ((a - r) * 100 // a if r <= a else 0) * weight
+            weights += weight
+        return total // weights if weights else 0
 
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:

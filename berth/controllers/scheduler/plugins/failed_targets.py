@@ -35,6 +35,7 @@ FAILED = "failed-targets"  # the cycle state's entry: candidate key → seconds 
 
 class FailedTargets(Plugin):
     name = NAME
+    ARGS = frozenset({"backoff"})
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

@@ -22,6 +22,7 @@ NAME = "Gang"
 
 class Gang(Plugin):
     name = NAME
+    ARGS = frozenset({"timeout"})
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

@@ -59,6 +59,7 @@ class _Base:
 class MetricScore(Plugin):
     name = NAME
     cacheable = True
+    ARGS = frozenset({"stickiness_weight"})
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
