@@ -79,11 +79,31 @@ def test_demand_reads_workloads_and_counts_pods() -> None:
 def test_static_weights_divide_by_webster() -> None:
     snap = FakeSnapshot([cluster("a"), cluster("b"), cluster("c")])
     weights = [StaticWeight(ClusterGroup(cluster_names=["a"]), 3),
-               StaticWeight(ClusterGroup(cluster_names=["b"]), 2)]
+               StaticWeight(ClusterGroup(cluster_names=["b"]), 2),
+               StaticWeight(ClusterGroup(cluster_names=["c"]), 1)]
     got = shares(decide(framework(), divided(12, weights=weights), snap, []))
     assert got == {"a": 6, "b": 4, "c": 2}  # 3:2:1 of 12 exactly
     got = shares(decide(framework(), divided(7, weights=weights), snap, []))
     assert got == {"a": 4, "b": 2, "c": 1}  # Sainte-Laguë: 3.5 → 4, 2.33 → 2, 1.17 → 1
+
+
+def test_static_weights_as_karmada_weighs_clusters() -> None:
+    """Karmada's getStaticWeightInfoList: a selected cluster no rule names is ignored
+    (weight 0), the largest matching weight counts, and with no weight anywhere every
+    cluster weighs 1."""
+    snap = FakeSnapshot([cluster("a", labels={"zone": "x"}), cluster("b"), cluster("c")])
+    named = [StaticWeight(ClusterGroup(cluster_names=["a"]), 3),
+             StaticWeight(ClusterGroup(cluster_names=["b"]), 2)]
+    got = shares(decide(framework(), divided(12, weights=named), snap, []))
+    assert got == {"a": 7, "b": 5}  # c is named by no rule: no replicas (Webster 7.2, 4.8)
+    overlapping = [StaticWeight(ClusterGroup(cluster_names=["a", "b"]), 1),
+                   StaticWeight(ClusterGroup(label_selector=WorkloadSelector(
+                       match_labels={"zone": "x"})), 3)]
+    got = shares(decide(framework(), divided(8, weights=overlapping), snap, []))
+    assert got == {"a": 6, "b": 2}  # a matches both rules: the larger, 3
+    nobody = [StaticWeight(ClusterGroup(cluster_names=["elsewhere"]), 5)]
+    got = shares(decide(framework(), divided(9, weights=nobody), snap, []))
+    assert got == {"a": 3, "b": 3, "c": 3}
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -16,7 +16,9 @@ rest overflow to the next — and within a group by one of:
 
 * ``Weighted``: static weights, by Webster's method (Sainte-Laguë): seat after
   seat goes to the cluster with the highest ``weight / (seats + 0.5)``, among
-  those with room. A divisor method is *house-monotone*: the division of
+  those with room. A cluster weighs as Karmada weighs it: the largest weight
+  of the rules that match it, 0 if none does (it gets no replicas), and every
+  cluster 1 if no rule matches any. A divisor method is *house-monotone*: the division of
   n + 1 replicas is that of n plus one seat, so scaling up never takes a
   replica from a cluster and scaling down takes back the seats given last —
   from the cluster with the weakest claim, ties going against the least
@@ -130,6 +132,7 @@ def divide(subject: Subject, chosen: Sequence[Ranked], current: Sequence[Target]
     by_group: dict[int, list[int]] = {}
     for i, r in enumerate(chosen):
         by_group.setdefault(max(group_of(subject, r.candidate), 0), []).append(i)
+    static = _static_weights(subject, chosen) if mode == "Weighted" else []
     shares = [0] * len(chosen)
     left = total
     for g in sorted(by_group):
@@ -139,8 +142,7 @@ def divide(subject: Subject, chosen: Sequence[Ranked], current: Sequence[Target]
         if mode == "Aggregated":
             given = _aggregated(chosen, members, rooms, held, left)
         else:
-            weights = [_weight(subject, chosen[i].candidate, rooms[i], rooms, mode)
-                       for i in members]
+            weights = [static[i] if static else _weight(rooms[i], rooms) for i in members]
             if mode == "Capacity":
                 given = _adjusted(chosen, members, weights, rooms, held, left)
             else:
@@ -151,18 +153,23 @@ def divide(subject: Subject, chosen: Sequence[Ranked], current: Sequence[Target]
     return Division([(r, n) for r, n in zip(chosen, shares, strict=True) if n > 0], left)
 
 
-def _weight(subject: Subject, candidate: Candidate, cap: int, rooms: Sequence[int],
-            mode: str) -> float:
-    if mode == "Capacity":
-        if cap < UNLIMITED:
-            return float(cap)
-        known = [r for r in rooms if r < UNLIMITED]
-        return float(max(known)) if known else 1.0  # unknown: as much as the roomiest
+def _weight(cap: int, rooms: Sequence[int]) -> float:
+    """A cluster's dynamic weight: its room (unknown: as much as the roomiest)."""
+    if cap < UNLIMITED:
+        return float(cap)
+    known = [r for r in rooms if r < UNLIMITED]
+    return float(max(known)) if known else 1.0
+
+
+def _static_weights(subject: Subject, chosen: Sequence[Ranked]) -> list[float]:
+    """Karmada's static weights: a cluster weighs the largest weight among the rules
+    that match it, 0 (no replicas) if none does; if no chosen cluster weighs anything
+    (no rules, or none matches), they all weigh 1."""
     rs = subject.placement.replica_scheduling
-    for w in rs.static_weights if rs is not None else ():
-        if in_group(w.target_cluster, candidate):
-            return float(w.weight)
-    return 1.0
+    rules = rs.static_weights if rs is not None else []
+    weights = [float(max((w.weight for w in rules if in_group(w.target_cluster, r.candidate)),
+                         default=0)) for r in chosen]
+    return weights if any(weights) else [1.0] * len(chosen)
 
 
 def _webster(chosen: Sequence[Ranked], members: list[int], weights: list[float],
