@@ -19,7 +19,7 @@ import yaml
 from berth.cli.etcd_options import open_store
 from berth.cli.get_cmd import document
 from berth.cli.kinds import resolve
-from berth.cli.resources import Shown, age, one
+from berth.cli.resources import Shown, age, decided, one, target_note
 from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
 
@@ -132,13 +132,12 @@ def placement(s: Shown) -> list[str]:
         return ["Placement:   not scheduled (yet): no Binding; is a scheduler running?"]
     stale = b.spec.generation != s.doc.metadata.generation
     out = [f"Placement:   {b.status.state or '?'} (generation {b.spec.generation}"
-           + (f", decided {b.spec.scheduled:%Y-%m-%d %H:%M:%S}Z" if b.spec.scheduled else "")
+           + decided(b)
            + (f"; generation {s.doc.metadata.generation} not decided yet" if stale else "")
            + ")",
            f"  Reason:    {b.status.reason or '-'}",
-           "  Targets:   " + (", ".join(
-               t.name + (f" (score {t.score:.4f})" if t.score is not None else "")
-               for t in b.spec.targets) or "none")]
+           "  Targets:   " + (", ".join(t.name + target_note(t) for t in b.spec.targets)
+                              or "none")]
     best = [e for e in b.status.explanation if "score" in e][:5]
     if best:
         out.append("  Best:      " + ", ".join(
@@ -188,7 +187,8 @@ def _cluster(store: Store, s: Shown) -> list[str]:
         "Taints:      " + (", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in spec.taints)
                            or "-"),
         "State:       " + (f"{st.state}" + (f" ({st.reason})" if st.reason else "")
-                           + (f", probed {age(st.probed)} ago" if st.probed else "")
+                           + (f", status written {age(st.probed)} ago (when it changes; "
+                              "probed every probe_interval)" if st.probed else "")
                            if st is not None else "not observed (yet)"),
         f"Applications: {len(on)}" + (f" ({', '.join(on[:10])}"
                                       + (", ..." if len(on) > 10 else "") + ")" if on else ""),

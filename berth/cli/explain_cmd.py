@@ -18,6 +18,7 @@ import msgspec
 
 from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
+from berth.cli.resources import decided, target_note
 from berth.controllers.scheduler.config import load_config
 from berth.controllers.scheduler.whatif import Answer, what_if
 from berth.store import Store, decode, keys
@@ -58,12 +59,10 @@ def render(b: Binding) -> str:
     ref = spec.resource
     lines = [
         f"{ref.kind} {ref.namespace}/{ref.name}: {status.state or '?'} "
-        f"(generation {spec.generation}"
-        + (f", decided {spec.scheduled:%Y-%m-%d %H:%M:%S}Z)" if spec.scheduled else ")"),
+        f"(generation {spec.generation}{decided(b)})",
         f"reason: {status.reason}",
         "targets: " + (", ".join(f"{t.kind} {t.namespace + '/' if t.namespace else ''}{t.name}"
-                                 + (f" (score {t.score:.4f})" if t.score is not None else "")
-                                 for t in spec.targets) or "none"),
+                                 + target_note(t) for t in spec.targets) or "none"),
     ]
     ranked = [e for e in status.explanation if "score" in e]
     rejected = [e for e in status.explanation if "rejected_by" in e]
@@ -162,7 +161,9 @@ def render_answer(a: Answer) -> str:
     lines = [f"What if: Application {a.application} ("
              + ("stored; decided again from where it runs" if a.exists else "not stored")
              + "; nothing is written)",
-             f"decision: {a.state}" + (f" on {', '.join(a.targets)}" if a.targets else "")
+             f"decision: {a.state}" + (" on " + ", ".join(
+                 t + (f" ({a.replicas[t]} replica{'s' if a.replicas[t] != 1 else ''})"
+                      if t in a.replicas else "") for t in a.targets) if a.targets else "")
              + (f" ({a.reason})" if a.reason else "")]
     rows = [["CANDIDATE", "VERDICT", "SCORE", "BREAKDOWN / WHY"]]
     for v in a.verdicts:

@@ -25,6 +25,7 @@ from berth.store.documents import (
     Binding,
     ClusterStatus,
     MetricValue,
+    Target,
 )
 
 MASK = "<masked>"
@@ -170,3 +171,19 @@ def selected(labels: Mapping[str, str], terms: list[tuple[str, str, str]]) -> bo
                 op == "=" and have != value) or (op == "!=" and have == value):
             return False
     return True
+
+
+def target_note(t: Target) -> str:
+    """`` (3 replicas, score 0.8100)`` after a target's name: what it was given."""
+    notes = [f"{t.replicas} replica{'s' if t.replicas != 1 else ''}"] if t.replicas else []
+    notes += [f"score {t.score:.4f}"] if t.score is not None else []
+    return f" ({', '.join(notes)})" if notes else ""
+
+
+def decided(b: Binding) -> str:
+    """When a Binding's targets last changed and when it was last written: a decision
+    that stands is not written again, so its reason is as of the latter."""
+    out = f"; on these targets since {b.spec.scheduled:%Y-%m-%d %H:%M:%S}Z" if (
+        b.spec.scheduled) else ""
+    written = b.metadata.modified
+    return out + (f"; reason as of {written:%Y-%m-%d %H:%M:%S}Z" if written else "")

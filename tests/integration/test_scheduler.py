@@ -68,6 +68,7 @@ def test_an_application_is_bound_to_the_cluster_that_fits(
         assert main(["explain", "application", "default/web", "--etcd", store.config.url]) == 0
     table = out.getvalue()
     assert "Application default/web: Scheduled (generation 1" in table
+    assert "; reason as of " in table.splitlines()[0]  # a decision that stands is not rewritten
     assert "targets: Cluster default/de (score 0.0000)" in table
     assert "LabelConstraints         1  label constraint 'location == DE'  (fr)" in table
     rejected = [e for e in b.status.explanation if "rejected_by" in e]
@@ -453,6 +454,20 @@ def test_what_if_answers_what_the_scheduler_then_decides(
     assert "rejected by LabelConstraints   -      label constraint 'location == DE'; it " \
            "has location=FR" in out
     assert binding(store, "greedy") is None
+
+    # A divided application: how many replicas each cluster would get.
+    h = tmp_path / "divided.yaml"
+    h.write_text(WHAT_IF.format(name="wide", label="location is DE", metric="load < 5").replace(
+        "  manifest:", "  placement: {policy: PickAll, replicaScheduling: {type: Divided, "
+        "staticWeights: [{targetCluster: {clusterNames: [de-1]}, weight: 3}, "
+        "{targetCluster: {clusterNames: [de-2]}, weight: 1}]}}\n  manifest:").replace(
+        "[{apiVersion: v1, kind: ConfigMap, metadata: {name: wide}}]",
+        "[{apiVersion: apps/v1, kind: Deployment, metadata: {name: wide}, spec: {replicas: 8}}]"))
+    code, out = berth("explain", "--what-if", str(h), "--etcd", url)
+    assert code == 0, out
+    decision = out.splitlines()[1]
+    assert decision.startswith("decision: Scheduled on ") and "de-3" not in decision, out
+    assert "de-1 (6 replicas)" in decision and "de-2 (2 replicas)" in decision, out
 
 
 KRAKE_MAGNUM = """\

@@ -57,6 +57,7 @@ class Answer:
     targets: list[str]
     reason: str
     verdicts: list[Verdict]
+    replicas: dict[str, int] = field(default_factory=dict)  # a divided application's shares
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)  # type: ignore[no-any-return]
@@ -110,7 +111,8 @@ def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, 
                                                        status.reason)))
     if isinstance(outcome, Decision):
         return Answer(f"{ns}/{view.metadata.name}", exists, "Scheduled",
-                      [t.name for t in outcome.targets], outcome.reason, verdicts)
+                      [t.name for t in outcome.targets], outcome.reason, verdicts,
+                      {t.name: t.replicas for t in outcome.targets if t.replicas is not None})
     if isinstance(outcome, Deferred):
         assert outcome.plan.at is not None
         return Answer(f"{ns}/{view.metadata.name}", exists, "Pending",
