@@ -164,6 +164,9 @@ class Market:
     def candidate_by_key(self, key: str) -> Candidate | None:
         return next((c for c in self.clusters if c.key == key), None)
 
+    def namespaces(self, kind: str) -> list[str]:
+        return sorted({c.ref.namespace or "" for c in self.clusters} - {""})
+
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
         zone = self.zone_of[candidate.ref.name]
         hit = self._readings.get((zone, ref.name))

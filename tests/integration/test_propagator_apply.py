@@ -207,6 +207,29 @@ def test_an_application_whose_key_vanished_is_cleaned_up(
     assert not present(kube["west"], ConfigMap, "gone")
 
 
+def test_a_namespace_the_cluster_lacks_is_created_and_kept(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+) -> None:
+    """As Karmada: an object in a Kubernetes namespace the cluster does not have gets
+    the namespace (it used to be FAILED and retried for ever); deleting the application
+    leaves the namespace (other things may live there)."""
+    from lightkube.resources.core_v1 import Namespace
+
+    cm = config_map("teamed")
+    cm["metadata"]["namespace"] = "team-ux"
+    app(store, "teamed", [cm])
+    bind(store, "teamed", 1, "west")
+    wait_for(lambda: status(store, "teamed"), running("RUNNING", "west"), timeout=30)
+    assert present(kube["west"], ConfigMap, "teamed", namespace="team-ux")
+    ns = kube["west"].get(Namespace, "team-ux")
+    assert ns.metadata is not None and ns.metadata.labels == {
+        "app.kubernetes.io/created-by": "berth", "kubernetes.io/metadata.name": "team-ux"}
+    app(store, "teamed", [cm], generation=2, deleted=True)
+    wait_for(lambda: status(store, "teamed") is None or None, timeout=30)
+    assert not present(kube["west"], ConfigMap, "teamed", namespace="team-ux")
+    assert present(kube["west"], Namespace, "team-ux", namespace=None)
+
+
 def test_drift_is_reapplied(
     store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
 ) -> None:

@@ -228,15 +228,25 @@ class Connection:
     # -- acting ----------------------------------------------------------------
 
     def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
-        """Server-side apply one located object; the object as stored."""
+        """Server-side apply one located object; the object as stored. A namespace it
+        lives in that the cluster does not have is created first (as Karmada does;
+        berth never deletes one: other things may live there)."""
         meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
         if ref.namespace is not None:
             meta["namespace"] = ref.namespace
-        resp = self._request(
-            "PATCH", kind.path(ref.name, ref.namespace),
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
-            headers={"Content-Type": "application/apply-patch+yaml"},
-            content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
+
+        def patch() -> httpx.Response:
+            return self._request(
+                "PATCH", kind.path(ref.name, ref.namespace),
+                params={"fieldManager": FIELD_MANAGER, "force": "true"},
+                headers={"Content-Type": "application/apply-patch+yaml"},
+                content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
+
+        resp = patch()
+        if (resp.status_code == 404 and ref.namespace is not None
+                and f'namespaces "{ref.namespace}" not found' in _error(resp)):
+            self._create_namespace(ref.namespace)
+            resp = patch()
         if resp.status_code in (200, 201):
             try:
                 return typed(resp.content, KubeObject)
@@ -247,6 +257,19 @@ class Connection:
                 resp.status_code == 500 and _INVALID_500 in text):
             raise Rejected(f"{ref}: {text}")
         raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
+
+    def _create_namespace(self, name: str) -> None:
+        log.info("creating namespace %s (an object berth applies lives there)", name)
+        resp = self._request(
+            "PATCH", f"/api/v1/namespaces/{name}",
+            params={"fieldManager": FIELD_MANAGER},
+            headers={"Content-Type": "application/apply-patch+yaml"},
+            content=msgspec.json.encode({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": name, "labels": {"app.kubernetes.io/created-by": FIELD_MANAGER}}}))
+        if resp.status_code in (400, 422):
+            raise Rejected(f"namespace {name}: {_error(resp)}")
+        if resp.status_code not in (200, 201, 409):
+            raise Unavailable(f"namespace {name}: {_error(resp)}")
 
     def get(self, ref: KubeObjectRef) -> KubeObject | None:
         """The object as stored now; None if there is none."""

@@ -281,6 +281,15 @@ class Cache:
         found.sort(key=lambda c: c.key)
         return found
 
+    def namespaces(self, kind: str) -> list[str]:
+        if kind == "Cluster":
+            found = {item.obj.metadata.namespace for item in self.clusters.items()}
+        elif kind == "Project":
+            found = {item.obj.metadata.namespace for item in self.projects.items()}
+        else:
+            found = {item.obj.metadata.namespace for item in self.clouds.items()}
+        return sorted(ns for ns in found if ns)
+
     def candidate_by_key(self, key: str) -> Candidate | None:
         if self._by_key_epoch != self.epoch:
             self._by_key = {}

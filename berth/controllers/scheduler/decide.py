@@ -132,6 +132,8 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     if not evaluation.ranked:
         if framework.plugins("postFilter"):
             framework.post_filter(state, subject, evaluation.rejected)
+        if state.fleet is not None and not state.fleet.candidates:
+            return NoFit(_nowhere(subject, snapshot), evaluation)
         return NoFit(summary(subject.candidate_kind, evaluation), evaluation)
     ranked: Sequence[Ranked] = evaluation.ranked
     if subject.placement.cluster_groups:
@@ -158,6 +160,16 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     placed = [Target(t.kind, t.name, t.namespace, t.score, n)
               for t, (_, n) in zip(targets(chosen), shares, strict=True)]
     return Decision(placed, evaluation, chosen, subject, state, division.unplaced)
+
+
+def _nowhere(subject: Subject, snapshot: Snapshot) -> str:
+    """An empty fleet: candidates are namespaced, so say where they are (an application
+    in ``prod`` is placed only on clusters in ``prod``)."""
+    noun = {"Cluster": "cluster", "Project": "project"}.get(subject.candidate_kind, "cloud")
+    where = snapshot.namespaces(subject.candidate_kind)
+    return (f"no {noun} in namespace {subject.ref.namespace}; {noun}s are in: "
+            f"{', '.join(where)}" if where else f"no {noun} in namespace "
+            f"{subject.ref.namespace}, nor in any other")
 
 
 __all__ = ["Decision", "Deferral", "Deferred", "NoFit", "decide"]

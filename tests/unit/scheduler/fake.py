@@ -63,6 +63,9 @@ class FakeSnapshot:
             self.fleets[where] = Fleet(mine, metric_epoch=self.epoch)
         return self.fleets[where]
 
+    def namespaces(self, kind: str) -> list[str]:
+        return sorted({c.ref.namespace or "" for c in self.clusters} - {""})
+
     def candidate_by_key(self, key: str) -> Candidate | None:
         return next((c for c in self.clusters if c.key == key), None)
 

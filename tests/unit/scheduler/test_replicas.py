@@ -8,7 +8,8 @@ import pytest
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, NoFit, decide
-from berth.controllers.scheduler.framework import Framework, Room
+from berth.controllers.scheduler.framework import Framework, Room, Subject
+from berth.controllers.scheduler.framework.types import Ref
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import (
     ClusterGroup,
@@ -212,3 +213,14 @@ def test_no_room_anywhere_is_unschedulable_with_the_reason() -> None:
     outcome = decide(framework(), divided(3), snap, [])
     assert isinstance(outcome, NoFit)
     assert "insufficient cpu, memory, pods" in outcome.reason
+
+
+def test_an_application_in_a_namespace_without_clusters_is_told_where_they_are() -> None:
+    snap = FakeSnapshot([cluster("a")])  # clusters in default
+    prod = Subject(Ref("Application", "prod", "web"), "/berth/v1/applications/prod/web",
+                   "Cluster")
+    outcome = decide(framework(), prod, snap, [])
+    assert isinstance(outcome, NoFit)
+    assert outcome.reason == "no cluster in namespace prod; clusters are in: default"
+    assert decide(framework(), prod, FakeSnapshot([]), []).reason == (
+        "no cluster in namespace prod, nor in any other")
