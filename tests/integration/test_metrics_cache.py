@@ -126,6 +126,9 @@ def test_prometheus_values_errors_expiry_and_recovery(
     prometheus.push(load=4.0)
     prometheus.wait_value("load", 4.0)
     wait_for(lambda: value(store, "load"), lambda v: v.status.value == 4.0, timeout=3)
+    # Constant for longer than stale_after, yet confirmed by every poll: as fresh as new
+    # (staleness used to count from when the value was first seen).
+    time.sleep(3)
 
     prometheus.stop_prometheus()  # the provider goes down
     down = wait_for(lambda: value(store, "load"), lambda v: v.status.error is not None,

@@ -97,6 +97,43 @@ def test_a_better_metric_moves_the_application_and_stickiness_holds_small_change
         proc.stop()
 
 
+def test_the_last_whole_picture_stands_in_for_a_bounded_time(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    """The metrics-cache dead (its values and picture gone with its lease): decisions go
+    on with the last whole picture for metric_picture_grace, then its values are missing,
+    as after a provider error, and the explanation says why — not hour-old values for
+    ever."""
+    scored_clusters(store, "heat_", {"a": 0.2, "b": 0.9})
+    proc = SchedulerProcess(etcd_server.url, tmp_path, name="grace",
+                            config="metric_picture_grace: 3\n").start()
+    try:
+        application(store, "first")
+        assert targets(scheduled(store, "first")) == ["b"]
+        for name in ("a", "b"):
+            store.delete(keys.metric_value_key(f"heat_{name}"))
+        store.delete(keys.METRIC_PICTURE)  # as the lease's expiry takes them
+        application(store, "within")  # decided on the last whole picture: b still best
+        within = scheduled(store, "within")
+        assert targets(within) == ["b"] and within.spec.targets[0].score == pytest.approx(0.9)
+        said = "no whole picture of the metric values for 3 s"
+        wait_for(lambda: proc.output(), lambda out: said in out, timeout=10)
+        application(store, "after")
+        after = scheduled(store, "after")
+        ranked = [e for e in after.status.explanation if "score" in e]
+        assert ranked and not any(e.get("with_metrics") for e in ranked), ranked
+        for entry in ranked:  # every candidate listed names its metrics, not only the chosen
+            name = entry["candidate"].rsplit("/", 1)[1]
+            reading = entry["metrics"][f"heat_{name}"]
+            assert reading["reason"] == "MISSING_METRIC_VALUE" and said in reading["message"]
+        value(store, "heat_a", 0.95)  # a picture again: values count at once
+        value(store, "heat_b", 0.1)
+        application(store, "back")
+        assert targets(scheduled(store, "back")) == ["a"]
+    finally:
+        proc.stop()
+
+
 def _moves_and_sticks(store: Store) -> None:
     application(store, "app")
     first = scheduled(store, "app")

@@ -140,8 +140,10 @@ def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
     """The document for one reading.
 
     After an error the last good value (with its normalised form and when it
-    was observed) stays, next to the error, until it is ``stale_after``
-    seconds old; then only the error remains.
+    was last observed) stays, next to the error, until ``stale_after`` seconds
+    after it was last confirmed by a poll — not after it was first seen: a value
+    constant for an hour and read a second ago is as fresh as a new one — then
+    only the error remains.
     """
     forecast: list[ForecastPoint] = []
     if isinstance(reading, Forecasted):
@@ -533,9 +535,9 @@ class MetricsCache:
                 previous = self._values.get(key)
             status = value_status(w, reading, provider, previous, now, self.config.stale_after,
                                   self.config.forecast_horizon)
-            if not self.writer.unchanged(key, status):
-                with self._lock:
-                    self._values[key] = status  # unchanged keeps the first observation
+            if status.error is None or not self.writer.unchanged(key, status):
+                with self._lock:  # a value confirmed now counts from now (stale_after)
+                    self._values[key] = status
             docs.append((key, MetricValue(
                 Metadata(name=w.series.name, namespace=w.series.namespace), status)))
         try:

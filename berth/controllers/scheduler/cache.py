@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 
 class Cache:
     def __init__(self, store: Store, *, idle_timeout: float = 30.0,
-                 assume_ttl: float = 300.0) -> None:
+                 assume_ttl: float = 300.0, picture_grace: float = 60.0) -> None:
         def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
@@ -91,6 +91,11 @@ class Cache:
             keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
         self._published: dict[str, MetricValue] = {}  # the values of the last whole picture
         self._picture: tuple[int, int] | None = None  # its (revision, generation)
+        # Since when (monotonic) no whole picture has been in etcd while one is published;
+        # past picture_grace the published values are no longer used.
+        self._unwhole_since: float | None = None
+        self.picture_grace = picture_grace
+        self._expired = ""  # why the published values were dropped, while they are
         self._metric_listeners: list[Callable[[Event[Any]], None]] = []
         self.bindings: Informer[BindingView] = Informer(
             store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout)
@@ -189,8 +194,7 @@ class Cache:
 
     def _on_value(self, event: Event[MetricValue | MetricPicture]) -> None:
         """Values wait for their picture; a complete picture publishes them all."""
-        if (event.key == keys.METRIC_PICTURE and event.type is not EventType.DELETED
-                and self._publish_if_whole()):
+        if event.key == keys.METRIC_PICTURE and self._publish_if_whole():
             for listener in self._metric_listeners:
                 listener(event)
 
@@ -198,15 +202,38 @@ class Cache:
         """Take the values as of a complete picture not yet taken; True if taken."""
         item = self.values.item(keys.METRIC_PICTURE)
         if item is None or not isinstance(item.obj, MetricPicture) or not item.obj.complete:
-            return False  # none, or incomplete: keep deciding on the last whole one
-        seen = (item.mod_revision, item.obj.generation)
-        if seen == self._picture:
+            with self._lock:  # none, or incomplete: the last whole one stands in, a while
+                if self._unwhole_since is None:
+                    self._unwhole_since = time.monotonic()
             return False
+        seen = (item.mod_revision, item.obj.generation)
+        with self._lock:
+            self._unwhole_since = None
+            if seen == self._picture and not self._expired:
+                return False
         published = {k: it.obj for k, it in ((it.key, it) for it in self.values.items())
                      if isinstance(it.obj, MetricValue)}
         with self._lock:
-            self._published, self._picture = published, seen
+            self._published, self._picture, self._expired = published, seen, ""
             self._metric_epoch += 1
+        return True
+
+    def expire_picture(self) -> bool:
+        """Drop the last whole picture once no whole one has been in etcd for
+        ``picture_grace`` seconds (the metrics-cache dead or never complete again):
+        its values count as missing, as after a provider error, rather than being used
+        for ever. True when it dropped them (the caller decides everything again)."""
+        with self._lock:
+            since = self._unwhole_since
+            if (since is None or self._expired or not self._published
+                    or time.monotonic() - since < self.picture_grace):
+                return False
+            self._published = {}
+            self._expired = (f"no whole picture of the metric values for "
+                             f"{self.picture_grace:g} s (metrics-cache down?): the last one "
+                             "is no longer used")
+            self._metric_epoch += 1
+        log.warning("metric values: %s", self._expired)
         return True
 
     @property
@@ -347,8 +374,8 @@ class Cache:
         if doc is None:
             return MetricReading(
                 ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
-                message="no current value (metrics-cache down, value expired, or no complete"
-                        " picture of the values yet)")
+                message=self._expired or "no current value (metrics-cache down, value "
+                "expired, or no complete picture of the values yet)")
         v = doc.status
         if v.error is not None and v.value is None:
             return MetricReading(ref.name, ref.weight, reason=v.error.reason,

@@ -71,6 +71,10 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Seconds what berth placed on a cluster is assumed there while the cluster's
     # capacity report does not count its pods yet.
     assume_ttl: float = 300.0
+    # Seconds the last whole picture of metric values stands in after no whole one is in
+    # etcd (the metrics-cache died or restarts); then its values are missing. Keep it at
+    # the metrics-cache's stale_after.
+    metric_picture_grace: float = 60.0
     # Deferrable work is bound this many seconds before its deadline at the latest,
     # and waits only for a start that saves at least this fraction of its cost.
     deferral_margin: float = 120.0
@@ -94,6 +98,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("backoff: need 0 < initial <= max")
         if self.deferral_margin < 0 or self.deferral_min_saving < 0:
             raise ValueError("deferral_margin and deferral_min_saving must not be negative")
+        if self.metric_picture_grace < 0:
+            raise ValueError("metric_picture_grace must not be negative")
         if not 1 <= self.bind_batch <= 128:
             raise ValueError("bind_batch must be within 1..128 (etcd's transaction limit)")
 

@@ -53,8 +53,10 @@ class Decision:
                   ) -> list[dict[str, Any]]:
         """The explanation written into the Binding (built only when it is written)."""
         details: dict[str, dict[str, Any]] = {}
-        for describe in framework.describers:
-            for r in self.chosen[:limit]:
+        shown = {r.candidate.key: r for r in (*self.chosen[:limit],
+                                                *self.evaluation.ranked[:limit])}
+        for describe in framework.describers:  # every candidate listed names its metrics
+            for r in shown.values():
                 details.setdefault(r.candidate.key, {}).update(
                     describe(self.state, self.subject, r.candidate, snapshot))
         return explanation(self.evaluation, details, limit)

@@ -121,7 +121,8 @@ class Scheduler:
         # The leader term this scheduler decides in (0: unfenced, as in tests): every
         # Binding it writes requires it and records it.
         self.term = store.fence.term if store.fence is not None else 0
-        self.cache = Cache(store, idle_timeout=idle_timeout, assume_ttl=config.assume_ttl)
+        self.cache = Cache(store, idle_timeout=idle_timeout, assume_ttl=config.assume_ttl,
+                           picture_grace=config.metric_picture_grace)
         self.framework = framework_for(config)
         self.queue = SchedulingQueue(
             self._sort_key, initial_backoff=config.backoff.initial,
@@ -251,6 +252,7 @@ class Scheduler:
         changed = self._resync.wait(min(1.0, ACTIVATE_EVERY))
         if self._loops[1].stopping:
             return
+        changed = self.cache.expire_picture() or changed
         now = time.monotonic()
         added, removed = self._placements_added.is_set(), self._placements_removed.is_set()
         if (added or removed) and now - self._last_activation >= ACTIVATE_EVERY:
