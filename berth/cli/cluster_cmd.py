@@ -40,6 +40,7 @@ def configure(p: argparse.ArgumentParser, name: str) -> None:
         chores = p.add_subparsers(dest="chore", required=True, metavar="CHORE")
         r = chores.add_parser("register", help="create or update a Cluster from a kubeconfig")
         r.add_argument("name", metavar="[NAMESPACE/]NAME")
+        r.add_argument("-n", "--namespace", default="default", help="default: default")
         r.add_argument("--kubeconfig", required=True, metavar="FILE")
         r.add_argument("--context", help="the kubeconfig context to use (default: its current)")
         r.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
@@ -52,6 +53,7 @@ def configure(p: argparse.ArgumentParser, name: str) -> None:
         "Keep applications off a cluster (a taint)." if name == "cordon"
         else "Take the cordon's taint away.")
     p.add_argument("cluster", metavar="[NAMESPACE/]NAME")
+    p.add_argument("-n", "--namespace", default="default", help="default: default")
     if name == "cordon":
         p.add_argument("--soft", action="store_true",
                        help="PreferNoSchedule: steer new placements away, keep the rest")
@@ -101,6 +103,7 @@ def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
 
 def register(args: argparse.Namespace) -> int:
     namespace, _, name = args.name.rpartition("/")
+    namespace = namespace or args.namespace
     metrics = []
     for metric, weight in _pairs(args.metric, "metric"):
         try:
@@ -109,12 +112,12 @@ def register(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--metric {metric}={weight}: the weight is not a number") from None
     data = {"api": "kubernetes", "kind": "Cluster",
-            "metadata": {"name": name, "namespace": namespace or "default",
+            "metadata": {"name": name, "namespace": namespace,
                          "labels": dict(_pairs(args.label, "label"))},
             "spec": {"kubeconfig": kubeconfig(args.kubeconfig, args.context),
                      "metrics": metrics}}
     try:
-        loaded = to_document(f"cluster {namespace or 'default'}/{name}", data)
+        loaded = to_document(f"cluster {namespace}/{name}", data)
     except Invalid as exc:
         for line in str(exc).splitlines():
             print(f"error: {line}", file=sys.stderr)
@@ -128,7 +131,7 @@ def register(args: argparse.Namespace) -> int:
         return 1
     write(store, planned)
     p = planned[0]
-    print(f"cluster/{namespace or 'default'}/{name} "
+    print(f"cluster/{namespace}/{name} "
           f"{'unchanged' if p.unchanged else 'configured' if p.old else 'created'}")
     return 0
 
@@ -145,24 +148,25 @@ def uncordon(args: argparse.Namespace) -> int:
 
 def _taint(args: argparse.Namespace, change: Any, said: str) -> int:
     namespace, _, name = args.cluster.rpartition("/")
-    key = keys.resource_key("Cluster", name, namespace or "default")
+    namespace = namespace or args.namespace
+    key = keys.resource_key("Cluster", name, namespace)
     store = open_store(args)
     for _ in range(3):  # a concurrent change: read again and redo
         kv = store.get(key)
         if kv is None:
-            print(f"error: cluster {namespace or 'default'}/{name} not found", file=sys.stderr)
+            print(f"error: cluster {namespace}/{name} not found", file=sys.stderr)
             return 1
         doc = decode(kv.value, Cluster, key)
         taints = change(doc.spec.taints)
         if taints == doc.spec.taints:
-            print(f"cluster/{namespace or 'default'}/{name} unchanged ({said} already)")
+            print(f"cluster/{namespace}/{name} unchanged ({said} already)")
             return 0
         updated = msgspec.structs.replace(
             doc, spec=msgspec.structs.replace(doc.spec, taints=taints),
             metadata=msgspec.structs.replace(doc.metadata, generation=doc.metadata.generation
                                              + 1, modified=datetime.now(UTC)))
         if _update(store, key, encode(updated), kv.mod_revision):
-            print(f"cluster/{namespace or 'default'}/{name} {said}")
+            print(f"cluster/{namespace}/{name} {said}")
             return 0
     print(f"error: {key} keeps changing; try again", file=sys.stderr)
     return 1

@@ -29,7 +29,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
                      "from its clusters, then its key); delete any other resource's key.")
     p.add_argument("kind", nargs="?", help="a kind: applications, cluster, app, ...")
     p.add_argument("names", nargs="*", metavar="[NAMESPACE/]NAME",
-                   help="namespace defaults to 'default' for namespaced kinds")
+                   help="namespace defaults to -n's for namespaced kinds")
+    p.add_argument("-n", "--namespace", default="default", help="default: default")
     p.add_argument("-f", "--filename", action="append", metavar="FILE|DIR|-",
                    help="delete what these documents define")
     p.set_defaults(run=run)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         for text in args.names:
             namespace, _, name = text.rpartition("/")
             targets.append((kind, keys.resource_key(
-                kind.name, name, (namespace or "default") if kind.namespaced else None)))
+                kind.name, name, (namespace or args.namespace) if kind.namespaced else None)))
     store = open_store(args)
     failed = [key for kind, key in targets if not delete(store, kind, key)]
     return 1 if failed else 0

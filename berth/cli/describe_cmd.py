@@ -31,7 +31,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.description = ("Show a resource with what the scheduler, the propagator "
                      "and the metrics-cache say of it, and its recent placements.")
     p.add_argument("kind")
-    p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to 'default'")
+    p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to -n's")
+    p.add_argument("-n", "--namespace", default="default", help="default: default")
     p.add_argument("--show-secrets", action="store_true", help="print credentials as stored")
     p.set_defaults(run=run)
 
@@ -39,7 +40,7 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     kind = resolve(args.kind)
     ns, _, name = args.name.rpartition("/")
-    ns = ns or "default"
+    ns = ns or args.namespace
     store = open_store(args)
     s = one(store, kind, ns, name)
     if s is None:

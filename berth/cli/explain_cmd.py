@@ -18,23 +18,25 @@ import msgspec
 
 from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
+from berth.cli.kinds import resolve
 from berth.cli.resources import decided, target_note
 from berth.controllers.scheduler.config import load_config
 from berth.controllers.scheduler.whatif import Answer, what_if
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, Binding
 
-_KINDS = {"application": "Application", "cluster": "Cluster", "magnumcluster": "MagnumCluster"}
+_KINDS = ("Application", "Cluster", "MagnumCluster")  # what the scheduler places
 
 
 def configure(p: argparse.ArgumentParser, _name: str) -> None:
     """``berth explain``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     p.description = ("Print a Binding's decision and explanation as tables.")
-    p.add_argument("kind", nargs="?", choices=sorted(_KINDS),
+    p.add_argument("kind", nargs="?",
                    help="application (placed on clusters), cluster (placed on a cloud) or "
-                   "magnumcluster (placed on a project)")
+                   "magnumcluster (placed on a project): any spelling get takes (app, apps)")
     p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
-                   help="namespace defaults to 'default'")
+                   help="namespace defaults to -n's")
+    p.add_argument("-n", "--namespace", default="default", help="default: default")
     p.add_argument("--what-if", metavar="FILE|-",
                    help="decide the applications in FILE as the scheduler would now, against "
                    "the current state; nothing is written")
@@ -102,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
     if not (args.kind and args.name):
         raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
     namespace, _, name = args.name.rpartition("/")
-    namespace = namespace or "default"
-    kind = _KINDS[args.kind]
+    namespace = namespace or args.namespace
+    kind = resolve(args.kind).name
+    if kind not in _KINDS:
+        raise ValueError(f"explain takes {', '.join(sorted(_KINDS))}: the kinds the scheduler "
+                         f"places, not {kind}")
     store = open_store(args)
     key = keys.binding_key(kind, namespace, name)
     kv = store.get(key)

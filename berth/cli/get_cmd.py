@@ -16,8 +16,10 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
 import yaml
 
+from berth.cli import jsonpath
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
 from berth.cli.resources import Shown, age, listed, mask, one, selected, selector, shown
@@ -72,7 +74,7 @@ def _metric_error(s: Shown) -> str:
     return "-" if err is None else err.reason
 
 
-def _ready(s: Shown, per_cluster: bool = False) -> str:
+def ready_column(s: Shown, per_cluster: bool = False) -> str:
     """Replicas available / desired, as kubectl's READY: summed over the clusters the
     application runs on (``per_cluster``: each, ``east=2/2``); ``-`` for one without
     replicas (only configuration, say) or not judged yet."""
@@ -100,11 +102,11 @@ def _reason(s: Shown) -> str:
 
 COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, -o wide adds)
     "Application": (
-        [("PLACEMENT", _placement), ("STATE", _state), ("READY", _ready),
+        [("PLACEMENT", _placement), ("STATE", _state), ("READY", ready_column),
          ("CLUSTERS", lambda s: _names(s.binding.spec.targets) if s.binding else "-"),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("GENERATION", lambda s: str(_doc(s, "metadata.generation"))),
-         ("READY PER CLUSTER", lambda s: _ready(s, per_cluster=True)),
+         ("READY PER CLUSTER", lambda s: ready_column(s, per_cluster=True)),
          ("RUNNING ON", lambda s: _names(s.status.status.running_on)
           if isinstance(s.status, ApplicationStatus) else "-"),
          ("REASON", _reason)]),
@@ -172,9 +174,31 @@ def table(rows: list[list[str]]) -> str:
 
 
 def document(s: Shown, secrets: bool) -> Any:
+    """The stored document, with what the processes say of it as ``status`` (as
+    kubectl shows an object's status): an application's placement (the Binding) and
+    propagation (its status key), a cluster's observed state, a metric's value."""
     if s.raw is None:
         return {"key": s.key, "error": s.error}
-    return s.raw if secrets else mask(s.raw)
+    doc = dict(s.raw if secrets else mask(s.raw))
+    status: dict[str, Any] = {}
+    if s.binding is not None:
+        b = msgspec.to_builtins(s.binding)
+        status["placement"] = {**b.get("status", {}), **{
+            k: v for k, v in b.get("spec", {}).items() if k != "resource"}}
+        status["placement"].pop("explanation", None)  # berth explain shows it
+    if s.status is not None:
+        status["propagation" if s.kind.name == "Application" else "observed"] = (
+            msgspec.to_builtins(s.status.status))
+    if s.value is not None:
+        status["value"] = msgspec.to_builtins(s.value.status)
+    if status:
+        doc["status"] = status
+    return doc
+
+
+def plain_document(s: Shown, secrets: bool) -> Any:
+    """:func:`document` as plain JSON values (times as text): what templates read."""
+    return json.loads(json.dumps(document(s, secrets), default=str))
 
 
 def configure(p: argparse.ArgumentParser, _name: str) -> None:
@@ -183,10 +207,15 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
                      "propagator and the metrics-cache say of them.")
     p.add_argument("kind", help="applications, clusters, metrics, globalmetrics, clouds, "
                    "metricsproviders, ... (singular, plural or short name, any case)")
-    p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME")
+    p.add_argument("names", nargs="*", metavar="[NAMESPACE/]NAME")
     add_listing_options(p)
-    p.add_argument("-o", "--output", choices=["wide", "yaml", "json", "name"],
-                   help="wide: more columns; yaml/json: the documents; name: kind/ns/name")
+    p.add_argument("-o", "--output", type=_output, metavar="FORMAT",
+                   help="wide: more columns; yaml, json: the documents with their status; "
+                   "name: kind/ns/name; jsonpath=TEMPLATE, custom-columns=TITLE:PATH,... "
+                   "(kubectl's)")
+    p.add_argument("--no-headers", action="store_true", help="tables without the title row")
+    p.add_argument("--sort-by", metavar="PATH",
+                   help="order by this field of the documents (e.g. .metadata.created)")
     p.add_argument("-w", "--watch", action="store_true",
                    help="after the table, print a row whenever one changes (Ctrl-C ends)")
     p.add_argument("--show-secrets", action="store_true",
@@ -200,47 +229,105 @@ def add_listing_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-l", "--selector", help="labels: k=v, k!=v, k, !k, comma-joined")
 
 
+def _output(text: str) -> str:
+    """``-o``: a plain format, or a template checked now (not per row)."""
+    if text in ("wide", "yaml", "json", "name"):
+        return text
+    form, eq, template = text.partition("=")
+    if form in ("jsonpath", "custom-columns") and eq and template:
+        try:
+            if form == "jsonpath":
+                jsonpath.render(template, {})
+            else:
+                jsonpath.custom_columns(template)
+        except jsonpath.TemplateError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: one of wide, yaml, json, name, jsonpath=TEMPLATE, "
+        "custom-columns=TITLE:PATH,...")
+
+
 def run(args: argparse.Namespace) -> int:
     kind = resolve(args.kind)
     terms = selector(args.selector) if args.selector else []
     store = open_store(args)
     namespace = None if args.all_namespaces else args.namespace
     revision = store.revision()
-    if args.name:
-        ns, _, name = args.name.rpartition("/")
-        found = one(store, kind, ns or args.namespace, name)
-        if found is None:
-            where = f"{ns or args.namespace}/" if kind.namespaced else ""
-            print(f"error: {kind.name.lower()} {where}{name} not found", file=sys.stderr)
+    if args.names:
+        items, missing = [], 0
+        for given in args.names:
+            ns, _, name = given.rpartition("/")
+            found = one(store, kind, ns or args.namespace, name)
+            if found is None:
+                where = f"{ns or args.namespace}/" if kind.namespaced else ""
+                print(f"error: {kind.name.lower()} {where}{name} not found", file=sys.stderr)
+                missing += 1
+            else:
+                items.append(found)
+        if missing and not items:
             return 1
-        items = [found]
     else:
+        missing = 0
         items = [s for s in listed(store, kind, namespace) if selected(s.labels, terms)]
     for s in items:
         if s.error:
             print(f"warning: {s.key}: {s.error}", file=sys.stderr)
+    if args.sort_by:
+        items = _sorted(items, args.sort_by, args.show_secrets)
     cols = columns(kind, args.output == "wide", args.all_namespaces)
-    _print(items, cols, args, header=True)
+    _print(items, cols, args, header=not args.no_headers)
     if not items and args.output not in ("json", "yaml"):
         where = "" if args.all_namespaces or not kind.namespaced else f" in {namespace}"
         print(f"No {kind.plural} found{where}.", file=sys.stderr)
     if args.watch:
         _watch(store, kind, namespace, args, terms, cols, revision)
-    return 0
+    return 1 if missing else 0
+
+
+def _sorted(items: list[Shown], path: str, secrets: bool) -> list[Shown]:
+    """By a field of the documents, as kubectl's --sort-by: missing values first,
+    numbers as numbers."""
+    path = path.strip().removeprefix("{").removesuffix("}")
+
+    def key(s: Shown) -> tuple[int, float, str]:
+        found = jsonpath.values(plain_document(s, secrets), path)
+        if not found:
+            return (0, 0.0, "")
+        v = found[0]
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return (1, float(v), "")
+        return (2, 0.0, jsonpath.text_of(v))
+    try:
+        return sorted(items, key=key)
+    except jsonpath.TemplateError as exc:
+        raise ValueError(f"--sort-by: {exc}") from None
 
 
 def _print(items: list[Shown], cols: list[Column], args: argparse.Namespace, *,
            header: bool) -> None:
-    if args.output == "name":
+    output = args.output or ""
+    if output == "name":
         for s in items:
             print(s.ref)
-    elif args.output in ("json", "yaml"):
-        docs = [document(s, args.show_secrets) for s in items]
-        data: Any = docs[0] if args.name and docs else {"kind": "List", "items": docs}
-        if args.output == "json":
-            print(json.dumps(data, indent=2, default=str))
-        else:
+    elif output in ("json", "yaml") or output.startswith("jsonpath="):
+        docs = [plain_document(s, args.show_secrets) for s in items]
+        data: Any = docs[0] if len(args.names) == 1 and docs else {"kind": "List",
+                                                                  "items": docs}
+        if output == "json":
+            print(json.dumps(data, indent=2))
+        elif output == "yaml":
             print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
+        else:
+            print(jsonpath.render(output.removeprefix("jsonpath="), data), flush=True)
+    elif output.startswith("custom-columns="):
+        spec = jsonpath.custom_columns(output.removeprefix("custom-columns="))
+        docs = [plain_document(s, args.show_secrets) for s in items]
+        rows = [[title for title, _ in spec]] + [[jsonpath.cell(d, path) for _, path in spec]
+                                                 for d in docs]
+        if items:
+            text = table(rows)
+            print(text if header else text.split("\n", 1)[1], flush=True)
     elif items:
         rows = [[title for title, _ in cols]] + [[cell(s) for _, cell in cols] for s in items]
         text = table(rows)
@@ -263,7 +350,7 @@ def _watch(store: Store, kind: keys.Kind, namespace: str | None, args: argparse.
             if family_kind != kind.name or (namespace and kind.namespaced
                                             and ref.namespace != namespace):
                 continue
-            if args.name and ref.name != args.name.rpartition("/")[2]:
+            if args.names and ref.name not in {n.rpartition("/")[2] for n in args.names}:
                 continue
             kv = store.get(keys.resource_key(kind.name, ref.name, ref.namespace))
             if kv is None:

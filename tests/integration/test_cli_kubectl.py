@@ -1,0 +1,135 @@
+"""The ``berth`` command as kubectl users use it, against a real etcd: templates,
+several names, sorting, ``wait``, namespaces and short kinds everywhere, completion."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import threading
+import time
+
+import pytest
+
+from berth.cli.main import main
+from berth.store import Store, encode, keys
+from berth.store.documents import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ObjectRef,
+    StatusMeta,
+    Target,
+)
+from tests.integration.scheduler_env import application, put
+
+
+def berth(*argv: str, store: Store) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([*argv, "--etcd", store.config.url])
+        except SystemExit as exc:  # argparse's usage errors
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def placed(store: Store, name: str, *on: str, namespace: str = "default",
+           state: str = "RUNNING") -> None:
+    put(store, keys.binding_key("Application", namespace, name), encode(Binding(
+        BindingMeta(name, namespace), BindingSpec(ObjectRef("Application", name, namespace), 1,
+                                                  [Target("Cluster", c, namespace, 0.5, 2)
+                                                   for c in on]),
+        BindingStatus("Scheduled", "2/2 clusters are available"))))
+    put(store, keys.status_key("Application", namespace, name), encode(ApplicationStatus(
+        StatusMeta(name, namespace), ApplicationState(state=state))))
+
+
+@pytest.fixture
+def apps(store: Store) -> Store:
+    application(store, "web", labels={"tier": "front"})
+    application(store, "api")
+    application(store, "db", namespace="prod")
+    placed(store, "web", "east", "west")
+    placed(store, "api", "east", state="PROGRESSING")
+    return store
+
+
+def test_jsonpath_custom_columns_and_yaml_with_status(apps: Store) -> None:
+    code, out, _ = berth("get", "apps", "-o", "jsonpath={.items[*].metadata.name}",
+                         store=apps)
+    assert (code, out) == (0, "api web\n")
+    code, out, _ = berth("get", "app", "web", "-o",
+                         "jsonpath={.status.propagation.state} {.status.placement.targets[*].name}",
+                         store=apps)
+    assert out == "RUNNING east west\n"
+    code, out, _ = berth("get", "apps", "-o",
+                         "custom-columns=NAME:.metadata.name,STATE:.status.propagation.state,"
+                         "TIER:.metadata.labels.tier", "--no-headers", store=apps)
+    assert [line.split() for line in out.splitlines()] == [
+        ["api", "PROGRESSING", "<none>"], ["web", "RUNNING", "front"]]
+    code, out, _ = berth("get", "app", "web", "-o", "yaml", store=apps)
+    assert "status:\n  placement:\n    state: Scheduled" in out
+    assert "  propagation:\n    state: RUNNING" in out and "explanation" not in out
+
+
+def test_several_names_sorting_and_a_missing_one(apps: Store) -> None:
+    code, out, err = berth("get", "apps", "web", "api", "ghost", "--sort-by",
+                           ".metadata.name", store=apps)
+    assert code == 1 and "application default/ghost not found" in err
+    names = [line.split()[0] for line in out.splitlines()[1:]]
+    assert names == ["api", "web"]
+    code, out, _ = berth("get", "apps", "--sort-by", "{.status.propagation.state}",
+                         "-o", "name", store=apps)
+    assert out.split() == ["application/default/api", "application/default/web"]
+    code, _, err = berth("get", "apps", "-o", "jsonpath={.items[?(@.x)]}", store=apps)
+    assert code == 2  # refused before anything is read
+
+
+def test_namespaces_and_short_kinds_in_every_subcommand(apps: Store) -> None:
+    placed(apps, "db", "vault", namespace="prod")
+    code, out, _ = berth("explain", "app", "db", "-n", "prod", store=apps)
+    assert code == 0 and out.startswith("Application prod/db: Scheduled")
+    assert "targets: Cluster prod/vault (2 replicas, score 0.5000)" in out
+    code, out, _ = berth("describe", "apps", "db", "-n", "prod", store=apps)
+    assert code == 0 and "Name:        prod/db" in out
+    code, _, err = berth("explain", "metric", "x", store=apps)
+    assert code == 2 and "explain takes Application, Cluster, MagnumCluster" in err
+
+
+def test_wait_for_a_state_with_a_timeout_and_for_delete(apps: Store) -> None:
+    code, out, _ = berth("wait", "app", "web", "--for", "state=RUNNING", store=apps)
+    assert code == 0 and "application/default/web condition met (state=RUNNING)" in out
+    code, _, err = berth("wait", "app", "api", "--for", "state=RUNNING", "--timeout", "1s",
+                         store=apps)
+    assert code == 1 and "timed out waiting for the condition (state=RUNNING) on " \
+                         "applications/default/api" in err
+    later = threading.Timer(0.7, lambda: placed(apps, "api", "east"))
+    later.start()
+    began = time.monotonic()
+    code, _, _ = berth("wait", "app", "api", "web", "--for",
+                       "jsonpath={.status.propagation.state}=RUNNING", "--timeout", "10",
+                       store=apps)
+    assert code == 0 and time.monotonic() - began >= 0.5
+    threading.Timer(0.5, lambda: apps.delete(keys.resource_key("Application", "api",
+                                                                "default"))).start()
+    assert berth("wait", "app", "api", "--for", "delete", store=apps)[0] == 0
+    assert berth("wait", "app", "nobody", "--for", "ready", store=apps)[0] == 1
+    assert berth("wait", "app", "web", "--for", "bogus", store=apps)[0] == 2
+
+
+def test_completion_scripts_complete_subcommands_kinds_and_options(apps: Store) -> None:
+    code, script, _ = berth("completion", "bash", store=apps)
+    assert code == 0
+    probe = script + (
+        'COMP_WORDS=(berth ge); COMP_CWORD=1; _berth; echo "${COMPREPLY[*]}"\n'
+        'COMP_WORDS=(berth get ap); COMP_CWORD=2; _berth; echo "${COMPREPLY[*]}"\n'
+        'COMP_WORDS=(berth get --no); COMP_CWORD=2; _berth; echo "${COMPREPLY[*]}"\n')
+    lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True,
+                           check=True, timeout=30).stdout.splitlines()
+    assert lines == ["get", "app application applications apps", "--no-headers"]
+    code, script, _ = berth("completion", "zsh", store=apps)
+    assert script.startswith("autoload -U +X bashcompinit && bashcompinit\n")
