@@ -55,7 +55,9 @@ def test_every_subcommand_configures_and_has_the_etcd_options() -> None:
         argv = {"cluster": ["cluster", "register", "x", "--kubeconfig", "k"],
                 "bootstrap": ["bootstrap", "f.yaml"], "apply": ["apply", "-f", "f.yaml"],
                 "get": ["get", "apps"], "describe": ["describe", "app", "web"],
-                "cordon": ["cordon", "c1"], "uncordon": ["uncordon", "c1"]
+                "cordon": ["cordon", "c1"], "uncordon": ["uncordon", "c1"],
+                "wait": ["wait", "app", "web", "--for", "delete"],
+                "completion": ["completion", "bash"],
                 }.get(name, [name])
         args = parser(name).parse_args([*argv, "--etcd", "http://127.0.0.1:1"])
         assert args.etcd == "http://127.0.0.1:1" and callable(args.run), name
