@@ -21,7 +21,7 @@ from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
 from berth.cli.resources import decided, target_note
 from berth.controllers.scheduler.config import load_config
-from berth.controllers.scheduler.whatif import Answer, what_if
+from berth.controllers.scheduler.whatif import Answer, Consequence, what_if
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, Binding
 
@@ -141,25 +141,40 @@ def _status(store: Store, namespace: str, name: str) -> ApplicationStatus | None
 
 
 def what_if_cmd(args: argparse.Namespace) -> int:
-    """Exit 0 if every application would be placed, 1 if one would not (or bad input)."""
+    """Exit 0 if every application in the file would be placed, 1 if one would not (or
+    bad input)."""
     try:
         loaded = load([args.what_if])
     except LoadErrors as exc:
         for line in exc.errors:
             print(f"error: {line}", file=sys.stderr)
         return 1
-    others = [item.where for item in loaded if type(item.doc).__name__ != "Application"]
-    if others:
-        print(f"error: --what-if decides applications; not: {', '.join(others)}",
-              file=sys.stderr)
-        return 1
-    docs = [msgspec.to_builtins(item.doc) for item in loaded]
-    answers = what_if(open_store(args), load_config(args.config), docs)
+    docs = [(item.key, msgspec.to_builtins(item.doc)) for item in loaded]
+    result = what_if(open_store(args), load_config(args.config), docs)
     if args.output == "json":
-        print(json.dumps([a.to_dict() for a in answers], indent=2))
+        print(json.dumps(result.to_dict(), indent=2))
     else:
-        print("\n\n".join(render_answer(a) for a in answers))
-    return 0 if all(a.state == "Scheduled" for a in answers) else 1
+        parts = [render_answer(a) for a in result.answers]
+        others = len(docs) - len(result.answers)
+        parts.append(render_consequences(result.consequences, others))
+        print("\n\n".join(parts))
+    return 0 if all(a.state == "Scheduled" for a in result.answers) else 1
+
+
+def render_consequences(consequences: list[Consequence], others: int) -> str:
+    """The stored applications the file would move."""
+    head = (f"With the file ({others} other document{'s' if others != 1 else ''} laid over "
+            "the stored state), stored applications whose placement would change: "
+            f"{len(consequences) or 'none'}")
+    if not consequences:
+        return head
+    rows = [["APPLICATION", "NOW", "THEN", "WHY"]] + [
+        [c.application, ",".join(c.now) or "-", ",".join(c.then) or "nowhere", c.reason]
+        for c in consequences]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join([head, "", *("  ".join(c.ljust(w) for c, w in zip(r[:3], widths,
+                                                                          strict=True))
+                                   + "  " + r[3] for r in rows)])
 
 
 def render_answer(a: Answer) -> str:

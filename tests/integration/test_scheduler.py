@@ -466,7 +466,7 @@ def test_what_if_answers_what_the_scheduler_then_decides(
     f.write_text(WHAT_IF.format(name="web", label="location is DE", metric="load < 5"))
     code, out = berth("explain", "--what-if", str(f), "-o", "json", "--etcd", url)
     assert code == 0, out
-    answer = json.loads(out)[0]
+    answer = json.loads(out)["answers"][0]
     assert (answer["application"], answer["exists"], answer["state"]) == (
         "default/web", False, "Scheduled")
     verdicts = {v["candidate"].rsplit("/", 1)[1]: v for v in answer["verdicts"]}
@@ -505,6 +505,25 @@ def test_what_if_answers_what_the_scheduler_then_decides(
     decision = out.splitlines()[1]
     assert decision.startswith("decision: Scheduled on ") and "de-3" not in decision, out
     assert "de-1 (6 replicas)" in decision and "de-2 (2 replicas)" in decision, out
+
+    # Any file apply takes: de-2 relabelled to FR — web (stored, on de-2) would move, and
+    # nothing is written; an application in the same file is decided with it.
+    k = tmp_path / "relabel.yaml"
+    k.write_text("api: kubernetes\nkind: Cluster\nmetadata: {name: de-2, namespace: default, "
+                 "labels: {location: FR}}\nspec: {metrics: [{name: heat_de-2, weight: 1}, "
+                 "{name: load, weight: 0}]}\n---\n"
+                 + WHAT_IF.format(name="fresh", label="location is DE", metric="load < 5"))
+    code, out = berth("explain", "--what-if", str(k), "-o", "json", "--etcd", url)
+    assert code == 0, out
+    result = json.loads(out)
+    assert [a["application"] for a in result["answers"]] == ["default/fresh"]
+    assert "de-2" not in result["answers"][0]["targets"]
+    moved = {c["application"]: c for c in result["consequences"]}
+    assert moved["default/web"]["now"] == ["de-2"] and moved["default/web"]["then"] == ["de-1"]
+    assert targets(binding(store, "web")) == ["de-2"]  # type: ignore[arg-type]
+    code, out = berth("explain", "--what-if", str(k), "--etcd", url)
+    assert "stored applications whose placement would change: 1" in out
+    assert "default/web  de-2  de-1" in out
 
 
 KRAKE_MAGNUM = """\

@@ -200,6 +200,11 @@ class Informer(Generic[T]):
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=timeout)
 
+    def overlay(self, key: str, value: bytes) -> None:
+        """What-if: take ``value`` as stored at ``key`` (it is written nowhere) and tell
+        the handlers, as a watch would. Only on an informer that no longer watches."""
+        self._store_value(key, value, self.revision + 1)
+
     def sync(self) -> None:
         """List the prefix now (the first list, or a relist) and deliver the changes."""
         self._relist()

@@ -148,6 +148,15 @@ class Cache:
     def stop(self) -> None:
         for inf in self.informers:
             inf.stop(wait=False)
+
+    def overlay(self, key: str, value: bytes) -> bool:
+        """What-if: see ``value`` at ``key`` as if stored (the cache stopped first); False
+        for a key the scheduler does not read (a metrics provider, say)."""
+        informer = next((inf for inf in self.informers if key.startswith(inf.prefix)), None)
+        if informer is None:
+            return False
+        informer.overlay(key, value)
+        return True
         for inf in self.informers:
             inf.join()
 

@@ -10,6 +10,12 @@ new. Every candidate gets a verdict: chosen, fits (with its score breakdown),
 or rejected (the plugin and reason); a label or metric constraint that
 rejects names the candidate's actual value, which is what would have to
 change for it to fit.
+
+The documents may be anything ``apply`` takes: a cluster relabelled or
+cordoned, a metric added, applications. They are laid over the synced view
+(never written), and every stored application is decided without and with
+them: those whose placement differs are the file's consequences ("which
+applications move if I cordon this cluster").
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, decide
 from berth.controllers.scheduler.framework import Framework
-from berth.controllers.scheduler.framework.types import Candidate, Snapshot
+from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
 from berth.controllers.scheduler.scheduler import framework_for
 from berth.controllers.scheduler.views import AppView, subject_from_application
 from berth.store import Store, keys
@@ -63,29 +69,85 @@ class Answer:
         return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
-def what_if(store: Store, config: SchedulerConfig, documents: list[dict[str, Any]], *,
-            sync_timeout: float = 30.0) -> list[Answer]:
-    """Decide each application document as the scheduler would now; write nothing."""
+@dataclass(slots=True)
+class Consequence:
+    """A stored application whose placement the file would change."""
+
+    application: str  # "ns/name"
+    now: list[str]  # where it would be decided to run without the file
+    then: list[str]  # and with it ([] : nowhere)
+    reason: str  # the decision's reason with the file
+
+
+@dataclass(slots=True)
+class WhatIf:
+    """The file's applications decided, and the stored ones it would move."""
+
+    answers: list[Answer]
+    consequences: list[Consequence]
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
+
+
+def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[str, dict[str, Any]]],
+            *, sync_timeout: float = 30.0) -> WhatIf:
+    """Decide as the scheduler would if the documents (``(key, document)``, anything
+    ``apply`` takes) were stored: each of their applications, and every stored
+    application again, to list those whose placement would change because of them
+    (decided twice on one frozen view, without and with the documents, so that only
+    their consequences show). Nothing is written."""
     cache = Cache(store)
     cache.start()
     try:
         if not cache.wait_synced(sync_timeout):
             raise TimeoutError(f"the scheduler's view of etcd did not sync in {sync_timeout} s")
-        framework = framework_for(config)
-        defer = Deferral(config.deferral_margin, config.deferral_min_saving)
-        return [_answer(cache, framework, defer, doc) for doc in documents]
     finally:
-        cache.stop()
+        cache.stop()  # a frozen view from here on: the overlay is the only change
+    framework = framework_for(config)
+    defer = Deferral(config.deferral_margin, config.deferral_min_saving)
+    mine = {key for key, _ in documents if key.startswith(APPLICATIONS)}
+    stored = [item.obj for item in cache.applications.items() if item.key not in mine
+              and not item.obj.deleted]
+    before = {s.key: _decided(cache, framework, defer, s) for s in stored}
+    existing = {key for key in mine if cache.applications.get(key) is not None}
+    for key, doc in documents:
+        cache.overlay(key, msgspec.json.encode(doc))
+    answers = [_answer(cache, framework, defer, doc, key in existing)
+               for key, doc in documents if key.startswith(APPLICATIONS)]
+    consequences = []
+    for subject in stored:
+        targets, reason = _decided(cache, framework, defer, subject)
+        if targets != before[subject.key][0]:
+            consequences.append(Consequence(f"{subject.ref.namespace}/{subject.ref.name}",
+                                            before[subject.key][0], targets, reason))
+    return WhatIf(answers, consequences)
 
 
-def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, Any]
-            ) -> Answer:
+APPLICATIONS = keys.ROOT + "applications/"
+
+
+def _decided(cache: Cache, framework: Framework, defer: Deferral, subject: Subject
+             ) -> tuple[list[str], str]:
+    """Where a stored application would run if decided now, from where it runs."""
+    binding, _ = cache.binding(subject)
+    current = list(binding.spec.targets) if binding is not None else []
+    keep = (subject.placement.ignored_during_execution and binding is not None
+            and binding.spec.generation == subject.generation)
+    outcome = decide(framework, subject, cache, current, keep_current=keep, defer=defer)
+    if isinstance(outcome, Decision):
+        return [t.name + (f" ({t.replicas})" if t.replicas is not None else "")
+                for t in outcome.targets], outcome.reason
+    return [], outcome.reason
+
+
+def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, Any],
+            exists: bool) -> Answer:
     view = typed(msgspec.json.encode(doc), AppView)  # the manifest as raw JSON
     ns = view.metadata.namespace or "default"
     key = keys.resource_key("Application", view.metadata.name, ns)
     subject = subject_from_application(key, view)
     binding, _ = cache.binding(subject)
-    exists = cache.applications.get(key) is not None
     if not exists:
         binding = None  # a Binding left by a deleted application is not its
     current = list(binding.spec.targets) if binding is not None else []
