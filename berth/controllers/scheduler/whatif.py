@@ -31,6 +31,7 @@ from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, decide
 from berth.controllers.scheduler.framework import Framework
 from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
+from berth.controllers.scheduler.plugins.metric_columns import metric_of
 from berth.controllers.scheduler.scheduler import framework_for
 from berth.controllers.scheduler.views import AppView, subject_from_application
 from berth.store import Store, keys
@@ -201,10 +202,12 @@ def _actual(snapshot: Snapshot, candidate: Candidate | None, reason: str) -> str
             name = MetricConstraint.parse(text).metric
         except ConstraintError:
             return ""
-        ref = next((m for m in candidate.metrics if m.name == name), None)
-        if ref is None:
+        judged = metric_of(candidate, name, snapshot)
+        if judged is None:
             return f"no metric {name}"
-        reading = snapshot.metric(candidate, ref)
-        return f"{name}={reading.value:g}" if reading.value is not None else \
-            f"{name}: {reading.reason or 'no value'}"
+        ref, read = judged
+        reading = read or snapshot.metric(candidate, ref)
+        shown = name if ref.name == name else f"{ref.name} (measures {name})"
+        return f"{shown}={reading.value:g}" if reading.value is not None else \
+            f"{shown}: {reading.reason or 'no value'}"
     return ""

@@ -224,3 +224,28 @@ def test_an_application_in_a_namespace_without_clusters_is_told_where_they_are()
     assert outcome.reason == "no cluster in namespace prod; clusters are in: default"
     assert decide(framework(), prod, FakeSnapshot([]), []).reason == (
         "no cluster in namespace prod, nor in any other")
+
+
+def test_a_metric_constraint_names_what_each_cluster_measures() -> None:
+    """Each cluster lists the renewable share of its own grid zone; the constraint names
+    what they measure (berth.dev/measures), and a cluster listing the plain name is
+    judged by that, as in Krake."""
+    from berth.controllers.scheduler.framework import MetricReading
+
+    def share(zone: str, v: float) -> MetricReading:
+        return MetricReading(f"renew_{zone}", 1.0, v, v, measures="renewable_share")
+
+    snap = FakeSnapshot(
+        [cluster("de", metrics={"renew_de": 1.0}), cluster("fr", metrics={"renew_fr": 1.0}),
+         cluster("pl", metrics={"renew_pl": 1.0}), cluster("x", metrics={"load": 1.0}),
+         cluster("plain", metrics={"renewable_share": 1.0})],
+        values={("de", "renew_de"): share("de", 0.7), ("fr", "renew_fr"): share("fr", 0.4),
+                ("pl", "renew_pl"): share("pl", 0.9), ("x", "load"): 0.99,
+                ("plain", "renewable_share"): 0.65})
+    green = app(metric_constraints=("renewable_share > 0.6",),
+                placement=Placement(policy="PickAll"))
+    outcome = decide(framework(), green, snap, [])
+    assert isinstance(outcome, Decision)
+    assert sorted(t.name for t in outcome.targets) == ["de", "pl", "plain"]
+    assert "1 metric constraint 'renewable_share > 0.6': no metric renewable_share" in (
+        outcome.reason)

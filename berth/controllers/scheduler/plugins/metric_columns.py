@@ -12,10 +12,27 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 
-from berth.controllers.scheduler.framework import Fleet, Snapshot
+from berth.controllers.scheduler.framework import Candidate, Fleet, MetricReading, Snapshot
 from berth.store.constraints import Op
+from berth.store.documents import MetricRef
 
 STEP = 64
+
+
+def metric_of(candidate: Candidate, name: str, snapshot: Snapshot
+              ) -> tuple[MetricRef, MetricReading | None] | None:
+    """The metric of ``candidate`` a constraint naming ``name`` is judged by: the one
+    it lists by that name (Krake's meaning), else the first it lists whose definition
+    measures ``name`` (label ``berth.dev/measures``) — each cluster by its own metric
+    that measures it (renewable share per grid zone). The reading when it was read."""
+    ref = next((m for m in candidate.metrics if m.name == name), None)
+    if ref is not None:
+        return ref, None
+    for m in candidate.metrics:
+        reading = snapshot.metric(candidate, m)
+        if reading.measures == name:
+            return m, reading
+    return None
 
 
 class MetricColumn:
@@ -30,11 +47,12 @@ class MetricColumn:
         self.nan = 0
         pairs: list[tuple[float, int]] = []
         for i, c in enumerate(fleet.candidates):
-            ref = next((m for m in c.metrics if m.name == metric), None)
-            if ref is None:
+            found = metric_of(c, metric, snapshot)
+            if found is None:
                 continue
             self.has |= 1 << i
-            reading = snapshot.metric(c, ref)
+            ref, reading = found
+            reading = reading or snapshot.metric(c, ref)
             if reading.value is None or reading.reason:
                 why = reading.reason or "no value"
                 self.reasons[why] = self.reasons.get(why, 0) | (1 << i)

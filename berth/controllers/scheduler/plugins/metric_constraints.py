@@ -4,6 +4,11 @@ The value compared is the metric's raw value as the provider gave it (seed
 000: "the value of a metric") — not Krake's weight times normalised value, which
 surprises its users. A candidate that does not use the metric, or whose
 value is missing, expired or errored, fails the constraint.
+
+A constraint names a metric, or what metrics measure: a cluster that lists no
+metric of that name is judged by its first metric whose definition is labelled
+``berth.dev/measures: <name>`` (``renewable_share > 0.6`` over clusters that
+each list the renewable share of their own grid zone).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from berth.controllers.scheduler.framework import (
     unschedulable,
 )
 from berth.controllers.scheduler.plugins.expressions import parse_into, parse_metric
-from berth.controllers.scheduler.plugins.metric_columns import column
+from berth.controllers.scheduler.plugins.metric_columns import column, metric_of
 
 NAME = "MetricConstraints"
 
@@ -37,10 +42,11 @@ class MetricConstraints(Plugin):
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:
         for c in state.data[NAME]:
-            ref = next((m for m in candidate.metrics if m.name == c.metric), None)
-            if ref is None:
+            found = metric_of(candidate, c.metric, snapshot)
+            if found is None:
                 return unschedulable(f"metric constraint '{c}': no metric {c.metric}")
-            reading = snapshot.metric(candidate, ref)
+            ref, reading = found
+            reading = reading or snapshot.metric(candidate, ref)
             if reading.value is None or reading.reason:
                 why = reading.reason or "no value"
                 return unschedulable(f"metric constraint '{c}': {why}")
