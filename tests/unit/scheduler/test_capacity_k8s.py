@@ -18,6 +18,7 @@ from berth.controllers.scheduler.decide import Decision, NoFit, decide
 from berth.controllers.scheduler.framework import Framework, Room
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.plugins.capacity import Capacity
+from berth.store.documents import Target
 from berth.store.documents.resources import Demand, Resources, demand, pod_requests
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
 
@@ -165,3 +166,27 @@ def test_sidecars_count_for_memory_and_in_a_manifest() -> None:
     assert d.per_replica.memory == (1 << 30) + (256 << 20)
     assert d.per_replica.get("ephemeral-storage") == 1 << 30
     assert d.whole.get("ephemeral-storage") == 2 << 30
+
+
+def test_a_placed_application_does_not_chase_an_emptier_cluster() -> None:
+    """#26 item 5: as clusters fill their Capacity score falls by more than the
+    stickiness; a placed application stays where it fits, as a running pod does."""
+    alloc = Resources(4000, 8 << 30, 110)
+    busy = Room(alloc, Resources(500, 1 << 30, 100))  # 3.5 cores and 7 Gi asked there
+    empty = Room(alloc, alloc)
+    need = Resources(cpu=1000, memory=1 << 30, pods=1)
+    snap = FakeSnapshot([cluster("busy"), cluster("empty")],
+                        rooms={"busy": busy, "empty": empty})
+    subject = app(demand=Demand(1, need, whole=need))
+    new = decide(fw(), subject, snap, [])
+    assert isinstance(new, Decision) and [t.name for t in new.targets] == ["empty"]
+    placed_there = [Target("Cluster", "busy", "default")]
+    snap.targets = {"app": ["busy"]}  # where the snapshot says it runs (stickiness)
+    stays = decide(fw(), subject, snap, placed_there)
+    assert isinstance(stays, Decision) and [t.name for t in stays.targets] == ["busy"]
+    # It no longer fits there (what it holds counts as free: 1.5 cores, 2 Gi): it moves.
+    shrunk = Room(alloc, Resources(-600, 0, 100))
+    gone = decide(fw(), subject, FakeSnapshot([cluster("busy"), cluster("empty")],
+                                             rooms={"busy": shrunk, "empty": empty},
+                                             targets={"app": ["busy"]}), placed_there)
+    assert isinstance(gone, Decision) and [t.name for t in gone.targets] == ["empty"]

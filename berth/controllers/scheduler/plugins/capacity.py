@@ -52,11 +52,17 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
+from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
 
 NAME = "Capacity"
 STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
+
+
+def _held(state: CycleState) -> set[str]:
+    """The candidates the subject runs on now, by key."""
+    return {candidate_key(t.kind, t.namespace, t.name) for t in state.current}
 
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))  # Kubernetes' scoringStrategy default
@@ -176,14 +182,29 @@ class Capacity(Plugin):
             weights += weight
         return total // weights if weights else 0
 
+    def normalize(self, state: CycleState, subject: Subject, scores: dict[str, float]) -> None:
+        """Where the subject runs now scores as well as the best candidate: the Kubernetes
+        scheduler never moves a running pod for its score, so a placed application moves
+        for capacity only when it no longer fits (the filter), never because another
+        cluster is emptier — as clusters fill, their scores fall by more than the
+        stickiness, and placed applications would chase the emptiest. Among the other
+        candidates (a move that metrics or a spec change make) the score still ranks."""
+        held = _held(state) & scores.keys()
+        if held:
+            best = max(scores.values())
+            for key in held:
+                scores[key] = best
+
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:
         """Candidates grouped by score: at most 101 terms, whatever the fleet's size."""
+        scores = {fleet.keys[i]: self.score(state, subject, fleet.candidates[i], snapshot)
+                  for i in ordinals(feasible)}
+        self.normalize(state, subject, scores)
         groups: dict[float, int] = {}
-        for i in ordinals(feasible):
-            v = self.score(state, subject, fleet.candidates[i], snapshot)
+        for key, v in scores.items():
             if v:
-                groups[v] = groups.get(v, 0) | (1 << i)
+                groups[v] = groups.get(v, 0) | (1 << fleet.by_key[key])
         return [(bits, v) for v, bits in groups.items()]
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
