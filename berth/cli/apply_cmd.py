@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from typing import Any
 
 import msgspec
 import yaml
 
-from berth.bootstrap import Planned
+from berth.bootstrap import Loaded, Planned
 from berth.cli.bootstrap_cmd import seed
 from berth.cli.resources import mask
-from berth.store import keys
+from berth.store import Store, keys
+from berth.store.documents import Application
 
 _BOOKKEEPING = ("uid", "created", "modified", "generation")
 
@@ -36,12 +38,36 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="write nothing; print what would change, as a diff")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--validate", choices=["strict", "warn", "ignore"], default="strict",
+                   help="dry-run each manifest object on an ONLINE cluster of the "
+                   "application's namespace first: strict (default) refuses the file on an "
+                   "error, warn only says it, ignore skips it (kubectl's --validate)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    def check(store: Store, loaded: list[Loaded]) -> bool:
+        return manifests_ok(store, loaded, args.validate)
+
     return seed(args, args.filename, command="apply", force=True, report=report,
-                dry_run=diff)
+                dry_run=diff, check=None if args.validate == "ignore" else check)
+
+
+def manifests_ok(store: Store, loaded: list[Loaded], mode: str) -> bool:
+    """The applications' manifests judged by a cluster (``dryrun``); False to refuse."""
+    from berth.controllers.propagator.dryrun import check
+
+    apps = [(item.where, item.doc.metadata.namespace or "default",
+             msgspec.to_builtins(item.doc.spec.manifest))
+            for item in loaded if isinstance(item.doc, Application)]
+    if not apps:
+        return True
+    found = check(store, apps)
+    for line in found.notes:
+        print(f"note: {line}", file=sys.stderr)
+    for line in found.errors:
+        print(f"{'error' if mode == 'strict' else 'warning'}: {line}", file=sys.stderr)
+    return mode != "strict" or not found.errors
 
 
 def _name(p: Planned) -> str:

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import msgspec
 
-from berth.bootstrap import LoadErrors, Planned, ignored, load, plan, write
+from berth.bootstrap import Loaded, LoadErrors, Planned, ignored, load, plan, write
 from berth.cli.etcd_options import open_store
 from berth.cli.resources import mask
+from berth.store import Store
 
 
 def configure(p: argparse.ArgumentParser, _name: str) -> None:
@@ -34,8 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
 def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bool,
          report: Callable[[list[Planned]], None] | None = None,
-         dry_run: Callable[[list[Planned]], None] | None = None) -> int:
-    """Validate everything, then write all or nothing (``bootstrap`` and ``apply``)."""
+         dry_run: Callable[[list[Planned]], None] | None = None,
+         check: Callable[[Store, list[Loaded]], bool] | None = None) -> int:
+    """Validate everything, then write all or nothing (``bootstrap`` and ``apply``);
+    ``check`` may refuse the documents (it says why) before anything is planned."""
     def progress(what: str, done: int, total: int) -> None:
         if not getattr(args, "quiet", False):
             print(f"{command}: {what} {done}/{total}", file=sys.stderr, flush=True)
@@ -47,6 +50,9 @@ def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bo
             for line in ignored(item):
                 print(f"warning: {line}", file=sys.stderr)
         store = open_store(args)
+        if check is not None and not check(store, loaded):
+            print(f"{command}: nothing written", file=sys.stderr)
+            return 1
         planned = plan(store, loaded, force=force)
         if args.dry_run:
             if dry_run is not None:

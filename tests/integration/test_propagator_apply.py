@@ -230,6 +230,48 @@ def test_a_namespace_the_cluster_lacks_is_created_and_kept(
     assert present(kube["west"], Namespace, "team-ux", namespace=None)
 
 
+def test_apply_has_a_cluster_judge_the_manifests_first(
+    store: Store, clusters: dict[str, KubeCluster], kube: dict[str, Client], tmp_path: Path
+) -> None:
+    """#25: a typo inside a manifest was accepted by apply and failed on the cluster
+    seconds later; now a cluster of the namespace dry-runs it first (strict fields)."""
+    from tests.integration.scheduler_env import set_state
+
+    register(store, "east", clusters["east"].kubeconfig())
+    set_state(store, "east", "ONLINE")
+    good = {"api": "kubernetes", "kind": "Application",
+            "metadata": {"name": "typo", "namespace": "default"},
+            "spec": {"manifest": [deployment("typo")]}}
+    bad = json.loads(json.dumps(good))
+    bad["spec"]["manifest"][0]["spec"]["replicsa"] = 3
+    f = tmp_path / "typo.yaml"
+    f.write_text(json.dumps(bad))
+    url = store.config.url
+    code, err = berth_err("apply", "-f", str(f), "--etcd", url)
+    assert code == 1, err
+    assert "spec.manifest[0] (Deployment typo): cluster east refuses it" in err
+    assert "replicsa" in err and "nothing written" in err
+    assert store.get(keys.resource_key("Application", "typo", "default")) is None
+    code, err = berth_err("apply", "-f", str(f), "--validate", "warn", "--etcd", url)
+    assert code == 0 and "warning: " in err and "replicsa" in err
+    f.write_text(json.dumps(good))
+    assert berth_err("apply", "-f", str(f), "--etcd", url)[0] == 0
+    assert not present(kube["east"], Deployment, "typo")  # a dry run only
+
+
+def berth_err(*argv: str) -> tuple[int, str]:
+    """The ``berth`` command in-process: its exit code and standard error."""
+    import contextlib
+    import io
+
+    from berth.cli.main import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(list(argv))
+    return code, err.getvalue()
+
+
 def test_drift_is_reapplied(
     store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
 ) -> None:

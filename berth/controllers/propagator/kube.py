@@ -227,26 +227,32 @@ class Connection:
 
     # -- acting ----------------------------------------------------------------
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
+              dry_run: bool = False) -> KubeObject:
         """Server-side apply one located object; the object as stored. A namespace it
         lives in that the cluster does not have is created first (as Karmada does;
-        berth never deletes one: other things may live there)."""
+        berth never deletes one: other things may live there). ``dry_run``: judged
+        with strict field validation and written nowhere (a missing namespace is not
+        created: the object is judged in ``default``)."""
         meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
-        if ref.namespace is not None:
-            meta["namespace"] = ref.namespace
+        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if dry_run:
+            params |= {"dryRun": "All", "fieldValidation": "Strict"}
 
-        def patch() -> httpx.Response:
+        def patch(namespace: str | None) -> httpx.Response:
+            if namespace is not None:
+                meta["namespace"] = namespace
             return self._request(
-                "PATCH", kind.path(ref.name, ref.namespace),
-                params={"fieldManager": FIELD_MANAGER, "force": "true"},
+                "PATCH", kind.path(ref.name, namespace), params=params,
                 headers={"Content-Type": "application/apply-patch+yaml"},
                 content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
 
-        resp = patch()
+        resp = patch(ref.namespace)
         if (resp.status_code == 404 and ref.namespace is not None
                 and f'namespaces "{ref.namespace}" not found' in _error(resp)):
-            self._create_namespace(ref.namespace)
-            resp = patch()
+            if not dry_run:
+                self._create_namespace(ref.namespace)
+            resp = patch("default" if dry_run else ref.namespace)
         if resp.status_code in (200, 201):
             try:
                 return typed(resp.content, KubeObject)
