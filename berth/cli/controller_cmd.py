@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from berth.cli.etcd_options import open_store
 from berth.controllers.runtime.process import Controller, parse_listen, run_process
 from berth.store import Store
@@ -54,6 +56,6 @@ def add_controller(
         return run_process(name=name, store=store,
                            make=lambda written: make(written, config, args.lease_ttl),
                            listen=parse_listen(args.http), lease_ttl=args.lease_ttl,
-                           elect=elect)
+                           elect=elect, about={"config": msgspec.to_builtins(config)})
 
     p.set_defaults(run=run)

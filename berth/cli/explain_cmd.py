@@ -21,7 +21,7 @@ from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
 from berth.cli.resources import decided, target_note
 from berth.controllers.scheduler.config import load_config
-from berth.controllers.scheduler.whatif import Answer, Consequence, what_if
+from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, Binding
 
@@ -41,7 +41,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
                    help="decide the applications in FILE as the scheduler would now, against "
                    "the current state; nothing is written")
     p.add_argument("--config", metavar="FILE",
-                   help="with --what-if: the scheduler's configuration (default: defaults)")
+                   help="with --what-if: the scheduler's configuration (default: the "
+                   "leading scheduler's, else the defaults)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(run=run)
 
@@ -150,7 +151,13 @@ def what_if_cmd(args: argparse.Namespace) -> int:
             print(f"error: {line}", file=sys.stderr)
         return 1
     docs = [(item.key, msgspec.to_builtins(item.doc)) for item in loaded]
-    result = what_if(open_store(args), load_config(args.config), docs)
+    store = open_store(args)
+    if args.config:
+        config, whose = load_config(args.config), args.config
+    else:
+        config, whose = leading_config(store)
+    print(f"what-if: deciding with {whose}", file=sys.stderr)
+    result = what_if(store, config, docs)
     if args.output == "json":
         print(json.dumps(result.to_dict(), indent=2))
     else:

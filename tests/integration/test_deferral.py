@@ -5,6 +5,9 @@ cluster that is cheapest then, and work whose deadline comes first starts at onc
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,6 +18,7 @@ import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
 
+from berth.cli.main import main
 from berth.store import Store, encode, keys
 from tests.integration.scheduler_env import (
     MetricsCacheProcess,
@@ -58,7 +62,7 @@ def processes(etcd_server: EtcdServer, tmp_path: Path) -> Iterator[None]:
 
 
 def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
-    store: Store, processes: None, kube: KubeCluster
+    store: Store, processes: None, kube: KubeCluster, tmp_path: Path
 ) -> None:
     client = Client(KubeConfig.from_dict(kube.kubeconfig()), trust_env=False)
     for name in ("a", "b"):
@@ -105,6 +109,19 @@ def test_deferred_work_waits_for_the_cheaper_start_and_never_past_its_deadline(
                                             "forecast lowest then, on b")
     [note] = pending.status.explanation
     assert note["deferred"]["cost"] == 10 and note["deferred"]["cheapest_now"] == 50
+    # What-if answers as the scheduler decided: deferred, not "Scheduled on b" (exit 1:
+    # not placed now).
+    doc = msgspec.json.decode(store.get(keys.resource_key("Application", "batch",
+                                                          "default")).value)  # type: ignore[union-attr]
+    asked = tmp_path / "batch.json"
+    asked.write_text(msgspec.json.encode(doc).decode())
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        code = main(["explain", "--what-if", str(asked), "-o", "json", "--etcd",
+                     store.config.url])
+    answer = json.loads(said.getvalue())["answers"][0]
+    assert (code, answer["state"], answer["targets"]) == (1, "Pending", ["b"])
+    assert answer["reason"].startswith(f"deferred until {iso(drop)[:19]}Z")
     assert not present(client, ConfigMap, "batch")  # Pending: nothing runs yet
     # Its latest start (6 s less the 2 s margin) comes before b's drop: it starts now,
     # on the cheapest cluster now.

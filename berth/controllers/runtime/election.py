@@ -27,7 +27,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tenacity
 from prometheus_client import Gauge
@@ -53,7 +54,10 @@ class LeaderElection:
         ttl: int = 10,
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
+        about: Mapping[str, Any] | None = None,
     ) -> None:
+        """``about``: more for the lease key's value, next to the holder (what the leader
+        runs with: the scheduler's configuration, which what-if decides with)."""
         if ttl < 2:
             raise ValueError("a lease TTL below 2 seconds cannot be kept alive reliably")
         self.store = store
@@ -63,6 +67,7 @@ class LeaderElection:
         self.ttl = ttl
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
+        self.about = dict(about or {})
         self.leading = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()  # _lease and the decision to stop, together
@@ -150,7 +155,8 @@ class LeaderElection:
 
     def _campaign(self) -> bool:
         lease = self.store.grant(self.ttl)
-        body = json.dumps({"holder": self.identity, "since": time.time()}).encode()
+        body = json.dumps({**self.about, "holder": self.identity, "since": time.time()}
+                          ).encode()
         try:
             term = self.store.create(self.key, body, lease=lease)
         except Conflict:

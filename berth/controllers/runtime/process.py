@@ -15,9 +15,9 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import Counter
 
@@ -91,12 +91,14 @@ def run_process(
     lease_ttl: int = 10,
     retry_delay: float = 1.0,
     elect: bool = True,
+    about: Mapping[str, Any] | None = None,
 ) -> int:
     """Serve health, and run the controller ``make`` builds while this replica leads
     (``elect=False``: always — the controller shares the work among replicas itself).
 
     ``make`` is given the store to write with: fenced by this leader's term, so that
-    nothing it writes lands once another replica leads (or nobody does)."""
+    nothing it writes lands once another replica leads (or nobody does). ``about``
+    goes into the leader's lease key (its configuration, for what-if)."""
     # Controllers hold large caches of small objects: collect the young
     # generation less often, so pauses stay rare and short.
     gc.set_threshold(50_000, 20, 100)
@@ -112,7 +114,7 @@ def run_process(
 
     election: LeaderElection | _EveryReplica = (
         LeaderElection(store, name, ttl=lease_ttl, on_started_leading=wake,
-                       on_stopped_leading=wake) if elect else _EveryReplica())
+                       on_stopped_leading=wake, about=about) if elect else _EveryReplica())
     try:
         health = HealthServer(*listen)
     except OSError as exc:  # e.g. the port is taken: say so, no traceback

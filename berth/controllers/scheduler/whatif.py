@@ -128,6 +128,24 @@ def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[str, di
 APPLICATIONS = keys.ROOT + "applications/"
 
 
+def leading_config(store: Store) -> tuple[SchedulerConfig, str]:
+    """The configuration the leading scheduler runs with (it puts it in its lease key),
+    and whose it is; the defaults when no scheduler leads or its value is unreadable —
+    deciding with another configuration than the scheduler's would answer another
+    question (a deferral margin, a plugin's arguments)."""
+    kv = store.get(keys.lease_key("scheduler"))
+    if kv is None:
+        return SchedulerConfig(), "the default configuration (no scheduler leads)"
+    try:
+        held = msgspec.json.decode(kv.value)
+        config = msgspec.convert(held["config"], SchedulerConfig)
+        return config, f"the leading scheduler's configuration ({held.get('holder', '?')})"
+    except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
+            ValueError) as exc:
+        return SchedulerConfig(), ("the default configuration (the leading scheduler's "
+                                   f"is unreadable: {exc})")
+
+
 def _decided(cache: Cache, framework: Framework, defer: Deferral, subject: Subject
              ) -> tuple[list[str], str]:
     """Where a stored application would run if decided now, from where it runs."""
