@@ -95,9 +95,12 @@ class Informer(Generic[T]):
         idle_timeout: float = 30.0,
         retry_delay: float = 1.0,
         layout: Callable[[str], str | None] = keys.problem,
+        known: Callable[[str, int], Any] | None = None,
     ) -> None:
         """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``.
-        ``layout``: why a key is not one to keep (None: it is)."""
+        ``layout``: why a key is not one to keep (None: it is). ``known(key,
+        revision)``: the value this process itself wrote at exactly that revision, if it
+        knows it (its own writes echoed by the watch are then not decoded again)."""
         self.store = store
         self.prefix = prefix
         self.type = type_
@@ -105,6 +108,7 @@ class Informer(Generic[T]):
         self.idle_timeout = idle_timeout
         self.retry_delay = retry_delay
         self.layout = layout
+        self.known = known
         self.handlers: list[Handler[T]] = []
         self.invalid_handlers: list[Callable[[str, int], None]] = []
         self.cleared_handlers: list[Callable[[str, int], None]] = []
@@ -304,7 +308,9 @@ class Informer(Generic[T]):
         if self._outside(key):
             return
         try:
-            obj = decode(value, self.type, key)
+            obj = self.known(key, revision) if self.known is not None else None
+            if obj is None:
+                obj = decode(value, self.type, key)
             if self.convert is not None:
                 obj = self.convert(key, obj)
         except (Invalid, ValueError) as exc:

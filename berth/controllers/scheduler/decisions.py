@@ -161,6 +161,15 @@ class Decisions:
                 self._assumed[key] = (token, revision)
             self._reindex(key)
 
+    def echo(self, key: str, revision: int) -> BindingView | None:
+        """What this writer wrote at ``key`` if it landed at exactly ``revision`` (the
+        watch's echo of it, which then needs no decoding): nobody else can have written
+        that revision of that key."""
+        hit = self._assumed.get(key)  # one read of a dict entry: no lock needed
+        if hit is not None and hit[1] == revision and hit[0].doc is not None:
+            return hit[0].doc
+        return None
+
     def retract(self, key: str, token: Token) -> None:
         """``token``'s write failed: forget it, unless a newer decision replaced it."""
         with self._lock:
