@@ -38,11 +38,12 @@ NAME = "MetricScore"
 
 
 class _Base:
-    __slots__ = ("epoch", "readings", "sum_vw", "sum_w", "usable")
+    __slots__ = ("described", "epoch", "readings", "sum_vw", "sum_w", "usable")
 
     def __init__(self, epoch: int, readings: list[MetricReading]) -> None:
         self.epoch = epoch
         self.readings = readings
+        self.described: dict[str, Any] | None = None  # the explanation's entry, built once
         self.usable = bool(readings) and all(r.usable for r in readings)
         self.sum_w = sum(r.weight for r in readings) if self.usable else 0.0
         self.sum_vw = sum((r.normalized or 0.0) * r.weight for r in readings) if (
@@ -119,6 +120,8 @@ class MetricScore(Plugin):
         i = fleet.by_key.get(candidate.key) if fleet is not None else None
         b = (self.bases(fleet, snapshot)[i] if fleet is not None and i is not None
              else self.base(candidate, snapshot))
+        if b.described is not None:  # the same for every subject in this epoch
+            return b.described
         metrics: dict[str, Any] = {}
         for r in b.readings:
             entry: dict[str, Any] = {"weight": r.weight}
@@ -131,4 +134,5 @@ class MetricScore(Plugin):
             if r.message:  # why it is unusable, or how it is used (clamped, kept after an error)
                 entry["message"] = r.message
             metrics[r.name] = entry
-        return {"metrics": metrics, "with_metrics": b.usable}
+        b.described = {"metrics": metrics, "with_metrics": b.usable}
+        return b.described
