@@ -342,9 +342,11 @@ def test_custom_resources_apply_with_their_crd_and_are_discovered(
     bind(store, "cr", 1, "west")
     # A CronTab has no condition to judge it by: available untracked_after seconds after
     # it was applied (3 here), as KubeFleet treats kinds it cannot track.
-    untracked = wait_for(lambda: status(store, "cr"), running("PROGRESSING", "west"),
-                         timeout=30)
-    assert "untracked kind" in untracked.status.reason
+    # (Until the CRD is established, the reason names the CRD: the first object not
+    # available.)
+    wait_for(lambda: status(store, "cr"),
+             lambda s: running("PROGRESSING", "west")(s) and "untracked kind" in s.status.reason,
+             timeout=30)
     done = wait_for(lambda: status(store, "cr"), running("RUNNING", "west"), timeout=30)
     assert [o.kind for o in done.status.applied["default/west"].objects] == [
         "CustomResourceDefinition", "CronTab"]
