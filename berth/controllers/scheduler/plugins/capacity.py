@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from berth.controllers.scheduler.framework import (
@@ -63,6 +64,25 @@ STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
 def _held(state: CycleState) -> set[str]:
     """The candidates the subject runs on now, by key."""
     return {candidate_key(t.kind, t.namespace, t.name) for t in state.current}
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One attempt's demand, worked out once (the cycle state's entry)."""
+
+    need: Resources  # on one cluster: the whole manifest, or one replica if divided
+    asked: list[tuple[str, int]]  # the resources it asks more than 0 of
+    scored: list[tuple[str, int, int]]  # (resource, weight, asked) for the score
+    held: set[str]  # where it runs now (what it holds there counts as free)
+    rooms: dict[str, tuple[Resources, Resources] | None] = field(default_factory=dict)
+    refusals: dict[tuple[str, ...], Status] = field(default_factory=dict)
+
+    def refusal(self, short: tuple[str, ...]) -> Status:
+        """One Status per shortage, shared by the candidates it rejects."""
+        found = self.refusals.get(short)
+        if found is None:
+            found = self.refusals[short] = unschedulable(f"insufficient {', '.join(short)}")
+        return found
 
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))  # Kubernetes' scoringStrategy default
@@ -105,67 +125,93 @@ class Capacity(Plugin):
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         return SUCCESS if subject.demand.whole or subject.demand.per_replica else SKIP
 
-    def _need(self, state: CycleState, subject: Subject, candidate: Candidate
-              ) -> Resources:
-        """What must be free on ``candidate`` beyond what the subject holds there now."""
-        d = subject.demand
-        return d.on(1) if divided(subject) else d.whole
+    def _attempt(self, state: CycleState, subject: Subject) -> _Attempt:
+        """What one attempt asks, worked out once: the filter and the score both ask."""
+        found: _Attempt | None = state.data.get(NAME)
+        if found is None:
+            d = subject.demand
+            need = d.on(1) if divided(subject) else d.whole
+            found = state.data[NAME] = _Attempt(
+                need, [(name, amount) for name, amount in need.items() if amount > 0],
+                [(name, weight, need.get(name)) for name, weight in self.resources
+                 if name in _NATIVE or need.get(name) > 0],
+                _held(state))
+        return found
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:
-        found = self._room(state, subject, candidate, snapshot)
+        a = self._attempt(state, subject)
+        found = self._room(state, subject, candidate, snapshot, a)
         if found is None:
             return SUCCESS
-        _, free = found
-        need = subject.demand.on(1) if divided(subject) else subject.demand.whole
-        if need.fits(free):
-            return SUCCESS
-        return unschedulable(f"insufficient {', '.join(need.short(free)) or 'room'}")
-
-    def _free(self, state: CycleState, subject: Subject, candidate: Candidate,
-              free: Resources) -> Resources:
-        held = current_share(subject, state.current, candidate)
-        return free + subject.demand.on(held) if held is not None else free
+        free = found[1]
+        short = tuple(name for name, amount in a.asked if amount > free.get(name))
+        return a.refusal(short) if short else SUCCESS
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
-        groups: dict[Status, int] = {}
+        a = self._attempt(state, subject)
+        groups: dict[tuple[str, ...], int] = {}
+        candidates = fleet.candidates
         for i in ordinals(within):
-            status = self.filter(state, subject, fleet.candidates[i], snapshot)
-            if not status.ok:
-                groups[status] = groups.get(status, 0) | (1 << i)
-        return list(groups.items())
+            found = self._room(state, subject, candidates[i], snapshot, a)
+            if found is None:
+                continue  # reports no capacity: not judged
+            free = found[1]
+            short = tuple(name for name, amount in a.asked if amount > free.get(name))
+            if short:
+                groups[short] = groups.get(short, 0) | (1 << i)
+        return [(a.refusal(short), bits) for short, bits in groups.items()]
 
     def _room(self, state: CycleState, subject: Subject, candidate: Candidate,
-              snapshot: Snapshot) -> tuple[Resources, Resources] | None:
-        """(allocatable, free for the subject) of ``candidate``, once per attempt: the
-        filter and the score both ask."""
-        memo: dict[str, tuple[Resources, Resources] | None] = state.data.setdefault(
-            "capacity", {})
-        if candidate.key not in memo:
+              snapshot: Snapshot, a: _Attempt | None = None
+              ) -> tuple[Resources, Resources] | None:
+        """(allocatable, free for the subject) of ``candidate``, once per attempt: what
+        the subject holds there now counts as free for it."""
+        a = a or self._attempt(state, subject)
+        memo = a.rooms
+        key = candidate.key
+        if key not in memo:
             cap = snapshot.capacity(candidate)
-            memo[candidate.key] = None if cap is None else (
-                cap.allocatable, self._free(state, subject, candidate, cap.free))
-        return memo[candidate.key]
+            if cap is None:
+                memo[key] = None
+            else:
+                free = cap.free
+                if key in a.held:
+                    held = current_share(subject, state.current, candidate)
+                    if held is not None:
+                        free = free + subject.demand.on(held)
+                memo[key] = (cap.allocatable, free)
+        return memo[key]
 
     def score(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> float:
-        room = self._room(state, subject, candidate, snapshot)
+        a = self._attempt(state, subject)
+        room = self._room(state, subject, candidate, snapshot, a)
         if room is None:
             return 0.0
         alloc, free = room
-        return self.points(alloc, alloc - free + self._need(state, subject, candidate),
-                           self._need(state, subject, candidate)) / 100
+        return self._points(alloc, free, a.scored) / 100
 
     def points(self, alloc: Resources, requested: Resources, need: Resources) -> int:
         """The Kubernetes scheduler's 0-100 score of a cluster with ``alloc``
         allocatable and ``requested`` asked of it (the application's ``need``
         included), in its integer arithmetic."""
-        scored = [(alloc.get(name), requested.get(name), weight)
-                  for name, weight in self.resources
-                  if alloc.get(name) > 0 and (name in _NATIVE or need.get(name) > 0)]
+        scored = [(name, weight, need.get(name)) for name, weight in self.resources
+                  if name in _NATIVE or need.get(name) > 0]
+        return self._points(alloc, alloc - requested + need, scored)
+
+    def _points(self, alloc: Resources, free: Resources,
+                scored: list[tuple[str, int, int]]) -> int:
+        """:meth:`points` from what is free before the application (``scored``: each
+        resource scored, its weight and what the application asks of it)."""
+        terms = []
+        for name, weight, asked in scored:
+            a = alloc.get(name)
+            if a > 0:  # a resource the cluster has none of is left out
+                terms.append((a, a - free.get(name) + asked, weight))
         if self.strategy == "BalancedAllocation":
-            fractions = [min(1.0, r / a) for a, r, _ in scored]
+            fractions = [min(1.0, r / a) for a, r, _ in terms]
             if len(fractions) == 2:
                 std = abs(fractions[0] - fractions[1]) / 2
             elif len(fractions) > 2:
@@ -174,8 +220,9 @@ class Capacity(Plugin):
                 std = 0.0
             return int((1 - std) * 100)
         total = weights = 0
-        for a, r, weight in scored:
-            if self.strategy == "MostAllocated":
+        most = self.strategy == "MostAllocated"
+        for a, r, weight in terms:
+            if most:
                 total += min(r, a) * 100 // a * weight
             else:
                 total += ((a - r) * 100 // a if r <= a else 0) * weight
@@ -189,7 +236,7 @@ class Capacity(Plugin):
         cluster is emptier — as clusters fill, their scores fall by more than the
         stickiness, and placed applications would chase the emptiest. Among the other
         candidates (a move that metrics or a spec change make) the score still ranks."""
-        held = _held(state) & scores.keys()
+        held = self._attempt(state, subject).held & scores.keys()
         if held:
             best = max(scores.values())
             for key in held:
