@@ -47,6 +47,7 @@ from berth.controllers.scheduler.framework import (
     CycleState,
     Fleet,
     Plugin,
+    Room,
     Snapshot,
     Status,
     Subject,
@@ -121,6 +122,8 @@ class Capacity(Plugin):
                              f"{', '.join(STRATEGIES)}")
         self.resources = (_resources(self.args["resources"]) if "resources" in self.args
                           else DEFAULT_RESOURCES)
+        # candidate key → (the Room described, its explanation entry): built once per Room
+        self._described: dict[str, tuple[Room, dict[str, Any]]] = {}
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         return SUCCESS if subject.demand.whole or subject.demand.per_replica else SKIP
@@ -259,4 +262,8 @@ class Capacity(Plugin):
         cap = snapshot.capacity(candidate)
         if cap is None or not (subject.demand.whole or subject.demand.per_replica):
             return {}
-        return {"free": str(cap.free), "allocatable": str(cap.allocatable)}
+        hit = self._described.get(candidate.key)
+        if hit is None or hit[0] is not cap:  # the cache keeps a Room while it holds
+            hit = self._described[candidate.key] = (cap, {
+                "free": str(cap.free), "allocatable": str(cap.allocatable)})
+        return hit[1]
