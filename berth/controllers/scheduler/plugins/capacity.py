@@ -259,8 +259,10 @@ class Capacity(Plugin):
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
                  snapshot: Snapshot) -> dict[str, Any]:
+        if not (subject.demand.whole or subject.demand.per_replica):
+            return {}  # not judged by capacity: nothing to say
         cap = snapshot.capacity(candidate)
-        if cap is None or not (subject.demand.whole or subject.demand.per_replica):
+        if cap is None:
             return {}
         hit = self._described.get(candidate.key)
         if hit is None or hit[0] is not cap:  # the cache keeps a Room while it holds

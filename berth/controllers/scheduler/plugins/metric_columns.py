@@ -19,18 +19,28 @@ from berth.store.documents import MetricRef
 STEP = 64
 
 
-def metric_of(candidate: Candidate, name: str, snapshot: Snapshot
+def metric_of(candidate: Candidate, name: str, snapshot: Snapshot,
+              measures: dict[tuple[str, str | None], str] | None = None
               ) -> tuple[MetricRef, MetricReading | None] | None:
     """The metric of ``candidate`` a constraint naming ``name`` is judged by: the one
     it lists by that name (Krake's meaning), else the first it lists whose definition
     measures ``name`` (label ``berth.dev/measures``) — each cluster by its own metric
-    that measures it (renewable share per grid zone). The reading when it was read."""
+    that measures it (renewable share per grid zone). The reading when it was read.
+    ``measures``: what each metric definition measures, as far as already read (a
+    fleet's columns share it, so a definition is read once per metric epoch)."""
     ref = next((m for m in candidate.metrics if m.name == name), None)
     if ref is not None:
         return ref, None
     for m in candidate.metrics:
-        reading = snapshot.metric(candidate, m)
-        if reading.measures == name:
+        key = (m.name, candidate.ref.namespace if m.namespaced else None)
+        measure = measures.get(key) if measures is not None else None
+        reading = None
+        if measure is None:
+            reading = snapshot.metric(candidate, m)
+            measure = reading.measures
+            if measures is not None:
+                measures[key] = measure
+        if measure == name:
             return m, reading
     return None
 
@@ -46,8 +56,10 @@ class MetricColumn:
         self.reasons: dict[str, int] = {}  # why a value cannot be compared → candidates
         self.nan = 0
         pairs: list[tuple[float, int]] = []
+        measures: dict[tuple[str, str | None], str] = fleet.cached(
+            ("metric-measures",), dict, metric=True)
         for i, c in enumerate(fleet.candidates):
-            found = metric_of(c, metric, snapshot)
+            found = metric_of(c, metric, snapshot, measures)
             if found is None:
                 continue
             self.has |= 1 << i
