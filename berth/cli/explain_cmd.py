@@ -19,7 +19,7 @@ import msgspec
 from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
-from berth.cli.resources import decided, target_note
+from berth.cli.resources import decided, table, target_note
 from berth.controllers.scheduler.config import load_config
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
 from berth.store import Store, decode, keys
@@ -178,10 +178,7 @@ def render_consequences(consequences: list[Consequence], others: int) -> str:
     rows = [["APPLICATION", "NOW", "THEN", "WHY"]] + [
         [c.application, ",".join(c.now) or "-", ",".join(c.then) or "nowhere", c.reason]
         for c in consequences]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return "\n".join([head, "", *("  ".join(c.ljust(w) for c, w in zip(r[:3], widths,
-                                                                          strict=True))
-                                   + "  " + r[3] for r in rows)])
+    return "\n".join([head, "", table(rows, gap=2)])
 
 
 def render_answer(a: Answer) -> str:
@@ -201,7 +198,5 @@ def render_answer(a: Answer) -> str:
         else:
             rows.append([name, v.verdict, f"{v.score:.4f}" if v.score is not None else "-",
                          " ".join(f"{k}={x:.4f}" for k, x in v.scores.items()) or "-"])
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines += ["", *("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True))
-                    + "  " + r[3] for r in rows)]
+    lines += ["", table(rows, gap=2)]
     return "\n".join(lines)

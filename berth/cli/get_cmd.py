@@ -22,7 +22,17 @@ import yaml
 from berth.cli import jsonpath
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
-from berth.cli.resources import Shown, age, listed, mask, one, selected, selector, shown
+from berth.cli.resources import (
+    Shown,
+    age,
+    listed,
+    mask,
+    one,
+    selected,
+    selector,
+    shown,
+    table,
+)
 from berth.store import Store, Watch, keys
 from berth.store.documents import ApplicationStatus
 
@@ -165,12 +175,6 @@ def _guarded(cell: Callable[[Shown], str]) -> Callable[[Shown], str]:
         except (AttributeError, TypeError, ValueError):
             return "<invalid>" if s.doc is None else "-"
     return safe
-
-
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
 
 
 def document(s: Shown, secrets: bool) -> Any:
@@ -320,16 +324,15 @@ def _print(items: list[Shown], cols: list[Column], args: argparse.Namespace, *,
             print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
         else:
             print(jsonpath.render(output.removeprefix("jsonpath="), data), flush=True)
-    elif output.startswith("custom-columns="):
-        spec = jsonpath.custom_columns(output.removeprefix("custom-columns="))
-        docs = [plain_document(s, args.show_secrets) for s in items]
-        rows = [[title for title, _ in spec]] + [[jsonpath.cell(d, path) for _, path in spec]
-                                                 for d in docs]
-        if items:
-            text = table(rows)
-            print(text if header else text.split("\n", 1)[1], flush=True)
     elif items:
-        rows = [[title for title, _ in cols]] + [[cell(s) for _, cell in cols] for s in items]
+        if output.startswith("custom-columns="):
+            spec = jsonpath.custom_columns(output.removeprefix("custom-columns="))
+            docs = [plain_document(s, args.show_secrets) for s in items]
+            rows = [[title for title, _ in spec]] + [
+                [jsonpath.cell(d, path) for _, path in spec] for d in docs]
+        else:
+            rows = [[title for title, _ in cols]] + [[cell(s) for _, cell in cols]
+                                                     for s in items]
         text = table(rows)
         print(text if header else text.split("\n", 1)[1], flush=True)
 

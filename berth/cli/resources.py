@@ -187,3 +187,11 @@ def decided(b: Binding) -> str:
         b.spec.scheduled) else ""
     written = b.metadata.modified
     return out + (f"; reason as of {written:%Y-%m-%d %H:%M:%S}Z" if written else "")
+
+
+def table(rows: list[list[str]], gap: int = 3) -> str:
+    """Rows as columns padded to their widest cell, ``gap`` spaces apart (kubectl's
+    tables: 3); the last column unpadded."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join((" " * gap).join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+                     .rstrip() for r in rows)

@@ -73,9 +73,10 @@ def condition(text: str) -> Condition:
             return bool(want) and have == want and want != "0"
         return text, ready
     form, eq, rest = text.partition("=")
+    unknown = argparse.ArgumentTypeError(
+        f"{text!r}: one of state=S, placement=S, ready, delete, jsonpath={{.PATH}}[=VALUE]")
     if not eq or not rest:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: one of state=S, placement=S, ready, delete, jsonpath={{.PATH}}[=VALUE]")
+        raise unknown
     if form in SHORTHANDS:
         path, want = SHORTHANDS[form], rest
     elif form == "jsonpath":
@@ -86,8 +87,7 @@ def condition(text: str) -> Condition:
             raise argparse.ArgumentTypeError(f"{text!r}: jsonpath={{.PATH}} or "
                                              "jsonpath={.PATH}=VALUE")
     else:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: one of state=S, placement=S, ready, delete, jsonpath={{.PATH}}[=VALUE]")
+        raise unknown
     try:
         jsonpath.render(path, {})
     except jsonpath.TemplateError as exc:

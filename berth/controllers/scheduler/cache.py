@@ -319,13 +319,9 @@ class Cache:
         return found
 
     def namespaces(self, kind: str) -> list[str]:
-        if kind == "Cluster":
-            found = {item.obj.metadata.namespace for item in self.clusters.items()}
-        elif kind == "Project":
-            found = {item.obj.metadata.namespace for item in self.projects.items()}
-        else:
-            found = {item.obj.metadata.namespace for item in self.clouds.items()}
-        return sorted(ns for ns in found if ns)
+        by_kind: dict[str, Informer[Any]] = {"Cluster": self.clusters, "Project": self.projects}
+        informer = by_kind.get(kind, self.clouds)
+        return sorted({item.obj.metadata.namespace for item in informer.items()} - {None, ""})
 
     def candidate_by_key(self, key: str) -> Candidate | None:
         if self._by_key_epoch != self.epoch:

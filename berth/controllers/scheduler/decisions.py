@@ -165,7 +165,8 @@ class Decisions:
         """What this writer wrote at ``key`` if it landed at exactly ``revision`` (the
         watch's echo of it, which then needs no decoding): nobody else can have written
         that revision of that key."""
-        hit = self._assumed.get(key)  # one read of a dict entry: no lock needed
+        with self._lock:
+            hit = self._assumed.get(key)
         if hit is not None and hit[1] == revision and hit[0].doc is not None:
             return hit[0].doc
         return None

@@ -3,9 +3,9 @@
 A :class:`Resources` holds CPU in millicores, memory in bytes, pods, and
 every other resource by its Kubernetes name (ephemeral storage, huge pages,
 GPUs and other extended resources) — enough for the scheduler to ask "does it
-fit" and for the propagator's observer to say what a cluster has. Quantities are parsed as
-Kubernetes writes them (``500m``, ``1.5``, ``128Mi``, ``1G``, ``2e3``); a
-value that does not parse raises :class:`QuantityError` naming it.
+fit" and for the propagator's observer to say what a cluster has. Quantities
+are parsed as Kubernetes writes them (``500m``, ``1.5``, ``128Mi``, ``1G``,
+``2e3``); a value that does not parse raises :class:`QuantityError` naming it.
 
 :func:`demand` reads an application's manifest: which objects are divisible
 (their replica field can be set per cluster), how many replicas the

@@ -78,6 +78,10 @@ class _Attempt:
     rooms: dict[str, tuple[Resources, Resources] | None] = field(default_factory=dict)
     refusals: dict[tuple[str, ...], Status] = field(default_factory=dict)
 
+    def short(self, free: Resources) -> tuple[str, ...]:
+        """The resources asked for that ``free`` does not hold enough of."""
+        return tuple(name for name, amount in self.asked if amount > free.get(name))
+
     def refusal(self, short: tuple[str, ...]) -> Status:
         """One Status per shortage, shared by the candidates it rejects."""
         found = self.refusals.get(short)
@@ -143,12 +147,11 @@ class Capacity(Plugin):
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:
-        a = self._attempt(state, subject)
-        found = self._room(state, subject, candidate, snapshot, a)
+        found = self._room(state, subject, candidate, snapshot)
         if found is None:
             return SUCCESS
-        free = found[1]
-        short = tuple(name for name, amount in a.asked if amount > free.get(name))
+        a = self._attempt(state, subject)
+        short = a.short(found[1])
         return a.refusal(short) if short else SUCCESS
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
@@ -157,21 +160,19 @@ class Capacity(Plugin):
         groups: dict[tuple[str, ...], int] = {}
         candidates = fleet.candidates
         for i in ordinals(within):
-            found = self._room(state, subject, candidates[i], snapshot, a)
+            found = self._room(state, subject, candidates[i], snapshot)
             if found is None:
                 continue  # reports no capacity: not judged
-            free = found[1]
-            short = tuple(name for name, amount in a.asked if amount > free.get(name))
+            short = a.short(found[1])
             if short:
                 groups[short] = groups.get(short, 0) | (1 << i)
         return [(a.refusal(short), bits) for short, bits in groups.items()]
 
     def _room(self, state: CycleState, subject: Subject, candidate: Candidate,
-              snapshot: Snapshot, a: _Attempt | None = None
-              ) -> tuple[Resources, Resources] | None:
+              snapshot: Snapshot) -> tuple[Resources, Resources] | None:
         """(allocatable, free for the subject) of ``candidate``, once per attempt: what
         the subject holds there now counts as free for it."""
-        a = a or self._attempt(state, subject)
+        a = self._attempt(state, subject)
         memo = a.rooms
         key = candidate.key
         if key not in memo:
@@ -189,12 +190,11 @@ class Capacity(Plugin):
 
     def score(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> float:
-        a = self._attempt(state, subject)
-        room = self._room(state, subject, candidate, snapshot, a)
+        room = self._room(state, subject, candidate, snapshot)
         if room is None:
             return 0.0
         alloc, free = room
-        return self._points(alloc, free, a.scored) / 100
+        return self._points(alloc, free, self._attempt(state, subject).scored) / 100
 
     def points(self, alloc: Resources, requested: Resources, need: Resources) -> int:
         """The Kubernetes scheduler's 0-100 score of a cluster with ``alloc``
