@@ -69,9 +69,11 @@ class KafkaServer:
             "log4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
             "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+        # One id in 64 starts with "-", which the tool's argument parser takes for
+        # an option unless the value is joined to its flag.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
-                   wait=True)
+        self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                   f"--config={props}", wait=True)
 
     def _java(self, main: str, *args: str, wait: bool = False) -> subprocess.Popen[bytes]:
         cmd = ["java", "-Xmx512m", "-cp", f"{self.home / 'libs'}/*",
