@@ -190,6 +190,7 @@ def _cluster(store: Store, s: Shown) -> list[str]:
         "State:       " + (f"{st.state}" + (f" ({st.reason})" if st.reason else "")
                            + (f", status written {age(st.probed)} ago (when it changes; "
                               "probed every probe_interval)" if st.probed else "")
+                           + (f"; back ONLINE {age(st.returned)} ago" if st.returned else "")
                            if st is not None else "not observed (yet)"),
         f"Applications: {len(on)}" + (f" ({', '.join(on[:10])}"
                                       + (", ..." if len(on) > 10 else "") + ")" if on else ""),

@@ -213,7 +213,6 @@ class System:
         self.procs: dict[str, list[BerthProcess]] = {}
         self.history = History()
         self.generation: dict[str, int] = {}
-        self.cluster_back = float("-inf")  # time.monotonic() a cluster's API last came back
         self._watches: list[Watch] = []
         self._bump = 0
 
@@ -467,7 +466,6 @@ class System:
         server.start()
         self.kube[name].close()
         self.kube[name] = self._client(name)
-        self.cluster_back = time.monotonic()
 
     # -- the truth ----------------------------------------------------------------------
 

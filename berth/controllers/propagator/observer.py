@@ -41,11 +41,23 @@ from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encod
 from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
 from berth.store.group import GroupCommit
 
+log = logging.getLogger(__name__)
+
 
 def cluster_id(view: ClusterView) -> str:
     return view_id(view.metadata.namespace, view.metadata.name)
 
-log = logging.getLogger(__name__)
+
+def _returned(current: ClusterStatus | None, state: str, now: datetime) -> datetime | None:
+    """``status.returned`` for a cluster found ``state``: now if it just came back ONLINE
+    from another state, as it was while it stays ONLINE, else None (a cluster seen for
+    the first time has not come back from anything)."""
+    if state != "ONLINE" or current is None:
+        return None
+    was = current.status
+    if was.state == "ONLINE":
+        return was.returned
+    return now if was.state else None
 
 
 class Observer:
@@ -276,10 +288,11 @@ class Observer:
             return
         if not probe.state:
             return  # never probed successfully and still within the grace: nothing to say
+        now = datetime.now(UTC)
         doc = ClusterStatus(
             StatusMeta(view.metadata.name, view.metadata.namespace),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
-                         datetime.now(UTC), capacity))
+                         now, capacity, _returned(current, probe.state, now)))
         guard = garbage or (item.mod_revision if item else 0)
         fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
         try:

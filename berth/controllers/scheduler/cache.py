@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from berth.controllers.runtime import Event, EventType, Informer, Item
@@ -181,18 +182,27 @@ class Cache:
         self._bump_candidates(event)
 
     def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
+        """When a cluster came back ONLINE: as its status says (the observer records it,
+        so a scheduler that starts leading later knows too), or as this process saw it."""
         was = event.old.status.state if event.old is not None else None
-        now = event.obj.status.state if event.type is not EventType.DELETED else None
-        if now == "ONLINE" and was not in (None, "ONLINE"):
-            with self._lock:
-                self._returned[event.key] = time.monotonic()
-        elif now != "ONLINE":
+        status = event.obj.status if event.type is not EventType.DELETED else None
+        if status is None or status.state != "ONLINE":
             with self._lock:
                 self._returned.pop(event.key, None)
+            return
+        at: float | None = None
+        if status.returned is not None:  # wall clock to this process's monotonic clock
+            ago = (datetime.now(UTC) - status.returned).total_seconds()
+            at = time.monotonic() - max(0.0, ago)
+        elif was not in (None, "ONLINE"):  # an observer that does not record it
+            at = time.monotonic()
+        if at is not None:
+            with self._lock:
+                self._returned[event.key] = at
 
     def returned(self, kind: str, namespace: str | None, name: str) -> float | None:
-        """When (``time.monotonic``) the target came back ONLINE after it was not, as this
-        process saw it; None if it never did."""
+        """When (``time.monotonic``) the target came back ONLINE after it was not; None if
+        it never did, as far as its status and this process know."""
         if namespace is None:
             return None
         with self._lock:

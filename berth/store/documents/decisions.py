@@ -89,6 +89,10 @@ class ClusterState(msgspec.Struct, omit_defaults=True):
     custom_resources: list[str] = []
     probed: datetime | None = None
     capacity: Capacity | None = None
+    # When it last came back ONLINE after it was UNHEALTHY or OFFLINE; kept while it
+    # stays ONLINE. What the scheduler's ``settle`` counts from, whichever scheduler
+    # leads (a new leader did not see the cluster come back).
+    returned: datetime | None = None
 
 
 class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import REGISTRY
 
+from berth.controllers.propagator.observer import _returned
+from berth.controllers.runtime import Event, EventType
 from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
+from berth.controllers.scheduler.cache import Cache
+from berth.store import EtcdConfig, Store, keys
+from berth.store.documents import ClusterState, ClusterStatus, StatusMeta
 
 A = frozenset({("Cluster", "default", "a")})
 B = frozenset({("Cluster", "default", "b")})
@@ -118,3 +124,39 @@ def test_a_move_back_within_the_window_is_a_flap() -> None:
 def test_bad_settings_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="anti_flap"):
         AntiFlapConfig(**bad)  # type: ignore[arg-type]
+
+
+def _status(state: str, returned: datetime | None = None) -> ClusterStatus:
+    return ClusterStatus(StatusMeta("c", "default"), ClusterState(state, returned=returned))
+
+
+def test_the_observer_records_when_a_cluster_came_back_and_keeps_it_while_online() -> None:
+    now = datetime.now(UTC)
+    assert _returned(None, "ONLINE", now) is None  # first seen: it came back from nothing
+    assert _returned(_status("OFFLINE"), "ONLINE", now) == now
+    assert _returned(_status("UNHEALTHY"), "ONLINE", now) == now
+    assert _returned(_status("ONLINE", T0), "ONLINE", now) == T0
+    assert _returned(_status("ONLINE", T0), "OFFLINE", now) is None
+
+
+def test_a_scheduler_knows_a_cluster_came_back_from_its_status_alone() -> None:
+    """A scheduler that starts (or starts leading) after the cluster came back reads when
+    from the status, so `settle` holds as it would have in the leader that saw it."""
+    cache = Cache(Store(EtcdConfig(url="http://127.0.0.1:1")))
+    key = keys.status_key("Cluster", "default", "c")
+    ago = datetime.now(UTC) - timedelta(seconds=20)
+    cache._on_cluster_status(Event(EventType.ADDED, key, _status("ONLINE", ago), None, 5))
+    back = cache.returned("Cluster", "default", "c")
+    assert back is not None and 19 < time.monotonic() - back < 25
+    cache._on_cluster_status(Event(EventType.MODIFIED, key, _status("OFFLINE"),
+                                   _status("ONLINE", ago), 6))
+    assert cache.returned("Cluster", "default", "c") is None
+    # an observer that does not record it: the transition as this process saw it
+    cache._on_cluster_status(Event(EventType.MODIFIED, key, _status("ONLINE"),
+                                   _status("OFFLINE"), 7))
+    back = cache.returned("Cluster", "default", "c")
+    assert back is not None and time.monotonic() - back < 5
+    # a cluster first seen ONLINE did not come back from anything
+    cache._on_cluster_status(Event(EventType.ADDED, keys.status_key("Cluster", "default", "d"),
+                                   _status("ONLINE"), None, 8))
+    assert cache.returned("Cluster", "default", "d") is None
