@@ -2,10 +2,12 @@
 
 Random fleets (labels present and missing, metrics usable, missing, errored
 and equal, custom resources, taints of every effect, every health state,
-deleted clusters, two namespaces) and random subjects (every constraint
-grammar form, selectors, required and preferred cluster affinity, workload
-affinity and anti-affinity against placed workloads, tolerations, every
-placement policy, topology spread, current targets for stickiness, sampling)
+deleted clusters, two namespaces, capacity reported or not, over-committed
+too) and random subjects (every constraint grammar form, selectors, required
+and preferred cluster affinity, workload affinity and anti-affinity against
+placed workloads, tolerations, every placement policy, topology spread,
+workloads with requests, duplicated and divided every way, current targets
+for stickiness and held capacity, sampling)
 are evaluated by ``Framework(reference=True)`` — every plugin called once per
 candidate — and by the default engine. They must agree on the feasible set,
 on why each rejected candidate was rejected, and on the ranking up to ties.
@@ -20,7 +22,7 @@ import pytest
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Placed, Ref
-from berth.controllers.scheduler.framework.types import MetricReading, Subject
+from berth.controllers.scheduler.framework.types import MetricReading, Room, Subject
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.selection import explanation, select, summary
 from berth.store.documents import (
@@ -31,6 +33,7 @@ from berth.store.documents import (
     MatchExpression,
     Placement,
     PreferredTerm,
+    ReplicaScheduling,
     Taint,
     Toleration,
     TopologySpreadConstraint,
@@ -38,6 +41,7 @@ from berth.store.documents import (
     WorkloadAffinityTerm,
 )
 from berth.store.documents.application import WeightedWorkloadTerm, WorkloadSelector
+from berth.store.documents.resources import NOTHING, Demand, Resources
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
 
 LABELS = {"location": ["DE", "FR", "IT"], "zone": ["a", "b", "c", "d"], "tier": ["1", "2", "3"],
@@ -83,6 +87,17 @@ def random_fleet(rng: random.Random) -> FakeSnapshot:
                 raw = float(rng.randint(0, 10)) if rng.random() < 0.5 else rng.uniform(0, 10)
                 values[(name, m)] = MetricReading(m, metrics[m], raw, raw / 10)
     snap = FakeSnapshot(clusters, values)
+    for c in clusters:  # capacity: most clusters report it; few values, so ties and
+        if rng.random() < 0.8:  # exact fits happen; some over-committed (free < 0)
+            alloc = Resources(rng.choice([4000, 8000, 16000]), rng.choice([8, 16, 32]) << 30,
+                              rng.choice([0, 110, 220]),
+                              (("nvidia.com/gpu", rng.choice([1, 4])),) if rng.random() < 0.3
+                              else ())
+            used = Resources(rng.choice([0, 1000, 2000, 4000, 9000]),
+                             rng.choice([0, 4, 8, 40]) << 30, rng.choice([0, 10, 200]),
+                             (("nvidia.com/gpu", rng.choice([0, 1, 2])),))
+            snap.rooms[c.ref.name] = Room(alloc, alloc - used)
+    return snap
     names = [c.ref.name for c in clusters if c.ref.namespace == "default"]
     for j in range(rng.randint(0, 6)):  # other workloads, for workload (anti-)affinity
         where = tuple(Ref("Cluster", "default", n) for n in rng.sample(names, min(len(names),
@@ -122,6 +137,10 @@ def random_subject(rng: random.Random, snap: FakeSnapshot) -> Subject:
     placement = rng.choice([
         Placement(), Placement(), Placement(policy="PickAll"),
         Placement(policy="PickN", number_of_clusters=rng.randint(1, 4)),
+        Placement(policy="PickN", number_of_clusters=4, topology_spread_constraints=[
+            TopologySpreadConstraint(1, "zone", "DoNotSchedule")]),
+        Placement(policy="PickN", number_of_clusters=2, replica_scheduling=ReplicaScheduling(
+            "Divided", rng.choice(["Weighted", "Capacity", "Aggregated"]))),
         Placement(policy="PickN", number_of_clusters=3, topology_spread_constraints=[
             TopologySpreadConstraint(rng.randint(1, 2), rng.choice(["zone", "location"]),
                                      rng.choice(["DoNotSchedule", "ScheduleAnyway"]))]),
@@ -152,6 +171,11 @@ def random_subject(rng: random.Random, snap: FakeSnapshot) -> Subject:
                                                                     rng.choice([0, 0, 1]))},
                   affinity=aff, tolerations=tolerations, placement=placement,
                   labels={"app": "web"})
+    if rng.random() < 0.6:
+        one = Resources(rng.choice([0, 250, 1000, 4000]), rng.choice([0, 1, 4, 16]) << 30,
+                        scalar=(("nvidia.com/gpu", 1),) if rng.random() < 0.2 else ())
+        replicas = rng.randint(1, 6)
+        subject.demand = Demand(replicas, one, NOTHING, one.times(replicas))
     placed = [c.ref.name for c in snap.clusters if c.ref.namespace == "default"]
     if placed and rng.random() < 0.5:
         snap.targets["subject"] = rng.sample(placed, min(len(placed), rng.randint(1, 2)))
@@ -227,7 +251,8 @@ def test_the_fleets_are_varied_enough() -> None:
             reasons.update(s.plugin for s, _ in ev.rejections)
     assert reasons >= {"CandidateOnline", "LabelConstraints", "MetricConstraints",
                        "CustomResources", "ClusterSelector", "ClusterAffinity",
-                       "TaintToleration", "TopologySpread", "PlacementFixed", "WorkloadAffinity"}
+                       "TaintToleration", "TopologySpread", "PlacementFixed", "WorkloadAffinity",
+                       "Capacity"}
 
 
 def test_a_ranking_is_built_only_as_far_as_it_is_read() -> None:
