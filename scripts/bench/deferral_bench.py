@@ -66,6 +66,7 @@ from berth.controllers.scheduler.framework import (
     Room,
     Subject,
 )
+from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import ForecastPoint, MetricRef, Placement, Target
 
@@ -190,6 +191,9 @@ class Market:
 
     def capacity(self, candidate: Candidate) -> Room | None:
         return None
+
+    def rooms(self, fleet: Fleet) -> Rooms:
+        return Rooms([None] * len(fleet))
 
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:

@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,7 @@ from berth.controllers.scheduler.framework import (
     Room,
     Subject,
 )
+from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import (
     NO_FAILURES,
@@ -118,7 +120,13 @@ class Cache:
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
-        self.decisions = Decisions(self.bindings, self.applications)
+        # Candidates whose Room may have changed (their placements, or the capacity they
+        # report), in order: what Rooms indexes catch up on (see ``rooms``).
+        self._room_log: list[str] = []
+        self._room_log_base = 0  # the position of _room_log[0]
+        self._room_log_lock = threading.Lock()
+        self._rooms_lock = threading.Lock()
+        self.decisions = Decisions(self.bindings, self.applications, self._room_changed)
         # How long a placement's resources are assumed on a cluster that has not reported
         # its pods: past that, its report is believed (the pods may never come).
         self.assume_ttl = assume_ttl
@@ -175,6 +183,8 @@ class Cache:
     def _bump_unless_capacity(self, event: Event[ClusterStatus]) -> None:
         """A cluster's status changed: new candidates, unless only its capacity did (that
         is read when asked, by ``capacity``, and costs no rebuilt fleet)."""
+        meta = event.obj.metadata
+        self._room_changed(candidate_key("Cluster", meta.namespace, meta.name))
         old = event.old.status if event.old is not None else None
         if (event.type is EventType.MODIFIED and old is not None
                 and _without_capacity(old) == _without_capacity(event.obj.status)):
@@ -433,10 +443,10 @@ class Cache:
         hit = self._rooms.get(candidate.key)
         if hit is not None and hit[0] == (item.mod_revision,
                                           self.decisions.usage_version(candidate.key),
-                                          int(now // 5)):
+                                          int(now // ROOM_BUCKET)):
             return hit[1]
         version, usage = self.decisions.usage(candidate.key)
-        memo = (item.mod_revision, version, int(now // 5))
+        memo = (item.mod_revision, version, int(now // ROOM_BUCKET))
         alloc, requested = Resources.counted(cap.allocatable), Resources.counted(cap.requested)
         assumed = NOTHING
         for u in usage:
@@ -448,6 +458,47 @@ class Cache:
         room = Room(alloc, alloc - requested - assumed)
         self._rooms[candidate.key] = (memo, room)
         return room
+
+    def _room_changed(self, candidate: str) -> None:
+        with self._room_log_lock:
+            self._room_log.append(candidate)
+            if len(self._room_log) > ROOM_LOG:  # readers this far behind read everything
+                self._room_log_base += len(self._room_log)
+                self._room_log.clear()
+
+    def _room_changes(self, since: int) -> tuple[int, list[str] | None]:
+        """(the log's end, the candidates changed from ``since`` on; None: too many)."""
+        with self._room_log_lock:
+            end = self._room_log_base + len(self._room_log)
+            if since < self._room_log_base:
+                return end, None
+            return end, self._room_log[since - self._room_log_base:]
+
+    def rooms(self, fleet: Fleet) -> Rooms:
+        """``capacity`` of every candidate of ``fleet``, indexed, kept in the fleet and
+        brought up to date here: only candidates whose placements or reported capacity
+        changed since are read again (all of them every ``ROOM_BUCKET`` seconds, when
+        assumptions may have expired). For the one thread that decides."""
+        bucket = int(time.time() // ROOM_BUCKET)
+        with self._rooms_lock:
+            tracked: _TrackedRooms | None = fleet.structural.get(("rooms",))
+            if tracked is None:
+                end, _ = self._room_changes(0)
+                tracked = fleet.structural[("rooms",)] = _TrackedRooms(
+                    Rooms([self.capacity(c) for c in fleet.candidates]), end, bucket)
+                return tracked.rooms
+            end, changed = self._room_changes(tracked.seen)
+            if changed is None or bucket != tracked.bucket:
+                for i, c in enumerate(fleet.candidates):
+                    tracked.rooms.set(i, self.capacity(c))
+            else:
+                by_key = fleet.by_key
+                for key in set(changed):
+                    at = by_key.get(key)
+                    if at is not None:
+                        tracked.rooms.set(at, self.capacity(fleet.candidates[at]))
+            tracked.seen, tracked.bucket = end, bucket
+            return tracked.rooms
 
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)
@@ -474,6 +525,19 @@ class Cache:
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.decisions.version(namespace, labels)
+
+
+ROOM_LOG = 1 << 16  # changed candidates remembered for Rooms indexes to catch up on
+ROOM_BUCKET = 5  # seconds: capacity's memo, and how often every Room is read again
+
+
+@dataclass(slots=True)
+class _TrackedRooms:
+    """A fleet's Rooms, and how far it has caught up."""
+
+    rooms: Rooms
+    seen: int  # the room log's position it has read up to
+    bucket: int  # the ROOM_BUCKET its Rooms were all read in
 
 
 def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -57,9 +57,10 @@ class Token:
 
 
 class Decisions:
-    def __init__(self, bindings: Informer[BindingView],
-                 applications: Informer[Subject]) -> None:
+    def __init__(self, bindings: Informer[BindingView], applications: Informer[Subject],
+                 on_usage: Callable[[str], None] | None = None) -> None:
         self._bindings = bindings
+        self._on_usage = on_usage  # told each candidate whose usage changed (lock held)
         self._applications = applications
         self._lock = threading.Lock()
         self._assumed: dict[str, tuple[Token, int]] = {}  # binding key → (write, revision)
@@ -230,16 +231,19 @@ class Decisions:
                 ask = app.demand.on(t.replicas)
                 new[candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
                                                                         time.time())
-        for c in old:
-            if c not in new:
-                self._usage[c].pop(key, None)
-                self._usage_version[c] += 1
+        changed = [c for c in old if c not in new]
+        for c in changed:
+            self._usage[c].pop(key, None)
         for c, u in new.items():
             was = self._usage.setdefault(c, {}).get(key)
             if was is not None and (was.app, was.ask) == (u.app, u.ask):
                 continue  # unchanged: it keeps its time
             self._usage[c][key] = u
+            changed.append(c)
+        for c in changed:
             self._usage_version[c] += 1
+            if self._on_usage is not None:
+                self._on_usage(c)
         if new:
             self._usage_at[key] = tuple(new)
 

@@ -20,6 +20,7 @@ from berth.controllers.scheduler.framework import (
     Room,
     Subject,
 )
+from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.selection import select
 from berth.store.documents import MetricRef, Target
@@ -45,10 +46,13 @@ class FakeSnapshot:
     targets: dict[str, list[str]] = field(default_factory=dict)  # subject name → cluster names
     others: list[Placed] = field(default_factory=list)  # other placed workloads
     epoch: int = 1
-    rooms: dict[str, Room] = field(default_factory=dict)  # cluster name → its capacity
+    room_of: dict[str, Room] = field(default_factory=dict)  # cluster name → its capacity
 
     def capacity(self, candidate: Candidate) -> Room | None:
-        return self.rooms.get(candidate.ref.name)
+        return self.room_of.get(candidate.ref.name)
+
+    def rooms(self, fleet: Fleet) -> Rooms:
+        return Rooms([self.capacity(c) for c in fleet.candidates])
 
     def candidates(self, subject: Subject) -> list[Candidate]:
         return [c for c in self.clusters if c.ref.namespace == subject.ref.namespace]

@@ -100,7 +100,7 @@ def test_unknown_or_malformed_arguments_are_refused() -> None:
 
 
 def decide_on(rooms: dict[str, Room], need: Resources) -> Decision | NoFit:
-    snap = FakeSnapshot([cluster(n) for n in rooms], rooms=rooms)
+    snap = FakeSnapshot([cluster(n) for n in rooms], room_of=rooms)
     return decide(fw(), app(demand=Demand(1, need, whole=need)), snap, [])
 
 
@@ -176,7 +176,7 @@ def test_a_placed_application_does_not_chase_an_emptier_cluster() -> None:
     empty = Room(alloc, alloc)
     need = Resources(cpu=1000, memory=1 << 30, pods=1)
     snap = FakeSnapshot([cluster("busy"), cluster("empty")],
-                        rooms={"busy": busy, "empty": empty})
+                        room_of={"busy": busy, "empty": empty})
     subject = app(demand=Demand(1, need, whole=need))
     new = decide(fw(), subject, snap, [])
     assert isinstance(new, Decision) and [t.name for t in new.targets] == ["empty"]
@@ -187,6 +187,6 @@ def test_a_placed_application_does_not_chase_an_emptier_cluster() -> None:
     # It no longer fits there (what it holds counts as free: 1.5 cores, 2 Gi): it moves.
     shrunk = Room(alloc, Resources(-600, 0, 100))
     gone = decide(fw(), subject, FakeSnapshot([cluster("busy"), cluster("empty")],
-                                             rooms={"busy": shrunk, "empty": empty},
+                                             room_of={"busy": shrunk, "empty": empty},
                                              targets={"app": ["busy"]}), placed_there)
     assert isinstance(gone, Decision) and [t.name for t in gone.targets] == ["empty"]

@@ -96,7 +96,7 @@ def random_fleet(rng: random.Random) -> FakeSnapshot:
             used = Resources(rng.choice([0, 1000, 2000, 4000, 9000]),
                              rng.choice([0, 4, 8, 40]) << 30, rng.choice([0, 10, 200]),
                              (("nvidia.com/gpu", rng.choice([0, 1, 2])),))
-            snap.rooms[c.ref.name] = Room(alloc, alloc - used)
+            snap.room_of[c.ref.name] = Room(alloc, alloc - used)
     return snap
     names = [c.ref.name for c in clusters if c.ref.namespace == "default"]
     for j in range(rng.randint(0, 6)):  # other workloads, for workload (anti-)affinity

@@ -139,7 +139,7 @@ def test_division_is_house_monotone(seed: int) -> None:
 
 def test_capacity_caps_shares_and_reports_the_rest() -> None:
     snap = FakeSnapshot([cluster("big"), cluster("small"), cluster("full")],
-                        rooms={"big": room(8), "small": room(2),
+                        room_of={"big": room(8), "small": room(2),
                                "full": Room(room(4).allocatable, Resources(pods=10))})
     outcome = decide(framework(), divided(30, division="Capacity"), snap, [])
     got = shares(outcome)
@@ -151,20 +151,20 @@ def test_capacity_caps_shares_and_reports_the_rest() -> None:
 
 def test_aggregated_takes_the_fewest_clusters() -> None:
     snap = FakeSnapshot([cluster("a"), cluster("b"), cluster("c")],
-                        rooms={"a": room(2), "b": room(8), "c": room(4)})
+                        room_of={"a": room(2), "b": room(8), "c": room(4)})
     assert shares(decide(framework(), divided(10, division="Aggregated"), snap, [])) == {"b": 10}
     got = shares(decide(framework(), divided(20, division="Aggregated"), snap, []))
     assert got == {"b": 16, "c": 4}
 
 
 def test_duplicated_needs_the_whole_manifest_to_fit() -> None:
-    snap = FakeSnapshot([cluster("a"), cluster("b")], rooms={"a": room(1), "b": room(4)})
+    snap = FakeSnapshot([cluster("a"), cluster("b")], room_of={"a": room(1), "b": room(4)})
     whole = app(demand=Demand(4, ONE, whole=ONE.times(4)))  # 2 cores in all
     outcome = decide(framework(), whole, snap, [])
     assert isinstance(outcome, Decision) and [t.name for t in outcome.targets] == ["b"]
     assert outcome.targets[0].replicas is None
     # It holds b now: what it holds there counts as free for it (no self-eviction).
-    full = FakeSnapshot([cluster("a"), cluster("b")], rooms={
+    full = FakeSnapshot([cluster("a"), cluster("b")], room_of={
         "a": room(1), "b": Room(room(4).allocatable, Resources(cpu=0, memory=0, pods=100))})
     again = decide(framework(), whole, full, [Target("Cluster", "b", "default")])
     assert isinstance(again, Decision) and [t.name for t in again.targets] == ["b"]
@@ -177,7 +177,7 @@ def test_groups_fill_in_order_and_overflow() -> None:
         match_labels={"site": "onprem"})), ClusterGroup(name="cloud", cluster_names=["aws"])]
     clusters = [cluster("rack1", labels={"site": "onprem"}),
                 cluster("rack2", labels={"site": "onprem"}), cluster("aws"), cluster("gcp")]
-    snap = FakeSnapshot(clusters, rooms={"rack1": room(2), "rack2": room(2), "aws": room(64)})
+    snap = FakeSnapshot(clusters, room_of={"rack1": room(2), "rack2": room(2), "aws": room(64)})
     assert shares(decide(framework(), divided(6, groups=groups), snap, [])) == {
         "rack1": 3, "rack2": 3}
     got = shares(decide(framework(), divided(12, groups=groups), snap, []))
@@ -209,7 +209,7 @@ def test_divide_prefers_current_holders_on_ties() -> None:
 
 
 def test_no_room_anywhere_is_unschedulable_with_the_reason() -> None:
-    snap = FakeSnapshot([cluster("a")], rooms={"a": Room(room(1).allocatable, Resources())})
+    snap = FakeSnapshot([cluster("a")], room_of={"a": Room(room(1).allocatable, Resources())})
     outcome = decide(framework(), divided(3), snap, [])
     assert isinstance(outcome, NoFit)
     assert "insufficient cpu, memory, pods" in outcome.reason

@@ -27,6 +27,7 @@ from berth.store.documents.resources import NO_DEMAND, Demand, Resources
 
 if TYPE_CHECKING:
     from berth.controllers.scheduler.framework.fleet import Fleet
+    from berth.controllers.scheduler.framework.rooms import Rooms
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,10 @@ class Snapshot(Protocol):
     def capacity(self, candidate: Candidate) -> Room | None:
         """What the candidate has and has free, counting what was placed there but not
         yet reported as assumed; None when it reports no capacity."""
+        ...
+
+    def rooms(self, fleet: Fleet) -> Rooms:
+        """``capacity`` of every candidate of ``fleet``, indexed by resource."""
         ...
 
     def placed(self, namespace: str | None,

@@ -54,6 +54,7 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
+from berth.controllers.scheduler.framework.fleet import bits_of
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
@@ -114,6 +115,48 @@ def _resources(value: Any) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def _balanced(terms: list[tuple[int, int, int]]) -> int:
+    """NodeResourcesBalancedAllocation's 0-100 score of ``(allocatable, requested,
+    weight)`` per resource: how close together the resources' use is."""
+    fractions = [min(1.0, r / a) for a, r, _ in terms]
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    elif len(fractions) > 2:
+        std = statistics.pstdev(fractions)
+    else:
+        std = 0.0
+    return int((1 - std) * 100)
+
+
+def _ordinals_of(held: set[str], fleet: Fleet) -> int:
+    """The candidates of ``fleet`` among ``held`` (by key), as a bitset."""
+    by_key = fleet.by_key
+    return bits_of(i for key in held if (i := by_key.get(key)) is not None)
+
+
+def _shortages(names: list[str], short: list[int]) -> dict[tuple[str, ...], int]:
+    """Candidates grouped by the resources they are short of (``short[j]``: those short
+    of ``names[j]``), the names in the order given."""
+    union = 0
+    for bits in short:
+        union |= bits
+    if not union:
+        return {}
+    out: dict[tuple[str, ...], int] = {}
+    if len(names) <= 4:  # every combination, by bit operations: at most 15
+        for mask in range(1, 1 << len(names)):
+            bits = union
+            for j, of in enumerate(short):
+                bits &= of if mask >> j & 1 else ~of
+            if bits:
+                out[tuple(n for j, n in enumerate(names) if mask >> j & 1)] = bits
+        return out
+    for i in ordinals(union):
+        key = tuple(n for n, of in zip(names, short, strict=True) if of >> i & 1)
+        out[key] = out.get(key, 0) | (1 << i)
+    return out
+
+
 class Capacity(Plugin):
     name = NAME
     ARGS = frozenset({"strategy", "resources"})
@@ -156,14 +199,17 @@ class Capacity(Plugin):
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
+        """Per resource asked for, those short of it are a prefix of the fleet sorted by
+        what is free of it (:class:`Rooms`); where the subject runs now, one by one."""
         a = self._attempt(state, subject)
-        groups: dict[tuple[str, ...], int] = {}
-        candidates = fleet.candidates
-        for i in ordinals(within):
-            found = self._room(state, subject, candidates[i], snapshot)
-            if found is None:
-                continue  # reports no capacity: not judged
-            short = a.short(found[1])
+        rooms = snapshot.rooms(fleet)
+        held = _ordinals_of(a.held, fleet) & within
+        judged = rooms.judged & within & ~held
+        groups = _shortages([name for name, _ in a.asked],
+                            [rooms.short(name, amount) & judged for name, amount in a.asked])
+        for i in ordinals(held):
+            found = self._room(state, subject, fleet.candidates[i], snapshot)
+            short = a.short(found[1]) if found is not None else ()
             if short:
                 groups[short] = groups.get(short, 0) | (1 << i)
         return [(a.refusal(short), bits) for short, bits in groups.items()]
@@ -214,14 +260,7 @@ class Capacity(Plugin):
             if a > 0:  # a resource the cluster has none of is left out
                 terms.append((a, a - free.get(name) + asked, weight))
         if self.strategy == "BalancedAllocation":
-            fractions = [min(1.0, r / a) for a, r, _ in terms]
-            if len(fractions) == 2:
-                std = abs(fractions[0] - fractions[1]) / 2
-            elif len(fractions) > 2:
-                std = statistics.pstdev(fractions)
-            else:
-                std = 0.0
-            return int((1 - std) * 100)
+            return _balanced(terms)
         total = weights = 0
         most = self.strategy == "MostAllocated"
         for a, r, weight in terms:
@@ -247,15 +286,40 @@ class Capacity(Plugin):
 
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:
-        """Candidates grouped by score: at most 101 terms, whatever the fleet's size."""
-        scores = {fleet.keys[i]: self.score(state, subject, fleet.candidates[i], snapshot)
-                  for i in ordinals(feasible)}
-        self.normalize(state, subject, scores)
-        groups: dict[float, int] = {}
-        for key, v in scores.items():
-            if v:
-                groups[v] = groups.get(v, 0) | (1 << fleet.by_key[key])
-        return [(bits, v) for v, bits in groups.items()]
+        """Candidates grouped by score: at most 101 terms, whatever the fleet's size. The
+        integer arithmetic of :meth:`_points` on the fleet's per-ordinal lists."""
+        a = self._attempt(state, subject)
+        rooms = snapshot.rooms(fleet)
+        held = _ordinals_of(a.held, fleet) & feasible
+        groups: dict[int, int] = {}
+        columns = [(rooms.allocatable(name), rooms.free(name), weight, asked)
+                   for name, weight, asked in a.scored]
+        balanced = self.strategy == "BalancedAllocation"
+        most = self.strategy == "MostAllocated"
+        for i in ordinals(feasible & rooms.judged & ~held):
+            if balanced:
+                terms = [(al[i], al[i] - fr[i] + asked, w) for al, fr, w, asked in columns
+                         if al[i] > 0]
+                points = _balanced(terms)
+            else:
+                total = weights = 0
+                for al, fr, w, asked in columns:
+                    alloc = al[i]
+                    if alloc > 0:
+                        if most:
+                            total += min(alloc - fr[i] + asked, alloc) * 100 // alloc * w
+                        elif fr[i] >= asked:
+                            total += (fr[i] - asked) * 100 // alloc * w
+                        weights += w
+                points = total // weights if weights else 0
+            groups[points] = groups.get(points, 0) | (1 << i)
+        if held:  # where it runs now scores as the best (normalize)
+            best = max(groups, default=0)
+            for i in ordinals(held):
+                best = max(best, round(100 * self.score(state, subject, fleet.candidates[i],
+                                                         snapshot)))
+            groups[best] = groups.get(best, 0) | held
+        return [(bits, v / 100) for v, bits in groups.items() if v]
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
                  snapshot: Snapshot) -> dict[str, Any]:

@@ -1,0 +1,131 @@
+"""Free capacity over a fleet, by resource, for set-at-a-time fit and score (an index).
+
+"Fits cpu ≥ 2000m and memory ≥ 4Gi" over 10,000 clusters is, per resource,
+the clusters sorted by what is free of it: one bisect and a prefix bitset give
+those short of it, and the few combinations of shortages are bit operations.
+Unlike a metric's column, free capacity changes with every placement (berth
+assumes what it placed until the cluster reports it), so a column is not
+rebuilt but updated in place: :meth:`Rooms.set` moves one cluster within each
+column, and only the prefixes between its old and new position change.
+
+Per resource there are also plain per-ordinal lists of allocatable and free,
+what the score reads. A cluster without a Room (it reports no capacity) is in
+no column and not :attr:`Rooms.judged`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from berth.controllers.scheduler.framework.fleet import bits_of, ordinals
+from berth.controllers.scheduler.framework.types import Room
+
+STEP = 64  # positions per kept prefix
+SHIFT = 24  # a sort key is free << SHIFT | ordinal: fleets of up to 16 million
+_LOW = (1 << SHIFT) - 1
+
+
+class _Column:
+    """The judged candidates sorted by what is free of one resource (ties by ordinal)."""
+
+    __slots__ = ("keys", "prefix")
+
+    def __init__(self, values: Sequence[tuple[int, int]]) -> None:
+        self.keys = sorted(free << SHIFT | i for i, free in values)
+        self.prefix = [0]  # prefix[b]: the candidates at the first b * STEP positions
+        acc = 0
+        for k, key in enumerate(self.keys, 1):
+            acc |= 1 << (key & _LOW)
+            if k % STEP == 0:
+                self.prefix.append(acc)
+
+    def below(self, amount: int) -> int:
+        """The candidates with less than ``amount`` free."""
+        k = bisect_left(self.keys, amount << SHIFT)
+        bits = self.prefix[k // STEP]
+        for key in self.keys[k - k % STEP : k]:
+            bits |= 1 << (key & _LOW)
+        return bits
+
+    def move(self, i: int, old: int, new: int) -> None:
+        """Candidate ``i`` now has ``new`` free instead of ``old``."""
+        keys, prefix = self.keys, self.prefix
+        p = bisect_left(keys, old << SHIFT | i)
+        del keys[p]
+        key = new << SHIFT | i
+        q = bisect_left(keys, key)
+        keys.insert(q, key)
+        bit = 1 << i
+        if q < p:  # earlier: it joins the prefixes ending in (q, p]; each loses its last
+            for b in range(q // STEP + 1, p // STEP + 1):
+                prefix[b] = (prefix[b] | bit) & ~(1 << (keys[b * STEP] & _LOW))
+        elif q > p:  # later: it leaves those ending in (p, q]; each gains the next
+            for b in range(p // STEP + 1, q // STEP + 1):
+                prefix[b] = (prefix[b] & ~bit) | 1 << (keys[b * STEP - 1] & _LOW)
+
+
+class Rooms:
+    """Each candidate's Room, by ordinal, with per-resource columns built when asked."""
+
+    __slots__ = ("_alloc", "_columns", "_free", "judged", "rooms")
+
+    def __init__(self, rooms: Sequence[Room | None]) -> None:
+        self.rooms: list[Room | None] = list(rooms)
+        self.judged = bits_of(i for i, r in enumerate(self.rooms) if r is not None)
+        self._columns: dict[str, _Column] = {}
+        self._free: dict[str, list[int]] = {}
+        self._alloc: dict[str, list[int]] = {}
+
+    def short(self, name: str, amount: int) -> int:
+        """The judged candidates with less than ``amount`` of ``name`` free."""
+        column = self._columns.get(name)
+        if column is None:
+            column = self._columns[name] = _Column(
+                [(i, r.free.get(name)) for i, r in enumerate(self.rooms) if r is not None])
+        return column.below(amount)
+
+    def free(self, name: str) -> list[int]:
+        """What is free of ``name`` on each candidate, by ordinal (0 if not judged)."""
+        found = self._free.get(name)
+        if found is None:
+            found = self._free[name] = [r.free.get(name) if r is not None else 0
+                                        for r in self.rooms]
+        return found
+
+    def allocatable(self, name: str) -> list[int]:
+        found = self._alloc.get(name)
+        if found is None:
+            found = self._alloc[name] = [r.allocatable.get(name) if r is not None else 0
+                                         for r in self.rooms]
+        return found
+
+    def set(self, i: int, room: Room | None) -> None:
+        """Candidate ``i``'s Room is now ``room``."""
+        old = self.rooms[i]
+        if old is room or old == room:
+            return
+        self.rooms[i] = room
+        if old is None or room is None:  # judged or no longer: columns start afresh
+            self.judged ^= 1 << i
+            self._columns.clear()
+            self._free.clear()
+            self._alloc.clear()
+            return
+        for name, column in self._columns.items():
+            was, now = old.free.get(name), room.free.get(name)
+            if was != now:
+                column.move(i, was, now)
+        for name, values in self._free.items():
+            values[i] = room.free.get(name)
+        if old.allocatable != room.allocatable:
+            for name, values in self._alloc.items():
+                values[i] = room.allocatable.get(name)
+
+    def members(self, bits: int) -> list[tuple[int, Room]]:
+        """The judged candidates of ``bits`` with their Rooms."""
+        rooms = self.rooms
+        return [(i, r) for i in ordinals(bits & self.judged) if (r := rooms[i]) is not None]
+
+
+__all__ = ["Rooms"]
