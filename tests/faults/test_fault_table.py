@@ -289,10 +289,21 @@ def test_a_cluster_api_stopped_then_back(system: System, cluster: str, empty: bo
                 p.kill()
             time.sleep(3)
             system.restart_dead("scheduler")
+            leader = system.leader("scheduler")
+            deadline = time.monotonic() + 60
+            while _attempts(leader) < N_APPS:  # until it has decided every application
+                assert time.monotonic() < deadline, f"{_attempts(leader)} attempts in 60 s"
+                time.sleep(0.2)
 
         fault(system, f"scheduler: every replica kill -9 and restarted within {cluster}'s "
               "settle (a new leader did not see it come back)", restart,
               extra=lambda: held_back(system))
+
+
+def _attempts(p: BerthProcess) -> float:
+    """Scheduling attempts the process made (its metrics)."""
+    return sum(float(n) for n in re.findall(r"^berth_scheduler_attempts_total\{[^}]*\} (\S+)$",
+                                            p.metrics(), re.M))
 
 
 def held_back(system: System) -> tuple[bool, str]:
