@@ -11,6 +11,8 @@ set -euo pipefail
 ETCD_VERSION="${BERTH_ETCD_VERSION:-v3.6.16}"
 CACHE="${BERTH_CACHE:-$HOME/.cache/berth}"
 DEST="$CACHE/etcd-$ETCD_VERSION"
+source "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+cache_lock "etcd-$ETCD_VERSION"
 
 if [ -x "$DEST/etcd" ] && [ -x "$DEST/etcdctl" ]; then
   echo "etcd $ETCD_VERSION: cached in $DEST" >&2

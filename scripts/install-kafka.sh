@@ -9,6 +9,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 version="$(sed -n 's:.*<artifactId>kafka_2.13</artifactId><version>\([^<]*\)</version>.*:\1:p' "$here/kafka/pom.xml")"
 CACHE="${BERTH_CACHE:-$HOME/.cache/berth}"
 DEST="$CACHE/kafka-$version"
+source "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+cache_lock "kafka-$version"
 if [ -f "$DEST/libs/.complete" ]; then
   echo "kafka $version: cached in $DEST" >&2
   echo "$DEST"

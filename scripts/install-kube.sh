@@ -20,6 +20,8 @@ VERSION="${BERTH_KUBE_VERSION:-v1.36.3}"
 KWOK_VERSION="${BERTH_KWOK_VERSION:-v0.8.0}"
 CACHE="${BERTH_CACHE:-$HOME/.cache/berth}"
 DEST="$CACHE/kube-$VERSION-kwok-$KWOK_VERSION"
+source "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+cache_lock "kube-$VERSION-kwok-$KWOK_VERSION"
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler)
 complete() {
   for b in "${BINARIES[@]}" kwok; do [ -x "$DEST/$b" ] || return 1; done

@@ -6,6 +6,8 @@ set -euo pipefail
 VERSION="${BERTH_KUSTOMIZE_VERSION:-v5.5.0}"
 CACHE="${BERTH_CACHE:-$HOME/.cache/berth}"
 DEST="$CACHE/kustomize-$VERSION"
+source "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+cache_lock "kustomize-$VERSION"
 if [ -x "$DEST/kustomize" ]; then
   echo "kustomize $VERSION: cached in $DEST" >&2
   echo "$DEST"
