@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import importlib
-import json
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -71,27 +69,6 @@ def _add_log_level(p: argparse.ArgumentParser, default: str | None) -> None:
                    help="text (default) or json: one object per line")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and
-    the traceback if there is one — for log collectors."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out = {"time": datetime.fromtimestamp(record.created, UTC).isoformat()
-               .replace("+00:00", "Z"),
-               "level": record.levelname, "logger": record.name,
-               "message": record.getMessage(), "thread": record.threadName}
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False)
-
-
-def _logging(level: str, form: str) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-
-
 def chosen(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` names: its first word that is one (the top-level
     options' values are levels and formats, never a subcommand's name)."""
@@ -141,10 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     (argparse's own usage errors are 2 as well), 130 interrupted."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser(chosen(argv)).parse_args(argv)
+    from berth.cli import logs
     from berth.cli.etcd_options import etcd_config, explain_store_error
     from berth.store import StoreError
 
-    _logging(args.log_level, args.log_format)
+    logs.configure(args.log_level, args.log_format, batched=args.command in PROCESSES)
     _dump_stacks_on_crash_and_usr1()
     for chatty in ("urllib3", "httpx2", "httpcore2", "aiokafka", "hpack", "h2", "asyncio"):
         # a line per request (or HTTP/2 frame) otherwise
