@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from tests.integration.scheduler_env import (
     binding,
     cluster,
     metric,
+    picture,
     put,
+    record_puts,
     set_state,
     targets,
     value,
@@ -600,3 +603,41 @@ def test_a_magnum_cluster_is_placed_on_the_best_project_that_fits(
     code, out = berth("describe", "magnum", "k8s-1", "--etcd", url)
     assert "Placement:   Scheduled (generation 1" in out
     assert "  Targets:   os-leipzig (score 0.8000)" in out
+
+
+def test_a_reaction_moves_an_anti_affine_application_once(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    """A sweep decides an application whose place depends on where others run after
+    the others: decided first, ``a`` would move to z1 while ``b`` is still in z2, ``b``
+    would then move into z1, and the next sweep would move ``a`` back (the diverse
+    benchmark's c00120 → c00110 → c00120)."""
+    zones = {"c1": "z1", "c2": "z2", "c3": "z3"}
+    for name, v in {"c1": 0.1, "c2": 0.2, "c3": 0.9}.items():
+        metric(store, "m_" + name)
+        value(store, "m_" + name, v)
+    for name, zone in zones.items():
+        cluster(store, name, labels={"zone": zone}, metrics={"m_" + name: 1.0})
+    proc = SchedulerProcess(etcd_server.url, tmp_path, config="reschedule_after: 1\n",
+                            name="anti").start()
+    try:
+        application(store, "a", affinity={"workloadAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"group": "g"}}, "topologyKey": "zone"}]}})
+        assert targets(scheduled(store, "a")) == ["c3"]
+        application(store, "b", labels={"group": "g"},
+                    constraints={"cluster": {"labels": ["zone in (z1, z2)"]}})
+        assert targets(scheduled(store, "b")) == ["c2"]
+        seen, watch = record_puts(store, keys.binding_key("Application", "default", "a"),
+                                  Binding)
+        for name, v in {"c1": 0.9, "c2": 0.1, "c3": 0.5}.items():  # one poll: z1 is best now
+            value(store, "m_" + name, v, publish=False)
+        picture(store)
+        wait_for(lambda: binding(store, "b"), lambda b: targets(b) == ["c1"])
+        time.sleep(3.5)  # three periodic sweeps with nothing changing
+        watch.close()
+        assert [targets(b) for b in seen if targets(b) != ["c3"]] == []
+        final = binding(store, "a")
+        assert final is not None and targets(final) == ["c3"]
+    finally:
+        proc.stop()

@@ -35,12 +35,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
 
-from berth.controllers.runtime import Event, EventType
+from berth.controllers.runtime import Event, EventType, Item
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
@@ -277,22 +278,22 @@ class Scheduler:
     def _sweeping(self) -> Iterator[None]:
         """Decide every placed subject again; act on each change as soon as it is found.
 
-        Yields after every ``SWEEP_SLICE`` seconds of work, so that new
-        subjects are not held up behind a sweep of the whole fleet.
+        Subjects whose placement depends on where others run (workload affinity or
+        anti-affinity) are decided last, on where the others now run: decided in
+        turn with the rest, one could move on a placement the sweep then changed,
+        and move again in the next sweep. Yields after every ``SWEEP_SLICE``
+        seconds of work, so that new subjects are not held up behind a sweep of
+        the whole fleet.
         """
         began = time.perf_counter()
         items = self.cache.bindings.items()
         changed = 0
         due = time.perf_counter() + SWEEP_SLICE
-        for item in items:
+        last: list[str] = []
+        for key in chain(self._swept(items, last), last):
             if time.perf_counter() >= due:
                 yield
                 due = time.perf_counter() + SWEEP_SLICE
-            ref = item.obj.spec.resource
-            if ref.kind != "Application" or (
-                    not item.obj.spec.targets and item.obj.status.state != "Pending"):
-                continue  # deferred work is decided again too: a forecast may have changed
-            key = keys.resource_key(ref.kind, ref.name, ref.namespace)
             try:
                 result = self._reconsider(key)
             except Exception:
@@ -303,6 +304,21 @@ class Scheduler:
             changed += result != "unchanged"
         log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, len(items),
                   time.perf_counter() - began)
+
+    def _swept(self, items: list[Item[BindingView]], last: list[str]) -> Iterator[str]:
+        """The keys of the subjects a sweep decides, but those that depend on where
+        others run, which go to ``last``."""
+        for item in items:
+            ref = item.obj.spec.resource
+            if ref.kind != "Application" or (
+                    not item.obj.spec.targets and item.obj.status.state != "Pending"):
+                continue  # deferred work is decided again too: a forecast may have changed
+            key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+            subject = self.cache.subject(key)
+            if subject is not None and _depends_on_placements(subject):
+                last.append(key)
+            else:
+                yield key
 
     def _reconsider(self, key: str) -> str:
         """A placed subject after a change: act only if its decision changed."""
@@ -597,10 +613,11 @@ class Scheduler:
         # tear the application down. The reason says it does not fit anymore.
         self._submit(subject, binding, current, "Unschedulable", reason, explained)
         self.queue.unschedulable_now(subject.key)
-        aff = subject.affinity
-        if aff is not None and (aff.workload_affinity or aff.workload_anti_affinity):
+        if _depends_on_placements(subject):
+            assert subject.affinity is not None
             with self._placements_lock:
-                self._waiting_on_placements[subject.key] = aff.workload_affinity is not None
+                self._waiting_on_placements[subject.key] = (
+                    subject.affinity.workload_affinity is not None)
         return "unschedulable"
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
@@ -653,6 +670,12 @@ class Scheduler:
             self.writer.submit(Write(key, bkey, None))
             return "binding-deleted"
         return "gone"
+
+
+def _depends_on_placements(subject: Subject) -> bool:
+    """Whether where ``subject`` may run depends on where other workloads run."""
+    aff = subject.affinity
+    return aff is not None and bool(aff.workload_affinity or aff.workload_anti_affinity)
 
 
 def _names(targets: list[Target]) -> str:
