@@ -66,7 +66,7 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.documents.metrics import MEASURES
-from berth.store.documents.resources import NOTHING, Resources
+from berth.store.documents.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,8 @@ class Cache:
         # How long a placement's resources are assumed on a cluster that has not reported
         # its pods: past that, its report is believed (the pods may never come).
         self.assume_ttl = assume_ttl
-        self._rooms: dict[str, tuple[tuple[int, int, int], Room]] = {}
+        # candidate: (what the room was worked out from, the room, the reported part)
+        self._rooms: dict[str, tuple[tuple[int, int, int], Room, Room]] = {}
         self._status_keys: dict[str, str] = {}  # candidate key → its status key
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.projects)
@@ -447,16 +448,31 @@ class Cache:
             return hit[1]
         version, usage = self.decisions.usage(candidate.key)
         memo = (item.mod_revision, version, int(now // ROOM_BUCKET))
-        alloc, requested = Resources.counted(cap.allocatable), Resources.counted(cap.requested)
-        assumed = NOTHING
+        if hit is not None and hit[0][0] == item.mod_revision:
+            reported = hit[2]  # the report is the same: only what berth placed changed
+        else:
+            alloc = Resources.counted(cap.allocatable)
+            reported = Room(alloc, alloc - Resources.counted(cap.requested))
+        # What berth placed there and the report does not count yet, summed in plain
+        # integers (a cluster may hold hundreds of placements; this runs for every
+        # placement made on it).
+        cpu = memory = pods = 0
+        scalar: dict[str, int] = {}
         for u in usage:
             seen = cap.placed.get(u.app, 0)
             if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > self.assume_ttl:
                 continue
+            whole = u.pods or 1
             missing = u.pods - seen if u.pods else 1
-            assumed = assumed + u.ask.part(missing, u.pods or 1)
-        room = Room(alloc, alloc - requested - assumed)
-        self._rooms[candidate.key] = (memo, room)
+            ask = u.ask if missing == whole else u.ask.part(missing, whole)
+            cpu, memory, pods = cpu + ask.cpu, memory + ask.memory, pods + ask.pods
+            for name, amount in ask.scalar:
+                scalar[name] = scalar.get(name, 0) + amount
+        room = reported
+        if cpu or memory or pods or scalar:
+            room = Room(reported.allocatable, reported.free - Resources(
+                cpu, memory, pods, tuple(sorted(scalar.items()))))
+        self._rooms[candidate.key] = (memo, room, reported)
         return room
 
     def _room_changed(self, candidate: str) -> None:
