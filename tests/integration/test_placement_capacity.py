@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from lightkube import Client
 from lightkube.codecs import from_dict
-from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
 from berth.store import Store, decode, keys
@@ -57,14 +57,17 @@ def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
     made = next(clients)
     yield made
     for name, client in made.items():  # leave the clusters as found
-        for dep in client.list(Deployment, namespace="default"):
-            client.delete(Deployment, dep.metadata.name, namespace="default")
+        # Deleted outright, the Pods too: left to the garbage collector, they took over
+        # a minute to go on a loaded machine.
+        client.deletecollection(Deployment, namespace="default")
+        client.deletecollection(ReplicaSet, namespace="default")
+        client.deletecollection(Pod, namespace="default", grace_period=0)
         for n in client.list(Node):
             if n.metadata.name != f"cap-{name}-node-0":
                 client.delete(Node, n.metadata.name)
             elif n.spec is not None and n.spec.unschedulable:
                 client.patch(Node, n.metadata.name, {"spec": {"unschedulable": False}})
-    for client in made.values():  # the garbage collector removes their Pods: wait for it
+    for client in made.values():
         wait_for(lambda client=client: not list(client.list(Pod, namespace="default")) or None,
                  timeout=60)
     clients.close()
