@@ -1,16 +1,18 @@
 """Log output for berth's commands: text or JSON lines on standard error.
 
 A long-running process (scheduler, propagator, metrics-cache) logs a line per
-decision; writing each line as it comes made the thread that decides wait for
-the write and then for the interpreter lock after it (another thread runs
-meanwhile), which cost the scheduler a sixth of its throughput at INFO. So its
-handler, :class:`BatchedHandler`, formats a record where it is logged (the
-line says when it was logged, in order) and writes what has gathered in one
-write from its own thread every ``interval``: a decision costs formatting, not
-I/O. A WARNING or worse is written at once, after the lines before it, so an
-error is never held back; so is a full batch. At exit (``logging.shutdown``)
-the rest is written. Only a process killed outright (``kill -9``, a crash in C)
-loses what it logged in its last ``interval``.
+decision. Written as it came, each line made the thread that decides wait for
+the write, then for the interpreter lock after it (another thread runs
+meanwhile): a sixth of the scheduler's throughput at INFO. Its handler,
+:class:`BatchedHandler`, formats a record where it is logged (the line says
+when it was logged, in order) and leaves it in a queue; one writer thread
+writes what has gathered every ``interval``, and at once after a WARNING or
+worse or when ``capacity`` lines wait. The thread that logs never waits for
+a write nor for a lock a write holds. At exit (``logging.shutdown``) the rest
+is written; only a process killed outright (``kill -9``, a crash in C) loses
+what it logged in its last ``interval``. The processes also skip what their
+lines never show (the caller's frame, process names), and the time is
+formatted once a second.
 
 The one-shot tools log through a plain handler: their few lines interleave
 with what they print as they happen.
@@ -23,10 +25,28 @@ import json
 import logging
 import sys
 import threading
+import time
+from collections import deque
 from datetime import UTC, datetime
 from typing import TextIO
 
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class TextFormatter(logging.Formatter):
+    """``TEXT``, with the date and time of a second formatted once."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT)
+        self._stamp = (-1, "")  # (second, its date and time), replaced whole: threads share it
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        stamp = self._stamp
+        if stamp[0] != second:
+            stamp = self._stamp = (second, time.strftime("%Y-%m-%d %H:%M:%S",
+                                                         self.converter(second)))
+        return f"{stamp[1]},{int(record.msecs):03d}"
 
 
 class JsonFormatter(logging.Formatter):
@@ -44,17 +64,22 @@ class JsonFormatter(logging.Formatter):
 
 
 class BatchedHandler(logging.StreamHandler[TextIO]):
-    """A stream handler that writes gathered lines every ``interval`` seconds from
-    its own thread, at once for a WARNING or worse or ``capacity`` lines. One lock
-    (the handler's own, which ``Handler.handle`` holds around :meth:`emit`) guards
-    the gathered lines and the stream."""
+    """A stream handler whose lines are written by its own thread, in batches.
+
+    Lines wait in a deque (appended under the handler's lock, which
+    ``Handler.handle`` holds around :meth:`emit`); whoever writes holds
+    ``_io`` while it takes lines from the deque and writes them, so lines go
+    out in the order they were logged. The handler's lock is never held
+    across a write: the lock order is the handler's lock, then ``_io``."""
 
     def __init__(self, stream: TextIO | None = None, *, interval: float = 0.1,
                  capacity: int = 1024) -> None:
         super().__init__(stream if stream is not None else sys.stderr)
         self.interval = interval
         self.capacity = capacity
-        self._lines: list[str] = []
+        self._lines: deque[str] = deque()
+        self._io = threading.Lock()
+        self._soon = threading.Event()  # write now, not at the end of the interval
         self._done = threading.Event()
         self._writer = threading.Thread(target=self._write_every_interval, name="log-writer",
                                          daemon=True)
@@ -63,42 +88,48 @@ class BatchedHandler(logging.StreamHandler[TextIO]):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self._lines.append(self.format(record))
-            if record.levelno >= logging.WARNING or len(self._lines) >= self.capacity:
-                self._write()
-        except Exception:  # what logging does with a record it cannot handle
+        except Exception:  # what logging does with a record it cannot format
             self.handleError(record)
+            return
+        if record.levelno >= logging.WARNING or len(self._lines) >= self.capacity:
+            self._soon.set()
 
     def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]  # created in Handler.__init__
-            self._write()
+        """Write every line logged so far (from any thread; at exit, logging's)."""
+        with self._io:
+            lines = self._lines
+            batch = [lines.popleft() for _ in range(len(lines))]
+            if batch:
+                self.stream.write("\n".join(batch) + "\n")
+            self.stream.flush()
 
     def close(self) -> None:
         self._done.set()
+        self._soon.set()
         try:
             self.flush()
         finally:
             super().close()
 
-    def _write(self) -> None:
-        """Write the gathered lines (the caller holds the lock)."""
-        if self._lines:
-            text = "\n".join(self._lines) + "\n"
-            self._lines.clear()
-            self.stream.write(text)
-        self.stream.flush()
-
     def _write_every_interval(self) -> None:
         # Never ends early: when standard error cannot be written (closed, or its
         # reader gone) there is nowhere to say so; the next interval tries again.
-        while not self._done.wait(self.interval):
+        while not self._done.is_set():
+            self._soon.wait(self.interval)
+            self._soon.clear()
             with contextlib.suppress(OSError, ValueError):
                 self.flush()
 
 
 def configure(level: str, form: str, *, batched: bool) -> None:
-    """Log at ``level`` in ``form`` (text or json) to standard error, in batches when
-    ``batched`` (the long-running processes)."""
-    handler: logging.StreamHandler[TextIO] = (
-        BatchedHandler() if batched else logging.StreamHandler())
-    handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(TEXT))
+    """Log at ``level`` in ``form`` (text or json) to standard error; in batches, and
+    without what no line shows, when ``batched`` (the long-running processes)."""
+    handler: logging.StreamHandler[TextIO]
+    if batched:
+        handler = BatchedHandler()
+        logging.logProcesses = logging.logMultiprocessing = False
+        logging._srcfile = None  # the logging HOWTO's way to skip looking up the caller
+    else:
+        handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if form == "json" else TextFormatter())
     logging.basicConfig(level=level, handlers=[handler])

@@ -71,6 +71,12 @@ def rss_mb(pid: int, field: str = "VmHWM") -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Watcher:
     """When each Binding first appears, and when its targets last changed."""
 
@@ -251,10 +257,12 @@ def main() -> None:
         ops = [Put(keys.resource_key("Application", n, "default"), encode(d))
                for n, d in docs_by_name.items()]
         profile = Profile(args.profile, "throughput", proc.pid)
+        cpu = cpu_seconds(proc.pid)
         began = time.perf_counter()
         store.commit_chunks(ops)
         wrote = time.perf_counter() - began
         ok = watcher.wait(lambda: len(watcher.first) >= args.apps, 1800)
+        cpu = cpu_seconds(proc.pid) - cpu
         profile.stop()
         last = max(watcher.first.values())
         took = last - began
@@ -264,7 +272,8 @@ def main() -> None:
               f"{'' if ok else '(TIMED OUT) '}in {took:.2f}s from the first write "
               f"(writes took {wrote:.2f}s): {args.apps / took:.0f} apps/s; "
               f"{placed} placed, {args.apps - placed} unschedulable; "
-              f"mean Binding batch {mean:.1f}")
+              f"mean Binding batch {mean:.1f}; the scheduler's CPU {cpu:.2f}s "
+              f"({cpu / args.apps * 1e6:.0f} µs per application)")
         print(f"  so far: {attempts(port)}")
         print(f"scheduler RSS after the burst: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")

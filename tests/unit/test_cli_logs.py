@@ -10,6 +10,14 @@ import time
 from berth.cli.logs import BatchedHandler
 
 
+def _written(out: io.StringIO, lines: int) -> list[str]:
+    """What ``out`` holds once it holds ``lines`` lines (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while len(out.getvalue().splitlines()) < lines and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return out.getvalue().splitlines()
+
+
 def _logger(handler: logging.Handler) -> logging.Logger:
     log = logging.getLogger(f"test.batched.{id(handler)}")
     log.propagate = False
@@ -33,12 +41,13 @@ def test_lines_are_held_until_the_interval_then_written_in_order() -> None:
 
 def test_a_warning_is_written_at_once_after_the_lines_before_it() -> None:
     out = io.StringIO()
-    handler = BatchedHandler(out, interval=3600)
+    handler = BatchedHandler(out, interval=3600)  # only a warning wakes the writer
     log = _logger(handler)
     log.info("before")
     log.warning("trouble")
-    assert out.getvalue().splitlines() == ["INFO before", "WARNING trouble"]
+    assert _written(out, 2) == ["INFO before", "WARNING trouble"]
     log.info("after")
+    time.sleep(0.05)
     assert "after" not in out.getvalue()
     handler.close()  # what logging.shutdown does at exit: nothing is left behind
     assert out.getvalue().splitlines()[-1] == "INFO after"
@@ -48,9 +57,9 @@ def test_a_full_batch_is_written_at_once() -> None:
     out = io.StringIO()
     handler = BatchedHandler(out, interval=3600, capacity=3)
     log = _logger(handler)
-    for i in range(7):
+    for i in range(3):
         log.info("%d", i)
-    assert out.getvalue().splitlines() == [f"INFO {i}" for i in range(6)]
+    assert _written(out, 3) == [f"INFO {i}" for i in range(3)]
     handler.close()
 
 
@@ -59,10 +68,7 @@ def test_the_writer_thread_writes_within_the_interval() -> None:
     handler = BatchedHandler(out, interval=0.01)
     log = _logger(handler)
     log.info("soon")
-    deadline = time.monotonic() + 10
-    while "soon" not in out.getvalue() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert out.getvalue() == "INFO soon\n"
+    assert _written(out, 1) == ["INFO soon"]
     handler.close()
 
 
@@ -104,8 +110,16 @@ def test_a_stream_that_fails_does_not_stop_the_writer() -> None:
     time.sleep(0.1)
     out.fail = False
     log.info("kept")
-    deadline = time.monotonic() + 10
-    while "kept" not in out.getvalue() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert out.getvalue() == "INFO kept\n"
+    assert _written(out, 1) == ["INFO kept"]
     handler.close()
+
+
+def test_the_text_format_has_the_time_of_each_line() -> None:
+    from berth.cli.logs import TextFormatter
+
+    f = TextFormatter()
+    for created in (1_700_000_000.25, 1_700_000_000.75, 1_700_000_001.5, 1_700_000_000.125):
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+        record.created, record.msecs = created, (created % 1) * 1000
+        assert f.format(record) == logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
