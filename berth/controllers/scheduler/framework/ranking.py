@@ -245,4 +245,35 @@ def split(bands: list[Band], bits: int, value: float, plugin: str) -> list[Band]
     return out
 
 
-__all__ = ["CHUNK", "Band", "BaseOrder", "Lazy", "Ranked", "Ranking", "lookup", "split"]
+def split_all(bands: list[Band], terms: list[tuple[int, float]], weight: float,
+              plugin: str) -> list[Band]:
+    """Refine ``bands`` by every term of one plugin: the candidates of a term's bits get
+    ``weight`` times its value more. Terms that share no candidate (a score grouped
+    by value, as Capacity's 101) split each band once, not every band made so far."""
+    terms = [(bits, value) for bits, value in terms if value and bits]
+    union = 0
+    for bits, _ in terms:
+        union |= bits
+    if sum(bits.bit_count() for bits, _ in terms) != union.bit_count():  # they overlap
+        for bits, value in terms:
+            bands = split(bands, bits, weight * value, plugin)
+        return bands
+    out: list[Band] = []
+    for band in bands:
+        if not band.bits & union:
+            out.append(band)
+            continue
+        for bits, value in terms:
+            inside = band.bits & bits
+            if inside:
+                parts = dict(band.parts)
+                parts[plugin] = parts.get(plugin, 0.0) + weight * value
+                out.append(Band(inside, band.delta + weight * value, parts))
+        rest = band.bits & ~union
+        if rest:
+            out.append(Band(rest, band.delta, band.parts))
+    return out
+
+
+__all__ = ["CHUNK", "Band", "BaseOrder", "Lazy", "Ranked", "Ranking", "lookup", "split",
+           "split_all"]

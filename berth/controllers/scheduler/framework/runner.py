@@ -36,7 +36,7 @@ from berth.controllers.scheduler.framework.ranking import (
     Ranked,
     Ranking,
     lookup,
-    split,
+    split_all,
 )
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import SKIP, SUCCESS, Code, Status, error
@@ -294,9 +294,7 @@ class Framework:
                 log.exception("plugin %s failed", p.name)
                 return self._failed(fleet, rejections, error(f"plugin crashed: {exc!r}").named(
                     p.name))
-            for bits, value in terms:
-                if value:
-                    bands = split(bands, bits, weight * value, p.name)
+            bands = split_all(bands, terms, weight, p.name)
         if static.dense is not None or per_candidate:
             return self._dense(state, subject, fleet, snapshot, static, feasible, rejections,
                                bands, per_candidate, skipped)
@@ -386,9 +384,8 @@ class Framework:
             for p, weight in scorers:
                 if p.name in self._base_scores:
                     continue
-                for bits, value in p.score_set(state, subject, fleet, feasible, snapshot):
-                    if value:
-                        bands = split(bands, bits, weight * value, p.name)
+                bands = split_all(bands, p.score_set(state, subject, fleet, feasible, snapshot),
+                                  weight, p.name)
         except Exception as exc:
             log.exception("a score plugin failed")
             return _Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
