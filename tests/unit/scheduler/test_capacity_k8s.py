@@ -190,3 +190,19 @@ def test_a_placed_application_does_not_chase_an_emptier_cluster() -> None:
                                              room_of={"busy": shrunk, "empty": empty},
                                              targets={"app": ["busy"]}), placed_there)
     assert isinstance(gone, Decision) and [t.name for t in gone.targets] == ["empty"]
+
+
+def test_the_explanation_gives_each_listed_cluster_its_room() -> None:
+    alloc = Resources(4000, 8 << 30, 110)
+    rooms = {"busy": Room(alloc, Resources(2000, 3 << 30, 100)),
+             "empty": Room(alloc, alloc), "full": Room(alloc, Resources(0, 0, 0))}
+    snap = FakeSnapshot([cluster(n) for n in rooms], room_of=rooms)
+    need = Resources(cpu=1000, memory=1 << 30, pods=1)
+    framework = fw()
+    decision = decide(framework, app(demand=Demand(1, need, whole=need)), snap, [])
+    assert isinstance(decision, Decision)
+    listed = {e["candidate"].rsplit("/", 1)[1]: e
+              for e in decision.explained(framework, snap, 10) if "candidate" in e}
+    assert set(listed) == {"busy", "empty"}  # full is rejected
+    for name, entry in listed.items():
+        assert (entry["free"], entry["allocatable"]) == (str(rooms[name].free), str(alloc))

@@ -55,6 +55,7 @@ from berth.controllers.scheduler.framework import (
     unschedulable,
 )
 from berth.controllers.scheduler.framework.fleet import bits_of
+from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
@@ -77,6 +78,7 @@ class _Attempt:
     scored: list[tuple[str, int, int]]  # (resource, weight, asked) for the score
     held: set[str]  # where it runs now (what it holds there counts as free)
     rooms: dict[str, tuple[Resources, Resources] | None] = field(default_factory=dict)
+    index: Rooms | None = None  # the fleet's rooms as the set forms read them
     refusals: dict[tuple[str, ...], Status] = field(default_factory=dict)
 
     def short(self, free: Resources) -> tuple[str, ...]:
@@ -202,7 +204,7 @@ class Capacity(Plugin):
         """Per resource asked for, those short of it are a prefix of the fleet sorted by
         what is free of it (:class:`Rooms`); where the subject runs now, one by one."""
         a = self._attempt(state, subject)
-        rooms = snapshot.rooms(fleet)
+        rooms = a.index = snapshot.rooms(fleet)
         held = _ordinals_of(a.held, fleet) & within
         judged = rooms.judged & within & ~held
         groups = _shortages([name for name, _ in a.asked],
@@ -289,7 +291,7 @@ class Capacity(Plugin):
         """Candidates grouped by score: at most 101 terms, whatever the fleet's size. The
         integer arithmetic of :meth:`_points` on the fleet's per-ordinal lists."""
         a = self._attempt(state, subject)
-        rooms = snapshot.rooms(fleet)
+        rooms = a.index = snapshot.rooms(fleet)
         held = _ordinals_of(a.held, fleet) & feasible
         groups: dict[int, int] = {}
         columns = [(rooms.allocatable(name), rooms.free(name), weight, asked)
@@ -325,7 +327,11 @@ class Capacity(Plugin):
                  snapshot: Snapshot) -> dict[str, Any]:
         if not (subject.demand.whole or subject.demand.per_replica):
             return {}  # not judged by capacity: nothing to say
-        cap = snapshot.capacity(candidate)
+        index, fleet = self._attempt(state, subject).index, state.fleet
+        at = fleet.by_key.get(candidate.key) if index is not None and fleet is not None else None
+        # What the decision read, from the index its set forms used; else the cache's.
+        cap = index.rooms[at] if index is not None and at is not None else snapshot.capacity(
+            candidate)
         if cap is None:
             return {}
         hit = self._described.get(candidate.key)
