@@ -46,3 +46,34 @@ def test_split_all_is_split_term_by_term(seed: int) -> None:
         assert _by_candidate(at_once, n) == _by_candidate(one_by_one, n)
         assert len(at_once) <= len(one_by_one)
         bands = at_once
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_banded_ranking_is_every_entry_sorted(seed: int) -> None:
+    """The bands' walks begun lazily give the order of sorting every entry."""
+    from berth.controllers.scheduler.framework import Fleet
+    from berth.controllers.scheduler.framework.ranking import BaseOrder, Ranking
+    from tests.unit.scheduler.fake import cluster
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 300)
+    fleet = Fleet([cluster(f"c{i:04d}") for i in range(n)])
+    grid = rng.choice([None, 4, 20])  # coarse scores tie often
+    scores = [rng.randint(0, grid) / grid if grid else rng.random() for _ in range(n)]
+    tiers = [rng.choice([0, 0, 1]) for _ in range(n)]
+    base = BaseOrder(fleet, tiers, scores, [{} for _ in range(n)])
+    bands = [Band(fleet.all)]
+    for _ in range(rng.randint(0, 3)):  # a plugin grouped by value, and overlapping terms
+        groups: dict[int, int] = {}
+        for i in range(n):
+            v = rng.randint(-2, 40)
+            groups[v] = groups.get(v, 0) | 1 << i
+        bands = split_all(bands, [(bits, v / 40) for v, bits in groups.items()],
+                          rng.choice([0.5, 1.0]), f"P{_}")
+    feasible = rng.getrandbits(n)
+    ranking = Ranking.banded(base, feasible, bands, {})
+    got = [(r.ordinal, r.tier, round(r.score, 12)) for r in ranking]
+    every = [base.entry(i, b.delta, b.parts) for b in bands for i in range(n)
+             if (b.bits & feasible) >> i & 1]
+    every.sort(key=lambda r: (-r.tier, -r.score, r.ordinal))
+    assert got == [(r.ordinal, r.tier, round(r.score, 12)) for r in every]

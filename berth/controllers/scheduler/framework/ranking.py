@@ -179,13 +179,9 @@ class Ranking(Lazy):
         taken = 0
         for i in overrides:
             taken |= 1 << i
-        walks: list[Iterator[Ranked]] = []
-        for band in bands:
-            bits = band.bits & feasible & ~taken
-            if bits:
-                walks.append(_band_walk(base, bits, band))
-        source = (iter(()) if not walks else walks[0] if len(walks) == 1
-                  else heapq.merge(*walks, key=_sort_key))
+        walks = [(bits, band) for band in bands if (bits := band.bits & feasible & ~taken)]
+        source = (iter(()) if not walks else _band_walk(base, *walks[0]) if len(walks) == 1
+                  else _merged(base, walks))
         if overrides:
             source = _with(source, sorted(overrides.values(), key=_sort_key))
         plain = lookup(base, bands)
@@ -229,6 +225,35 @@ def _with(walk: Iterator[Ranked], pending: list[Ranked]) -> Iterator[Ranked]:
 def _band_walk(base: BaseOrder, bits: int, band: Band) -> Iterator[Ranked]:
     for i in base.walk(bits):
         yield base.entry(i, band.delta, band.parts)
+
+
+def _merged(base: BaseOrder, walks: list[tuple[int, Band]]) -> Iterator[Ranked]:
+    """The bands' walks merged into one order (``_sort_key``), each walk begun only when
+    its best possible entry — the fleet's best base score plus the band's delta —
+    could come next: reading the best few of a ranking cut into a hundred bands (a
+    score with many values, as Capacity's) begins the few bands near the top."""
+    top = base.order[0]
+    bound_tier, bound_score = -base.tiers[top], base.scores[top]
+    pending = sorted(walks, key=lambda w: -w[1].delta)
+    heap: list[tuple[tuple[int, float, int], Ranked, Iterator[Ranked]]] = []
+    k = 0
+    while True:
+        while k < len(pending) and (not heap or (
+                bound_tier, -(bound_score + pending[k][1].delta)) <= heap[0][0][:2]):
+            walk = _band_walk(base, *pending[k])
+            k += 1
+            first = next(walk, None)
+            if first is not None:
+                heapq.heappush(heap, (_sort_key(first), first, walk))
+        if not heap:
+            return
+        _, r, walk = heap[0]
+        yield r
+        after = next(walk, None)
+        if after is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (_sort_key(after), after, walk))
 
 
 def split(bands: list[Band], bits: int, value: float, plugin: str) -> list[Band]:
