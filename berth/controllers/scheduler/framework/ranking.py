@@ -229,10 +229,14 @@ def _band_walk(base: BaseOrder, bits: int, band: Band) -> Iterator[Ranked]:
 
 def _merged(base: BaseOrder, walks: list[tuple[int, Band]]) -> Iterator[Ranked]:
     """The bands' walks merged into one order (``_sort_key``), each walk begun only when
-    its best possible entry — the fleet's best base score plus the band's delta —
-    could come next: reading the best few of a ranking cut into a hundred bands (a
-    score with many values, as Capacity's) begins the few bands near the top."""
-    top = base.order[0]
+    its best possible entry — the best base score among all the bands' candidates
+    plus the band's delta — could come next: reading the best few of a ranking cut
+    into a hundred bands (a score with many values, as Capacity's) begins the few
+    bands near the top."""
+    every = 0
+    for bits, _ in walks:
+        every |= bits
+    top = next(base.walk(every))
     bound_tier, bound_score = -base.tiers[top], base.scores[top]
     pending = sorted(walks, key=lambda w: -w[1].delta)
     heap: list[tuple[tuple[int, float, int], Ranked, Iterator[Ranked]]] = []
