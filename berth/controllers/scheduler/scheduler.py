@@ -132,6 +132,7 @@ class Scheduler:
                                     batch=config.bind_batch, retry=self.queue.add)
         self.antiflap = AntiFlap(config.anti_flap)  # the scheduling loop's own
         self._resync = threading.Event()
+        self._burst = threading.Event()  # a change that may be one of several at once
         self._next_periodic = time.monotonic() + config.reschedule_after
         self._last_activation = 0.0
         # Subjects that may fit once placements change: key → whether a new placement
@@ -155,7 +156,7 @@ class Scheduler:
         self.cache.bindings.add_handler(self._on_binding)
         self.cache.bindings.add_invalid_handler(self._on_garbage)
         self.cache.failures.add_handler(self._on_failures)
-        self.cache.on_candidates_changed(lambda _e: self._resync.set())
+        self.cache.on_candidates_changed(self._on_change)
 
     # -- running -----------------------------------------------------------------
 
@@ -266,7 +267,9 @@ class Scheduler:
             if waiting:
                 self.queue.activate(waiting)
         if changed:
-            time.sleep(0.02)  # let a burst of changes (one etcd transaction) settle into one pass
+            if self._burst.is_set():  # let a burst (one etcd transaction) settle into one pass
+                time.sleep(0.02)
+            self._burst.clear()
             self._resync.clear()
             self.queue.add(SWEEP)
         elif now >= self._next_periodic:
@@ -287,6 +290,7 @@ class Scheduler:
         """
         began = time.perf_counter()
         items = self.cache.bindings.items()
+        log.debug("sweep: deciding %d subjects again", len(items))
         changed = 0
         due = time.perf_counter() + SWEEP_SLICE
         last: list[str] = []
@@ -348,6 +352,16 @@ class Scheduler:
         return self._act(subject, binding, current, outcome)
 
     # -- events --------------------------------------------------------------------
+
+    def _on_change(self, event: Event[Any]) -> None:
+        """Candidates or metric values changed: sweep. A metric picture is whole when it
+        comes (the metrics-cache writes it after a poll's values), so it is swept at
+        once; any other change may be one of a burst, which is let settle first."""
+        if event.key != keys.METRIC_PICTURE:
+            self._burst.set()
+        else:
+            log.debug("metric picture at revision %d taken; sweeping", event.revision)
+        self._resync.set()
 
     def _on_subject(self, event: Event[Any]) -> None:
         obj = event.obj
