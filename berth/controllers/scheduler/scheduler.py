@@ -13,8 +13,9 @@ Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
 its status or a metric changes, each placed subject is decided again — by a
 sweep that acts on each changed decision as soon as it is made, a few
 milliseconds at a time between other attempts (the periodic one only while
-no other attempt waits); stickiness keeps a subject where it is unless
-another candidate is better by more than the stickiness. ``spec.migration:
+no other attempt waits), subjects with workload affinity last; stickiness
+keeps a subject where it is unless another candidate is better by more than
+the stickiness. ``spec.migration:
 false`` (or Krake's ``constraints.migration: false``) never moves a placed
 subject, and ``placement.ignoredDuringExecution`` keeps feasible targets
 until the spec changes. A Cluster, once placed on a Cloud, stays there (seed
