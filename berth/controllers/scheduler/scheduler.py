@@ -15,11 +15,10 @@ sweep that acts on each changed decision as soon as it is made, a few
 milliseconds at a time between other attempts (the periodic one only while
 no other attempt waits), subjects with workload affinity last; stickiness
 keeps a subject where it is unless another candidate is better by more than
-the stickiness. ``spec.migration:
-false`` (or Krake's ``constraints.migration: false``) never moves a placed
-subject, and ``placement.ignoredDuringExecution`` keeps feasible targets
-until the spec changes. A Cluster, once placed on a Cloud, stays there (seed
-000).
+the stickiness. ``spec.migration: false`` (or Krake's
+``constraints.migration: false``) never moves a placed subject, and
+``placement.ignoredDuringExecution`` keeps feasible targets until the spec
+changes. A Cluster, once placed on a Cloud, stays there (seed 000).
 
 Threads: the scheduling loop and the resync loop run supervised (a step that
 raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the
