@@ -6,13 +6,15 @@ the write, then for the interpreter lock after it (another thread runs
 meanwhile): a sixth of the scheduler's throughput at INFO. Its handler,
 :class:`BatchedHandler`, formats a record where it is logged (the line says
 when it was logged, in order) and leaves it in a queue; one writer thread
-writes what has gathered every ``interval``, and at once after a WARNING or
-worse or when ``capacity`` lines wait. The thread that logs never waits for
-a write nor for a lock a write holds. At exit (``logging.shutdown``) the rest
-is written; only a process killed outright (``kill -9``, a crash in C) loses
-what it logged in its last ``interval``. The processes also skip what their
-lines never show (the caller's frame, process names), and the time is
-formatted once a second.
+writes it at once when nothing was written for ``interval``, else with what
+gathers until then — at most one write per ``interval`` while lines keep
+coming, or when ``capacity`` lines wait. Below WARNING, the thread that logs
+never waits for a write nor for a lock a write holds; a WARNING or worse is
+written by the thread that logs it, with the lines before it, at once. At
+exit (``logging.shutdown``) the rest is written; only a process killed
+outright (``kill -9``, a crash in C) loses what it logged below WARNING in its
+last ``interval``. The processes also skip what their lines never show (the
+caller's frame, process names), and the time is formatted once a second.
 
 The one-shot tools log through a plain handler: their few lines interleave
 with what they print as they happen.
@@ -69,8 +71,9 @@ class BatchedHandler(logging.StreamHandler[TextIO]):
     Lines wait in a deque (appended under the handler's lock, which
     ``Handler.handle`` holds around :meth:`emit`); whoever writes holds
     ``_io`` while it takes lines from the deque and writes them, so lines go
-    out in the order they were logged. The handler's lock is never held
-    across a write: the lock order is the handler's lock, then ``_io``."""
+    out in the order they were logged. The lock order is the handler's lock,
+    then ``_io``: the writer thread takes ``_io`` alone, so a thread logging
+    below WARNING never waits for it."""
 
     def __init__(self, stream: TextIO | None = None, *, interval: float = 0.1,
                  capacity: int = 1024) -> None:
@@ -78,6 +81,7 @@ class BatchedHandler(logging.StreamHandler[TextIO]):
         self.interval = interval
         self.capacity = capacity
         self._lines: deque[str] = deque()
+        self._written = 0.0  # when (monotonic) the writer last wrote
         self._io = threading.Lock()
         self._soon = threading.Event()  # write now, not at the end of the interval
         self._done = threading.Event()
@@ -88,11 +92,13 @@ class BatchedHandler(logging.StreamHandler[TextIO]):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self._lines.append(self.format(record))
-        except Exception:  # what logging does with a record it cannot format
+            if record.levelno >= logging.WARNING:
+                self.flush()  # here and now, after the lines before it: never held back
+            elif (len(self._lines) >= self.capacity
+                  or time.monotonic() - self._written >= self.interval):
+                self._soon.set()
+        except Exception:  # what logging does with a record it cannot handle
             self.handleError(record)
-            return
-        if record.levelno >= logging.WARNING or len(self._lines) >= self.capacity:
-            self._soon.set()
 
     def flush(self) -> None:
         """Write every line logged so far (from any thread; at exit, logging's)."""
@@ -101,6 +107,7 @@ class BatchedHandler(logging.StreamHandler[TextIO]):
             batch = [lines.popleft() for _ in range(len(lines))]
             if batch:
                 self.stream.write("\n".join(batch) + "\n")
+                self._written = time.monotonic()
             self.stream.flush()
 
     def close(self) -> None:

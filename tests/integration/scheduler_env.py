@@ -154,8 +154,10 @@ class BerthProcess:
             path.write_text(config)
             self.args += ["--config", str(path)]
         self.proc: subprocess.Popen[bytes] | None = None
+        self._began = 0  # where this run's lines begin in the log (a restart appends)
 
     def start(self) -> BerthProcess:
+        self._began = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
                                          cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1",
@@ -176,14 +178,21 @@ class BerthProcess:
                 self.kill()
         return self.proc.returncode if self.proc else 0
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+    def output(self, *, since_start: bool = False) -> str:
+        """The log (``since_start``: of this run alone; a process writes its lines a
+        tenth of a second at a time, so wait for a line rather than expect it)."""
+        if not self.log.exists():
+            return ""
+        with open(self.log, "rb") as f:
+            f.seek(self._began if since_start else 0)
+            return f.read().decode(errors="replace")
 
     def base_url(self, timeout: float = 30.0) -> str:
         """Where this run of the process serves health and metrics (from its log)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = re.findall(r"health and metrics on (http://\S+/)", self.output())
+            found = re.findall(r"health and metrics on (http://\S+/)",
+                               self.output(since_start=True))
             if found:
                 return str(found[-1])
             time.sleep(0.1)

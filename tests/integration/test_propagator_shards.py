@@ -100,7 +100,9 @@ def test_replicas_share_the_clusters_and_hand_them_over(
         split = wait_for(lambda: holders(store), lambda h: len(h) == 6 and set(h.values()) == {
             pid(p) for p in procs}, timeout=30)
         moved = sorted(c for c, p in split.items() if p == pid(procs[1]))
-        times = serving_times(procs)
+        # (the processes write their log lines a tenth of a second at a time)
+        times = wait_for(lambda: serving_times(procs), lambda t: all(
+            len(t.get(c, [])) >= 3 for c in moved), timeout=10)
         for c in moved:  # the first replica handed over before the second served it
             events = [(who, what) for _, who, what in times[c]]
             assert events == [(pid(procs[0]), "serves"), (pid(procs[0]), "hands"),

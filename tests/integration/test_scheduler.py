@@ -90,8 +90,10 @@ def test_a_better_metric_moves_the_application_and_stickiness_holds_small_change
     try:
         _moves_and_sticks(store)
         # One line per Binding change, at INFO: the application, from → to, why.
-        said = [line for line in proc.output().splitlines()
-                if " INFO berth.controllers.scheduler.scheduler: Application default/app: " in line]
+        said = wait_for(lambda: [
+            line for line in proc.output().splitlines()
+            if " INFO berth.controllers.scheduler.scheduler: Application default/app: " in line],
+            lambda lines: len(lines) >= 2)
         assert len(said) == 2, said
         assert " (new) → " in said[0] and ", Scheduled (" in said[0]
         assert said[1].split("Application default/app: ")[1].startswith(

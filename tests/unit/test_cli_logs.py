@@ -27,13 +27,16 @@ def _logger(handler: logging.Handler) -> logging.Logger:
     return log
 
 
-def test_lines_are_held_until_the_interval_then_written_in_order() -> None:
+def test_a_line_after_a_quiet_interval_is_written_at_once_the_next_ones_wait() -> None:
     out = io.StringIO()
-    handler = BatchedHandler(out, interval=3600)  # the writer thread never gets to it
+    handler = BatchedHandler(out, interval=3600)  # the writer wakes only when told
     log = _logger(handler)
-    for i in range(5):
-        log.info("line %d", i)
-    assert out.getvalue() == ""
+    log.info("line 0")  # nothing written for an interval (ever): at once
+    assert _written(out, 1) == ["INFO line 0"]
+    for i in range(1, 5):
+        log.info("line %d", i)  # written less than an interval ago: they wait
+    time.sleep(0.05)
+    assert out.getvalue().splitlines() == ["INFO line 0"]
     handler.flush()
     assert out.getvalue().splitlines() == [f"INFO line {i}" for i in range(5)]
     handler.close()
@@ -43,9 +46,11 @@ def test_a_warning_is_written_at_once_after_the_lines_before_it() -> None:
     out = io.StringIO()
     handler = BatchedHandler(out, interval=3600)  # only a warning wakes the writer
     log = _logger(handler)
+    log.info("first")
+    assert _written(out, 1) == ["INFO first"]
     log.info("before")
-    log.warning("trouble")
-    assert _written(out, 2) == ["INFO before", "WARNING trouble"]
+    log.warning("trouble")  # written by the thread that logs it, before it goes on
+    assert out.getvalue().splitlines() == ["INFO first", "INFO before", "WARNING trouble"]
     log.info("after")
     time.sleep(0.05)
     assert "after" not in out.getvalue()
@@ -57,9 +62,11 @@ def test_a_full_batch_is_written_at_once() -> None:
     out = io.StringIO()
     handler = BatchedHandler(out, interval=3600, capacity=3)
     log = _logger(handler)
+    log.info("first")
+    assert _written(out, 1) == ["INFO first"]
     for i in range(3):
         log.info("%d", i)
-    assert _written(out, 3) == [f"INFO {i}" for i in range(3)]
+    assert _written(out, 4) == ["INFO first"] + [f"INFO {i}" for i in range(3)]
     handler.close()
 
 
