@@ -102,7 +102,8 @@ def test_two_replicas_one_leads_and_the_other_takes_over(
         wait_for(lambda: binding(store, "two"), lambda x: x.status.state == "Scheduled",
                  timeout=10)
         assert time.monotonic() - killed < 2 + 8  # lease TTL (2 s) plus slack
-        assert "leads" in b.output()
+        # (written a moment later: the processes write their lines in batches)
+        wait_for(lambda: "leads (term" in b.output() or None, timeout=5)
         # The standby said who led, once (#11 item 11).
         lead = a.output().split("election scheduler: ", 1)[1].split(" leads", 1)[0]
         assert b.output().count(f"election scheduler: {lead} leads; ") == 1
@@ -347,7 +348,8 @@ def test_health_tells_the_truth_while_etcd_is_down_and_the_log_says_it_once(
         assert len(during) <= 12, during  # a few lines per state change, not one per retry
         etcd.start()
         wait_for(lambda: get(base + "readyz")[0] == 200 or None, timeout=60)
-        back = [line for line in said(proc.output()) if "answers again" in line]
+        back = wait_for(lambda: [line for line in said(proc.output())  # written a moment
+                                 if "answers again" in line] or None, timeout=10)  # later
         assert len(back) == 1, back
     finally:
         proc.stop()
