@@ -94,6 +94,8 @@ def test_two_replicas_one_leads_and_the_other_takes_over(
         assert targets(wait_for(lambda: binding(store, "one"),
                                 lambda x: x.status.state == "Scheduled")) == ["c"]
         holder = store.get(keys.lease_key("scheduler"))
+        # Its lines are written a moment after they are logged (what kill -9 loses).
+        wait_for(lambda: "leads (term" in a.output() or None, timeout=5)
         a.kill()
         killed = time.monotonic()
         wait_for(lambda: ((kv := store.get(keys.lease_key("scheduler"))) is not None
