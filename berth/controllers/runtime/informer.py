@@ -305,7 +305,8 @@ class Informer(Generic[T]):
         return True
 
     def _store_value(self, key: str, value: bytes, revision: int, lease: int = 0) -> None:
-        if self._outside(key):
+        # a key already kept passed the layout check (only this thread adds keys)
+        if key not in self._items and self._outside(key):
             return
         try:
             obj = self.known(key, revision) if self.known is not None else None

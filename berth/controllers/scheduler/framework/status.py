@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 
 
 class Code(Enum):
@@ -39,11 +40,20 @@ class Status:
         return "; ".join(self.reasons)
 
     def named(self, plugin: str) -> Status:
-        return self if self.plugin else Status(self.code, self.reasons, plugin, self.timeout)
+        if self.plugin:
+            return self
+        if self.reasons or self.timeout:
+            return Status(self.code, self.reasons, plugin, self.timeout)
+        return _bare(self.code, plugin)  # SUCCESS and SKIP, named at every call
 
     def __str__(self) -> str:
         who = f"{self.plugin}: " if self.plugin else ""
         return f"{who}{self.code.value}" + (f" ({self.reason})" if self.reasons else "")
+
+
+@lru_cache(maxsize=1024)
+def _bare(code: Code, plugin: str) -> Status:
+    return Status(code, (), plugin)
 
 
 SUCCESS = Status()
