@@ -20,7 +20,7 @@ from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
 from berth.cli.resources import decided, table, target_note
-from berth.controllers.scheduler.config import load_config
+from berth.controllers.scheduler.config import SchedulerConfig, load_config
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, Binding
@@ -40,9 +40,12 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--what-if", metavar="FILE|-",
                    help="decide the applications in FILE as the scheduler would now, against "
                    "the current state; nothing is written")
+    p.add_argument("--all", action="store_true", dest="every",
+                   help="an application: decide it again now, as the leading scheduler "
+                   "would, and list every candidate (the Binding keeps the best few)")
     p.add_argument("--config", metavar="FILE",
-                   help="with --what-if: the scheduler's configuration (default: the "
-                   "leading scheduler's, else the defaults)")
+                   help="with --what-if or --all: the scheduler's configuration (default: "
+                   "the leading scheduler's, else the defaults)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(run=run)
 
@@ -99,8 +102,8 @@ def propagation(status: ApplicationStatus | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.what_if:
-        if args.kind or args.name:
-            raise ValueError("--what-if FILE takes no KIND or NAME: the file has them")
+        if args.kind or args.name or args.every:
+            raise ValueError("--what-if FILE takes no KIND, NAME or --all: the file has them")
         return what_if_cmd(args)
     if not (args.kind and args.name):
         raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
@@ -111,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"explain takes {', '.join(sorted(_KINDS))}: the kinds the scheduler "
                          f"places, not {kind}")
     store = open_store(args)
+    if args.every:
+        return every_candidate(args, store, kind, namespace, name)
     key = keys.binding_key(kind, namespace, name)
     kv = store.get(key)
     if kv is None:
@@ -141,6 +146,43 @@ def _status(store: Store, namespace: str, name: str) -> ApplicationStatus | None
     return decode(kv.value, ApplicationStatus, key) if kv is not None else None
 
 
+def _config(args: argparse.Namespace, store: Store) -> SchedulerConfig:
+    if args.config:
+        config, whose = load_config(args.config), args.config
+    else:
+        config, whose = leading_config(store)
+    print(f"deciding with {whose}", file=sys.stderr)
+    return config
+
+
+def every_candidate(args: argparse.Namespace, store: Store, kind: str, namespace: str,
+                    name: str) -> int:
+    """``explain application NAME --all``: the stored application decided again on the
+    current state, every candidate's verdict (exit 1 if it would not be placed)."""
+    if kind != "Application":
+        raise ValueError(f"--all decides applications, not {kind}")
+    key = keys.resource_key(kind, name, namespace)
+    kv = store.get(key)
+    if kv is None:
+        print(f"error: no {kind} {namespace}/{name} (nothing at {key})", file=sys.stderr)
+        return 1
+    try:
+        doc = msgspec.json.decode(kv.value)
+    except msgspec.DecodeError as exc:
+        print(f"error: {key} does not hold a document: {exc}", file=sys.stderr)
+        return 1
+    result = what_if(store, _config(args, store), [(key, doc)], consequences=False)
+    if not result.answers:
+        print(f"error: {key} is not an application the scheduler decides", file=sys.stderr)
+        return 1
+    answer = result.answers[0]
+    if args.output == "json":
+        print(json.dumps(msgspec.to_builtins(answer), indent=2))
+    else:
+        print(render_answer(answer))
+    return 0 if answer.state == "Scheduled" else 1
+
+
 def what_if_cmd(args: argparse.Namespace) -> int:
     """Exit 0 if every application in the file would be placed, 1 if one would not (or
     bad input)."""
@@ -152,12 +194,7 @@ def what_if_cmd(args: argparse.Namespace) -> int:
         return 1
     docs = [(item.key, msgspec.to_builtins(item.doc)) for item in loaded]
     store = open_store(args)
-    if args.config:
-        config, whose = load_config(args.config), args.config
-    else:
-        config, whose = leading_config(store)
-    print(f"what-if: deciding with {whose}", file=sys.stderr)
-    result = what_if(store, config, docs)
+    result = what_if(store, _config(args, store), docs)
     if args.output == "json":
         print(json.dumps(result.to_dict(), indent=2))
     else:

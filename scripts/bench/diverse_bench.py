@@ -2,6 +2,7 @@
 
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
+        [--workloads] [--log-level LEVEL] [--config FILE] [--profile PREFIX]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -161,12 +162,13 @@ def seed(store: Store, clusters: int, rng: random.Random, workloads: bool = Fals
     return sorted(metrics)
 
 
-def start_scheduler(url: str, port: int, store: Store,
-                    level: str = "WARNING") -> subprocess.Popen[bytes]:
+def start_scheduler(url: str, port: int, store: Store, level: str = "WARNING",
+                    config: str | None = None) -> subprocess.Popen[bytes]:
     log = open(ROOT / "diverse-bench.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "berth.cli.main", "--log-level", level, "scheduler",
-         "--etcd", url, "--http", f"127.0.0.1:{port}"],
+         "--etcd", url, "--http", f"127.0.0.1:{port}",
+         *(["--config", config] if config else [])],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(600):
         try:
@@ -232,6 +234,7 @@ def main() -> None:
                     help="applications carry Deployments with requests (20 %% divided); "
                          "clusters report capacity")
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
+    ap.add_argument("--config", metavar="FILE", help="the scheduler's configuration")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the scheduler: PREFIX-<phase>.txt")
     args = ap.parse_args()
@@ -247,7 +250,7 @@ def main() -> None:
         metrics = seed(store, args.clusters, rng, args.workloads)
         print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
               f"in {time.perf_counter() - t:.1f}s")
-        proc = start_scheduler(server.url, port, store, args.log_level)
+        proc = start_scheduler(server.url, port, store, args.log_level, args.config)
         time.sleep(1.0)
         watcher = Watcher(store)
 

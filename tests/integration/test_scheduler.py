@@ -483,6 +483,17 @@ def test_what_if_answers_what_the_scheduler_then_decides(
     # The scheduler, given the same application, decides the same.
     assert berth("apply", "-f", str(f), "--quiet", "--etcd", url)[0] == 0
     assert targets(scheduled(store, "web")) == answer["targets"] == ["de-2"]
+    # The Binding keeps the best few; --all decides the stored application again and
+    # lists every candidate.
+    code, out = berth("explain", "application", "default/web", "--all", "-o", "json",
+                      "--etcd", url)
+    assert code == 0, out
+    again = json.loads(out)
+    assert (again["exists"], again["targets"]) == (True, ["de-2"])
+    assert {v["candidate"].rsplit("/", 1)[1]: v["verdict"] for v in again["verdicts"]} == {
+        "de-2": "chosen", "de-1": "fits", "de-3": "fits", "fr-1": "rejected"}
+    code, out = berth("explain", "application", "default/nothing", "--all", "--etcd", url)
+    assert code == 1
 
     # Nothing fits: exit 1, and each rejection says what the candidate has.
     g = tmp_path / "greedy.yaml"

@@ -92,12 +92,12 @@ class WhatIf:
 
 
 def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[str, dict[str, Any]]],
-            *, sync_timeout: float = 30.0) -> WhatIf:
+            *, sync_timeout: float = 30.0, consequences: bool = True) -> WhatIf:
     """Decide as the scheduler would if the documents (``(key, document)``, anything
-    ``apply`` takes) were stored: each of their applications, and every stored
-    application again, to list those whose placement would change because of them
-    (decided twice on one frozen view, without and with the documents, so that only
-    their consequences show). Nothing is written."""
+    ``apply`` takes) were stored: each of their applications, and (``consequences``)
+    every stored application again, to list those whose placement would change because
+    of them (decided twice on one frozen view, without and with the documents, so that
+    only their consequences show). Nothing is written."""
     cache = Cache(store)
     cache.start()
     try:
@@ -109,20 +109,20 @@ def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[str, di
     defer = Deferral(config.deferral_margin, config.deferral_min_saving)
     mine = {key for key, _ in documents if key.startswith(APPLICATIONS)}
     stored = [item.obj for item in cache.applications.items() if item.key not in mine
-              and not item.obj.deleted]
+              and not item.obj.deleted] if consequences else []
     before = {s.key: _decided(cache, framework, defer, s) for s in stored}
     existing = {key for key in mine if cache.applications.get(key) is not None}
     for key, doc in documents:
         cache.overlay(key, msgspec.json.encode(doc))
     answers = [_answer(cache, framework, defer, doc, key in existing)
                for key, doc in documents if key.startswith(APPLICATIONS)]
-    consequences = []
+    changed = []
     for subject in stored:
         targets, reason = _decided(cache, framework, defer, subject)
         if targets != before[subject.key][0]:
-            consequences.append(Consequence(f"{subject.ref.namespace}/{subject.ref.name}",
-                                            before[subject.key][0], targets, reason))
-    return WhatIf(answers, consequences)
+            changed.append(Consequence(f"{subject.ref.namespace}/{subject.ref.name}",
+                                       before[subject.key][0], targets, reason))
+    return WhatIf(answers, changed)
 
 
 APPLICATIONS = keys.ROOT + "applications/"
