@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 ROOT = "/berth/v1/"
 BINDINGS = ROOT + "bindings/"
@@ -92,6 +93,17 @@ def check_namespace(namespace: str) -> None:
 
 
 def _tail(k: Kind, name: str, namespace: str | None) -> str:
+    if not isinstance(name, str):
+        check_name(name)  # raises (and an unhashable name must not reach the cache)
+    if namespace is not None and not isinstance(namespace, str):
+        check_namespace(namespace)
+    return _checked_tail(k.name, name, namespace)
+
+
+@lru_cache(maxsize=1 << 14)  # keys are built again and again for the same resources
+def _checked_tail(kind_name: str, name: str, namespace: str | None) -> str:
+    """``plural/namespace/name`` once the names are valid (else ValueError, not cached)."""
+    k = KINDS[kind_name]
     check_name(name)
     if not k.namespaced:
         if namespace:
