@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -235,6 +236,8 @@ def main() -> None:
                          "clusters report capacity")
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
     ap.add_argument("--config", metavar="FILE", help="the scheduler's configuration")
+    ap.add_argument("--figures", metavar="FILE",
+                    help="also write the figures as JSON (fleet_ratios.py reads them)")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the scheduler: PREFIX-<phase>.txt")
     args = ap.parse_args()
@@ -244,6 +247,7 @@ def main() -> None:
                         extra=["--quota-backend-bytes", str(8 * 2**30)]).start()
     port = free_port()
     proc = None
+    figures: dict[str, float] = {}
     try:
         store = Store(EtcdConfig(url=server.url))
         t = time.perf_counter()
@@ -285,6 +289,8 @@ def main() -> None:
         f_all = floor(store, docs, size, "/bench/floor/")
         print(f"floor: etcd writes the same {len(docs)} Bindings in batches of {size} in "
               f"{f_all:.2f}s ({len(docs) / f_all:.0f}/s); scheduler/floor {took / f_all:.2f}")
+        figures.update(apps_per_s=args.apps / took, cpu_us=cpu / args.apps * 1e6,
+                       floor_ratio=took / f_all, peak_rss_mb=rss_mb(proc.pid))
 
         # -- reaction to every metric value changing at once
         if not args.no_reaction:
@@ -312,7 +318,9 @@ def main() -> None:
                       f"{len(moved)} applications moved ({len(changes)} target changes); "
                       f"first new Binding {first * 1e3:.0f} ms, last {last_c:.2f}s; "
                       f"etcd floor for {len(moved)} Bindings in batches of {size}: "
-                      f"{f_moved:.2f}s")
+                      f"{f_moved:.2f}s; last/(1 s + floor) {last_c / (1 + f_moved):.2f}")
+                figures.update(moved=len(moved), first_ms=first * 1e3, last_s=last_c,
+                               moved_floor_s=f_moved, values_written_ms=written * 1e3)
             else:
                 print("reaction: nothing moved")
             print(f"  so far: {attempts(port)}")
@@ -350,6 +358,9 @@ def main() -> None:
         time.sleep(5.0)
         print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")
+        figures["peak_rss_mb"] = rss_mb(proc.pid)
+        if args.figures:
+            Path(args.figures).write_text(json.dumps(figures))
         if args.idle:
             with watcher.cond:
                 moves_before = len(watcher.changes)

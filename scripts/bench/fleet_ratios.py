@@ -1,0 +1,107 @@
+"""Issue #26's targets as ratios, each measured in one run of this script.
+
+    python scripts/bench/fleet_ratios.py [--rounds 1] [--scale]
+
+Runs ``diverse_bench.py`` (1,000 clusters x 10,000 applications) in turn:
+plain with the reaction; with workloads (every application a Deployment with
+requests, 20 % divided; clusters report capacity); plain with explanations
+off (``explain_limit: 0``); and, with ``--scale``, workloads at 10,000 x
+100,000 (about 10 minutes more). Rounds alternate the configurations so that
+the machine's load falls on all of them alike; each figure is the median of
+its rounds. Prints each target with the figure measured and whether it is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CONFIGS: dict[str, list[str]] = {
+    "plain": ["--no-latency"],
+    "workloads": ["--no-latency", "--no-reaction", "--workloads"],
+    "unexplained": ["--no-latency", "--no-reaction", "--config", "{unexplained}"],
+}
+SCALE = ["--clusters", "10000", "--apps", "100000", "--workloads", "--no-latency",
+         "--no-reaction"]
+
+
+def run(name: str, argv: list[str], scratch: Path) -> dict[str, float]:
+    out = scratch / f"{name}.json"
+    out.unlink(missing_ok=True)
+    argv = [a.format(unexplained=scratch / "unexplained.yaml") for a in argv]
+    print(f"-- {name}: diverse_bench.py {' '.join(argv)}", flush=True)
+    proc = subprocess.run([sys.executable, str(HERE / "diverse_bench.py"), *argv,
+                           "--figures", str(out)], text=True, capture_output=True)
+    for line in proc.stdout.splitlines():
+        if not line.startswith("  so far"):
+            print("   ", line)
+    if proc.returncode != 0 or not out.exists():
+        sys.exit(f"diverse_bench.py {' '.join(argv)} failed ({proc.returncode}):\n"
+                 f"{proc.stderr[-3000:]}")
+    figures: dict[str, float] = json.loads(out.read_text())
+    return figures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--scale", action="store_true", help="also 10,000 x 100,000 (workloads)")
+    args = ap.parse_args()
+    names = [*CONFIGS, *(["scale"] if args.scale else [])]
+    runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        (scratch / "unexplained.yaml").write_text("explain_limit: 0\n")
+        for r in range(args.rounds):
+            for n in names:
+                print(f"round {r + 1}/{args.rounds}", end=" ")
+                runs[n].append(run(n, SCALE if n == "scale" else CONFIGS[n], scratch))
+
+    def med(name: str, figure: str) -> float:
+        return statistics.median(f[figure] for f in runs[name])
+
+    plain, wl = med("plain", "apps_per_s"), med("workloads", "apps_per_s")
+    rows: list[tuple[str, str, str, bool]] = [
+        ("workloads / plain, time per application", f"{plain / wl:.2f}", "<= 1.3",
+         plain / wl <= 1.3),
+        ("scheduler / etcd floor, plain", f"{med('plain', 'floor_ratio'):.2f}", "<= 2",
+         med("plain", "floor_ratio") <= 2),
+        ("scheduler / etcd floor, workloads", f"{med('workloads', 'floor_ratio'):.2f}",
+         "<= 2", med("workloads", "floor_ratio") <= 2),
+    ]
+    if all("last_s" in f for f in runs["plain"]):
+        last = statistics.median(f["last_s"] / (1 + f["moved_floor_s"]) for f in runs["plain"])
+        first = med("plain", "first_ms")
+        rows += [
+            (f"reaction: last new Binding / (1 s + floor), {med('plain', 'moved'):.0f} moved",
+             f"{last:.2f}", "<= 1", last <= 1),
+            (f"reaction: first new Binding (the values' write takes "
+             f"{med('plain', 'values_written_ms'):.0f} ms of it)", f"{first:.0f} ms",
+             "<= 100 ms", first <= 100),
+        ]
+    cost = med("unexplained", "apps_per_s") / plain  # time per application, on / off
+    rows.append(("explanations' cost: time per application, explain_limit 3 / 0",
+                 f"{(cost - 1) * 100:+.1f} %", "<= 5 %", cost <= 1.05))
+    if args.scale:
+        ratio = med("scale", "apps_per_s") / wl
+        rss = med("scale", "peak_rss_mb")
+        rows += [("10,000 x 100,000 rate / 1,000 x 10,000 rate, workloads", f"{ratio:.2f}",
+                  ">= 0.5", ratio >= 0.5),
+                 ("10,000 x 100,000 scheduler peak RSS", f"{rss:.0f} MB", "<= 500 MB",
+                  rss <= 500)]
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'TARGET':<{width}}  {'MEASURED':>10}  {'WANTED':>10}  MET "
+          f"(medians of {args.rounds} round{'s' if args.rounds != 1 else ''})")
+    for what, got, wanted, met in rows:
+        print(f"{what:<{width}}  {got:>10}  {wanted:>10}  {'yes' if met else 'no'}")
+
+
+if __name__ == "__main__":
+    main()
