@@ -287,7 +287,8 @@ def main() -> None:
         docs = [kv.value for kv in store.list_prefix(keys.binding_prefix("Application"))[0]]
         size = max(1, round(mean))
         f_all = floor(store, docs, size, "/bench/floor/")
-        print(f"floor: etcd writes the same {len(docs)} Bindings in batches of {size} in "
+        print(f"floor: etcd writes the same {len(docs)} Bindings (mean "
+              f"{sum(map(len, docs)) / max(1, len(docs)):.0f} bytes) in batches of {size} in "
               f"{f_all:.2f}s ({len(docs) / f_all:.0f}/s); scheduler/floor {took / f_all:.2f}")
         figures.update(apps_per_s=args.apps / took, cpu_us=cpu / args.apps * 1e6,
                        floor_ratio=took / f_all, peak_rss_mb=rss_mb(proc.pid))

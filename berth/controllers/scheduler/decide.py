@@ -51,15 +51,17 @@ class Decision:
 
     def explained(self, framework: Framework, snapshot: Snapshot, limit: int
                   ) -> list[dict[str, Any]]:
-        """The explanation written into the Binding (built only when it is written)."""
+        """The explanation written into the Binding (built only when it is written): the
+        best ``limit`` candidates and every chosen one, each with its metric readings."""
+        best = self.evaluation.ranked[:limit]
+        listed = {r.candidate.key for r in best}
+        extra = [r for r in self.chosen if r.candidate.key not in listed]
         details: dict[str, dict[str, Any]] = {}
-        shown = {r.candidate.key: r for r in (*self.chosen[:limit],
-                                                *self.evaluation.ranked[:limit])}
         for describe in framework.describers:  # every candidate listed names its metrics
-            for r in shown.values():
+            for r in (*best, *extra):
                 details.setdefault(r.candidate.key, {}).update(
                     describe(self.state, self.subject, r.candidate, snapshot))
-        return explanation(self.evaluation, details, limit)
+        return explanation(self.evaluation, details, limit, extra)
 
 
 @dataclass(slots=True)

@@ -126,8 +126,9 @@ def summary(kind: str, evaluation: Evaluation) -> str:
 
 
 def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
-                limit: int) -> list[dict[str, Any]]:
-    """The best ``limit`` candidates with their breakdown, then up to ``limit`` rejections.
+                limit: int, extra: Sequence[Ranked] = ()) -> list[dict[str, Any]]:
+    """The best ``limit`` candidates with their breakdown (and the ``extra`` ones, chosen
+    though not among them, in their place by score), then up to ``limit`` rejections.
 
     Built once per evaluation (subjects sharing a cached evaluation share it);
     only the entries that get per-subject ``details`` are copied.
@@ -139,10 +140,15 @@ def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
                   if r.shared else _entry(r) for r in evaluation.ranked[:limit]]
         cached += _rejections(evaluation, limit)
         evaluation.derived[f"explanation:{limit}"] = cached
+    entries = cached
+    if extra:
+        ranked = [e for e in cached if "score" in e] + [_entry(r) for r in extra]
+        ranked.sort(key=lambda e: (e.get("tier", 0), e["score"]), reverse=True)
+        entries = ranked + [e for e in cached if "score" not in e]
     if not details:
-        return cached
+        return entries
     return [{**e, **details[e["candidate"]]} if e.get("candidate") in details else e
-            for e in cached]
+            for e in entries]
 
 
 def _entry(r: Ranked) -> dict[str, Any]:
@@ -157,18 +163,15 @@ def _entry(r: Ranked) -> dict[str, Any]:
 
 
 def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
-    """Rejected candidates grouped by plugin and reason, a few names each."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for status, bits in evaluation.groups():
-        group = groups.get((status.plugin, status.reason))
-        if group is None:
-            if len(groups) >= limit:
-                continue
-            group = groups[(status.plugin, status.reason)] = {
-                "rejected_by": status.plugin, "reason": status.reason, "count": 0,
-                "candidates": []}
-        group["count"] += bits.bit_count()
-        room = SAMPLE - len(group["candidates"])
-        if room > 0:
-            group["candidates"] += evaluation.fleet.first_keys(bits, room)
-    return list(groups.values())
+    """The first ``limit`` groups of rejected candidates by plugin and reason (in the
+    order of their first candidate), each with its count and a few names."""
+    if limit <= 0:
+        return []
+    merged: dict[tuple[str, str], int] = {}
+    for status, bits in evaluation.rejections:
+        group = (status.plugin, status.reason)
+        merged[group] = merged.get(group, 0) | bits
+    shown = sorted(merged.items(), key=lambda g: (g[1] & -g[1]).bit_length())[:limit]
+    first_keys = evaluation.fleet.first_keys
+    return [{"rejected_by": plugin, "reason": reason, "count": bits.bit_count(),
+             "candidates": first_keys(bits, SAMPLE)} for (plugin, reason), bits in shown]

@@ -251,6 +251,27 @@ def test_topology_spread_keeps_the_skew_of_a_pick_n() -> None:
     assert spread(soft) == ["a0", "a1", "b0", "b1", "c0", "none"]
 
 
+def test_the_explanation_lists_every_chosen_target_in_its_place() -> None:
+    """A spread picks clusters below the best few: the Binding's explanation, which keeps
+    the best ``limit``, lists them too, by score, each with its metric readings."""
+    from berth.controllers.scheduler.decide import Decision, decide
+    from berth.store.documents import TopologySpreadConstraint as T
+
+    snap = FakeSnapshot(
+        [cluster(f"{z}{i}", labels={"region": z}, metrics=M) for z in "ab" for i in range(3)],
+        {(f"{z}{i}", "heat"): (0.9 if z == "a" else 0.5) - i / 100 for z in "ab"
+         for i in range(3)})
+    fw = Framework(SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1})
+    subject = app(placement=Placement(policy="PickN", number_of_clusters=2,
+                                      topology_spread_constraints=[T(1, "region")]))
+    decision = decide(fw, subject, snap, [])
+    assert isinstance(decision, Decision)
+    assert [t.name for t in decision.targets] == ["a0", "b0"]
+    listed = [e for e in decision.explained(fw, snap, 2) if "score" in e]
+    assert [e["candidate"].rsplit("/", 1)[1] for e in listed] == ["a0", "a1", "b0"]
+    assert all("metrics" in e for e in listed)
+
+
 def test_topology_spread_stops_short_rather_than_break_a_hard_skew() -> None:
     from berth.store.documents import TopologySpreadConstraint as T
 
