@@ -20,7 +20,7 @@ import random
 
 import pytest
 
-from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.config import PluginSpec, SchedulerConfig
 from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Placed, Ref
 from berth.controllers.scheduler.framework.types import MetricReading, Room, Subject
 from berth.controllers.scheduler.plugins import REGISTRY
@@ -89,7 +89,9 @@ def random_fleet(rng: random.Random) -> FakeSnapshot:
     snap = FakeSnapshot(clusters, values)
     for c in clusters:  # capacity: most clusters report it; few values, so ties and
         if rng.random() < 0.8:  # exact fits happen; some over-committed (free < 0)
-            alloc = Resources(rng.choice([4000, 8000, 16000]), rng.choice([8, 16, 32]) << 30,
+            # 2**62: beyond the int64 arrays the set form scores on (Python ints then)
+            alloc = Resources(rng.choice([4000, 8000, 16000]),
+                              rng.choice([8, 16, 32, 8, 16, 32, 1 << 32]) << 30,
                               rng.choice([0, 110, 220]),
                               (("nvidia.com/gpu", rng.choice([1, 4])),) if rng.random() < 0.3
                               else ())
@@ -172,7 +174,8 @@ def random_subject(rng: random.Random, snap: FakeSnapshot) -> Subject:
                   affinity=aff, tolerations=tolerations, placement=placement,
                   labels={"app": "web"})
     if rng.random() < 0.6:
-        one = Resources(rng.choice([0, 250, 1000, 4000]), rng.choice([0, 1, 4, 16]) << 30,
+        one = Resources(rng.choice([0, 250, 1000, 4000]),
+                        rng.choice([0, 1, 4, 16, 0, 1, 4, 16, 1 << 26]) << 30,
                         scalar=(("nvidia.com/gpu", 1),) if rng.random() < 0.2 else ())
         replicas = rng.randint(1, 6)
         subject.demand = Demand(replicas, one, NOTHING, one.times(replicas))
@@ -208,6 +211,10 @@ def test_the_engine_decides_as_the_reference(seed: int) -> None:
     subject = random_subject(rng, snap)
     pct = rng.choice([100.0, 100.0, 100.0, 50.0])
     config = SchedulerConfig(percentage_of_clusters_to_score=pct)
+    strategy = {"strategy": rng.choice(["LeastAllocated", "MostAllocated",
+                                        "BalancedAllocation"])}
+    config.plugins["score"] = [PluginSpec(p.name, p.weight, strategy) if p.name == "Capacity"
+                               else p for p in config.plugins["score"]]
     shared = {"stickiness_weight": 0.1}
     ref_status, ref = run(Framework(config, REGISTRY, shared, reference=True), snap, subject)
     fast_status, fast = run(Framework(config, REGISTRY, shared), snap, subject)

@@ -8,15 +8,20 @@ assumes what it placed until the cluster reports it), so a column is not
 rebuilt but updated in place: :meth:`Rooms.set` moves one cluster within each
 column, and only the prefixes between its old and new position change.
 
-Per resource there are also plain per-ordinal lists of allocatable and free,
-what the score reads. A cluster without a Room (it reports no capacity) is in
-no column and not :attr:`Rooms.judged`.
+Per resource there are also per-ordinal arrays of allocatable and free (numpy:
+int64, or Python ints for quantities int64 would not hold exactly in the
+score's arithmetic), what the score reads for a whole fleet at once. A
+cluster without a Room (it reports no capacity) is in no column and not
+:attr:`Rooms.judged`.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from berth.controllers.scheduler.framework.fleet import bits_of, ordinals
 from berth.controllers.scheduler.framework.types import Room
@@ -74,8 +79,8 @@ class Rooms:
         self.rooms: list[Room | None] = list(rooms)
         self.judged = bits_of(i for i, r in enumerate(self.rooms) if r is not None)
         self._columns: dict[str, _Column] = {}
-        self._free: dict[str, list[int]] = {}
-        self._alloc: dict[str, list[int]] = {}
+        self._free: dict[str, npt.NDArray[np.int64]] = {}
+        self._alloc: dict[str, npt.NDArray[np.int64]] = {}
 
     def short(self, name: str, amount: int) -> int:
         """The judged candidates with less than ``amount`` of ``name`` free."""
@@ -85,19 +90,19 @@ class Rooms:
                 [(i, r.free.get(name)) for i, r in enumerate(self.rooms) if r is not None])
         return column.below(amount)
 
-    def free(self, name: str) -> list[int]:
+    def free(self, name: str) -> npt.NDArray[np.int64]:
         """What is free of ``name`` on each candidate, by ordinal (0 if not judged)."""
         found = self._free.get(name)
         if found is None:
-            found = self._free[name] = [r.free.get(name) if r is not None else 0
-                                        for r in self.rooms]
+            found = self._free[name] = _array([r.free.get(name) if r is not None else 0
+                                               for r in self.rooms])
         return found
 
-    def allocatable(self, name: str) -> list[int]:
+    def allocatable(self, name: str) -> npt.NDArray[np.int64]:
         found = self._alloc.get(name)
         if found is None:
-            found = self._alloc[name] = [r.allocatable.get(name) if r is not None else 0
-                                         for r in self.rooms]
+            found = self._alloc[name] = _array([r.allocatable.get(name) if r is not None
+                                                else 0 for r in self.rooms])
         return found
 
     def set(self, i: int, room: Room | None) -> None:
@@ -116,11 +121,13 @@ class Rooms:
             was, now = old.free.get(name), room.free.get(name)
             if was != now:
                 column.move(i, was, now)
-        for name, values in self._free.items():
-            values[i] = room.free.get(name)
+        for name in list(self._free):
+            if not _set(self._free[name], i, room.free.get(name)):
+                del self._free[name]  # too large for int64 now: built again when asked
         if old.allocatable != room.allocatable:
-            for name, values in self._alloc.items():
-                values[i] = room.allocatable.get(name)
+            for name in list(self._alloc):
+                if not _set(self._alloc[name], i, room.allocatable.get(name)):
+                    del self._alloc[name]
 
     def members(self, bits: int) -> list[tuple[int, Room]]:
         """The judged candidates of ``bits`` with their Rooms."""
@@ -128,4 +135,22 @@ class Rooms:
         return [(i, r) for i in ordinals(bits & self.judged) if (r := rooms[i]) is not None]
 
 
-__all__ = ["Rooms"]
+LIMIT = 1 << 54  # quantities the score's int64 arithmetic holds exactly (3 x 100 x LIMIT)
+
+
+def _array(values: list[int]) -> npt.NDArray[np.int64]:
+    """``values`` as int64; with one at :data:`LIMIT` or beyond, as Python ints."""
+    if values and max(map(abs, values)) >= LIMIT:
+        return np.array(values, dtype=object)
+    return np.array(values, dtype=np.int64)
+
+
+def _set(values: npt.NDArray[np.int64], i: int, value: int) -> bool:
+    """``values[i] = value``, unless int64 would not hold it exactly (False)."""
+    if values.dtype == np.int64 and abs(value) >= LIMIT:
+        return False
+    values[i] = value
+    return True
+
+
+__all__ = ["LIMIT", "Rooms"]

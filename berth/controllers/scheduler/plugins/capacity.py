@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -55,7 +57,7 @@ from berth.controllers.scheduler.framework import (
     unschedulable,
 )
 from berth.controllers.scheduler.framework.fleet import bits_of
-from berth.controllers.scheduler.framework.rooms import Rooms
+from berth.controllers.scheduler.framework.rooms import LIMIT, Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
@@ -128,6 +130,36 @@ def _balanced(terms: list[tuple[int, int, int]]) -> int:
     else:
         std = 0.0
     return int((1 - std) * 100)
+
+
+def _fit_points(rooms: Rooms, scored: list[tuple[str, int, int]], members: int, n: int,
+                most: bool) -> dict[int, int]:
+    """NodeResourcesFit's points of every candidate in ``members`` at once, grouped: the
+    integer arithmetic of :meth:`Capacity._points` on the fleet's arrays (int64, or
+    Python ints where a quantity is too large for int64 to stay exact)."""
+    size = (n + 7) // 8
+    idx = np.flatnonzero(np.unpackbits(np.frombuffer(members.to_bytes(size, "little"),
+                                                     np.uint8), count=n, bitorder="little"))
+    total: Any = 0
+    weights: Any = 0
+    for name, weight, asked in scored:
+        alloc, free = rooms.allocatable(name)[idx], rooms.free(name)[idx]
+        if abs(asked) >= LIMIT:
+            alloc, free = alloc.astype(object), free.astype(object)
+        has = alloc > 0
+        per = np.where(has, alloc, 1)
+        if most:
+            points = np.minimum(alloc - free + asked, alloc) * 100 // per * weight
+        else:
+            points = np.where(free >= asked, (free - asked) * 100 // per * weight, 0)
+        total = total + np.where(has, points, 0)
+        weights = weights + np.where(has, weight, 0)
+    points = np.where(weights > 0, total // np.maximum(weights, 1), 0)
+    values, group = np.unique(points, return_inverse=True)
+    bits = np.zeros((len(values), size), np.uint8)
+    np.bitwise_or.at(bits, (group, idx >> 3), np.left_shift(1, idx & 7).astype(np.uint8))
+    return {int(v): int.from_bytes(row.tobytes(), "little") for v, row in zip(values, bits,
+                                                                              strict=True)}
 
 
 def _ordinals_of(held: set[str], fleet: Fleet) -> int:
@@ -293,33 +325,21 @@ class Capacity(Plugin):
         a = self._attempt(state, subject)
         rooms = a.index = snapshot.rooms(fleet)
         held = _ordinals_of(a.held, fleet) & feasible
+        members = feasible & rooms.judged & ~held
         groups: dict[int, int] = {}
-        columns = [(rooms.allocatable(name), rooms.free(name), weight, asked)
-                   for name, weight, asked in a.scored]
-        balanced = self.strategy == "BalancedAllocation"
-        most = self.strategy == "MostAllocated"
-        for i in ordinals(feasible & rooms.judged & ~held):
-            if balanced:
-                terms = [(al[i], al[i] - fr[i] + asked, w) for al, fr, w, asked in columns
-                         if al[i] > 0]
-                points = _balanced(terms)
-            else:
-                total = weights = 0
-                for al, fr, w, asked in columns:
-                    alloc = al[i]
-                    if alloc > 0:
-                        if most:
-                            total += min(alloc - fr[i] + asked, alloc) * 100 // alloc * w
-                        elif fr[i] >= asked:
-                            total += (fr[i] - asked) * 100 // alloc * w
-                        weights += w
-                points = total // weights if weights else 0
-            groups[points] = groups.get(points, 0) | (1 << i)
-        if held:  # where it runs now scores as the best (normalize)
-            best = max(groups, default=0)
-            for i in ordinals(held):
-                best = max(best, round(100 * self.score(state, subject, fleet.candidates[i],
-                                                         snapshot)))
+        if self.strategy == "BalancedAllocation":
+            columns = [(rooms.allocatable(name).tolist(), rooms.free(name).tolist(), weight,
+                        asked) for name, weight, asked in a.scored]
+            for i in ordinals(members):
+                points = _balanced([(al[i], al[i] - fr[i] + asked, w)
+                                    for al, fr, w, asked in columns if al[i] > 0])
+                groups[points] = groups.get(points, 0) | (1 << i)
+        elif members:
+            groups = _fit_points(rooms, a.scored, members, len(fleet.candidates),
+                                 self.strategy == "MostAllocated")
+        if held:  # where it runs now scores as the best (normalize), its own included
+            best = max([*groups, *(round(100 * self.score(state, subject, fleet.candidates[i],
+                                                          snapshot)) for i in ordinals(held))])
             groups[best] = groups.get(best, 0) | held
         return [(bits, v / 100) for v, bits in groups.items() if v]
 
