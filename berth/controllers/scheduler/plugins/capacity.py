@@ -57,7 +57,7 @@ from berth.controllers.scheduler.framework import (
     unschedulable,
 )
 from berth.controllers.scheduler.framework.fleet import bits_of
-from berth.controllers.scheduler.framework.rooms import LIMIT, Rooms
+from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
@@ -132,11 +132,15 @@ def _balanced(terms: list[tuple[int, int, int]]) -> int:
     return int((1 - std) * 100)
 
 
+VECTOR_FROM = 128  # candidates from which the fit score is computed on arrays
+
+
 def _fit_points(rooms: Rooms, scored: list[tuple[str, int, int]], members: int, n: int,
                 most: bool) -> dict[int, int]:
     """NodeResourcesFit's points of every candidate in ``members`` at once, grouped: the
     integer arithmetic of :meth:`Capacity._points` on the fleet's arrays (int64, or
-    Python ints where a quantity is too large for int64 to stay exact)."""
+    Python ints where a quantity is too large for int64 to stay exact). What is asked
+    is small enough for int64 too: a member has that much free."""
     size = (n + 7) // 8
     idx = np.flatnonzero(np.unpackbits(np.frombuffer(members.to_bytes(size, "little"),
                                                      np.uint8), count=n, bitorder="little"))
@@ -144,8 +148,6 @@ def _fit_points(rooms: Rooms, scored: list[tuple[str, int, int]], members: int, 
     weights: Any = 0
     for name, weight, asked in scored:
         alloc, free = rooms.allocatable(name)[idx], rooms.free(name)[idx]
-        if abs(asked) >= LIMIT:
-            alloc, free = alloc.astype(object), free.astype(object)
         has = alloc > 0
         per = np.where(has, alloc, 1)
         if most:
@@ -293,8 +295,11 @@ class Capacity(Plugin):
             a = alloc.get(name)
             if a > 0:  # a resource the cluster has none of is left out
                 terms.append((a, a - free.get(name) + asked, weight))
-        if self.strategy == "BalancedAllocation":
-            return _balanced(terms)
+        return _balanced(terms) if self.strategy == "BalancedAllocation" else self._fit(terms)
+
+    def _fit(self, terms: list[tuple[int, int, int]]) -> int:
+        """NodeResourcesFit's 0-100 score of ``(allocatable, requested, weight)`` per
+        resource, by the strategy."""
         total = weights = 0
         most = self.strategy == "MostAllocated"
         for a, r, weight in terms:
@@ -327,16 +332,21 @@ class Capacity(Plugin):
         held = _ordinals_of(a.held, fleet) & feasible
         members = feasible & rooms.judged & ~held
         groups: dict[int, int] = {}
-        if self.strategy == "BalancedAllocation":
-            columns = [(rooms.allocatable(name).tolist(), rooms.free(name).tolist(), weight,
-                        asked) for name, weight, asked in a.scored]
-            for i in ordinals(members):
-                points = _balanced([(al[i], al[i] - fr[i] + asked, w)
-                                    for al, fr, w, asked in columns if al[i] > 0])
-                groups[points] = groups.get(points, 0) | (1 << i)
-        elif members:
+        if self.strategy != "BalancedAllocation" and members.bit_count() >= VECTOR_FROM:
             groups = _fit_points(rooms, a.scored, members, len(fleet.candidates),
                                  self.strategy == "MostAllocated")
+        else:  # a few: one by one costs less than setting up the arrays
+            columns = [(rooms.allocatable(name), rooms.free(name), weight, asked)
+                       for name, weight, asked in a.scored]
+            for i in ordinals(members):
+                terms = []
+                for al, fr, w, asked in columns:
+                    alloc = int(al[i])  # a Python int: exact, whatever the array holds
+                    if alloc > 0:  # a resource the cluster has none of is left out
+                        terms.append((alloc, alloc - int(fr[i]) + asked, w))
+                points = (_balanced(terms) if self.strategy == "BalancedAllocation"
+                          else self._fit(terms))
+                groups[points] = groups.get(points, 0) | (1 << i)
         if held:  # where it runs now scores as the best (normalize), its own included
             best = max([*groups, *(round(100 * self.score(state, subject, fleet.candidates[i],
                                                           snapshot)) for i in ordinals(held))])
