@@ -24,7 +24,8 @@ from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
 from berth.controllers.scheduler.framework.types import Candidate
 
 CHUNK = 64  # candidates per step of an ordered walk
-FEW = 8  # candidates an ordered walk sorts at once (a chunk step reads the whole bitset)
+FEW = 8  # candidates an ordered walk sorts at once (a chunk step reads the whole bitset;
+#         in a large fleet, up to sqrt(n / CHUNK))
 
 
 @dataclass(slots=True)
@@ -67,8 +68,9 @@ class BaseOrder:
     def walk(self, bits: int) -> Iterator[int]:
         """The ordinals in ``bits``, best first (ties in ordinal order)."""
         position = self.position
-        if bits.bit_count() <= FEW:  # sorted at once: cheaper than finding them chunk by chunk
-            yield from sorted(ordinals(bits), key=position.__getitem__)
+        k = bits.bit_count()
+        if k <= FEW or k * k * CHUNK <= len(position):  # the first of k is found after
+            yield from sorted(ordinals(bits), key=position.__getitem__)  # ~n/(CHUNK k) steps
             return
         for mask in self.chunks:
             hit = bits & mask
