@@ -122,6 +122,7 @@ class Informer(Generic[T]):
         self._seen = threading.Condition()
         self._thread: threading.Thread | None = None
         self._odd: set[str] = set()  # keys outside berth's layout, said once each
+        self._events = EVENTS.labels(prefix)
 
     # -- reading --------------------------------------------------------------
 
@@ -333,7 +334,7 @@ class Informer(Generic[T]):
         self._emit(Event(kind, key, obj, old.obj if old else None, revision))
 
     def _emit(self, event: Event[T]) -> None:
-        EVENTS.labels(self.prefix).inc()
+        self._events.inc()
         for handler in self.handlers:
             try:
                 handler(event)

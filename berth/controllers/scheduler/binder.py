@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
 
+from berth.controllers.runtime.observe import Labelled
 from berth.controllers.scheduler.decisions import Decisions, Token
 from berth.controllers.scheduler.views import BindingView
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode
@@ -40,6 +41,7 @@ from berth.store.documents import Binding
 log = logging.getLogger(__name__)
 
 WRITES = Counter("berth_scheduler_binding_writes_total", "Bindings written", ["result"])
+_WRITES = Labelled(WRITES)
 BATCH = Histogram("berth_scheduler_binding_batch_size", "Bindings per transaction",
                   buckets=(1, 2, 4, 8, 16, 32, 64, 128))
 MAX_GROUP = 128
@@ -316,7 +318,7 @@ class BindingWriter:
         self.retry(w.subject_key)
 
     def _done(self, w: Write, revision: int) -> None:
-        WRITES.labels("deleted" if w.doc is None else "written").inc()
+        _WRITES("deleted" if w.doc is None else "written").inc()
         with self._cond:
             if w.doc is None:
                 self._revisions.pop(w.binding_key, None)

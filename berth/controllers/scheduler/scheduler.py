@@ -42,7 +42,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
 
 from berth.controllers.runtime import Event, EventType, Item
-from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch, counts
+from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
 from berth.controllers.scheduler.binder import BindingWriter, Write
@@ -74,6 +74,7 @@ TO_BINDING = Histogram(
     buckets=LATENCY_BUCKETS)
 SWEPT = Counter("berth_scheduler_sweep_subjects_total", "Placed subjects decided again by sweeps",
                 ["result"])
+_ATTEMPTS, _SWEPT = Labelled(ATTEMPTS), Labelled(SWEPT)
 MOVED_OFF_FAILED = Counter(
     "berth_scheduler_moves_off_failed_total",
     "Moves away from a target the application could not become available on in time")
@@ -141,7 +142,6 @@ class Scheduler:
         self._placements_lock = threading.Lock()
         self._placements_added = threading.Event()
         self._placements_removed = threading.Event()
-        self._attempts: dict[str, Any] = {}  # result → its counter child
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
         self._deferred: dict[str, float] = {}  # deferred subject → its start (likewise)
         self.deferral = Deferral(config.deferral_margin, config.deferral_min_saving)
@@ -231,10 +231,7 @@ class Scheduler:
             ATTEMPTS.labels("error").inc()
             self.queue.failed(key)
         else:
-            counter = self._attempts.get(result)
-            if counter is None:
-                counter = self._attempts[result] = ATTEMPTS.labels(result)
-            counter.inc()
+            _ATTEMPTS(result).inc()
         finally:
             LATENCY.observe(time.perf_counter() - began)
             self.queue.done(key)
@@ -304,7 +301,7 @@ class Scheduler:
                 log.exception("%s: deciding again after a change failed", key)
                 self.queue.failed(key)
                 continue
-            SWEPT.labels(result).inc()
+            _SWEPT(result).inc()
             changed += result != "unchanged"
         log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, len(items),
                   time.perf_counter() - began)
