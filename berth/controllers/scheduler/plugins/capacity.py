@@ -30,7 +30,9 @@ cluster has none of is left out, and so is an extended resource the
 application does not ask for. Where berth differs: a container without
 requests counts as 0, not Kubernetes' 100m CPU and 200 MB for scoring (an
 application that asks for nothing is not scored here at all). Scores are the
-0-100 integers divided by 100, so the set form has at most 101 terms.
+0-100 integers divided by 100, so the set form has at most 101 terms. The set
+form computes the fit score of many candidates at once on the fleet's arrays
+(numpy), with the same integer arithmetic.
 """
 
 from __future__ import annotations
