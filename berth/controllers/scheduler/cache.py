@@ -115,6 +115,9 @@ class Cache:
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
+        # metric readings of the current metric epoch (the deciding thread's: replaced whole)
+        self._readings: tuple[int, dict[tuple[str, str | None, bool, float], MetricReading]] = (
+            -1, {})
         self._lock = threading.Lock()
         self._fleets: dict[tuple[str, str | None], Fleet] = {}
         self._by_key: dict[str, Candidate] = {}
@@ -157,8 +160,11 @@ class Cache:
         return synced
 
     def stop(self) -> None:
+        """Stop every informer and wait for their threads: no event comes after this."""
         for inf in self.informers:
             inf.stop(wait=False)
+        for inf in self.informers:
+            inf.join()
 
     def overlay(self, key: str, value: bytes) -> bool:
         """What-if: see ``value`` at ``key`` as if stored (the cache stopped first); False
@@ -168,8 +174,6 @@ class Cache:
             return False
         informer.overlay(key, value)
         return True
-        for inf in self.informers:
-            inf.join()
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status, self.projects,
@@ -388,7 +392,22 @@ class Cache:
                          deleted=m.deleted is not None)
 
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
+        """How ``candidate`` reads metric ``ref``: the same for every candidate that names
+        the metric with that weight (in its namespace), so read once per change of the
+        metrics (a metric shared by a thousand clusters is read once, not a thousand
+        times, when a new picture comes)."""
         ns = candidate.ref.namespace if ref.namespaced else None
+        key = (ref.name, ns, ref.namespaced, ref.weight)
+        epoch, readings = self._readings
+        if epoch != self._metric_epoch:  # read before the values: a change meanwhile
+            epoch, readings = self._metric_epoch, {}  # is read again at the next epoch
+            self._readings = (epoch, readings)
+        found = readings.get(key)
+        if found is None:
+            found = readings[key] = self._reading(ns, ref)
+        return found
+
+    def _reading(self, ns: str | None, ref: MetricRef) -> MetricReading:
         if ref.namespaced and not ns:
             return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
                                  message="a namespaced metric on a global resource")
