@@ -334,6 +334,21 @@ def start() -> int:
     return 0
 
 
+def _gone(pid: int, until: float) -> bool:
+    """Wait until process ``pid`` has ended (or is a zombie), at most until ``until``."""
+    while True:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.1)
+
+
 def stop() -> int:
     path = STATE / "state.json"
     if not path.exists():
@@ -345,15 +360,10 @@ def stop() -> int:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
     for pid in state["pids"]:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
+        if not _gone(pid, deadline):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+            _gone(pid, time.monotonic() + 10)  # a kill takes effect a moment later
     for d in state["dirs"]:
         shutil.rmtree(d, ignore_errors=True)
     path.unlink()
