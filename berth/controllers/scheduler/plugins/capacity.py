@@ -338,14 +338,15 @@ class Capacity(Plugin):
             groups = _fit_points(rooms, a.scored, members, len(fleet.candidates),
                                  self.strategy == "MostAllocated")
         else:  # a few: one by one costs less than setting up the arrays
-            columns = [(rooms.allocatable(name), rooms.free(name), weight, asked)
-                       for name, weight, asked in a.scored]
-            for i in ordinals(members):
+            at = list(ordinals(members))  # the members' values, as Python ints (exact)
+            columns = [(rooms.allocatable(name)[at].tolist(), rooms.free(name)[at].tolist(),
+                        weight, asked) for name, weight, asked in a.scored]
+            for k, i in enumerate(at):
                 terms = []
                 for al, fr, w, asked in columns:
-                    alloc = int(al[i])  # a Python int: exact, whatever the array holds
+                    alloc = al[k]
                     if alloc > 0:  # a resource the cluster has none of is left out
-                        terms.append((alloc, alloc - int(fr[i]) + asked, w))
+                        terms.append((alloc, alloc - fr[k] + asked, w))
                 points = (_balanced(terms) if self.strategy == "BalancedAllocation"
                           else self._fit(terms))
                 groups[points] = groups.get(points, 0) | (1 << i)
