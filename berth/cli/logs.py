@@ -14,7 +14,10 @@ written by the thread that logs it, with the lines before it, at once. At
 exit (``logging.shutdown``) the rest is written; only a process killed
 outright (``kill -9``, a crash in C) loses what it logged below WARNING in its
 last ``interval``. The processes also skip what their lines never show (the
-caller's frame, process names), and the time is formatted once a second.
+caller's frame, process names), and the time is formatted once a second. A
+path that says a line per item of a batch logs the batch's lines as one record
+(:class:`~berth.controllers.runtime.observe.Lines`); the formatters here write
+each of them as a line of its own, with its own prefix or as its own object.
 
 The one-shot tools log through a plain handler: their few lines interleave
 with what they print as they happen.
@@ -31,6 +34,8 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 from typing import TextIO
+
+from berth.controllers.runtime.observe import Lines
 
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -50,6 +55,13 @@ class TextFormatter(logging.Formatter):
                                                          self.converter(second)))
         return f"{stamp[1]},{int(record.msecs):03d}"
 
+    def format(self, record: logging.LogRecord) -> str:
+        lines = record.msg
+        if type(lines) is not Lines or record.args or record.exc_info:
+            return super().format(record)
+        prefix = f"{self.formatTime(record)} {record.levelname} {record.name}: "
+        return prefix + ("\n" + prefix).join(lines)
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and
@@ -59,10 +71,17 @@ class JsonFormatter(logging.Formatter):
         out = {"time": datetime.fromtimestamp(record.created, UTC).isoformat()
                .replace("+00:00", "Z"),
                "level": record.levelname, "logger": record.name,
-               "message": record.getMessage(), "thread": record.threadName}
+               "message": "", "thread": record.threadName}
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False)
+        lines = record.msg
+        if type(lines) is not Lines or record.args:
+            lines = (record.getMessage(),)
+        objects = []
+        for line in lines:
+            out["message"] = line
+            objects.append(json.dumps(out, ensure_ascii=False))
+        return "\n".join(objects)
 
 
 class BatchedHandler(logging.StreamHandler[TextIO]):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from berth.controllers.runtime.observe import Lines
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
 from berth.store.documents import (
@@ -356,3 +357,42 @@ def test_health_tells_the_truth_while_etcd_is_down_and_the_log_says_it_once(
     finally:
         proc.stop()
         etcd.stop()
+
+
+def test_the_writer_says_what_it_wrote_in_one_record_and_not_what_lost_a_race(
+    etcd_server: EtcdServer, store: Store
+) -> None:
+    def doc(name: str) -> Binding:
+        return Binding(BindingMeta(name, "default"), BindingSpec(
+            ObjectRef("Application", name, "default"), 1, [Target("Cluster", "c", "default")]),
+            BindingStatus("Scheduled"))
+
+    taken = keys.binding_key("Application", "default", "taken")
+    store.create(taken, encode(doc("taken")))  # written by someone else: our guard (absent) fails
+    said: list[Lines] = []
+    retried: list[str] = []
+    writer = BindingWriter(store, _Decisions(), lambda _k: 0,  # type: ignore[arg-type]
+                           retry=retried.append, say=said.append)
+    for n in ("a", "b", "taken", "c"):  # before it starts: one transaction, which conflicts
+        writer.submit(Write(f"default/{n}", keys.binding_key("Application", "default", n),
+                            doc(n), said=f"Application default/{n}: (new) → c"))
+    writer.start()
+    try:
+        wait_for(lambda: (writer.idle() and retried) or None, timeout=10)
+        time.sleep(0.2)
+        assert retried == ["default/taken"]
+        assert all(type(s) is Lines for s in said)
+        assert sorted(line for s in said for line in s) == [
+            f"Application default/{n}: (new) → c" for n in ("a", "b", "c")]
+        writer2 = BindingWriter(store, _Decisions(), lambda _k: 0,  # type: ignore[arg-type]
+                                retry=retried.append, say=said.append)
+        said.clear()
+        for n in ("d", "e"):
+            writer2.submit(Write(f"default/{n}", keys.binding_key("Application", "default", n),
+                                 doc(n), said=n))
+        writer2.start()
+        wait_for(lambda: said or None, timeout=10)
+        writer2.stop()
+        assert said == [Lines(("d", "e"))]  # a transaction's lines: one record, in order
+    finally:
+        writer.stop()

@@ -130,3 +130,23 @@ def test_the_text_format_has_the_time_of_each_line() -> None:
         record.created, record.msecs = created, (created % 1) * 1000
         assert f.format(record) == logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
+
+
+def test_lines_logged_as_one_record_are_written_each_as_a_line_of_its_own() -> None:
+    import json
+
+    from berth.cli.logs import JsonFormatter, TextFormatter
+    from berth.controllers.runtime.observe import Lines
+
+    record = logging.LogRecord("berth.x", logging.INFO, __file__, 1, Lines(("a → b", "c → d")),
+                               None, None)
+    one = logging.LogRecord("berth.x", logging.INFO, __file__, 1, "a → b", None, None)
+    one.created, one.msecs = record.created, record.msecs
+    text = TextFormatter()
+    assert text.format(record).split("\n") == [
+        text.format(one), text.format(one).replace("a → b", "c → d")]
+    objects = [json.loads(line) for line in JsonFormatter().format(record).split("\n")]
+    assert [o["message"] for o in objects] == ["a → b", "c → d"]
+    assert objects[0] == json.loads(JsonFormatter().format(one))
+    # Any other formatter writes them one below the other.
+    assert logging.Formatter("%(message)s").format(record) == "a → b\nc → d"

@@ -19,6 +19,11 @@ written after the fact.
 
 A submitted decision is assumed in :class:`Decisions` at once; the writer
 then records the revision it landed at, or retracts it.
+
+A Binding change is said in the log once it is written (its line made when it
+was decided): the lines of one transaction go to logging as one record
+(:class:`Lines`), so logging's own cost is paid once per transaction, not once
+per Binding.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
 
-from berth.controllers.runtime.observe import Labelled
+from berth.controllers.runtime.observe import Labelled, Lines
 from berth.controllers.scheduler.decisions import Decisions, Token
 from berth.controllers.scheduler.views import BindingView
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode
@@ -56,18 +61,22 @@ class Write:
     token: Token | None = None
     base: int = 0  # the Binding's revision the decision was made on (0: none stored)
     follows: Write | None = None  # our own write of the key in flight when submitted
+    said: str | None = None  # the log line saying the change, once written
 
 
 class BindingWriter:
     def __init__(self, store: Store, decisions: Decisions, seen: Callable[[str], int], *,
                  batch: int = 128, retry: Callable[[str], None],
-                 written: Callable[[Write, float], None] | None = None) -> None:
+                 written: Callable[[Write, float], None] | None = None,
+                 say: Callable[[Lines], object] | None = None) -> None:
         self.store = store
         self.decisions = decisions
         self.seen = seen  # binding key → the revision the watch last delivered
         self.batch = min(batch, store.room)  # a fenced store's fence takes one
         self.retry = retry  # schedule the subject again
         self.written = written
+        self.say = say  # logs the lines of the Bindings written
+        self._said: list[str] = []  # the writer thread's own: lines of what it wrote
         self._pending: dict[str, Write] = {}
         self._groups: deque[list[Write]] = deque()
         self._revisions: dict[str, int] = {}  # binding key → revision we last wrote (ours)
@@ -201,6 +210,10 @@ class BindingWriter:
                     for w in group or writes:
                         if self._in_flight.get(w.binding_key) is w:
                             del self._in_flight[w.binding_key]
+                if self._said:
+                    said, self._said = self._said, []
+                    if self.say is not None:
+                        self.say(Lines(said))
 
     def _deposed_by(self, exc: Deposed, writes: list[Write]) -> None:
         """Our term ended: nothing we hold is ours to write any more."""
@@ -319,6 +332,8 @@ class BindingWriter:
 
     def _done(self, w: Write, revision: int) -> None:
         _WRITES("deleted" if w.doc is None else "written").inc()
+        if w.said is not None:
+            self._said.append(w.said)
         with self._cond:
             if w.doc is None:
                 self._revisions.pop(w.binding_key, None)

@@ -130,7 +130,8 @@ class Scheduler:
             self._sort_key, initial_backoff=config.backoff.initial,
             max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)
         self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
-                                    batch=config.bind_batch, retry=self.queue.add)
+                                    batch=config.bind_batch, retry=self.queue.add,
+                                    say=log.info)
         self.antiflap = AntiFlap(config.anti_flap)  # the scheduling loop's own
         self._resync = threading.Event()
         self._burst = threading.Event()  # a change that may be one of several at once
@@ -663,11 +664,13 @@ class Scheduler:
             status=BindingStatus(state=state, reason=reason, explanation=explained(),
                                  term=self.term),
         )
-        if binding is None or not same_shares or binding.status.state != state:
-            log.info("%s %s/%s: %s → %s, %s (%s)", ref.kind, ref.namespace or "-", ref.name,
-                     _names(binding.spec.targets) if binding is not None else "(new)",
-                     _names(new), state, reason or "-")
-        return Write(subject.key, subject.binding_key, doc)
+        said = None
+        if (binding is None or not same_shares or binding.status.state != state) and (
+                log.isEnabledFor(logging.INFO)):
+            was = _names(binding.spec.targets) if binding is not None else "(new)"
+            said = (f"{ref.kind} {ref.namespace or '-'}/{ref.name}: {was} → {_names(new)}, "
+                    f"{state} ({reason or '-'})")
+        return Write(subject.key, subject.binding_key, doc, said=said)
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)
