@@ -24,6 +24,7 @@ revision across watch responses), which is what makes resuming exact.
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import threading
@@ -65,14 +66,26 @@ _DECODE = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 class WatchEvent(NamedTuple):
+    """One change. The value stays as etcd sent it (base64) until it is read: a
+    watcher that already knows what a revision holds (the scheduler's echo of its own
+    Bindings) never decodes it."""
+
     type: Literal["PUT", "DELETE"]
     key: str
-    value: bytes  # empty for DELETE
+    encoded: str | bytes  # the value, base64; empty for DELETE
     mod_revision: int
     create_revision: int
     version: int
-    prev_value: bytes | None = None  # only when the watch asked for prev_kv
+    prev_encoded: str | None = None  # only when the watch asked for prev_kv
     lease: int = 0  # the lease the key is attached to (0: none)
+
+    @property
+    def value(self) -> bytes:
+        return base64.b64decode(self.encoded) if self.encoded else b""
+
+    @property
+    def prev_value(self) -> bytes | None:
+        return None if self.prev_encoded is None else unb64(self.prev_encoded)
 
     @classmethod
     def from_json(cls, ev: dict[str, Any]) -> WatchEvent:
@@ -81,13 +94,35 @@ class WatchEvent(NamedTuple):
         return cls(
             type="DELETE" if ev.get("type") == "DELETE" else "PUT",
             key=key_text(unb64(kv.get("key"))),
-            value=unb64(kv.get("value")),
+            encoded=kv.get("value") or "",
             mod_revision=int(kv.get("mod_revision", 0)),
             create_revision=int(kv.get("create_revision", 0)),
             version=int(kv.get("version", 0)),
-            prev_value=unb64(prev.get("value")) if prev else None,
+            prev_encoded=(prev.get("value") or "") if prev else None,
             lease=int(kv.get("lease", 0)),
         )
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of a stream of chunks, each copied once. (requests' ``iter_lines``
+    joins what it holds with every new chunk: etcd sends a long watch response —
+    fifty Bindings, 160 kB — in chunks of a few kB, so it copied the line over and
+    over, quadratic in its length.)"""
+    parts: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if parts:
+                parts.append(chunk[start:end])
+                yield b"".join(parts)
+                parts = []
+            else:
+                yield chunk[start:end]
+            start = end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:] if start else chunk)
+    if parts:
+        yield b"".join(parts)
 
 
 class WatchBatch(NamedTuple):
@@ -220,7 +255,7 @@ class Watch:
                 resp.close()
                 raise Unavailable("closed")
             self._response = resp
-        return resp.iter_lines(chunk_size=None)
+        return _lines(resp.iter_content(chunk_size=None))
 
     def _read(self, lines: Iterator[bytes]) -> Iterator[WatchBatch]:
         try:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
 
@@ -80,6 +80,13 @@ class Event(Generic[T]):
 
 
 Handler = Callable[[Event[T]], None]
+
+
+class _Valued(Protocol):
+    """A stored key-value or a watch event: its value, read only when needed."""
+
+    @property
+    def value(self) -> bytes: ...
 
 
 class Informer(Generic[T]):
@@ -266,7 +273,7 @@ class Informer(Generic[T]):
             current = self.item(kv.key)
             if current is not None and current.mod_revision == kv.mod_revision:
                 continue
-            self._store_value(kv.key, kv.value, kv.mod_revision, kv.lease)
+            self._store_value(kv.key, kv, kv.mod_revision, kv.lease)
         for key in [k for k in self.list_keys() if k not in seen]:
             with self._lock:
                 gone = self._items.pop(key)
@@ -285,7 +292,7 @@ class Informer(Generic[T]):
             if gone is not None:
                 self._emit(Event(EventType.DELETED, ev.key, gone.obj, gone.obj, ev.mod_revision))
         else:
-            self._store_value(ev.key, ev.value, ev.mod_revision, ev.lease)
+            self._store_value(ev.key, ev, ev.mod_revision, ev.lease)
 
     def _cleared(self, key: str, revision: int) -> None:
         del self._invalid[key]
@@ -305,14 +312,17 @@ class Informer(Generic[T]):
             log.warning("informer %s: ignoring %r: %s", self.prefix, key, why)
         return True
 
-    def _store_value(self, key: str, value: bytes, revision: int, lease: int = 0) -> None:
+    def _store_value(self, key: str, kv: _Valued | bytes, revision: int,
+                     lease: int = 0) -> None:
+        """Keep what ``kv`` holds at ``key``: as ``known`` says it is, else decoded (a
+        watch event's value is not even read then)."""
         # a key already kept passed the layout check (only this thread adds keys)
         if key not in self._items and self._outside(key):
             return
         try:
             obj = self.known(key, revision) if self.known is not None else None
             if obj is None:
-                obj = decode(value, self.type, key)
+                obj = decode(kv if isinstance(kv, bytes) else kv.value, self.type, key)
             if self.convert is not None:
                 obj = self.convert(key, obj)
         except (Invalid, ValueError) as exc:
