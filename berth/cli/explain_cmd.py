@@ -80,12 +80,15 @@ def render(b: Binding) -> str:
             lines.append(f"{e['candidate']:<40} {e['score']:>8.4f} {e.get('tier', 0):>4}  "
                          f"{breakdown}{'  ' + extra if extra else ''}")
     if rejected:
-        lines += ["", f"{'REJECTED BY':<20} {'COUNT':>5}  REASON  (CANDIDATES)"]
+        lines += ["", f"{'REJECTED BY':<20} {'COUNT':>5}  REASON  (CANDIDATES, when few)"]
         for e in rejected:
-            names = ", ".join(c.rsplit("/", 1)[-1] for c in e.get("candidates", []))
-            more = "" if e.get("count", 0) <= len(e.get("candidates", [])) else ", ..."
+            # Bindings name a group's candidates when it has few (older ones: the first
+            # five of any group, hence "...").
+            named = e.get("candidates") or []
+            names = ", ".join(c.rsplit("/", 1)[-1] for c in named)
+            more = "" if e.get("count", 0) <= len(named) else ", ..."
             lines.append(f"{e['rejected_by']:<20} {e.get('count', 1):>5}  {e['reason']}"
-                         f"  ({names}{more})")
+                         + (f"  ({names}{more})" if named else ""))
     return "\n".join(lines)
 
 

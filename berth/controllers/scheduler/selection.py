@@ -20,7 +20,7 @@ from berth.controllers.scheduler.framework.ranking import Lazy
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store.documents import Target
 
-SAMPLE = 5  # candidate names kept per rejection reason
+NAMED = 3  # a rejection group names its candidates when it has at most this many
 
 
 def wanted(subject: Subject, feasible: int) -> int:
@@ -163,15 +163,22 @@ def _entry(r: Ranked) -> dict[str, Any]:
 
 
 def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
-    """The first ``limit`` groups of rejected candidates by plugin and reason (in the
-    order of their first candidate), each with its count and a few names."""
+    """The ``limit`` largest groups of rejected candidates by plugin and reason (as the
+    reason orders them), each with its count, and its candidates when there are at
+    most ``NAMED`` of them: a complete list or none, never an arbitrary few (a
+    Kubernetes event names no node either; ``berth explain --all`` names every one)."""
     if limit <= 0:
         return []
     merged: dict[tuple[str, str], int] = {}
     for status, bits in evaluation.rejections:
         group = (status.plugin, status.reason)
         merged[group] = merged.get(group, 0) | bits
-    shown = sorted(merged.items(), key=lambda g: (g[1] & -g[1]).bit_length())[:limit]
-    first_keys = evaluation.fleet.first_keys
-    return [{"rejected_by": plugin, "reason": reason, "count": bits.bit_count(),
-             "candidates": first_keys(bits, SAMPLE)} for (plugin, reason), bits in shown]
+    counted = sorted(((-bits.bit_count(), reason, plugin, bits)
+                      for (plugin, reason), bits in merged.items()))[:limit]
+    out: list[dict[str, Any]] = []
+    for minus, reason, plugin, bits in counted:
+        entry: dict[str, Any] = {"rejected_by": plugin, "reason": reason, "count": -minus}
+        if -minus <= NAMED:
+            entry["candidates"] = evaluation.fleet.first_keys(bits, NAMED)
+        out.append(entry)
+    return out

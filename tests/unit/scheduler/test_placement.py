@@ -328,3 +328,31 @@ def test_failed_targets_has_a_set_form_that_agrees() -> None:
     assert [c.ref.name for c in per_candidate] == ["c2"]
     with pytest.raises(ValueError, match="backoff"):
         FailedTargets({"backoff": "soon"})
+
+
+def test_rejection_groups_are_the_largest_first_and_named_only_when_few() -> None:
+    """The explanation's rejections: as the reason orders them (most rejected first),
+    at most ``limit`` groups, each with its count; a group's candidates are named when
+    it has three or fewer — every one of them, never a sample."""
+    from berth.controllers.scheduler.decide import Decision, decide
+
+    clusters = ([cluster(f"fr{i}", labels={"location": "FR"}) for i in range(5)]
+                + [cluster(f"it{i}", labels={"location": "IT", "tier": "gold"}) for i in range(2)]
+                + [cluster("de", labels={"location": "DE", "tier": "gold"})]
+                + [cluster("de-low", labels={"location": "DE", "tier": "bronze"})])
+    snap = FakeSnapshot(clusters)
+    fw = Framework(SchedulerConfig(), REGISTRY, {})
+    subject = app(label_constraints=("location in (DE, IT)", "tier != bronze"))
+    decision = decide(fw, subject, snap, [])
+    assert isinstance(decision, Decision)
+    rejected = [e for e in decision.explained(fw, snap, 3) if "rejected_by" in e]
+    assert rejected == [
+        {"rejected_by": "LabelConstraints", "reason": "label constraint 'location in (DE, IT)'",
+         "count": 5},
+        {"rejected_by": "LabelConstraints", "reason": "label constraint 'tier != bronze'",
+         "count": 1, "candidates": ["Cluster/default/de-low"]},
+    ]
+    assert decision.reason.startswith("3/9 clusters are available: 5 label constraint "
+                                      "'location in (DE, IT)', 1 label constraint")
+    one = [e for e in decision.explained(fw, snap, 1) if "rejected_by" in e]
+    assert one == rejected[:1]
