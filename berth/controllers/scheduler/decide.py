@@ -56,12 +56,21 @@ class Decision:
         best = self.evaluation.ranked[:limit]
         listed = {r.candidate.key for r in best}
         extra = [r for r in self.chosen if r.candidate.key not in listed]
+        state, subject = self.state, self.subject
+
+        def of_candidate(r: Ranked) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for describe in framework.candidate_describers:
+                out.update(describe(state, subject, r.candidate, snapshot))
+            return out
+
         details: dict[str, dict[str, Any]] = {}
-        for describe in framework.describers:  # every candidate listed names its metrics
+        for describe in framework.describers:  # what depends on the subject too
             for r in (*best, *extra):
-                details.setdefault(r.candidate.key, {}).update(
-                    describe(self.state, self.subject, r.candidate, snapshot))
-        return explanation(self.evaluation, details, limit, extra)
+                said = describe(state, subject, r.candidate, snapshot)
+                if said:
+                    details.setdefault(r.candidate.key, {}).update(said)
+        return explanation(self.evaluation, details, limit, extra, of_candidate)
 
 
 @dataclass(slots=True)

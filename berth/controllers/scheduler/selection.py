@@ -126,23 +126,35 @@ def summary(kind: str, evaluation: Evaluation) -> str:
 
 
 def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
-                limit: int, extra: Sequence[Ranked] = ()) -> list[dict[str, Any]]:
+                limit: int, extra: Sequence[Ranked] = (),
+                describe: Callable[[Ranked], dict[str, Any]] | None = None
+                ) -> list[dict[str, Any]]:
     """The best ``limit`` candidates with their breakdown (and the ``extra`` ones, chosen
     though not among them, in their place by score), then up to ``limit`` rejections.
 
-    Built once per evaluation (subjects sharing a cached evaluation share it);
-    only the entries that get per-subject ``details`` are copied.
+    A candidate's entry has its scores and what ``describe`` says of it (the same for
+    every subject: its metric readings), and ``details`` for it (per subject). Built
+    once per evaluation (subjects sharing a cached evaluation share it), an entry of
+    the shared ranking once per fleet and metric values; only the entries that get
+    per-subject ``details`` are copied.
     """
+    def entry(r: Ranked) -> dict[str, Any]:
+        e = _entry(r)
+        if describe is not None:
+            e.update(describe(r))
+        return e
+
     cached: list[dict[str, Any]] | None = evaluation.derived.get(f"explanation:{limit}")
     if cached is None:
         fleet = evaluation.fleet
-        cached = [fleet.cached(("explained", r.ordinal), partial(_entry, r), metric=True)
-                  if r.shared else _entry(r) for r in evaluation.ranked[:limit]]
+        cached = [fleet.cached(("explained", r.ordinal, describe is not None),
+                               partial(entry, r), metric=True)
+                  if r.shared else entry(r) for r in evaluation.ranked[:limit]]
         cached += _rejections(evaluation, limit)
         evaluation.derived[f"explanation:{limit}"] = cached
     entries = cached
     if extra:
-        ranked = [e for e in cached if "score" in e] + [_entry(r) for r in extra]
+        ranked = [e for e in cached if "score" in e] + [entry(r) for r in extra]
         ranked.sort(key=lambda e: (e.get("tier", 0), e["score"]), reverse=True)
         entries = ranked + [e for e in cached if "score" not in e]
     if not details:

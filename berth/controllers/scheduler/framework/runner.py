@@ -203,9 +203,17 @@ class Framework:
         self._memo: dict[tuple[str, str | None],
                          tuple[Fleet, OrderedDict[bytes, _Static]]] = {}
         self._plugins: dict[str, list[Any]] = {}
+        # What the explanation says of a candidate beyond its scores: per subject, or
+        # (a plugin whose ``describes_candidate`` is true) the same for every subject
+        # while the metric values are, kept with the candidate's cached entry.
+        describing = [p for p in self.instances.values()
+                      if callable(getattr(p, "describe", None))]
         self.describers: list[Callable[..., dict[str, Any]]] = [
-            getattr(p, "describe") for p in self.instances.values()  # noqa: B009
-            if callable(getattr(p, "describe", None))]
+            getattr(p, "describe") for p in describing  # noqa: B009
+            if not getattr(p, "describes_candidate", False)]
+        self.candidate_describers: list[Callable[..., dict[str, Any]]] = [
+            getattr(p, "describe") for p in describing  # noqa: B009
+            if getattr(p, "describes_candidate", False)]
         # What each plugin can do, decided once: isinstance on a Protocol is slow.
         self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
         self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
