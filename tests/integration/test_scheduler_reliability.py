@@ -12,6 +12,7 @@ import pytest
 
 from berth.controllers.runtime.observe import Lines
 from berth.controllers.scheduler.binder import BindingWriter, Write
+from berth.controllers.scheduler.decisions import Token
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
 from berth.store.documents import (
     Binding,
@@ -233,13 +234,13 @@ class _LostAnswers(Store):
 class _Decisions:
     """The writer's view of the scheduler's decisions: tokens only."""
 
-    def assume(self, key: str, view: object) -> int:
-        return 1
+    def assume(self, key: str, view: object) -> Token:
+        return Token(None)
 
-    def written(self, key: str, token: int, revision: int) -> None:
+    def written(self, key: str, token: Token, revision: int) -> None:
         return None
 
-    def retract(self, key: str, token: int) -> None:
+    def retract(self, key: str, token: Token) -> None:
         return None
 
 

@@ -102,12 +102,14 @@ class Informer(Generic[T]):
         idle_timeout: float = 30.0,
         retry_delay: float = 1.0,
         layout: Callable[[str], str | None] = keys.problem,
-        known: Callable[[str, int], Any] | None = None,
+        known: Callable[[str, int, Callable[[], bytes]], Any] | None = None,
     ) -> None:
         """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``.
         ``layout``: why a key is not one to keep (None: it is). ``known(key,
-        revision)``: the value this process itself wrote at exactly that revision, if it
-        knows it (its own writes echoed by the watch are then not decoded again)."""
+        revision, read)``: the value this process itself wrote at exactly that revision,
+        if it knows it (its own writes echoed by the watch are then not decoded again);
+        ``read()`` gives the stored bytes, for a writer that knows what it wrote but not
+        yet where it landed."""
         self.store = store
         self.prefix = prefix
         self.type = type_
@@ -319,10 +321,15 @@ class Informer(Generic[T]):
         # a key already kept passed the layout check (only this thread adds keys)
         if key not in self._items and self._outside(key):
             return
+        raw = kv if isinstance(kv, bytes) else None
+
+        def read() -> bytes:
+            return raw if raw is not None else kv.value  # type: ignore[union-attr]
+
         try:
-            obj = self.known(key, revision) if self.known is not None else None
+            obj = self.known(key, revision, read) if self.known is not None else None
             if obj is None:
-                obj = decode(kv if isinstance(kv, bytes) else kv.value, self.type, key)
+                obj = decode(read(), self.type, key)
             if self.convert is not None:
                 obj = self.convert(key, obj)
         except (Invalid, ValueError) as exc:

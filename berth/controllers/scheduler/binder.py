@@ -233,7 +233,10 @@ class BindingWriter:
             if w.doc is None:
                 ops.append(Delete(w.binding_key, w.base))  # 0: only if still absent
             else:
-                ops.append(Put(w.binding_key, encode(w.doc), w.base))
+                value = encode(w.doc)
+                if w.token is not None:
+                    w.token.encoded = value  # the echo is known by it (Decisions.echo)
+                ops.append(Put(w.binding_key, value, w.base))
         return ops
 
     def _commit_group(self, writes: list[Write]) -> None:

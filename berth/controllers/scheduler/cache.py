@@ -102,7 +102,7 @@ class Cache:
         self._metric_listeners: list[Callable[[Event[Any]], None]] = []
         self.bindings: Informer[BindingView] = Informer(
             store, keys.BINDINGS, BindingView, convert=compact_binding, idle_timeout=idle_timeout,
-            known=lambda key, revision: self.decisions.echo(key, revision))
+            known=lambda key, revision, read: self.decisions.echo(key, revision, read))
         # Of the propagator's application statuses, the clusters each could not become
         # available on (the FailedTargets filter).
         self.failures: Informer[Failures] = Informer(

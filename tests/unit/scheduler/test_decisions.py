@@ -177,3 +177,26 @@ def test_garbage_deleted_before_the_application_comes_is_forgotten() -> None:
     for h in bindings.cleared:
         h(key, 8)
     assert decisions.stored_revision(key) == 0 and not decisions.known(key)
+
+
+def test_the_echo_of_a_write_is_known_by_its_revision_or_while_in_flight_by_its_bytes() -> None:
+    """The watch may deliver our write before the writer has read etcd's answer (a fifth
+    of the echoes in a burst): it is known by the bytes written, which need no decoding
+    then. Other bytes, or no bytes recorded yet, are decoded as anyone's would be."""
+    d, _, _ = setup(web={"app": "web"}, db={"app": "db"})
+    mine = view("web", "c1")
+    token = d.assume(bkey("web"), mine)
+
+    def read(b: bytes) -> Callable[[], bytes]:
+        return lambda: b
+
+    assert d.echo(bkey("web"), 9, read(b"{}")) is None  # nothing recorded as written yet
+    token.encoded = b'{"written": 1}'  # what the writer sends (set before it commits)
+    assert d.echo(bkey("web"), 9, read(b'{"written": 1}')) is mine
+    assert d.echo(bkey("web"), 9, read(b'{"someone": "else"}')) is None
+    d.written(bkey("web"), token, 9)
+    assert d.echo(bkey("web"), 9, read(b"never read")) is mine  # landed here: by revision
+    assert d.echo(bkey("web"), 10, read(b'{"written": 1}')) is None  # later: not ours
+    gone = d.assume(bkey("db"), None)  # a deletion has no document to give
+    gone.encoded = b""
+    assert d.echo(bkey("db"), 11, read(b"")) is None
