@@ -321,10 +321,8 @@ class Informer(Generic[T]):
         # a key already kept passed the layout check (only this thread adds keys)
         if key not in self._items and self._outside(key):
             return
-        raw = kv if isinstance(kv, bytes) else None
-
         def read() -> bytes:
-            return raw if raw is not None else kv.value  # type: ignore[union-attr]
+            return kv if isinstance(kv, bytes) else kv.value
 
         try:
             obj = self.known(key, revision, read) if self.known is not None else None
