@@ -204,6 +204,14 @@ def _signature(*parts: object) -> bytes:
     return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
 
 
+def _interned(labels: dict[str, str]) -> Mapping[str, str]:
+    """Labels with their keys and values shared with every other subject's (a fleet's
+    applications repeat a few of each: memory at 100,000 of them)."""
+    if not labels:
+        return _NO_LABELS
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+
+
 def subject_from_application(key: str, app: AppView) -> Subject:
     s = app.spec
     c = s.constraints.cluster if s.constraints and s.constraints.cluster else None
@@ -216,13 +224,13 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         key=key,
         candidate_kind="Cluster",
         generation=app.metadata.generation,
-        labels=app.metadata.labels,
+        labels=_interned(app.metadata.labels),
         created=app.metadata.created.timestamp() if app.metadata.created else 0.0,
         priority=s.priority,
         deleted=app.metadata.deleted is not None,
         scheduler_name=s.scheduler_name,
-        label_constraints=tuple(c.labels) if c else (),
-        metric_constraints=tuple(c.metrics) if c else (),
+        label_constraints=tuple(map(sys.intern, c.labels)) if c else (),
+        metric_constraints=tuple(map(sys.intern, c.metrics)) if c else (),
         custom_resources=tuple(c.custom_resources) if c else (),
         cluster_selector=s.cluster_selector or _NO_LABELS,
         affinity=s.affinity,
