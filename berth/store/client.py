@@ -95,7 +95,7 @@ def b64(data: str | bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def unb64(data: str | None) -> bytes:
+def unb64(data: str | bytes | None) -> bytes:
     return base64.b64decode(data) if data else b""
 
 

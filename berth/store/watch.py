@@ -24,7 +24,6 @@ revision across watch responses), which is what makes resuming exact.
 
 from __future__ import annotations
 
-import base64
 import logging
 import socket
 import threading
@@ -81,7 +80,7 @@ class WatchEvent(NamedTuple):
 
     @property
     def value(self) -> bytes:
-        return base64.b64decode(self.encoded) if self.encoded else b""
+        return unb64(self.encoded)
 
     @property
     def prev_value(self) -> bytes | None:

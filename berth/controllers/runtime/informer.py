@@ -321,6 +321,7 @@ class Informer(Generic[T]):
         # a key already kept passed the layout check (only this thread adds keys)
         if key not in self._items and self._outside(key):
             return
+
         def read() -> bytes:
             return kv if isinstance(kv, bytes) else kv.value
 
