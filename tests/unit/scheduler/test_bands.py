@@ -48,11 +48,17 @@ def test_split_all_is_split_term_by_term(seed: int) -> None:
         bands = at_once
 
 
+@pytest.mark.parametrize("eager", [0, 128, 1000])
 @pytest.mark.parametrize("seed", range(40))
-def test_a_banded_ranking_is_every_entry_sorted(seed: int) -> None:
-    """The bands' walks begun lazily give the order of sorting every entry."""
+def test_a_banded_ranking_is_every_entry_sorted(seed: int, eager: int,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bands' walks begun lazily, or their candidates sorted at once (up to
+    ``EAGER`` feasible), give the order of sorting every entry."""
     from berth.controllers.scheduler.framework import Fleet
+    from berth.controllers.scheduler.framework import ranking as module
     from berth.controllers.scheduler.framework.ranking import BaseOrder, Ranking
+
+    monkeypatch.setattr(module, "EAGER", eager)
     from tests.unit.scheduler.fake import cluster
 
     rng = random.Random(seed)

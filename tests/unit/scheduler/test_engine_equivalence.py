@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -214,8 +215,12 @@ def test_the_engine_decides_as_the_reference(seed: int, monkeypatch: pytest.Monk
     subject = random_subject(rng, snap)
     pct = rng.choice([100.0, 100.0, 100.0, 50.0])
     config = SchedulerConfig(percentage_of_clusters_to_score=pct)
-    strategy = {"strategy": rng.choice(["LeastAllocated", "MostAllocated",
-                                        "BalancedAllocation"])}
+    strategy: dict[str, Any] = {"strategy": rng.choice(["LeastAllocated", "MostAllocated",
+                                                        "BalancedAllocation"])}
+    if rng.random() < 0.5:  # scoringStrategy.resources: weighted, extended ones too
+        strategy["resources"] = [{"name": n, "weight": rng.randint(1, 5)} for n in
+                                 rng.sample(["cpu", "memory", "pods", "nvidia.com/gpu"],
+                                            rng.randint(1, 4))]
     config.plugins["score"] = [PluginSpec(p.name, p.weight, strategy) if p.name == "Capacity"
                                else p for p in config.plugins["score"]]
     shared = {"stickiness_weight": 0.1}

@@ -1,4 +1,5 @@
-"""The capacity index answers as a scan of every cluster's Room does, through updates."""
+"""The capacity index answers as a scan of every cluster's Room does, through updates
+(its arrays and lists too)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,5 @@ def test_short_agrees_with_a_scan_through_random_updates(seed: int) -> None:
             assert free.dtype == object
         assert index.allocatable(name).tolist() == [r.allocatable.get(name) if r else 0
                                                     for r in rooms]
+        assert index.listed(name) == ([r.allocatable.get(name) if r else 0 for r in rooms],
+                                      [r.free.get(name) if r else 0 for r in rooms])

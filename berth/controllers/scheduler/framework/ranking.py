@@ -26,6 +26,7 @@ from berth.controllers.scheduler.framework.types import Candidate
 CHUNK = 64  # candidates per step of an ordered walk
 FEW = 8  # candidates an ordered walk sorts at once (a chunk step reads the whole bitset;
 #         in a large fleet, up to sqrt(n / CHUNK))
+EAGER = 128  # feasible candidates up to which a ranking of many bands is sorted at once
 
 
 @dataclass(slots=True)
@@ -187,6 +188,7 @@ class Ranking(Lazy):
             taken |= 1 << i
         walks = [(bits, band) for band in bands if (bits := band.bits & feasible & ~taken)]
         source = (iter(()) if not walks else _band_walk(base, *walks[0]) if len(walks) == 1
+                  else _sorted(base, walks) if feasible.bit_count() <= EAGER
                   else _merged(base, walks))
         if overrides:
             source = _with(source, sorted(overrides.values(), key=_sort_key))
@@ -230,6 +232,20 @@ def _with(walk: Iterator[Ranked], pending: list[Ranked]) -> Iterator[Ranked]:
 
 def _band_walk(base: BaseOrder, bits: int, band: Band) -> Iterator[Ranked]:
     for i in base.walk(bits):
+        yield base.entry(i, band.delta, band.parts)
+
+
+def _sorted(base: BaseOrder, walks: list[tuple[int, Band]]) -> Iterator[Ranked]:
+    """The bands' candidates in one order (``_sort_key``), sorted at once: for a few
+    candidates cut into many bands (the usual sample, with Capacity's score), one sort
+    costs less than a merge of a walk per band. The entries are made as they are read."""
+    tiers, scores = base.tiers, base.scores
+    keyed: list[tuple[int, float, int, Band]] = []
+    for bits, band in walks:
+        delta = band.delta
+        keyed.extend((-tiers[i], -(scores[i] + delta), i, band) for i in ordinals(bits))
+    keyed.sort()  # the ordinals differ: bands are never compared
+    for _, _, i, band in keyed:
         yield base.entry(i, band.delta, band.parts)
 
 

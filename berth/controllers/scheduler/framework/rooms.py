@@ -10,7 +10,9 @@ column, and only the prefixes between its old and new position change.
 
 Per resource there are also per-ordinal arrays of allocatable and free (numpy:
 int64, or Python ints for quantities int64 would not hold exactly in the
-score's arithmetic), what the score reads for a whole fleet at once. A
+score's arithmetic), what the score reads for a whole fleet at once, and the
+same as lists, what it reads for a few candidates (indexing a list costs
+less than numpy's setting up for a few). A
 cluster without a Room (it reports no capacity) is in no column and not
 :attr:`Rooms.judged`.
 """
@@ -73,7 +75,7 @@ class _Column:
 class Rooms:
     """Each candidate's Room, by ordinal, with per-resource columns built when asked."""
 
-    __slots__ = ("_alloc", "_columns", "_free", "judged", "rooms")
+    __slots__ = ("_alloc", "_columns", "_free", "_listed", "judged", "rooms")
 
     def __init__(self, rooms: Sequence[Room | None]) -> None:
         self.rooms: list[Room | None] = list(rooms)
@@ -81,6 +83,7 @@ class Rooms:
         self._columns: dict[str, _Column] = {}
         self._free: dict[str, npt.NDArray[np.int64]] = {}
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
+        self._listed: dict[str, tuple[list[int], list[int]]] = {}
 
     def short(self, name: str, amount: int) -> int:
         """The judged candidates with less than ``amount`` of ``name`` free."""
@@ -105,6 +108,17 @@ class Rooms:
                                                 else 0 for r in self.rooms])
         return found
 
+    def listed(self, name: str) -> tuple[list[int], list[int]]:
+        """(allocatable, free) of ``name`` on each candidate, by ordinal, as lists (0 if
+        not judged): exact Python ints."""
+        found = self._listed.get(name)
+        if found is None:
+            rooms = self.rooms
+            found = self._listed[name] = (
+                [r.allocatable.get(name) if r is not None else 0 for r in rooms],
+                [r.free.get(name) if r is not None else 0 for r in rooms])
+        return found
+
     def set(self, i: int, room: Room | None) -> None:
         """Candidate ``i``'s Room is now ``room``."""
         old = self.rooms[i]
@@ -116,6 +130,7 @@ class Rooms:
             self._columns.clear()
             self._free.clear()
             self._alloc.clear()
+            self._listed.clear()
             return
         for name, column in self._columns.items():
             was, now = old.free.get(name), room.free.get(name)
@@ -124,6 +139,8 @@ class Rooms:
         for name in list(self._free):
             if not _set(self._free[name], i, room.free.get(name)):
                 del self._free[name]  # too large for int64 now: built again when asked
+        for name, (alloc, free) in self._listed.items():
+            alloc[i], free[i] = room.allocatable.get(name), room.free.get(name)
         if old.allocatable != room.allocatable:
             for name in list(self._alloc):
                 if not _set(self._alloc[name], i, room.allocatable.get(name)):

@@ -337,24 +337,47 @@ class Capacity(Plugin):
         if self.strategy != "BalancedAllocation" and members.bit_count() >= VECTOR_FROM:
             groups = _fit_points(rooms, a.scored, members, len(fleet.candidates),
                                  self.strategy == "MostAllocated")
-        else:  # a few: one by one costs less than setting up the arrays
-            at = list(ordinals(members))  # the members' values, as Python ints (exact)
-            columns = [(rooms.allocatable(name)[at].tolist(), rooms.free(name)[at].tolist(),
-                        weight, asked) for name, weight, asked in a.scored]
-            for k, i in enumerate(at):
-                terms = []
-                for al, fr, w, asked in columns:
-                    alloc = al[k]
-                    if alloc > 0:  # a resource the cluster has none of is left out
-                        terms.append((alloc, alloc - fr[k] + asked, w))
-                points = (_balanced(terms) if self.strategy == "BalancedAllocation"
-                          else self._fit(terms))
+        elif self.strategy != "BalancedAllocation":  # a few: one by one, on lists
+            groups = self._fit_few(rooms, a.scored, members)
+        else:
+            at = list(ordinals(members))
+            columns = [(*rooms.listed(name), weight, asked) for name, weight, asked in a.scored]
+            for i in at:
+                terms = [(al[i], al[i] - fr[i] + asked, w) for al, fr, w, asked in columns
+                         if al[i] > 0]  # a resource the cluster has none of is left out
+                points = _balanced(terms)
                 groups[points] = groups.get(points, 0) | (1 << i)
         if held:  # where it runs now scores as the best (normalize), its own included
             best = max([*groups, *(round(100 * self.score(state, subject, fleet.candidates[i],
                                                           snapshot)) for i in ordinals(held))])
             groups[best] = groups.get(best, 0) | held
         return [(bits, v / 100) for v, bits in groups.items() if v]
+
+    def _fit_few(self, rooms: Rooms, scored: list[tuple[str, int, int]],
+                 members: int) -> dict[int, int]:
+        """:meth:`_fit`'s points of a few candidates, grouped: resource by resource over
+        them all, in Python ints (exact)."""
+        at = list(ordinals(members))
+        totals = dict.fromkeys(at, 0)
+        weights = dict.fromkeys(at, 0)
+        most = self.strategy == "MostAllocated"
+        for name, weight, asked in scored:
+            alloc, free = rooms.listed(name)
+            for i in at:
+                a = alloc[i]
+                if a > 0:  # a resource the cluster has none of is left out
+                    f = free[i]
+                    if most:  # requested = a - f + asked, at most a
+                        totals[i] += (a if f < asked else a - f + asked) * 100 // a * weight
+                    elif f >= asked:
+                        totals[i] += (f - asked) * 100 // a * weight
+                    weights[i] += weight
+        groups: dict[int, int] = {}
+        for i in at:
+            w = weights[i]
+            points = totals[i] // w if w else 0
+            groups[points] = groups.get(points, 0) | (1 << i)
+        return groups
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
                  snapshot: Snapshot) -> dict[str, Any]:
