@@ -2,14 +2,16 @@
 
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
-        [--workloads] [--log-level LEVEL] [--config FILE] [--profile PREFIX]
+        [--workloads] [--changed SHARE] [--log-level LEVEL] [--config FILE]
+        [--profile PREFIX]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
 2. Throughput: writes ``--apps`` applications, each with constraints of its
    own, in transactions of 128; times the first write to the last Binding
    seen on a watch.
-3. Reaction: every metric value changes at once (one poll of the
+3. Reaction: every metric value (``--changed``: that share of them, picked
+   at random) changes at once (one poll of the
    metrics-cache); times the first and the last Binding whose targets
    changed, and counts the applications that moved.
 4. Latency: offers new (diverse) applications at ``--rate`` per second for
@@ -228,6 +230,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-reaction", action="store_true")
+    ap.add_argument("--changed", type=float, default=1.0, metavar="SHARE",
+                    help="the share of metric values the reaction changes (default: all)")
     ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
                     help="then watch the idle scheduler's RSS for this long")
     ap.add_argument("--seed", type=int, default=1)
@@ -293,14 +297,16 @@ def main() -> None:
         figures.update(apps_per_s=args.apps / took, cpu_us=cpu / args.apps * 1e6,
                        floor_ratio=took / f_all, peak_rss_mb=rss_mb(proc.pid))
 
-        # -- reaction to every metric value changing at once
+        # -- reaction to every metric value (or --changed of them) changing at once
         if not args.no_reaction:
             time.sleep(3.0)
             with watcher.cond:
                 before = len(watcher.changes)
             revs = {kv.key: kv.mod_revision for kv in store.list_prefix(keys.METRIC_VALUES)[0]}
+            changing = metrics if args.changed >= 1 else rng.sample(
+                metrics, max(1, round(len(metrics) * args.changed)))
             vals = [Put(k, metric_value(m, rng.uniform(0, 10)), revs[k])
-                    for m in metrics for k in [keys.metric_value_key(m)]]
+                    for m in sorted(changing) for k in [keys.metric_value_key(m)]]
             profile = Profile(args.profile, "reaction", proc.pid)
             t0 = time.perf_counter()
             store.commit_chunks(vals)
