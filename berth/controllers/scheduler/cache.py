@@ -51,6 +51,7 @@ from berth.controllers.scheduler.views import (
     MagnumView,
     MetricDefView,
     compact_binding,
+    compact_cluster,
     compact_failures,
     subject_from_application,
     subject_from_cluster,
@@ -82,7 +83,9 @@ class Cache:
         self.applications: Informer[Subject] = Informer(
             store, r + "applications/", AppView, convert=subject_from_application,
             idle_timeout=idle_timeout)
-        self.clusters: Informer[ClusterView] = informer(r + "clusters/", ClusterView)
+        self.clusters: Informer[ClusterView] = Informer(
+            store, r + "clusters/", ClusterView, convert=compact_cluster,
+            idle_timeout=idle_timeout)
         self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
         self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
         self.projects: Informer[CloudView] = informer(r + "projects/", CloudView)

@@ -1,8 +1,8 @@
 """The scheduler's views of stored documents: only the fields it reads.
 
 An Application's manifest is never decoded (msgspec skips it without
-building it); a Cluster's kubeconfig is kept as raw bytes, only to know that
-it has one. ``subject_from_*`` turn a view into the framework's Subject —
+building it); a Cluster's kubeconfig is read as raw bytes, and only whether
+it has one is kept. ``subject_from_*`` turn a view into the framework's Subject —
 the one place where Application, Cluster and MagnumCluster differ.
 """
 
@@ -123,6 +123,19 @@ class ClusterView(msgspec.Struct):
     @property
     def has_kubeconfig(self) -> bool:
         return bytes(self.spec.kubeconfig).strip() not in (b"", b"null", b"{}")
+
+
+_KUBECONFIG = msgspec.Raw(b"true")  # kept in place of a kubeconfig: there is one
+_NO_KUBECONFIG = msgspec.Raw(b"null")
+
+
+def compact_cluster(key: str, c: ClusterView) -> ClusterView:
+    """A Cluster as the scheduler keeps it: whether it has a kubeconfig, not the
+    kubeconfig. A decoded Raw is a view into the whole stored document, which stays
+    in memory as long as the Raw does: every cluster's document, certificates and
+    all, for a scheduler that only asks whether there is one."""
+    raw = _KUBECONFIG if c.has_kubeconfig else _NO_KUBECONFIG
+    return msgspec.structs.replace(c, spec=msgspec.structs.replace(c.spec, kubeconfig=raw))
 
 
 class CloudSpec(msgspec.Struct):
