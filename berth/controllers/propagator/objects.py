@@ -25,7 +25,11 @@ _Where = tuple[str, KubeObjectRef]  # (cluster id, object)
 
 
 def observed(obj: KubeObject) -> Observed:
-    return Observed(obj.apiVersion, obj.kind, obj.metadata.generation, obj.spec, obj.status)
+    """What the book keeps of ``obj``: its ``spec`` and ``status`` bytes copied. A decoded
+    Raw is a view into the whole buffer it came from (the watch event, managed fields and
+    all, or a LIST's whole answer), which would otherwise stay in memory with it."""
+    return Observed(obj.apiVersion, obj.kind, obj.metadata.generation, obj.spec.copy(),
+                    obj.status.copy())
 
 
 class Book:
