@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -192,17 +192,30 @@ def kept_reason(state: str, reason: str) -> str:
 def compact_binding(key: str, b: BindingView) -> BindingView:
     """A Binding as the scheduler keeps it, at 100,000s: the strings that repeat
     (kinds, namespaces, states, cluster names) shared, the application's name held
-    once, ``modified`` dropped, and the reason only where the scheduler compares it
-    (a state other than Scheduled, or a move held back)."""
+    once with its subject's, each target held once for every Binding placed the same
+    there (the score it was chosen with dropped: never read back), ``scheduled`` the
+    same object as ``created`` when they are equal, ``modified`` dropped, and the
+    reason only where the scheduler compares it (a state other than Scheduled, or a
+    move held back)."""
     m, spec, status = b.metadata, b.spec, b.status
     r = spec.resource
     ns = _intern(m.namespace)
+    name = sys.intern(m.name)
+    scheduled = m.created if spec.scheduled == m.created else spec.scheduled
     return BindingView(
-        BindingMeta(m.name, ns, created=m.created),
-        BindingSpec(ObjectRef(sys.intern(r.kind), m.name, ns), spec.generation,
-                    [Target(sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), t.score,
-                            t.replicas) for t in spec.targets], spec.scheduled),
+        BindingMeta(name, ns, created=m.created),
+        BindingSpec(ObjectRef(sys.intern(r.kind), name, ns), spec.generation,
+                    [_shared_target(t) for t in spec.targets], scheduled),
         BindingStatusView(sys.intern(status.state), kept_reason(status.state, status.reason)))
+
+
+def _shared_target(t: Target) -> Target:
+    key = (t.kind, t.name, t.namespace, t.replicas)
+    found: Target | None = _TARGETS.get(key)
+    if found is None:
+        found = _TARGETS.add(key, Target(sys.intern(t.kind), sys.intern(t.name),
+                                         _intern(t.namespace), 0.0, t.replicas))
+    return found
 
 
 def _intern(value: str | None) -> str | None:
@@ -217,12 +230,58 @@ def _signature(*parts: object) -> bytes:
     return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
 
 
+class _Shared:
+    """Equal values held once (a fleet's applications repeat a few label sets and
+    demands: memory at 100,000 of them): the first of them is handed out for every
+    equal one after it. Bounded: a full table starts afresh, and what it handed out
+    stays shared where it is. Only the applications' informer thread adds."""
+
+    LIMIT = 1 << 14
+
+    def __init__(self) -> None:
+        self._held: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self._held.get(key)
+
+    def add(self, key: Any, value: Any) -> Any:
+        if len(self._held) >= self.LIMIT:
+            self._held.clear()
+        self._held[key] = value
+        return value
+
+
+_LABEL_SETS = _Shared()  # the labels' items → one read-only mapping of them
+_TARGETS = _Shared()  # (kind, name, namespace, replicas) → one Target, score 0
+_DEMANDS = _Shared()  # a demand → the first equal one
+_SPECS = _Shared()  # (type, encoded) → the first equal placement or affinity
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def _shared_spec(value: S) -> S:
+    """``value``, or the equal one another subject holds (neither is ever changed)."""
+    key = (type(value), msgspec.msgpack.encode(value))
+    found: S | None = _SPECS.get(key)
+    return found if found is not None else _SPECS.add(key, value)
+
+
 def _interned(labels: dict[str, str]) -> Mapping[str, str]:
-    """Labels with their keys and values shared with every other subject's (a fleet's
-    applications repeat a few of each: memory at 100,000 of them)."""
+    """Labels as one read-only mapping shared by every subject with the same ones, their
+    keys and values shared with every other subject's."""
     if not labels:
         return _NO_LABELS
-    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+    items = tuple(labels.items())
+    found: Mapping[str, str] | None = _LABEL_SETS.get(items)
+    if found is None:
+        found = _LABEL_SETS.add(items, MappingProxyType(
+            {sys.intern(k): sys.intern(v) for k, v in items}))
+    return found
+
+
+def _shared_demand(demand: Demand) -> Demand:
+    found: Demand | None = _DEMANDS.get(demand)
+    return found if found is not None else _DEMANDS.add(demand, demand)
 
 
 def subject_from_application(key: str, app: AppView) -> Subject:
@@ -231,9 +290,9 @@ def subject_from_application(key: str, app: AppView) -> Subject:
     migration = s.migration if s.migration is not None else (
         s.constraints.migration if s.constraints and s.constraints.migration is not None
         else True)
-    placement = s.placement or _DEFAULT_PLACEMENT
+    placement = _shared_spec(s.placement) if s.placement else _DEFAULT_PLACEMENT
     subject = Subject(
-        ref=Ref("Application", _intern(app.metadata.namespace), app.metadata.name),
+        ref=Ref("Application", _intern(app.metadata.namespace), sys.intern(app.metadata.name)),
         key=key,
         candidate_kind="Cluster",
         generation=app.metadata.generation,
@@ -246,12 +305,12 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         metric_constraints=tuple(map(sys.intern, c.metrics)) if c else (),
         custom_resources=tuple(c.custom_resources) if c else (),
         cluster_selector=s.cluster_selector or _NO_LABELS,
-        affinity=s.affinity,
+        affinity=_shared_spec(s.affinity) if s.affinity else None,
         tolerations=tuple(s.tolerations) if s.tolerations else (),
         placement=placement,
         migration=migration,
         gang=s.gang,
-        demand=app_demand(key, s.manifest) if s.manifest else NO_DEMAND,
+        demand=_shared_demand(app_demand(key, s.manifest)) if s.manifest else NO_DEMAND,
     )
     subject.signature = _signature(
         "Cluster", subject.ref.namespace, subject.label_constraints, subject.metric_constraints,

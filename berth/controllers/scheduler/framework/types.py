@@ -69,7 +69,6 @@ class Subject:
     ref: Ref
     key: str  # the resource's etcd key
     candidate_kind: str  # "Cluster" or "Cloud"
-    binding_key: str = ""  # where its Binding lives; derived from ``key``
     generation: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     created: float = 0.0
@@ -88,9 +87,12 @@ class Subject:
     demand: Demand = NO_DEMAND  # what its workloads ask of a cluster
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 
-    def __post_init__(self) -> None:
-        if not self.binding_key and self.key.startswith(keys.ROOT):
-            self.binding_key = keys.BINDINGS + self.key[len(keys.ROOT):]
+    @property
+    def binding_key(self) -> str:
+        """Where its Binding lives, derived from ``key`` when asked (not held: memory
+        at 100,000 subjects); empty for a key outside berth's layout."""
+        key = self.key
+        return keys.BINDINGS + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
 
 
 @dataclass(frozen=True, slots=True)
