@@ -11,29 +11,72 @@ import pytest
 from berth.controllers.scheduler.framework import Subject
 from berth.controllers.scheduler.views import (
     AppView,
+    BindingView,
     ClusterView,
+    compact_binding,
     compact_cluster,
     subject_from_application,
 )
 
 
-def _subject(name: str) -> Subject:
+def _subject(name: str, replicas: int = 3) -> Subject:
     doc = (b'{"metadata": {"name": "%s", "namespace": "default", "labels": {"team": "data-'
            b'platform-eu"}}, "spec": {"constraints": {"cluster": {"labels": ["location in '
-           b'(DE, FR, NL)"], "metrics": ["price-DE < 7.5"]}}}}' % name.encode())
+           b'(DE, FR, NL)"], "metrics": ["price-DE < 7.5"]}}, "placement": {"policy": '
+           b'"PickN", "numberOfClusters": 2}, "affinity": {"clusterAffinity": {'
+           b'"requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [{'
+           b'"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]}]}}}, '
+           b'"manifest": [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": '
+           b'"%s"}, "spec": {"replicas": %d, "template": {"spec": {"containers": [{"name": "c", '
+           b'"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}}}}]}}'
+           % (name.encode(), name.encode(), replicas))
     return subject_from_application(f"/berth/v1/applications/default/{name}",
                                     msgspec.json.decode(doc, type=AppView))
 
 
-def test_labels_and_constraints_decoded_apart_are_held_once() -> None:
-    a, b = _subject("a"), _subject("b")
+def test_what_applications_repeat_is_held_once() -> None:
+    """Labels, constraints, demand, placement and affinity decoded apart, equal: one object
+    each, shared (memory at 100,000 applications); what differs is not."""
+    a, b, other = _subject("a"), _subject("b"), _subject("c", replicas=4)
     assert a.labels == b.labels == {"team": "data-platform-eu"}
-    assert a.labels["team"] is b.labels["team"]
+    assert a.labels is b.labels
     assert a.label_constraints[0] is b.label_constraints[0]
     assert a.metric_constraints[0] is b.metric_constraints[0]
+    assert a.demand is b.demand and a.demand.per_replica.cpu == 500
+    assert a.placement is b.placement and a.placement.number_of_clusters == 2
+    assert a.affinity is b.affinity and a.affinity is not None
+    assert other.demand == a.demand.__class__(4, a.demand.per_replica, a.demand.fixed,
+                                              a.demand.per_replica.times(4))
+    assert other.demand is not a.demand
+    assert a.binding_key == "/berth/v1/bindings/applications/default/a"
     bare = subject_from_application("/berth/v1/applications/default/c", msgspec.json.decode(
         b'{"metadata": {"name": "c"}}', type=AppView))
     assert dict(bare.labels) == {}
+
+
+def _binding(name: str, cluster: str, score: float, scheduled: str) -> BindingView:
+    doc = (b'{"metadata": {"name": "%s", "namespace": "default", "created": '
+           b'"2026-11-25T10:00:00Z"}, "spec": {"resource": {"kind": "Application", "name": '
+           b'"%s", "namespace": "default"}, "generation": 2, "targets": [{"kind": "Cluster", '
+           b'"name": "%s", "namespace": "default", "score": %f}], "scheduled": "%s"}, '
+           b'"status": {"state": "Scheduled", "reason": "the best of 3"}}'
+           % (name.encode(), name.encode(), cluster.encode(), score, scheduled.encode()))
+    return compact_binding(f"/berth/v1/bindings/applications/default/{name}",
+                           msgspec.json.decode(doc, type=BindingView))
+
+
+def test_bindings_on_one_cluster_share_their_target() -> None:
+    a = _binding("a", "fr-1", 0.7, "2026-11-25T10:00:00Z")
+    b = _binding("b", "fr-1", 0.4, "2026-11-25T11:00:00Z")
+    c = _binding("c", "de-1", 0.7, "2026-11-25T10:00:00Z")
+    assert a.spec.targets[0] is b.spec.targets[0]  # the score it was chosen with: dropped
+    assert (a.spec.targets[0].kind, a.spec.targets[0].name, a.spec.targets[0].namespace,
+            a.spec.targets[0].replicas) == ("Cluster", "fr-1", "default", None)
+    assert c.spec.targets[0] is not a.spec.targets[0]
+    assert a.spec.scheduled is a.metadata.created  # equal: one object
+    assert b.spec.scheduled is not None and b.spec.scheduled.hour == 11
+    assert a.metadata.name is a.spec.resource.name is _subject("a").ref.name
+    assert a.spec.generation == 2 and a.status.reason == ""
 
 
 @pytest.mark.parametrize(("kubeconfig", "has"), [
