@@ -39,6 +39,9 @@ def _ref(kind: str, namespace: str | None, name: str) -> Ref:
     return Ref(kind, namespace, name)
 
 
+_candidate_key = lru_cache(maxsize=1 << 16)(candidate_key)  # one key string per cluster
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """What one application placed on a cluster asks of it, since when."""
@@ -241,7 +244,7 @@ class Decisions:
             app_id = f"{app.ref.namespace}/{app.ref.name}"
             for t in doc.spec.targets:
                 ask = app.demand.on(t.replicas)
-                new[candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
+                new[_candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
                                                                         time.time())
         changed = [c for c in old if c not in new]
         for c in changed:
