@@ -133,9 +133,15 @@ def compact_cluster(key: str, c: ClusterView) -> ClusterView:
     """A Cluster as the scheduler keeps it: whether it has a kubeconfig, not the
     kubeconfig. A decoded Raw is a view into the whole stored document, which stays
     in memory as long as the Raw does: every cluster's document, certificates and
-    all, for a scheduler that only asks whether there is one."""
+    all, for a scheduler that only asks whether there is one. Its labels' keys and
+    values, and its metric references, are shared with every other cluster's."""
     raw = _KUBECONFIG if c.has_kubeconfig else _NO_KUBECONFIG
-    return msgspec.structs.replace(c, spec=msgspec.structs.replace(c.spec, kubeconfig=raw))
+    m = c.metadata
+    labels = {sys.intern(k): sys.intern(v) for k, v in m.labels.items()}
+    return msgspec.structs.replace(
+        c, metadata=msgspec.structs.replace(m, labels=labels),
+        spec=msgspec.structs.replace(c.spec, kubeconfig=raw,
+                                     metrics=[_shared_spec(r) for r in c.spec.metrics]))
 
 
 class CloudSpec(msgspec.Struct):

@@ -99,3 +99,7 @@ def test_a_cluster_keeps_whether_it_has_a_kubeconfig_and_not_its_document(
     assert kept.has_kubeconfig is has
     assert kept.metadata.labels == {"location": "FR"}
     assert [m.name for m in kept.spec.metrics] == ["price"]
+    other = compact_cluster("/berth/v1/clusters/default/fr-1", msgspec.json.decode(
+        doc, type=ClusterView))  # another cluster's labels and metrics: held once
+    assert other.metadata.labels["location"] is kept.metadata.labels["location"]
+    assert other.spec.metrics[0] is kept.spec.metrics[0]
