@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -189,6 +190,65 @@ class BindingView(msgspec.Struct):
             doc.status.state, kept_reason(doc.status.state, doc.status.reason)))
 
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Shared(Generic[K, V]):
+    """Equal values held once (a fleet's applications repeat a few label sets, demands
+    and placements, its Bindings a few targets: memory at 100,000 of them): the first
+    one made is handed out for every equal one after it. Bounded: a full table starts
+    afresh, and what it handed out stays shared where it is. Informers of several
+    kinds share values from their own threads: one lock."""
+
+    LIMIT = 1 << 14
+
+    def __init__(self) -> None:
+        self._held: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def share(self, key: K, make: Callable[[], V]) -> V:
+        """The value held for ``key``, made by ``make()`` if none is."""
+        with self._lock:
+            found = self._held.get(key)
+            if found is None:
+                if len(self._held) >= self.LIMIT:
+                    self._held.clear()
+                found = self._held[key] = make()
+            return found
+
+
+# the labels' items → one read-only mapping of them
+_LABEL_SETS: _Shared[tuple[tuple[str, str], ...], Mapping[str, str]] = _Shared()
+# (kind, name, namespace, replicas) → one Target, score 0 (never read back)
+_TARGETS: _Shared[tuple[str, str, str | None, int | None], Target] = _Shared()
+_DEMANDS: _Shared[Demand, Demand] = _Shared()  # a demand → the first equal one
+# (type, encoded) → the first equal placement, affinity or metric reference
+_SPECS: _Shared[tuple[type, bytes], Any] = _Shared()
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def _shared_spec(value: S) -> S:
+    """``value``, or the equal one another subject holds (neither is ever changed)."""
+    found: S = _SPECS.share((type(value), msgspec.msgpack.encode(value)), lambda: value)
+    return found
+
+
+def _interned(labels: dict[str, str]) -> Mapping[str, str]:
+    """Labels as one read-only mapping shared by every subject with the same ones, their
+    keys and values shared with every other subject's."""
+    if not labels:
+        return _NO_LABELS
+    items = tuple(labels.items())
+    return _LABEL_SETS.share(items, lambda: MappingProxyType(
+        {sys.intern(k): sys.intern(v) for k, v in items}))
+
+
+def _shared_demand(demand: Demand) -> Demand:
+    return _DEMANDS.share(demand, lambda: demand)
+
+
 def kept_reason(state: str, reason: str) -> str:
     """The reason where the scheduler compares it: a state other than Scheduled, or a
     move held back (a Scheduled Binding's summary changes with the fleet: not kept)."""
@@ -216,12 +276,8 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
 
 
 def _shared_target(t: Target) -> Target:
-    key = (t.kind, t.name, t.namespace, t.replicas)
-    found: Target | None = _TARGETS.get(key)
-    if found is None:
-        found = _TARGETS.add(key, Target(sys.intern(t.kind), sys.intern(t.name),
-                                         _intern(t.namespace), 0.0, t.replicas))
-    return found
+    return _TARGETS.share((t.kind, t.name, t.namespace, t.replicas), lambda: Target(
+        sys.intern(t.kind), sys.intern(t.name), _intern(t.namespace), 0.0, t.replicas))
 
 
 def _intern(value: str | None) -> str | None:
@@ -234,60 +290,6 @@ _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 def _signature(*parts: object) -> bytes:
     return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
-
-
-class _Shared:
-    """Equal values held once (a fleet's applications repeat a few label sets and
-    demands: memory at 100,000 of them): the first of them is handed out for every
-    equal one after it. Bounded: a full table starts afresh, and what it handed out
-    stays shared where it is. Only the applications' informer thread adds."""
-
-    LIMIT = 1 << 14
-
-    def __init__(self) -> None:
-        self._held: dict[Any, Any] = {}
-
-    def get(self, key: Any) -> Any:
-        return self._held.get(key)
-
-    def add(self, key: Any, value: Any) -> Any:
-        if len(self._held) >= self.LIMIT:
-            self._held.clear()
-        self._held[key] = value
-        return value
-
-
-_LABEL_SETS = _Shared()  # the labels' items → one read-only mapping of them
-_TARGETS = _Shared()  # (kind, name, namespace, replicas) → one Target, score 0
-_DEMANDS = _Shared()  # a demand → the first equal one
-_SPECS = _Shared()  # (type, encoded) → the first equal placement or affinity
-
-S = TypeVar("S", bound=msgspec.Struct)
-
-
-def _shared_spec(value: S) -> S:
-    """``value``, or the equal one another subject holds (neither is ever changed)."""
-    key = (type(value), msgspec.msgpack.encode(value))
-    found: S | None = _SPECS.get(key)
-    return found if found is not None else _SPECS.add(key, value)
-
-
-def _interned(labels: dict[str, str]) -> Mapping[str, str]:
-    """Labels as one read-only mapping shared by every subject with the same ones, their
-    keys and values shared with every other subject's."""
-    if not labels:
-        return _NO_LABELS
-    items = tuple(labels.items())
-    found: Mapping[str, str] | None = _LABEL_SETS.get(items)
-    if found is None:
-        found = _LABEL_SETS.add(items, MappingProxyType(
-            {sys.intern(k): sys.intern(v) for k, v in items}))
-    return found
-
-
-def _shared_demand(demand: Demand) -> Demand:
-    found: Demand | None = _DEMANDS.get(demand)
-    return found if found is not None else _DEMANDS.add(demand, demand)
 
 
 def subject_from_application(key: str, app: AppView) -> Subject:
