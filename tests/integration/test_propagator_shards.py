@@ -2,11 +2,16 @@
 claimed by one replica at a time, a replica joining takes its share by hand-overs (the
 old owner stops before the new one starts), one killed has its clusters claimed by the
 others, and an application moved between clusters of different replicas is made before
-it is broken. On real kube-apiservers: six clusters, three on each of two servers."""
+it is broken. On real kube-apiservers: sixteen clusters, eight on each of two servers.
+
+Which replica a cluster goes to follows from the replicas' identities (host and pid):
+with six clusters, one run in 32 gave every cluster to one replica, and the split this
+test needs did not happen; with sixteen, about one in 30,000 would."""
 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +21,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import ConfigMap
 
-from berth.controllers.propagator.shard import CLAIMS, Holder
+from berth.controllers.propagator.shard import CLAIMS, Holder, owner
 from berth.store import Store, keys
 from tests.integration.scheduler_env import PropagatorProcess, wait_for
 from tests.integration.test_propagator import register
@@ -36,7 +41,7 @@ pytestmark = pytest.mark.integration
 
 CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
           "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n")
-CLUSTERS = {f"c{i}": ("east", "west")[i % 2] for i in range(6)}  # cluster → its server
+CLUSTERS = {f"c{i}": ("east", "west")[i % 2] for i in range(16)}  # cluster → its server
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +90,7 @@ def test_replicas_share_the_clusters_and_hand_them_over(
         register(store, name, servers[server].kubeconfig())
     procs = [PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG, name="1").start()]
     try:
-        wait_for(lambda: holders(store), lambda h: len(h) == 6 and set(h.values()) == {
+        wait_for(lambda: holders(store), lambda h: len(h) == len(CLUSTERS) and set(h.values()) == {
             pid(procs[0])}, timeout=30)
         for i, cluster in enumerate(CLUSTERS):
             app(store, f"app{i}", [config_map(f"app{i}", n=str(i))])
@@ -97,8 +102,10 @@ def test_replicas_share_the_clusters_and_hand_them_over(
         # A second replica joins: the clusters split, each held by exactly one.
         procs.append(PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG,
                                        name="2").start())
-        split = wait_for(lambda: holders(store), lambda h: len(h) == 6 and set(h.values()) == {
-            pid(p) for p in procs}, timeout=30)
+        ids = {f"{socket.gethostname()}-{pid(p)}": pid(p) for p in procs}
+        expected = {c: ids[str(owner(f"default/{c}", sorted(ids)))] for c in CLUSTERS}
+        assert set(expected.values()) == set(ids.values()), expected  # see the docstring
+        split = wait_for(lambda: holders(store), lambda h: h == expected, timeout=30)
         moved = sorted(c for c, p in split.items() if p == pid(procs[1]))
         # (the processes write their log lines a tenth of a second at a time)
         times = wait_for(lambda: serving_times(procs), lambda t: all(
@@ -122,7 +129,7 @@ def test_replicas_share_the_clusters_and_hand_them_over(
         # The first replica killed: its clusters are claimed by the second once its
         # lease ends, and work on them goes on there.
         procs[0].kill()
-        wait_for(lambda: holders(store), lambda h: len(h) == 6 and set(h.values()) == {
+        wait_for(lambda: holders(store), lambda h: len(h) == len(CLUSTERS) and set(h.values()) == {
             pid(procs[1])}, timeout=30)
         app(store, f"app{i}", [config_map(f"app{i}", n="changed")], generation=2)
         bind(store, f"app{i}", 2, first)  # back to the dead replica's cluster, changed
