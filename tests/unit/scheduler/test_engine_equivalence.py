@@ -19,10 +19,18 @@ import math
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from berth.controllers.scheduler.config import PluginSpec, SchedulerConfig
-from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Placed, Ref
+from berth.controllers.scheduler.framework import (
+    CycleState,
+    Evaluation,
+    Framework,
+    Placed,
+    Ref,
+    ranking,
+)
 from berth.controllers.scheduler.framework.types import MetricReading, Room, Subject
 from berth.controllers.scheduler.plugins import REGISTRY, capacity
 from berth.controllers.scheduler.selection import explanation, select, summary
@@ -210,6 +218,8 @@ def test_the_engine_decides_as_the_reference(seed: int, monkeypatch: pytest.Monk
                                              ) -> None:
     if seed % 2:  # capacity's score on arrays, as for a large fleet
         monkeypatch.setattr(capacity, "VECTOR_FROM", 0)
+    if seed % 4 >= 2:  # per-subject scores as arrays, not bands, as for a large fleet
+        monkeypatch.setattr(ranking, "DENSE_FROM", 0)
     rng = random.Random(seed)
     snap = random_fleet(rng)
     subject = random_subject(rng, snap)
@@ -294,3 +304,48 @@ def test_a_ranking_is_built_only_as_far_as_it_is_read() -> None:
     assert ranking.get("Cluster/default/c1999") is None  # infeasible, found without walking
     assert ranking.get("Cluster/default/c0000") is not None
     assert len(made) <= 4
+
+
+def test_additions_rank_exactly_as_bands() -> None:
+    """A large feasible set's per-subject scores as arrays (``Additions``) give the same
+    ranking, float for float, as the bands they replace: tiers, bands from a static
+    score, a score of many values, overlapping terms and overrides, read in full."""
+    from berth.controllers.scheduler.framework import Fleet
+    from berth.controllers.scheduler.framework.ranking import (
+        Additions,
+        Band,
+        BaseOrder,
+        Ranking,
+        split_all,
+    )
+
+    rng = random.Random(7)
+    n = 3000
+    fleet = Fleet([cluster(f"c{i:04d}") for i in range(n)])
+    base = BaseOrder(fleet, [rng.choice([0, 0, 0, 1]) for _ in range(n)],
+                     [rng.choice([0.1, 0.2, 0.3]) for _ in range(n)],
+                     [{"MetricScore": 0.0} for _ in range(n)])
+    feasible = sum(1 << i for i in range(n) if rng.random() < 0.8)
+    preferred = sum(1 << i for i in range(n) if rng.random() < 0.3)
+    bands = split_all([Band(fleet.all)], [(preferred, 5.0)], 0.2, "ClusterAffinity")
+    values = [rng.randrange(101) / 100 for _ in range(n)]
+    overlapping = [(sum(1 << i for i in range(n) if rng.random() < 0.1), 1.0)
+                   for _ in range(3)]
+    by_value: dict[float, int] = {}
+    for i in range(n):
+        by_value[values[i]] = by_value.get(values[i], 0) | 1 << i
+    banded = split_all(split_all(bands, [(b, v) for v, b in by_value.items()], 0.7, "Capacity"),
+                       overlapping, 0.3, "WorkloadAffinity")
+    adds = Additions(base, feasible, bands)
+    adds.add_values(np.array([values[int(i)] for i in adds.idx]), 0.7, "Capacity")
+    adds.add_terms(overlapping, 0.3, "WorkloadAffinity")
+    pick = next(i for i in range(n) if feasible >> i & 1)
+    override = base.entry(pick, 9.0, {"MetricScore": 9.0})
+    want = [(r.candidate.key, r.tier, r.score, r.scores) for r in
+            Ranking.banded(base, feasible, banded, {pick: override})]
+    got = Ranking.added(base, adds, {pick: override})
+    assert [(r.candidate.key, r.tier, r.score, r.scores) for r in got] == want
+    assert len(got) == len(want) == feasible.bit_count()
+    for r in got[:50]:
+        found = got.get(r.candidate.key)
+        assert found is not None and (found.score, found.scores) == (r.score, r.scores)

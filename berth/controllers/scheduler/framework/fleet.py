@@ -19,6 +19,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from berth.controllers.scheduler.framework.types import Candidate
 
 T = TypeVar("T")
@@ -47,6 +50,18 @@ def ordinals(bits: int) -> Iterator[int]:
 
 
 _BYTE_ORDINALS = tuple(tuple(i for i in range(8) if b >> i & 1) for b in range(256))
+
+
+def as_mask(bits: int, n: int) -> npt.NDArray[np.bool_]:
+    """``bits`` over ``n`` candidates as one boolean per ordinal (a few microseconds for
+    10,000 candidates, where :func:`ordinals` steps through the members in Python)."""
+    raw = np.frombuffer(bits.to_bytes((n + 7) >> 3, "little"), np.uint8)
+    return np.unpackbits(raw, count=n, bitorder="little").view(np.bool_)
+
+
+def as_indices(bits: int, n: int) -> npt.NDArray[np.intp]:
+    """The ordinals in ``bits`` (of ``n`` candidates), lowest first, as an array."""
+    return np.flatnonzero(as_mask(bits, n))
 
 
 def popcount(bits: int) -> int:
@@ -190,4 +205,4 @@ class Fleet:
         return out
 
 
-__all__ = ["Fleet", "bits_of", "ordinals", "popcount", "sieve"]
+__all__ = ["Fleet", "as_indices", "as_mask", "bits_of", "ordinals", "popcount", "sieve"]

@@ -15,15 +15,21 @@ the score of one or two clusters, not of all).
 
 Filters and scores also have *set forms* (``filter_set``, ``score_set``,
 ``score_base``) that answer for every candidate of a :class:`Fleet` at once
-with bitsets; the runner uses them when every plugin at a point has one. The
-per-candidate forms stay: they are the reference the set forms are tested
-against, and what a plugin without a set form is run with.
+with bitsets; the runner uses them when every plugin at a point has one. A
+per-subject score with many values may also offer ``score_values``, one value
+per feasible candidate as an array, which the runner prefers over ``score_set``
+for a large feasible set (see ``ranking.Additions``). The per-candidate forms
+stay: they are the reference the set forms are tested against, and what a
+plugin without a set form is run with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
 
 from berth.controllers.scheduler.framework.fleet import Fleet
 from berth.controllers.scheduler.framework.state import CycleState
@@ -120,6 +126,17 @@ class ScoreSet(Protocol):
     ) -> list[tuple[int, float]]:
         """The set form of ``score`` (after ``normalize``): additive terms, each
         ``(candidates, value)``; a feasible candidate in no term scores 0."""
+        ...
+
+
+@runtime_checkable
+class ScoreValues(Protocol):
+    def score_values(
+        self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+        at: npt.NDArray[np.intp], snapshot: Snapshot,
+    ) -> npt.NDArray[np.float64] | None:
+        """``score_set`` as one value per feasible candidate (``at``: their ordinals,
+        ascending), or None when this plugin has no such form for the subject."""
         ...
 
 

@@ -11,6 +11,14 @@ candidate — no per-candidate work for the thousands behind it.
 
 A :class:`Ranking` is a lazy ``Sequence[Ranked]``: indexing materializes
 entries up to the index; ``len`` is known from the feasible set at once.
+
+Bands suit a per-subject score of a few values. One of many values over many
+feasible candidates (Capacity's 101 over thousands of clusters) cuts them into
+a hundred bands, each begun by a walk of the whole order, and splitting them
+costs an AND per band and value. From ``DENSE_FROM`` feasible candidates the
+per-subject scores are therefore :class:`Additions` instead: one array entry
+per feasible candidate, summed in the same order as the bands would be (so
+the scores are the same floats), and the best read in growing batches.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
+import numpy as np
+import numpy.typing as npt
+
+from berth.controllers.scheduler.framework.fleet import Fleet, as_indices, as_mask, ordinals
 from berth.controllers.scheduler.framework.types import Candidate
 
 CHUNK = 64  # candidates per step of an ordered walk
@@ -28,6 +39,8 @@ FEW = 8  # candidates an ordered walk sorts at once (a chunk step reads the whol
 #         in a large fleet, up to sqrt(n / CHUNK))
 EAGER = 64  # feasible candidates up to which a ranking of as many bands as half of them
 #            is sorted at once
+DENSE_FROM = 64  # feasible candidates from which per-subject scores are arrays (Additions)
+FIRST_READ = 16  # entries the first batch of an Additions walk sorts (then 8 times more)
 
 
 @dataclass(slots=True)
@@ -51,7 +64,7 @@ def _sort_key(r: Ranked) -> tuple[int, float, int]:
 class BaseOrder:
     """Every candidate of a fleet ranked by the subject-independent scores."""
 
-    __slots__ = ("chunks", "fleet", "order", "parts", "position", "scores", "tiers")
+    __slots__ = ("_arrays", "chunks", "fleet", "order", "parts", "position", "scores", "tiers")
 
     def __init__(self, fleet: Fleet, tiers: list[int], scores: list[float],
                  parts: list[dict[str, float]]) -> None:
@@ -66,6 +79,15 @@ class BaseOrder:
             for i in self.order[s : s + CHUNK]:
                 mask |= 1 << i
             self.chunks.append(mask)
+        self._arrays: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
+
+    def arrays(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """``tiers`` and ``scores`` as arrays, made on first use (by :class:`Additions`)."""
+        found = self._arrays
+        if found is None:
+            found = self._arrays = (np.array(self.tiers, np.int64),
+                                    np.array(self.scores, np.float64))
+        return found
 
     def walk(self, bits: int) -> Iterator[int]:
         """The ordinals in ``bits``, best first (ties in ordinal order)."""
@@ -201,6 +223,23 @@ class Ranking(Lazy):
 
         return cls(base.fleet, feasible, source, find if overrides else plain)
 
+    @classmethod
+    def added(cls, base: BaseOrder, adds: Additions, overrides: dict[int, Ranked]) -> Ranking:
+        """:meth:`banded` for per-subject scores held as :class:`Additions`."""
+        taken = 0
+        for i in overrides:
+            taken |= 1 << i
+        source = adds.walk(taken)
+        if overrides:
+            source = _with(source, sorted(overrides.values(), key=_sort_key))
+        plain = adds.lookup
+
+        def find(i: int) -> Ranked:
+            hit = overrides.get(i)
+            return hit if hit is not None else plain(i)
+
+        return cls(base.fleet, adds.feasible, source, find if overrides else plain)
+
     def get(self, key: str) -> Ranked | None:
         """The entry of the candidate ``key`` if it is feasible, without walking."""
         i = self.fleet.by_key.get(key)
@@ -217,6 +256,96 @@ def lookup(base: BaseOrder, bands: list[Band]) -> Callable[[int], Ranked]:
                 return base.entry(i, band.delta, band.parts)
         return base.entry(i)
     return find
+
+
+class Additions:
+    """A subject's additions to the base scores of its feasible candidates, one array
+    entry per candidate (ordinals ascending): the bands' deltas, then each per-subject
+    plugin's weighted values, added in the order :func:`split_all` would add them, so
+    every score is the same float. For a large feasible set (``DENSE_FROM``)."""
+
+    __slots__ = ("_band", "_parts", "bands", "base", "delta", "feasible", "idx")
+
+    def __init__(self, base: BaseOrder, feasible: int, bands: list[Band]) -> None:
+        n = len(base.fleet)
+        self.base, self.feasible = base, feasible
+        self.bands = bands = bands or [Band(base.fleet.all)]
+        self.idx = idx = as_indices(feasible, n)
+        self._band = np.zeros(len(idx), np.intp)
+        for b, band in enumerate(bands):
+            if b and band.bits & feasible:
+                self._band[as_mask(band.bits, n)[idx]] = b
+        self.delta: npt.NDArray[np.float64] = np.array(
+            [band.delta for band in bands], np.float64)[self._band]
+        # plugin → (its weighted additions, where it added anything)
+        self._parts: list[tuple[str, npt.NDArray[np.float64], npt.NDArray[np.bool_]]] = []
+
+    def add_values(self, values: npt.NDArray[np.float64], weight: float, plugin: str) -> None:
+        """``plugin``'s value of each feasible candidate (aligned with ``idx``)."""
+        weighted = weight * values
+        self.delta = self.delta + weighted
+        self._parts.append((plugin, weighted, values != 0))
+
+    def add_terms(self, terms: list[tuple[int, float]], weight: float, plugin: str) -> None:
+        """``plugin``'s terms as :func:`split_all` takes them: the candidates of a
+        term's bits get ``weight`` times its value more."""
+        n, idx = len(self.base.fleet), self.idx
+        weighted = np.zeros(len(idx), np.float64)
+        touched = np.zeros(len(idx), np.bool_)
+        for bits, value in terms:
+            if not (value and bits & self.feasible):
+                continue
+            inside = as_mask(bits, n)[idx]
+            self.delta[inside] += weight * value
+            weighted[inside] += weight * value
+            touched |= inside
+        if touched.any():
+            self._parts.append((plugin, weighted, touched))
+
+    def entry(self, j: int) -> Ranked:
+        """The entry of the ``j``-th feasible candidate."""
+        parts = self.bands[self._band[j]].parts
+        if self._parts:
+            mine = [(plugin, float(w[j])) for plugin, w, touched in self._parts if touched[j]]
+            if mine:
+                parts = dict(parts)
+                for plugin, value in mine:
+                    parts[plugin] = parts.get(plugin, 0.0) + value
+        return self.base.entry(int(self.idx[j]), float(self.delta[j]), parts)
+
+    def lookup(self, i: int) -> Ranked:
+        """The entry of feasible candidate ``i`` (an ordinal), without walking."""
+        return self.entry(int(np.searchsorted(self.idx, i)))
+
+    def walk(self, taken: int) -> Iterator[Ranked]:
+        """The feasible candidates but ``taken``, best first (``_sort_key``): per tier,
+        the best ``FIRST_READ`` found by a partition and sorted, then eight times as
+        many of the rest, and so on: reading the best few costs a few passes over
+        the arrays, reading all of them a sort."""
+        tiers, scores = self.base.arrays()
+        idx = self.idx
+        tier, score = tiers[idx], scores[idx] + self.delta
+        rest = (np.arange(len(idx)) if not taken
+                else np.flatnonzero(~as_mask(taken, len(self.base.fleet))[idx]))
+        if not rest.size:
+            return
+        levels = tier[rest]
+        per_tier = ([rest] if levels.min() == levels.max()
+                    else [rest[levels == t] for t in np.unique(levels)[::-1]])
+        for sub in per_tier:
+            neg = -score[sub]
+            k = FIRST_READ
+            while sub.size:
+                if sub.size > k:
+                    cut = np.partition(neg, k - 1)[k - 1]
+                    chosen = neg <= cut
+                    batch, keys = sub[chosen], neg[chosen]
+                    sub, neg = sub[~chosen], neg[~chosen]
+                else:
+                    batch, keys, sub = sub, neg, sub[:0]
+                for j in batch[np.argsort(keys, kind="stable")]:  # ties: ordinal order
+                    yield self.entry(int(j))
+                k *= 8
 
 
 def _with(walk: Iterator[Ranked], pending: list[Ranked]) -> Iterator[Ranked]:
@@ -335,5 +464,5 @@ def split_all(bands: list[Band], terms: list[tuple[int, float]], weight: float,
     return out
 
 
-__all__ = ["CHUNK", "Band", "BaseOrder", "Lazy", "Ranked", "Ranking", "lookup", "split",
-           "split_all"]
+__all__ = ["CHUNK", "DENSE_FROM", "Additions", "Band", "BaseOrder", "Lazy", "Ranked", "Ranking",
+           "lookup", "split", "split_all"]

@@ -28,9 +28,11 @@ from typing import Any
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.framework import plugin as points
+from berth.controllers.scheduler.framework import ranking as rankings
 from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
 from berth.controllers.scheduler.framework.plugin import Plugin
 from berth.controllers.scheduler.framework.ranking import (
+    Additions,
     Band,
     BaseOrder,
     Ranked,
@@ -229,6 +231,8 @@ class Framework:
         self._score_sets = {n for n, p in self.instances.items()
                             if isinstance(p, points.ScoreSet) and n not in self._tiers
                             and n not in self._base_scores}
+        self._score_values = {n for n in self._score_sets
+                              if isinstance(self.instances[n], points.ScoreValues)}
         filters = self.points.get("filter", [])
         scores = self.points.get("score", [])
         self._static_filters = [p for p, _ in filters if p.cacheable]
@@ -291,23 +295,38 @@ class Framework:
                                           dynamic_filters)
             rejections = rejections + more
         dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
-        bands, per_candidate = static.bands, []
+        per_candidate = [(p, w) for p, w in dynamic_scores if self.reference or static.dense
+                         is not None or p.name not in self._score_sets]
+        bands, adds = static.bands, None
+        as_arrays = (static.base is not None and not per_candidate
+                     and feasible.bit_count() >= rankings.DENSE_FROM)
         for p, weight in dynamic_scores:
-            if self.reference or p.name not in self._score_sets or static.dense is not None:
-                per_candidate.append((p, weight))
+            if (p, weight) in per_candidate:
                 continue
+            values, terms = None, []
             try:
-                terms = p.score_set(state, subject, fleet, feasible, snapshot)
+                if as_arrays and adds is None and p.name in self._score_values:
+                    assert static.base is not None  # from here on, the additions as arrays
+                    adds = Additions(static.base, feasible, bands)
+                if adds is not None and p.name in self._score_values:
+                    values = p.score_values(state, subject, fleet, feasible, adds.idx, snapshot)
+                if values is None:
+                    terms = p.score_set(state, subject, fleet, feasible, snapshot)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)
                 return self._failed(fleet, rejections, error(f"plugin crashed: {exc!r}").named(
                     p.name))
-            bands = split_all(bands, terms, weight, p.name)
+            if adds is None:
+                bands = split_all(bands, terms, weight, p.name)
+            elif values is not None:
+                adds.add_values(values, weight, p.name)
+            else:
+                adds.add_terms(terms, weight, p.name)
         if static.dense is not None or per_candidate:
             return self._dense(state, subject, fleet, snapshot, static, feasible, rejections,
                                bands, per_candidate, skipped)
         assert static.base is not None
-        find = lookup(static.base, bands)
+        find = adds.lookup if adds is not None else lookup(static.base, bands)
         by_ordinal = fleet.by_key
 
         def get(key: str) -> Ranked | None:
@@ -315,7 +334,8 @@ class Framework:
             return find(i) if i is not None and feasible >> i & 1 else None
 
         overrides = self._overrides(state, subject, fleet, snapshot, feasible, get, skipped)
-        ranking = Ranking.banded(static.base, feasible, bands, overrides)
+        ranking = (Ranking.added(static.base, adds, overrides) if adds is not None
+                   else Ranking.banded(static.base, feasible, bands, overrides))
         return Evaluation(fleet, feasible, rejections, ranking, len(fleet))
 
     def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,

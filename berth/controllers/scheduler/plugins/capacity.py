@@ -32,7 +32,8 @@ requests counts as 0, not Kubernetes' 100m CPU and 200 MB for scoring (an
 application that asks for nothing is not scored here at all). Scores are the
 0-100 integers divided by 100, so the set form has at most 101 terms. The set
 form computes the fit score of many candidates at once on the fleet's arrays
-(numpy), with the same integer arithmetic.
+(numpy), with the same integer arithmetic; for a large feasible set the runner
+takes those values as they are (``score_values``), not grouped into terms.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from berth.controllers.scheduler.framework import (
     SKIP,
@@ -58,7 +60,7 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
-from berth.controllers.scheduler.framework.fleet import bits_of
+from berth.controllers.scheduler.framework.fleet import as_indices, as_mask, bits_of
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
@@ -139,15 +141,25 @@ VECTOR_FROM = 128  # candidates from which the fit score is computed on arrays
 
 def _fit_points(rooms: Rooms, scored: list[tuple[str, int, int]], members: int, n: int,
                 most: bool) -> dict[int, int]:
-    """NodeResourcesFit's points of every candidate in ``members`` at once, grouped: the
-    integer arithmetic of :meth:`Capacity._points` on the fleet's arrays (int64, or
-    Python ints where a quantity is too large for int64 to stay exact). What is asked
-    is small enough for int64 too: a member has that much free."""
+    """NodeResourcesFit's points of every candidate in ``members`` at once, grouped."""
     size = (n + 7) // 8
-    idx = np.flatnonzero(np.unpackbits(np.frombuffer(members.to_bytes(size, "little"),
-                                                     np.uint8), count=n, bitorder="little"))
-    total: Any = 0
-    weights: Any = 0
+    idx = as_indices(members, n)
+    points = _fit_array(rooms, scored, idx, most)
+    values, group = np.unique(points, return_inverse=True)
+    bits = np.zeros((len(values), size), np.uint8)
+    np.bitwise_or.at(bits, (group, idx >> 3), np.left_shift(1, idx & 7).astype(np.uint8))
+    return {int(v): int.from_bytes(row.tobytes(), "little") for v, row in zip(values, bits,
+                                                                              strict=True)}
+
+
+def _fit_array(rooms: Rooms, scored: list[tuple[str, int, int]], idx: npt.NDArray[np.intp],
+               most: bool) -> npt.NDArray[np.int64]:
+    """NodeResourcesFit's points of the candidates ``idx`` (ordinals): the integer
+    arithmetic of :meth:`Capacity._points` on the fleet's arrays (int64, or Python ints
+    where a quantity is too large for int64 to stay exact). What is asked is small
+    enough for int64 too: each of them has that much free."""
+    total: Any = np.zeros(len(idx), np.int64)
+    weights: Any = np.zeros(len(idx), np.int64)
     for name, weight, asked in scored:
         alloc, free = rooms.allocatable(name)[idx], rooms.free(name)[idx]
         has = alloc > 0
@@ -158,12 +170,9 @@ def _fit_points(rooms: Rooms, scored: list[tuple[str, int, int]], members: int, 
             points = np.where(free >= asked, (free - asked) * 100 // per * weight, 0)
         total = total + np.where(has, points, 0)
         weights = weights + np.where(has, weight, 0)
-    points = np.where(weights > 0, total // np.maximum(weights, 1), 0)
-    values, group = np.unique(points, return_inverse=True)
-    bits = np.zeros((len(values), size), np.uint8)
-    np.bitwise_or.at(bits, (group, idx >> 3), np.left_shift(1, idx & 7).astype(np.uint8))
-    return {int(v): int.from_bytes(row.tobytes(), "little") for v, row in zip(values, bits,
-                                                                              strict=True)}
+    out: npt.NDArray[np.int64] = np.where(weights > 0, total // np.maximum(weights, 1),
+                                          0).astype(np.int64)
+    return out
 
 
 def _ordinals_of(held: set[str], fleet: Fleet) -> int:
@@ -352,6 +361,31 @@ class Capacity(Plugin):
                                                           snapshot)) for i in ordinals(held))])
             groups[best] = groups.get(best, 0) | held
         return [(bits, v / 100) for v, bits in groups.items() if v]
+
+    def score_values(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
+                     at: npt.NDArray[np.intp], snapshot: Snapshot
+                     ) -> npt.NDArray[np.float64] | None:
+        """:meth:`score_set` as one value per feasible candidate (``at``), for a large
+        feasible set: no grouping into 101 bitsets. None for BalancedAllocation."""
+        if self.strategy == "BalancedAllocation":
+            return None
+        a = self._attempt(state, subject)
+        rooms = a.index = snapshot.rooms(fleet)
+        n = len(fleet.candidates)
+        held = _ordinals_of(a.held, fleet) & feasible
+        members = as_mask(rooms.judged & ~held, n)[at]
+        points = np.zeros(len(at), np.int64)
+        seen: list[int] = []
+        if members.any():
+            points[members] = fit = _fit_array(rooms, a.scored, at[members],
+                                               self.strategy == "MostAllocated")
+            seen.append(int(fit.max()))
+        if held:  # where it runs now scores as the best (normalize), its own included
+            top = max([*seen, *(round(100 * self.score(
+                state, subject, fleet.candidates[i], snapshot)) for i in ordinals(held))])
+            points[as_mask(held, n)[at]] = top
+        values: npt.NDArray[np.float64] = points / 100
+        return values
 
     def _fit_few(self, rooms: Rooms, scored: list[tuple[str, int, int]],
                  members: int) -> dict[int, int]:
