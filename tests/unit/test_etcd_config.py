@@ -6,6 +6,7 @@ import socket
 
 import pytest
 import requests
+import urllib3
 
 from berth.store.client import _unsent
 from berth.store.config import EtcdConfig
@@ -38,5 +39,9 @@ def test_a_refused_connection_never_reached_the_server() -> None:
     with pytest.raises(requests.exceptions.ConnectionError) as refused:
         session.post(f"http://127.0.0.1:{port}/v3/kv/range", timeout=2)
     assert _unsent(refused.value)
+    with pytest.raises(urllib3.exceptions.NewConnectionError) as also_refused:  # unary calls
+        EtcdConfig().pool().request("POST", f"http://127.0.0.1:{port}/v3/kv/range",
+                                    timeout=2, retries=False)
+    assert _unsent(also_refused.value)
     assert not _unsent(requests.exceptions.ReadTimeout("read timed out"))
     assert not _unsent(requests.exceptions.ConnectionError("Connection aborted."))
