@@ -50,9 +50,11 @@ from berth.controllers.scheduler.views import (
     FailuresView,
     MagnumView,
     MetricDefView,
+    ValueView,
     compact_binding,
     compact_cluster,
     compact_failures,
+    compact_value,
     subject_from_application,
     subject_from_cluster,
     subject_from_magnum,
@@ -93,9 +95,10 @@ class Cache:
         self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
-        self.values: Informer[MetricValue | MetricPicture] = informer(
-            keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
-        self._published: dict[str, MetricValue] = {}  # the values of the last whole picture
+        self.values: Informer[ValueView | MetricPicture] = Informer(
+            store, keys.METRIC_VALUES, MetricValue | MetricPicture,  # type: ignore[arg-type]
+            convert=compact_value, idle_timeout=idle_timeout)
+        self._published: dict[str, ValueView] = {}  # the values of the last whole picture
         self._picture: tuple[int, int] | None = None  # its (revision, generation)
         # Since when (monotonic) no whole picture has been in etcd while one is published;
         # past picture_grace the published values are no longer used.
@@ -230,7 +233,7 @@ class Cache:
         with self._lock:
             self._metric_epoch += 1
 
-    def _on_value(self, event: Event[MetricValue | MetricPicture]) -> None:
+    def _on_value(self, event: Event[ValueView | MetricPicture]) -> None:
         """Values wait for their picture; a complete picture publishes them all."""
         if event.key == keys.METRIC_PICTURE and self._publish_if_whole():
             for listener in self._metric_listeners:
@@ -250,7 +253,7 @@ class Cache:
             if seen == self._picture and not self._expired:
                 return False
         published = {k: it.obj for k, it in ((it.key, it) for it in self.values.items())
-                     if isinstance(it.obj, MetricValue)}
+                     if isinstance(it.obj, ValueView)}
         with self._lock:
             self._published, self._picture, self._expired = published, seen, ""
             self._metric_epoch += 1
@@ -419,13 +422,12 @@ class Cache:
         if definition is None:
             return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
                                  message=f"no {'Metric' if ns else 'GlobalMetric'} {ref.name}")
-        doc = self._published.get(keys.metric_value_key(ref.name, ns))
-        if doc is None:
+        v = self._published.get(keys.metric_value_key(ref.name, ns))
+        if v is None:
             return MetricReading(
                 ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
                 message=self._expired or "no current value (metrics-cache down, value "
                 "expired, or no complete picture of the values yet)")
-        v = doc.status
         if v.error is not None and v.value is None:
             return MetricReading(ref.name, ref.weight, reason=v.error.reason,
                                  message=v.error.message)

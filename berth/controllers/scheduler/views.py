@@ -39,6 +39,12 @@ from berth.store.documents import (
 )
 from berth.store.documents.application import AppConstraints
 from berth.store.documents.infrastructure import ClusterConstraints
+from berth.store.documents.metrics import (
+    ForecastPoint,
+    MetricError,
+    MetricPicture,
+    MetricValue,
+)
 from berth.store.documents.openstack import MagnumConstraints
 from berth.store.documents.resources import (
     NO_DEMAND,
@@ -124,6 +130,26 @@ class ClusterView(msgspec.Struct):
     @property
     def has_kubeconfig(self) -> bool:
         return bytes(self.spec.kubeconfig).strip() not in (b"", b"null", b"{}")
+
+
+@dataclass(frozen=True, slots=True)
+class ValueView:
+    """What the scheduler reads of a metric value (a ``MetricValue``'s status): about
+    80 bytes where the decoded document, metadata and provider and all, holds 820 (8 MB
+    of 10,000 clusters' values)."""
+
+    value: float | None
+    error: MetricError | None
+    forecast: tuple[ForecastPoint, ...]
+
+
+def compact_value(key: str, doc: MetricValue | MetricPicture) -> ValueView | MetricPicture:
+    """The values informer's convert: a value as :class:`ValueView`, the picture as it
+    is. Decoded as the whole document first, so a malformed one is still refused."""
+    if isinstance(doc, MetricPicture):
+        return doc
+    s = doc.status
+    return ValueView(s.value, s.error, tuple(s.forecast) if s.forecast else ())
 
 
 _KUBECONFIG = msgspec.Raw(b"true")  # kept in place of a kubeconfig: there is one

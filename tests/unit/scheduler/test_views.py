@@ -13,10 +13,13 @@ from berth.controllers.scheduler.views import (
     AppView,
     BindingView,
     ClusterView,
+    ValueView,
     compact_binding,
     compact_cluster,
+    compact_value,
     subject_from_application,
 )
+from berth.store.documents.metrics import MetricPicture, MetricValue
 
 
 def _subject(name: str, replicas: int = 3) -> Subject:
@@ -103,3 +106,26 @@ def test_a_cluster_keeps_whether_it_has_a_kubeconfig_and_not_its_document(
         doc, type=ClusterView))  # another cluster's labels and metrics: held once
     assert other.metadata.labels["location"] is kept.metadata.labels["location"]
     assert other.spec.metrics[0] is kept.spec.metrics[0]
+
+
+def test_a_metric_value_keeps_what_the_scheduler_reads_of_it() -> None:
+    """A metric value is kept as its value, error and forecast: not its metadata, its
+    provider or when it was observed (about a tenth of the decoded document)."""
+    decoder = msgspec.json.Decoder(MetricValue | MetricPicture)
+    doc = decoder.decode(
+        b'{"kind": "MetricValue", "metadata": {"name": "price", "labels": {"a": "b"}, '
+        b'"finalizers": ["x"]}, "status": {"value": 7.5, "normalized": 0.75, "observed": '
+        b'"2026-11-26T01:00:00Z", "provider": {"name": "prom", "type": "prometheus"}, '
+        b'"error": {"reason": "STALE", "message": "kept"}, "forecast": [["2026-11-26T02:00:00Z",'
+        b' 6.0]]}}')
+    kept = compact_value("/berth/v1/metricvalues/price", doc)
+    assert isinstance(kept, ValueView) and kept.value == 7.5
+    assert kept.error is not None and kept.error.reason == "STALE"
+    assert [p.value for p in kept.forecast] == [6.0]
+    bare = compact_value("/berth/v1/metricvalues/price", decoder.decode(
+        b'{"kind": "MetricValue", "metadata": {"name": "price"}, "status": {"value": 1}}'))
+    assert isinstance(bare, ValueView) and bare.forecast == () and bare.error is None
+    picture = decoder.decode(b'{"kind": "MetricPicture", "complete": true, "generation": 3}')
+    assert compact_value("/berth/v1/metricvalues/picture", picture) is picture
+    with pytest.raises(msgspec.ValidationError):  # still decoded whole: a bad one is refused
+        decoder.decode(b'{"kind": "MetricValue", "metadata": {}, "status": {"value": 1}}')
