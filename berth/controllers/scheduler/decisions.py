@@ -164,9 +164,10 @@ class Decisions:
             seen = item.mod_revision if item is not None else 0
             if (token.doc is None and item is None) or seen >= revision:
                 del self._assumed[key]  # the watch was faster
-            else:
+                if item is None or item.obj is not token.doc:  # else: indexed as it is
+                    self._reindex(key)
+            else:  # still assumed, as indexed
                 self._assumed[key] = (token, revision)
-            self._reindex(key)
 
     def echo(self, key: str, revision: int, read: Callable[[], bytes]) -> BindingView | None:
         """What this writer wrote at ``key`` if the watch's event at ``revision`` is its
@@ -210,13 +211,18 @@ class Decisions:
                 self._reindex(key)
 
     def _binding_event(self, event: Event[BindingView]) -> None:
+        """A Binding seen on the watch. Its echo (the document this writer assumed, not
+        decoded again: :meth:`echo`) changes no index: none is computed again."""
         with self._lock:
-            if self._garbage.get(event.key, 0) <= event.revision:
-                self._garbage.pop(event.key, None)
+            garbage = self._garbage.get(event.key, 0) <= event.revision and (
+                self._garbage.pop(event.key, None) is not None)
             hit = self._assumed.get(event.key)
             if hit is not None and event.revision >= hit[1]:
                 del self._assumed[event.key]
-            self._reindex(event.key)
+                if garbage or event.obj is not hit[0].doc or event.type is EventType.DELETED:
+                    self._reindex(event.key)
+            elif hit is None or garbage:
+                self._reindex(event.key)
 
     def _application_event(self, event: Event[Subject]) -> None:
         if event.type is EventType.MODIFIED and event.old is not None and (

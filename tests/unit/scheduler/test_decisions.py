@@ -200,3 +200,36 @@ def test_the_echo_of_a_write_is_known_by_its_revision_or_while_in_flight_by_its_
     gone = d.assume(bkey("db"), None)  # a deletion has no document to give
     gone.encoded = b""
     assert d.echo(bkey("db"), 11, read(b"")) is None
+
+
+def test_the_index_follows_writes_whether_their_echo_comes_before_or_after_the_answer(
+        ) -> None:
+    """The echo of an assumed write is not indexed again (nothing changed); any other
+    document, a deletion or a write the watch delivers first is."""
+    d, bindings, _ = setup(web={"app": "web"})
+
+    def on() -> set[str]:
+        return {r.name for r in d.placed_on("default", "app", "web")}
+
+    mine = view("web", "c1")
+    token = d.assume(bkey("web"), mine)
+    indexed: list[str] = []
+    reindex = d._reindex
+    d._reindex = lambda key: (indexed.append(key), reindex(key))[1]  # type: ignore[method-assign]
+    d.written(bkey("web"), token, 10)
+    bindings.deliver(bkey("web"), mine, 10)  # the echo, after etcd's answer
+    assert on() == {"c1"} and d.assumed() == 0
+    assert indexed == []  # neither the answer nor the echo changed anything
+    bindings.deliver(bkey("web"), view("web", "c2"), 11)  # someone else's write
+    assert on() == {"c2"}
+    mine = view("web", "c3")
+    token = d.assume(bkey("web"), mine)
+    bindings.deliver(bkey("web"), mine, 12)  # the echo first: still assumed
+    d.written(bkey("web"), token, 12)  # then the answer: the watch was faster
+    assert on() == {"c3"} and d.assumed() == 0
+    token = d.assume(bkey("web"), view("web", "c4"))
+    d.written(bkey("web"), token, 13)
+    bindings.deliver(bkey("web"), view("web", "c4"), 13)  # decoded: equal, not the same
+    assert on() == {"c4"} and d.assumed() == 0
+    bindings.deliver(bkey("web"), view("web", "c4"), 14, EventType.DELETED)
+    assert on() == set() and d.placed("default") == []
