@@ -74,6 +74,7 @@ _NAME = re.compile(r"\s*([A-Za-z0-9_][A-Za-z0-9_./-]*)\s*")
 # An unquoted value is a label value's characters (or a number's); anything else,
 # like ``DE!`` or ``a=b``, must be quoted to be meant.
 _VALUE = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_.:/+-]+))\s*")
+_PLAIN = re.compile(r"[A-Za-z0-9_.:/+-]+")  # an unquoted value, whole
 
 
 def _match_op(text: str, ops: tuple[tuple[str, Op], ...]) -> tuple[Op, str] | None:
@@ -126,8 +127,12 @@ class LabelConstraint:
                 raise ConstraintError(
                     f"cannot parse {expression!r}: '{op.value}' takes a list like (a, b)"
                 )
-            values: list[str] = []
             inner = rest[1:-1]
+            if '"' not in inner and "'" not in inner:  # the usual list: split at once
+                plain = [v.strip() for v in inner.split(",")]
+                if all(_PLAIN.fullmatch(v) for v in plain):
+                    return cls(label, op, tuple(plain))
+            values: list[str] = []  # else value by value, to say where it went wrong
             while inner.strip():
                 value, inner = _value(inner, expression)
                 values.append(value)

@@ -545,11 +545,9 @@ class Cache:
         return list(binding.spec.targets) if binding else []
 
     def failures_of(self, subject: Subject) -> Failures:
-        ref = subject.ref
-        if ref.kind != "Application":
+        if subject.ref.kind != "Application":
             return NO_FAILURES
-        return self.failures.get(keys.status_key("Application", ref.namespace or "",
-                                                 ref.name)) or NO_FAILURES
+        return self.failures.get(subject.status_key) or NO_FAILURES
 
     def failed(self, subject: Subject) -> Mapping[str, float]:
         return {key: at for key, (at, gen) in self.failures_of(subject).failed.items()

@@ -94,6 +94,13 @@ class Subject:
         key = self.key
         return keys.BINDINGS + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
 
+    @property
+    def status_key(self) -> str:
+        """Where the propagator says how it runs, derived from ``key`` as
+        :attr:`binding_key` is; empty for a key outside berth's layout."""
+        key = self.key
+        return keys.STATUS + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
+
 
 @dataclass(frozen=True, slots=True)
 class MetricReading:
