@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from berth.controllers.runtime.observe import Lines
+from berth.controllers.scheduler import binder
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.decisions import Token
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
@@ -397,3 +398,45 @@ def test_the_writer_says_what_it_wrote_in_one_record_and_not_what_lost_a_race(
         assert said == [Lines(("d", "e"))]  # a transaction's lines: one record, in order
     finally:
         writer.stop()
+
+
+class _Counting(Store):
+    """A store that records how many operations each transaction carried."""
+
+    def __init__(self, config: EtcdConfig) -> None:
+        super().__init__(config)
+        self.sizes: list[int] = []
+
+    def commit(self, ops: Any, *args: Any, **kwargs: Any) -> int:
+        self.sizes.append(len(ops))
+        return super().commit(ops, *args, **kwargs)
+
+
+def test_a_burst_of_decisions_gathers_into_a_transaction_and_one_after_a_lull_goes_at_once(
+    etcd_server: EtcdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(binder, "SPACING", 2.0)  # far above any commit's time here
+    counting = _Counting(EtcdConfig(url=etcd_server.url))
+
+    def write(name: str) -> Write:
+        return Write(f"default/{name}", keys.binding_key("Application", "default", name),
+                     Binding(BindingMeta(name, "default"), BindingSpec(
+                         ObjectRef("Application", name, "default"), 1,
+                         [Target("Cluster", "c", "default")]), BindingStatus("Scheduled")))
+
+    writer = BindingWriter(counting, _Decisions(), lambda _k: 0,  # type: ignore[arg-type]
+                           retry=lambda _k: None)
+    writer.start()
+    try:
+        began = time.monotonic()
+        writer.submit(write("first"))  # nothing written before: it goes at once
+        wait_for(lambda: counting.sizes or None, timeout=10)
+        assert time.monotonic() - began < 1.5
+        for name in ("b", "c", "d"):  # decided one after another, right after
+            writer.submit(write(name))
+            time.sleep(0.01)
+        wait_for(lambda: len(counting.sizes) == 2 or None, timeout=10)
+        assert counting.sizes == [1, 3]  # they waited for each other: one transaction
+    finally:
+        writer.stop()
+        counting.close()
