@@ -418,7 +418,8 @@ def test_a_burst_of_decisions_gathers_into_a_transaction_and_one_after_a_lull_go
     monkeypatch.setattr(binder, "SPACING", 2.0)  # far above any commit's time here
     counting = _Counting(EtcdConfig(url=etcd_server.url))
 
-    def write(name: str) -> Write:
+    def write(name: str) -> Write:  # names no other test writes (the etcd is shared)
+        name = f"spaced-{name}"
         return Write(f"default/{name}", keys.binding_key("Application", "default", name),
                      Binding(BindingMeta(name, "default"), BindingSpec(
                          ObjectRef("Application", name, "default"), 1,
