@@ -73,8 +73,9 @@ _METRIC_OPS: tuple[tuple[str, Op], ...] = (
 _NAME = re.compile(r"\s*([A-Za-z0-9_][A-Za-z0-9_./-]*)\s*")
 # An unquoted value is a label value's characters (or a number's); anything else,
 # like ``DE!`` or ``a=b``, must be quoted to be meant.
-_VALUE = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_.:/+-]+))\s*")
-_PLAIN = re.compile(r"[A-Za-z0-9_.:/+-]+")  # an unquoted value, whole
+_UNQUOTED = r"[A-Za-z0-9_.:/+-]+"
+_VALUE = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|(" + _UNQUOTED + r"))\s*")
+_PLAIN = re.compile(_UNQUOTED)  # an unquoted value, whole
 
 
 def _match_op(text: str, ops: tuple[tuple[str, Op], ...]) -> tuple[Op, str] | None:

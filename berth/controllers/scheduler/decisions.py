@@ -214,8 +214,9 @@ class Decisions:
         """A Binding seen on the watch. Its echo (the document this writer assumed, not
         decoded again: :meth:`echo`) changes no index: none is computed again."""
         with self._lock:
-            garbage = self._garbage.get(event.key, 0) <= event.revision and (
-                self._garbage.pop(event.key, None) is not None)
+            garbage = False  # whether garbage stood where this value now is
+            if self._garbage.get(event.key, 0) <= event.revision:
+                garbage = self._garbage.pop(event.key, None) is not None
             hit = self._assumed.get(event.key)
             if hit is not None and event.revision >= hit[1]:
                 del self._assumed[event.key]

@@ -134,9 +134,9 @@ class ClusterView(msgspec.Struct):
 
 @dataclass(frozen=True, slots=True)
 class ValueView:
-    """What the scheduler reads of a metric value (a ``MetricValue``'s status): about
-    80 bytes where the decoded document, metadata and provider and all, holds 820 (8 MB
-    of 10,000 clusters' values)."""
+    """What the scheduler reads of a metric value (a ``MetricValue``'s status): 90
+    bytes with its float, where the decoded document, metadata and provider and all,
+    holds 820 (measured with tracemalloc: 7 MB of 10,000 clusters' values)."""
 
     value: float | None
     error: MetricError | None
