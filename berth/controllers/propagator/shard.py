@@ -329,17 +329,21 @@ class Shard:
         self._wake.set()
 
     def _hand_over(self, cid: str, revision: int, to: str | None) -> None:
+        """Stop serving ``cid``, say so, then release its claim: said before the release,
+        the line comes before the next owner's "serves" in any merged log (said after
+        it, the next owner could claim and say so first, though nothing was served
+        twice)."""
         self._stop_serving(cid)
+        log.info("propagator %s hands cluster %s over%s", self.identity, cid,
+                 f" to {to}" if to else "")
         try:
             self.store.commit([Delete(claim_key(cid), revision)])
         except Conflict:
             pass  # not ours any more (it expired): nothing to delete
         except StoreError as exc:  # kept, not served: handed over at the next step
-            log.info("shard: releasing %s: %s", cid, exc)
+            log.info("shard: releasing %s: %s; it stays unserved until released", cid, exc)
             return
         del self._claims[cid]
-        log.info("propagator %s hands cluster %s over%s", self.identity, cid,
-                 f" to {to}" if to else "")
 
     def _start_serving(self, cid: str, revision: int) -> None:
         with self._cond:
