@@ -654,3 +654,43 @@ def test_a_reaction_moves_an_anti_affine_application_once(
         assert final is not None and targets(final) == ["c3"]
     finally:
         proc.stop()
+
+
+def test_a_sweep_decides_first_the_applications_whose_cluster_fell(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    """After the metric values change, a sweep decides first the applications on the
+    clusters that fell furthest in the fleet's order by metric values, not in the
+    cache's order (by key): their moves are written first. ``b1`` falls from the best
+    to the worst and loses its applications (``on-b-*``); ``a1`` keeps its place,
+    second, and loses its own (``on-a-*``, first by key) to ``a2``, which rose past it."""
+    ns = "sweep-order"
+    before = {"b1": 0.9, "a1": 0.8, "a2": 0.5, "b2": 0.4}
+    for name, v in before.items():
+        metric(store, "order_" + name)
+        value(store, "order_" + name, v)
+    for name in before:
+        cluster(store, name, namespace=ns, labels={"site": name[0]},
+                metrics={"order_" + name: 1.0})
+    proc = SchedulerProcess(etcd_server.url, tmp_path, name="order").start()
+    try:
+        names = {f"on-{site}-{i:02d}": site for site in "ab" for i in range(20)}
+        for name, site in names.items():
+            application(store, name, namespace=ns,
+                        constraints={"cluster": {"labels": [f"site == {site}"]}})
+        for name, site in names.items():
+            assert targets(wait_for(lambda n=name: binding(store, n, ns))) == [f"{site}1"]
+        seen, watch = record_puts(store, keys.binding_prefix("Application") + ns + "/", Binding)
+        for name, v in {"b1": 0.1, "b2": 0.45, "a2": 0.85}.items():  # one poll
+            value(store, "order_" + name, v, publish=False)
+        picture(store)
+        for name, site in names.items():
+            wait_for(lambda n=name: binding(store, n, ns), lambda b, s=site: targets(b) == [f"{s}2"])
+        watch.close()
+        moved = [b.spec.resource.name for b in seen if targets(b)[0].endswith("2")]
+        assert sorted(moved) == sorted(names), moved
+        # One decided in the cache's order while the rest is ordered, then b1's first.
+        last_b = max(i for i, name in enumerate(moved) if names[name] == "b")
+        assert sum(names[name] == "a" for name in moved[:last_b]) <= 1, moved
+    finally:
+        proc.stop()

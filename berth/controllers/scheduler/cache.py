@@ -126,6 +126,7 @@ class Cache:
             -1, {})
         self._lock = threading.Lock()
         self._fleets: dict[tuple[str, str | None], Fleet] = {}
+        self._fleets_before: dict[tuple[str, str | None], Fleet] = {}
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
@@ -332,8 +333,16 @@ class Cache:
             fleet = Fleet(self._build_candidates(*where), cand_epoch=cand_epoch,
                           metric_epoch=metric_epoch)
         with self._lock:
+            if hit is not None:
+                self._fleets_before[where] = hit
             self._fleets[where] = fleet
         return fleet
+
+    def fleet_before(self, subject: Subject) -> Fleet | None:
+        """The fleet :meth:`fleet` handed out before its last change (of candidates or
+        metric values): what the decisions before that change read."""
+        with self._lock:
+            return self._fleets_before.get((subject.candidate_kind, subject.ref.namespace))
 
     def _build_candidates(self, kind: str, ns: str | None) -> list[Candidate]:
         if kind == "Cluster":

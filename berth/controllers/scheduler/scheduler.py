@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import chain
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -83,6 +82,8 @@ Explained = Callable[[], list[dict[str, Any]]]
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
 PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
+ORDER_STEP = 64  # subjects a sweep orders per subject it decides before it has its order
+MOVES = 1 << 62  # a sweep's "fall" of a subject that moves or is decided in full
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
 
@@ -279,23 +280,18 @@ class Scheduler:
     def _sweeping(self) -> Iterator[None]:
         """Decide every placed subject again; act on each change as soon as it is found.
 
-        Subjects whose placement depends on where others run (workload affinity or
-        anti-affinity) are decided last, on where the others now run: decided in
-        turn with the rest, one could move on a placement the sweep then changed,
-        and move again in the next sweep. Yields after every ``SWEEP_SLICE``
-        seconds of work, so that new subjects are not held up behind a sweep of
-        the whole fleet.
+        In :meth:`_swept`'s order: the likeliest to move first. Yields after every
+        ``SWEEP_SLICE`` seconds of work, so that new subjects are not held up
+        behind a sweep of the whole fleet.
         """
         began = time.perf_counter()
-        items = self.cache.bindings.items()
-        log.debug("sweep: deciding %d subjects again", len(items))
-        changed = 0
-        due = time.perf_counter() + SWEEP_SLICE
-        last: list[str] = []
-        for key in chain(self._swept(items, last), last):
+        changed = decided = 0
+        due = began + SWEEP_SLICE
+        for key in self._swept(self.cache.bindings.items()):
             if time.perf_counter() >= due:
                 yield
                 due = time.perf_counter() + SWEEP_SLICE
+            decided += 1
             try:
                 result = self._reconsider(key)
             except Exception:
@@ -304,23 +300,92 @@ class Scheduler:
                 continue
             _SWEPT(result).inc()
             changed += result != "unchanged"
-        log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, len(items),
+        log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, decided,
                   time.perf_counter() - began)
 
-    def _swept(self, items: list[Item[BindingView]], last: list[str]) -> Iterator[str]:
-        """The keys of the subjects a sweep decides, but those that depend on where
-        others run, which go to ``last``."""
-        for item in items:
-            ref = item.obj.spec.resource
-            if ref.kind != "Application" or (
-                    not item.obj.spec.targets and item.obj.status.state != "Pending"):
-                continue  # deferred work is decided again too: a forecast may have changed
-            key = keys.resource_key(ref.kind, ref.name, ref.namespace)
-            subject = self.cache.subject(key)
-            if subject is not None and _depends_on_placements(subject):
-                last.append(key)
-            else:
-                yield key
+    def _swept(self, items: list[Item[BindingView]]) -> Iterator[str]:
+        """The keys of the subjects a sweep decides, in the order it decides them.
+
+        The likeliest to move first: those whose targets fell furthest in their
+        fleet's order by the subject-independent scores (:meth:`Framework.standing`,
+        such as metric values) from where the decisions before the change saw
+        them. A cluster that was the best and is now the tenth loses its subjects
+        to any of nine; one that kept its place, only to one that rose past it. So
+        the moves come early in the sweep, not spread through it (1,000 clusters,
+        10,000 diverse applications, a tenth of the metric values changed: half of
+        the moves decided 0.82 s after the change instead of 1.13 s; the last, of
+        a subject decided last, as before). Ordering takes a few microseconds a
+        subject, which the first move after a change should not wait for: until
+        the order is known, subjects are decided in the cache's order from the
+        front while the order is worked out from the back, ``ORDER_STEP``
+        subjects per decision. Deferred work (no targets yet: a forecast may have
+        changed) and subjects whose target left the fleet come first of the rest;
+        ties keep the cache's order. Last, those whose placement depends on where
+        others run (workload affinity or anti-affinity), decided on where the
+        others now run: decided in turn with the rest, one could move on a
+        placement the sweep then changed, and move again in the next sweep.
+        """
+        last: list[tuple[int, str]] = []
+        ranked: list[tuple[int, int, str]] = []
+        standings: dict[tuple[str, str | None], tuple[dict[str, int], dict[str, int]]] = {}
+        front, back = 0, len(items)
+        while front < back:
+            found = self._sweep_entry(items[front])
+            if found is not None and found[2]:
+                last.append((front, found[0]))
+            elif found is not None:
+                yield found[0]
+            front += 1
+            for _ in range(min(ORDER_STEP, back - front)):
+                back -= 1
+                found = self._sweep_entry(items[back])
+                if found is not None and found[2]:
+                    last.append((back, found[0]))
+                elif found is not None:
+                    ranked.append((-self._fall(items[back], found[1], standings), back,
+                                   found[0]))
+        ranked.sort()
+        last.sort()
+        yield from (key for _, _, key in ranked)
+        yield from (key for _, key in last)
+
+    def _fall(self, item: Item[BindingView], subject: Subject | None,
+              standings: dict[tuple[str, str | None], tuple[dict[str, int], dict[str, int]]]
+              ) -> int:
+        """How far the lowest of the Binding's targets fell in its fleet's order (see
+        :meth:`_swept`); ``MOVES`` if it must move or be decided in full."""
+        targets = item.obj.spec.targets
+        if subject is None or not targets:
+            return MOVES  # deferred, or gone: a full attempt sorts it out
+        where = (subject.candidate_kind, subject.ref.namespace)
+        hit = standings.get(where)
+        if hit is None:  # as decisions read it now, and before the change
+            now = self.framework.standing(self.cache.fleet(subject), self.cache)
+            fleet = self.cache.fleet_before(subject)
+            hit = standings[where] = (now, self.framework.standing(
+                fleet, self.cache, read=True) if fleet is not None and now else {})
+        now, was = hit
+        fell = 0
+        for t in targets:
+            c = candidate_key(t.kind, t.namespace, t.name)
+            place = now.get(c)
+            if place is None:
+                return MOVES if now else fell  # it left the fleet: it moves
+            fell = max(fell, place - was.get(c, place))
+        return fell
+
+    def _sweep_entry(self, item: Item[BindingView]) -> tuple[str, Subject | None, bool] | None:
+        """(key, subject, whether its placement depends on where others run) of a
+        Binding a sweep decides; None for a Binding of no application, or settled
+        work with no targets (deferred work is decided again: a forecast may have
+        changed)."""
+        ref = item.obj.spec.resource
+        if ref.kind != "Application" or (
+                not item.obj.spec.targets and item.obj.status.state != "Pending"):
+            return None
+        key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+        subject = self.cache.subject(key)
+        return key, subject, subject is not None and _depends_on_placements(subject)
 
     def _reconsider(self, key: str) -> str:
         """A placed subject after a change: act only if its decision changed."""

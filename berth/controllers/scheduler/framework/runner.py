@@ -406,8 +406,7 @@ class Framework:
             return _Static(feasible, rejections, [], dense=entries)
         base_scorers = tuple((p, w) for p, w in scorers if p.name in self._base_scores)
         try:
-            base = fleet.cached(("base-order", tuple((p.name, w) for p, w in base_scorers)),
-                                lambda: _base_order(fleet, snapshot, base_scorers), metric=True)
+            base = self._base_order(fleet, snapshot, base_scorers)
             bands = [Band(fleet.all)]
             for p, weight in scorers:
                 if p.name in self._base_scores:
@@ -418,6 +417,32 @@ class Framework:
             log.exception("a score plugin failed")
             return _Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
         return _Static(feasible, rejections, bands, base)
+
+    @staticmethod
+    def _base_order(fleet: Fleet, snapshot: Snapshot,
+                    scorers: tuple[tuple[Any, float], ...]) -> BaseOrder:
+        """The fleet ranked by ``scorers``' subject-independent scores, once per fleet and
+        metric values."""
+        return fleet.cached(_base_key(scorers), lambda: _base_order(fleet, snapshot, scorers),
+                            metric=True)
+
+    def standing(self, fleet: Fleet, snapshot: Snapshot, *, read: bool = False
+                 ) -> dict[str, int]:
+        """Each candidate's place in ``fleet`` (0: the best), by key, by the scores that
+        do not depend on the subject (metric values and the like), from the entry
+        decisions read (``read``: only if a decision read it; else computed, as a
+        decision would). Empty without such scores."""
+        scorers = tuple((p, w) for p, w in self._static_scores if p.name in self._base_scores)
+        if not scorers:
+            return {}
+        base: BaseOrder | None
+        try:
+            base = (fleet.metric.get(_base_key(scorers)) if read
+                    else self._base_order(fleet, snapshot, scorers))
+        except Exception:  # a decision reports the plugin's failure
+            log.debug("no standing of the candidates", exc_info=True)
+            return {}
+        return dict(zip(fleet.keys, base.position, strict=True)) if base is not None else {}
 
     def _score(self, state: CycleState, subject: Subject, ranked: list[Ranked],
                snapshot: Snapshot, scorers: list[tuple[Any, float]]) -> Status:
@@ -608,6 +633,11 @@ def _nth(bits: int, n: int) -> int:
         if k == n:
             return i
     raise ValueError("fewer members than asked for")
+
+
+def _base_key(scorers: tuple[tuple[Any, float], ...]) -> tuple[Any, ...]:
+    """The fleet's cache key of :func:`_base_order` by ``scorers``."""
+    return ("base-order", tuple((p.name, w) for p, w in scorers))
 
 
 def _base_order(fleet: Fleet, snapshot: Snapshot,
