@@ -12,8 +12,9 @@
    seen on a watch.
 3. Reaction: every metric value (``--changed``: that share of them, picked
    at random) changes at once (one poll of the
-   metrics-cache); times the first and the last Binding whose targets
-   changed, and counts the applications that moved.
+   metrics-cache); times the first Binding whose targets changed, the one
+   by which half of them had, and the last, and counts the applications
+   that moved.
 4. Latency: offers new (diverse) applications at ``--rate`` per second for
    ``--seconds``; p50/p99 time-to-bind.
 5. The etcd floor, in the same run: the same Bindings written to a scratch
@@ -319,14 +320,16 @@ def main() -> None:
             moved = {n for _, n in changes}
             if changes:
                 first, last_c = changes[0][0] - t0, changes[-1][0] - t0
+                half = changes[(len(changes) - 1) // 2][0] - t0  # the sweep's order shows here
                 moved_docs = [d for d in docs[: len(moved)]]
                 f_moved = floor(store, moved_docs, size, "/bench/floor-moved/")
                 print(f"reaction: {len(vals)} metric values changed (written in {written:.2f}s); "
                       f"{len(moved)} applications moved ({len(changes)} target changes); "
-                      f"first new Binding {first * 1e3:.0f} ms, last {last_c:.2f}s; "
+                      f"first new Binding {first * 1e3:.0f} ms, half by {half:.2f}s, last "
+                      f"{last_c:.2f}s; "
                       f"etcd floor for {len(moved)} Bindings in batches of {size}: "
                       f"{f_moved:.2f}s; last/(1 s + floor) {last_c / (1 + f_moved):.2f}")
-                figures.update(moved=len(moved), first_ms=first * 1e3, last_s=last_c,
+                figures.update(moved=len(moved), first_ms=first * 1e3, half_s=half, last_s=last_c,
                                moved_floor_s=f_moved, values_written_ms=written * 1e3)
             else:
                 print("reaction: nothing moved")
