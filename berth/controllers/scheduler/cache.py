@@ -338,11 +338,13 @@ class Cache:
             self._fleets[where] = fleet
         return fleet
 
-    def fleet_before(self, subject: Subject) -> Fleet | None:
+    def take_fleet_before(self, subject: Subject) -> Fleet | None:
         """The fleet :meth:`fleet` handed out before its last change (of candidates or
-        metric values): what the decisions before that change read."""
+        metric values), what the decisions before that change read; once (a sweep
+        reads it after the change), so that no old fleet is kept longer."""
         with self._lock:
-            return self._fleets_before.get((subject.candidate_kind, subject.ref.namespace))
+            return self._fleets_before.pop((subject.candidate_kind, subject.ref.namespace),
+                                           None)
 
     def _build_candidates(self, kind: str, ns: str | None) -> list[Candidate]:
         if kind == "Cluster":

@@ -361,7 +361,7 @@ class Scheduler:
         hit = standings.get(where)
         if hit is None:  # as decisions read it now, and before the change
             now = self.framework.standing(self.cache.fleet(subject), self.cache)
-            fleet = self.cache.fleet_before(subject)
+            fleet = self.cache.take_fleet_before(subject)
             hit = standings[where] = (now, self.framework.standing(
                 fleet, self.cache, read=True) if fleet is not None and now else {})
         now, was = hit
