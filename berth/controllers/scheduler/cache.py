@@ -338,6 +338,14 @@ class Cache:
             self._fleets[where] = fleet
         return fleet
 
+    def fleets_changed(self) -> bool:
+        """Whether a fleet changed (its candidates or metric values) since a sweep last
+        took the one before: it has not been taken, or not yet built again."""
+        with self._lock:
+            epochs = (self._cand_epoch, self._metric_epoch)
+            return bool(self._fleets_before) or any(
+                (f.cand_epoch, f.metric_epoch) != epochs for f in self._fleets.values())
+
     def take_fleet_before(self, subject: Subject) -> Fleet | None:
         """The fleet :meth:`fleet` handed out before its last change (of candidates or
         metric values), what the decisions before that change read; once (a sweep
