@@ -249,7 +249,7 @@ class Capacity(Plugin):
         """Per resource asked for, those short of it are a prefix of the fleet sorted by
         what is free of it (:class:`Rooms`); where the subject runs now, one by one."""
         a = self._attempt(state, subject)
-        rooms = a.index = snapshot.rooms(fleet)
+        rooms = a.index = self._index(a, fleet, snapshot)
         held = _ordinals_of(a.held, fleet) & within
         judged = rooms.judged & within & ~held
         groups = _shortages([name for name, _ in a.asked],
@@ -260,6 +260,12 @@ class Capacity(Plugin):
             if short:
                 groups[short] = groups.get(short, 0) | (1 << i)
         return [(a.refusal(short), bits) for short, bits in groups.items()]
+
+    @staticmethod
+    def _index(a: _Attempt, fleet: Fleet, snapshot: Snapshot) -> Rooms:
+        """The fleet's rooms as the attempt reads them: brought up to date once, at the
+        first set form, so that the filter and the score read the same."""
+        return a.index if a.index is not None else snapshot.rooms(fleet)
 
     def _room(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> tuple[Resources, Resources] | None:
@@ -339,7 +345,7 @@ class Capacity(Plugin):
         """Candidates grouped by score: at most 101 terms, whatever the fleet's size. The
         integer arithmetic of :meth:`_points` on the fleet's per-ordinal lists."""
         a = self._attempt(state, subject)
-        rooms = a.index = snapshot.rooms(fleet)
+        rooms = a.index = self._index(a, fleet, snapshot)
         held = _ordinals_of(a.held, fleet) & feasible
         members = feasible & rooms.judged & ~held
         groups: dict[int, int] = {}
@@ -370,7 +376,7 @@ class Capacity(Plugin):
         if self.strategy == "BalancedAllocation":
             return None
         a = self._attempt(state, subject)
-        rooms = a.index = snapshot.rooms(fleet)
+        rooms = a.index = self._index(a, fleet, snapshot)
         n = len(fleet.candidates)
         held = _ordinals_of(a.held, fleet) & feasible
         members = as_mask(rooms.judged & ~held, n)[at]
