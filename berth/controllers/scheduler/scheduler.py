@@ -320,7 +320,8 @@ class Scheduler:
         subject, which the first move after a change should not wait for: until
         the order is known, subjects are decided in the cache's order from the
         front while the order is worked out from the back, ``ORDER_STEP``
-        subjects per decision. Deferred work (no targets yet: a forecast may have
+        subjects per decision; a periodic sweep, with no fleet changed, keeps the
+        cache's order. Deferred work (no targets yet: a forecast may have
         changed) and subjects whose target left the fleet come first of the rest;
         ties keep the cache's order. Last, those whose placement depends on where
         others run (workload affinity or anti-affinity), decided on where the
