@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from berth.controllers.scheduler.config import SchedulerConfig, load_config
-from berth.controllers.scheduler.framework import Framework
+from berth.controllers.scheduler.framework import CycleState, Framework
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import Affinity, Placement, Taint, Toleration
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster, evaluate
@@ -356,3 +356,23 @@ def test_rejection_groups_are_the_largest_first_and_named_only_when_few() -> Non
                                       "'location in (DE, IT)', 1 label constraint")
     one = [e for e in decision.explained(fw, snap, 1) if "rejected_by" in e]
     assert one == rejected[:1]
+
+
+def test_standing_is_each_candidates_place_by_the_scores_no_subject_changes() -> None:
+    """What a sweep orders by: each candidate's place in the fleet by the metric scores,
+    from the entry decisions read; ``read`` only if one did (the fleet before a change
+    must not be ranked by the values after it)."""
+    snap = FakeSnapshot([cluster(n, metrics={"m": 1.0}) for n in ("a", "b", "c", "d")],
+                        {("a", "m"): 0.2, ("b", "m"): 0.9, ("c", "m"): 0.5})
+    fw = Framework(SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1})
+    fleet = snap.fleet(app())
+    assert fw.standing(fleet, snap, read=True) == {}  # no decision read this fleet yet
+    state = CycleState(fleet=fleet)
+    assert fw.pre_filter(state, app(), snap).ok
+    assert fw.evaluate(state, app(), snap).ranked[0].candidate.ref.name == "b"
+    # d has no value: without metrics, a lower tier than every cluster with them
+    assert fw.standing(fleet, snap, read=True) == {
+        "Cluster/default/b": 0, "Cluster/default/c": 1, "Cluster/default/a": 2,
+        "Cluster/default/d": 3}
+    unscored = SchedulerConfig(plugins={"filter": [], "score": []})
+    assert Framework(unscored, REGISTRY).standing(fleet, snap) == {}
