@@ -86,6 +86,9 @@ PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else wa
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
 ORDER_STEP = 64  # subjects a sweep orders per subject it decides before it has its order
 MOVES = 1 << 62  # a sweep's "fall" of a subject that moves or is decided in full
+# A sweep's standings per (candidate kind, namespace): each candidate's place now, and
+# as the decisions before the change read it (Framework.standing).
+_Standings = dict[tuple[str, str | None], tuple[dict[str, int], dict[str, int]]]
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
 
@@ -341,7 +344,7 @@ class Scheduler:
         # Ordinals and falls as int64 arrays: a sweep over 100,000 subjects in tuples of
         # Python objects would cost the scheduler 15 MB of RSS it never gives back.
         at, falls = array("q"), array("q")
-        standings: dict[tuple[str, str | None], tuple[dict[str, int], dict[str, int]]] = {}
+        standings: _Standings = {}
         front, back = 0, len(items)
         while front < back:
             found = self._sweep_entry(items[front])
@@ -359,14 +362,12 @@ class Scheduler:
                     at.append(back)
                     falls.append(-self._fall(items[back], found[1], standings))
         for n in np.array(at)[np.lexsort((at, falls))].tolist():
-            ref = items[n].obj.spec.resource
-            yield keys.resource_key(ref.kind, ref.name, ref.namespace)
+            yield _subject_key(items[n])
         last.sort()
         yield from (key for _, key in last)
 
     def _fall(self, item: Item[BindingView], subject: Subject | None,
-              standings: dict[tuple[str, str | None], tuple[dict[str, int], dict[str, int]]]
-              ) -> int:
+              standings: _Standings) -> int:
         """How far the lowest of the Binding's targets fell in its fleet's order (see
         :meth:`_swept`); ``MOVES`` if it must move or be decided in full."""
         targets = item.obj.spec.targets
@@ -394,11 +395,10 @@ class Scheduler:
         Binding a sweep decides; None for a Binding of no application, or settled
         work with no targets (deferred work is decided again: a forecast may have
         changed)."""
-        ref = item.obj.spec.resource
-        if ref.kind != "Application" or (
+        if item.obj.spec.resource.kind != "Application" or (
                 not item.obj.spec.targets and item.obj.status.state != "Pending"):
             return None
-        key = keys.resource_key(ref.kind, ref.name, ref.namespace)
+        key = _subject_key(item)
         subject = self.cache.subject(key)
         return key, subject, subject is not None and _depends_on_placements(subject)
 
@@ -764,6 +764,12 @@ class Scheduler:
             self.writer.submit(Write(key, bkey, None))
             return "binding-deleted"
         return "gone"
+
+
+def _subject_key(item: Item[BindingView]) -> str:
+    """The key of the resource a Binding is for."""
+    ref = item.obj.spec.resource
+    return keys.resource_key(ref.kind, ref.name, ref.namespace)
 
 
 def _depends_on_placements(subject: Subject) -> bool:

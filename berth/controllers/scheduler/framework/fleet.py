@@ -149,6 +149,10 @@ class Fleet:
         with self._lock:
             return memo.setdefault(key, value)  # type: ignore[no-any-return]
 
+    def built(self, key: Any, *, metric: bool = False) -> Any:
+        """What :meth:`cached` built for ``key``, or None if nothing asked for it yet."""
+        return (self.metric if metric else self.structural).get(key)
+
     def label(self, key: str) -> dict[str, int]:
         """Label value → the candidates carrying ``key`` with that value."""
         def build() -> dict[str, int]:

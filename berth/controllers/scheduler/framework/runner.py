@@ -437,7 +437,7 @@ class Framework:
             return {}
         base: BaseOrder | None
         try:
-            base = (fleet.metric.get(_base_key(scorers)) if read
+            base = (fleet.built(_base_key(scorers), metric=True) if read
                     else self._base_order(fleet, snapshot, scorers))
         except Exception:  # a decision reports the plugin's failure
             log.debug("no standing of the candidates", exc_info=True)

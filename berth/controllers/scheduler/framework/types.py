@@ -91,15 +91,17 @@ class Subject:
     def binding_key(self) -> str:
         """Where its Binding lives, derived from ``key`` when asked (not held: memory
         at 100,000 subjects); empty for a key outside berth's layout."""
-        key = self.key
-        return keys.BINDINGS + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
+        return self._under(keys.BINDINGS)
 
     @property
     def status_key(self) -> str:
-        """Where the propagator says how it runs, derived from ``key`` as
-        :attr:`binding_key` is; empty for a key outside berth's layout."""
+        """Where the propagator says how it runs, derived as :attr:`binding_key` is."""
+        return self._under(keys.STATUS)
+
+    def _under(self, family: str) -> str:
+        """``key`` moved under another family's prefix (bindings, status)."""
         key = self.key
-        return keys.STATUS + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
+        return family + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
 
 
 @dataclass(frozen=True, slots=True)
