@@ -4,3 +4,7 @@
 (scheduler, propagator, metrics-cache and their runtime), ``berth.bootstrap``
 (loading YAML) and ``berth.cli`` (the ``berth`` command).
 """
+
+from berth import native
+
+native.install()

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scheduler_bench import batch_mean, pct  # noqa: E402
 from workload import app_doc, cluster_capacity, cluster_doc  # noqa: E402
 
+from berth import native  # noqa: E402
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
 from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
 from tests.integration.scheduler_env import picture  # noqa: E402
@@ -257,6 +258,7 @@ def main() -> None:
         store = Store(EtcdConfig(url=server.url))
         t = time.perf_counter()
         metrics = seed(store, args.clusters, rng, args.workloads)
+        print(f"berth.native: {native.STATUS}")
         print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
               f"in {time.perf_counter() - t:.1f}s")
         proc = start_scheduler(server.url, port, store, args.log_level, args.config)

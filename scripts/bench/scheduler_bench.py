@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from berth import native  # noqa: E402
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
 from berth.store.documents import Binding  # noqa: E402
 from tests.integration.scheduler_env import value  # noqa: E402
@@ -144,6 +145,7 @@ def main() -> None:
         store = Store(EtcdConfig(url=server.url))
         t = time.perf_counter()
         n_metrics = seed(store, args.clusters)
+        print(f"berth.native: {native.STATUS}")
         print(f"seeded {args.clusters} clusters, {n_metrics} metric values "
               f"in {time.perf_counter() - t:.1f}s")
         log = open(ROOT / "scheduler-bench.log", "wb")  # noqa: SIM115

@@ -81,6 +81,7 @@ class Decisions:
         self._usage: dict[str, dict[str, Usage]] = {}
         self._usage_at: dict[str, tuple[str, ...]] = {}  # binding key → its candidate keys
         self._usage_version: Counter[str] = Counter()  # candidate key → changes
+        self.passes = 0  # index passes so far (one per _reindex)
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
         bindings.add_cleared_handler(self._garbage_gone)
@@ -271,6 +272,7 @@ class Decisions:
 
     def _reindex(self, key: str) -> None:
         """Recompute where the application of Binding ``key`` is placed (lock held)."""
+        self.passes += 1
         hit = self._assumed.get(key)
         if hit is not None:
             doc = hit[0].doc

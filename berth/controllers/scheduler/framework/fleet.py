@@ -129,11 +129,10 @@ class Fleet:
 
     def with_metrics(self, metric_epoch: int) -> Fleet:
         """The same candidates and structural indexes; metric indexes start afresh."""
-        fleet = Fleet.__new__(Fleet)
+        fleet = Fleet((), cand_epoch=self.cand_epoch, metric_epoch=metric_epoch,
+                      structural=self.structural)
         fleet.candidates, fleet.keys, fleet.by_key = self.candidates, self.keys, self.by_key
-        fleet.all, fleet.cand_epoch, fleet.metric_epoch = self.all, self.cand_epoch, metric_epoch
-        fleet.structural, fleet.metric = self.structural, {}
-        fleet._lock = self._lock
+        fleet.all, fleet._lock = self.all, self._lock
         return fleet
 
     # -- lazily built indexes -------------------------------------------------------

@@ -586,14 +586,14 @@ class Framework:
         for p in self.plugins("reserve"):
             status = _guard(p.name, partial(p.reserve, state, subject, targets))
             if not status.ok:
-                for q in reversed(done):
+                for q in done[::-1]:  # not reversed(): mypyc cannot compile it over Any
                     q.unreserve(state, subject, targets)
                 return status
             done.append(p)
         return SUCCESS
 
     def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None:
-        for p in reversed(self.plugins("reserve")):
+        for p in self.plugins("reserve")[::-1]:
             try:
                 p.unreserve(state, subject, targets)
             except Exception:

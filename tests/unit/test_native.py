@@ -1,0 +1,75 @@
+"""berth.native: the compiled hot path is used only when built from exactly these
+sources, and the suite runs on it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from berth import native
+
+
+def test_the_suite_runs_on_the_compiled_modules() -> None:
+    """What setup built is what the tests exercise (BERTH_NATIVE=0 runs them plain)."""
+    from berth.controllers.scheduler import selection
+
+    if native.STATUS.startswith("off"):
+        assert selection.__file__.endswith(".py")
+        return
+    assert native.STATUS.startswith("in use"), (
+        f"berth.native: {native.STATUS}; build with `.venv/bin/python scripts/build-native.py`"
+        " (scripts/setup.sh does), or run with BERTH_NATIVE=0")
+    assert not selection.__file__.endswith(".py"), selection.__file__
+
+
+def manifest(out: Path, **change: object) -> None:
+    files = {m: f"{m}.so" for m in (*native.MODULES, f"{native.GROUP}__mypyc")}
+    doc: dict[str, object] = {
+        "tag": sys.implementation.cache_tag,
+        "sources": {m: native.digest(native.source(m)) for m in native.MODULES},
+        "files": files}
+    doc.update(change)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in files.values():
+        (out / f).write_bytes(b"")
+    (out / native.MANIFEST).write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"tag": "cpython-10"}, "built for another Python"),
+    ({"sources": {native.MODULES[0]: "0" * 64}}, "built from another list of modules"),
+    ({"sources": {m: ("0" * 64 if m == native.MODULES[-1] else native.digest(native.source(m)))
+                  for m in native.MODULES}}, f"stale: {native.MODULES[-1]} changed"),
+    ({"files": {native.MODULES[0]: "x.so"}}, "incomplete build"),
+    ({"files": 7}, "unreadable manifest"),
+    ({"sources": ["a"]}, "unreadable manifest"),
+])
+def test_a_build_that_does_not_match_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 change: dict[str, object], said: str) -> None:
+    """Another Python, another list, one source edited, a file missing, a manifest
+    nobody wrote: every module stays plain, and the status says why."""
+    monkeypatch.setattr(native, "OUT", tmp_path)
+    manifest(tmp_path, **change)
+    finders = list(sys.meta_path)
+    assert said in native._install()
+    assert sys.meta_path == finders
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe garbage", b"[1, 2]", b"{"])
+def test_a_garbage_manifest_is_said_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               content: bytes) -> None:
+    monkeypatch.setattr(native, "OUT", tmp_path)
+    (tmp_path / native.MANIFEST).write_bytes(content)
+    assert native._install().startswith("unreadable manifest")
+
+
+def test_not_built_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "OUT", tmp_path / "nothing")
+    assert native._install().startswith("not built")
+    manifest(tmp_path)
+    monkeypatch.setattr(native, "OUT", tmp_path)
+    monkeypatch.setenv("BERTH_NATIVE", "0")
+    assert native._install() == "off (BERTH_NATIVE=0)"
