@@ -2,15 +2,17 @@
 
 ``scripts/build-native.py`` (``scripts/setup.sh`` runs it) compiles
 :data:`MODULES` into ``<repository>/build/native`` and writes a manifest with
-each source's SHA-256. :func:`install`, run when :mod:`berth` is imported,
-puts a finder before the others that loads those modules from there — all of
-them or none: if one source differs from the one compiled (edited since, or
-checked out anew), every module is plain Python again. The compiled modules
-call each other directly, so a mix could hold two versions of one class.
+the SHA-256 of every source of the package and of ``constraints.txt``.
+:func:`install`, run when :mod:`berth` is imported, puts a finder before the
+others that loads those modules from there — all of them or none, and only if
+nothing changed since the build: compiled code can hold what it imported at
+build time (a constant, a class's layout), and the compiled modules call each
+other directly, so a mix could hold two versions of one class. One file
+edited (or another checkout) and every module is plain Python again.
 ``BERTH_NATIVE=0`` leaves them out (py-spy sees no frames of compiled code).
 
 Compiled or not, the modules do the same: they are the same source, and the
-suite runs on what setup built. :data:`STATUS` says which it is; the scheduler
+suite runs on what setup built. :data:`STATUS` says which it is; each process
 logs it when it starts and the benchmarks print it.
 """
 
@@ -33,7 +35,7 @@ MANIFEST = "manifest.json"
 GROUP = "berth_native"  # the shared library's name (mypyc's group)
 
 # What a decision runs through, module by module. A module listed here must
-# compile with mypyc and behave the same compiled (tests run on both).
+# compile with mypyc and behave the same compiled (the suite runs on them).
 MODULES = (
     "berth.store.keys",
     "berth.controllers.scheduler.framework.fleet",
@@ -53,8 +55,13 @@ def source(module: str) -> Path:
     return ROOT.joinpath(*module.split(".")).with_suffix(".py")
 
 
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def digests() -> dict[str, str]:
+    """The SHA-256 of each source of the package and of ``constraints.txt``, by path
+    relative to the repository."""
+    files = sorted((ROOT / "berth").rglob("*.py"))
+    files += [c for c in (ROOT / "constraints.txt",) if c.exists()]
+    return {str(f.relative_to(ROOT)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in files}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -93,15 +100,16 @@ def _install() -> str:
         return f"unreadable manifest {OUT / MANIFEST}: not one build-native.py writes"
     if manifest.get("tag") != sys.implementation.cache_tag:
         return f"built for another Python than {sys.implementation.cache_tag}: build again"
-    built: dict[str, str] = manifest["sources"]
-    if sorted(built) != sorted(MODULES):
+    if manifest.get("modules") != list(MODULES):
         return "built from another list of modules: build again"
-    for module, want in built.items():
-        try:
-            if digest(source(module)) != want:
-                return f"stale: {module} changed since the build (build again)"
-        except OSError:
-            return f"stale: {module} is gone"
+    try:
+        now = digests()
+    except OSError as exc:
+        return f"cannot read the sources: {exc}"
+    built: dict[str, object] = manifest["sources"]
+    changed = [f for f in sorted(now.keys() | built.keys()) if now.get(f) != built.get(f)]
+    if changed:
+        return f"stale: {changed[0]} changed since the build (build again)"
     files = {name: OUT / str(file) for name, file in manifest["files"].items()}
     if not {*MODULES, f"{GROUP}__mypyc"} <= files.keys() or not all(
             f.is_file() for f in files.values()):

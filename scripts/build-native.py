@@ -19,18 +19,21 @@ import tempfile
 import warnings
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's berth
+
 from berth import native
 
 
 def build() -> None:
-    sources = {m: native.digest(native.source(m)) for m in native.MODULES}
-    tag = sys.implementation.cache_tag
+    wanted = {"tag": sys.implementation.cache_tag, "modules": list(native.MODULES),
+              "sources": native.digests()}
     try:
         old = json.loads((native.OUT / native.MANIFEST).read_text())
-        if old.get("sources") == sources and old.get("tag") == tag:
-            print(f"build-native: {len(sources)} modules already compiled from these sources")
+        if all(old.get(k) == v for k, v in wanted.items()):
+            print(f"build-native: {len(native.MODULES)} modules already compiled from"
+                  " these sources")
             return
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
     from mypyc.build import mypycify
     from setuptools import setup
@@ -55,10 +58,10 @@ def build() -> None:
         if missing:
             raise SystemExit(f"build-native: the build made no module for {missing}")
         (work / "lib" / native.MANIFEST).write_text(json.dumps(
-            {"tag": tag, "sources": sources, "files": files}, indent=1, sort_keys=True))
+            {**wanted, "files": files}, indent=1, sort_keys=True))
         shutil.rmtree(native.OUT, ignore_errors=True)
         (work / "lib").rename(native.OUT)
-    print(f"build-native: compiled {len(sources)} modules into {native.OUT}")
+    print(f"build-native: compiled {len(native.MODULES)} modules into {native.OUT}")
 
 
 if __name__ == "__main__":

@@ -153,8 +153,10 @@ def test_log_format_json_is_one_object_per_line(tmp_path: Path) -> None:
          "--etcd", f"http://127.0.0.1:{closed_port()}", "--http", "127.0.0.1:0"],
         cwd=ROOT, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
+    lines: list[str] = []
     try:
-        lines = [proc.stderr.readline() for _ in range(2)]
+        while len(lines) < 6 and not any("is unreachable" in line for line in lines):
+            lines.append(proc.stderr.readline())
     finally:
         proc.terminate()
         proc.wait(15)

@@ -27,10 +27,9 @@ def test_the_suite_runs_on_the_compiled_modules() -> None:
 
 def manifest(out: Path, **change: object) -> None:
     files = {m: f"{m}.so" for m in (*native.MODULES, f"{native.GROUP}__mypyc")}
-    doc: dict[str, object] = {
-        "tag": sys.implementation.cache_tag,
-        "sources": {m: native.digest(native.source(m)) for m in native.MODULES},
-        "files": files}
+    doc: dict[str, object] = {"tag": sys.implementation.cache_tag,
+                              "modules": list(native.MODULES),
+                              "sources": native.digests(), "files": files}
     doc.update(change)
     out.mkdir(parents=True, exist_ok=True)
     for f in files.values():
@@ -38,19 +37,25 @@ def manifest(out: Path, **change: object) -> None:
     (out / native.MANIFEST).write_text(json.dumps(doc))
 
 
+EDITED = "berth/controllers/scheduler/framework/fleet.py"
+
+
 @pytest.mark.parametrize(("change", "said"), [
     ({"tag": "cpython-10"}, "built for another Python"),
-    ({"sources": {native.MODULES[0]: "0" * 64}}, "built from another list of modules"),
-    ({"sources": {m: ("0" * 64 if m == native.MODULES[-1] else native.digest(native.source(m)))
-                  for m in native.MODULES}}, f"stale: {native.MODULES[-1]} changed"),
+    ({"modules": list(native.MODULES[:-1])}, "built from another list of modules"),
+    ({"modules": 7}, "built from another list of modules"),
+    ({"sources": {**native.digests(), EDITED: "0" * 64}}, f"stale: {EDITED} changed"),
+    ({"sources": {**native.digests(), "berth/gone.py": "0" * 64}}, "stale: berth/gone.py"),
+    ({"sources": {**native.digests(), EDITED: [1]}}, f"stale: {EDITED} changed"),
     ({"files": {native.MODULES[0]: "x.so"}}, "incomplete build"),
     ({"files": 7}, "unreadable manifest"),
     ({"sources": ["a"]}, "unreadable manifest"),
 ])
 def test_a_build_that_does_not_match_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  change: dict[str, object], said: str) -> None:
-    """Another Python, another list, one source edited, a file missing, a manifest
-    nobody wrote: every module stays plain, and the status says why."""
+    """Another Python, another list, any source of the package edited (compiled code
+    may hold what it imported), a file missing, a manifest nobody wrote: every module
+    stays plain, and the status says why."""
     monkeypatch.setattr(native, "OUT", tmp_path)
     manifest(tmp_path, **change)
     finders = list(sys.meta_path)

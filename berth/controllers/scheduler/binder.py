@@ -94,7 +94,7 @@ class BindingWriter:
         self._uncertain: dict[str, Write] = {}  # the writer thread's own
         self._cond = threading.Condition()
         self._stop = False
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
 
     # -- the scheduling thread's side -------------------------------------------------
 
@@ -146,8 +146,8 @@ class BindingWriter:
     # -- the writer thread ---------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="binding-writer", daemon=True)
-        self._thread.start()
+        self._worker = threading.Thread(target=self.run, name="binding-writer", daemon=True)
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop; what is not written yet is dropped (the next leader decides it again)."""
@@ -155,8 +155,8 @@ class BindingWriter:
             self._stop = True
             self._drop(self._take_all())
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._worker is not None:
+            self._worker.join(timeout=10)
 
     def _take_all(self) -> list[Write]:
         writes = list(self._pending.values()) + [w for g in self._groups for w in g]
@@ -174,7 +174,7 @@ class BindingWriter:
                 self.decisions.retract(w.binding_key, w.token)
 
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._worker is not None and self._worker.is_alive()
 
     def _stopping(self) -> bool:
         """Stopping (a shutdown, or leadership lost): a failed write is not retried, so a
