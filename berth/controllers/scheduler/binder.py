@@ -40,11 +40,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
 from berth.controllers.runtime.observe import Labelled, Lines
-from berth.controllers.scheduler.decisions import Decisions, Token
+from berth.controllers.scheduler.decisions import Token
 from berth.controllers.scheduler.views import BindingView
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode
 from berth.store.documents import Binding
@@ -57,6 +58,16 @@ BATCH = Histogram("berth_scheduler_binding_batch_size", "Bindings per transactio
                   buckets=(1, 2, 4, 8, 16, 32, 64, 128))
 MAX_GROUP = 128
 SPACING = 0.005  # seconds from one transaction's end to the next one's start, in a burst
+
+
+class Assumed(Protocol):
+    """What the writer tells of its writes (:class:`~.decisions.Decisions`)."""
+
+    def assume(self, key: str, doc: BindingView | None) -> Token: ...
+
+    def written(self, key: str, token: Token, revision: int) -> None: ...
+
+    def retract(self, key: str, token: Token) -> None: ...
 
 
 @dataclass(slots=True)
@@ -72,7 +83,7 @@ class Write:
 
 
 class BindingWriter:
-    def __init__(self, store: Store, decisions: Decisions, seen: Callable[[str], int], *,
+    def __init__(self, store: Store, decisions: Assumed, seen: Callable[[str], int], *,
                  batch: int = 128, retry: Callable[[str], None],
                  written: Callable[[Write, float], None] | None = None,
                  say: Callable[[Lines], object] | None = None) -> None:

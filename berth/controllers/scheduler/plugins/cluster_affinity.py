@@ -51,11 +51,11 @@ class ClusterAffinity(Plugin):
               snapshot: Snapshot) -> float:
         aff = subject.affinity.cluster_affinity if subject.affinity else None
         prefs = aff.preferred_during_scheduling_ignored_during_execution if aff else []
-        total = sum(p.weight for p in prefs)
+        total = sum((p.weight for p in prefs), 0.0)
         if not total:
             return 0.0
-        got = sum(p.weight for p in prefs if selector_matches(
-            p.preference.match_labels, p.preference.match_expressions, candidate.labels))
+        got = sum((p.weight for p in prefs if selector_matches(
+            p.preference.match_labels, p.preference.match_expressions, candidate.labels)), 0.0)
         return got / total
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
@@ -78,7 +78,7 @@ class ClusterAffinity(Plugin):
                   snapshot: Snapshot) -> list[tuple[int, float]]:
         aff = subject.affinity.cluster_affinity if subject.affinity else None
         prefs = aff.preferred_during_scheduling_ignored_during_execution if aff else []
-        total = sum(p.weight for p in prefs)
+        total = sum((p.weight for p in prefs), 0.0)
         if not total:
             return []
         return [(selector_bits(fleet, p.preference.match_labels, p.preference.match_expressions),

@@ -45,8 +45,8 @@ class _Base:
         self.readings = readings
         self.described: dict[str, Any] | None = None  # the explanation's entry, built once
         self.usable = bool(readings) and all(r.usable for r in readings)
-        self.sum_w = sum(r.weight for r in readings) if self.usable else 0.0
-        self.sum_vw = sum((r.normalized or 0.0) * r.weight for r in readings) if (
+        self.sum_w = sum((r.weight for r in readings), 0.0) if self.usable else 0.0
+        self.sum_vw = sum(((r.normalized or 0.0) * r.weight for r in readings), 0.0) if (
             self.usable) else 0.0
         if self.usable and self.sum_w <= 0:
             self.usable = False  # all weights zero: the formula is undefined

@@ -180,7 +180,7 @@ class WorkloadAffinity(Plugin):
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:
         preferred: list[_Term] = state.data[NAME]["preferred"]
-        total = sum(t.weight for t in preferred)
+        total = sum((t.weight for t in preferred), 0.0)
         if not total:
             return []
         return [(fleet.label_in(t.term.topology_key, sorted(t.domains)),
@@ -189,7 +189,7 @@ class WorkloadAffinity(Plugin):
     def score(self, state: CycleState, subject: Subject, candidate: Candidate,
               snapshot: Snapshot) -> float:
         preferred: list[_Term] = state.data[NAME]["preferred"]
-        total = sum(t.weight for t in preferred)
+        total = sum((t.weight for t in preferred), 0.0)
         if not total:
             return 0.0
         got = 0.0
