@@ -56,6 +56,7 @@ def test_a_build_that_does_not_match_is_not_used(tmp_path: Path, monkeypatch: py
     """Another Python, another list, any source of the package edited (compiled code
     may hold what it imported), a file missing, a manifest nobody wrote: every module
     stays plain, and the status says why."""
+    monkeypatch.delenv("BERTH_NATIVE", raising=False)  # the suite may run with it 0
     monkeypatch.setattr(native, "OUT", tmp_path)
     manifest(tmp_path, **change)
     finders = list(sys.meta_path)
@@ -66,12 +67,14 @@ def test_a_build_that_does_not_match_is_not_used(tmp_path: Path, monkeypatch: py
 @pytest.mark.parametrize("content", [b"\xff\xfe garbage", b"[1, 2]", b"{"])
 def test_a_garbage_manifest_is_said_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                content: bytes) -> None:
+    monkeypatch.delenv("BERTH_NATIVE", raising=False)
     monkeypatch.setattr(native, "OUT", tmp_path)
     (tmp_path / native.MANIFEST).write_bytes(content)
     assert native._install().startswith("unreadable manifest")
 
 
 def test_not_built_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BERTH_NATIVE", raising=False)
     monkeypatch.setattr(native, "OUT", tmp_path / "nothing")
     assert native._install().startswith("not built")
     manifest(tmp_path)
