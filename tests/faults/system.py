@@ -377,12 +377,20 @@ class System:
         kv = self.db.get(keys.status_key("Application", "default", name))
         return msgspec.json.decode(kv.value, type=ApplicationStatus) if kv else None
 
-    def cordon(self, cluster: str, on: bool) -> None:
-        """Every Node of ``cluster`` (un)cordoned: no new Pod is placed there."""
+    def taint(self, cluster: str, on: bool) -> None:
+        """Every Node of ``cluster`` tainted ``NoSchedule`` (or not): the Kubernetes
+        scheduler places no new Pod of berth's there, so they stay Pending.
+
+        Not a cordon: berth counts a cordoned Node's resources out of the cluster's
+        capacity, so whether a decision made right after a cordon still picks the
+        cluster would depend on whether a probe fell in between. A taint is what berth
+        does not see (it reads no Node taint), so the cluster looks fine and its Pods
+        never become Ready."""
         server = self.clusters[cluster]
+        taints = [{"key": "berth.dev/fault", "value": "stuck", "effect": "NoSchedule"}]
         for node in server.request("GET", "/api/v1/nodes").get("items", []):
             server.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}",
-                           {"spec": {"unschedulable": on}}, content="merge")
+                           {"spec": {"taints": taints if on else None}}, content="merge")
 
     def _commit(self, ops: list[Put]) -> None:
         """Write ``ops`` in chunks as an etcd client must while a member dies: a chunk that
