@@ -187,14 +187,18 @@ def start_scheduler(url: str, port: int, store: Store, level: str = "WARNING",
 
 
 class Profile:
-    """py-spy recording the scheduler during one phase (collapsed stacks), if asked."""
+    """py-spy recording the scheduler during one phase (collapsed stacks), if asked.
+
+    With the compiled hot path in use, its functions are C: py-spy sees them only
+    when it unwinds native frames too (``--native``, which costs it more per sample)."""
 
     def __init__(self, prefix: str | None, phase: str, pid: int) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         if prefix:
+            compiled = ["--native"] if native.STATUS.startswith("in use") else []
             self.proc = subprocess.Popen(
                 ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--gil",
-                 "--output", f"{prefix}-{phase}.txt"],
+                 *compiled, "--output", f"{prefix}-{phase}.txt"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
 
