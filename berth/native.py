@@ -42,6 +42,7 @@ MODULES = (
     "berth.controllers.scheduler.framework.ranking",
     "berth.controllers.scheduler.framework.rooms",
     "berth.controllers.scheduler.framework.runner",
+    "berth.controllers.scheduler.framework.standing",
     "berth.controllers.scheduler.framework.state",
     "berth.controllers.scheduler.framework.status",
     "berth.controllers.scheduler.framework.types",

@@ -656,14 +656,15 @@ def test_a_reaction_moves_an_anti_affine_application_once(
         proc.stop()
 
 
-def test_a_sweep_decides_first_the_applications_whose_cluster_fell(
+def test_a_sweep_decides_first_the_applications_whose_cluster_was_overtaken_most(
     etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:
     """After the metric values change, a sweep decides first the applications on the
-    clusters that fell furthest in the fleet's order by metric values, not in the
-    cache's order (by key): their moves are written first. ``b1`` falls from the best
-    to the worst and loses its applications (``on-b-*``); ``a1`` keeps its place,
-    second, and loses its own (``on-a-*``, first by key) to ``a2``, which rose past it."""
+    clusters that the most others overtook in the fleet's order by metric values, not
+    in the cache's order (by key): their moves are written first. ``b1`` falls from
+    the best to the worst, overtaken by three, and loses its applications
+    (``on-b-*``); ``a1`` keeps its place, second, overtaken by one, and loses its own
+    (``on-a-*``, first by key) to ``a2``, which rose past it."""
     ns = "sweep-order"
     before = {"b1": 0.9, "a1": 0.8, "a2": 0.5, "b2": 0.4}
     for name, v in before.items():

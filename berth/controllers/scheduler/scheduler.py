@@ -51,6 +51,7 @@ from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoFit, decide
 from berth.controllers.scheduler.framework import Code, Framework, Subject
+from berth.controllers.scheduler.framework.standing import overtaken
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.queue import SchedulingQueue
@@ -85,10 +86,10 @@ SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a cha
 PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
 ORDER_STEP = 64  # subjects a sweep orders per subject it decides before it has its order
-MOVES = 1 << 62  # a sweep's "fall" of a subject that moves or is decided in full
-# A sweep's standings per (candidate kind, namespace): each candidate's place now, and
-# as the decisions before the change read it (Framework.standing).
-_Standings = dict[tuple[str, str | None], tuple[dict[str, int], dict[str, int]]]
+MOVES = 1 << 62  # a sweep's likelihood of a subject that moves or is decided in full
+# A sweep's standings per (candidate kind, namespace): each candidate in the fleet now,
+# and how many candidates overtook it since the decisions before the change.
+_Standings = dict[tuple[str, str | None], dict[str, int]]
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
 
@@ -311,15 +312,12 @@ class Scheduler:
     def _swept(self, items: list[Item[BindingView]]) -> Iterator[str]:
         """The keys of the subjects a sweep decides, in the order it decides them.
 
-        The likeliest to move first: those whose targets fell furthest in their
-        fleet's order by the subject-independent scores (:meth:`Framework.standing`,
-        such as metric values) from where the decisions before the change saw
-        them. A cluster that was the best and is now the tenth loses its subjects
-        to any of nine; one that kept its place, only to one that rose past it. So
-        the moves come early in the sweep, not spread through it (1,000 clusters,
-        10,000 diverse applications, a tenth of the metric values changed: half of
-        the moves decided 0.82 s after the change instead of 1.13 s; the last, of
-        a subject decided last, as before). Ordering takes a few microseconds a
+        The likeliest to move first: those whose targets the most candidates
+        overtook in their fleet's order by the subject-independent scores
+        (:meth:`Framework.standing`, such as metric values) since the decisions
+        before the change (:func:`~.framework.standing.overtaken`): a subject can
+        move only to one of those. So the moves come early in the sweep, not
+        spread through it. Ordering takes a few microseconds a
         subject, which the first move after a change should not wait for: until
         the order is known, subjects are decided in the cache's order from the
         front while the order is worked out from the back, ``ORDER_STEP``
@@ -341,9 +339,9 @@ class Scheduler:
                     yield found[0]
             yield from (key for _, key in last)
             return
-        # Ordinals and falls as int64 arrays: a sweep over 100,000 subjects in tuples of
+        # Ordinals and likelihoods as int64 arrays: a sweep over 100,000 subjects in tuples of
         # Python objects would cost the scheduler 15 MB of RSS it never gives back.
-        at, falls = array("q"), array("q")
+        at, likely = array("q"), array("q")
         standings: _Standings = {}
         front, back = 0, len(items)
         while front < back:
@@ -360,35 +358,34 @@ class Scheduler:
                     last.append((back, found[0]))
                 elif found is not None:
                     at.append(back)
-                    falls.append(-self._fall(items[back], found[1], standings))
-        for n in np.array(at)[np.lexsort((at, falls))].tolist():
+                    likely.append(-self._likelihood(items[back], found[1], standings))
+        for n in np.array(at)[np.lexsort((at, likely))].tolist():
             yield _subject_key(items[n])
         last.sort()
         yield from (key for _, key in last)
 
-    def _fall(self, item: Item[BindingView], subject: Subject | None,
-              standings: _Standings) -> int:
-        """How far the lowest of the Binding's targets fell in its fleet's order (see
-        :meth:`_swept`); ``MOVES`` if it must move or be decided in full."""
+    def _likelihood(self, item: Item[BindingView], subject: Subject | None,
+                    standings: _Standings) -> int:
+        """How many candidates overtook the most overtaken of the Binding's targets in
+        its fleet's order (see :meth:`_swept`); ``MOVES`` if it must move or be decided
+        in full."""
         targets = item.obj.spec.targets
         if subject is None or not targets:
             return MOVES  # deferred, or gone: a full attempt sorts it out
         where = (subject.candidate_kind, subject.ref.namespace)
-        hit = standings.get(where)
-        if hit is None:  # as decisions read it now, and before the change
+        passed = standings.get(where)
+        if passed is None:  # as decisions read it now, and before the change
             now = self.framework.standing(self.cache.fleet(subject), self.cache)
             fleet = self.cache.take_fleet_before(subject)
-            hit = standings[where] = (now, self.framework.standing(
+            passed = standings[where] = overtaken(now, self.framework.standing(
                 fleet, self.cache, read=True) if fleet is not None and now else {})
-        now, was = hit
-        fell = 0
+        most = 0
         for t in targets:
-            c = candidate_key(t.kind, t.namespace, t.name)
-            place = now.get(c)
-            if place is None:
-                return MOVES if now else fell  # it left the fleet: it moves
-            fell = max(fell, place - was.get(c, place))
-        return fell
+            by = passed.get(candidate_key(t.kind, t.namespace, t.name))
+            if by is None:
+                return MOVES if passed else most  # it left the fleet: it moves
+            most = max(most, by)
+        return most
 
     def _sweep_entry(self, item: Item[BindingView]) -> tuple[str, Subject | None, bool] | None:
         """(key, subject, whether its placement depends on where others run) of a
