@@ -302,7 +302,11 @@ class Decisions:
         self._placed.setdefault(ref.namespace, {})[key] = placed
         self._bump(ref.namespace, labels)
         for k, v in labels.items():
-            self._on.setdefault((ref.namespace, k, v), Counter()).update(targets)
+            on = self._on.get((ref.namespace, k, v))
+            if on is None:
+                on = self._on[(ref.namespace, k, v)] = Counter()
+            for t in targets:
+                on[t] = on.get(t, 0) + 1
         self._namespace[key] = ref.namespace
         for k, v in labels.items():
             self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
@@ -316,10 +320,12 @@ class Decisions:
         for k, v in old.labels.items():
             on = self._on.get((ns, k, v))
             if on is not None:
-                on.subtract(old.targets)
                 for t in old.targets:
-                    if on[t] <= 0:
-                        del on[t]
+                    left = on.get(t, 0) - 1
+                    if left > 0:
+                        on[t] = left
+                    else:
+                        on.pop(t, None)
                 if not on:
                     del self._on[(ns, k, v)]
         for k, v in old.labels.items():
