@@ -81,6 +81,19 @@ class Write:
     follows: Write | None = None  # our own write of the key in flight when submitted
     said: str | None = None  # the log line saying the change, once written
 
+    def __init__(self, subject_key: str, binding_key: str, doc: Binding | None,
+                 enqueued: float = 0.0, token: Token | None = None, base: int = 0,
+                 follows: Write | None = None, said: str | None = None) -> None:
+        # written out: compiled (see framework.status.Status)
+        self.subject_key = subject_key
+        self.binding_key = binding_key
+        self.doc = doc
+        self.enqueued = enqueued
+        self.token = token
+        self.base = base
+        self.follows = follows
+        self.said = said
+
 
 class BindingWriter:
     def __init__(self, store: Store, decisions: Assumed, seen: Callable[[str], int], *,

@@ -51,6 +51,13 @@ class Usage:
     pods: int
     since: float  # time.time() when this placement (or its share) was first seen
 
+    def __init__(self, app: str, ask: Resources, pods: int, since: float) -> None:
+        # written out: compiled (see framework.status.Status)
+        object.__setattr__(self, "app", app)
+        object.__setattr__(self, "ask", ask)
+        object.__setattr__(self, "pods", pods)
+        object.__setattr__(self, "since", since)
+
 
 @dataclass(slots=True, eq=False)
 class Token:
@@ -60,6 +67,11 @@ class Token:
     # The bytes written, set once by the writer before it commits: the watch's echo of
     # a write whose answer the writer has not read yet is recognised by them.
     encoded: bytes | None = None
+
+    def __init__(self, doc: BindingView | None, encoded: bytes | None = None) -> None:
+        # written out: compiled (see framework.status.Status)
+        self.doc = doc
+        self.encoded = encoded
 
 
 class Decisions:

@@ -68,6 +68,18 @@ class Evaluation:
     error: Status | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # memoized views of this result
 
+    def __init__(self, fleet: Fleet, feasible: int, rejections: list[tuple[Status, int]],
+                 ranked: Ranking, considered: int = 0, error: Status | None = None,
+                 derived: dict[str, Any] | None = None) -> None:
+        # written out: compiled (see framework.status.Status)
+        self.fleet = fleet
+        self.feasible = feasible
+        self.rejections = rejections
+        self.ranked = ranked
+        self.considered = considered
+        self.error = error
+        self.derived = {} if derived is None else derived
+
     @property
     def counts(self) -> Counter[str]:
         """Rejection reason → how many candidates it rejected."""
@@ -107,6 +119,17 @@ class _Static:
     base: BaseOrder | None = None
     dense: list[Ranked] | None = None  # when some scorer has no set form
     error: Status | None = None
+
+    def __init__(self, feasible: int, rejections: list[tuple[Status, int]], bands: list[Band],
+                 base: BaseOrder | None = None, dense: list[Ranked] | None = None,
+                 error: Status | None = None) -> None:
+        # written out: compiled (see framework.status.Status)
+        self.feasible = feasible
+        self.rejections = rejections
+        self.bands = bands
+        self.base = base
+        self.dense = dense
+        self.error = error
 
 
 class _FeasibleScores(Mapping[str, float]):

@@ -36,6 +36,12 @@ class Ref:
     namespace: str | None
     name: str
 
+    def __init__(self, kind: str, namespace: str | None, name: str) -> None:
+        # written out: compiled (see framework.status.Status)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "namespace", namespace)
+        object.__setattr__(self, "name", name)
+
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
@@ -137,6 +143,12 @@ class Placed:
     ref: Ref
     labels: Mapping[str, str]
     targets: tuple[Ref, ...]
+
+    def __init__(self, ref: Ref, labels: Mapping[str, str], targets: tuple[Ref, ...]) -> None:
+        # written out: compiled (see framework.status.Status)
+        object.__setattr__(self, "ref", ref)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "targets", targets)
 
 
 class Snapshot(Protocol):
