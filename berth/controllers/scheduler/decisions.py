@@ -86,7 +86,7 @@ class Decisions:
         self._namespace: dict[str, str | None] = {}  # binding key → namespace in _placed
         self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
         self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
-        self._on: dict[tuple[str | None, str, str], Counter[Ref]] = {}  # label → where, how many
+        self._on: dict[tuple[str | None, str, str], dict[Ref, int]] = {}  # label → where, how many
         self._garbage: dict[str, int] = {}  # binding key → revision of a value that won't decode
         # What each placement asks of its clusters, for the capacity the cluster has not
         # reported yet: candidate key → binding key → (app id, ask, pods, since).
@@ -316,7 +316,7 @@ class Decisions:
         for k, v in labels.items():
             on = self._on.get((ref.namespace, k, v))
             if on is None:
-                on = self._on[(ref.namespace, k, v)] = Counter()
+                on = self._on[(ref.namespace, k, v)] = {}
             for t in targets:
                 on[t] = on.get(t, 0) + 1
         self._namespace[key] = ref.namespace

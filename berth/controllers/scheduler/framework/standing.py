@@ -14,6 +14,8 @@ a target that ten passed and ten fell behind with one nobody passed.
 
 from __future__ import annotations
 
+from itertools import groupby
+
 
 def overtaken(now: dict[str, int], was: dict[str, int]) -> dict[str, int]:
     """For each candidate of ``now`` (its place, 0 the best), how many candidates are
@@ -26,17 +28,14 @@ def overtaken(now: dict[str, int], was: dict[str, int]) -> dict[str, int]:
     rank_of = {place: rank for rank, place in enumerate(sorted(set(was.values())), 1)}
     before = {key: rank_of[place] for key, place in was.items()}
     newcomer = len(rank_of) + 1
-    size = newcomer + 1
+    size = newcomer
     tree = [0] * (size + 1)  # a Fenwick tree over the ranks before: how many seen so far
     out: dict[str, int] = {}
     seen = 0
-    order = sorted(now, key=now.__getitem__)
-    start = 0
-    while start < len(order):  # candidates tied in place now are not ahead of each other
-        end = start
-        while end < len(order) and now[order[end]] == now[order[start]]:
-            end += 1
-        for key in order[start:end]:
+    # In order of place now; candidates tied in place now are not ahead of each other.
+    for _, tied in groupby(sorted(now, key=now.__getitem__), key=now.__getitem__):
+        group = list(tied)
+        for key in group:
             rank = before.get(key)
             if rank is None:
                 out[key] = 0  # not in the fleet before: no subject was placed on it then
@@ -47,13 +46,12 @@ def overtaken(now: dict[str, int], was: dict[str, int]) -> dict[str, int]:
                 ahead_before += tree[i]
                 i -= i & -i
             out[key] = seen - ahead_before
-        for key in order[start:end]:
+        for key in group:
             i = before.get(key, newcomer)
             while i <= size:
                 tree[i] += 1
                 i += i & -i
             seen += 1
-        start = end
     return out
 
 
