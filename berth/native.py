@@ -38,6 +38,7 @@ GROUP = "berth_native"  # the shared library's name (mypyc's group)
 # compile with mypyc and behave the same compiled (the suite runs on them).
 MODULES = (
     "berth.store.keys",
+    "berth.store.documents.resources",
     "berth.controllers.scheduler.framework.fleet",
     "berth.controllers.scheduler.framework.ranking",
     "berth.controllers.scheduler.framework.rooms",

@@ -82,30 +82,39 @@ class Resources:
     pods: int = 0
     scalar: Scalars = ()
 
-    @classmethod
-    def of(cls, values: Mapping[str, Any], pods: int = 0) -> Resources:
-        """From a Kubernetes resource list (``{"cpu": "500m", "memory": "1Gi"}``)."""
-        cpu = memory = 0
-        scalar: dict[str, int] = {}
-        for name, value in values.items():
-            if name == "cpu":
-                cpu = math.ceil(quantity(value) * 1000)
-            elif name == "memory":
-                memory = math.ceil(quantity(value))
-            elif name == "pods":
-                pods = math.ceil(quantity(value))
-            else:
-                amount = math.ceil(quantity(value))
-                if amount:
-                    scalar[str(name)] = amount
-        return cls(cpu, memory, pods, tuple(sorted(scalar.items())))
+    # Written out: compiled (berth.native), this one is; the generated one is not (see
+    # berth.controllers.scheduler.framework.status.Status).
+    def __init__(self, cpu: int = 0, memory: int = 0, pods: int = 0,
+                 scalar: Scalars = ()) -> None:
+        object.__setattr__(self, "cpu", cpu)
+        object.__setattr__(self, "memory", memory)
+        object.__setattr__(self, "pods", pods)
+        object.__setattr__(self, "scalar", scalar)
 
-    @classmethod
-    def counted(cls, amounts: Mapping[str, int]) -> Resources:
+    @staticmethod
+    def of(values: Mapping[str, Any], pods: int = 0) -> Resources:
+        """From a Kubernetes resource list (``{"cpu": "500m", "memory": "1Gi"}``).
+        Workloads repeat a few resource lists: one read of each is kept (of those
+        written in strings and integers alone, as manifests write them)."""
+        items = tuple(values.items())
+        if not all(type(k) is str and type(v) in _KEPT for k, v in items):
+            return _read(values, pods)
+        key = (items, pods)
+        found = _READ.get(key)
+        if found is None:
+            found = _read(values, pods)
+            if len(_READ) >= READ_LIMIT:
+                _READ.clear()
+            _READ[key] = found
+        return found
+
+    @staticmethod
+    def counted(amounts: Mapping[str, int]) -> Resources:
         """From amounts as :meth:`listed` gives them (CPU already in millicores)."""
-        return cls(amounts.get("cpu", 0), amounts.get("memory", 0), amounts.get("pods", 0),
-                   tuple(sorted((k, v) for k, v in amounts.items()
-                                if k not in ("cpu", "memory", "pods") and v)))
+        return Resources(amounts.get("cpu", 0), amounts.get("memory", 0),
+                         amounts.get("pods", 0),
+                         tuple(sorted((k, v) for k, v in amounts.items()
+                                      if k not in ("cpu", "memory", "pods") and v)))
 
     def listed(self) -> dict[str, int]:
         """Every resource that is not 0, by name (a cluster status's resource list)."""
@@ -185,6 +194,29 @@ class Resources:
             parts.append(f"pods={self.pods}")
         return ",".join(parts) or "nothing"
 
+
+def _read(values: Mapping[str, Any], pods: int) -> Resources:
+    """:meth:`Resources.of`, read afresh."""
+    cpu = memory = 0
+    scalar: dict[str, int] = {}
+    for name, value in values.items():
+        if name == "cpu":
+            cpu = math.ceil(quantity(value) * 1000)
+        elif name == "memory":
+            memory = math.ceil(quantity(value))
+        elif name == "pods":
+            pods = math.ceil(quantity(value))
+        else:
+            amount = math.ceil(quantity(value))
+            if amount:
+                scalar[str(name)] = amount
+    return Resources(cpu, memory, pods, tuple(sorted(scalar.items())))
+
+
+# resource lists as read (their items, pods) → their Resources: a bounded memo
+_READ: dict[tuple[tuple[tuple[str, Any], ...], int], Resources] = {}
+READ_LIMIT = 1 << 12
+_KEPT = (str, int)  # the types of value a kept read may hold (bool, 1.0 == 1: not)
 
 UNLIMITED = 1 << 40
 NOTHING = Resources()
@@ -275,6 +307,13 @@ class Demand:
     per_replica: Resources = NOTHING
     fixed: Resources = NOTHING
     whole: Resources = NOTHING  # the manifest as written, on one cluster
+
+    def __init__(self, replicas: int = 0, per_replica: Resources = NOTHING,
+                 fixed: Resources = NOTHING, whole: Resources = NOTHING) -> None:
+        object.__setattr__(self, "replicas", replicas)  # written out: as Resources'
+        object.__setattr__(self, "per_replica", per_replica)
+        object.__setattr__(self, "fixed", fixed)
+        object.__setattr__(self, "whole", whole)
 
     def on(self, share: int | None) -> Resources:
         """What a cluster running ``share`` replicas carries (None: the whole manifest)."""

@@ -58,6 +58,23 @@ def test_quantities_parse_as_kubernetes_writes_them() -> None:
         quantity("1x")
 
 
+def test_a_resource_list_read_again_reads_the_same_and_a_bad_one_still_fails() -> None:
+    listed = {"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": 1}
+    first = Resources.of(listed)
+    assert first == Resources(250, 1 << 30, 0, (("nvidia.com/gpu", 1),))
+    assert Resources.of(dict(listed)) is first  # kept: the same read
+    assert Resources.of(listed, pods=1) == Resources(250, 1 << 30, 1, (("nvidia.com/gpu", 1),))
+    # equal keys of another type are never taken for a kept read: True == 1, 1.0 == 1
+    assert Resources.of({"cpu": 1}) == Resources(cpu=1000)
+    with pytest.raises(ValueError, match="True is not a quantity"):
+        Resources.of({"cpu": True})
+    assert Resources.of({"cpu": 1.5}) == Resources(cpu=1500)
+    for _ in range(2):  # a list that fails fails every time: nothing kept
+        with pytest.raises(ValueError, match="'1x' is not a quantity"):
+            Resources.of({"memory": "1x"})
+    with pytest.raises(ValueError, match="is not a quantity"):  # unhashable: not kept
+        Resources.of({"cpu": ["1"]})
+
 def test_demand_reads_workloads_and_counts_pods() -> None:
     d = demand([
         {"kind": "Deployment", "metadata": {"name": "a"}, "spec": {"replicas": 4, "template": {
