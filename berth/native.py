@@ -39,6 +39,7 @@ GROUP = "berth_native"  # the shared library's name (mypyc's group)
 MODULES = (
     "berth.store.keys",
     "berth.store.documents.resources",
+    "berth.controllers.runtime.informer",
     "berth.controllers.scheduler.framework.fleet",
     "berth.controllers.scheduler.framework.ranking",
     "berth.controllers.scheduler.framework.rooms",
@@ -69,6 +70,7 @@ MODULES = (
     "berth.controllers.scheduler.decisions",
     "berth.controllers.scheduler.scheduler",
     "berth.controllers.scheduler.selection",
+    "berth.controllers.scheduler.subjects",
 )
 
 STATUS = "not loaded"

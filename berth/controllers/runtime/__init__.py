@@ -7,7 +7,7 @@ reports health and metrics. Nothing here knows a resource kind.
 
 from berth.controllers.runtime.election import LeaderElection
 from berth.controllers.runtime.health import HealthServer
-from berth.controllers.runtime.informer import Event, EventType, Informer, Item
+from berth.controllers.runtime.informer import Event, EventType, Informer, Item, Source
 from berth.controllers.runtime.workqueue import (
     PermanentError,
     Retry,
@@ -26,6 +26,7 @@ __all__ = [
     "LeaderElection",
     "PermanentError",
     "Retry",
+    "Source",
     "TemporaryError",
     "WorkQueue",
     "run_worker",

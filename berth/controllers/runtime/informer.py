@@ -26,9 +26,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
 
@@ -60,26 +59,61 @@ class EventType(Enum):
     DELETED = "DELETED"
 
 
-@dataclass(frozen=True, slots=True)
 class Item(Generic[T]):
-    """A decoded value and the revision it was written at."""
+    """A decoded value and the revision it was written at. Never changed: readers on
+    any thread share it.
 
-    key: str
-    obj: T
-    mod_revision: int
-    lease: int = 0  # the etcd lease the key is attached to (0: none)
+    Item and Event are plain classes, not dataclasses: compiled (berth.native), a
+    generic dataclass cannot be made at all."""
+
+    __slots__ = ("key", "lease", "mod_revision", "obj")
+
+    def __init__(self, key: str, obj: T, mod_revision: int, lease: int = 0) -> None:
+        self.key: Final = key
+        self.obj: Final = obj
+        self.mod_revision: Final = mod_revision
+        self.lease: Final = lease  # the etcd lease the key is attached to (0: none)
+
+    def __repr__(self) -> str:
+        return f"Item({self.key!r}, {self.obj!r}, {self.mod_revision}, {self.lease})"
 
 
-@dataclass(frozen=True, slots=True)
 class Event(Generic[T]):
-    type: EventType
-    key: str
-    obj: T  # the new value; for DELETED, the last known one
-    old: T | None
-    revision: int
+    """A change to one key, as the handlers are told of it."""
+
+    __slots__ = ("key", "obj", "old", "revision", "type")
+
+    def __init__(self, type: EventType, key: str, obj: T, old: T | None,
+                 revision: int) -> None:
+        self.type: Final = type
+        self.key: Final = key
+        self.obj: Final = obj  # the new value; for DELETED, the last known one
+        self.old: Final = old
+        self.revision: Final = revision
+
+    def __repr__(self) -> str:
+        return f"Event({self.type.value}, {self.key!r}, {self.obj!r}, {self.revision})"
 
 
 Handler = Callable[[Event[T]], None]
+
+
+class Source(Protocol[T]):
+    """What a reader of an informer's copy needs of it: an item by key, and to be told
+    of changes (a test hands a stand-in of its own; compiled code checks the type of
+    an argument declared :class:`Informer`, not of one declared a Protocol)."""
+
+    def get(self, key: str) -> T | None: ...
+
+    def item(self, key: str) -> Item[T] | None: ...
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def add_handler(self, handler: Callable[[Event[Any]], None]) -> None: ...
+
+    def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None: ...
+
+    def add_cleared_handler(self, handler: Callable[[str, int], None]) -> None: ...
 
 
 class _Valued(Protocol):
@@ -129,7 +163,7 @@ class Informer(Generic[T]):
         self._stop = threading.Event()
         self._watch: Watch | None = None
         self._seen = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._odd: set[str] = set()  # keys outside berth's layout, said once each
         self._events = EVENTS.labels(prefix)
 
@@ -192,11 +226,11 @@ class Informer(Generic[T]):
     # -- running --------------------------------------------------------------
 
     def start(self) -> threading.Thread:
-        self._thread = threading.Thread(
+        self._worker = threading.Thread(
             target=self.run, name=f"informer {self.prefix}", daemon=True
         )
-        self._thread.start()
-        return self._thread
+        self._worker.start()
+        return self._worker
 
     def stop(self, *, wait: bool = True) -> None:
         """Stop watching; ``wait=False`` returns at once (then call ``join``)."""
@@ -208,11 +242,11 @@ class Informer(Generic[T]):
 
     def alive(self) -> bool:
         """The watching thread runs (or was never started, or was stopped)."""
-        return (self._thread is None or self._thread.is_alive() or self._stop.is_set())
+        return (self._worker is None or self._worker.is_alive() or self._stop.is_set())
 
     def join(self, timeout: float = 10.0) -> None:
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=timeout)
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join(timeout=timeout)
 
     def overlay(self, key: str, value: bytes) -> None:
         """What-if: take ``value`` as stored at ``key`` (it is written nowhere) and tell

@@ -40,16 +40,9 @@ from berth.controllers.scheduler.framework import (
 )
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.views import (
+from berth.controllers.scheduler.subjects import (
     NO_FAILURES,
-    AppView,
-    BindingView,
-    CloudView,
-    ClusterView,
     Failures,
-    FailuresView,
-    MagnumView,
-    MetricDefView,
     ValueView,
     compact_binding,
     compact_cluster,
@@ -58,6 +51,15 @@ from berth.controllers.scheduler.views import (
     subject_from_application,
     subject_from_cluster,
     subject_from_magnum,
+)
+from berth.controllers.scheduler.views import (
+    AppView,
+    BindingView,
+    CloudView,
+    ClusterView,
+    FailuresView,
+    MagnumView,
+    MetricDefView,
 )
 from berth.store import Store, keys
 from berth.store.documents import (

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from berth.controllers.runtime import Event, EventType, Informer
+from berth.controllers.runtime import Event, EventType, Source
 from berth.controllers.scheduler.framework import Placed, Ref, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
@@ -75,7 +75,7 @@ class Token:
 
 
 class Decisions:
-    def __init__(self, bindings: Informer[BindingView], applications: Informer[Subject],
+    def __init__(self, bindings: Source[BindingView], applications: Source[Subject],
                  on_usage: Callable[[str], None] | None = None) -> None:
         self._bindings = bindings
         self._on_usage = on_usage  # told each candidate whose usage changed (lock held)

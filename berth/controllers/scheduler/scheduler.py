@@ -55,7 +55,8 @@ from berth.controllers.scheduler.framework.standing import overtaken
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.queue import SchedulingQueue
-from berth.controllers.scheduler.views import BindingView, ClusterView, Failures, MagnumView
+from berth.controllers.scheduler.subjects import Failures
+from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Store, keys
 from berth.store.documents import (
     Binding,

@@ -33,7 +33,8 @@ from berth.controllers.scheduler.framework import Framework
 from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
 from berth.controllers.scheduler.plugins.metric_columns import metric_of
 from berth.controllers.scheduler.scheduler import framework_for
-from berth.controllers.scheduler.views import AppView, subject_from_application
+from berth.controllers.scheduler.subjects import subject_from_application
+from berth.controllers.scheduler.views import AppView
 from berth.store import Store, keys
 from berth.store.codec import typed
 from berth.store.constraints import ConstraintError, LabelConstraint, MetricConstraint

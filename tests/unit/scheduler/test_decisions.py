@@ -10,7 +10,8 @@ from berth.controllers.runtime import Event, EventType
 from berth.controllers.runtime.informer import Item
 from berth.controllers.scheduler.decisions import PENDING, Decisions
 from berth.controllers.scheduler.framework import Subject
-from berth.controllers.scheduler.views import AppView, BindingView, Meta, subject_from_application
+from berth.controllers.scheduler.subjects import subject_from_application
+from berth.controllers.scheduler.views import AppView, BindingView, Meta
 from berth.store import keys
 from berth.store.documents import BindingMeta, BindingSpec, ObjectRef, Target
 
@@ -73,7 +74,7 @@ def setup(**apps: dict[str, str]) -> tuple[Decisions, FakeInformer, FakeInformer
     for name, labels in apps.items():
         key = keys.resource_key("Application", name, "default")
         applications.cache[key] = Item(key, app(name, labels), 1)
-    return Decisions(bindings, applications), bindings, applications  # type: ignore[arg-type]
+    return Decisions(bindings, applications), bindings, applications
 
 
 def test_an_assumed_decision_is_read_at_once_and_confirmed_by_the_watch() -> None:

@@ -9,16 +9,14 @@ import msgspec
 import pytest
 
 from berth.controllers.scheduler.framework import Subject
-from berth.controllers.scheduler.views import (
-    AppView,
-    BindingView,
-    ClusterView,
+from berth.controllers.scheduler.subjects import (
     ValueView,
     compact_binding,
     compact_cluster,
     compact_value,
     subject_from_application,
 )
+from berth.controllers.scheduler.views import AppView, BindingView, ClusterView
 from berth.store.documents.metrics import MetricPicture, MetricValue
 
 
