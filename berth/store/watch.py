@@ -86,20 +86,54 @@ class WatchEvent(NamedTuple):
     def prev_value(self) -> bytes | None:
         return None if self.prev_encoded is None else unb64(self.prev_encoded)
 
-    @classmethod
-    def from_json(cls, ev: dict[str, Any]) -> WatchEvent:
-        kv = ev.get("kv") or {}
-        prev = ev.get("prev_kv")
-        return cls(
-            type="DELETE" if ev.get("type") == "DELETE" else "PUT",
-            key=key_text(unb64(kv.get("key"))),
-            encoded=kv.get("value") or "",
-            mod_revision=int(kv.get("mod_revision", 0)),
-            create_revision=int(kv.get("create_revision", 0)),
-            version=int(kv.get("version", 0)),
-            prev_encoded=(prev.get("value") or "") if prev else None,
-            lease=int(kv.get("lease", 0)),
-        )
+
+
+class _KV(msgspec.Struct):
+    """A key-value as the gateway sends it (int64s as strings; zeros omitted)."""
+
+    key: bytes = b""  # base64 in the JSON: msgspec decodes it
+    value: str = ""  # left base64: read only when needed
+    mod_revision: int = 0
+    create_revision: int = 0
+    version: int = 0
+    lease: int = 0
+
+
+class _Event(msgspec.Struct):
+    type: str = "PUT"
+    kv: _KV = msgspec.field(default_factory=_KV)
+    prev_kv: _KV | None = None
+
+
+class _Header(msgspec.Struct):
+    revision: int = 0
+
+
+class _Result(msgspec.Struct):
+    header: _Header = msgspec.field(default_factory=_Header)
+    events: list[_Event] = []
+    created: bool = False
+    canceled: bool = False
+    compact_revision: int = 0
+    cancel_reason: str = ""
+
+
+class _Message(msgspec.Struct):
+    """One line of the watch stream: a result, or an error."""
+
+    result: _Result = msgspec.field(default_factory=_Result)
+    error: dict[str, Any] | None = None
+
+
+# strict=False: the gateway writes int64s as strings
+_DECODE_MESSAGE = msgspec.json.Decoder(_Message, strict=False).decode
+
+
+def _event(ev: _Event) -> WatchEvent:
+    kv, prev = ev.kv, ev.prev_kv
+    return WatchEvent("DELETE" if ev.type == "DELETE" else "PUT", key_text(kv.key), kv.value,
+                      kv.mod_revision, kv.create_revision, kv.version,
+                      prev.value if prev is not None else None, kv.lease)
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -279,30 +313,29 @@ class Watch:
 
     def _parse(self, line: bytes) -> WatchBatch | None:
         try:
-            message = _DECODE(line)
+            message = _DECODE_MESSAGE(line)
         except msgspec.DecodeError as exc:
             raise Unavailable(f"watch {self.prefix}: garbled stream: {line[:80]!r}") from exc
-        if "error" in message:
-            err = message["error"]
+        if message.error is not None:
+            err = message.error
             code = err.get("grpc_code", err.get("code"))
             raise classify(
                 int(code) if code is not None else None,
                 str(err.get("message", "")),
                 f"watch {self.prefix}",
             )
-        result = message.get("result") or {}
-        revision = int((result.get("header") or {}).get("revision", 0))
-        if result.get("canceled"):
-            compact = int(result.get("compact_revision", 0))
-            if compact:
-                raise Compacted(self.next_revision, compact)
-            reason = str(result.get("cancel_reason", "canceled by etcd"))
+        result = message.result
+        revision = result.header.revision
+        if result.canceled:
+            if result.compact_revision:
+                raise Compacted(self.next_revision, result.compact_revision)
+            reason = result.cancel_reason or "canceled by etcd"
             raise classify(None, reason, f"watch {self.prefix}")
-        if int(result.get("compact_revision", 0)):
-            raise Compacted(self.next_revision, int(result["compact_revision"]))
-        if result.get("created"):
+        if result.compact_revision:
+            raise Compacted(self.next_revision, result.compact_revision)
+        if result.created:
             return None
-        events = [WatchEvent.from_json(ev) for ev in result.get("events") or []]
+        events = [_event(ev) for ev in result.events]
         if events:
             self.next_revision = events[-1].mod_revision + 1
         elif revision >= self.next_revision:  # a progress notification
