@@ -143,6 +143,9 @@ class Scheduler:
         self.antiflap = AntiFlap(config.anti_flap)  # the scheduling loop's own
         self._resync = threading.Event()
         self._burst = threading.Event()  # a change that may be one of several at once
+        # A change other than a metric picture since the last sweep began: every
+        # unschedulable subject is tried again then, not only those metric values help.
+        self._beyond_metrics = threading.Event()
         self._next_periodic = time.monotonic() + config.reschedule_after
         self._last_activation = 0.0
         # Subjects that may fit once placements change: key → whether a new placement
@@ -227,7 +230,10 @@ class Scheduler:
         if key in (SWEEP, PERIODIC):
             self.queue.done(key)
             if key == SWEEP:
-                self.queue.move_all_to_active()
+                beyond = self._beyond_metrics.is_set()
+                if beyond:  # cleared before acting: one set after it is for the next sweep
+                    self._beyond_metrics.clear()
+                self.queue.move_all_to_active(metrics_only=not beyond)
                 self._sweep, self._sweep_idle = self._sweeping(), False  # restarts a running one
             elif self._sweep is None:
                 self._sweep, self._sweep_idle = self._sweeping(), True
@@ -434,6 +440,7 @@ class Scheduler:
         comes (the metrics-cache writes it after a poll's values), so it is swept at
         once; any other change may be one of a burst, which is let settle first."""
         if event.key != keys.METRIC_PICTURE:
+            self._beyond_metrics.set()
             self._burst.set()
         else:
             log.debug("metric picture at revision %d taken; sweeping", event.revision)
@@ -557,7 +564,8 @@ class Scheduler:
                 return "error"
             limit = self.config.explain_limit
             return self._unschedulable(subject, binding, current, outcome.reason,
-                                       lambda: outcome.explained(limit))
+                                       lambda: outcome.explained(limit),
+                                       self.framework.metric_blind(outcome.evaluation))
         held = self._hold(subject, binding, current, outcome)
         if held is not None:
             return held
@@ -699,11 +707,11 @@ class Scheduler:
         return c is not None and not c.deleted
 
     def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
-                       reason: str, explained: Explained) -> str:
+                       reason: str, explained: Explained, metric_blind: bool = False) -> str:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
         self._submit(subject, binding, current, "Unschedulable", reason, explained)
-        self.queue.unschedulable_now(subject.key)
+        self.queue.unschedulable_now(subject.key, metric_blind)
         if _depends_on_placements(subject):
             assert subject.affinity is not None
             with self._placements_lock:

@@ -74,6 +74,31 @@ def test_unschedulable_waits_for_a_change_or_the_periodic_flush() -> None:
     assert q.pop(0) == "b"  # the periodic flush
 
 
+def test_a_metric_picture_tries_again_only_those_new_values_can_help() -> None:
+    clock = Clock()
+    q = make(clock, flush=60)
+    for key, blind in (("labels", True), ("metrics", False), ("was-blind", True)):
+        q.add(key)
+        q.pop(0)
+        q.unschedulable_now(key, metric_blind=blind)
+        q.done(key)
+    q.add("was-blind")  # tried again for another reason, and metric values help it now
+    q.pop(0)
+    q.unschedulable_now("was-blind", metric_blind=False)
+    q.done("was-blind")
+    q.move_all_to_active(metrics_only=True)
+    assert sorted([q.pop(0), q.pop(0)]) == ["metrics", "was-blind"]  # type: ignore[type-var]
+    for key in ("metrics", "was-blind"):
+        q.done(key)
+    assert q.pop(0) is None and "labels" in q.unschedulable  # it waits out the picture
+    clock.now += 61
+    assert q.pop(0) == "labels"  # the periodic flush takes it all the same
+    q.unschedulable_now("labels", metric_blind=True)
+    q.done("labels")
+    q.move_all_to_active()  # any other change: every one
+    assert q.pop(0) == "labels"
+
+
 def test_one_attempt_per_subject_and_latest_wins() -> None:
     clock = Clock()
     q = make(clock)

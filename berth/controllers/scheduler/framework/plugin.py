@@ -44,6 +44,11 @@ class Plugin:
     name: ClassVar[str] = ""
     cacheable: ClassVar[bool] = False
     ARGS: ClassVar[frozenset[str]] = frozenset()  # the arguments it takes
+    # Whether new metric values alone can change what its filter says (the Kubernetes
+    # scheduler's queueing hints, for the one event berth has that Kubernetes does
+    # not): a subject only plugins that do not read them rejected everywhere stays
+    # unschedulable through a metric picture. True unless a plugin says otherwise.
+    reads_metric_values: ClassVar[bool] = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         self.args = dict(args or {})

@@ -239,6 +239,8 @@ class Framework:
         self.candidate_describers: list[Callable[..., dict[str, Any]]] = [
             getattr(p, "describe") for p in describing  # noqa: B009
             if getattr(p, "describes_candidate", False)]
+        self._metric_blind = {n for n, p in self.instances.items()
+                              if not getattr(p, "reads_metric_values", True)}
         # What each plugin can do, decided once: isinstance on a Protocol is slow.
         self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
         self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
@@ -285,6 +287,16 @@ class Framework:
     def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]:
         sorters = self.plugins("queueSort")
         return sorters[0].sort_key(subject, enqueued) if sorters else (enqueued,)
+
+    def metric_blind(self, evaluation: Evaluation | None) -> bool:
+        """Whether new metric values alone cannot make fit a subject nothing fit in
+        ``evaluation``: no candidate was feasible, and every one was rejected by a
+        plugin that does not read metric values (``Plugin.reads_metric_values``).
+        Not when pre-filter refused it (None) or a selection did (some feasible)."""
+        if evaluation is None or evaluation.feasible or not evaluation.rejections:
+            return False
+        blind = self._metric_blind
+        return all(status.plugin in blind for status, _ in evaluation.rejections)
 
     # -- filtering ----------------------------------------------------------------
 

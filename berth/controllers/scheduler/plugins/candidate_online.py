@@ -25,6 +25,7 @@ NAME = "CandidateOnline"
 class CandidateOnline(Plugin):
     name = NAME
     cacheable = True
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

@@ -27,6 +27,7 @@ NAME = "ClusterAffinity"
 class ClusterAffinity(Plugin):
     name = NAME
     cacheable = True
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         aff = subject.affinity.cluster_affinity if subject.affinity else None

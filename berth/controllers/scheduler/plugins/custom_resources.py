@@ -31,6 +31,7 @@ def _serves(resource: str, candidate: Candidate) -> bool:
 class CustomResources(Plugin):
     name = NAME
     cacheable = True
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

@@ -30,6 +30,7 @@ NAME = "LabelConstraints"
 class LabelConstraints(Plugin):
     name = NAME
     cacheable = True
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         return parse_into(state, NAME, subject.label_constraints, parse_label, "label")

@@ -21,6 +21,7 @@ NAME = "PlacementFixed"
 class PlacementFixed(Plugin):
     name = NAME
     cacheable = True
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         return SUCCESS if subject.placement.policy == "PickFixed" else SKIP

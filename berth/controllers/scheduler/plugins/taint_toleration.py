@@ -64,6 +64,7 @@ def _preferred_against(taints: Sequence[Taint], tolerations: Iterable[Toleration
 class TaintToleration(Plugin):
     name = NAME
     cacheable = True
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:

@@ -38,6 +38,7 @@ NAME = "TopologySpread"
 class TopologySpread(Plugin):
     name = NAME
     cacheable = True  # the constraints are part of the subject's signature
+    reads_metric_values = False  # its verdict follows the candidates alone
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         return SUCCESS if subject.placement.topology_spread_constraints else SKIP

@@ -73,20 +73,22 @@ class SchedulingQueue:
             self._cond.notify()
             return delay
 
-    def unschedulable_now(self, key: str) -> None:
+    def unschedulable_now(self, key: str, metric_blind: bool = False) -> None:
+        """Nothing fits ``key`` now; ``metric_blind``: nor can new metric values help."""
         with self._cond:
             if key not in self.active and key not in self.backoff:
-                self.unschedulable.add(key, self.clock())
+                self.unschedulable.add(key, self.clock(), metric_blind)
 
     def succeeded(self, key: str) -> None:
         with self._cond:
             self.backoff.forget(key)
 
-    def move_all_to_active(self) -> None:
-        """Something changed that may let waiting subjects fit (a cluster, a metric...)."""
+    def move_all_to_active(self, metrics_only: bool = False) -> None:
+        """Something changed that may let waiting subjects fit (a cluster, a metric...);
+        ``metrics_only``: metric values alone, which cannot help every subject."""
         with self._cond:
             now = self.clock()
-            for key in self.unschedulable.drain():
+            for key in self.unschedulable.drain(metrics_only):
                 self.active.push(key, self.sort_key(key, now))
             self._cond.notify_all()
 
