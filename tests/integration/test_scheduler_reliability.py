@@ -170,6 +170,29 @@ def test_garbage_written_where_a_binding_lives_is_replaced_once_and_quietly(
         proc.stop()
 
 
+def test_an_application_written_by_hand_with_a_workload_of_the_wrong_shape_blocks_nothing(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path
+) -> None:
+    """Requests as a list (apply refuses it; etcdctl does not): placed as asking for
+    nothing, the field named in the log; the informer neither stops nor lists again."""
+    odd = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "odd"},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "nginx", "resources": {"requests": ["cpu"]}}]}}}}]
+    cluster(store, "x")
+    application(store, "listed", manifest=odd)  # in the scheduler's first list
+    proc = SchedulerProcess(etcd_server.url, tmp_path).start()
+    try:
+        application(store, "watched", manifest=odd)  # and while it watches
+        application(store, "web")
+        for name in ("listed", "watched", "web"):
+            wait_for(lambda n=name: binding(store, n), lambda b: targets(b) == ["x"])  # type: ignore[misc]
+        log = proc.output()
+        assert "containers[0].resources.requests: expected a mapping, not list" in log, log[-2000:]
+        assert "listing again" not in log, log[-2000:]
+    finally:
+        proc.stop()
+
+
 def test_a_metrics_cache_restart_moves_each_application_once_on_the_whole_picture(
     etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:

@@ -7,7 +7,11 @@ Values are decoded with the caller's msgspec type (usually a small view
 holding only the fields the caller reads), optionally converted into what
 the caller keeps (so a large fleet is held once, in the caller's own shape).
 A value that does not decode (or convert) is logged with its key and
-skipped; the informer keeps the last good value and keeps running. A key that
+skipped; the informer keeps the last good value and keeps running. So is one
+whose conversion fails in a way its converter did not foresee (any exception,
+logged with its traceback): it is that value's fault or the converter's, and
+either way the other keys must still be kept — it must not stop the informer,
+nor make it list again and again. A key that
 is none of berth's (``keys.problem``: an extra segment, an empty or
 non-ASCII name — written by hand) is not an item at all: logged once, ignored.
 
@@ -365,9 +369,13 @@ class Informer(Generic[T]):
                 obj = decode(read(), self.type, key)
             if self.convert is not None:
                 obj = self.convert(key, obj)
-        except (Invalid, ValueError) as exc:
+        except Exception as exc:
             DECODE_ERRORS.labels(self.prefix).inc()
-            log.error("skipping undecodable value: %s", exc)
+            if isinstance(exc, Invalid | ValueError):
+                log.error("skipping undecodable value: %s", exc)
+            else:  # not foreseen: the converter's trace, too
+                log.error("skipping %s: converting its value failed: %r", key, exc,
+                          exc_info=exc)
             self._invalid[key] = revision
             for invalid in self.invalid_handlers:
                 try:

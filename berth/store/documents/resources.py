@@ -244,6 +244,26 @@ def parse_requests(text: str) -> Resources:
     return Resources.of(values, pods=1)
 
 
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` (a manifest's field) as a mapping; absent or empty: an empty one."""
+    if not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise QuantityError(f"{where}: expected a mapping, not {type(value).__name__} "
+                            f"{str(value)[:40]!r}")
+    return value
+
+
+def _listed(value: Any, where: str) -> list[Any]:
+    """``value`` (a manifest's field) as a list; absent or empty: an empty one."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise QuantityError(f"{where}: expected a list, not {type(value).__name__} "
+                            f"{str(value)[:40]!r}")
+    return value
+
+
 # The resources a pod's own spec.resources may set (Kubernetes' PodLevelResources).
 POD_LEVEL = ("cpu", "memory")
 
@@ -255,29 +275,35 @@ def pod_requests(pod_spec: Mapping[str, Any], where: str) -> Resources:
     of that and each ordinary init container with the sidecars started before it;
     ``spec.resources.requests`` (pod-level) in place of the containers' CPU and
     memory where it sets them; then ``spec.overhead`` added."""
-    def requests(c: Any, field: str, i: int) -> Resources:
-        asked = (((c or {}).get("resources") or {}).get("requests") or {}) if isinstance(
-            c, Mapping) else {}
-        try:
-            return Resources.of(asked)
-        except QuantityError as exc:
-            raise QuantityError(f"{where}.{field}[{i}].resources.requests: {exc}") from exc
+    def containers(field: str) -> list[tuple[Mapping[str, Any], Resources]]:
+        """Each container of ``field`` with what it asks for."""
+        out = []
+        for i, c in enumerate(_listed(pod_spec.get(field), f"{where}.{field}")):
+            at = f"{where}.{field}[{i}]"
+            container = _mapping(c, at)
+            resources = _mapping(container.get("resources"), f"{at}.resources")
+            asked = _mapping(resources.get("requests"), f"{at}.resources.requests")
+            try:
+                out.append((container, Resources.of(asked)))
+            except QuantityError as exc:
+                raise QuantityError(f"{at}.resources.requests: {exc}") from exc
+        return out
 
     running = NOTHING
-    for i, c in enumerate(pod_spec.get("containers") or ()):
-        running = running + requests(c, "containers", i)
+    for _, asked in containers("containers"):
+        running = running + asked
     sidecars = init = NOTHING
-    for i, c in enumerate(pod_spec.get("initContainers") or ()):
-        asked = requests(c, "initContainers", i)
-        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+    for c, asked in containers("initContainers"):
+        if c.get("restartPolicy") == "Always":
             running = running + asked
             sidecars = sidecars + asked
             init = init.max(sidecars)
         else:
             init = init.max(asked + sidecars)
     running = running.max(init)
-    pod_level = (pod_spec.get("resources") or {}).get("requests") or {}
-    if isinstance(pod_level, Mapping) and pod_level:
+    pod_level = _mapping(_mapping(pod_spec.get("resources"), f"{where}.resources")
+                         .get("requests"), f"{where}.resources.requests")
+    if pod_level:
         try:
             level = Resources.of({k: v for k, v in pod_level.items() if k in POD_LEVEL})
         except QuantityError as exc:
@@ -285,7 +311,7 @@ def pod_requests(pod_spec: Mapping[str, Any], where: str) -> Resources:
         running = Resources(level.cpu if "cpu" in pod_level else running.cpu,
                             level.memory if "memory" in pod_level else running.memory,
                             running.pods, running.scalar)
-    overhead = pod_spec.get("overhead") or {}
+    overhead = _mapping(pod_spec.get("overhead"), f"{where}.overhead")
     if overhead:
         try:
             running = running + Resources.of(overhead)

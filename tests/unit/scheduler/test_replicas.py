@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -19,7 +20,7 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.documents.application import WorkloadSelector
-from berth.store.documents.resources import Demand, Resources, demand, quantity
+from berth.store.documents.resources import Demand, QuantityError, Resources, demand, quantity
 from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
 
 ONE = Resources(cpu=500, memory=1 << 30, pods=1)  # one replica: 500m, 1Gi
@@ -266,3 +267,28 @@ def test_a_metric_constraint_names_what_each_cluster_measures() -> None:
     assert sorted(t.name for t in outcome.targets) == ["de", "pl", "plain"]
     assert "1 metric constraint 'renewable_share > 0.6': no metric renewable_share" in (
         outcome.reason)
+
+
+@pytest.mark.parametrize(("pod_spec", "said"), [
+    ({"containers": [{"resources": {"requests": [1]}}]},
+     "containers[0].resources.requests: expected a mapping, not list"),
+    ({"containers": [{"resources": "big"}]}, "containers[0].resources: expected a mapping"),
+    ({"containers": 5}, "spec.containers: expected a list, not int"),
+    ({"containers": ["nginx"]}, "containers[0]: expected a mapping, not str"),
+    ({"initContainers": [[]], "containers": []}, None),  # empty: asks nothing
+    ({"initContainers": [7]}, "initContainers[0]: expected a mapping, not int"),
+    ({"overhead": [1]}, "spec.overhead: expected a mapping, not list"),
+    ({"resources": [1]}, "spec.resources: expected a mapping, not list"),
+    ({"resources": {"requests": "cpu=1"}}, "spec.resources.requests: expected a mapping"),
+])
+def test_a_workload_of_the_wrong_shape_is_a_quantity_error_naming_the_field(
+        pod_spec: dict[str, object], said: str | None) -> None:
+    """Hand-written manifests: bootstrap and apply refuse them with the field named, and
+    the scheduler places them as asking nothing (never a TypeError from deep inside)."""
+    manifest = [{"kind": "Deployment", "spec": {"replicas": 2, "template": {"spec": pod_spec}}}]
+    if said is None:
+        assert demand(manifest).per_replica == Resources(pods=1)
+        return
+    with pytest.raises(QuantityError, match=re.escape(said)) as caught:
+        demand(manifest)
+    assert str(caught.value).startswith("spec.manifest[0].spec.template.spec.")
