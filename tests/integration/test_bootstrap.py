@@ -63,6 +63,21 @@ def test_one_bad_document_means_nothing_is_written(
     assert store.list_prefix("/berth/")[0] == []
 
 
+def test_a_workload_field_of_the_wrong_shape_is_refused_by_its_path(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "app.yaml").write_text(
+        "api: kubernetes\nkind: Application\nmetadata: {name: odd, namespace: default}\n"
+        "spec:\n  manifest:\n  - apiVersion: apps/v1\n    kind: Deployment\n"
+        "    metadata: {name: odd}\n    spec:\n      template:\n        spec:\n"
+        "          containers:\n          - {name: c, image: nginx, resources: {requests: [cpu]}}\n")
+    assert berth(etcd_server, str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert ("spec.manifest[0].spec.template.spec.containers[0].resources.requests: expected a "
+            "mapping, not list") in err, err
+    assert store.list_prefix("/berth/")[0] == []
+
+
 def test_existing_resources_are_refused_unless_forced(
     etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
