@@ -131,14 +131,24 @@ class KV(NamedTuple):
 
     @classmethod
     def from_json(cls, kv: dict[str, Any]) -> KV:
-        return cls(
-            key=key_text(unb64(kv.get("key"))),
-            value=unb64(kv.get("value")),
-            mod_revision=int(kv.get("mod_revision", 0)),
-            create_revision=int(kv.get("create_revision", 0)),
-            version=int(kv.get("version", 0)),
-            lease=int(kv.get("lease", 0)),
-        )
+        """From a key-value of a range response, as the gateway wrote it."""
+        return msgspec.convert(kv, GatewayKV, strict=False).stored()
+
+
+class GatewayKV(msgspec.Struct):
+    """A key-value as etcd's gateway writes it, in range responses and watch events:
+    int64s as strings (``strict=False`` reads them), zeros left out."""
+
+    key: bytes = b""  # base64 in the JSON: msgspec decodes it
+    value: str = ""  # left base64: a watcher may never need to read it
+    mod_revision: int = 0
+    create_revision: int = 0
+    version: int = 0
+    lease: int = 0
+
+    def stored(self) -> KV:
+        return KV(key_text(self.key), unb64(self.value), self.mod_revision,
+                  self.create_revision, self.version, self.lease)
 
 
 @dataclass(frozen=True, slots=True)

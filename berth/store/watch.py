@@ -34,7 +34,7 @@ import msgspec
 import requests
 import tenacity
 
-from berth.store.client import Store, b64, key_text, prefix_end, unb64
+from berth.store.client import GatewayKV, Store, b64, key_text, prefix_end, unb64
 from berth.store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
 
 log = logging.getLogger(__name__)
@@ -88,21 +88,10 @@ class WatchEvent(NamedTuple):
 
 
 
-class _KV(msgspec.Struct):
-    """A key-value as the gateway sends it (int64s as strings; zeros omitted)."""
-
-    key: bytes = b""  # base64 in the JSON: msgspec decodes it
-    value: str = ""  # left base64: read only when needed
-    mod_revision: int = 0
-    create_revision: int = 0
-    version: int = 0
-    lease: int = 0
-
-
 class _Event(msgspec.Struct):
     type: str = "PUT"
-    kv: _KV = msgspec.field(default_factory=_KV)
-    prev_kv: _KV | None = None
+    kv: GatewayKV = msgspec.field(default_factory=GatewayKV)
+    prev_kv: GatewayKV | None = None
 
 
 class _Header(msgspec.Struct):
