@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import sys
 import threading
 import time
@@ -100,7 +101,8 @@ class BatchedHandler(logging.StreamHandler[TextIO]):
         self.interval = interval
         self.capacity = capacity
         self._lines: deque[str] = deque()
-        self._written = 0.0  # when (monotonic) the writer last wrote
+        self._written = -math.inf  # when (monotonic) the writer last wrote: never
+        # (not 0.0: a monotonic clock may start at boot, less than an interval ago)
         self._io = threading.Lock()
         self._soon = threading.Event()  # write now, not at the end of the interval
         self._done = threading.Event()

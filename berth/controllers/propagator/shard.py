@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -100,7 +101,7 @@ class Shard:
         self._busy: dict[str, int] = {}  # cluster → requests in flight
         self._lease = 0
         self._claims: dict[str, int] = {}  # our claims → their revisions (the loop's only)
-        self._last_ok = 0.0
+        self._last_ok = -math.inf  # when (monotonic) etcd last confirmed the lease: never
         self._wake = threading.Event()
         self._loop = Loop("shard", self._step, deadline=ttl * 3 + 60.0)
 
