@@ -19,7 +19,9 @@ The scheduler's own Bindings, seen or assumed (written, not yet seen), are
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -142,8 +144,10 @@ class Cache:
         # How long a placement's resources are assumed on a cluster that has not reported
         # its pods: past that, its report is believed (the pods may never come).
         self.assume_ttl = assume_ttl
-        # candidate: (what the room was worked out from, the room, the reported part)
-        self._rooms: dict[str, tuple[tuple[int, int, int], Room, Room]] = {}
+        self._rooms: dict[str, _RoomMemo] = {}  # candidate key → its Room, worked out
+        # (when a Room's oldest assumption expires, the candidate): a Room is read again
+        # when time, not a change, makes it different (see ``rooms``)
+        self._expiring: list[tuple[float, str]] = []
         self._status_keys: dict[str, str] = {}  # candidate key → its status key
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.projects)
@@ -487,14 +491,13 @@ class Cache:
             return None  # no Nodes listed: nothing to judge by
         now = time.time()
         hit = self._rooms.get(candidate.key)
-        if hit is not None and hit[0] == (item.mod_revision,
-                                          self.decisions.usage_version(candidate.key),
-                                          int(now // ROOM_BUCKET)):
-            return hit[1]
+        version = self.decisions.usage_version(candidate.key)
+        if (hit is not None and hit.revision == item.mod_revision and hit.version == version
+                and now <= hit.until):
+            return hit.room
         version, usage = self.decisions.usage(candidate.key)
-        memo = (item.mod_revision, version, int(now // ROOM_BUCKET))
-        if hit is not None and hit[0][0] == item.mod_revision:
-            reported = hit[2]  # the report is the same: only what berth placed changed
+        if hit is not None and hit.revision == item.mod_revision:
+            reported = hit.reported  # the report is the same: only what berth placed changed
         else:
             alloc = Resources.counted(cap.allocatable)
             reported = Room(alloc, alloc - Resources.counted(cap.requested))
@@ -503,10 +506,12 @@ class Cache:
         # placement made on it).
         cpu = memory = pods = 0
         scalar: dict[str, int] = {}
+        since = math.inf  # when the oldest assumption counted was made
         for u in usage:
             seen = cap.placed.get(u.app, 0)
             if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > self.assume_ttl:
                 continue
+            since = min(since, u.since)
             whole = u.pods or 1
             missing = u.pods - seen if u.pods else 1
             ask = u.ask if missing == whole else u.ask.part(missing, whole)
@@ -517,7 +522,11 @@ class Cache:
         if cpu or memory or pods or scalar:
             room = Room(reported.allocatable, reported.free - Resources(
                 cpu, memory, pods, tuple(sorted(scalar.items()))))
-        self._rooms[candidate.key] = (memo, room, reported)
+        until = since + self.assume_ttl
+        self._rooms[candidate.key] = _RoomMemo(item.mod_revision, version, until, room, reported)
+        if until != math.inf and (hit is None or hit.until != until):
+            with self._room_log_lock:
+                heapq.heappush(self._expiring, (until, candidate.key))
         return room
 
     def _room_changed(self, candidate: str) -> None:
@@ -538,18 +547,18 @@ class Cache:
     def rooms(self, fleet: Fleet) -> Rooms:
         """``capacity`` of every candidate of ``fleet``, indexed, kept in the fleet and
         brought up to date here: only candidates whose placements or reported capacity
-        changed since are read again (all of them every ``ROOM_BUCKET`` seconds, when
-        assumptions may have expired). For the one thread that decides."""
-        bucket = int(time.time() // ROOM_BUCKET)
+        changed since, or whose oldest assumption has expired, are read again. For the
+        one thread that decides."""
+        self._expire_rooms(time.time())
         with self._rooms_lock:
             tracked: _TrackedRooms | None = fleet.structural.get(("rooms",))
             if tracked is None:
                 end, _ = self._room_changes(0)
                 tracked = fleet.structural[("rooms",)] = _TrackedRooms(
-                    Rooms([self.capacity(c) for c in fleet.candidates]), end, bucket)
+                    Rooms([self.capacity(c) for c in fleet.candidates]), end)
                 return tracked.rooms
             end, changed = self._room_changes(tracked.seen)
-            if changed is None or bucket != tracked.bucket:
+            if changed is None:
                 for i, c in enumerate(fleet.candidates):
                     tracked.rooms.set(i, self.capacity(c))
             else:
@@ -558,8 +567,19 @@ class Cache:
                     at = by_key.get(key)
                     if at is not None:
                         tracked.rooms.set(at, self.capacity(fleet.candidates[at]))
-            tracked.seen, tracked.bucket = end, bucket
+            tracked.seen = end
             return tracked.rooms
+
+    def _expire_rooms(self, now: float) -> None:
+        """Log the candidates whose oldest assumption has expired by ``now`` as changed."""
+        expiring = self._expiring
+        with self._room_log_lock:
+            while expiring and expiring[0][0] < now:
+                _, key = heapq.heappop(expiring)
+                self._room_log.append(key)
+            if len(self._room_log) > ROOM_LOG:
+                self._room_log_base += len(self._room_log)
+                self._room_log.clear()
 
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)
@@ -587,7 +607,6 @@ class Cache:
 
 
 ROOM_LOG = 1 << 16  # changed candidates remembered for Rooms indexes to catch up on
-ROOM_BUCKET = 5  # seconds: capacity's memo, and how often every Room is read again
 
 
 @dataclass(slots=True)
@@ -596,7 +615,21 @@ class _TrackedRooms:
 
     rooms: Rooms
     seen: int  # the room log's position it has read up to
-    bucket: int  # the ROOM_BUCKET its Rooms were all read in
+
+
+class _RoomMemo:
+    """A candidate's Room as worked out, and from what: valid while the status revision
+    and the placements' version are these, and until its oldest assumption expires."""
+
+    __slots__ = ("reported", "revision", "room", "until", "version")
+
+    def __init__(self, revision: int, version: int, until: float, room: Room,
+                 reported: Room) -> None:  # written out: compiled (framework.status.Status)
+        self.revision = revision  # of the cluster's status (its report)
+        self.version = version  # of berth's placements on it
+        self.until = until  # when the oldest assumption counted expires (inf: none is)
+        self.room = room
+        self.reported = reported  # the report's part
 
 
 def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:

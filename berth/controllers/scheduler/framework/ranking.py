@@ -75,11 +75,13 @@ def _sort_key(r: Ranked) -> tuple[int, float, int]:
 class BaseOrder:
     """Every candidate of a fleet ranked by the subject-independent scores."""
 
-    __slots__ = ("_arrays", "chunks", "fleet", "order", "parts", "position", "scores", "tiers")
+    __slots__ = ("_arrays", "chunks", "fleet", "order", "parts", "position", "scores", "tiered",
+                 "tiers")
 
     def __init__(self, fleet: Fleet, tiers: list[int], scores: list[float],
                  parts: list[dict[str, float]]) -> None:
         self.fleet, self.tiers, self.scores, self.parts = fleet, tiers, scores, parts
+        self.tiered = len(set(tiers)) > 1  # candidates in more than one tier
         self.order = sorted(range(len(fleet)), key=lambda i: (-tiers[i], -scores[i], i))
         self.position = [0] * len(fleet)
         for pos, i in enumerate(self.order):
@@ -342,14 +344,16 @@ class Additions:
         the arrays, reading all of them a sort."""
         tiers, scores = self.base.arrays()
         idx = self.idx
-        tier, score = tiers[idx], scores[idx] + self.delta
         rest = (np.arange(len(idx)) if not taken
                 else np.flatnonzero(~as_mask(taken, len(self.base.fleet))[idx]))
         if not rest.size:
             return
-        levels = tier[rest]
-        per_tier = ([rest] if levels.min() == levels.max()
-                    else [rest[levels == t] for t in np.unique(levels)[::-1]])
+        per_tier = [rest]
+        if self.base.tiered:
+            levels = tiers[idx[rest]]
+            if levels.min() != levels.max():
+                per_tier = [rest[levels == t] for t in np.unique(levels)[::-1]]
+        score = scores[idx] + self.delta
         for sub in per_tier:
             neg = -score[sub]
             k = FIRST_READ
@@ -358,11 +362,14 @@ class Additions:
                     cut = np.partition(neg, k - 1)[k - 1]
                     chosen = neg <= cut
                     batch, keys = sub[chosen], neg[chosen]
-                    sub, neg = sub[~chosen], neg[~chosen]
                 else:
-                    batch, keys, sub = sub, neg, sub[:0]
+                    batch, keys, chosen = sub, neg, None
                 for j in batch[np.argsort(keys, kind="stable")]:  # ties: ordinal order
                     yield self.entry(int(j))
+                if chosen is None:
+                    break
+                # Only when more is read (most reads stop in the first batch).
+                sub, neg = sub[~chosen], neg[~chosen]
                 k *= 8
 
 

@@ -158,20 +158,26 @@ def _fit_array(rooms: Rooms, scored: list[tuple[str, int, int]], idx: npt.NDArra
     arithmetic of :meth:`Capacity._points` on the fleet's arrays (int64, or Python ints
     where a quantity is too large for int64 to stay exact). What is asked is small
     enough for int64 too: each of them has that much free."""
-    total: Any = np.zeros(len(idx), np.int64)
+    total: Any = np.zeros(len(idx), np.int64)  # int64, or Python ints (dtype object)
     weights: Any = np.zeros(len(idx), np.int64)
-    for name, weight, asked in scored:
-        alloc, free = rooms.allocatable(name)[idx], rooms.free(name)[idx]
-        has = alloc > 0
-        per = np.where(has, alloc, 1)
-        if most:
-            points = np.minimum(alloc - free + asked, alloc) * 100 // per * weight
-        else:
-            points = np.where(free >= asked, (free - asked) * 100 // per * weight, 0)
-        total = total + np.where(has, points, 0)
-        weights = weights + np.where(has, weight, 0)
-    out: npt.NDArray[np.int64] = np.where(weights > 0, total // np.maximum(weights, 1),
-                                          0).astype(np.int64)
+    for name, weight, asked in scored:  # in place: a fleet's arrays are thousands long
+        alloc = rooms.allocatable(name)[idx]
+        has = alloc > 0  # a resource the cluster has none of is left out
+        if most:  # requested after placing it, at most all: alloc - free + asked
+            points = alloc - rooms.free(name)[idx]
+            points += asked
+            np.minimum(points, alloc, out=points)
+        else:  # what stays free, none if it does not fit
+            points = rooms.free(name)[idx] - asked
+            np.maximum(points, 0, out=points)
+        points *= 100
+        points //= np.maximum(alloc, 1)
+        points *= has * weight
+        total = total + points  # not in place: int64 and Python ints make Python ints
+        weights += has * weight
+    np.maximum(weights, 1, out=weights)  # none weighed: the total is 0 too
+    total //= weights
+    out: npt.NDArray[np.int64] = total.astype(np.int64, copy=False)
     return out
 
 
