@@ -11,8 +11,9 @@ best others.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from berth.controllers.scheduler.framework import Evaluation, Ranked, Ranking, Subject
@@ -32,21 +33,24 @@ def wanted(subject: Subject, feasible: int) -> int:
     return 1
 
 
-def _tie_groups(ranked: Sequence[Ranked]) -> Iterator[Ranked]:
-    """``ranked`` in order, each run of equal (tier, score) shuffled."""
-    i = 0
-    while i < len(ranked):
-        j = i + 1
-        while j < len(ranked) and ranked[j].tier == ranked[i].tier and (
-                abs(ranked[j].score - ranked[i].score) <= 1e-12):
-            j += 1
-        if j - i == 1:
-            yield ranked[i]
-        else:
-            group = list(ranked[i:j])
-            random.shuffle(group)
-            yield from group
-        i = j
+def _tie_groups(ranked: Iterable[Ranked]) -> Iterator[Ranked]:
+    """``ranked`` in order, each run of equal (tier, score) shuffled; an entry is read
+    only when the run before it is over (one entry ahead of what is taken)."""
+    entries = iter(ranked)
+    run = list(islice(entries, 1))
+    while run:
+        first = run[0]
+        nxt = None
+        for r in entries:
+            if r.tier == first.tier and abs(r.score - first.score) <= 1e-12:
+                run.append(r)
+            else:
+                nxt = r
+                break
+        if len(run) > 1:
+            random.shuffle(run)
+        yield from run
+        run = [nxt] if nxt is not None else []
 
 
 class Pool(Lazy):
@@ -62,6 +66,25 @@ class Pool(Lazy):
             feasible = self._ranked.feasible
             return {v for v, bits in self._ranked.fleet.label(label).items() if bits & feasible}
         return {r.candidate.labels[label] for r in self._ranked if label in r.candidate.labels}
+
+    def within(self, labels: Mapping[str, set[str]]) -> Iterator[Ranked]:
+        """The entries whose every label of ``labels`` has one of its values, best first
+        (ties broken at random): from a ranking, without reading the others — the best
+        of a spread's other zones may be far down it."""
+        if not labels:
+            return iter(self)
+        ranked = self._ranked
+        if isinstance(ranked, Ranking):
+            bits = ranked.feasible
+            for label, values in labels.items():
+                by_value = ranked.fleet.label(label)
+                among = 0
+                for v in values:
+                    among |= by_value.get(v, 0)
+                bits &= among
+            return _tie_groups(ranked.within(bits))
+        return (r for r in self if all(r.candidate.labels.get(label) in values
+                                       for label, values in labels.items()))
 
 
 Fill = Callable[[Subject, Pool, int, Sequence[Ranked]], list[Ranked]]

@@ -251,6 +251,27 @@ def test_topology_spread_keeps_the_skew_of_a_pick_n() -> None:
     assert spread(soft) == ["a0", "a1", "b0", "b1", "c0", "none"]
 
 
+def test_a_spread_reads_the_best_of_each_zone_not_the_ranking_down_to_it() -> None:
+    """The best 100 clusters are all in region a: the second and third picks are read
+    among the clusters of the other regions, not by walking the ranking past a's."""
+    from berth.controllers.scheduler.framework import Ranking
+    from berth.store.documents import TopologySpreadConstraint as T
+
+    base = {"a": 0.9, "b": 0.5, "c": 0.2}
+    snap = FakeSnapshot(
+        [cluster(f"{z}{i:03d}", labels={"region": z}, metrics=M) for z in "abc"
+         for i in range(100)],
+        {(f"{z}{i:03d}", "heat"): base[z] - i / 1000 for z in "abc" for i in range(100)})
+    for number, expected in ((3, ["a000", "b000", "c000"]),
+                             (5, ["a000", "a001", "b000", "b001", "c000"])):
+        ev, chosen = evaluate(snap, app(placement=Placement(
+            policy="PickN", number_of_clusters=number,
+            topology_spread_constraints=[T(1, "region")])))
+        assert sorted(chosen) == expected
+        assert isinstance(ev.ranked, Ranking)
+        assert len(ev.ranked._done) < 10  # read for the first pick only
+
+
 def test_the_explanation_lists_every_chosen_target_in_its_place() -> None:
     """A spread picks clusters below the best few: the Binding's explanation, which keeps
     the best ``limit``, lists them too, by score, each with its metric readings."""

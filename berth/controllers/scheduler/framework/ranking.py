@@ -198,11 +198,21 @@ class Ranking(Lazy):
     """Feasible candidates best first, materialized on demand."""
 
     def __init__(self, fleet: Fleet, feasible: int, source: Iterator[Ranked],
-                 lookup: Callable[[int], Ranked]) -> None:
+                 lookup: Callable[[int], Ranked],
+                 within: Callable[[int], Iterator[Ranked]] | None = None) -> None:
         super().__init__(feasible.bit_count(), source)
         self.fleet = fleet
         self.feasible = feasible
         self._lookup = lookup
+        self._within = within
+
+    def within(self, bits: int) -> Iterator[Ranked]:
+        """The entries of the candidates in ``bits``, best first, reading none of the
+        others (a spread's pick among the clusters of a few zones, when the best of the
+        ranking are all in another)."""
+        if self._within is None:
+            return (r for r in self if bits >> r.ordinal & 1)
+        return self._within(self.feasible & bits)
 
     @classmethod
     def of(cls, fleet: Fleet, ranked: list[Ranked]) -> Ranking:
@@ -229,19 +239,21 @@ class Ranking(Lazy):
         taken = 0
         for i in overrides:
             taken |= 1 << i
-        walks = [(bits, band) for band in bands if (bits := band.bits & feasible & ~taken)]
-        source = (iter(()) if not walks else _band_walk(base, *walks[0]) if len(walks) == 1
-                  else _sorted(base, walks) if _eager(feasible.bit_count(), len(walks))
-                  else _merged(base, walks))
-        if overrides:
-            source = _with(source, sorted(overrides.values(), key=_sort_key))
+
+        def walk(bits: int) -> Iterator[Ranked]:
+            walks = [(b, band) for band in bands if (b := band.bits & bits & ~taken)]
+            source = (iter(()) if not walks else _band_walk(base, *walks[0]) if len(walks) == 1
+                      else _sorted(base, walks) if _eager(bits.bit_count(), len(walks))
+                      else _merged(base, walks))
+            return _with(source, _among(overrides, bits)) if overrides else source
+
         plain = lookup(base, bands)
 
         def find(i: int) -> Ranked:
             hit = overrides.get(i)
             return hit if hit is not None else plain(i)
 
-        return cls(base.fleet, feasible, source, find if overrides else plain)
+        return cls(base.fleet, feasible, walk(feasible), find if overrides else plain, walk)
 
     @classmethod
     def added(cls, base: BaseOrder, adds: Additions, overrides: dict[int, Ranked]) -> Ranking:
@@ -249,16 +261,19 @@ class Ranking(Lazy):
         taken = 0
         for i in overrides:
             taken |= 1 << i
-        source = adds.walk(taken)
-        if overrides:
-            source = _with(source, sorted(overrides.values(), key=_sort_key))
+
+        def walk(bits: int) -> Iterator[Ranked]:
+            source = adds.walk(taken | (adds.feasible & ~bits))
+            return _with(source, _among(overrides, bits)) if overrides else source
+
         plain = adds.lookup
 
         def find(i: int) -> Ranked:
             hit = overrides.get(i)
             return hit if hit is not None else plain(i)
 
-        return cls(base.fleet, adds.feasible, source, find if overrides else plain)
+        return cls(base.fleet, adds.feasible, walk(adds.feasible), find if overrides else plain,
+                   walk)
 
     def get(self, key: str) -> Ranked | None:
         """The entry of the candidate ``key`` if it is feasible, without walking."""
@@ -371,6 +386,11 @@ class Additions:
                 # Only when more is read (most reads stop in the first batch).
                 sub, neg = sub[~chosen], neg[~chosen]
                 k *= 8
+
+
+def _among(overrides: dict[int, Ranked], bits: int) -> list[Ranked]:
+    """The ``overrides`` of candidates in ``bits``, in ranking order."""
+    return sorted((r for i, r in overrides.items() if bits >> i & 1), key=_sort_key)
 
 
 def _with(walk: Iterator[Ranked], pending: list[Ranked]) -> Iterator[Ranked]:

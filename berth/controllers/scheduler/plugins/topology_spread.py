@@ -5,7 +5,10 @@ the clusters a PickN/PickAll placement chooses are spread over the values of
 the ``topologyKey`` cluster label so that, counting the chosen clusters per
 domain, ``max - min <= maxSkew`` (min over every domain a feasible cluster
 is in). Batch mode: the clusters are picked greedily from the one ranking,
-best first, skipping those that would break a constraint.
+best first, skipping those that would break a constraint — each pick read
+from the ranking restricted to the domains it may be in (the best clusters
+often share a zone, as they share its metrics: walking past them read
+hundreds of entries per pick in a fleet of thousands).
 
 ``DoNotSchedule``: clusters without the label are filtered out, and the
 placement stops short rather than break the skew. ``ScheduleAnyway``: a
@@ -62,8 +65,8 @@ class TopologySpread(Plugin):
                chosen: Sequence[Ranked]) -> list[Ranked]:
         """Fill ``chosen`` up to ``n`` from ``pool`` (best first), keeping the spread.
 
-        Each pick is the best entry that keeps the skew; the pool is read only
-        as far as the picks need.
+        Each pick is the best entry that keeps the skew, read among the clusters of
+        the domains that keep it.
         """
         constraints = subject.placement.topology_spread_constraints
         if not constraints:
@@ -72,31 +75,37 @@ class TopologySpread(Plugin):
         taken = {r.candidate.key for r in picked}
         domains = {c.topology_key: pool.values(c.topology_key) for c in constraints}
 
-        def skew_ok(r: Ranked, *, hard_only: bool) -> bool:
+        def allowed(hard_only: bool) -> dict[str, set[str]]:
+            """Per topology key, the values a next pick may have without breaking a
+            constraint (only the DoNotSchedule ones: ``hard_only``)."""
+            out: dict[str, set[str]] = {}
             for c in constraints:
                 if hard_only and c.when_unsatisfiable != "DoNotSchedule":
                     continue
-                value = r.candidate.labels.get(c.topology_key)
-                if value is None:
-                    return False
                 counts = dict.fromkeys(domains[c.topology_key], 0)
                 for p in picked:
                     v = p.candidate.labels.get(c.topology_key)
                     if v is not None:
                         counts[v] = counts.get(v, 0) + 1
-                counts[value] = counts.get(value, 0) + 1
-                if max(counts.values()) - min(counts.values()) > c.max_skew:
-                    return False
-            return True
+                ok = set()
+                for value in domains[c.topology_key]:
+                    counts[value] += 1
+                    if max(counts.values()) - min(counts.values()) <= c.max_skew:
+                        ok.add(value)
+                    counts[value] -= 1
+                out[c.topology_key] = out[c.topology_key] & ok if c.topology_key in out else ok
+            return out
 
-        hard = any(c.when_unsatisfiable == "DoNotSchedule" for c in constraints)
+        # Each pick: the best entry that keeps every constraint, else (ScheduleAnyway
+        # given up) the best that keeps the DoNotSchedule ones — read among the
+        # clusters of the domains allowed, not down the whole ranking.
         while len(picked) < n:
-            rest = (r for r in pool if r.candidate.key not in taken)
-            nxt = next((r for r in rest if skew_ok(r, hard_only=False)), None)
-            if nxt is None:
-                rest = (r for r in pool if r.candidate.key not in taken)
-                nxt = next((r for r in rest if skew_ok(r, hard_only=True)), None) if hard else (
-                    next(rest, None))
+            nxt = None
+            for hard_only in (False, True):
+                nxt = next((r for r in pool.within(allowed(hard_only))
+                            if r.candidate.key not in taken), None)
+                if nxt is not None:
+                    break
             if nxt is None:
                 break
             picked.append(nxt)
