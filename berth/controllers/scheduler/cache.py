@@ -599,8 +599,9 @@ class Cache:
         """Applications of ``namespace`` with targets, as decided (assumed or seen)."""
         return self.decisions.placed(namespace, labels)
 
-    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
-        return self.decisions.placed_on(namespace, label, value)
+    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
+                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
+        return self.decisions.placed_on_since(namespace, label, value, since)
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.decisions.version(namespace, labels)

@@ -59,6 +59,19 @@ class Usage:
         object.__setattr__(self, "since", since)
 
 
+JOURNAL = 4096  # changes a label's journal keeps before it starts again
+
+
+class _Journal:
+    """The changes to where the placements of one label run, from position ``base``."""
+
+    __slots__ = ("base", "changes")
+
+    def __init__(self) -> None:  # written out: compiled (see framework.status.Status)
+        self.base = 0
+        self.changes: list[tuple[Ref, int]] = []
+
+
 @dataclass(slots=True, eq=False)
 class Token:
     """One submitted write; identity is what compare-and-set compares."""
@@ -87,6 +100,8 @@ class Decisions:
         self._by_label: dict[tuple[str | None, str, str], set[str]] = {}
         self._versions: dict[tuple[str | None, str, str] | str | None, int] = {}
         self._on: dict[tuple[str | None, str, str], dict[Ref, int]] = {}  # label → where, how many
+        # The changes to ``_on`` of the labels someone follows (placed_on_since), in order.
+        self._journal: dict[tuple[str | None, str, str], _Journal] = {}
         self._garbage: dict[str, int] = {}  # binding key → revision of a value that won't decode
         # What each placement asks of its clusters, for the capacity the cluster has not
         # reported yet: candidate key → binding key → (app id, ask, pods, since).
@@ -143,6 +158,33 @@ class Decisions:
         how many of them run there."""
         with self._lock:
             return Counter(self._on.get((namespace, label, value), ()))
+
+    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
+                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
+        """What changed in ``placed_on(namespace, label, value)`` since position ``since``
+        of its journal: (the position now, the changes as (target, +n or -n), False);
+        or, for a reader new or too far behind (``since`` -1), (the position now, the
+        whole of it, True). The first call starts the label's journal."""
+        key = (namespace, label, value)
+        with self._lock:
+            journal = self._journal.get(key)
+            if journal is None:
+                journal = self._journal[key] = _Journal()
+            end = journal.base + len(journal.changes)
+            if journal.base <= since <= end:
+                return end, journal.changes[since - journal.base:], False
+            return end, list(self._on.get(key, {}).items()), True
+
+    def _note(self, key: tuple[str | None, str, str], targets: tuple[Ref, ...],
+              n: int) -> None:
+        """Journal that ``targets`` gained ``n`` placements labelled ``key`` (lock held)."""
+        journal = self._journal.get(key)
+        if journal is None:
+            return  # nobody follows it
+        if len(journal.changes) >= JOURNAL:  # readers this far behind read it whole
+            journal.base += len(journal.changes)
+            journal.changes = []
+        journal.changes.extend((t, n) for t in targets)
 
     def version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         """Changes whenever ``placed(namespace, labels)`` may have changed."""
@@ -319,6 +361,7 @@ class Decisions:
                 on = self._on[(ref.namespace, k, v)] = {}
             for t in targets:
                 on[t] = on.get(t, 0) + 1
+            self._note((ref.namespace, k, v), targets, 1)
         self._namespace[key] = ref.namespace
         for k, v in labels.items():
             self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
@@ -340,6 +383,7 @@ class Decisions:
                         on.pop(t, None)
                 if not on:
                     del self._on[(ns, k, v)]
+                self._note((ns, k, v), old.targets, -1)
         for k, v in old.labels.items():
             members = self._by_label.get((ns, k, v))
             if members is not None:

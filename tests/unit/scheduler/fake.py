@@ -89,8 +89,11 @@ class FakeSnapshot:
     def current_targets(self, subject: Subject) -> list[Target]:
         return [Target("Cluster", n, "default") for n in self.targets.get(subject.ref.name, [])]
 
-    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
-        return Counter(t for p in self.placed(namespace, {label: value}) for t in p.targets)
+    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
+                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
+        """Always the whole of it: no journal here."""
+        whole = Counter(t for p in self.placed(namespace, {label: value}) for t in p.targets)
+        return 0, list(whole.items()), True
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return hash(tuple(id(p) for p in self.others))

@@ -155,6 +155,52 @@ def test_placements_are_found_by_label_and_follow_every_change() -> None:
         "elsewhere": 1}
 
 
+def test_the_changes_since_a_position_add_up_to_where_a_label_runs() -> None:
+    """A reader that applies the journal's changes to what it read before always holds
+    what ``placed_on`` says; one too far behind (or new) reads the whole again."""
+    import random
+
+    from berth.controllers.scheduler import decisions
+
+    rng = random.Random(3)
+    names = [f"a{i}" for i in range(40)]
+    d, _, applications = setup(**{n: {"group": rng.choice("xy")} for n in names})
+
+    def read(since: int, held: dict[str, int]) -> tuple[int, dict[str, int], bool]:
+        end, changes, whole = d.placed_on_since("default", "group", "x", since)
+        out = {} if whole else dict(held)
+        for ref, n in changes:
+            out[ref.name] = out.get(ref.name, 0) + n
+        return end, {k: v for k, v in out.items() if v}, whole
+
+    at, held, whole = read(-1, {})
+    assert whole and held == {}
+    for step in range(300):
+        name = rng.choice(names)
+        if step % 7 == 0:  # relabelled: it joins or leaves the group
+            key = keys.resource_key("Application", name, "default")
+            old = applications.cache[key].obj
+            applications.deliver(key, app(name, {"group": rng.choice("xy")}), step + 2, old=old)
+        else:
+            d.assume(bkey(name), view(name, *rng.sample(["c1", "c2", "c3", "c4"],
+                                                        rng.randint(0, 2))))
+        if step % 3 == 0:
+            at, held, whole = read(at, held)
+            assert not whole
+            assert held == {r.name: n for r, n in d.placed_on("default", "group", "x").items()}
+    # far behind: the journal started again meanwhile
+    old = decisions.JOURNAL
+    decisions.JOURNAL = 4
+    try:
+        for name in names[:10]:
+            d.assume(bkey(name), view(name, "c5"))
+        _, held, whole = read(at, held)
+    finally:
+        decisions.JOURNAL = old
+    assert whole
+    assert held == {r.name: n for r, n in d.placed_on("default", "group", "x").items()}
+
+
 def test_garbage_at_a_binding_key_is_no_decision_and_its_revision_is_known() -> None:
     d, bindings, _ = setup(web={"app": "web"})
     bindings.deliver(bkey("web"), view("web", "c1"), 5, EventType.ADDED)

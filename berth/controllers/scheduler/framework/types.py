@@ -195,9 +195,12 @@ class Snapshot(Protocol):
         """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
         ...
 
-    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
-        """Where the placed workloads of ``namespace`` labelled ``label=value`` run:
-        target → how many of them."""
+    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
+                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
+        """Where the placed workloads of ``namespace`` labelled ``label=value`` run, as
+        changes since position ``since``: (the position now, [(target, +n or -n)],
+        False); or (the position now, [(target, how many)] of all of them, True) when
+        ``since`` is -1 or too old."""
         ...
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:

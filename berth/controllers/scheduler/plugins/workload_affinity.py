@@ -72,15 +72,6 @@ def _counts(term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot,
     """Topology value → how many matching workloads of ``ns`` run there (by target)."""
     sel = term.label_selector
     out: Counter[str] = Counter()
-    if len(sel.match_labels) == 1 and not sel.match_expressions:  # the common case: by index
-        ((label, wanted),) = sel.match_labels.items()
-        for t, n in snapshot.placed_on(ns, label, wanted).items():
-            i = fleet.by_key.get(candidate_key(t.kind, t.namespace, t.name))
-            value = fleet.candidates[i].labels.get(term.topology_key) if i is not None else (
-                _value_of(snapshot, t, term.topology_key))
-            if value is not None:
-                out[value] += n
-        return out
     for p in snapshot.placed(ns, sel.match_labels):
         if not selector_matches(sel.match_labels, sel.match_expressions, p.labels):
             continue
@@ -91,6 +82,17 @@ def _counts(term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot,
     return out
 
 
+def _tally(counts: Counter[str], changes: list[tuple[Ref, int]], topology_key: str,
+           snapshot: Snapshot, fleet: Fleet) -> None:
+    """Add ``changes`` (target, how many more) to ``counts`` by topology value."""
+    for t, n in changes:
+        i = fleet.by_key.get(candidate_key(t.kind, t.namespace, t.name))
+        value = fleet.candidates[i].labels.get(topology_key) if i is not None else (
+            _value_of(snapshot, t, topology_key))
+        if value is not None:
+            counts[value] += n
+
+
 class WorkloadAffinity(Plugin):
     name = NAME
 
@@ -99,6 +101,11 @@ class WorkloadAffinity(Plugin):
         # Where the workloads a term selects run, by topology value: shared by every
         # subject with that term until those placements or the candidates change.
         self._cache: OrderedDict[tuple[Any, ...], Counter[str]] = OrderedDict()
+        # The same for a term of one label (the common case), kept up to date from the
+        # placements' journal rather than counted again after every placement of the
+        # label: (namespace, label, value, topology key, candidates' epoch) → (the
+        # journal's position, the counts).
+        self._tallies: OrderedDict[tuple[Any, ...], tuple[int, Counter[str]]] = OrderedDict()
 
     def _domains(self, term: WorkloadAffinityTerm, subject: Subject, snapshot: Snapshot,
                  fleet: Fleet) -> set[str]:
@@ -106,6 +113,9 @@ class WorkloadAffinity(Plugin):
         counts: Counter[str] = Counter()
         namespaces: list[str | None] = [*term.namespaces] or [subject.ref.namespace]
         for ns in namespaces:
+            if len(sel.match_labels) == 1 and not sel.match_expressions:
+                counts.update(self._tallied(term, ns, snapshot, fleet))
+                continue
             key = (ns, tuple(sorted(sel.match_labels.items())),
                    msgspec.json.encode(sel.match_expressions), term.topology_key,
                    snapshot.placements_version(ns, sel.match_labels), fleet.cand_epoch)
@@ -122,6 +132,22 @@ class WorkloadAffinity(Plugin):
                 if value is not None:
                     counts[value] -= 1
         return {value for value, n in counts.items() if n > 0}
+
+    def _tallied(self, term: WorkloadAffinityTerm, ns: str | None, snapshot: Snapshot,
+                 fleet: Fleet) -> Counter[str]:
+        """:func:`_counts` of a term of one label, brought up to date by the changes to
+        its placements since it was last read."""
+        ((label, wanted),) = term.label_selector.match_labels.items()
+        key = (ns, label, wanted, term.topology_key, fleet.cand_epoch)
+        hit = self._tallies.pop(key, None)
+        end, changes, whole = snapshot.placed_on_since(ns, label, wanted,
+                                                       hit[0] if hit is not None else -1)
+        counts = hit[1] if hit is not None and not whole else Counter()
+        _tally(counts, changes, term.topology_key, snapshot, fleet)
+        self._tallies[key] = (end, counts)  # the most recently used last
+        while len(self._tallies) > CACHED_TERMS:
+            self._tallies.popitem(last=False)
+        return counts
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         aff = subject.affinity
