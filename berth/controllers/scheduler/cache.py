@@ -532,9 +532,14 @@ class Cache:
     def _room_changed(self, candidate: str) -> None:
         with self._room_log_lock:
             self._room_log.append(candidate)
-            if len(self._room_log) > ROOM_LOG:  # readers this far behind read everything
-                self._room_log_base += len(self._room_log)
-                self._room_log.clear()
+            self._trim_room_log()
+
+    def _trim_room_log(self) -> None:
+        """Start the room log again once it is long (lock held): readers this far behind
+        read every Room again."""
+        if len(self._room_log) > ROOM_LOG:
+            self._room_log_base += len(self._room_log)
+            self._room_log.clear()
 
     def _room_changes(self, since: int) -> tuple[int, list[str] | None]:
         """(the log's end, the candidates changed from ``since`` on; None: too many)."""
@@ -577,9 +582,7 @@ class Cache:
             while expiring and expiring[0][0] < now:
                 _, key = heapq.heappop(expiring)
                 self._room_log.append(key)
-            if len(self._room_log) > ROOM_LOG:
-                self._room_log_base += len(self._room_log)
-                self._room_log.clear()
+            self._trim_room_log()
 
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)

@@ -77,11 +77,7 @@ class Pool(Lazy):
         if isinstance(ranked, Ranking):
             bits = ranked.feasible
             for label, values in labels.items():
-                by_value = ranked.fleet.label(label)
-                among = 0
-                for v in values:
-                    among |= by_value.get(v, 0)
-                bits &= among
+                bits &= ranked.fleet.label_in(label, tuple(values))
             return _tie_groups(ranked.within(bits))
         return (r for r in self if all(r.candidate.labels.get(label) in values
                                        for label, values in labels.items()))
