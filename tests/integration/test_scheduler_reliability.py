@@ -258,8 +258,8 @@ class _LostAnswers(Store):
 class _Decisions:
     """The writer's view of the scheduler's decisions: tokens only."""
 
-    def assume(self, key: str, view: object) -> Token:
-        return Token(None)
+    def assume(self, key: str, view: object, encoded: bytes | None = None) -> Token:
+        return Token(None, encoded)
 
     def written(self, key: str, token: Token, revision: int) -> None:
         return None

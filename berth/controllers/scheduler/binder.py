@@ -63,7 +63,8 @@ SPACING = 0.005  # seconds from one transaction's end to the next one's start, i
 class Assumed(Protocol):
     """What the writer tells of its writes (:class:`~.decisions.Decisions`)."""
 
-    def assume(self, key: str, doc: BindingView | None) -> Token: ...
+    def assume(self, key: str, doc: BindingView | None, encoded: bytes | None = None
+               ) -> Token: ...
 
     def written(self, key: str, token: Token, revision: int) -> None: ...
 
@@ -72,9 +73,18 @@ class Assumed(Protocol):
 
 @dataclass(slots=True)
 class Write:
+    """A Binding to write, or to delete (``value`` None), for ``subject_key``.
+
+    The document is encoded when the write is made, on the deciding thread: the
+    queue holds its bytes and what the scheduler reads back of it, not the
+    document. Its explanation — most of its objects — is freed at once rather
+    than living until its transaction, through the collector's young
+    generations."""
+
     subject_key: str
     binding_key: str
-    doc: Binding | None  # None: delete the Binding
+    value: bytes | None  # the encoded Binding (None: delete it)
+    view: BindingView | None  # what is assumed until the watch shows it
     enqueued: float = 0.0
     token: Token | None = None
     base: int = 0  # the Binding's revision the decision was made on (0: none stored)
@@ -82,30 +92,28 @@ class Write:
     said: str | None = None  # the log line saying the change, once written
 
     def __init__(self, subject_key: str, binding_key: str, doc: Binding | None,
-                 enqueued: float = 0.0, token: Token | None = None, base: int = 0,
-                 follows: Write | None = None, said: str | None = None) -> None:
+                 said: str | None = None) -> None:
         # written out: compiled (see framework.status.Status)
         self.subject_key = subject_key
         self.binding_key = binding_key
-        self.doc = doc
-        self.enqueued = enqueued
-        self.token = token
-        self.base = base
-        self.follows = follows
+        self.value = encode(doc) if doc is not None else None
+        self.view = BindingView.of(doc) if doc is not None else None
+        self.enqueued = 0.0
+        self.token = None
+        self.base = 0
+        self.follows = None
         self.said = said
 
 
 class BindingWriter:
     def __init__(self, store: Store, decisions: Assumed, seen: Callable[[str], int], *,
                  batch: int = 128, retry: Callable[[str], None],
-                 written: Callable[[Write, float], None] | None = None,
                  say: Callable[[Lines], object] | None = None) -> None:
         self.store = store
         self.decisions = decisions
         self.seen = seen  # binding key → the revision the watch last delivered
         self.batch = min(batch, store.room)  # a fenced store's fence takes one
         self.retry = retry  # schedule the subject again
-        self.written = written
         self.say = say  # logs the lines of the Bindings written
         self._said: list[str] = []  # the writer thread's own: lines of what it wrote
         self._pending: dict[str, Write] = {}
@@ -156,8 +164,7 @@ class BindingWriter:
 
     def _assume(self, write: Write) -> None:
         write.enqueued = time.monotonic()
-        write.token = self.decisions.assume(
-            write.binding_key, BindingView.of(write.doc) if write.doc is not None else None)
+        write.token = self.decisions.assume(write.binding_key, write.view, write.value)
 
     def _guard(self, write: Write) -> None:
         """The revision ``write`` was decided on (under the lock): as stored, or as this
@@ -267,13 +274,10 @@ class BindingWriter:
         """The writes, each guarded by the revision its decision was made on."""
         ops: list[Put | Delete] = []
         for w in writes:
-            if w.doc is None:
+            if w.value is None:
                 ops.append(Delete(w.binding_key, w.base))  # 0: only if still absent
             else:
-                value = encode(w.doc)
-                if w.token is not None:
-                    w.token.encoded = value  # the echo is known by it (Decisions.echo)
-                ops.append(Put(w.binding_key, value, w.base))
+                ops.append(Put(w.binding_key, w.value, w.base))
         return ops
 
     def _commit_group(self, writes: list[Write]) -> None:
@@ -306,7 +310,7 @@ class BindingWriter:
             except StoreError:
                 todo.append(w)
                 continue
-            if w.doc is not None and kv is not None and kv.value == encode(w.doc):
+            if w.value is not None and kv is not None and kv.value == w.value:
                 self._done(w, kv.mod_revision)  # it was written: not again
             else:  # (a delete that landed conflicts on retry, and is decided again)
                 todo.append(w)
@@ -371,22 +375,20 @@ class BindingWriter:
         self.retry(w.subject_key)
 
     def _done(self, w: Write, revision: int) -> None:
-        _WRITES("deleted" if w.doc is None else "written").inc()
+        _WRITES("deleted" if w.value is None else "written").inc()
         if w.said is not None:
             self._said.append(w.said)
         with self._cond:
-            if w.doc is None:
+            if w.value is None:
                 self._revisions.pop(w.binding_key, None)
             else:
                 self._revisions[w.binding_key] = revision
             nxt = self._pending.get(w.binding_key)
             if nxt is not None and nxt.follows is w:  # decided with ours assumed: on top
-                nxt.base, nxt.follows = (0 if w.doc is None else revision), None
+                nxt.base, nxt.follows = (0 if w.value is None else revision), None
             for g in self._groups:
                 for n in g:
                     if n.follows is w:
-                        n.base, n.follows = (0 if w.doc is None else revision), None
+                        n.base, n.follows = (0 if w.value is None else revision), None
         if w.token is not None:
             self.decisions.written(w.binding_key, w.token, revision)
-        if self.written is not None:
-            self.written(w, revision)

@@ -77,8 +77,8 @@ class Token:
     """One submitted write; identity is what compare-and-set compares."""
 
     doc: BindingView | None  # None: the Binding is being deleted
-    # The bytes written, set once by the writer before it commits: the watch's echo of
-    # a write whose answer the writer has not read yet is recognised by them.
+    # The bytes written: the watch's echo of a write whose answer the writer has not
+    # read yet is recognised by them.
     encoded: bytes | None = None
 
     def __init__(self, doc: BindingView | None, encoded: bytes | None = None) -> None:
@@ -201,9 +201,11 @@ class Decisions:
 
     # -- the writer's side ---------------------------------------------------------
 
-    def assume(self, key: str, doc: BindingView | None) -> Token:
-        """A decision for ``key`` was submitted: attempts see it from now on."""
-        token = Token(doc)
+    def assume(self, key: str, doc: BindingView | None, encoded: bytes | None = None
+               ) -> Token:
+        """A decision for ``key`` was submitted (``encoded``: the bytes to be written):
+        attempts see it from now on."""
+        token = Token(doc, encoded)
         with self._lock:
             self._assumed[key] = (token, PENDING)
             self._reindex(key)

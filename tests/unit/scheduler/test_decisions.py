@@ -232,20 +232,19 @@ def test_the_echo_of_a_write_is_known_by_its_revision_or_while_in_flight_by_its_
     then. Other bytes, or no bytes recorded yet, are decoded as anyone's would be."""
     d, _, _ = setup(web={"app": "web"}, db={"app": "db"})
     mine = view("web", "c1")
-    token = d.assume(bkey("web"), mine)
 
     def read(b: bytes) -> Callable[[], bytes]:
         return lambda: b
 
-    assert d.echo(bkey("web"), 9, read(b"{}")) is None  # nothing recorded as written yet
-    token.encoded = b'{"written": 1}'  # what the writer sends (set before it commits)
+    d.assume(bkey("web"), mine)
+    assert d.echo(bkey("web"), 9, read(b"{}")) is None  # no bytes given: decoded
+    token = d.assume(bkey("web"), mine, b'{"written": 1}')  # what the writer sends
     assert d.echo(bkey("web"), 9, read(b'{"written": 1}')) is mine
     assert d.echo(bkey("web"), 9, read(b'{"someone": "else"}')) is None
     d.written(bkey("web"), token, 9)
     assert d.echo(bkey("web"), 9, read(b"never read")) is mine  # landed here: by revision
     assert d.echo(bkey("web"), 10, read(b'{"written": 1}')) is None  # later: not ours
-    gone = d.assume(bkey("db"), None)  # a deletion has no document to give
-    gone.encoded = b""
+    d.assume(bkey("db"), None, b"")  # a deletion has no document to give
     assert d.echo(bkey("db"), 11, read(b"")) is None
 
 
