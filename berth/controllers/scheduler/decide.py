@@ -62,25 +62,17 @@ class Decision:
     def explained(self, framework: Framework, snapshot: Snapshot, limit: int
                   ) -> list[dict[str, Any]]:
         """The explanation written into the Binding (built only when it is written): the
-        best ``limit`` candidates and every chosen one, each with its metric readings."""
-        best = self.evaluation.ranked[:limit]
-        listed = {r.candidate.key for r in best}
-        extra = [r for r in self.chosen if r.candidate.key not in listed]
+        best ``limit`` candidates and every chosen one, the chosen with what the plugins
+        say of them (metric readings; the room a subject's requests found)."""
         state, subject = self.state, self.subject
 
-        def of_candidate(r: Ranked) -> dict[str, Any]:
+        def described(r: Ranked) -> dict[str, Any]:
             out: dict[str, Any] = {}
-            for describe in framework.candidate_describers:
+            for describe in framework.describers:
                 out.update(describe(state, subject, r.candidate, snapshot))
             return out
 
-        details: dict[str, dict[str, Any]] = {}
-        for describe in framework.describers:  # what depends on the subject too
-            for r in (*best, *extra):
-                said = describe(state, subject, r.candidate, snapshot)
-                if said:
-                    details.setdefault(r.candidate.key, {}).update(said)
-        return explanation(self.evaluation, details, limit, extra, of_candidate)
+        return explanation(self.evaluation, limit, self.chosen, described)
 
 
 @dataclass(slots=True)
@@ -128,7 +120,7 @@ class NoFit:
     retry: bool = False  # a plugin failed: try again after a backoff
 
     def explained(self, limit: int) -> list[dict[str, Any]]:
-        return explanation(self.evaluation, {}, limit) if self.evaluation is not None else []
+        return explanation(self.evaluation, limit) if self.evaluation is not None else []
 
 
 @dataclass(frozen=True, slots=True)

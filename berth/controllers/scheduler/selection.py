@@ -144,42 +144,37 @@ def summary(kind: str, evaluation: Evaluation) -> str:
     return f"{head}: {tail}"
 
 
-def explanation(evaluation: Evaluation, details: dict[str, dict[str, Any]],
-                limit: int, extra: Sequence[Ranked] = (),
+def explanation(evaluation: Evaluation, limit: int, chosen: Sequence[Ranked] = (),
                 describe: Callable[[Ranked], dict[str, Any]] | None = None
                 ) -> list[dict[str, Any]]:
-    """The best ``limit`` candidates with their breakdown (and the ``extra`` ones, chosen
-    though not among them, in their place by score), then up to ``limit`` rejections.
+    """The best ``limit`` candidates and every ``chosen`` one, by score; then up to
+    ``limit`` groups of rejected candidates.
 
-    A candidate's entry has its scores and what ``describe`` says of it (the same for
-    every subject: its metric readings), and ``details`` for it (per subject). Built
-    once per evaluation (subjects sharing a cached evaluation share it), an entry of
-    the shared ranking once per fleet and metric values; only the entries that get
-    per-subject ``details`` are copied.
+    Every candidate listed has its score and each plugin's part of it; a chosen one
+    also what ``describe`` says of it (its metric readings, the room it had): why it
+    won, as of the decision. The others' readings are the fleet's, the same for
+    every subject: ``berth explain --all`` gives them. The part that is not the
+    chosen ones' is built once per evaluation (subjects sharing one share it), the
+    entry of a candidate of a shared ranking once per fleet and metric values.
     """
-    def entry(r: Ranked) -> dict[str, Any]:
-        e = _entry(r)
-        if describe is not None:
-            e.update(describe(r))
-        return e
-
     cached: list[dict[str, Any]] | None = evaluation.derived.get(f"explanation:{limit}")
     if cached is None:
         fleet = evaluation.fleet
-        cached = [fleet.cached(("explained", r.ordinal, describe is not None),
-                               partial(entry, r), metric=True)
-                  if r.shared else entry(r) for r in evaluation.ranked[:limit]]
+        cached = [fleet.cached(("explained", r.ordinal), partial(_entry, r), metric=True)
+                  if r.shared else _entry(r) for r in evaluation.ranked[:limit]]
         cached += _rejections(evaluation, limit)
         evaluation.derived[f"explanation:{limit}"] = cached
-    entries = cached
-    if extra:
-        ranked = [e for e in cached if "score" in e] + [entry(r) for r in extra]
-        ranked.sort(key=lambda e: (e.get("tier", 0), e["score"]), reverse=True)
-        entries = ranked + [e for e in cached if "score" not in e]
-    if not details:
-        return entries
-    return [{**e, **details[e["candidate"]]} if e.get("candidate") in details else e
-            for e in entries]
+    if not chosen:
+        return cached
+    said = {r.candidate.key: r for r in chosen}
+    ranked = [e for e in cached if "score" in e and e["candidate"] not in said]
+    for r in chosen:
+        entry = _entry(r)
+        if describe is not None:
+            entry.update(describe(r))
+        ranked.append(entry)
+    ranked.sort(key=lambda e: (e.get("tier", 0), e["score"]), reverse=True)
+    return ranked + [e for e in cached if "score" not in e]
 
 
 def _entry(r: Ranked) -> dict[str, Any]:

@@ -255,8 +255,8 @@ def test_the_engine_decides_as_the_reference(seed: int, monkeypatch: pytest.Monk
             nonzero = {k: v for k, v in b.scores.items() if abs(v) > 1e-12}
             assert {k: v for k, v in a.scores.items() if abs(v) > 1e-12} == pytest.approx(
                 nonzero, abs=1e-9)
-    assert explanation(fast, {}, 10)[len(got) and min(10, len(fast.ranked)):] == \
-        explanation(ref, {}, 10)[min(10, len(ref.ranked)):]
+    assert explanation(fast, 10)[len(got) and min(10, len(fast.ranked)):] == \
+        explanation(ref, 10)[min(10, len(ref.ranked)):]
     if all(len(k) == 1 for _, _, k in want):  # no ties: the choice is determined
         current = snap.current_targets(subject)
         assert [r.candidate.key for r in select(subject, fast.ranked, current)] == \

@@ -228,17 +228,10 @@ class Framework:
         self._memo: dict[tuple[str, str | None],
                          tuple[Fleet, OrderedDict[bytes, _Static]]] = {}
         self._plugins: dict[str, list[Any]] = {}
-        # What the explanation says of a candidate beyond its scores: per subject, or
-        # (a plugin whose ``describes_candidate`` is true) the same for every subject
-        # while the metric values are, kept with the candidate's cached entry.
-        describing = [p for p in self.instances.values()
-                      if callable(getattr(p, "describe", None))]
+        # What the explanation says of a chosen candidate beyond its scores.
         self.describers: list[Callable[..., dict[str, Any]]] = [
-            getattr(p, "describe") for p in describing  # noqa: B009
-            if not getattr(p, "describes_candidate", False)]
-        self.candidate_describers: list[Callable[..., dict[str, Any]]] = [
-            getattr(p, "describe") for p in describing  # noqa: B009
-            if getattr(p, "describes_candidate", False)]
+            d for d in (getattr(p, "describe", None) for p in self.instances.values())
+            if callable(d)]
         self._metric_blind = {n for n, p in self.instances.items()
                               if not getattr(p, "reads_metric_values", True)}
         # What each plugin can do, decided once: isinstance on a Protocol is slow.

@@ -60,7 +60,6 @@ class _Base:
 class MetricScore(Plugin):
     name = NAME
     cacheable = True
-    describes_candidate = True  # a candidate's readings: the same for every subject
     ARGS = frozenset({"stickiness_weight"})
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
