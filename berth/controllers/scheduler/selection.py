@@ -137,10 +137,10 @@ def summary(kind: str, evaluation: Evaluation) -> str:
     head = f"{len(evaluation.ranked)}/{evaluation.considered} {noun} are available"
     if not evaluation.counts:
         return head
-    tail = evaluation.derived.get("summary")
+    tail = evaluation.views.get("summary")
     if tail is None:
         ordered = sorted(evaluation.counts.items(), key=lambda i: (-i[1], i[0]))
-        tail = evaluation.derived["summary"] = ", ".join(f"{n} {r}" for r, n in ordered)
+        tail = evaluation.views["summary"] = ", ".join(f"{n} {r}" for r, n in ordered)
     return f"{head}: {tail}"
 
 
@@ -154,15 +154,19 @@ def explanation(evaluation: Evaluation, limit: int, chosen: Sequence[Ranked] = (
     also what ``describe`` says of it (its metric readings, the room it had): why it
     won, as of the decision. The others' readings are the fleet's, the same for
     every subject: ``berth explain --all`` gives them. The part that is not the
-    chosen ones' is built once per evaluation (subjects sharing one share it), the
-    entry of a candidate of a shared ranking once per fleet and metric values.
+    chosen ones' is built once per evaluation, the entry of a candidate of a shared
+    ranking once per fleet and metric values, the groups of rejected ones once per
+    signature (unless a filter rejected more for this subject alone).
     """
     cached: list[dict[str, Any]] | None = evaluation.derived.get(f"explanation:{limit}")
     if cached is None:
         fleet = evaluation.fleet
         cached = [fleet.cached(("explained", r.ordinal), partial(_entry, r), metric=True)
                   if r.shared else _entry(r) for r in evaluation.ranked[:limit]]
-        cached += _rejections(evaluation, limit)
+        rejected = evaluation.views.get(f"rejections:{limit}")
+        if rejected is None:
+            rejected = evaluation.views[f"rejections:{limit}"] = _rejections(evaluation, limit)
+        cached += rejected
         evaluation.derived[f"explanation:{limit}"] = cached
     if not chosen:
         return cached

@@ -207,3 +207,37 @@ def test_the_explanation_gives_the_chosen_cluster_its_room() -> None:
     assert (listed["empty"]["free"], listed["empty"]["allocatable"]) == (
         str(rooms["empty"].free), str(alloc))
     assert "free" not in listed["busy"] and listed["busy"]["score"] < listed["empty"]["score"]
+
+
+def test_subjects_of_one_signature_share_the_views_of_its_rejections() -> None:
+    """The reason's counts and the explanation's rejected groups are built once per
+    signature: equal subjects' evaluations share them — unless a filter of the subject's
+    own (capacity) rejected more, whose counts the shared views do not hold."""
+    from berth.controllers.scheduler.framework import CycleState
+    from berth.controllers.scheduler.selection import summary
+
+    alloc = Resources(4000, 8 << 30, 110)
+    snap = FakeSnapshot([cluster(f"de{i}", labels={"location": "DE"}) for i in range(2)]
+                        + [cluster("fr", labels={"location": "FR"})],
+                        room_of={"de0": Room(alloc, alloc), "de1": Room(alloc, Resources(0, 0, 0)),
+                                 "fr": Room(alloc, alloc)})
+    framework = fw()
+
+    def evaluated(name: str, need: Resources) -> Any:
+        subject = app(name, label_constraints=("location = DE",),
+                      demand=Demand(1, need, whole=need))
+        subject.signature = b"same"
+        state = CycleState()
+        framework.pre_filter(state, subject, snap)
+        return framework.evaluate(state, subject, snap)
+
+    none = Resources(0, 0, 0)
+    first, second = evaluated("a", none), evaluated("b", none)
+    assert second.views is first.views
+    assert summary("Cluster", second) == (
+        "2/3 clusters are available: 1 label constraint 'location == DE'")
+    needy = evaluated("c", Resources(cpu=1000, memory=1 << 30, pods=1))  # de1 is full
+    assert needy.views is not first.views
+    assert summary("Cluster", needy) == ("1/3 clusters are available: 1 insufficient cpu, "
+                                         "memory, pods, 1 label constraint 'location == DE'")
+    assert summary("Cluster", evaluated("d", none)) == summary("Cluster", first)

@@ -67,10 +67,14 @@ class Evaluation:
     considered: int = 0
     error: Status | None = None
     derived: dict[str, Any] = field(default_factory=dict)  # memoized views of this result
+    # Memoized views of ``rejections`` alone (counts, the reason's summary, the
+    # explanation's groups): shared by the evaluations of every subject whose
+    # rejections are those of the signature's static part.
+    views: dict[str, Any] = field(default_factory=dict)
 
     def __init__(self, fleet: Fleet, feasible: int, rejections: list[tuple[Status, int]],
                  ranked: Ranking, considered: int = 0, error: Status | None = None,
-                 derived: dict[str, Any] | None = None) -> None:
+                 views: dict[str, Any] | None = None) -> None:
         # written out: compiled (see framework.status.Status)
         self.fleet = fleet
         self.feasible = feasible
@@ -78,17 +82,18 @@ class Evaluation:
         self.ranked = ranked
         self.considered = considered
         self.error = error
-        self.derived = {} if derived is None else derived
+        self.derived = {}
+        self.views = {} if views is None else views
 
     @property
     def counts(self) -> Counter[str]:
         """Rejection reason → how many candidates it rejected."""
-        counts: Counter[str] | None = self.derived.get("counts")
+        counts: Counter[str] | None = self.views.get("counts")
         if counts is None:
             counts = Counter()
             for status, bits in self.rejections:
                 counts[status.reason or status.code.value] += bits.bit_count()
-            self.derived["counts"] = counts
+            self.views["counts"] = counts
         return counts
 
     def groups(self) -> list[tuple[Status, int]]:
@@ -101,11 +106,11 @@ class Evaluation:
     @property
     def rejected(self) -> dict[str, Status]:
         """Candidate key → the status that rejected it (built on first use)."""
-        out: dict[str, Status] | None = self.derived.get("rejected")
+        out: dict[str, Status] | None = self.views.get("rejected")
         if out is None:
             keys = self.fleet.keys
             out = {keys[i]: status for status, bits in self.rejections for i in ordinals(bits)}
-            self.derived["rejected"] = out
+            self.views["rejected"] = out
         return out
 
 
@@ -119,6 +124,7 @@ class _Static:
     base: BaseOrder | None = None
     dense: list[Ranked] | None = None  # when some scorer has no set form
     error: Status | None = None
+    views: dict[str, Any] = field(default_factory=dict)  # Evaluation.views of rejections
 
     def __init__(self, feasible: int, rejections: list[tuple[Status, int]], bands: list[Band],
                  base: BaseOrder | None = None, dense: list[Ranked] | None = None,
@@ -130,6 +136,11 @@ class _Static:
         self.base = base
         self.dense = dense
         self.error = error
+        self.views = {}
+
+    def views_of(self, rejections: list[tuple[Status, int]]) -> dict[str, Any] | None:
+        """The shared views, if ``rejections`` are this part's own (no more were added)."""
+        return self.views if rejections is self.rejections else None
 
 
 class _FeasibleScores(Mapping[str, float]):
@@ -315,7 +326,7 @@ class Framework:
             self._remember(subject, fleet, static)
         if static.error is not None:
             return Evaluation(fleet, 0, static.rejections, Ranking.of(fleet, []), len(fleet),
-                              static.error)
+                              static.error, static.views)
         feasible, rejections = static.feasible, static.rejections
         dynamic_filters = [p for p in self._dynamic_filters if p.name not in skipped]
         if dynamic_filters:
@@ -364,7 +375,8 @@ class Framework:
         overrides = self._overrides(state, subject, fleet, snapshot, feasible, get, skipped)
         ranking = (Ranking.added(static.base, adds, overrides) if adds is not None
                    else Ranking.banded(static.base, feasible, bands, overrides))
-        return Evaluation(fleet, feasible, rejections, ranking, len(fleet))
+        return Evaluation(fleet, feasible, rejections, ranking, len(fleet),
+                          views=static.views_of(rejections))
 
     def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
                static: _Static, feasible: int, rejections: list[tuple[Status, int]],
@@ -390,7 +402,8 @@ class Framework:
                 return self._failed(fleet, rejections, status)
         if overrides or per_candidate:
             entries.sort(key=lambda r: r.order, reverse=True)
-        return Evaluation(fleet, feasible, rejections, Ranking.of(fleet, entries), len(fleet))
+        return Evaluation(fleet, feasible, rejections, Ranking.of(fleet, entries), len(fleet),
+                          views=static.views_of(rejections))
 
     @staticmethod
     def _failed(fleet: Fleet, rejections: list[tuple[Status, int]], status: Status) -> Evaluation:
