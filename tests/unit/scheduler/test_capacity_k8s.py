@@ -219,7 +219,8 @@ def test_subjects_of_one_signature_share_the_views_of_its_rejections() -> None:
     alloc = Resources(4000, 8 << 30, 110)
     snap = FakeSnapshot([cluster(f"de{i}", labels={"location": "DE"}) for i in range(2)]
                         + [cluster("fr", labels={"location": "FR"})],
-                        room_of={"de0": Room(alloc, alloc), "de1": Room(alloc, Resources(0, 0, 0)),
+                        room_of={"de0": Room(alloc, alloc),
+                                 "de1": Room(alloc, Resources(500, 1 << 30, 10)),
                                  "fr": Room(alloc, alloc)})
     framework = fw()
 
@@ -236,8 +237,10 @@ def test_subjects_of_one_signature_share_the_views_of_its_rejections() -> None:
     assert second.views is first.views
     assert summary("Cluster", second) == (
         "2/3 clusters are available: 1 label constraint 'location == DE'")
-    needy = evaluated("c", Resources(cpu=1000, memory=1 << 30, pods=1))  # de1 is full
+    fits = evaluated("e", Resources(cpu=100, memory=1 << 20, pods=1))  # judged, fits both
+    assert fits.views is first.views
+    needy = evaluated("c", Resources(cpu=1000, memory=1 << 30, pods=1))  # not on de1
     assert needy.views is not first.views
     assert summary("Cluster", needy) == ("1/3 clusters are available: 1 insufficient cpu, "
-                                         "memory, pods, 1 label constraint 'location == DE'")
+                                         "1 label constraint 'location == DE'")
     assert summary("Cluster", evaluated("d", none)) == summary("Cluster", first)

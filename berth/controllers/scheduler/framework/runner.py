@@ -332,7 +332,8 @@ class Framework:
         if dynamic_filters:
             feasible, more = self._filter(state, subject, fleet, snapshot, feasible,
                                           dynamic_filters)
-            rejections = rejections + more
+            if more:  # else the static part's own: its views are shared
+                rejections = rejections + more
         dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
         per_candidate = [(p, w) for p, w in dynamic_scores if self.reference or static.dense
                          is not None or p.name not in self._score_sets]
