@@ -170,7 +170,7 @@ def explanation(evaluation: Evaluation, limit: int, chosen: Sequence[Ranked] = (
         evaluation.derived[f"explanation:{limit}"] = cached
     if not chosen:
         return cached
-    said = {r.candidate.key: r for r in chosen}
+    said = {r.candidate.key for r in chosen}
     ranked = [e for e in cached if "score" in e and e["candidate"] not in said]
     for r in chosen:
         entry = _entry(r)
