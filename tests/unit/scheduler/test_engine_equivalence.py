@@ -32,7 +32,7 @@ from berth.controllers.scheduler.framework import (
     ranking,
 )
 from berth.controllers.scheduler.framework.types import MetricReading, Room, Subject
-from berth.controllers.scheduler.plugins import REGISTRY, capacity
+from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.selection import explanation, select, summary
 from berth.store.documents import (
     Affinity,
@@ -216,9 +216,7 @@ def tie_groups(ev: Evaluation) -> list[tuple[int, float, frozenset[str]]]:
 @pytest.mark.parametrize("seed", range(400))
 def test_the_engine_decides_as_the_reference(seed: int, monkeypatch: pytest.MonkeyPatch
                                              ) -> None:
-    if seed % 2:  # capacity's score on arrays, as for a large fleet
-        monkeypatch.setattr(capacity, "VECTOR_FROM", 0)
-    if seed % 4 >= 2:  # per-subject scores as arrays, not bands, as for a large fleet
+    if seed % 4 >= 2:  # per-subject scores as arrays, not lists, as for a large fleet
         monkeypatch.setattr(ranking, "DENSE_FROM", 0)
     rng = random.Random(seed)
     snap = random_fleet(rng)
@@ -263,6 +261,45 @@ def test_the_engine_decides_as_the_reference(seed: int, monkeypatch: pytest.Monk
             [r.candidate.key for r in select(subject, ref.ranked, current)]
 
 
+@pytest.mark.parametrize("seed", range(120))
+def test_capacity_set_forms_score_as_its_per_candidate_form(seed: int) -> None:
+    """Capacity's terms (``score_set``) and values, as a list and as an array
+    (``score_values``), give every feasible candidate its per-candidate ``score`` after
+    ``normalize`` (where the subject runs now scores as the best), in each strategy."""
+    from berth.controllers.scheduler.framework.fleet import ordinals
+    from berth.controllers.scheduler.plugins.capacity import Capacity
+
+    rng = random.Random(seed)
+    snap = random_fleet(rng)
+    subject = random_subject(rng, snap)
+    if not (subject.demand.whole or subject.demand.per_replica):
+        return
+    strategy = ("LeastAllocated", "MostAllocated", "BalancedAllocation")[seed % 3]
+    plugin = Capacity({"strategy": strategy})
+    fleet = snap.fleet(subject)
+    feasible = sum(1 << i for i in range(len(fleet.candidates)) if rng.random() < 0.8)
+
+    def state() -> CycleState:
+        return CycleState(current=snap.current_targets(subject), fleet=fleet)
+
+    one = state()
+    want = {fleet.candidates[i].key: plugin.score(one, subject, fleet.candidates[i], snap)
+            for i in ordinals(feasible)}
+    plugin.normalize(one, subject, want)
+    terms = {fleet.candidates[i].key: v for bits, v in
+             plugin.score_set(state(), subject, fleet, feasible, snap) for i in ordinals(bits)}
+    assert {k: terms.get(k, 0.0) for k in want} == want
+    at = list(ordinals(feasible))
+    for form in (at, np.array(at, np.intp)):
+        values = plugin.score_values(state(), subject, fleet, feasible, form, snap)
+        if strategy == "BalancedAllocation":
+            assert values is None
+            continue
+        assert values is not None
+        assert dict(zip([fleet.candidates[i].key for i in at], [float(v) for v in values],
+                        strict=True)) == want
+
+
 def test_the_fleets_are_varied_enough() -> None:
     """The generator reaches every kind of rejection the property is about."""
     reasons: set[str] = set()
@@ -302,15 +339,18 @@ def test_a_ranking_is_built_only_as_far_as_it_is_read() -> None:
     assert len(ranking._done) == 3
 
 
-def test_additions_rank_exactly_as_bands() -> None:
-    """A large feasible set's per-subject scores as arrays (``Additions``) give the same
-    ranking, float for float, as the bands they replace: tiers, bands from a static
-    score, a score of many values, overlapping terms and overrides, read in full."""
+@pytest.mark.parametrize("few", [False, True], ids=["arrays", "lists"])
+def test_additions_rank_exactly_as_bands(few: bool) -> None:
+    """Per-subject scores one per feasible candidate, as arrays (``Additions``) or
+    lists (``FewAdditions``), give the same ranking, float for float, as the bands they
+    replace: tiers, bands from a static score, a score of many values, overlapping
+    terms and overrides, read in full."""
     from berth.controllers.scheduler.framework import Fleet
     from berth.controllers.scheduler.framework.ranking import (
         Additions,
         Band,
         BaseOrder,
+        FewAdditions,
         Ranking,
         split_all,
     )
@@ -332,8 +372,13 @@ def test_additions_rank_exactly_as_bands() -> None:
         by_value[values[i]] = by_value.get(values[i], 0) | 1 << i
     banded = split_all(split_all(bands, [(b, v) for v, b in by_value.items()], 0.7, "Capacity"),
                        overlapping, 0.3, "WorkloadAffinity")
-    adds = Additions(base, feasible, bands)
-    adds.add_values(np.array([values[int(i)] for i in adds.idx]), 0.7, "Capacity")
+    adds: Additions | FewAdditions
+    if few:
+        adds = FewAdditions(base, feasible, bands)
+        adds.add_values([values[i] for i in adds.idx], 0.7, "Capacity")
+    else:
+        adds = Additions(base, feasible, bands)
+        adds.add_values(np.array([values[int(i)] for i in adds.idx]), 0.7, "Capacity")
     adds.add_terms(overlapping, 0.3, "WorkloadAffinity")
     pick = next(i for i in range(n) if feasible >> i & 1)
     override = base.entry(pick, 9.0, {"MetricScore": 9.0})

@@ -17,8 +17,8 @@ Filters and scores also have *set forms* (``filter_set``, ``score_set``,
 ``score_base``) that answer for every candidate of a :class:`Fleet` at once
 with bitsets; the runner uses them when every plugin at a point has one. A
 per-subject score with many values may also offer ``score_values``, one value
-per feasible candidate as an array, which the runner prefers over ``score_set``
-for a large feasible set (see ``ranking.Additions``). The per-candidate forms
+per feasible candidate (an array for a large feasible set, a list for a few),
+which the runner prefers over ``score_set`` (see ``ranking.Additions``). The per-candidate forms
 stay: they are the reference the set forms are tested against, and what a
 plugin without a set form is run with.
 """
@@ -138,10 +138,12 @@ class ScoreSet(Protocol):
 class ScoreValues(Protocol):
     def score_values(
         self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
-        at: npt.NDArray[np.intp], snapshot: Snapshot,
-    ) -> npt.NDArray[np.float64] | None:
+        at: npt.NDArray[np.intp] | list[int], snapshot: Snapshot,
+    ) -> npt.NDArray[np.float64] | list[float] | None:
         """``score_set`` as one value per feasible candidate (``at``: their ordinals,
-        ascending), or None when this plugin has no such form for the subject."""
+        ascending), or None when this plugin has no such form for the subject. The
+        values in the form ``at`` comes in: an array for a large feasible set, a list
+        for a few."""
         ...
 
 

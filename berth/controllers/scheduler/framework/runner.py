@@ -35,6 +35,7 @@ from berth.controllers.scheduler.framework.ranking import (
     Additions,
     Band,
     BaseOrder,
+    FewAdditions,
     Ranked,
     Ranking,
     lookup,
@@ -337,17 +338,20 @@ class Framework:
         dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
         per_candidate = [(p, w) for p, w in dynamic_scores if self.reference or static.dense
                          is not None or p.name not in self._score_sets]
-        bands, adds = static.bands, None
-        as_arrays = (static.base is not None and not per_candidate
-                     and feasible.bit_count() >= rankings.DENSE_FROM)
+        bands: list[Band] = static.bands
+        adds: Additions | FewAdditions | None = None
+        additive = static.base is not None and not per_candidate
         for p, weight in dynamic_scores:
             if (p, weight) in per_candidate:
                 continue
-            values, terms = None, []
+            values: Any = None  # an array or a list, as ``adds.idx`` is
+            terms: list[tuple[int, float]] = []
             try:
-                if as_arrays and adds is None and p.name in self._score_values:
-                    assert static.base is not None  # from here on, the additions as arrays
-                    adds = Additions(static.base, feasible, bands)
+                if additive and adds is None and p.name in self._score_values:
+                    assert static.base is not None  # from here on, one addition per candidate
+                    adds = (Additions(static.base, feasible, bands)
+                            if feasible.bit_count() >= rankings.DENSE_FROM
+                            else FewAdditions(static.base, feasible, bands))
                 if adds is not None and p.name in self._score_values:
                     values = p.score_values(state, subject, fleet, feasible, adds.idx, snapshot)
                 if values is None:

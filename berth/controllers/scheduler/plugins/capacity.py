@@ -32,7 +32,7 @@ requests counts as 0, not Kubernetes' 100m CPU and 200 MB for scoring (an
 application that asks for nothing is not scored here at all). Scores are the
 0-100 integers divided by 100, so the set form has at most 101 terms. The set
 form computes the fit score of many candidates at once on the fleet's arrays
-(numpy), with the same integer arithmetic; for a large feasible set the runner
+(numpy), of a few on its lists, with the same integer arithmetic; the runner
 takes those values as they are (``score_values``), not grouped into terms.
 """
 
@@ -60,7 +60,7 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
-from berth.controllers.scheduler.framework.fleet import as_indices, as_mask, bits_of
+from berth.controllers.scheduler.framework.fleet import as_mask, bits_of
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.replicas import current_share, divided
@@ -136,22 +136,6 @@ def _balanced(terms: list[tuple[int, int, int]]) -> int:
     return int((1 - std) * 100)
 
 
-VECTOR_FROM = 128  # candidates from which the fit score is computed on arrays
-
-
-def _fit_points(rooms: Rooms, scored: list[tuple[str, int, int]], members: int, n: int,
-                most: bool) -> dict[int, int]:
-    """NodeResourcesFit's points of every candidate in ``members`` at once, grouped."""
-    size = (n + 7) // 8
-    idx = as_indices(members, n)
-    points = _fit_array(rooms, scored, idx, most)
-    values, group = np.unique(points, return_inverse=True)
-    bits = np.zeros((len(values), size), np.uint8)
-    np.bitwise_or.at(bits, (group, idx >> 3), np.left_shift(1, idx & 7).astype(np.uint8))
-    return {int(v): int.from_bytes(row.tobytes(), "little") for v, row in zip(values, bits,
-                                                                              strict=True)}
-
-
 def _fit_array(rooms: Rooms, scored: list[tuple[str, int, int]], idx: npt.NDArray[np.intp],
                most: bool) -> npt.NDArray[np.int64]:
     """NodeResourcesFit's points of the candidates ``idx`` (ordinals): the integer
@@ -179,6 +163,27 @@ def _fit_array(rooms: Rooms, scored: list[tuple[str, int, int]], idx: npt.NDArra
     total //= weights
     out: npt.NDArray[np.int64] = total.astype(np.int64, copy=False)
     return out
+
+
+def _fit_list(rooms: Rooms, scored: list[tuple[str, int, int]], at: list[int],
+              most: bool) -> list[int]:
+    """:func:`_fit_array` for a few candidates, on the fleet's lists (indexing a list
+    costs less than numpy's setting up), in Python ints (exact). A candidate not judged
+    has nothing listed: 0."""
+    totals = [0] * len(at)
+    weights = [0] * len(at)
+    for name, weight, asked in scored:
+        alloc, free = rooms.listed(name)
+        for j, i in enumerate(at):
+            a = alloc[i]
+            if a > 0:  # a resource the cluster has none of is left out
+                f = free[i]
+                if most:  # requested = a - f + asked, at most a
+                    totals[j] += (a if f < asked else a - f + asked) * 100 // a * weight
+                elif f >= asked:
+                    totals[j] += (f - asked) * 100 // a * weight
+                weights[j] += weight
+    return [t // w if w else 0 for t, w in zip(totals, weights, strict=True)]
 
 
 def _ordinals_of(held: set[str], fleet: Fleet) -> int:
@@ -349,81 +354,69 @@ class Capacity(Plugin):
     def score_set(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
                   snapshot: Snapshot) -> list[tuple[int, float]]:
         """Candidates grouped by score: at most 101 terms, whatever the fleet's size. The
-        integer arithmetic of :meth:`_points` on the fleet's per-ordinal lists."""
+        integer arithmetic of :meth:`_points` on the fleet's per-ordinal lists (the
+        runner reads :meth:`score_values` instead, but for BalancedAllocation)."""
+        groups: dict[float, int] = {}
+        if self.strategy != "BalancedAllocation":
+            at = list(ordinals(feasible))
+            values = self.score_values(state, subject, fleet, feasible, at, snapshot)
+            assert isinstance(values, list)  # asked with a list
+            for i, value in zip(at, values, strict=True):
+                groups[value] = groups.get(value, 0) | (1 << i)
+            return [(bits, v) for v, bits in groups.items() if v]
         a = self._attempt(state, subject)
         rooms = a.index = self._index(a, fleet, snapshot)
         held = _ordinals_of(a.held, fleet) & feasible
-        members = feasible & rooms.judged & ~held
-        groups: dict[int, int] = {}
-        if self.strategy != "BalancedAllocation" and members.bit_count() >= VECTOR_FROM:
-            groups = _fit_points(rooms, a.scored, members, len(fleet.candidates),
-                                 self.strategy == "MostAllocated")
-        elif self.strategy != "BalancedAllocation":  # a few: one by one, on lists
-            groups = self._fit_few(rooms, a.scored, members)
-        else:
-            at = list(ordinals(members))
-            columns = [(*rooms.listed(name), weight, asked) for name, weight, asked in a.scored]
-            for i in at:
-                terms = [(al[i], al[i] - fr[i] + asked, w) for al, fr, w, asked in columns
-                         if al[i] > 0]  # a resource the cluster has none of is left out
-                points = _balanced(terms)
-                groups[points] = groups.get(points, 0) | (1 << i)
+        points: dict[int, int] = {}
+        columns = [(*rooms.listed(name), weight, asked) for name, weight, asked in a.scored]
+        for i in ordinals(feasible & rooms.judged & ~held):
+            terms = [(al[i], al[i] - fr[i] + asked, w) for al, fr, w, asked in columns
+                     if al[i] > 0]  # a resource the cluster has none of is left out
+            p = _balanced(terms)
+            points[p] = points.get(p, 0) | (1 << i)
         if held:  # where it runs now scores as the best (normalize), its own included
-            best = max([*groups, *(round(100 * self.score(state, subject, fleet.candidates[i],
-                                                          snapshot)) for i in ordinals(held))])
-            groups[best] = groups.get(best, 0) | held
-        return [(bits, v / 100) for v, bits in groups.items() if v]
+            best = max([*points, *self._held_points(state, subject, fleet, held, snapshot)])
+            points[best] = points.get(best, 0) | held
+        return [(bits, v / 100) for v, bits in points.items() if v]
 
     def score_values(self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
-                     at: npt.NDArray[np.intp], snapshot: Snapshot
-                     ) -> npt.NDArray[np.float64] | None:
-        """:meth:`score_set` as one value per feasible candidate (``at``), for a large
-        feasible set: no grouping into 101 bitsets. None for BalancedAllocation."""
+                     at: npt.NDArray[np.intp] | list[int], snapshot: Snapshot
+                     ) -> npt.NDArray[np.float64] | list[float] | None:
+        """:meth:`score_set` as one value per feasible candidate (``at``): no grouping
+        into 101 bitsets; an array for a large feasible set, a list for a few. None for
+        BalancedAllocation."""
         if self.strategy == "BalancedAllocation":
             return None
         a = self._attempt(state, subject)
         rooms = a.index = self._index(a, fleet, snapshot)
-        n = len(fleet.candidates)
         held = _ordinals_of(a.held, fleet) & feasible
+        most = self.strategy == "MostAllocated"
+        if isinstance(at, list):  # a few: a candidate not judged has nothing listed (0)
+            listed = _fit_list(rooms, a.scored, at, most)
+            if held:  # where it runs now scores as the best (normalize), its own included
+                top = max([*(p for i, p in zip(at, listed, strict=True) if not held >> i & 1),
+                           *self._held_points(state, subject, fleet, held, snapshot)])
+                listed = [top if held >> i & 1 else p for i, p in zip(at, listed, strict=True)]
+            return [p / 100 for p in listed]
+        n = len(fleet.candidates)
         members = as_mask(rooms.judged & ~held, n)[at]
         points = np.zeros(len(at), np.int64)
         seen: list[int] = []
         if members.any():
-            points[members] = fit = _fit_array(rooms, a.scored, at[members],
-                                               self.strategy == "MostAllocated")
+            points[members] = fit = _fit_array(rooms, a.scored, at[members], most)
             seen.append(int(fit.max()))
         if held:  # where it runs now scores as the best (normalize), its own included
-            top = max([*seen, *(round(100 * self.score(
-                state, subject, fleet.candidates[i], snapshot)) for i in ordinals(held))])
+            top = max([*seen, *self._held_points(state, subject, fleet, held, snapshot)])
             points[as_mask(held, n)[at]] = top
         values: npt.NDArray[np.float64] = points / 100
         return values
 
-    def _fit_few(self, rooms: Rooms, scored: list[tuple[str, int, int]],
-                 members: int) -> dict[int, int]:
-        """:meth:`_fit`'s points of a few candidates, grouped: resource by resource over
-        them all, in Python ints (exact)."""
-        at = list(ordinals(members))
-        totals = dict.fromkeys(at, 0)
-        weights = dict.fromkeys(at, 0)
-        most = self.strategy == "MostAllocated"
-        for name, weight, asked in scored:
-            alloc, free = rooms.listed(name)
-            for i in at:
-                a = alloc[i]
-                if a > 0:  # a resource the cluster has none of is left out
-                    f = free[i]
-                    if most:  # requested = a - f + asked, at most a
-                        totals[i] += (a if f < asked else a - f + asked) * 100 // a * weight
-                    elif f >= asked:
-                        totals[i] += (f - asked) * 100 // a * weight
-                    weights[i] += weight
-        groups: dict[int, int] = {}
-        for i in at:
-            w = weights[i]
-            points = totals[i] // w if w else 0
-            groups[points] = groups.get(points, 0) | (1 << i)
-        return groups
+    def _held_points(self, state: CycleState, subject: Subject, fleet: Fleet, held: int,
+                     snapshot: Snapshot) -> list[int]:
+        """The 0-100 points of the candidates ``held`` (where the subject runs now), with
+        what it holds there counted as free."""
+        return [round(100 * self.score(state, subject, fleet.candidates[i], snapshot))
+                for i in ordinals(held)]
 
     def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
                  snapshot: Snapshot) -> dict[str, Any]:
