@@ -27,6 +27,7 @@ score makes :class:`FewAdditions`: the same, in lists, sorted at once.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -400,37 +401,39 @@ class FewAdditions:
     values (Capacity's) would cut so few candidates into nearly as many bands. The
     same sums in the same order, so the same floats; values come as lists."""
 
-    __slots__ = ("_band", "_parts", "_position", "bands", "base", "delta", "feasible", "idx")
+    __slots__ = ("_band", "_parts", "bands", "base", "delta", "feasible", "idx")
 
     def __init__(self, base: BaseOrder, feasible: int, bands: list[Band]) -> None:
         self.base, self.feasible = base, feasible
         self.bands = bands = bands or [Band(base.fleet.all)]
         self.idx = idx = list(ordinals(feasible))
-        self._position = position = {i: j for j, i in enumerate(idx)}
         self._band = band_of = [0] * len(idx)
         for b in range(1, len(bands)):
             for i in ordinals(bands[b].bits & feasible):
-                band_of[position[i]] = b
+                band_of[bisect_left(idx, i)] = b
         self.delta = [bands[b].delta for b in band_of]
         # plugin → (its weighted additions, where it added anything)
         self._parts: list[tuple[str, list[float], list[bool]]] = []
 
     def add_values(self, values: list[float], weight: float, plugin: str) -> None:
         """``plugin``'s value of each feasible candidate (aligned with ``idx``)."""
-        weighted = [weight * v for v in values]
-        self.delta = [d + w for d, w in zip(self.delta, weighted, strict=True)]
+        delta = self.delta
+        weighted = [0.0] * len(values)
+        for j, v in enumerate(values):
+            weighted[j] = w = weight * v
+            delta[j] += w
         self._parts.append((plugin, weighted, [v != 0 for v in values]))
 
     def add_terms(self, terms: list[tuple[int, float]], weight: float, plugin: str) -> None:
         """As :meth:`Additions.add_terms`."""
-        position, delta = self._position, self.delta
-        weighted = [0.0] * len(self.idx)
-        touched = [False] * len(self.idx)
+        idx, delta = self.idx, self.delta
+        weighted = [0.0] * len(idx)
+        touched = [False] * len(idx)
         for bits, value in terms:
             if not value:
                 continue
             for i in ordinals(bits & self.feasible):
-                j = position[i]
+                j = bisect_left(idx, i)
                 delta[j] += weight * value
                 weighted[j] += weight * value
                 touched[j] = True
@@ -449,16 +452,19 @@ class FewAdditions:
 
     def lookup(self, i: int) -> Ranked:
         """The entry of feasible candidate ``i`` (an ordinal), without walking."""
-        return self.entry(self._position[i])
+        return self.entry(bisect_left(self.idx, i))
 
     def walk(self, taken: int) -> Iterator[Ranked]:
         """The feasible candidates but ``taken``, best first (``_sort_key``), sorted at
-        once: they are few."""
-        tiers, scores, delta = self.base.tiers, self.base.scores, self.delta
-        keyed = [(-tiers[i], -(scores[i] + delta[j]), i, j) for j, i in enumerate(self.idx)
-                 if not taken >> i & 1]
-        keyed.sort()
-        for _, _, _, j in keyed:
+        once: they are few. A stable sort of the positions keeps ties in ordinal order."""
+        tiers, scores, delta, idx = self.base.tiers, self.base.scores, self.delta, self.idx
+        neg = [-(scores[i] + delta[j]) for j, i in enumerate(idx)]
+        order = [j for j, i in enumerate(idx) if not taken >> i & 1] if taken else list(
+            range(len(idx)))
+        order.sort(key=neg.__getitem__)
+        if self.base.tiered:  # then by tier first (stable: the scores' order stays within)
+            order.sort(key=lambda j: -tiers[idx[j]])
+        for j in order:
             yield self.entry(j)
 
 

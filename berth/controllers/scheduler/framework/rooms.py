@@ -48,11 +48,19 @@ class _Column:
                 self.prefix.append(acc)
 
     def below(self, amount: int) -> int:
-        """The candidates with less than ``amount`` free."""
-        k = bisect_left(self.keys, amount << SHIFT)
-        bits = self.prefix[k // STEP]
-        for key in self.keys[k - k % STEP : k]:
-            bits |= 1 << (key & _LOW)
+        """The candidates with less than ``amount`` free: the kept prefix nearest the
+        position, and the few keys between (each costs an operation on the whole set)."""
+        keys, prefix = self.keys, self.prefix
+        k = bisect_left(keys, amount << SHIFT)
+        b, rest = divmod(k, STEP)
+        if rest <= STEP // 2 or b + 1 >= len(prefix):
+            bits = prefix[b]
+            for key in keys[k - rest : k]:
+                bits |= 1 << (key & _LOW)
+            return bits
+        bits = prefix[b + 1]  # the next one holds STEP - rest keys too many
+        for key in keys[k : (b + 1) * STEP]:
+            bits ^= 1 << (key & _LOW)
         return bits
 
     def move(self, i: int, old: int, new: int) -> None:

@@ -170,20 +170,22 @@ def _fit_list(rooms: Rooms, scored: list[tuple[str, int, int]], at: list[int],
     """:func:`_fit_array` for a few candidates, on the fleet's lists (indexing a list
     costs less than numpy's setting up), in Python ints (exact). A candidate not judged
     has nothing listed: 0."""
-    totals = [0] * len(at)
-    weights = [0] * len(at)
-    for name, weight, asked in scored:
-        alloc, free = rooms.listed(name)
-        for j, i in enumerate(at):
+    columns = [(*rooms.listed(name), weight, asked) for name, weight, asked in scored]
+    out = [0] * len(at)
+    for j, i in enumerate(at):
+        total = weights = 0
+        for alloc, free, weight, asked in columns:
             a = alloc[i]
             if a > 0:  # a resource the cluster has none of is left out
                 f = free[i]
                 if most:  # requested = a - f + asked, at most a
-                    totals[j] += (a if f < asked else a - f + asked) * 100 // a * weight
+                    total += (a if f < asked else a - f + asked) * 100 // a * weight
                 elif f >= asked:
-                    totals[j] += (f - asked) * 100 // a * weight
-                weights[j] += weight
-    return [t // w if w else 0 for t, w in zip(totals, weights, strict=True)]
+                    total += (f - asked) * 100 // a * weight
+                weights += weight
+        if weights:
+            out[j] = total // weights
+    return out
 
 
 def _ordinals_of(held: set[str], fleet: Fleet) -> int:
