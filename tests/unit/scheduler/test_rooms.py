@@ -45,5 +45,8 @@ def test_short_agrees_with_a_scan_through_random_updates(seed: int) -> None:
             assert free.dtype == object
         assert index.allocatable(name).tolist() == [r.allocatable.get(name) if r else 0
                                                     for r in rooms]
+        assert index.divisor(name).tolist() == [max(r.allocatable.get(name), 1) if r else 1
+                                                for r in rooms]
+        assert index.everywhere(name) == all(r.allocatable.get(name) > 0 for r in rooms if r)
         assert index.listed(name) == ([r.allocatable.get(name) if r else 0 for r in rooms],
                                       [r.free.get(name) if r else 0 for r in rooms])

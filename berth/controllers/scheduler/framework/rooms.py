@@ -83,7 +83,8 @@ class _Column:
 class Rooms:
     """Each candidate's Room, by ordinal, with per-resource columns built when asked."""
 
-    __slots__ = ("_alloc", "_columns", "_free", "_listed", "judged", "rooms")
+    __slots__ = ("_alloc", "_columns", "_divisor", "_everywhere", "_free", "_listed", "judged",
+                 "rooms")
 
     def __init__(self, rooms: Sequence[Room | None]) -> None:
         self.rooms: list[Room | None] = list(rooms)
@@ -91,6 +92,8 @@ class Rooms:
         self._columns: dict[str, _Column] = {}
         self._free: dict[str, npt.NDArray[np.int64]] = {}
         self._alloc: dict[str, npt.NDArray[np.int64]] = {}
+        self._divisor: dict[str, npt.NDArray[np.int64]] = {}
+        self._everywhere: dict[str, bool] = {}
         self._listed: dict[str, tuple[list[int], list[int]]] = {}
 
     def short(self, name: str, amount: int) -> int:
@@ -116,6 +119,21 @@ class Rooms:
                                                 else 0 for r in self.rooms])
         return found
 
+    def divisor(self, name: str) -> npt.NDArray[np.int64]:
+        """What the score divides by: allocatable of ``name``, at least 1."""
+        found = self._divisor.get(name)
+        if found is None:
+            found = self._divisor[name] = np.maximum(self.allocatable(name), 1)
+        return found
+
+    def everywhere(self, name: str) -> bool:
+        """Whether every judged candidate has some of ``name`` allocatable."""
+        found = self._everywhere.get(name)
+        if found is None:
+            found = self._everywhere[name] = all(
+                r.allocatable.get(name) > 0 for r in self.rooms if r is not None)
+        return found
+
     def listed(self, name: str) -> tuple[list[int], list[int]]:
         """(allocatable, free) of ``name`` on each candidate, by ordinal, as lists (0 if
         not judged): exact Python ints."""
@@ -138,6 +156,8 @@ class Rooms:
             self._columns.clear()
             self._free.clear()
             self._alloc.clear()
+            self._divisor.clear()
+            self._everywhere.clear()
             self._listed.clear()
             return
         for name, column in self._columns.items():
@@ -153,6 +173,8 @@ class Rooms:
             for name in list(self._alloc):
                 if not _set(self._alloc[name], i, room.allocatable.get(name)):
                     del self._alloc[name]
+            self._divisor.clear()  # rare (a cluster's Nodes changed): made again when asked
+            self._everywhere.clear()
 
     def members(self, bits: int) -> list[tuple[int, Room]]:
         """The judged candidates of ``bits`` with their Rooms."""

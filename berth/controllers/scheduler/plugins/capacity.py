@@ -141,13 +141,15 @@ def _fit_array(rooms: Rooms, scored: list[tuple[str, int, int]], idx: npt.NDArra
     """NodeResourcesFit's points of the candidates ``idx`` (ordinals): the integer
     arithmetic of :meth:`Capacity._points` on the fleet's arrays (int64, or Python ints
     where a quantity is too large for int64 to stay exact). What is asked is small
-    enough for int64 too: each of them has that much free."""
-    total: Any = np.zeros(len(idx), np.int64)  # int64, or Python ints (dtype object)
-    weights: Any = np.zeros(len(idx), np.int64)
+    enough for int64 too: each of them has that much free. A candidate not judged has
+    nothing (0) in the arrays: 0 points. A resource every judged candidate has weighs
+    the same for all of them: no per-candidate weights."""
+    total: Any = None  # int64, or Python ints (dtype object)
+    constant = 0  # the weights of the resources every judged candidate has
+    weights: Any = None  # of the others, per candidate
     for name, weight, asked in scored:  # in place: a fleet's arrays are thousands long
-        alloc = rooms.allocatable(name)[idx]
-        has = alloc > 0  # a resource the cluster has none of is left out
         if most:  # requested after placing it, at most all: alloc - free + asked
+            alloc = rooms.allocatable(name)[idx]
             points = alloc - rooms.free(name)[idx]
             points += asked
             np.minimum(points, alloc, out=points)
@@ -155,12 +157,24 @@ def _fit_array(rooms: Rooms, scored: list[tuple[str, int, int]], idx: npt.NDArra
             points = rooms.free(name)[idx] - asked
             np.maximum(points, 0, out=points)
         points *= 100
-        points //= np.maximum(alloc, 1)
-        points *= has * weight
-        total = total + points  # not in place: int64 and Python ints make Python ints
-        weights += has * weight
-    np.maximum(weights, 1, out=weights)  # none weighed: the total is 0 too
-    total //= weights
+        points //= rooms.divisor(name)[idx]
+        if rooms.everywhere(name):
+            if weight != 1:
+                points *= weight
+            constant += weight
+        else:  # a resource the cluster has none of is left out
+            has = (rooms.allocatable(name)[idx] > 0) * weight
+            points *= has
+            weights = has if weights is None else weights + has
+        total = points if total is None else total + points  # int64 + Python ints: ints
+    if total is None:
+        return np.zeros(len(idx), np.int64)
+    if weights is None:
+        total //= max(constant, 1)
+    else:
+        weights += constant
+        np.maximum(weights, 1, out=weights)  # none weighed: the total is 0 too
+        total //= weights
     out: npt.NDArray[np.int64] = total.astype(np.int64, copy=False)
     return out
 
@@ -400,16 +414,12 @@ class Capacity(Plugin):
                            *self._held_points(state, subject, fleet, held, snapshot)])
                 listed = [top if held >> i & 1 else p for i, p in zip(at, listed, strict=True)]
             return [p / 100 for p in listed]
-        n = len(fleet.candidates)
-        members = as_mask(rooms.judged & ~held, n)[at]
-        points = np.zeros(len(at), np.int64)
-        seen: list[int] = []
-        if members.any():
-            points[members] = fit = _fit_array(rooms, a.scored, at[members], most)
-            seen.append(int(fit.max()))
+        points = _fit_array(rooms, a.scored, at, most)
         if held:  # where it runs now scores as the best (normalize), its own included
-            top = max([*seen, *self._held_points(state, subject, fleet, held, snapshot)])
-            points[as_mask(held, n)[at]] = top
+            mine = as_mask(held, len(fleet.candidates))[at]
+            others = points[~mine]
+            points[mine] = max([*([int(others.max())] if others.size else []),
+                                *self._held_points(state, subject, fleet, held, snapshot)])
         values: npt.NDArray[np.float64] = points / 100
         return values
 
