@@ -317,8 +317,9 @@ class Additions:
         for b, band in enumerate(bands):
             if b and band.bits & feasible:
                 self._band[as_mask(band.bits, n)[idx]] = b
-        self.delta: npt.NDArray[np.float64] = np.array(
-            [band.delta for band in bands], np.float64)[self._band]
+        self.delta: npt.NDArray[np.float64] = (
+            np.full(len(idx), bands[0].delta) if len(bands) == 1
+            else np.array([band.delta for band in bands], np.float64)[self._band])
         # plugin → (its weighted additions, where it added anything)
         self._parts: list[tuple[str, npt.NDArray[np.float64], npt.NDArray[np.bool_]]] = []
 
@@ -366,32 +367,40 @@ class Additions:
         the arrays, reading all of them a sort."""
         tiers, scores = self.base.arrays()
         idx = self.idx
-        rest = (np.arange(len(idx)) if not taken
-                else np.flatnonzero(~as_mask(taken, len(self.base.fleet))[idx]))
-        if not rest.size:
+        if not idx.size:
             return
-        per_tier = [rest]
+        if taken:
+            rest = np.flatnonzero(~as_mask(taken, len(self.base.fleet))[idx])
+            if not rest.size:
+                return
+        else:
+            rest = None  # all of them, in order: positions need not be made
+        per_tier: list[npt.NDArray[np.intp] | None] = [rest]
         if self.base.tiered:
-            levels = tiers[idx[rest]]
+            levels = tiers[idx if rest is None else idx[rest]]
             if levels.min() != levels.max():
-                per_tier = [rest[levels == t] for t in np.unique(levels)[::-1]]
+                every = np.arange(len(idx)) if rest is None else rest
+                per_tier = [every[levels == t] for t in np.unique(levels)[::-1]]
         score = scores[idx] + self.delta
-        for sub in per_tier:
-            neg = -score[sub]
+        for sub in per_tier:  # None: every position, each its own index
+            neg = -score if sub is None else -score[sub]
             k = FIRST_READ
-            while sub.size:
-                if sub.size > k:
+            while neg.size:
+                if neg.size > k:
                     cut = np.partition(neg, k - 1)[k - 1]
                     chosen = neg <= cut
-                    batch, keys = sub[chosen], neg[chosen]
+                    batch = np.flatnonzero(chosen) if sub is None else sub[chosen]
+                    keys = neg[chosen]
                 else:
-                    batch, keys, chosen = sub, neg, None
+                    batch = np.arange(neg.size) if sub is None else sub
+                    keys, chosen = neg, None
                 for j in batch[np.argsort(keys, kind="stable")]:  # ties: ordinal order
                     yield self.entry(int(j))
                 if chosen is None:
                     break
                 # Only when more is read (most reads stop in the first batch).
-                sub, neg = sub[~chosen], neg[~chosen]
+                left = ~chosen
+                sub, neg = np.flatnonzero(left) if sub is None else sub[left], neg[left]
                 k *= 8
 
 
