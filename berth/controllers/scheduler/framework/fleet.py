@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -93,6 +93,9 @@ def sieve(within: int, checks: Iterable[tuple[int, S]]) -> list[tuple[S, int]]:
     return out
 
 
+_MISSING: Final = object()  # what a memo holds for a key it has not built
+
+
 class Fleet:
     """Candidates of one (kind, namespace) at one state of the world."""
 
@@ -140,10 +143,9 @@ class Fleet:
     def cached(self, key: Any, build: Callable[[], T], *, metric: bool = False) -> T:
         """``build()`` once per Fleet (``metric``: once per metric values too)."""
         memo = self.metric if metric else self.structural
-        try:
-            return memo[key]  # type: ignore[no-any-return]
-        except KeyError:
-            pass
+        found = memo.get(key, _MISSING)  # not a KeyError: compiled, raising one costs more
+        if found is not _MISSING:
+            return found  # type: ignore[no-any-return]
         value = build()
         with self._lock:
             return memo.setdefault(key, value)  # type: ignore[no-any-return]
