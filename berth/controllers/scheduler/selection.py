@@ -129,8 +129,11 @@ def _feasible(ranked: Sequence[Ranked], keys: set[str]) -> list[Ranked]:
 def _rounded(score: float) -> float:
     """``score`` to 9 decimals, as written: ``round(score, 9)`` (the same in a million
     random scores; it can differ in the last digit only where the product's own
-    rounding meets a tie) at a quarter of its cost, for every Binding's entries."""
-    return round(score * 1e9) / 1e9
+    rounding meets a tie) at a quarter of its cost, for every Binding's entries. A
+    score too large for that (a huge weight), infinite or not a number is rounded as
+    ``round`` does: never an error."""
+    scaled = score * 1e9
+    return round(scaled) / 1e9 if abs(scaled) < 2.0**52 else round(score, 9)
 
 
 def targets(chosen: Sequence[Ranked]) -> list[Target]:

@@ -390,3 +390,18 @@ def test_additions_rank_exactly_as_bands(few: bool) -> None:
     for r in got[:50]:
         found = got.get(r.candidate.key)
         assert found is not None and (found.score, found.scores) == (r.score, r.scores)
+
+
+def test_scores_are_written_as_round_writes_them_never_an_error() -> None:
+    """The 9 decimals of an explanation's or a target's score: ``round(x, 9)``, for
+    ordinary scores, huge ones (a huge weight), infinite ones and NaN alike."""
+    import math
+
+    from berth.controllers.scheduler.selection import _rounded
+
+    rng = random.Random(3)
+    for x in [rng.uniform(-20, 20) for _ in range(20_000)] + [0.1 + 0.2, 0.7, -0.0]:
+        assert _rounded(x) == round(x, 9)
+    for x in (1e300, -1e300, 9.1e6 + 0.123456789, math.inf, -math.inf):
+        assert _rounded(x) == round(x, 9)
+    assert math.isnan(_rounded(math.nan))

@@ -347,13 +347,8 @@ class Additions:
 
     def entry(self, j: int) -> Ranked:
         """The entry of the ``j``-th feasible candidate."""
-        parts = self.bands[self._band[j]].parts
-        if self._parts:
-            mine = [(plugin, float(w[j])) for plugin, w, touched in self._parts if touched[j]]
-            if mine:
-                parts = dict(parts)
-                for plugin, value in mine:
-                    parts[plugin] = parts.get(plugin, 0.0) + value
+        parts = _with_parts(self.bands[self._band[j]].parts, [
+            (plugin, float(w[j])) for plugin, w, touched in self._parts if touched[j]])
         return self.base.entry(int(self.idx[j]), float(self.delta[j]), parts)
 
     def lookup(self, i: int) -> Ranked:
@@ -451,12 +446,8 @@ class FewAdditions:
 
     def entry(self, j: int) -> Ranked:
         """The entry of the ``j``-th feasible candidate."""
-        parts = self.bands[self._band[j]].parts
-        mine = [(plugin, w[j]) for plugin, w, touched in self._parts if touched[j]]
-        if mine:
-            parts = dict(parts)
-            for plugin, value in mine:
-                parts[plugin] = parts.get(plugin, 0.0) + value
+        parts = _with_parts(self.bands[self._band[j]].parts, [
+            (plugin, w[j]) for plugin, w, touched in self._parts if touched[j]])
         return self.base.entry(self.idx[j], self.delta[j], parts)
 
     def lookup(self, i: int) -> Ranked:
@@ -475,6 +466,17 @@ class FewAdditions:
             order.sort(key=lambda j: -tiers[idx[j]])
         for j in order:
             yield self.entry(j)
+
+
+def _with_parts(parts: dict[str, float], mine: list[tuple[str, float]]) -> dict[str, float]:
+    """A band's parts with one candidate's own additions (``mine``) added: a copy when
+    there are any, the band's shared dict when there are none."""
+    if not mine:
+        return parts
+    out = dict(parts)
+    for plugin, value in mine:
+        out[plugin] = out.get(plugin, 0.0) + value
+    return out
 
 
 def _among(overrides: dict[int, Ranked], bits: int) -> list[Ranked]:
