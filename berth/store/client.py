@@ -295,7 +295,7 @@ class Store:
                 if moved is not None and tries > 0 and (safe or _unsent(exc)):
                     continue
                 raise err from exc
-            self.link.answered(path, time.monotonic() - start, endpoint)
+            self.link.answered(path, start, endpoint)
             return reply
 
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:

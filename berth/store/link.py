@@ -4,7 +4,10 @@ Every request and watch of a :class:`~store.client.Store` reports here. The
 first failure after success logs one WARNING naming the member and the
 reason (and the member tried next, when there are several); the first success
 after failures logs one INFO line naming the member that answered and how
-long the process was without etcd. Everything else that retries while etcd is
+long the process was without etcd. Only a request sent after the failure was
+recorded can end the outage: one already in flight when etcd went away may
+still be answered, and counting that as recovery would log the outage again
+with the next failure. Everything else that retries while etcd is
 down logs at DEBUG, so an outage is two lines in the log, not one per request.
 
 Readiness checks read :meth:`Link.up`. Exported: ``berth_etcd_up``, request
@@ -68,17 +71,20 @@ class Link:
         with self._lock:
             return self._reason
 
-    def answered(self, op: str, seconds: float, endpoint: str) -> None:
-        """A request to ``endpoint`` was answered after ``seconds``."""
+    def answered(self, op: str, started: float, endpoint: str) -> None:
+        """A request to ``endpoint`` sent at ``started`` (monotonic) was answered now."""
+        now = time.monotonic()
         timer = self._timers.get(op)
         if timer is None:
             timer = self._timers.setdefault(op, REQUEST_SECONDS.labels(op))
-        timer.observe(seconds)
-        self.ok(endpoint)
+        timer.observe(now - started)
+        self.ok(endpoint, started)
 
-    def ok(self, endpoint: str) -> None:
+    def ok(self, endpoint: str, started: float) -> None:
+        """A request to ``endpoint`` sent at ``started`` (monotonic) was answered: etcd
+        is back, unless the request was sent before the outage began."""
         with self._lock:
-            if self._down_since is None:
+            if self._down_since is None or started < self._down_since:
                 return
             lasted, self._down_since, self._reason = (
                 time.monotonic() - self._down_since, None, "")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
 
@@ -249,6 +250,7 @@ class Watch:
         if self.prev_kv:
             request["prev_kv"] = True
         endpoint = self.store.endpoint
+        started = time.monotonic()
         try:
             resp = self.store.session.post(
                 self.store.url("watch", endpoint),
@@ -271,7 +273,7 @@ class Watch:
             raise classify(
                 int(code) if code is not None else None, str(message), f"watch {self.prefix}"
             )
-        self.store.link.ok(endpoint)
+        self.store.link.ok(endpoint, started)
         with self._lock:
             if self.closed:
                 resp.close()
