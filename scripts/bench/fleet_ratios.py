@@ -14,13 +14,17 @@ setting, next to each other (the first run of a round, after the last round's
 10,000 x 100,000 (about 10 minutes more). Rounds alternate the configurations
 so that the machine's load falls on all of them alike; each figure is the
 median of its rounds. Prints each target with the figure measured and whether
-it is met.
+it is met; the floor's rows also give the best ratio the machine allowed (the
+CPU that the scheduler, etcd and the benchmark used while the burst was bound,
+spread over every core): on a machine whose cores etcd shares, no split of the
+scheduler's work goes below it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -57,6 +61,13 @@ def run(name: str, argv: list[str], scratch: Path) -> dict[str, float]:
     return figures
 
 
+def floor_row(name: str, ratio: float, best: float) -> tuple[str, str, str, bool]:
+    """The burst against etcd's floor, with the best the machine allowed: all the CPU the
+    scheduler, etcd and the benchmark used in the burst, spread over every core."""
+    return (f"scheduler / etcd floor, {name} (at best, all the burst's CPU on "
+            f"{os.cpu_count()} cores: {best:.2f})", f"{ratio:.2f}", "<= 2", ratio <= 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
@@ -79,10 +90,8 @@ def main() -> None:
     rows: list[tuple[str, str, str, bool]] = [
         ("workloads / plain, time per application", f"{plain / wl:.2f}", "<= 1.3",
          plain / wl <= 1.3),
-        ("scheduler / etcd floor, plain", f"{med('plain', 'floor_ratio'):.2f}", "<= 2",
-         med("plain", "floor_ratio") <= 2),
-        ("scheduler / etcd floor, workloads", f"{med('workloads', 'floor_ratio'):.2f}",
-         "<= 2", med("workloads", "floor_ratio") <= 2),
+        *(floor_row(n, med(n, "floor_ratio"), med(n, "floor_best"))
+          for n in ("plain", "workloads")),
     ]
     if all("last_s" in f for f in runs["plain"]):
         last = statistics.median(f["last_s"] / (1 + f["moved_floor_s"]) for f in runs["plain"])
