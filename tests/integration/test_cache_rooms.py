@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import msgspec
@@ -76,5 +77,103 @@ def test_an_assumption_expires_on_time_without_anything_else_changing(store: Sto
         wait_for(lambda: ((item := cache.status.item(skey)) is not None
                  and item.mod_revision >= revision) or None, timeout=10)
         assert free_cpu() == 500  # its pod, in the report: no longer assumed too
+    finally:
+        cache.stop()
+
+
+def test_the_room_kept_after_each_placement_is_the_room_summed_afresh(store: Store) -> None:
+    """The Room of a cluster is kept up to date by the changes to its placements, not
+    summed again after each: through random moves, removals, bursts of more changes than
+    are kept and a report that starts counting some pods, each cluster's free capacity
+    is always its report less every placement it does not count yet."""
+    rng = random.Random(7)
+    names = ["c1", "c2", "c3"]
+    for name in names:
+        cluster(store, name, online=False)
+    asks = {f"a{i}": (rng.choice((100, 250, 500)), rng.choice((0, 0, 1, 2)))
+            for i in range(24)}
+    placed: dict[str, int] = {}  # pods running, by application, as reports will count them
+    reported: dict[str, set[str]] = {}  # cluster → the applications its report counts
+
+    def report(name: str) -> int:
+        reported[name] = {k for k in placed if where.get(k[8:]) == name}
+        return put(store, keys.status_key("Cluster", "default", name), msgspec.json.encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default"},
+            "status": {"state": "ONLINE", "capacity": {
+                "allocatable": {"cpu": 64000, "memory": 8 << 30, "pods": 110,
+                                "nvidia.com/gpu": 64},
+                "requested": {}, "nodes": 1,
+                "placed": {k: placed[k] for k in reported[name]}}}}))
+
+    where: dict[str, str | None] = {}
+    for name in names:
+        report(name)
+    for app, (cpu, gpu) in asks.items():
+        requests: dict[str, object] = {"cpu": f"{cpu}m"}
+        if gpu:
+            requests["nvidia.com/gpu"] = gpu
+        labels = {"app": app}
+        put(store, keys.resource_key("Application", app, "default"), msgspec.json.encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": app, "namespace": "default", "generation": 1},
+            "spec": {"manifest": [{
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app},
+                "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+                    "metadata": {"labels": labels}, "spec": {"containers": [
+                        {"name": "c", "image": "x",
+                         "resources": {"requests": requests}}]}}}}]}}))
+
+    cache = Cache(store, assume_ttl=3600.0)
+    cache.start()
+    try:
+        assert cache.wait_synced(10)
+        subject = cache.subject(keys.resource_key("Application", "a0", "default"))
+        assert subject is not None
+        fleet = cache.fleet(subject)
+        at = {c.ref.name: i for i, c in enumerate(fleet.candidates)}
+        assert sorted(at) == names
+
+        def bind(app: str, target: str | None) -> int:
+            key = keys.binding_key("Application", "default", app)
+            where[app] = target
+            if target is None:
+                return store.delete(key)
+            return put(store, key, encode(Binding(
+                BindingMeta(app, "default"),
+                BindingSpec(ObjectRef("Application", app, "default"), 1,
+                            [Target("Cluster", target, "default")]),
+                BindingStatus("Scheduled"))))
+
+        def check(revision: int, step: int) -> None:
+            wait_for(lambda: cache.bindings.revision >= revision or None, timeout=10)
+            rooms = cache.rooms(fleet).rooms
+            for name in names:
+                unseen = [a for a, w in where.items()
+                          if w == name and f"default/{a}" not in reported[name]]
+                room = rooms[at[name]]
+                assert room is not None
+                assert room.free.cpu == 64000 - sum(asks[a][0] for a in unseen), (step, name)
+                assert room.free.get("nvidia.com/gpu") == 64 - sum(
+                    asks[a][1] for a in unseen), name
+
+        for step in range(60):
+            if step % 15 == 14:  # more changes than are kept, before the next read
+                for _ in range(45):
+                    last = bind(rng.choice(sorted(asks)), rng.choice(names))
+            elif step == 30:  # the report now counts some pods
+                for app in rng.sample([a for a, w in where.items() if w], 5):
+                    placed[f"default/{app}"] = 1
+                revisions = {name: report(name) for name in names}
+                wait_for(lambda wanted=revisions: all(
+                    (item := cache.status.item(keys.status_key("Cluster", "default", n)))
+                    is not None and item.mod_revision >= r for n, r in wanted.items())
+                    or None)
+                last = max(revisions.values())
+            else:
+                app = rng.choice(sorted(asks))
+                target = rng.choice([*names, None]) if where.get(app) else rng.choice(names)
+                last = bind(app, target)
+            check(last, step)
     finally:
         cache.stop()

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berth.controllers.runtime import Event, EventType, Informer, Item
-from berth.controllers.scheduler.decisions import Decisions
+from berth.controllers.scheduler.decisions import Decisions, Usage, UsageChange
 from berth.controllers.scheduler.framework import (
     Candidate,
     Fleet,
@@ -489,44 +489,45 @@ class Cache:
         cap = item.obj.status.capacity if item is not None else None
         if item is None or cap is None or cap.nodes == 0:
             return None  # no Nodes listed: nothing to judge by
-        now = time.time()
+        now, ttl = time.time(), self.assume_ttl
         hit = self._rooms.get(candidate.key)
         version = self.decisions.usage_version(candidate.key)
-        if (hit is not None and hit.revision == item.mod_revision and hit.version == version
-                and now <= hit.until):
-            return hit.room
+        if hit is not None and hit.revision == item.mod_revision and now <= hit.until:
+            if hit.version == version:
+                return hit.room
+            # The report is the same and nothing counted has expired: add the changes to
+            # the placements since, rather than sum every placement on the cluster again
+            # (it may hold hundreds; this runs after every placement made on it).
+            caught = self.decisions.usage_changes(candidate.key, hit.version)
+            if caught is not None:
+                version, changes = caught
+                pending = hit.pending.updated(changes, cap.placed, now, ttl)
+                return self._remember(candidate.key, item.mod_revision, version,
+                                      hit.reported, pending, hit)
         version, usage = self.decisions.usage(candidate.key)
         if hit is not None and hit.revision == item.mod_revision:
             reported = hit.reported  # the report is the same: only what berth placed changed
         else:
             alloc = Resources.counted(cap.allocatable)
             reported = Room(alloc, alloc - Resources.counted(cap.requested))
-        # What berth placed there and the report does not count yet, summed in plain
-        # integers (a cluster may hold hundreds of placements; this runs for every
-        # placement made on it).
-        cpu = memory = pods = 0
-        scalar: dict[str, int] = {}
-        since = math.inf  # when the oldest assumption counted was made
-        for u in usage:
-            seen = cap.placed.get(u.app, 0)
-            if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > self.assume_ttl:
-                continue
-            since = min(since, u.since)
-            whole = u.pods or 1
-            missing = u.pods - seen if u.pods else 1
-            ask = u.ask if missing == whole else u.ask.part(missing, whole)
-            cpu, memory, pods = cpu + ask.cpu, memory + ask.memory, pods + ask.pods
-            for name, amount in ask.scalar:
-                scalar[name] = scalar.get(name, 0) + amount
+        pending = _NONE_PENDING.updated([UsageChange(None, u) for u in usage], cap.placed,
+                                        now, ttl)
+        return self._remember(candidate.key, item.mod_revision, version, reported, pending,
+                              hit)
+
+    def _remember(self, key: str, revision: int, version: int, reported: Room,
+                  pending: _Pending, hit: _RoomMemo | None) -> Room | None:
+        """Keep and return the Room of candidate ``key``: ``reported`` less ``pending``."""
         room = reported
-        if cpu or memory or pods or scalar:
+        if pending.cpu or pending.memory or pending.pods or pending.scalar:
             room = Room(reported.allocatable, reported.free - Resources(
-                cpu, memory, pods, tuple(sorted(scalar.items()))))
-        until = since + self.assume_ttl
-        self._rooms[candidate.key] = _RoomMemo(item.mod_revision, version, until, room, reported)
+                pending.cpu, pending.memory, pending.pods,
+                tuple(sorted((k, v) for k, v in pending.scalar.items() if v))))
+        until = pending.since + self.assume_ttl
+        self._rooms[key] = _RoomMemo(revision, version, until, room, reported, pending)
         if until != math.inf and (hit is None or hit.until != until):
             with self._room_log_lock:
-                heapq.heappush(self._expiring, (until, candidate.key))
+                heapq.heappush(self._expiring, (until, key))
         return room
 
     def _room_changed(self, candidate: str) -> None:
@@ -625,15 +626,72 @@ class _RoomMemo:
     """A candidate's Room as worked out, and from what: valid while the status revision
     and the placements' version are these, and until its oldest assumption expires."""
 
-    __slots__ = ("reported", "revision", "room", "until", "version")
+    __slots__ = ("pending", "reported", "revision", "room", "until", "version")
 
     def __init__(self, revision: int, version: int, until: float, room: Room,
-                 reported: Room) -> None:  # written out: compiled (framework.status.Status)
+                 reported: Room, pending: _Pending) -> None:
+        # written out: compiled (framework.status.Status)
         self.revision = revision  # of the cluster's status (its report)
         self.version = version  # of berth's placements on it
         self.until = until  # when the oldest assumption counted expires (inf: none is)
         self.room = room
         self.reported = reported  # the report's part
+        self.pending = pending  # berth's part: what the report does not count yet
+
+
+class _Pending:
+    """What berth placed on a cluster that its report does not count yet, summed in
+    plain integers, and when the oldest placement counted was made (inf: none)."""
+
+    __slots__ = ("cpu", "memory", "pods", "scalar", "since")
+
+    def __init__(self, cpu: int, memory: int, pods: int, scalar: dict[str, int],
+                 since: float) -> None:  # written out: compiled (framework.status.Status)
+        self.cpu = cpu
+        self.memory = memory
+        self.pods = pods
+        self.scalar = scalar  # never changed once made: updated() copies it
+        self.since = since
+
+    def updated(self, changes: list[UsageChange], placed: Mapping[str, int], now: float,
+                ttl: float) -> _Pending:
+        """These sums after ``changes``, as the report counting ``placed`` pods per
+        application leaves them unreported. A usage taken away was counted exactly as
+        when it was added: the report is the same, and nothing counted has expired."""
+        cpu, memory, pods, since = self.cpu, self.memory, self.pods, self.since
+        scalar: dict[str, int] | None = None
+        for before, after in changes:
+            for u, sign in ((before, -1), (after, 1)):
+                if u is None:
+                    continue
+                ask = _unreported(u, placed, now, ttl)
+                if ask is None:
+                    continue
+                if sign > 0:
+                    since = min(since, u.since)
+                cpu, memory, pods = (cpu + sign * ask.cpu, memory + sign * ask.memory,
+                                     pods + sign * ask.pods)
+                if ask.scalar:
+                    if scalar is None:
+                        scalar = dict(self.scalar)
+                    for name, amount in ask.scalar:
+                        scalar[name] = scalar.get(name, 0) + sign * amount
+        return _Pending(cpu, memory, pods, self.scalar if scalar is None else scalar, since)
+
+
+_NONE_PENDING = _Pending(0, 0, 0, {}, math.inf)
+
+
+def _unreported(u: Usage, placed: Mapping[str, int], now: float,
+                ttl: float) -> Resources | None:
+    """What usage ``u`` asks that a report counting ``placed`` pods per application does
+    not count yet (None: nothing, or its assumption is older than ``ttl``)."""
+    seen = placed.get(u.app, 0)
+    if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > ttl:
+        return None
+    whole = u.pods or 1
+    missing = u.pods - seen if u.pods else 1
+    return u.ask if missing == whole else u.ask.part(missing, whole)
 
 
 def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:

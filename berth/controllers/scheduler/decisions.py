@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from berth.controllers.runtime import Event, EventType, Source
 from berth.controllers.scheduler.framework import Placed, Ref, Subject
@@ -31,6 +32,9 @@ from berth.store import keys
 from berth.store.documents.resources import Resources
 
 PENDING = 2**62  # an assumed revision no watch event can reach
+# The last changes to each candidate's usage kept for a reader to catch up by (the
+# Rooms of the deciding thread read them after every placement, so a few suffice).
+USAGE_CHANGES_KEPT = 8
 
 
 @lru_cache(maxsize=1 << 16)
@@ -57,6 +61,13 @@ class Usage:
         object.__setattr__(self, "ask", ask)
         object.__setattr__(self, "pods", pods)
         object.__setattr__(self, "since", since)
+
+
+class UsageChange(NamedTuple):
+    """One placement's usage of a candidate as it was and as it became (None: none)."""
+
+    before: Usage | None
+    after: Usage | None
 
 
 JOURNAL = 4096  # changes a label's journal keeps before it starts again
@@ -108,6 +119,8 @@ class Decisions:
         self._usage: dict[str, dict[str, Usage]] = {}
         self._usage_at: dict[str, tuple[str, ...]] = {}  # binding key → its candidate keys
         self._usage_version: Counter[str] = Counter()  # candidate key → changes
+        # candidate key → its last changes: (version after it, the usage before, after)
+        self._usage_changes: dict[str, list[UsageChange]] = {}
         self.passes = 0  # index passes so far (one per _reindex)
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
@@ -300,6 +313,16 @@ class Decisions:
         with self._lock:
             return self._usage_version[candidate], list(self._usage.get(candidate, {}).values())
 
+    def usage_changes(self, candidate: str, since: int) -> tuple[int, list[UsageChange]] | None:
+        """The changes to ``usage(candidate)`` after its version ``since``, in order, and
+        the version they lead to; None if no longer kept (read ``usage`` again)."""
+        with self._lock:
+            version = self._usage_version[candidate]
+            kept = self._usage_changes.get(candidate, [])
+            if version - since > len(kept):
+                return None
+            return version, kept[len(kept) - (version - since):]
+
     def _reusage(self, key: str, doc: BindingView | None, app: Subject | None) -> None:
         """Index what the application of Binding ``key`` asks of each target (lock held)."""
         old = self._usage_at.pop(key, ())
@@ -310,17 +333,20 @@ class Decisions:
                 ask = app.demand.on(t.replicas)
                 new[_candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
                                                                         time.time())
-        changed = [c for c in old if c not in new]
-        for c in changed:
-            self._usage[c].pop(key, None)
+        changed: list[tuple[str, Usage | None, Usage | None]] = [
+            (c, self._usage[c].pop(key, None), None) for c in old if c not in new]
         for c, u in new.items():
             was = self._usage.setdefault(c, {}).get(key)
             if was is not None and (was.app, was.ask) == (u.app, u.ask):
                 continue  # unchanged: it keeps its time
             self._usage[c][key] = u
-            changed.append(c)
-        for c in changed:
+            changed.append((c, was, u))
+        for c, before, after in changed:
             self._usage_version[c] += 1
+            kept = self._usage_changes.setdefault(c, [])
+            kept.append(UsageChange(before, after))
+            if len(kept) > 2 * USAGE_CHANGES_KEPT:
+                del kept[:-USAGE_CHANGES_KEPT]
             if self._on_usage is not None:
                 self._on_usage(c)
         if new:
