@@ -343,10 +343,14 @@ class Decisions:
             changed.append((c, was, u))
         for c, before, after in changed:
             self._usage_version[c] += 1
-            kept = self._usage_changes.setdefault(c, [])
-            kept.append(UsageChange(before, after))
-            if len(kept) > 2 * USAGE_CHANGES_KEPT:
-                del kept[:-USAGE_CHANGES_KEPT]
+            if not self._usage[c]:  # nothing placed there: nothing to catch up with
+                del self._usage[c]
+                self._usage_changes.pop(c, None)
+            else:
+                kept = self._usage_changes.setdefault(c, [])
+                kept.append(UsageChange(before, after))
+                if len(kept) > 2 * USAGE_CHANGES_KEPT:
+                    del kept[:-USAGE_CHANGES_KEPT]
             if self._on_usage is not None:
                 self._on_usage(c)
         if new:
