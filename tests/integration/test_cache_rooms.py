@@ -8,6 +8,7 @@ import time
 import msgspec
 
 from berth.controllers.scheduler.cache import Cache
+from berth.controllers.scheduler.framework import Fleet
 from berth.store import Store, encode, keys
 from berth.store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, Target
 from berth.store.documents.base import ObjectRef
@@ -25,7 +26,8 @@ def _status(store: Store, name: str, placed: dict[str, int]) -> int:
             "requested": requested, "nodes": 1, "placed": placed}}}))
 
 
-def _app(store: Store, name: str) -> None:
+def _application(store: Store, name: str, requests: dict[str, object]) -> None:
+    """Application ``name``: one Deployment of one replica asking for ``requests``."""
     labels = {"app": name}
     put(store, keys.resource_key("Application", name, "default"), msgspec.json.encode({
         "api": "kubernetes", "kind": "Application",
@@ -34,13 +36,29 @@ def _app(store: Store, name: str) -> None:
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
             "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
                 "metadata": {"labels": labels}, "spec": {"containers": [
-                    {"name": "c", "image": "x", "resources": {"requests": {
-                        "cpu": "1500m"}}}]}}}}]}}))
-    put(store, keys.binding_key("Application", "default", name), encode(Binding(
+                    {"name": "c", "image": "x", "resources": {"requests": requests}}]}}}}]}}))
+
+
+def _bind(store: Store, name: str, cluster: str) -> int:
+    return put(store, keys.binding_key("Application", "default", name), encode(Binding(
         BindingMeta(name, "default"),
         BindingSpec(ObjectRef("Application", name, "default"), 1,
-                    [Target("Cluster", "c1", "default")]),
+                    [Target("Cluster", cluster, "default")]),
         BindingStatus("Scheduled"))))
+
+
+def _synced_fleet(cache: Cache, app: str) -> Fleet:
+    """The fleet of application ``app`` once ``cache`` has read everything."""
+    assert cache.wait_synced(10)
+    subject = cache.subject(keys.resource_key("Application", app, "default"))
+    assert subject is not None
+    return cache.fleet(subject)
+
+
+def _app(store: Store, name: str) -> None:
+    """``name`` asking for 1.5 CPUs, placed on c1."""
+    _application(store, name, {"cpu": "1500m"})
+    _bind(store, name, "c1")
 
 
 def test_an_assumption_expires_on_time_without_anything_else_changing(store: Store) -> None:
@@ -54,10 +72,7 @@ def test_an_assumption_expires_on_time_without_anything_else_changing(store: Sto
     cache = Cache(store, assume_ttl=2.0)
     cache.start()
     try:
-        assert cache.wait_synced(10)
-        subject = cache.subject(keys.resource_key("Application", "web", "default"))
-        assert subject is not None
-        fleet = cache.fleet(subject)
+        fleet = _synced_fleet(cache, "web")
         assert [c.ref.name for c in fleet.candidates] == ["c1"]
 
         def free_cpu() -> int:
@@ -113,37 +128,20 @@ def test_the_room_kept_after_each_placement_is_the_room_summed_afresh(store: Sto
         requests: dict[str, object] = {"cpu": f"{cpu}m"}
         if gpu:
             requests["nvidia.com/gpu"] = gpu
-        labels = {"app": app}
-        put(store, keys.resource_key("Application", app, "default"), msgspec.json.encode({
-            "api": "kubernetes", "kind": "Application",
-            "metadata": {"name": app, "namespace": "default", "generation": 1},
-            "spec": {"manifest": [{
-                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app},
-                "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
-                    "metadata": {"labels": labels}, "spec": {"containers": [
-                        {"name": "c", "image": "x",
-                         "resources": {"requests": requests}}]}}}}]}}))
+        _application(store, app, requests)
 
     cache = Cache(store, assume_ttl=3600.0)
     cache.start()
     try:
-        assert cache.wait_synced(10)
-        subject = cache.subject(keys.resource_key("Application", "a0", "default"))
-        assert subject is not None
-        fleet = cache.fleet(subject)
+        fleet = _synced_fleet(cache, "a0")
         at = {c.ref.name: i for i, c in enumerate(fleet.candidates)}
         assert sorted(at) == names
 
         def bind(app: str, target: str | None) -> int:
-            key = keys.binding_key("Application", "default", app)
             where[app] = target
             if target is None:
-                return store.delete(key)
-            return put(store, key, encode(Binding(
-                BindingMeta(app, "default"),
-                BindingSpec(ObjectRef("Application", app, "default"), 1,
-                            [Target("Cluster", target, "default")]),
-                BindingStatus("Scheduled"))))
+                return store.delete(keys.binding_key("Application", "default", app))
+            return _bind(store, app, target)
 
         def check(revision: int, step: int) -> None:
             wait_for(lambda: cache.bindings.revision >= revision or None, timeout=10)
