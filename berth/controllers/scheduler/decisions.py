@@ -11,7 +11,9 @@ never drops a newer decision. One lock guards everything here.
 
 It also keeps where every application is placed, indexed by namespace and
 label, for workload affinity and spread: a query costs what it returns, not
-the size of the fleet's workload.
+the size of the fleet's workload; and what each placement asks of each
+cluster, with the last few changes to it per cluster, so that the cache keeps
+a cluster's room by those changes rather than summing its placements again.
 """
 
 from __future__ import annotations
