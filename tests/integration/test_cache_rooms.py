@@ -12,7 +12,7 @@ from berth.controllers.scheduler.framework import Fleet
 from berth.store import Store, encode, keys
 from berth.store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, Target
 from berth.store.documents.base import ObjectRef
-from tests.integration.scheduler_env import cluster, put, wait_for
+from tests.integration.scheduler_env import application, cluster, put, wait_for
 
 
 def _status(store: Store, name: str, placed: dict[str, int]) -> int:
@@ -29,14 +29,11 @@ def _status(store: Store, name: str, placed: dict[str, int]) -> int:
 def _application(store: Store, name: str, requests: dict[str, object]) -> None:
     """Application ``name``: one Deployment of one replica asking for ``requests``."""
     labels = {"app": name}
-    put(store, keys.resource_key("Application", name, "default"), msgspec.json.encode({
-        "api": "kubernetes", "kind": "Application",
-        "metadata": {"name": name, "namespace": "default", "generation": 1},
-        "spec": {"manifest": [{
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
-                "metadata": {"labels": labels}, "spec": {"containers": [
-                    {"name": "c", "image": "x", "resources": {"requests": requests}}]}}}}]}}))
+    application(store, name, manifest=[{
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {"containers": [
+                {"name": "c", "image": "x", "resources": {"requests": requests}}]}}}}])
 
 
 def _bind(store: Store, name: str, cluster: str) -> int:
