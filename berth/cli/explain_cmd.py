@@ -80,10 +80,11 @@ def render(b: Binding) -> str:
             lines.append(f"{e['candidate']:<40} {e['score']:>8.4f} {e.get('tier', 0):>4}  "
                          f"{breakdown}{'  ' + extra if extra else ''}")
     if rejected:
-        lines += ["", f"{'REJECTED BY':<20} {'COUNT':>5}  REASON  (CANDIDATES, when few)"]
+        lines += ["", f"{'REJECTED BY':<20} {'COUNT':>5}  REASON  (CANDIDATES)"]
         for e in rejected:
-            # Bindings name a group's candidates when it has few (older ones: the first
-            # five of any group, hence "...").
+            # Bindings keep the groups small enough to name, with every name (the
+            # reason counts the rest); older ones also larger groups, named in part
+            # or not at all, hence "...".
             named = e.get("candidates") or []
             names = ", ".join(c.rsplit("/", 1)[-1] for c in named)
             more = "" if e.get("count", 0) <= len(named) else ", ..."

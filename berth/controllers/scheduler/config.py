@@ -67,7 +67,7 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     backoff: Backoff = msgspec.field(default_factory=Backoff)
     unschedulable_flush: float = 60.0
     bind_batch: int = 128  # Bindings per etcd transaction
-    explain_limit: int = 3  # best candidates and rejection groups a Binding's explanation keeps
+    explain_limit: int = 3  # best candidates and small rejection groups an explanation keeps
     # Seconds what berth placed on a cluster is assumed there while the cluster's
     # capacity report does not count its pods yet.
     assume_ttl: float = 300.0

@@ -21,7 +21,7 @@ from berth.controllers.scheduler.framework.ranking import Lazy
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store.documents import Target
 
-NAMED = 3  # a rejection group names its candidates when it has at most this many
+NAMED = 3  # an explanation keeps a rejection group, naming its candidates, up to this size
 
 
 def wanted(subject: Subject, feasible: int) -> int:
@@ -158,7 +158,7 @@ def explanation(evaluation: Evaluation, limit: int, chosen: Sequence[Ranked] = (
                 describe: Callable[[Ranked], dict[str, Any]] | None = None
                 ) -> list[dict[str, Any]]:
     """The best ``limit`` candidates and every ``chosen`` one, by score; then up to
-    ``limit`` groups of rejected candidates.
+    ``limit`` small groups of rejected candidates, named (:func:`_rejections`).
 
     Every candidate listed has its score and each plugin's part of it; a chosen one
     also what ``describe`` says of it (its metric readings, the room it had): why it
@@ -203,22 +203,23 @@ def _entry(r: Ranked) -> dict[str, Any]:
 
 
 def _rejections(evaluation: Evaluation, limit: int) -> list[dict[str, Any]]:
-    """The ``limit`` largest groups of rejected candidates by plugin and reason (as the
-    reason orders them), each with its count, and its candidates when there are at
-    most ``NAMED`` of them: a complete list or none, never an arbitrary few (a
-    Kubernetes event names no node either; ``berth explain --all`` names every one)."""
+    """Up to ``limit`` groups of rejected candidates by plugin and reason that are small
+    enough to name (``NAMED`` or fewer), the largest first as the reason orders them,
+    each with its count and every one of its candidates.
+
+    The reason already counts every group by its reason; a larger group would repeat
+    it (a Kubernetes event names no node either; ``berth explain --all`` gives every
+    candidate's verdict). What the reason cannot say is which few candidates a rare
+    rejection hit: those are named here, all of them, never a sample.
+    """
     if limit <= 0:
         return []
     merged: dict[tuple[str, str], int] = {}
     for status, bits in evaluation.rejections:
         group = (status.plugin, status.reason)
         merged[group] = merged.get(group, 0) | bits
-    counted = sorted(((-bits.bit_count(), reason, plugin, bits)
-                      for (plugin, reason), bits in merged.items()))[:limit]
-    out: list[dict[str, Any]] = []
-    for minus, reason, plugin, bits in counted:
-        entry: dict[str, Any] = {"rejected_by": plugin, "reason": reason, "count": -minus}
-        if -minus <= NAMED:
-            entry["candidates"] = evaluation.fleet.first_keys(bits, NAMED)
-        out.append(entry)
-    return out
+    counted = sorted((-n, reason, plugin, bits) for (plugin, reason), bits in merged.items()
+                     if (n := bits.bit_count()) <= NAMED)[:limit]
+    return [{"rejected_by": plugin, "reason": reason, "count": -minus,
+             "candidates": evaluation.fleet.first_keys(bits, NAMED)}
+            for minus, reason, plugin, bits in counted]

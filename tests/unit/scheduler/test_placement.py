@@ -352,30 +352,35 @@ def test_failed_targets_has_a_set_form_that_agrees() -> None:
         FailedTargets({"backoff": "soon"})
 
 
-def test_rejection_groups_are_the_largest_first_and_named_only_when_few() -> None:
-    """The explanation's rejections: as the reason orders them (most rejected first),
-    at most ``limit`` groups, each with its count; a group's candidates are named when
-    it has three or fewer — every one of them, never a sample."""
+def test_rejection_groups_are_the_small_ones_largest_first_each_named_in_full() -> None:
+    """The explanation's rejections: the groups of three or fewer candidates (the
+    reason counts the larger ones), as the reason orders them (most rejected first), at
+    most ``limit`` of them, each with its count and every one of its candidates."""
     from berth.controllers.scheduler.decide import Decision, decide
 
     clusters = ([cluster(f"fr{i}", labels={"location": "FR"}) for i in range(5)]
                 + [cluster(f"it{i}", labels={"location": "IT", "tier": "gold"}) for i in range(2)]
                 + [cluster("de", labels={"location": "DE", "tier": "gold"})]
-                + [cluster("de-low", labels={"location": "DE", "tier": "bronze"})])
+                + [cluster(f"de-low{i}", labels={"location": "DE", "tier": "bronze"})
+                   for i in range(3)]
+                + [cluster("it-low", labels={"location": "IT", "tier": "silver"})])
     snap = FakeSnapshot(clusters)
     fw = Framework(SchedulerConfig(), REGISTRY, {})
-    subject = app(label_constraints=("location in (DE, IT)", "tier != bronze"))
+    subject = app(label_constraints=("location in (DE, IT)", "tier != bronze",
+                                     "tier != silver"))
     decision = decide(fw, subject, snap, [])
     assert isinstance(decision, Decision)
     rejected = [e for e in decision.explained(fw, snap, 3) if "rejected_by" in e]
     assert rejected == [
-        {"rejected_by": "LabelConstraints", "reason": "label constraint 'location in (DE, IT)'",
-         "count": 5},
         {"rejected_by": "LabelConstraints", "reason": "label constraint 'tier != bronze'",
-         "count": 1, "candidates": ["Cluster/default/de-low"]},
+         "count": 3, "candidates": ["Cluster/default/de-low0", "Cluster/default/de-low1",
+                                    "Cluster/default/de-low2"]},
+        {"rejected_by": "LabelConstraints", "reason": "label constraint 'tier != silver'",
+         "count": 1, "candidates": ["Cluster/default/it-low"]},
     ]
-    assert decision.reason.startswith("3/9 clusters are available: 5 label constraint "
-                                      "'location in (DE, IT)', 1 label constraint")
+    assert decision.reason == ("3/12 clusters are available: 5 label constraint "
+                               "'location in (DE, IT)', 3 label constraint 'tier != bronze', "
+                               "1 label constraint 'tier != silver'")
     one = [e for e in decision.explained(fw, snap, 1) if "rejected_by" in e]
     assert one == rejected[:1]
 
