@@ -18,6 +18,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -68,27 +69,40 @@ class ServerUnavailable(RuntimeError):
     """A real server the tests need could not be started; the message says how to get it."""
 
 
+_given: set[int] = set()  # every port free_port has handed out in this process
+_giving = threading.Lock()
+
+
 def free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range.
+    """A free loopback port below the kernel's ephemeral range, never one handed out before.
 
     A port the kernel hands out (bind to 0) is also one it may give, moments
     later, to some outgoing connection as its local port, before the server we
-    start has bound it; ports below the ephemeral range are never used so.
+    start has bound it; ports below the ephemeral range are never used so. A port
+    is only free until its server binds it: servers whose ports are picked
+    together (an etcd cluster's members, each with a client and a peer port) must
+    not be handed the same one, as a fault-table run once was.
     """
     low = 32768
     with contextlib.suppress(OSError, ValueError, IndexError):
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(100):
-        port = random.randrange(10000, max(10001, low))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
+    with _giving:
+        for _ in range(100):
+            port = random.randrange(10000, max(10001, low))
+            if port in _given:
                 continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _given.add(port)
             return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        _given.add(port)
+        return port
 
 
 _bindir: Path | None = None
