@@ -72,13 +72,16 @@ class _Column:
         key = new << SHIFT | i
         q = bisect_left(keys, key)
         keys.insert(q, key)
+        # Each prefix between gains one candidate and loses another, the one a member
+        # and the other not: both bits flip (an exclusive or, one operation on the
+        # whole set fewer than adding one and taking the other away).
         bit = 1 << i
         if q < p:  # earlier: it joins the prefixes ending in (q, p]; each loses its last
             for b in range(q // STEP + 1, p // STEP + 1):
-                prefix[b] = (prefix[b] | bit) & ~(1 << (keys[b * STEP] & _LOW))
+                prefix[b] ^= bit | 1 << (keys[b * STEP] & _LOW)
         elif q > p:  # later: it leaves those ending in (p, q]; each gains the next
             for b in range(p // STEP + 1, q // STEP + 1):
-                prefix[b] = (prefix[b] & ~bit) | 1 << (keys[b * STEP - 1] & _LOW)
+                prefix[b] ^= bit | 1 << (keys[b * STEP - 1] & _LOW)
 
 
 class Rooms:
