@@ -7,7 +7,8 @@ in-memory snapshot (the unit tests' FakeSnapshot: fixed rooms, nothing
 assumed, nothing written) and decides every application once per round, its
 explanation included, as the scheduler would for a new one. Prints the best
 round's time per decision for the applications without workloads (plain),
-with workloads (every one a Deployment with requests, 20 % divided), and
+with the same workloads asking for nothing (the ratio issue #26 sets), with
+workloads (every one a Deployment with requests, 20 % divided), and
 with workloads but Capacity left out of the score (then of the filter too,
 then of the pre-filter), each as a ratio of plain's time measured in the same
 run: what Capacity's score and filter add to a decision, apart from what
@@ -76,12 +77,13 @@ def fleet_snapshot(n: int, rng: random.Random) -> Snapshot:
     return Snapshot(clusters, values, room_of=rooms)
 
 
-def subjects(n: int, rng: random.Random, *, workloads: bool) -> list[Subject]:
+def subjects(n: int, rng: random.Random, *, workloads: bool, requests: bool = True
+             ) -> list[Subject]:
     out = []
     for k in range(n):
         name = f"a{k:06d}"
-        view = msgspec.json.decode(msgspec.json.encode(app_doc(name, rng, workloads=workloads)),
-                                   type=AppView)
+        doc = app_doc(name, rng, workloads=workloads, requests=requests)
+        view = msgspec.json.decode(msgspec.json.encode(doc), type=AppView)
         out.append(subject_from_application(f"/berth/v1/applications/default/{name}", view))
     return out
 
@@ -120,19 +122,26 @@ def main() -> None:
     rng = random.Random(7)
     snap = fleet_snapshot(args.clusters, rng)
     plain = subjects(args.apps, rng, workloads=False)
+    state = rng.getstate()
     loaded = subjects(args.apps, rng, workloads=True)
+    rng.setstate(state)  # the same applications, asking for nothing
+    unrequested = subjects(args.apps, rng, workloads=True, requests=False)
     gc.collect()
     gc.freeze()  # the fleet and the subjects live on, as the scheduler's cache does
-    runs = [("plain", (), plain), ("workloads", (), loaded),
+    runs = [("plain", (), plain), ("workloads without requests", (), unrequested),
+            ("workloads", (), loaded),
             ("workloads, Capacity not scoring", ("score",), loaded),
             ("workloads, nor filtering", ("score", "filter"), loaded),
             ("workloads, nor pre-filtering", ("score", "filter", "preFilter"), loaded)]
-    base = 0.0
+    base = same = 0.0
     for label, without, apps in runs:
         took, placed = per_decision(framework(without), snap, apps, args.rounds)
         base = base or took
+        if apps is unrequested:
+            same = took
         print(f"{label}: {took:.1f} µs per decision ({placed} of {len(apps)} placed), "
-              f"{took / base:.2f} x plain")
+              f"{took / base:.2f} x plain"
+              + (f", {took / same:.2f} x without requests" if label == "workloads" else ""))
 
 
 if __name__ == "__main__":

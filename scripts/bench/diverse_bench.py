@@ -2,7 +2,7 @@
 
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
-        [--workloads] [--changed SHARE] [--log-level LEVEL] [--config FILE]
+        [--workloads [--no-requests]] [--changed SHARE] [--log-level LEVEL] [--config FILE]
         [--profile PREFIX]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
@@ -244,6 +244,9 @@ def main() -> None:
     ap.add_argument("--workloads", action="store_true",
                     help="applications carry Deployments with requests (20 %% divided); "
                          "clusters report capacity")
+    ap.add_argument("--no-requests", action="store_true",
+                    help="with --workloads: the same Deployments and divisions, asking for "
+                         "nothing (what issue #26 compares the workloads' rate with)")
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
     ap.add_argument("--config", metavar="FILE", help="the scheduler's configuration")
     ap.add_argument("--figures", metavar="FILE",
@@ -251,6 +254,8 @@ def main() -> None:
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the scheduler: PREFIX-<phase>.txt")
     args = ap.parse_args()
+    if args.no_requests and not args.workloads:
+        ap.error("--no-requests goes with --workloads")
     rng = random.Random(args.seed)
 
     server = EtcdServer(progress_interval="1s",
@@ -271,7 +276,8 @@ def main() -> None:
 
         # -- throughput
         names = [f"app-{i:06d}" for i in range(args.apps)]
-        docs_by_name = {n: app_doc(n, rng, workloads=args.workloads) for n in names}
+        docs_by_name = {n: app_doc(n, rng, workloads=args.workloads,
+                                   requests=not args.no_requests) for n in names}
         ops = [Put(keys.resource_key("Application", n, "default"), encode(d))
                for n, d in docs_by_name.items()]
         profile = Profile(args.profile, "throughput", proc.pid)
@@ -364,7 +370,8 @@ def main() -> None:
             offered: dict[str, float] = {}
             n_lat = int(args.rate * args.seconds)
             docs_lat = [(f"lat-{i:06d}",
-                         encode(app_doc(f"lat-{i:06d}", rng, workloads=args.workloads)))
+                         encode(app_doc(f"lat-{i:06d}", rng, workloads=args.workloads,
+                                        requests=not args.no_requests)))
                         for i in range(n_lat)]
             profile = Profile(args.profile, "latency", proc.pid)
             start = time.perf_counter()

@@ -4,7 +4,12 @@
 
 Runs ``diverse_bench.py`` (1,000 clusters x 10,000 applications) in turn:
 plain with the reaction; with workloads (every application a Deployment with
-requests, 20 % divided; clusters report capacity); and plain without the
+requests, 20 % divided; clusters report capacity); the same workloads in two
+more ways, for the ratio of the issue's first target: asking for nothing
+(``unrequested``, the issue's "same workload without requests": each replica
+still asks for a pod, so Capacity still filters and scores them) and with
+Capacity left out of the configuration (``uncapacitated``: all that Capacity
+costs; printed, as is the ratio to plain, without a target); and plain without the
 reaction three times, one after the other: as configured by default
 (``explained``), with explanations off (``explain_limit: 0``) and with a log
 line per Binding (``--log-level INFO``; the others log at WARNING) — the
@@ -32,10 +37,16 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from berth.controllers.scheduler.config import default_plugins  # noqa: E402
 
 CONFIGS: dict[str, list[str]] = {
     "plain": ["--no-latency"],
     "workloads": ["--no-latency", "--no-reaction", "--workloads"],
+    "unrequested": ["--no-latency", "--no-reaction", "--workloads", "--no-requests"],
+    "uncapacitated": ["--no-latency", "--no-reaction", "--workloads", "--config",
+                      "{uncapacitated}"],
     "explained": ["--no-latency", "--no-reaction"],
     "unexplained": ["--no-latency", "--no-reaction", "--config", "{unexplained}"],
     "logged": ["--no-latency", "--no-reaction", "--log-level", "INFO"],
@@ -47,7 +58,8 @@ SCALE = ["--clusters", "10000", "--apps", "100000", "--workloads", "--no-latency
 def run(name: str, argv: list[str], scratch: Path) -> dict[str, float]:
     out = scratch / f"{name}.json"
     out.unlink(missing_ok=True)
-    argv = [a.format(unexplained=scratch / "unexplained.yaml") for a in argv]
+    argv = [a.format(unexplained=scratch / "unexplained.yaml",
+                     uncapacitated=scratch / "uncapacitated.yaml") for a in argv]
     print(f"-- {name}: diverse_bench.py {' '.join(argv)}", flush=True)
     proc = subprocess.run([sys.executable, str(HERE / "diverse_bench.py"), *argv,
                            "--figures", str(out)], text=True, capture_output=True)
@@ -68,6 +80,13 @@ def floor_row(name: str, ratio: float, best: float) -> tuple[str, str, str, bool
             f"{os.cpu_count()} cores: {best:.2f})", f"{ratio:.2f}", "<= 2", ratio <= 2)
 
 
+def without_capacity() -> str:
+    """A scheduler configuration: the default plugins but Capacity (JSON is YAML)."""
+    plugins = {point: [{"name": p.name, "weight": p.weight} for p in specs if p.name != "Capacity"]
+               for point, specs in default_plugins().items()}
+    return json.dumps({"plugins": plugins}) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
@@ -78,6 +97,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         (scratch / "unexplained.yaml").write_text("explain_limit: 0\n")
+        (scratch / "uncapacitated.yaml").write_text(without_capacity())
         for r in range(args.rounds):
             for n in names:
                 print(f"round {r + 1}/{args.rounds}", end=" ")
@@ -87,9 +107,15 @@ def main() -> None:
         return statistics.median(f[figure] for f in runs[name])
 
     plain, wl = med("plain", "apps_per_s"), med("workloads", "apps_per_s")
-    rows: list[tuple[str, str, str, bool]] = [
-        ("workloads / plain, time per application", f"{plain / wl:.2f}", "<= 1.3",
-         plain / wl <= 1.3),
+    unrequested = med("unrequested", "apps_per_s")
+    uncapacitated = med("uncapacitated", "apps_per_s")
+    rows: list[tuple[str, str, str, bool | None]] = [  # met: None for no target
+        ("workloads / the same without requests (pods still asked), time per application",
+         f"{unrequested / wl:.2f}", "<= 1.3", unrequested / wl <= 1.3),
+        ("workloads / the same with Capacity off, time per application",
+         f"{uncapacitated / wl:.2f}", "-", None),
+        ("workloads / plain (no Deployments, none divided), time per application",
+         f"{plain / wl:.2f}", "-", None),
         *(floor_row(n, med(n, "floor_ratio"), med(n, "floor_best"))
           for n in ("plain", "workloads")),
     ]
@@ -121,7 +147,8 @@ def main() -> None:
     print(f"\n{'TARGET':<{width}}  {'MEASURED':>10}  {'WANTED':>10}  MET "
           f"(medians of {args.rounds} round{'s' if args.rounds != 1 else ''})")
     for what, got, wanted, met in rows:
-        print(f"{what:<{width}}  {got:>10}  {wanted:>10}  {'yes' if met else 'no'}")
+        verdict = "-" if met is None else "yes" if met else "no"
+        print(f"{what:<{width}}  {got:>10}  {wanted:>10}  {verdict}")
 
 
 if __name__ == "__main__":

@@ -90,18 +90,20 @@ def cluster_capacity(rng: random.Random) -> dict[str, Any]:
             "nodes": nodes}
 
 
-def workload(name: str, rng: random.Random) -> dict[str, Any]:
-    """A Deployment of 1-20 replicas asking 100 m - 4 CPUs and 128 Mi - 8 Gi each."""
-    requests = {"cpu": f"{rng.choice([100, 250, 500, 1000, 2000, 4000])}m",
+def workload(name: str, rng: random.Random, *, requests: bool = True) -> dict[str, Any]:
+    """A Deployment of 1-20 replicas asking 100 m - 4 CPUs and 128 Mi - 8 Gi each (without
+    ``requests``, asking nothing: the same Deployment, the same draws of ``rng``)."""
+    asked = {"cpu": f"{rng.choice([100, 250, 500, 1000, 2000, 4000])}m",
                 "memory": f"{rng.choice([128, 256, 512, 1024, 4096, 8192])}Mi"}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
             "spec": {"replicas": rng.randint(1, 20), "selector": {"matchLabels": {"a": name}},
                      "template": {"metadata": {"labels": {"a": name}}, "spec": {"containers": [
                          {"name": "main", "image": f"registry.example/{name}:1",
-                          "resources": {"requests": requests}}]}}}}
+                          **({"resources": {"requests": asked}} if requests else {})}]}}}}
 
 
-def app_doc(name: str, rng: random.Random, *, workloads: bool = False) -> dict[str, Any]:
+def app_doc(name: str, rng: random.Random, *, workloads: bool = False,
+            requests: bool = True) -> dict[str, Any]:
     locations = rng.sample(LOCATIONS, rng.randint(3, 7))
     labels = [f"location in ({', '.join(locations)})"]
     labels += [_label_constraint(rng) for _ in range(rng.randint(0, 2))]
@@ -131,7 +133,7 @@ def app_doc(name: str, rng: random.Random, *, workloads: bool = False) -> dict[s
     if rng.random() < 0.10:
         spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
     if workloads:
-        spec["manifest"].append(workload(name, rng))
+        spec["manifest"].append(workload(name, rng, requests=requests))
         if rng.random() < 0.20:  # divided over a few clusters, by one of the three rules
             spec["placement"] = {"policy": "PickN", "numberOfClusters": rng.randint(2, 4),
                                  "replicaScheduling": {"type": "Divided", "division": rng.choice(
