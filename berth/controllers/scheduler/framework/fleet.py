@@ -42,14 +42,15 @@ def ordinals(bits: int) -> Iterator[int]:
             yield low.bit_length() - 1
             bits ^= low
         return
+    table = _BYTE_ORDINALS
     for k, byte in enumerate(bits.to_bytes(size, "little")):
         if byte:
             base = k << 3
-            for i in _BYTE_ORDINALS[byte]:
+            for i in table[byte]:
                 yield base + i
 
 
-_BYTE_ORDINALS = tuple(tuple(i for i in range(8) if b >> i & 1) for b in range(256))
+_BYTE_ORDINALS: Final = tuple(tuple(i for i in range(8) if b >> i & 1) for b in range(256))
 
 
 def as_mask(bits: int, n: int) -> npt.NDArray[np.bool_]:

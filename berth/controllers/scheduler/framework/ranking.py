@@ -30,7 +30,7 @@ import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -38,15 +38,15 @@ import numpy.typing as npt
 from berth.controllers.scheduler.framework.fleet import Fleet, as_indices, as_mask, ordinals
 from berth.controllers.scheduler.framework.types import Candidate
 
-CHUNK = 64  # candidates per step of an ordered walk
-FEW = 8  # candidates an ordered walk sorts at once (a chunk step reads the whole bitset;
+CHUNK: Final = 64  # candidates per step of an ordered walk
+FEW: Final = 8  # candidates an ordered walk sorts at once (a chunk step reads the whole bitset;
 #         in a large fleet, up to sqrt(n / CHUNK))
-EAGER = 64  # feasible candidates up to which a ranking of as many bands as half of them
+EAGER: Final = 64  # feasible candidates up to which a ranking of as many bands as half of them
 #            is sorted at once
 DENSE_FROM = 128  # feasible candidates from which per-subject values are arrays (Additions),
 #                  below which lists (FewAdditions): measured on whole decisions of the
 #                  diverse workload with requests, 128 against 64 saved 6 %
-FIRST_READ = 16  # entries the first batch of an Additions walk sorts (then 8 times more)
+FIRST_READ: Final = 16  # entries the first batch of an Additions walk sorts (then 8 times more)
 
 
 @dataclass(slots=True)
@@ -412,10 +412,15 @@ class FewAdditions:
         self.bands = bands = bands or [Band(base.fleet.all)]
         self.idx = idx = list(ordinals(feasible))
         self._band = band_of = [0] * len(idx)
-        for b in range(1, len(bands)):
-            for i in ordinals(bands[b].bits & feasible):
-                band_of[bisect_left(idx, i)] = b
-        self.delta = [bands[b].delta for b in band_of]
+        if len(bands) > 1:  # each candidate's band, read from the band's bytes: a few of
+            size = (len(base.fleet) + 7) >> 3  # a large fleet cost less than a walk of each
+            for b in range(1, len(bands)):
+                raw = bands[b].bits.to_bytes(size, "little")
+                for j, i in enumerate(idx):
+                    if raw[i >> 3] >> (i & 7) & 1:
+                        band_of[j] = b
+        deltas = [band.delta for band in bands]
+        self.delta = [deltas[b] for b in band_of]
         # plugin → (its weighted additions, where it added anything)
         self._parts: list[tuple[str, list[float], list[bool]]] = []
 

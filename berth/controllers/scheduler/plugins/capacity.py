@@ -41,7 +41,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -100,7 +100,7 @@ class _Attempt:
 
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))  # Kubernetes' scoringStrategy default
-_NATIVE = ("cpu", "memory", "pods", "ephemeral-storage")
+_NATIVE: Final = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
 def _resources(value: Any) -> tuple[tuple[str, int], ...]:

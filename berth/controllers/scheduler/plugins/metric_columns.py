@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from typing import Final
 
 from berth.controllers.scheduler.framework import Candidate, Fleet, MetricReading, Snapshot
 from berth.store.constraints import Op
 from berth.store.documents import MetricRef
 
-STEP = 64
+STEP: Final = 64
 
 
 def metric_of(candidate: Candidate, name: str, snapshot: Snapshot,
