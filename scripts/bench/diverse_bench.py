@@ -325,7 +325,8 @@ def main() -> None:
               f"{spent / cores:.2f}s at least, scheduler/floor {spent / cores / f_all:.2f} at best")
         figures.update(apps_per_s=args.apps / took, cpu_us=cpu / args.apps * 1e6,
                        floor_ratio=took / f_all, floor_best=spent / cores / f_all,
-                       peak_rss_mb=rss_mb(proc.pid))
+                       peak_rss_mb=rss_mb(proc.pid), etcd_cpu_us=etcd_cpu / args.apps * 1e6,
+                       binding_bytes=sum(map(len, docs)) / max(1, len(docs)))
 
         # -- reaction to every metric value (or --changed of them) changing at once
         if not args.no_reaction:
