@@ -11,6 +11,12 @@ other directly, so a mix could hold two versions of one class. One file
 edited (or another checkout) and every module is plain Python again.
 ``BERTH_NATIVE=0`` leaves them out (py-spy sees no frames of compiled code).
 
+A module-level constant read on the hot path is declared ``Final``: compiled
+code reads it as a C global, any other module-level name by a lookup in the
+module's dict, every time (``_BYTE_ORDINALS`` in ``ordinals``' inner loop,
+``STEP`` in the rooms' columns). One a test changes stays a plain name
+(``ranking.DENSE_FROM``): compiled code would not see the change.
+
 Compiled or not, the modules do the same: they are the same source, and the
 suite runs on what setup built. :data:`STATUS` says which it is; each process
 logs it when it starts and the benchmarks print it.

@@ -94,7 +94,7 @@ def workload(name: str, rng: random.Random, *, requests: bool = True) -> dict[st
     """A Deployment of 1-20 replicas asking 100 m - 4 CPUs and 128 Mi - 8 Gi each (without
     ``requests``, asking nothing: the same Deployment, the same draws of ``rng``)."""
     asked = {"cpu": f"{rng.choice([100, 250, 500, 1000, 2000, 4000])}m",
-                "memory": f"{rng.choice([128, 256, 512, 1024, 4096, 8192])}Mi"}
+             "memory": f"{rng.choice([128, 256, 512, 1024, 4096, 8192])}Mi"}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
             "spec": {"replicas": rng.randint(1, 20), "selector": {"matchLabels": {"a": name}},
                      "template": {"metadata": {"labels": {"a": name}}, "spec": {"containers": [

@@ -42,11 +42,10 @@ def ordinals(bits: int) -> Iterator[int]:
             yield low.bit_length() - 1
             bits ^= low
         return
-    table = _BYTE_ORDINALS
     for k, byte in enumerate(bits.to_bytes(size, "little")):
         if byte:
             base = k << 3
-            for i in table[byte]:
+            for i in _BYTE_ORDINALS[byte]:
                 yield base + i
 
 

@@ -412,8 +412,8 @@ class FewAdditions:
         self.bands = bands = bands or [Band(base.fleet.all)]
         self.idx = idx = list(ordinals(feasible))
         self._band = band_of = [0] * len(idx)
-        if len(bands) > 1:  # each candidate's band, read from the band's bytes: a few of
-            size = (len(base.fleet) + 7) >> 3  # a large fleet cost less than a walk of each
+        if len(bands) > 1:  # a candidate's band: its bit in the band's bytes (a walk of each
+            size = (len(base.fleet) + 7) >> 3  # band's members cost twice as much)
             for b in range(1, len(bands)):
                 raw = bands[b].bits.to_bytes(size, "little")
                 for j, i in enumerate(idx):
