@@ -360,7 +360,8 @@ def main() -> None:
                 f_moved = floor(store, docs[: len(moved)], size, "/bench/floor-moved/")
                 # What changes besides the targets must be written too (a placed application
                 # no cluster fits any more is kept where it runs, its state Unschedulable).
-                f_all = floor(store, docs[:rewritten], size, "/bench/floor-rewritten/")
+                f_all = floor(store, (docs * (rewritten // max(1, len(docs)) + 1))[:rewritten],
+                              size, "/bench/floor-rewritten/")
                 print(f"reaction: {len(vals)} metric values changed (written in {written:.2f}s); "
                       f"{len(moved)} applications moved ({len(changes)} target changes); "
                       f"first new Binding {first * 1e3:.0f} ms, half by {half:.2f}s, last "
