@@ -17,7 +17,6 @@ The gateway sends every int64 as a JSON string and omits false booleans.
 from __future__ import annotations
 
 import base64
-import copy
 import logging
 import re
 import threading
@@ -175,7 +174,11 @@ class Fence:
     at which a leader won its election key, or a replica created its claim). As an
     operation of a transaction it writes nothing and requires that; a fenced store adds
     its fence to every write transaction, so a replica whose term is over cannot land
-    a write in etcd itself, whatever it had queued or however late it runs."""
+    a write in etcd itself, whatever it had queued or however late it runs.
+
+    A term is a revision, never 0: etcd's compare of a revision with 0 succeeds on an
+    absent key, which is exactly when nobody leads. :meth:`Store.commit` refuses a
+    fence of term 0 (``Deposed``) without sending anything."""
 
     key: str
     term: int
@@ -189,6 +192,21 @@ class Fence:
 Op = Put | Delete | Fence
 
 
+class _Members:
+    """What the views of one session share: the connections, the member requests go
+    to, the token, the link's record of outages. One per :class:`Store` made with a
+    configuration; each lock guards what its comment says."""
+
+    def __init__(self, config: EtcdConfig) -> None:
+        self.session = config.session()  # watches (streamed); its headers hold the token
+        self.pool = config.pool()  # every other call
+        self.endpoints = config.endpoints
+        self.current = 0  # the member requests go to: changed under member_lock
+        self.member_lock = threading.Lock()
+        self.auth_lock = threading.Lock()  # one authentication at a time
+        self.link = Link(self.endpoints)
+
+
 class Store:
     """A thread-safe session with one etcd cluster, through any of its members.
 
@@ -196,22 +214,32 @@ class Store:
     (round robin). A request that surely never reached the failed member
     (its connection was refused or never made) and every read are retried at
     once on the next member; a write that may have reached it is not (the
-    caller's compare-and-swap decides, on its next attempt, whether it landed).
+    caller's compare-and-swap decides, on its next attempt, whether it landed;
+    :meth:`commit_surely` does that for a writer that cannot decide again).
+
+    :meth:`fenced` gives a view of the same session whose every write also
+    requires a term: the views share their connections and the member in use.
     """
 
-    fence: Fence | None = None  # set on a fenced view (:meth:`fenced`)
-
-    def __init__(self, config: EtcdConfig | None = None) -> None:
+    def __init__(self, config: EtcdConfig | None = None, *, fence: Fence | None = None,
+                 _members: _Members | None = None) -> None:
         self.config = config or EtcdConfig()
-        self.session = self.config.session()  # watches (streamed)
-        self.pool = self.config.pool()  # every other call
-        self._endpoints = self.config.endpoints
-        self._current = 0
-        self._member_lock = threading.Lock()
-        self._auth_lock = threading.Lock()
-        self.link = Link(self._endpoints)
-        if self.config.user:
+        self.fence = fence  # required by every write transaction of this view
+        self._m = _members if _members is not None else _Members(self.config)
+        if _members is None and self.config.user:
             self.authenticate()
+
+    @property
+    def session(self) -> requests.Session:
+        return self._m.session
+
+    @property
+    def pool(self) -> urllib3.PoolManager:
+        return self._m.pool
+
+    @property
+    def link(self) -> Link:
+        return self._m.link
 
     @property
     def room(self) -> int:
@@ -221,17 +249,19 @@ class Store:
 
     def fenced(self, fence: Fence) -> Store:
         """A view of this session whose every write also requires ``fence``: what a
-        leader's controller is given. Reads, watches and leases are shared."""
-        view = copy.copy(self)
-        view.fence = fence
-        return view
+        leader's controller is given. Connections, the member in use, the token and
+        the link are the session's, shared with every other view."""
+        if fence.term <= 0:
+            raise ValueError(f"no term to fence with ({fence.key} at term {fence.term}): "
+                             "only a leader's term fences")
+        return Store(self.config, fence=fence, _members=self._m)
 
     # -- plumbing ---------------------------------------------------------------
 
     @property
     def endpoint(self) -> str:
         """The member requests go to now."""
-        return self._endpoints[self._current]
+        return self._m.endpoints[self._m.current]
 
     def url(self, path: str, endpoint: str | None = None) -> str:
         return f"{endpoint or self.endpoint}/v3/{path}"
@@ -239,12 +269,13 @@ class Store:
     def failover(self, endpoint: str) -> str | None:
         """``endpoint`` failed: move to the next member, unless another thread already
         did. Returns the member moved to (None with a single member or if already moved)."""
-        with self._member_lock:
-            if len(self._endpoints) == 1 or self._endpoints[self._current] != endpoint:
+        m = self._m
+        with m.member_lock:
+            if len(m.endpoints) == 1 or m.endpoints[m.current] != endpoint:
                 return None
-            self._current = (self._current + 1) % len(self._endpoints)
-            self.link.moved(endpoint, self._endpoints[self._current])
-            return self._endpoints[self._current]
+            m.current = (m.current + 1) % len(m.endpoints)
+            m.link.moved(endpoint, m.endpoints[m.current])
+            return m.endpoints[m.current]
 
     def report(self, error: StoreError, endpoint: str, op: str) -> str | None:
         """Record a failed request to ``endpoint``; an unreachable member is left for the
@@ -255,7 +286,7 @@ class Store:
 
     def authenticate(self) -> None:
         """Exchange user and password for a token; the stale token is dropped first."""
-        with self._auth_lock:
+        with self._m.auth_lock:
             self.session.headers.pop("Authorization", None)
             body = {"name": self.config.user, "password": self.config.password}
             reply = self._request("auth/authenticate", body, f"authenticating as "
@@ -280,7 +311,7 @@ class Store:
     def _request(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
         """One request, moved to the next member while it is safe to repeat it."""
         safe = path == "kv/range"  # reads never change anything
-        tries = len(self._endpoints)
+        tries = len(self._m.endpoints)
         while True:
             endpoint = self.endpoint
             start = time.monotonic()

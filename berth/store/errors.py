@@ -40,8 +40,13 @@ class Deposed(StoreError):
     does). Whatever the writer had queued is no longer its to write."""
 
     def __init__(self, key: str, term: int, now: int) -> None:
-        held = f"was created anew at revision {now}" if now else "is gone"
-        super().__init__(f"{key} {held}: the term that began at revision {term} is over")
+        if term <= 0:  # refused before sending: no term was ever held
+            super().__init__(f"{key}: a write fenced with no term (term {term}) is "
+                             "refused: its writer does not lead")
+        else:
+            held = f"was created anew at revision {now}" if now else "is gone"
+            super().__init__(f"{key} {held}: the term that began at revision {term} "
+                             "is over")
         self.key, self.term, self.now = key, term, now
 
 

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from berth.controllers.runtime.election import LeaderElection
+from berth.controllers.runtime.process import writer_for
 from berth.store import Conflict, Deposed, Fence, Put, Store, keys
 from berth.store.group import GroupCommit
 
@@ -111,3 +112,46 @@ def test_a_claim_overwritten_by_hand_fences_its_old_holder_out(store: Store) -> 
     with pytest.raises(Deposed):
         store.commit([Put("/berth/v1/test/by-me-late", b"1"), fence])
     assert store.get("/berth/v1/test/by-me-late") is None
+
+
+def test_no_write_lands_in_the_gap_between_two_leaders(store: Store) -> None:
+    """Between the end of one term and the start of the next the election key is
+    absent, and etcd's compare ``create_revision == 0`` passes on an absent key: so
+    there is no term 0. A stepped-down election gives no fence, a controller is not
+    started without one, and the store refuses a term-0 fence without sending it."""
+    first = LeaderElection(store, "fence-gap", identity="first", ttl=2)
+    first.start()
+    deadline = time.monotonic() + 10
+    while not first.is_leader and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first.is_leader and first.fence() is not None
+    gap_key = keys.lease_key("fence-gap")
+    store.revoke(first._lease)  # the lease expires: the key is gone, nobody leads yet
+    deadline = time.monotonic() + 10
+    while first.is_leader and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.resign()  # it would campaign again: the gap stays open for the test
+    assert store.get(gap_key) is None
+    assert not first.is_leader
+    assert first.fence() is None  # no term to hand out
+    assert writer_for(first, store) is None  # so no controller starts
+    with pytest.raises(ValueError, match="no term to fence with"):
+        store.fenced(Fence(gap_key, 0))
+    # a term-0 fence given as an operation (a claim read as absent, say): refused here,
+    # though etcd itself would let it pass on the absent key
+    with pytest.raises(Deposed, match="fenced with no term"):
+        store.commit([Put("/berth/v1/test/in-the-gap", b"1"), Fence(gap_key, 0)])
+    with pytest.raises(Deposed, match="fenced with no term"):
+        store.commit([Put("/berth/v1/test/in-the-gap", b"1"), Fence(gap_key, 0, mod=True)])
+    assert store.get("/berth/v1/test/in-the-gap") is None
+
+
+def test_fenced_views_share_one_session(store: Store) -> None:
+    """A fenced view is the same session (its member, its token, its link), not a copy:
+    a move to another member made through one is seen by every view."""
+    term = store.create(KEY, b"{}")
+    fenced = store.fenced(Fence(KEY, term))
+    assert fenced.link is store.link and fenced.pool is store.pool
+    assert fenced.endpoint == store.endpoint
+    assert fenced.fence == Fence(KEY, term) and store.fence is None
+    assert fenced.room == store.room - 1

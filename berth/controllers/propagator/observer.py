@@ -295,6 +295,10 @@ class Observer:
                          now, capacity, _returned(current, probe.state, now)))
         guard = garbage or (item.mod_revision if item else 0)
         fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
+        if self.shard is not None and fence is None:  # handed over since the probe
+            log.info("%s not written: cluster %s is not this replica's any more", skey,
+                     cluster_id(view))
+            return
         try:
             self.group.commit([Put(skey, encode(doc), guard),
                                *([fence] if fence is not None else [])])

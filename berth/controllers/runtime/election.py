@@ -16,7 +16,10 @@ it created when it won (etcd's own election uses the same), and
 :meth:`LeaderElection.fence` gives it to the controller, whose store compares
 it in every write transaction (``Store.fenced``). Once the key is gone or
 made anew by another replica, every write of the old term fails in etcd
-itself (``Deposed``), whatever it had queued.
+itself (``Deposed``), whatever it had queued. Between two leaders there is
+no term: ``fence`` gives none, a controller is started only with one, and
+the store refuses a fence of term 0 (etcd's compare with 0 would pass on the
+absent key).
 """
 
 from __future__ import annotations
@@ -82,11 +85,12 @@ class LeaderElection:
     def is_leader(self) -> bool:
         return self.leading.is_set()
 
-    def fence(self) -> Fence:
-        """This leader's term, for its controller's writes (term 0 when not leading:
-        every write fenced with it fails)."""
+    def fence(self) -> Fence | None:
+        """This leader's term, for its controller's writes; None when not leading (there
+        is no term then, and a fence of term 0 would pass etcd's compare on the absent
+        key: the store refuses one)."""
         with self._lock:
-            return Fence(self.key, self._term)
+            return Fence(self.key, self._term) if self._term > 0 else None
 
     def start(self) -> threading.Thread:
         self._thread = threading.Thread(

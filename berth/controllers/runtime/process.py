@@ -62,9 +62,6 @@ class _EveryReplica:
 
     is_leader = True
 
-    def fence(self) -> None:
-        return None
-
     def start(self) -> None:
         pass
 
@@ -73,6 +70,16 @@ class _EveryReplica:
 
     def resign(self) -> None:
         pass
+
+
+def writer_for(election: LeaderElection | _EveryReplica, store: Store) -> Store | None:
+    """The store a controller starting now writes with: fenced by the term read now,
+    or None when leadership ended since ``is_leader`` was read (there is no term then:
+    a controller never starts without one)."""
+    if isinstance(election, _EveryReplica):
+        return store
+    fence = election.fence()
+    return store.fenced(fence) if fence is not None else None
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -145,12 +152,12 @@ def run_process(
     election.start()
     try:
         while not stopping.is_set():
-            if election.is_leader and not running:
+            writer = writer_for(election, store) if election.is_leader and not running else None
+            if writer is not None:
                 log.info("%s: leading; starting", name)
                 controller: Controller | None = None
                 try:
-                    fence = election.fence()
-                    controller = make(store.fenced(fence) if fence is not None else store)
+                    controller = make(writer)
                     controller.start()
                     running.append(controller)
                     LEADER_STATE.attach(controller)
