@@ -11,10 +11,10 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/metricvalues/metrics/<namespace>/<name>
     /berth/v1/metricvalues/picture                    ... and whether they are whole
     /berth/v1/leases/<process>                        leader election
-    /berth/v1/secrets/clusters/<namespace>/<name>     a cluster's credentials
+    /berth/v1/secrets/<plural>/[<namespace>/]<name>   the secrets a document carries
 
-Credentials live apart so that etcd's roles can keep them from every process
-but the propagator (scripts/etcd-secure.sh).
+Secrets live apart so that etcd's roles can keep each kind's from every
+process but the one that uses it (scripts/etcd-secure.sh).
 """
 
 from __future__ import annotations
@@ -152,9 +152,10 @@ def metric_value_key(name: str, namespace: str | None = None) -> str:
     return METRIC_VALUES + _tail(kind("Metric" if namespace else "GlobalMetric"), name, namespace)
 
 
-def credentials_key(namespace: str, name: str) -> str:
-    """The key of a Cluster's credentials (its kubeconfig's users)."""
-    return CLUSTER_CREDENTIALS + _tail(kind("Cluster"), name, namespace).split("/", 1)[1]
+def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> str:
+    """The key of the secrets a resource's document carries, kept apart from it
+    (:mod:`berth.store.credentials`)."""
+    return SECRETS + _tail(kind(kind_name), name, namespace)
 
 
 def lease_key(process: str) -> str:
@@ -233,6 +234,24 @@ def problem(key: str) -> str | None:
         parse_key(key)
     except ValueError as exc:
         return str(exc)
+    return None
+
+
+def misplaced(key: str, name: object, namespace: object) -> str | None:
+    """Why a document naming itself ``namespace``/``name`` does not belong at ``key``
+    (None when it does): the key is the name. A document written by hand at another
+    key than its own would otherwise be a second copy of the same thing (a second
+    placement, a second propagation) under the key's name."""
+    try:
+        ref = parse_key(key)
+    except ValueError:
+        return None  # not a document key (the metric picture): nothing to compare
+    if name != ref.name:
+        return f"metadata.name {name!r} is not the key's name {ref.name!r}"
+    if ref.kind.namespaced and namespace != ref.namespace:
+        return f"metadata.namespace {namespace!r} is not the key's namespace {ref.namespace!r}"
+    if not ref.kind.namespaced and namespace:
+        return f"metadata.namespace {namespace!r}: {ref.kind.name} is a global kind"
     return None
 
 

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from berth.controllers.runtime import Event, EventType, HealthServer, Informer, LeaderElection
-from berth.store import Put, Store, encode
+from berth.store import Put, Store, encode, keys
 
 P = "/berth/v1/applications/default/"  # any prefix of berth's layout
 
@@ -244,3 +244,50 @@ def test_health_endpoints_report_checks() -> None:
         assert b"berth_informer_events_total" in body
     finally:
         server.stop()
+
+
+class _Meta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+
+
+class _Doc(msgspec.Struct):
+    metadata: _Meta
+
+
+@pytest.mark.parametrize("kind", sorted(keys.KINDS))
+def test_the_key_is_the_name_for_every_kind(store: Store, kind: str,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """A document at a key whose name (or namespace) is not its own is refused like one
+    that does not decode: named once, never an item — so never placed nor propagated.
+    The informer is every process's: one check covers every kind each of them reads."""
+    k = keys.KINDS[kind]
+    ns = "default" if k.namespaced else None
+
+    def doc(name: str, namespace: str | None) -> bytes:
+        meta: dict[str, str] = {"name": name}
+        if namespace:
+            meta["namespace"] = namespace
+        return encode({"api": k.api, "kind": kind, "metadata": meta, "spec": {}})
+
+    good = keys.resource_key(kind, "real", ns)
+    alias = keys.resource_key(kind, "alias", ns)
+    store.create(good, doc("real", ns))
+    store.create(alias, doc("real", ns))  # a second copy of "real", written by hand
+    wrong_ns = keys.resource_key(kind, "elsewhere", ns)
+    store.create(wrong_ns, doc("elsewhere", "other" if k.namespaced else "default"))
+    inf = Informer(store, keys.resource_prefix(kind), _Doc, idle_timeout=5)
+    events: list[Event[_Doc]] = []
+    inf.add_handler(events.append)
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        assert inf.list_keys() == [good] and [e.key for e in events] == [good]
+        said = [r.getMessage() for r in caplog.records if alias in r.getMessage()]
+        assert len(said) == 1 and "metadata.name 'real' is not the key's name 'alias'" in said[0]
+        assert any(wrong_ns in r.getMessage() and "metadata.namespace" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        inf.stop()
+        for key in (good, alias, wrong_ns):
+            store.delete(key)

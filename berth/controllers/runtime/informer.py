@@ -14,6 +14,10 @@ either way the other keys must still be kept — it must not stop the informer,
 nor make it list again and again. A key that
 is none of berth's (``keys.problem``: an extra segment, an empty or
 non-ASCII name — written by hand) is not an item at all: logged once, ignored.
+A document whose ``metadata`` names another resource than its key does
+(``keys.misplaced``: written by hand at another key) is refused like a value
+that does not decode: the key is the name, and a copy at a second key would
+be a second placement of the same thing.
 
 The cache is a thread-safe store (client-go's ThreadSafeStore is the model):
 only the informer's thread changes it, always under its lock, and readers on
@@ -367,6 +371,7 @@ class Informer(Generic[T]):
             obj = self.known(key, revision, read) if self.known is not None else None
             if obj is None:
                 obj = decode(read(), self.type, key)
+                _check_identity(key, obj)
             if self.convert is not None:
                 obj = self.convert(key, obj)
         except Exception as exc:
@@ -406,3 +411,16 @@ class Informer(Generic[T]):
             if revision > self.revision:
                 self.revision = revision
                 self._seen.notify_all()
+
+
+def _check_identity(key: str, obj: object) -> None:
+    """Invalid when a decoded document's metadata names another resource than ``key``.
+    The informer knows no kind: a document's identity is its ``metadata`` name and
+    namespace where it has them (every document berth stores does)."""
+    meta = getattr(obj, "metadata", None)
+    name = getattr(meta, "name", None)
+    if name is None:
+        return
+    why = keys.misplaced(key, name, getattr(meta, "namespace", None))
+    if why is not None:
+        raise Invalid(f"{key}: {why}")
