@@ -316,3 +316,97 @@ def test_a_job_runs_once_and_leaves_nothing_behind(
     wait_for(lambda: not north.request(
         "GET", "/api/v1/namespaces/default/pods?labelSelector=job-name%3Dtwice").get("items")
         or None, timeout=30)
+
+
+class JobSampler:
+    """Every 100 ms, the Jobs and the Job Pods on each cluster: every (cluster, Job) and
+    (cluster, Pod) ever seen."""
+
+    def __init__(self, clusters: dict[str, KubeCluster]) -> None:
+        import threading
+
+        self.clusters = clusters
+        self.jobs: set[tuple[str, str]] = set()
+        self.pods: set[tuple[str, str]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="jobs")
+
+    def __enter__(self) -> JobSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for name, kube in self.clusters.items():
+                try:
+                    jobs = kube.request("GET", "/apis/batch/v1/namespaces/default/jobs")
+                    pods = kube.request("GET", "/api/v1/namespaces/default/pods"
+                                        "?labelSelector=job-name")
+                except Exception:  # a sample missed is not a Job seen
+                    continue
+                self.jobs |= {(name, j["metadata"]["name"]) for j in jobs.get("items", [])}
+                self.pods |= {(name, p["metadata"]["labels"]["job-name"])
+                              for p in pods.get("items", [])}
+
+
+def job(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"ttlSecondsAfterFinished": 600, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "x:1"}]}}}}
+
+
+def relabel(store: Store, name: str, zone: str) -> None:
+    key = keys.resource_key("Cluster", name, "default")
+    kv = store.get(key)
+    assert kv is not None
+    doc = json.loads(kv.value)
+    doc["metadata"]["labels"]["zone"] = zone
+    store.update(key, json.dumps(doc).encode(), kv.mod_revision)
+
+
+def test_a_finished_application_is_not_moved_and_its_job_never_runs_twice(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    """Done work stays done: an application whose Jobs are all complete stays where it ran
+    when a label change would move it (as the Kubernetes scheduler never moves a finished
+    Pod); no second Pod ever runs anywhere."""
+    application(store, "batch-done", [job("batch-done")])
+    wait_for(lambda: status(store, "batch-done"), lambda s: s.status.finished == 1
+             and state("RUNNING", "north")(s), timeout=60)
+    with JobSampler(clusters) as sampler:
+        relabel(store, "north", "elsewhere")  # north no longer fits its constraint
+        greens(store, north=0.1, south=0.95, broken=0.1)  # and south scores best
+        try:
+            time.sleep(8)  # sweeps (every 2 s), a full attempt, probes: nothing moves
+            b = binding(store, "batch-done")
+        finally:
+            relabel(store, "north", "test")
+    assert b is not None and targets(b) == ["north"]
+    assert sampler.jobs == {("north", "batch-done")}
+    assert sampler.pods <= {("north", "batch-done")}
+    st = status(store, "batch-done")
+    assert st is not None and state("RUNNING", "north")(st) and st.status.finished == 1
+
+
+def test_a_move_never_runs_a_done_job_again(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    """A Deployment with a Job beside it moves when a metric changes: the Deployment is
+    made before it is broken; the Job, complete at this generation, is not created on
+    the new cluster, by the move nor by the resyncs after it."""
+    application(store, "mixed", [deployment("mixed-web"), job("mixed-init")])
+    wait_for(lambda: status(store, "mixed"), lambda s: state("RUNNING", "north")(s) and [
+        r.name for r in s.status.applied["default/north"].done] == ["mixed-init"], timeout=60)
+    with JobSampler(clusters) as sampler:
+        greens(store, north=0.1, south=0.95, broken=0.1)
+        moved = wait_for(lambda: status(store, "mixed"), state("RUNNING", "south"),
+                         timeout=60)
+        time.sleep(3)
+    assert [r.name for r in moved.status.applied["default/south"].done] == ["mixed-init"]
+    assert ("south", "mixed-init") not in sampler.jobs
+    assert not any(c == "south" for c, _ in sampler.pods)
+    assert available(clusters, "mixed-web", "south") == 2

@@ -16,8 +16,9 @@ application says ``conflictResolution: Overwrite``; berth deletes only
 objects that still say they are the application's, with the uid it read (a
 namesake made meanwhile is left alone), and with the application's
 ``deletionPropagation`` (Background: what the object's controllers made goes
-too). A Job complete at the current generation is not created again; a new
-generation deletes and creates it, so it runs again.
+too). A Job complete at the current generation, on any cluster, is not
+created again — not by a resync, a restart or a move; a new generation deletes
+and creates it, so it runs again.
 
 :func:`run` asks the plan for a step, executes it, and asks again until the
 plan finishes; status writes go through a :class:`StatusSink`.
@@ -175,6 +176,9 @@ class Executor:
                 located.append((*client.locate(body), body))
             except Unavailable:  # e.g. a custom resource whose CRD comes first
                 located.append((None, None, body))
+        for _, ref, _ in located:  # refused before anything is recorded or applied
+            if ref is not None and ref not in skip:
+                self._check_owner(client, cid, ref, step.owner, app.adopt)
         halt = self._record(cid, gen, [ref for _, ref, _ in located if ref], progress, record)
         if halt is not None:
             return halt
@@ -183,6 +187,8 @@ class Executor:
         for kind, ref, body in located:
             if kind is None or ref is None:
                 kind, ref = client.locate(body)
+                if ref not in skip:
+                    self._check_owner(client, cid, ref, step.owner, app.adopt)
                 halt = self._record(cid, gen, [ref], progress, record)
                 if halt is not None:
                     return halt
@@ -190,11 +196,8 @@ class Executor:
                 done.append(ref)
                 judged.append((ref, Health(HEALTHY, "Complete")))
                 continue
-            owner = step.owner
-            if ref not in before.objects or self.clients.seen_owner(cid, ref) not in (
-                    None, owner):
-                self._check_owner(client, cid, ref, owner, app.adopt)
-            elif renew and ref.kind == "Job" and ref.api_version == "batch/v1":
+            if renew and ref in before.objects and ref.kind == "Job" and (
+                    ref.api_version == "batch/v1"):
                 self.ledger.forget(cid, ref)  # a Job's template cannot change: run it anew
                 client.delete(ref, propagation=app.propagation)
             stored = self._apply_one(client, cid, kind, ref, body, progress)
@@ -229,11 +232,17 @@ class Executor:
             callback(cid, kind, ref, stored)
         return stored
 
-    @staticmethod
-    def _check_owner(client: ClusterClient, cid: str, ref: KubeObjectRef, owner: str,
+    def _check_owner(self, client: ClusterClient, cid: str, ref: KubeObjectRef, owner: str,
                      adopt: bool) -> None:
         """An object that exists already is applied only if it is the application's own,
-        or the application may take it over; Conflicted otherwise."""
+        or the application may take it over; Conflicted otherwise.
+
+        The owner is read from the cluster before every apply, whatever berth recorded
+        (a record is written before the apply it announces, and survives a refusal and
+        a restart): from the cluster's watch when it shows the object as the
+        application's, else by reading the object."""
+        if self.clients.seen_owner(cid, ref) == owner:
+            return
         existing = client.get(ref)
         if existing is None:
             return
@@ -271,7 +280,10 @@ class Executor:
                     if not serving:
                         raise Unavailable(f"{cid}: {HANDED_OVER}")
                     client = self._client(cid)
-                    missing = [o for o in progress.applied[cid].objects if not client.exists(o)]
+                    have = progress.applied[cid]
+                    # a Job done is not created again: its absence is expected
+                    missing = [o for o in have.objects
+                               if o not in have.done and not client.exists(o)]
                 if missing:
                     raise Unavailable(f"{', '.join(map(str, missing))} missing on {cid} "
                                       "after apply")

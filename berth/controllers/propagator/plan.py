@@ -41,6 +41,7 @@ from berth.store.documents import (
     ClusterApplied,
     FailedTarget,
     HealthRule,
+    KubeObjectRef,
     ObjectRef,
 )
 
@@ -126,7 +127,7 @@ class Apply:
     replicas: int | None = None
     since: datetime | None = None
     new: bool = False
-    skip: tuple[Any, ...] = ()
+    skip: tuple[KubeObjectRef, ...] = ()
     owner: str = ""  # "<namespace>/<name>" of the application
 
 
@@ -232,8 +233,25 @@ def _apply(facts: Facts, cid: str, gen: int) -> Apply:
     same = have is not None and have.generation == gen and have.replicas == share
     since = have.since if same and have is not None and have.since else facts.now
     new = have is None or have.generation == 0 or have.new
-    skip = tuple(have.done) if same and have is not None else ()
-    return Apply(cid, gen, share, since, new, skip, facts.owner)
+    return Apply(cid, gen, share, since, new, done_at(facts.recorded.applied, gen),
+                 facts.owner)
+
+
+def done_at(applied: Mapping[str, ClusterApplied], gen: int) -> tuple[KubeObjectRef, ...]:
+    """The Jobs complete at generation ``gen`` on any cluster: done work, never created
+    again — not on the cluster where they ran, and not on one a move or a new share
+    brings in (only a new generation runs them again)."""
+    return tuple(sorted({r for a in applied.values() if a.generation == gen for r in a.done},
+                        key=str))
+
+
+def finished(applied: Mapping[str, ClusterApplied]) -> int:
+    """The generation whose work is all done (0: none): on some cluster, every object
+    of it is a Job complete at that generation. The scheduler does not move such an
+    application, as the Kubernetes scheduler never moves a finished Pod."""
+    return max((a.generation for a in applied.values()
+                if a.generation > 0 and a.objects and set(a.objects) <= set(a.done)),
+               default=0)
 
 
 def _not_yet(facts: Facts, progress: Progress, cid: str, gen: int) -> bool:
@@ -364,7 +382,7 @@ def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generat
     was applied, not where objects are only recorded."""
     return ApplicationState(name, reason, [cluster_ref(c) for c in placed_on(applied)],
                             generation, dict(errors), copy_applied(applied), rejected,
-                            dict(failed or {}))
+                            dict(failed or {}), finished(applied))
 
 
 def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], cid: str,

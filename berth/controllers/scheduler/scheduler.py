@@ -16,7 +16,8 @@ milliseconds at a time between other attempts (the periodic one only while
 no other attempt waits), subjects with workload affinity last; stickiness
 keeps a subject where it is unless another candidate is better by more than
 the stickiness. ``spec.migration: false`` (or Krake's
-``constraints.migration: false``) never moves a placed subject, and
+``constraints.migration: false``) never moves a placed subject, nor is an
+application moved whose work is done (every Job complete at its generation), and
 ``placement.ignoredDuringExecution`` keeps feasible targets until the spec
 changes. A Cluster, once placed on a Cloud, stays there (seed 000).
 
@@ -418,7 +419,7 @@ class Scheduler:
             self.queue.add(key)  # not ours to decide here: a full attempt sorts it out
             return "queued"
         current = self._current(subject, binding)
-        if not subject.migration and current:  # deferred work (no targets yet) is decided
+        if current and self._stays(subject):  # deferred work (no targets yet) is decided
             if all(self._exists(t) for t in current):
                 return "unchanged"
             self.queue.add(key)
@@ -489,6 +490,13 @@ class Scheduler:
             except (KeyError, ValueError):
                 log.warning("%s is no application status key; left alone", event.key)
 
+    def _stays(self, subject: Subject) -> bool:
+        """Whether a placed subject is never moved: migration is disabled, or its work
+        at this generation is done (the propagator found every object of it a complete
+        Job: moving it would run the work again or undo nothing)."""
+        return not subject.migration or (
+            self.cache.failures_of(subject).finished == subject.generation > 0)
+
     def _current(self, subject: Subject, binding: BindingView | None) -> list[Target]:
         """The subject's targets, for stickiness: the Binding's — unless every one of them
         failed (the application could not become available there), then where it still
@@ -537,11 +545,14 @@ class Scheduler:
                 return "not-a-subject"
         binding, _ = self.cache.binding(subject)
         current = self._current(subject, binding)
-        if current and not subject.migration:
+        if current and self._stays(subject):
             alive = [t for t in current if self._exists(t)]
             if alive:
-                self._submit(subject, binding, alive, "Scheduled",
-                             "migration is disabled: staying on the current targets", list)
+                why = ("migration is disabled: staying on the current targets"
+                       if not subject.migration else
+                       f"its work is done (every Job complete at generation "
+                       f"{subject.generation}): not moved, as a finished Pod is not")
+                self._submit(subject, binding, alive, "Scheduled", why, list)
                 return "kept"
             current = []  # everything it ran on is gone: it has to be placed anew
 

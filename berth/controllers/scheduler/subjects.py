@@ -283,23 +283,27 @@ def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
 
 @dataclass(frozen=True, slots=True)
 class Failures:
-    """Candidate key → (when, for which generation) it failed; where it still runs."""
+    """Candidate key → (when, for which generation) it failed; where it still runs; the
+    generation whose work is all done (0: none)."""
 
     failed: Mapping[str, tuple[float, int]]
     running_on: tuple[Target, ...]
+    finished: int = 0
 
 
 NO_FAILURES = Failures({}, ())
 
 
 def compact_failures(key: str, view: FailuresView) -> Failures:
-    """One shared empty value for the (many) applications that failed nowhere."""
+    """One shared empty value for the (many) applications that failed nowhere and are
+    not finished."""
     st = view.status
-    if not st.failed:
+    if not st.failed and not st.finished:
         return NO_FAILURES
     failed = {}
     for cid, f in st.failed.items():
         namespace, _, name = cid.partition("/")
         failed[candidate_key("Cluster", namespace or None, name)] = (f.at.timestamp(),
                                                                     f.generation)
-    return Failures(failed, tuple(Target(r.kind, r.name, r.namespace) for r in st.running_on))
+    return Failures(failed, tuple(Target(r.kind, r.name, r.namespace) for r in st.running_on),
+                    st.finished)

@@ -153,11 +153,13 @@ class _Failed(msgspec.Struct):
 class _FailedState(msgspec.Struct):
     failed: dict[str, _Failed] = {}
     running_on: list[ObjectRef] = []
+    finished: int = 0
 
 
 class FailuresView(msgspec.Struct):
     """Of the propagator's application status, only what the scheduler reads: the clusters
-    the application could not become available on, and where it runs."""
+    the application could not become available on, where it runs, and the generation
+    whose work is all done (its Jobs complete)."""
 
     status: _FailedState = msgspec.field(default_factory=_FailedState)
 

@@ -163,6 +163,9 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     applied: dict[str, ClusterApplied] = {}
     rejected_generation: int = 0  # a cluster refused this generation's manifest
     failed: dict[str, FailedTarget] = {}  # clusters it could not become available on
+    # The generation whose work is all done: every object a Job complete at it, on some
+    # cluster (0: none). The scheduler does not move it; only a new generation runs again.
+    finished: int = 0
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

@@ -270,3 +270,52 @@ def test_a_job_runs_again_only_for_a_new_generation() -> None:
     assert ("delete", "a", "once") in fleet.journal  # a new generation: deleted, made anew
     assert fleet.journal.index(("delete", "a", "once")) < fleet.journal.index(
         ("apply", "a", "once"))
+
+
+def test_a_refused_copy_stays_refused_whatever_was_recorded() -> None:
+    """The owner is read from the cluster before every apply: a record of the object in
+    the status (written before an apply, kept across a refusal and a restart) is no
+    licence to take it over."""
+    fleet = Fleet().add("a")
+    fleet["a"].place(ref("x"), "default/first")
+    end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.retry
+    assert "managed by application default/first" in progress.errors["default/a"]
+    assert "default/a" not in end.state.applied  # refused before anything was recorded
+    # A status written by an earlier version, or before a crash: the object recorded
+    # for the cluster (generation 0: intent only), the process restarted since.
+    recorded = state("PENDING", "", {"default/a": ClusterApplied(0, [ref("x")])}, 0, {})
+    for was in (end.state, recorded):
+        fleet.journal.clear()
+        again, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), was, ("a",))
+        assert isinstance(again, Finish) and again.retry
+        assert "managed by application default/first" in progress.errors["default/a"]
+        assert not [j for j in fleet.journal if j[0] in ("apply", "delete")]
+        assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
+            "berth.dev/application": "default/first"}  # untouched
+
+
+def test_a_done_job_is_not_created_again_by_a_move() -> None:
+    """Done work stays done: a move brings the application's other objects to the new
+    cluster, not its complete Jobs; the status says the generation's work is finished."""
+    fleet = Fleet().add("a", "b")
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "once", "annotations": {"berth.dev/application": OWNER}}}
+    for c in ("a", "b"):
+        fleet[c].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
+    end, _, _ = reconcile(fleet, App(1, bodies=(job, cm("x"))), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    assert [r.name for r in end.state.applied["default/a"].done] == ["once"]
+    assert end.state.finished == 0  # a ConfigMap is no work that ends
+    fleet.journal.clear()
+    moved, _, _ = reconcile(fleet, App(1, bodies=(job, cm("x"))), end.state, ("b",))
+    assert isinstance(moved, Finish) and moved.state is not None
+    assert moved.state.state == "RUNNING" and list(moved.state.applied) == ["default/b"]
+    assert ("apply", "b", "once") not in fleet.journal  # never run a second time
+    assert ("apply", "b", "x") in fleet.journal
+    assert [r.name for r in moved.state.applied["default/b"].done] == ["once"]  # still done
+    # an application that is only Jobs, all complete: finished at its generation
+    alone = Fleet().add("a")
+    alone["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
+    only, _, _ = reconcile(alone, App(1, bodies=(job,)), ApplicationState(), ("a",))
+    assert isinstance(only, Finish) and only.state is not None and only.state.finished == 1
