@@ -17,14 +17,18 @@
 # it (etcdctl role delete berth-<process>) and run the script again.
 #
 # The key layout is berth/store/keys.py's. Who may do what:
-#   berth-scheduler      reads everything but credentials; writes Bindings
-#   berth-propagator     reads everything (it alone reads credentials); writes
-#                        statuses and deletes applications it has cleaned up;
-#                        cannot write Bindings
-#   berth-metrics-cache  reads everything but credentials; writes metric values
-#   berth-admin          (bootstrap, apply, delete, cordon, the CLI) reads
-#                        everything; writes user resources and credentials only
-# and each process its own leader-election key. Leases need no grant.
+#   berth-scheduler      reads everything but secrets; writes Bindings
+#   berth-propagator     reads everything but secrets, and the secrets of
+#                        Clusters and Applications; writes statuses; may write
+#                        applications (etcd has no delete-only grant) and only
+#                        deletes those it has cleaned up; cannot write Bindings
+#   berth-metrics-cache  reads everything but secrets, and the secrets of
+#                        metrics providers; writes metric values
+#   berth-admin          (bootstrap, apply, delete, cordon, upgrade, the CLI)
+#                        reads everything; writes user resources and secrets only
+# and each process its own leader-election key. Leases need no grant. No
+# process reads a Project's or a Cloud's secrets (berth never calls OpenStack).
+# Passwords reach etcdctl on its standard input, never on a command line.
 set -euo pipefail
 if [ $# -ne 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -51,9 +55,14 @@ if ! ctl auth status >/dev/null 2>&1; then
   ctl auth status >/dev/null || { echo "etcd-secure: cannot act as root" >&2; exit 1; }
 fi
 
+add_user() {  # add_user NAME: its password goes on etcdctl's standard input, never
+  # on a command line (where every local user could read it in the process list)
+  password "$1" | ctl user add "$1" --interactive=false >/dev/null
+}
+
 user() {  # user NAME ROLE: create the user (once) and give it the role
   if ! ctl user get "$1" >/dev/null 2>&1; then
-    ctl user add "$1" --new-user-password="$(password "$1")" >/dev/null
+    add_user "$1"
   fi
   ctl user grant-role "$1" "$2" >/dev/null
 }
@@ -71,7 +80,7 @@ grant() {  # grant ROLE read|write|readwrite KEY [--prefix | END]
 }
 
 R=/berth/v1/
-# Everything but credentials: [/berth/v1/, /berth/v1/secrets/) and
+# Everything but secrets: [/berth/v1/, /berth/v1/secrets/) and
 # [/berth/v1/secrets0, /berth/v10), "0" being the byte after "/".
 no_secrets() {
   grant "$1" read "$R" "${R}secrets/"
@@ -84,13 +93,21 @@ grant berth-scheduler readwrite "${R}bindings/" --prefix
 grant berth-scheduler readwrite "${R}leases/scheduler" --prefix
 
 role berth-propagator
-grant berth-propagator read "$R" --prefix
+# Before this version the propagator read every secret: that grant goes.
+ctl role revoke-permission berth-propagator "$R" --prefix=true >/dev/null 2>&1 || true
+no_secrets berth-propagator
+grant berth-propagator read "${R}secrets/clusters/" --prefix
+grant berth-propagator read "${R}secrets/applications/" --prefix
 grant berth-propagator readwrite "${R}status/" --prefix
+# etcd has no delete-only permission: the propagator may write any application, and
+# deletes one only once it has removed its objects (the write it makes there)
 grant berth-propagator readwrite "${R}applications/" --prefix
 grant berth-propagator readwrite "${R}leases/propagator" --prefix
 
 role berth-metrics-cache
 no_secrets berth-metrics-cache
+grant berth-metrics-cache read "${R}secrets/globalmetricsproviders/" --prefix
+grant berth-metrics-cache read "${R}secrets/metricsproviders/" --prefix
 grant berth-metrics-cache readwrite "${R}metricvalues/" --prefix
 grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
 
@@ -107,7 +124,7 @@ done
 
 if [ -z "${ETCDCTL_USER:-}" ]; then
   if ! ctl user get root >/dev/null 2>&1; then
-    ctl user add root --new-user-password="$root_pw" >/dev/null
+    add_user root
   fi
   ctl user grant-role root root >/dev/null
   ctl auth enable >/dev/null

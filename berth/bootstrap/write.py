@@ -1,10 +1,14 @@
 """Writing validated documents all or nothing.
 
 Input that fits one etcd transaction (128 operations by default) is written
-in one. Larger input is written in transactions of 128; if one fails, every
-chunk already written is rolled back (created keys deleted, replaced keys
-restored), each rollback guarded by the revision we wrote, so a concurrent
-writer's change is never undone; a key that cannot be rolled back is named.
+in one. Larger input is written in transactions of 128. A member that dies
+with a chunk in flight does not fail the write: the chunk goes to the next
+member, and a guard that then fails is read back (the chunk landed if every
+key holds its value). If a chunk fails for good (a conflict, or no member
+answers), every chunk already written is rolled back (created keys deleted,
+replaced keys restored), each rollback guarded by the revision we wrote, so a
+concurrent writer's change is never undone; the error says what was rolled
+back, and names a key that could not be.
 
 A document identical to what is stored (but for the bookkeeping berth fills
 in: uid, created, modified, generation) is ``unchanged`` and not written, so
@@ -14,8 +18,11 @@ keeping ``uid`` and ``created`` and bumping ``generation``, guarded by the
 revision read, so a concurrent change makes the whole write fail cleanly. An
 application being deleted is never replaced: that would bring it back.
 
-A Cluster's kubeconfig credentials (its ``users``) are written to their own
-key next to it, in the same transaction (:mod:`berth.store.credentials`).
+A document's secrets (a Cluster's kubeconfig users, an Application's Secrets'
+data, passwords and tokens of any other kind) are written to their own key
+under ``/berth/v1/secrets/``, in the same transaction, with the document's
+generation (:mod:`berth.store.credentials`); a change of a secret alone is
+a new generation of its document.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ import msgspec
 from berth.bootstrap.load import Loaded, LoadErrors
 from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode, keys
 from berth.store.codec import decode
-from berth.store.credentials import credentials_doc, has_credentials, split
-from berth.store.documents import Cluster, Metadata
+from berth.store.credentials import STORED, Credentials, same, split
+from berth.store.documents import Metadata
 
 log = logging.getLogger(__name__)
 
@@ -63,22 +70,17 @@ class Result:
 def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
          now: datetime | None = None) -> list[Planned]:
     """Fill in metadata and decide create, replace or unchanged; LoadErrors for
-    existing keys (without ``force``) and for applications being deleted."""
+    existing keys (without ``force``) and for applications being deleted. A document's
+    secrets go to their own key, written with it (and with its generation)."""
     now = now or datetime.now(UTC)
-    loaded, secrets = _apart(loaded)
-    existing = store.get_many([item.key for item in loaded] + [k for _, k, _ in secrets.values()])
+    parts = [_apart(item) for item in loaded]
+    existing = store.get_many([item.key for item, _ in parts]
+                              + [_secrets_key(item) for item, creds in parts if creds])
     errors: list[str] = []
     planned: list[Planned] = []
-    for item in loaded:
-        if item.key in secrets:  # the Cluster's credentials, at their own key, after it
-            where, skey, svalue = secrets[item.key]
-            sold = existing.get(skey)
-            if sold is not None and sold.value != svalue and not force:
-                errors.append(f"{where}: {skey} exists and differs (use --force to "
-                              "replace it)")
-            else:
-                planned.append(Planned(where, skey, svalue, sold,
-                                       unchanged=sold is not None and sold.value == svalue))
+    for item, creds in parts:
+        skey = _secrets_key(item) if creds is not None else ""
+        sold = existing.get(skey) if creds is not None else None
         old = existing.get(item.key)
         meta = item.doc.metadata
         if old is None:
@@ -87,7 +89,8 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
                 generation=1,
             )
             doc = msgspec.structs.replace(item.doc, metadata=meta)
-            planned.append(Planned(item.where, item.key, encode(doc), None))
+            planned += _with_secrets(Planned(item.where, item.key, encode(doc), None),
+                                     creds, skey, sold, 1)
             continue
         previous = _old_metadata(old)
         if previous is not None and previous.deleted is not None:
@@ -99,48 +102,72 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
             same = msgspec.structs.replace(item.doc, metadata=msgspec.structs.replace(
                 meta, uid=previous.uid, created=previous.created, modified=previous.modified,
                 generation=previous.generation))
-            if encode(same) == old.value:
+            if encode(same) == old.value and _same_secrets(creds, sold):
                 planned.append(Planned(item.where, item.key, old.value, old, unchanged=True))
+                if creds is not None and sold is not None:
+                    planned.append(Planned(f"{item.where} (its credentials)", skey,
+                                           sold.value, sold, unchanged=True))
                 continue
         if not force:
             errors.append(f"{item.where}: {item.key} exists and differs (use --force to "
                           "replace it)")
             continue
+        generation = (previous.generation if previous else 0) + 1
         meta = msgspec.structs.replace(
             meta,
             uid=previous.uid if previous and previous.uid else meta.uid or str(uuid.uuid4()),
             created=previous.created if previous and previous.created else now,
             modified=now,
-            generation=(previous.generation if previous else 0) + 1,
+            generation=generation,
             deleted=None,
         )
         doc = msgspec.structs.replace(item.doc, metadata=meta)
-        planned.append(Planned(item.where, item.key, encode(doc), old))
+        planned += _with_secrets(Planned(item.where, item.key, encode(doc), old), creds, skey,
+                                 sold, generation)
     if errors:
         raise LoadErrors(errors)
     return planned
 
 
-def _apart(loaded: Sequence[Loaded]) -> tuple[list[Loaded], dict[str, tuple[str, str, bytes]]]:
-    """Clusters with their kubeconfig's credentials taken out, and those credentials
-    as (where, key, value) by the Cluster's key (see :mod:`berth.store.credentials`)."""
-    out: list[Loaded] = []
-    secrets: dict[str, tuple[str, str, bytes]] = {}
-    for item in loaded:
-        doc = item.doc
-        if isinstance(doc, Cluster) and has_credentials(doc.spec.kubeconfig):
-            assert doc.spec.kubeconfig is not None
-            public, users = split(doc.spec.kubeconfig)
-            doc = msgspec.structs.replace(
-                doc, spec=msgspec.structs.replace(doc.spec, kubeconfig=public))
-            item = Loaded(item.where, doc, item.key)
-            meta = doc.metadata
-            assert meta.namespace is not None  # a Cluster is namespaced: validated on load
-            secrets[item.key] = (f"{item.where} (its credentials)",
-                                 keys.credentials_key(meta.namespace, meta.name),
-                                 encode(credentials_doc(meta.name, meta.namespace, users)))
-        out.append(item)
-    return out, secrets
+def _secrets_key(item: Loaded) -> str:
+    meta = item.doc.metadata
+    return keys.secrets_key(_kind(item), meta.name, meta.namespace)
+
+
+def _kind(item: Loaded) -> str:
+    return keys.parse_key(item.key).kind.name
+
+
+def _with_secrets(doc: Planned, creds: Credentials | None, skey: str, sold: KV | None,
+                  generation: int) -> list[Planned]:
+    """The document, and its secrets after it (written with its generation)."""
+    if creds is None:
+        return [doc]
+    value = encode(msgspec.structs.replace(creds, generation=generation))
+    return [doc, Planned(f"{doc.where} (its credentials)", skey, value, sold)]
+
+
+def _same_secrets(creds: Credentials | None, sold: KV | None) -> bool:
+    """Whether the secrets to write are those stored (a document without any: yes)."""
+    if creds is None:
+        return True
+    if sold is None:
+        return False
+    try:
+        stored = decode(sold.value, STORED, sold.key)
+    except StoreError:
+        return False
+    return same(creds, stored)
+
+
+def _apart(item: Loaded) -> tuple[Loaded, Credentials | None]:
+    """The document without its secrets, and them (see :mod:`berth.store.credentials`)."""
+    kind = _kind(item)
+    public, creds = split(kind, msgspec.to_builtins(item.doc))
+    if creds is None:
+        return item, None
+    doc = msgspec.convert(public, type(item.doc))
+    return Loaded(item.where, doc, item.key), creds
 
 
 def _old_metadata(old: KV) -> Metadata | None:
@@ -159,7 +186,11 @@ class _Meta(msgspec.Struct):
 
 def write(store: Store, planned: Sequence[Planned], *,
           progress: Progress | None = None) -> Result:
-    """Write ``planned`` all or nothing; StoreError (after rollback) on failure."""
+    """Write ``planned`` all or nothing; StoreError (after rollback) on failure.
+
+    Each chunk goes through :meth:`Store.commit_surely`: a member that dies with a chunk
+    in flight does not end the write (the chunk is sent to the next member, and found
+    landed if it did); only when no member answers is what was written rolled back."""
     unchanged = sum(1 for p in planned if p.unchanged)
     planned = [p for p in planned if not p.unchanged]
     ops = [Put(p.key, p.value, p.old.mod_revision if p.old else 0) for p in planned]
@@ -168,14 +199,18 @@ def write(store: Store, planned: Sequence[Planned], *,
     for start in range(0, len(ops), MAX_TXN_OPS):
         chunk = ops[start : start + MAX_TXN_OPS]
         try:
-            revision = store.commit(chunk)
+            revision = store.commit_surely(chunk)
         except StoreError as exc:
-            if done:
-                try:
-                    _rollback(store, done, progress)
-                except StoreError as incomplete:
-                    raise StoreError(f"{exc}; {incomplete}") from exc
-            raise StoreError(f"{exc}; nothing was written") from exc
+            if not done:
+                raise StoreError(f"{exc}; nothing was written") from exc
+            written = [p.key for chunk_done, _ in done for p in chunk_done]
+            what = (f"the {len(written)} keys written before it ({written[0]} to "
+                    f"{written[-1]})")
+            try:
+                _rollback(store, done, progress)
+            except StoreError as incomplete:
+                raise StoreError(f"{exc}; rolling back {what}: {incomplete}") from exc
+            raise StoreError(f"{exc}; {what} were rolled back: nothing was written") from exc
         done.append((planned[start : start + MAX_TXN_OPS], revision))
         if progress:
             progress("written", min(start + MAX_TXN_OPS, len(ops)), len(ops))
@@ -196,17 +231,17 @@ def _rollback(store: Store, done: list[tuple[Sequence[Planned], int]],
     for start in range(0, len(undo), MAX_TXN_OPS):
         ops = undo[start : start + MAX_TXN_OPS]
         try:
-            store.commit(ops)
+            store.commit_surely(ops)
         except StoreError:
             # Someone changed some of these meanwhile: undo the rest one by one.
             for op in ops:
                 try:
-                    store.commit([op])
+                    store.commit_surely([op])
                 except StoreError as exc:
                     failed.append(f"{op.key} ({exc})")
         if progress:
             progress("rolled back", min(start + MAX_TXN_OPS, len(undo)), len(undo))
     if failed:
-        raise StoreError("rollback incomplete; changed by someone else meanwhile: "
-                         + ", ".join(failed))
-
+        raise StoreError("rollback incomplete; changed by someone else meanwhile, or etcd "
+                         "unreachable: " + ", ".join(failed[:10])
+                         + (f" and {len(failed) - 10} more" if len(failed) > 10 else ""))

@@ -20,7 +20,7 @@ import msgspec
 from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
-from berth.store import Conflict, Delete, Store, keys
+from berth.store import Conflict, Delete, Put, Store, keys
 
 
 def configure(p: argparse.ArgumentParser, _name: str) -> None:
@@ -66,14 +66,11 @@ def delete(store: Store, kind: keys.Kind, key: str) -> bool:
     if kv is None:
         print(f"error: nothing at {key}", file=sys.stderr)
         return False
+    ref = keys.parse_key(key)
+    secrets = Delete(keys.secrets_key(kind.name, ref.name, ref.namespace))  # they go with it
     try:
         if kind.name != "Application":
-            ops: list[Delete] = [Delete(key, kv.mod_revision)]
-            if kind.name == "Cluster":  # its credentials go with it
-                ref = keys.parse_key(key)
-                assert ref.namespace is not None
-                ops.append(Delete(keys.credentials_key(ref.namespace, ref.name)))
-            store.commit(ops)
+            store.commit([Delete(key, kv.mod_revision), secrets])
             print(f"deleted {key}")
             return True
         doc: Any = msgspec.json.decode(kv.value)
@@ -86,7 +83,8 @@ def delete(store: Store, kind: keys.Kind, key: str) -> bool:
             print(f"{key} is already being deleted (since {meta['deleted']})")
             return True
         meta["deleted"] = datetime.now(UTC)  # encoded as every timestamp: ...Z
-        store.update(key, msgspec.json.encode(doc), kv.mod_revision)
+        # an application's objects are removed by reference: its secrets are not needed
+        store.commit([Put(key, msgspec.json.encode(doc), kv.mod_revision), secrets])
         print(f"marked {key} deleted; the propagator removes it from its clusters, then the key")
         return True
     except Conflict:

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from berth.store import KV, Store, StoreError, decode, keys
+from berth.store.credentials import SECRET_FIELD
 from berth.store.documents import (
     RESOURCE_TYPES,
     ApplicationStatus,
@@ -29,15 +30,12 @@ from berth.store.documents import (
 )
 
 MASK = "<masked>"
-# Keys whose values are credentials, wherever they appear (kubeconfig users,
-# provider and cloud auth sections).
-_SECRET = re.compile(r"(token|password|secret|key-data|keyData|credential)", re.I)
 
 
 def mask(data: Any) -> Any:
     """A copy of ``data`` with every credential replaced by ``<masked>``."""
     if isinstance(data, dict):
-        return {k: (MASK if isinstance(k, str) and _SECRET.search(k) and v not in (None, "")
+        return {k: (MASK if isinstance(k, str) and SECRET_FIELD.search(k) and v not in (None, "")
                     else mask(v)) for k, v in data.items()}
     if isinstance(data, list):
         return [mask(v) for v in data]
@@ -112,6 +110,10 @@ def _shown(kind: keys.Kind, kv: KV, fetched: Mapping[str, KV]) -> Shown:
     try:
         out.raw = msgspec.json.decode(kv.value)
         out.doc = decode(kv.value, RESOURCE_TYPES[kind.name], kv.key)
+        meta = out.doc.metadata
+        why = keys.misplaced(kv.key, meta.name, meta.namespace)
+        if why is not None:  # as every process refuses it: shown, never as the resource
+            out.doc, out.error = None, f"{why}: ignored by every berth process"
     except (StoreError, msgspec.DecodeError) as exc:
         out.error = str(exc)
     for attr, key, type_ in _joins(kind, ref):

@@ -445,6 +445,9 @@ class Store:
         # the same term required by several writes is compared once
         fences = list(dict.fromkeys([*(op for op in ops if isinstance(op, Fence)),
                                      *([self.fence] if self.fence is not None else [])]))
+        for fence in fences:
+            if fence.term <= 0:  # etcd's compare would pass on an absent key: no term
+                raise Deposed(fence.key, fence.term, 0)
         writes = [op for op in ops if not isinstance(op, Fence)]
         if len(writes) + len(fences) > MAX_TXN_OPS:
             raise ValueError(f"{len(writes)} writes and {len(fences)} fences exceed etcd's "
@@ -521,6 +524,55 @@ class Store:
         if len(moved) > 1:
             raise Conflict(first, f"{len(moved)} conflicts: {'; '.join(moved[:5])}")
         raise Conflict(first, moved[0] if moved else f"{context}: changed since it was read")
+
+    def commit_surely(self, ops: Sequence[Put | Delete], *, attempts: int = 0,
+                      delay: float = 0.25) -> int:
+        """:meth:`commit`, for a writer that cannot decide again (bootstrap, apply).
+
+        A write whose answer was lost (its member died with it in flight) is sent
+        again, to the next member, after a short wait, while any member may still
+        answer (``attempts``: 3 rounds of the members by default). A guard that fails
+        on a later try is read back: the write counts as landed, at the revision it
+        landed at, when every key holds exactly what it put (a deleted key is gone):
+        its values are its own, written by one transaction. Anything else is a
+        Conflict as usual; Unavailable when no member answered in time."""
+        tries = attempts or 3 * len(self._m.endpoints)
+        lost: Unavailable | None = None
+        for n in range(tries):
+            try:
+                return self.commit(ops)
+            except Unavailable as exc:
+                lost = exc
+                if n + 1 < tries:
+                    time.sleep(min(2.0, delay * 2 ** n))
+            except Conflict:
+                landed = self._landed(ops) if lost is not None else None
+                if landed is None:
+                    raise
+                log.info("%s: the write whose answer was lost had landed (at revision %d)",
+                         ops[0].key if len(ops) == 1 else f"{len(ops)} keys from {ops[0].key}",
+                         landed)
+                return landed
+        assert lost is not None
+        raise lost
+
+    def _landed(self, ops: Sequence[Put | Delete]) -> int | None:
+        """The revision ``ops`` landed at, if every key holds what they put (puts, all at
+        one revision) or is gone (deletes); None if anything differs."""
+        now = self.get_many([op.key for op in ops])
+        revisions = set()
+        for op in ops:
+            kv = now.get(op.key)
+            if isinstance(op, Delete):
+                if kv is not None:
+                    return None
+            elif kv is None or kv.value != op.value or kv.lease != op.lease:
+                return None
+            else:
+                revisions.add(kv.mod_revision)
+        if len(revisions) > 1:
+            return None  # the same values, but not from one transaction
+        return revisions.pop() if revisions else self.revision()
 
     def commit_chunks(
         self, ops: Sequence[Op], *, on_chunk: Callable[[int, int], None] | None = None

@@ -1,25 +1,46 @@
-"""A Cluster's credentials, kept apart from the Cluster.
+"""Credentials, kept apart from the documents that carry them.
 
-A kubeconfig says where a cluster is (``clusters``: server, CA; ``contexts``)
-and who berth is there (``users``: token, client key, exec plugin, password).
-The first part is no secret and stays in the Cluster document, where the
-scheduler, the CLI and operators read it; the ``users`` go to
-``/berth/v1/secrets/clusters/<namespace>/<name>``, which only the propagator
-(and the loader that writes it) may read under etcd's roles. The Cluster keeps
-each user's name, so its contexts still make sense.
+Every secret a document carries is stored under ``/berth/v1/secrets/``, at
+the key of its document there (``secrets/<plural>/[<namespace>/]<name>``),
+which etcd's roles let only the process that uses it read: the propagator
+a Cluster's and an Application's, the metrics-cache a metrics provider's, no
+process a Project's or a Cloud's (berth never calls OpenStack). The document
+itself keeps everything else, with :data:`APART` where a secret was, so the
+scheduler, the CLI and operators read it as before and never see a secret.
 
-:func:`split` does this when a Cluster is written; :func:`merge` puts the two
-back together where a cluster is reached. A Cluster written with its users
-inline (by hand, or before this layout) still works: what the credentials key
-holds wins, user by user.
+What is a secret (:func:`split`):
+
+- a Cluster's kubeconfig ``users`` (token, client key, exec plugin,
+  password): kept whole, by user name, so its contexts still make sense;
+- in an Application's manifest, a Kubernetes Secret's ``data`` and
+  ``stringData`` (a credential belongs in a Secret; other objects are not
+  searched, so a workload's ``secretKeyRef`` stays a reference);
+- anywhere else in a document's ``spec``, the value of a field whose name
+  says it is one (:data:`SECRET_FIELD`: ``password``, ``token``, ``secret``,
+  ``credential``, ``key-data``): an OpenStack ``auth`` section's password
+  or application credential, a Kafka provider's ``sasl_password``. The CLI
+  masks the same fields of anything it prints.
+
+:func:`merge` puts a document back together where a secret is used. The
+credentials record the generation of the document they were written with:
+the propagator applies an Application's generation only with the
+credentials of that generation, never a newer manifest with older secrets.
+A document that still carries its secrets inline (written by hand, or before
+this layout) works as before; ``berth upgrade`` moves them apart.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+import re
+from typing import Any, Final, TypeVar
 
 import msgspec
+
+D = TypeVar("D", bound=msgspec.Struct)
+
+SECRET_FIELD: Final = re.compile(r"(token|password|secret|key-data|keyData|credential)", re.I)
+APART: Final = "<stored apart>"  # where a secret was, in the document others read
 
 
 class CredentialsMeta(msgspec.Struct, omit_defaults=True):
@@ -27,12 +48,68 @@ class CredentialsMeta(msgspec.Struct, omit_defaults=True):
     namespace: str | None = None
 
 
-class ClusterCredentials(msgspec.Struct, tag_field="kind", tag="ClusterCredentials"):
-    """``/berth/v1/secrets/clusters/<ns>/<name>``: the kubeconfig's ``users`` entries."""
+class Credentials(msgspec.Struct, tag_field="kind", tag="Credentials", omit_defaults=True):
+    """``/berth/v1/secrets/<plural>/[<ns>/]<name>``: what was taken out of a document."""
 
     metadata: CredentialsMeta
-    users: list[dict[str, Any]] = []
+    # RFC 6901 pointer into the document → the value that was there
+    values: dict[str, Any] = {}
+    users: list[dict[str, Any]] = []  # a Cluster's kubeconfig users, whole
+    generation: int = 0  # the document's generation they were written with
+    api: str = "core"
+
+
+class ClusterCredentials(Credentials, tag="ClusterCredentials"):
+    """The layout before every kind's credentials were kept apart: a Cluster's users."""
+
     api: str = "kubernetes"
+
+
+# What a reader decodes at a secrets key: either layout (each a Credentials).
+STORED: Final[Any] = Credentials | ClusterCredentials
+
+
+# -- taking them out ---------------------------------------------------------------
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _secret(value: Any) -> bool:
+    """Whether a value under a secret's name is one (an empty one, or the marker, is not)."""
+    return value not in (None, "", {}, [], APART)
+
+
+def _take(node: Any, pointer: str, values: dict[str, Any]) -> None:
+    """Move every secret field under ``node`` (at ``pointer``) into ``values``."""
+    if isinstance(node, dict):
+        for key in list(node):
+            here = f"{pointer}/{_escape(str(key))}"
+            if isinstance(key, str) and SECRET_FIELD.search(key) and _secret(node[key]):
+                values[here] = node[key]
+                node[key] = APART
+            else:
+                _take(node[key], here, values)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _take(item, f"{pointer}/{i}", values)
+
+
+def _take_manifest(manifest: Any, values: dict[str, Any]) -> None:
+    """A manifest's Secrets give their ``data`` and ``stringData``."""
+    if not isinstance(manifest, list):
+        return
+    for i, obj in enumerate(manifest):
+        if isinstance(obj, dict) and obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1":
+            for field in ("data", "stringData"):
+                if _secret(obj.get(field)):
+                    values[f"/spec/manifest/{i}/{field}"] = obj[field]
+                    obj[field] = APART
 
 
 def has_credentials(kubeconfig: dict[str, Any] | None) -> bool:
@@ -42,15 +119,97 @@ def has_credentials(kubeconfig: dict[str, Any] | None) -> bool:
         isinstance(u, dict) and u.get("user") for u in users)
 
 
-def split(kubeconfig: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the kubeconfig without credentials, its users with them)."""
-    public = {k: copy.deepcopy(v) for k, v in kubeconfig.items() if k != "users"}
-    users = [u for u in kubeconfig.get("users") or [] if isinstance(u, dict)]
-    public["users"] = [{"name": u["name"]} for u in users if "name" in u]
-    return public, copy.deepcopy(users)
+def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], Credentials | None]:
+    """(the document without its secrets, the secrets; None when it carries none) of a
+    document as plain data. ``doc`` is not changed."""
+    public = copy.deepcopy(doc)
+    spec = public.get("spec")
+    if not isinstance(spec, dict):
+        return public, None
+    values: dict[str, Any] = {}
+    users: list[dict[str, Any]] = []
+    kubeconfig = spec.get("kubeconfig") if kind == "Cluster" else None
+    if isinstance(kubeconfig, dict) and has_credentials(kubeconfig):
+        users = [u for u in kubeconfig.get("users") or [] if isinstance(u, dict)]
+        kubeconfig["users"] = [{"name": u["name"]} for u in users if "name" in u]
+    for field, value in spec.items():
+        if kind == "Application" and field == "manifest":
+            _take_manifest(value, values)
+        elif kind == "Cluster" and field == "kubeconfig":
+            continue  # its users are taken whole, above; the rest says where, not who
+        elif isinstance(field, str) and SECRET_FIELD.search(field) and _secret(value):
+            values[f"/spec/{_escape(field)}"] = value
+            spec[field] = APART
+        else:
+            _take(value, f"/spec/{_escape(str(field))}", values)
+    if not values and not users:
+        return public, None
+    meta = public.get("metadata") or {}
+    return public, Credentials(CredentialsMeta(str(meta.get("name", "")),
+                                               meta.get("namespace") or None), values, users)
 
 
-def merge(kubeconfig: dict[str, Any], users: list[dict[str, Any]]) -> dict[str, Any]:
+# -- putting them back ----------------------------------------------------------------
+
+
+def missing(doc: Any) -> bool:
+    """Whether ``doc`` (plain data) has a secret stored apart: the marker somewhere."""
+    if isinstance(doc, dict):
+        return any(missing(v) for v in doc.values())
+    if isinstance(doc, list):
+        return any(missing(v) for v in doc)
+    return bool(doc == APART)
+
+
+def apart_in_manifest(manifest: Any) -> bool:
+    """Whether an Application's manifest has a Secret whose data is stored apart."""
+    return isinstance(manifest, list) and any(
+        isinstance(obj, dict) and obj.get("kind") == "Secret"
+        and APART in (obj.get("data"), obj.get("stringData")) for obj in manifest)
+
+
+def merge(doc: dict[str, Any], creds: Credentials | None) -> dict[str, Any]:
+    """A copy of ``doc`` (plain data) with its secrets back where the marker is. A value
+    whose place no longer holds the marker (the document changed since) is left out."""
+    if creds is None or (not creds.values and not creds.users):
+        return doc
+    out = copy.deepcopy(doc)
+    for pointer, value in creds.values.items():
+        tokens = [_unescape(t) for t in pointer.split("/")[1:]]
+        node: Any = out
+        for token in tokens[:-1]:
+            node = _step(node, token)
+            if node is None:
+                break
+        last = tokens[-1] if tokens else ""
+        if isinstance(node, dict) and node.get(last) == APART:
+            node[last] = copy.deepcopy(value)
+        elif isinstance(node, list) and last.isdigit() and int(last) < len(node) and (
+                node[int(last)] == APART):
+            node[int(last)] = copy.deepcopy(value)
+    if creds.users:
+        spec = out.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("kubeconfig"), dict):
+            spec["kubeconfig"] = merge_users(spec["kubeconfig"], creds.users)
+    return out
+
+
+def completed(doc: D, creds: Credentials | None) -> D:
+    """A typed document with its secrets put back (itself when there are none)."""
+    if creds is None or (not creds.values and not creds.users):
+        return doc
+    return msgspec.convert(merge(msgspec.to_builtins(doc), creds), type(doc))
+
+
+def _step(node: Any, token: str) -> Any:
+    if isinstance(node, dict):
+        return node.get(token)
+    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        return node[int(token)]
+    return None
+
+
+def merge_users(kubeconfig: dict[str, Any], users: list[dict[str, Any]]) -> dict[str, Any]:
     """The kubeconfig to connect with: its users completed from ``users`` by name."""
     if not users:
         return kubeconfig
@@ -62,6 +221,8 @@ def merge(kubeconfig: dict[str, Any], users: list[dict[str, Any]]) -> dict[str, 
     return {**kubeconfig, "users": merged}
 
 
-def credentials_doc(name: str, namespace: str | None,
-                    users: list[dict[str, Any]]) -> ClusterCredentials:
-    return ClusterCredentials(CredentialsMeta(name, namespace), users)
+def same(a: Credentials | None, b: Credentials | None) -> bool:
+    """Whether two credentials hold the same secrets (whatever generation they name)."""
+    if a is None or b is None:
+        return a is b
+    return a.values == b.values and a.users == b.users

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import pytest
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
-from berth.store import keys
+from berth.store import encode, keys
+from berth.store.client import prefix_end
 from tests.faults.system import (
     MOVE_TIMEOUT,
     N_APPS,
@@ -549,3 +550,153 @@ def _dropped(p: BerthProcess) -> int:
     """Decisions the process said it dropped (its log)."""
     return sum(int(n) for n in re.findall(r"(\d+) Binding decisions (?:not written|dropped)",
                                           p.output()))
+
+
+# -- promises kept across restarts (issue: one owner, bootstrap through a member's death)
+
+
+def _owned_deployment(system: System, app: str, image: str, replicas: int) -> None:
+    """An application carrying the Deployment ``shared`` for cluster a alone."""
+    from tests.integration.scheduler_env import put
+
+    put(system.db, keys.resource_key("Application", app, "default"), encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": app, "namespace": "default", "generation": 1},
+        "spec": {"constraints": {"cluster": {"labels": ["zone is z1"]}},
+                 "manifest": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                               "metadata": {"name": "shared", "namespace": "default"},
+                               "spec": {"replicas": replicas,
+                                        "selector": {"matchLabels": {"app": "shared"}},
+                                        "template": {"metadata": {"labels": {"app": "shared"}},
+                                                     "spec": {"containers": [
+                                                         {"name": "c", "image": image}]}}}}]}}))
+
+
+def _state(system: System, app: str) -> tuple[str, str]:
+    s = system.status(app)
+    return (s.status.state, s.status.reason) if s is not None else ("", "")
+
+
+def test_a_refused_owner_never_takes_the_object_over_across_restarts(system: System) -> None:
+    """Two applications carry the same Deployment for cluster a: the second is refused.
+    The propagator replica serving a is killed (kill -9) and restarted, then restarted
+    cleanly, and a third contender comes: the first's Deployment is never touched —
+    sampled on the cluster every 100 ms (its owner annotation, image and replicas)."""
+    import threading
+
+    a = system.clusters["a"]
+    path = "/apis/apps/v1/namespaces/default/deployments/shared"
+    seen: list[tuple[str, str, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            try:
+                dep = a.request("GET", path, ok=(200, 404))
+            except Exception:
+                continue
+            if dep.get("kind") == "Deployment":
+                seen.append((dep["metadata"].get("annotations", {}).get(
+                    "berth.dev/application", ""),
+                    dep["spec"]["template"]["spec"]["containers"][0]["image"],
+                    dep["spec"]["replicas"]))
+
+    def act() -> None:
+        _owned_deployment(system, "own-first", "first:1", 2)
+        deadline = time.monotonic() + 90
+        while _state(system, "own-first")[0] != "RUNNING":
+            assert time.monotonic() < deadline, _state(system, "own-first")
+            time.sleep(0.2)
+        threading.Thread(target=sample, daemon=True, name="owner sampler").start()
+        _owned_deployment(system, "own-second", "second:1", 5)
+        deadline = time.monotonic() + 60
+        while "managed by application default/own-first" not in _state(system, "own-second")[1]:
+            assert time.monotonic() < deadline, _state(system, "own-second")
+            time.sleep(0.2)
+        serving = system.leader("propagator")
+        serving.kill()  # kill -9: restarted with nothing but etcd
+        time.sleep(3)
+        system.restart_dead("propagator")
+        serving = system.leader("propagator")
+        serving.stop()  # a clean restart
+        serving.start()
+        _owned_deployment(system, "own-third", "third:1", 7)
+        time.sleep(10)  # the refused ones retry, with their records, through it all
+
+    def then() -> tuple[bool, str]:
+        stop.set()
+        owners = {s for s in seen}
+        second, third = _state(system, "own-second"), _state(system, "own-third")
+        first = _state(system, "own-first")
+        ok = (owners == {("default/own-first", "first:1", 2)} and len(seen) > 50
+              and "managed by application default/own-first" in second[1]
+              and "managed by application default/own-first" in third[1]
+              and first[0] == "RUNNING")
+        for app in ("own-first", "own-second", "own-third"):
+            from berth.cli.main import main
+
+            main(["delete", "app", app, "--etcd", system.db.config.url])
+        return ok, (f"{len(seen)} samples of the Deployment: {sorted(owners)}; the second "
+                    f"and third refused: {second[0]}, {third[0]}; the first {first[0]}")
+
+    fault(system, "a refused owner, the propagator kill -9 and restarted clean, a third "
+          "contender: the first's object untouched", act, extra=then)
+
+
+BOOT = 1000
+
+
+def test_bootstrap_through_an_etcd_members_death(system: System, tmp_path_factory:
+                                                 pytest.TempPathFactory) -> None:
+    """`berth bootstrap` writes 1,000 applications through a member that is killed while
+    it writes: it carries on through the next member and writes every one exactly once
+    (each key at version 1). They fit no cluster, so they load nothing else."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    victim = system.etcd.members[1]  # not the member berth's processes use
+    order = [victim.url] + [m.url for m in system.etcd.members if m is not victim]
+    prefix = keys.resource_prefix("Application", "default") + "boot-"
+    pad = "x" * 4000  # about 1 MB a transaction: the write takes long enough to hit
+    docs = [{"api": "kubernetes", "kind": "Application",
+             "metadata": {"name": f"boot-{i:04d}", "namespace": "default"},
+             "spec": {"constraints": {"cluster": {"labels": ["zone is nowhere"]}},
+                      "manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": f"boot-{i:04d}"},
+                                    "data": {"pad": pad}}]}}
+            for i in range(BOOT)]
+    f = tmp_path_factory.mktemp("boot") / "apps.yaml"
+    f.write_text(yaml.safe_dump_all(docs))
+    result: dict[str, object] = {}
+
+    def act() -> None:
+        proc = subprocess.Popen([sys.executable, "-m", "berth.cli.main", "bootstrap", str(f),
+                                 "--etcd", ",".join(order)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while system.db.count_prefix(prefix) == 0 and proc.poll() is None:
+            assert time.monotonic() < deadline, "bootstrap wrote nothing in 120 s"
+            time.sleep(0.005)
+        result["at"] = system.db.count_prefix(prefix)
+        victim.kill()
+        out, _ = proc.communicate(timeout=180)
+        result["rc"], result["out"] = proc.returncode, out
+        victim.start()
+
+    def then() -> tuple[bool, str]:
+        kvs = system.db.list_prefix(prefix)[0]
+        once = sum(1 for kv in kvs if kv.version == 1)
+        ok = (result.get("rc") == 0 and len(kvs) == BOOT and once == BOOT
+              and int(str(result.get("at"))) < BOOT)
+        system.db.call("kv/deleterange", {"key": base64_of(prefix.encode()),
+                                          "range_end": base64_of(prefix_end(prefix).encode(
+                                              "latin-1"))}, "boot cleanup")
+        tail = str(result.get("out", "")).strip().splitlines()[-1:] or [""]
+        return ok, (f"member killed with {result.get('at')}/{BOOT} written; bootstrap exit "
+                    f"{result.get('rc')} ({tail[0][:120]}); {len(kvs)} written, {once} exactly "
+                    "once")
+
+    fault(system, f"an etcd member killed while `berth bootstrap` writes {BOOT:,} "
+          "applications, restarted", act, extra=then)

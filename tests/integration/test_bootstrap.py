@@ -157,6 +157,8 @@ def test_a_failing_later_chunk_rolls_back_the_earlier_ones(store: Store, tmp_pat
     store.create("/berth/v1/globalmetrics/m0500", b"{}")  # a racing writer, in chunk 4 of 5
     with pytest.raises(StoreError, match="m0500 already exists.*nothing was written") as err:
         write(store, planned)
+    assert ("the 384 keys written before it (/berth/v1/globalmetrics/m0000 to "
+            "/berth/v1/globalmetrics/m0383) were rolled back") in str(err.value)
     assert isinstance(err.value.__cause__, Conflict)
     kvs, _ = store.list_prefix("/berth/")
     assert [kv.key for kv in kvs] == ["/berth/v1/globalmetrics/m0500"]

@@ -1,6 +1,7 @@
 """Least privilege on a real etcd with mutual TLS and authentication, set up by
 scripts/etcd-secure.sh: each process works under its own role and is refused
-outside it; cluster credentials live apart and never show in a log or the CLI."""
+outside it; every secret lives apart, is read only by the role that uses it, and never
+shows in a log or the CLI."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from berth.store import EtcdConfig, Put, Store, Unauthorized, keys
+from berth.store import EtcdConfig, Put, Store, Unauthorized, encode, keys
 from tests.integration.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
@@ -81,11 +82,33 @@ def kube() -> Iterator[KubeCluster]:
     yield from serving(lambda: KubeCluster("roles"))
 
 
+# Secrets of every kind that carries one, as users write them (inline, Krake's shapes).
+KAFKA_PW, OS_PW, OS_APP_SECRET, DB_PW = ("kafka-sasl-pw-1", "openstack-pw-2",
+                                         "openstack-app-secret-3", "ZGItcHctNA==")
+
+
 def documents(kube: KubeCluster) -> str:
-    """A cluster with its token inline (Krake's shape), a metric, an application."""
+    """A cluster with its token inline (Krake's shape), a metric, an application with a
+    Secret, and every other kind that carries a secret: a Kafka provider, a Project and
+    a Cloud with OpenStack auth."""
     return yaml.safe_dump_all([
         {"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "static"},
          "spec": {"type": "static", "static": {"metrics": {"heat": 0.4}}}},
+        {"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "kafka"},
+         "spec": {"type": "kafka", "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic": "t",
+                                             "sasl_mechanism": "PLAIN",
+                                             "sasl_username": "berth",
+                                             "sasl_password": KAFKA_PW}}},
+        {"api": "openstack", "kind": "Project",
+         "metadata": {"name": "os-a", "namespace": "default"},
+         "spec": {"url": "https://keystone.example:5000/v3", "template": "t",
+                  "auth": {"type": "password", "password": {
+                      "user": {"id": "u1", "password": OS_PW}, "project": {"id": "p1"}}}}},
+        {"api": "infrastructure", "kind": "GlobalCloud", "metadata": {"name": "os-cloud"},
+         "spec": {"type": "openstack", "openstack": {
+             "url": "https://keystone.example:5000/v3", "auth": {
+                 "type": "application_credential",
+                 "application_credential": {"id": "a1", "secret": OS_APP_SECRET}}}}},
         {"api": "core", "kind": "GlobalMetric", "metadata": {"name": "heat"},
          "spec": {"min": 0, "max": 1, "provider": {"name": "static", "metric": "heat"}}},
         {"api": "kubernetes", "kind": "Cluster",
@@ -95,8 +118,13 @@ def documents(kube: KubeCluster) -> str:
         {"api": "kubernetes", "kind": "Application",
          "metadata": {"name": "web", "namespace": "default"},
          "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
-                                "metadata": {"name": "web"}, "data": {"a": "1"}}]}},
+                                "metadata": {"name": "web"}, "data": {"a": "1"}},
+                               {"apiVersion": "v1", "kind": "Secret",
+                                "metadata": {"name": "web-db"}, "data": {"password": DB_PW}}]}},
     ])
+
+
+SECRET_VALUES = (KAFKA_PW, OS_PW, OS_APP_SECRET, DB_PW)
 
 
 def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
@@ -105,7 +133,7 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
     admin = secure.store("berth-admin")
     cluster = admin.get(keys.resource_key("Cluster", "east", "default"))
     assert cluster is not None and kube.token.encode() not in cluster.value
-    secret = admin.get(keys.credentials_key("default", "east"))
+    secret = admin.get(keys.secrets_key("Cluster", "east", "default"))
     assert secret is not None and kube.token.encode() in secret.value
     procs = [cls(secure.etcd.url, tmp_path, name="r", env=secure.env(f"berth-{cls.command}"),
                  config=config).start()
@@ -123,7 +151,11 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
         shown += secure.berth("berth-admin", "describe", "cluster", "east")
         shown += secure.berth("berth-admin", "bootstrap", "--dry-run", "--force", "-",
                               stdin=documents(kube))
-        secrets = [kube.token] + [(secure.passwords / u).read_text().strip() for u in USERS]
+        # the Secret reached the cluster whole: the propagator put its data back
+        applied = kube.request("GET", "/api/v1/namespaces/default/secrets/web-db")
+        assert applied["data"] == {"password": DB_PW}
+        secrets = [kube.token, *SECRET_VALUES] + [(secure.passwords / u).read_text().strip()
+                                                  for u in USERS]
         logs = "".join(p.output() for p in procs) + said + shown
         leaked = [s[:6] + "…" for s in secrets if s in logs]
         assert not leaked, f"credentials in logs or CLI output: {leaked}"
@@ -138,15 +170,22 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
 @pytest.mark.parametrize(("user", "op", "key"), [
     ("berth-scheduler", "write", keys.resource_key("Application", "x", "default")),
     ("berth-scheduler", "write", keys.status_key("Application", "default", "x")),
-    ("berth-scheduler", "read", keys.credentials_key("default", "east")),
+    ("berth-scheduler", "read", keys.secrets_key("Cluster", "east", "default")),
     ("berth-scheduler", "list", keys.SECRETS),
     ("berth-propagator", "write", keys.binding_key("Application", "default", "x")),
     ("berth-propagator", "write", keys.resource_key("Cluster", "x", "default")),
     ("berth-propagator", "write", keys.METRIC_PICTURE),
     ("berth-metrics-cache", "write", keys.resource_key("Cluster", "x", "default")),
     ("berth-metrics-cache", "write", keys.binding_key("Application", "default", "x")),
-    ("berth-metrics-cache", "read", keys.credentials_key("default", "east")),
+    ("berth-metrics-cache", "read", keys.secrets_key("Cluster", "east", "default")),
     ("berth-metrics-cache", "list", keys.SECRETS),
+    ("berth-metrics-cache", "read", keys.secrets_key("Application", "web", "default")),
+    ("berth-metrics-cache", "read", keys.secrets_key("Project", "os-a", "default")),
+    ("berth-propagator", "read", keys.secrets_key("Project", "os-a", "default")),
+    ("berth-propagator", "read", keys.secrets_key("GlobalCloud", "os-cloud")),
+    ("berth-propagator", "read", keys.secrets_key("GlobalMetricsProvider", "kafka")),
+    ("berth-propagator", "list", keys.SECRETS),
+    ("berth-scheduler", "read", keys.secrets_key("GlobalMetricsProvider", "kafka")),
     ("berth-admin", "write", keys.binding_key("Application", "default", "x")),
     ("berth-admin", "write", keys.status_key("Application", "default", "x")),
     ("berth-admin", "write", keys.METRIC_PICTURE),
@@ -168,9 +207,65 @@ def test_each_process_is_refused_outside_its_role(secure: Secure, user: str, op:
 
 
 def test_only_the_propagator_and_the_loader_read_credentials(secure: Secure) -> None:
-    for user in ("berth-propagator", "berth-admin"):
+    for user, prefix in (("berth-propagator", keys.SECRETS + "clusters/"),
+                         ("berth-propagator", keys.SECRETS + "applications/"),
+                         ("berth-metrics-cache", keys.SECRETS + "globalmetricsproviders/"),
+                         ("berth-metrics-cache", keys.SECRETS + "metricsproviders/"),
+                         ("berth-admin", keys.SECRETS)):
         store = secure.store(user)
         try:
-            store.list_prefix(keys.SECRETS)  # allowed: no error
+            store.list_prefix(prefix)  # allowed: no error
         finally:
             store.close()
+
+
+def _view(store: Store, prefixes: tuple[str, ...]) -> bytes:
+    """Everything ``store``'s role may read of ``prefixes`` (the rest is refused)."""
+    seen = b""
+    for prefix in prefixes:
+        try:
+            kvs, _ = store.list_prefix(prefix)
+        except Unauthorized:
+            continue
+        seen += b"".join(kv.key.encode() + kv.value for kv in kvs)
+    return seen
+
+
+def test_no_process_role_reads_a_secret_it_does_not_use(secure: Secure, kube: KubeCluster
+                                                        ) -> None:
+    """Every key each process's role can read, read: the scheduler finds no secret at all,
+    the metrics-cache only its providers', the propagator only its clusters' and
+    applications'. A document an older berth stored with its secrets inline is moved
+    apart by ``berth upgrade``."""
+    secure.berth("berth-admin", "apply", "-f", "-", stdin=documents(kube))
+    admin = secure.store("berth-admin")
+    old_key = keys.resource_key("Project", "os-old", "default")
+    admin.commit([Put(old_key, encode({  # as an older berth left it: inline
+        "api": "openstack", "kind": "Project",
+        "metadata": {"name": "os-old", "namespace": "default", "generation": 3},
+        "spec": {"url": "https://k", "template": "t", "auth": {"type": "password", "password": {
+            "user": {"id": "u9", "password": "old-inline-pw"}}}}}), 0)])
+    said = secure.berth("berth-admin", "upgrade")
+    assert "1 document(s) upgraded" in said, said
+    assert b"old-inline-pw" not in admin.get(old_key).value  # type: ignore[union-attr]
+    assert b'"generation":3' in admin.get(old_key).value  # type: ignore[union-attr]
+    assert "0 document(s) upgraded" in secure.berth("berth-admin", "upgrade")  # once is enough
+    prefixes = (*(keys.resource_prefix(k) for k in keys.KINDS), keys.BINDINGS, keys.STATUS,
+                keys.METRIC_VALUES, keys.LEASES, keys.SECRETS,
+                *(keys.SECRETS + k.plural + "/" for k in keys.KINDS.values()))
+    every = (*SECRET_VALUES, kube.token, "old-inline-pw")
+    uses = {"berth-scheduler": (),
+            "berth-metrics-cache": (KAFKA_PW,),
+            "berth-propagator": (DB_PW, kube.token)}
+    try:
+        for user, used in uses.items():
+            store = secure.store(user)
+            try:
+                view = _view(store, prefixes)
+            finally:
+                store.close()
+            assert view, user
+            found = sorted(s for s in every if s.encode() in view)
+            assert found == sorted(used), f"{user} reads {found}, uses only {sorted(used)}"
+    finally:
+        admin.close()

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
+import yaml
 
+from berth.bootstrap import load, plan, write
+from berth.controllers.metrics_cache.cache import MetricsCache
+from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import Store, Watch, decode, encode, keys
 from berth.store.documents import MetricPicture, MetricValue
 from tests.integration.scheduler_env import (
@@ -395,3 +402,35 @@ def test_a_prometheus_that_is_unavailable_is_unreachable_not_an_invalid_metric(
         provider.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_providers_secret_is_kept_apart_and_used(store: Store) -> None:
+    """A Kafka provider's ``sasl_password`` is written apart by bootstrap; the
+    metrics-cache (whose role may read it) polls with it, put back."""
+    docs = [{"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "kafka"},
+             "spec": {"type": "kafka", "kafka": {"bootstrap_servers": "127.0.0.1:1",
+                                                 "topic": "t", "sasl_username": "berth",
+                                                 "sasl_password": "sasl-pw-42"}}},
+            {"api": "core", "kind": "GlobalMetric", "metadata": {"name": "wind"},
+             "spec": {"min": 0, "max": 1, "provider": {"name": "kafka", "metric": "wind"}}}]
+    stdin, sys.stdin = sys.stdin, io.StringIO(yaml.safe_dump_all(docs))
+    try:
+        write(store, plan(store, load(["-"]), force=False))
+    finally:
+        sys.stdin = stdin
+    cluster(store, "c", metrics={"wind": 1.0})
+    stored = store.get(keys.resource_key("GlobalMetricsProvider", "kafka"))
+    assert stored is not None and b"sasl-pw-42" not in stored.value
+    apart = store.get(keys.secrets_key("GlobalMetricsProvider", "kafka"))
+    assert apart is not None and b"sasl-pw-42" in apart.value
+    cache = MetricsCache(store, MetricsCacheConfig())
+    for inf in cache.informers:
+        inf.start()
+    try:
+        assert all(inf.wait_synced(10) for inf in cache.informers)
+        plans = cache.plan()
+        spec = msgspec.json.decode(plans[keys.resource_key("GlobalMetricsProvider", "kafka")].spec)
+        assert spec["kafka"]["sasl_password"] == "sasl-pw-42"
+    finally:
+        for inf in cache.informers:
+            inf.stop()

@@ -622,6 +622,48 @@ def test_a_magnum_cluster_is_placed_on_the_best_project_that_fits(
     assert "  Targets:   os-leipzig (score 0.8000)" in out
 
 
+def test_a_document_at_another_key_than_its_name_is_never_placed(
+    store: Store, scheduler: SchedulerProcess, tmp_path: Path
+) -> None:
+    """The key is the name: a MagnumCluster named k8s-1 written by hand at
+    ``.../magnumclusters/default/alias`` (and an Application likewise) is refused, named
+    once in the log, and no Binding is written for ``alias``; the real ones are placed."""
+    url = store.config.url
+    for name, heat in (("os-dresden", 0.3), ("os-paris", 0.99), ("os-leipzig", 0.8)):
+        metric(store, f"heat_{name}")
+        value(store, f"heat_{name}", heat)
+    f = tmp_path / "magnum.yaml"
+    f.write_text(KRAKE_MAGNUM)
+    assert berth("apply", "-f", str(f), "--quiet", "--etcd", url)[0] == 0
+    real = store.get(keys.resource_key("MagnumCluster", "k8s-1", "default"))
+    assert real is not None
+    store.create(keys.resource_key("MagnumCluster", "alias", "default"), real.value)
+    cluster(store, "de")
+    application(store, "web")
+    web = store.get(keys.resource_key("Application", "web", "default"))
+    assert web is not None
+    store.create(keys.resource_key("Application", "web-alias", "default"), web.value)
+    wait_for(lambda: binding(store, "k8s-1", kind="MagnumCluster"),
+             lambda b: b.status.state == "Scheduled", timeout=20)
+    wait_for(lambda: binding(store, "web"), lambda b: b.status.state == "Scheduled")
+    time.sleep(2)  # a sweep or two
+    assert binding(store, "alias", kind="MagnumCluster") is None
+    assert binding(store, "web-alias") is None
+    out = scheduler.output()
+    said = [line for line in out.splitlines() if "magnumclusters/default/alias" in line]
+    assert len(said) == 1 and "metadata.name 'k8s-1' is not the key's name 'alias'" in said[0]
+    assert sum("applications/default/web-alias" in line for line in out.splitlines()) == 1
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code, listed = berth("get", "magnum", "--etcd", url)
+    assert "k8s-1" in [line.split()[0] for line in listed.splitlines()[1:]]
+    assert ("magnumclusters/default/alias: metadata.name 'k8s-1' is not the key's name "
+            "'alias': ignored by every berth process") in err.getvalue()
+
+
 def test_a_reaction_moves_an_anti_affine_application_once(
     etcd_server: EtcdServer, store: Store, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -14,6 +15,7 @@ from berth.store import (
     Delete,
     EtcdConfig,
     KeptLease,
+    Op,
     Put,
     Store,
     Unavailable,
@@ -218,3 +220,31 @@ def test_group_commit_carries_concurrent_writes_in_few_transactions(store: Store
     transactions = store.revision() - before - 1
     assert transactions < 400, transactions  # grouped: fewer revisions than writes
     print(f"400 writes from 8 threads in {transactions} transactions")
+
+
+def test_commit_surely_recognises_its_own_write_whose_answer_was_lost(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member dies after landing a write, before answering: the write is sent again
+    (to the next member), its guard then fails, and reading back shows every key holds
+    what it wrote — it landed, once. Another writer's values are a Conflict."""
+    real = Store.commit
+    lost: list[int] = []
+
+    def commit_then_lose(self: Store, ops: Sequence[Op]) -> int:
+        revision = real(self, ops)
+        if not lost:
+            lost.append(revision)
+            raise Unavailable("connection closed by the server")  # the answer never came
+        return revision
+
+    monkeypatch.setattr(Store, "commit", commit_then_lose)
+    ops = [Put(f"/berth/v1/test/sure/{i}", f"mine-{i}".encode()) for i in range(3)]
+    assert store.commit_surely(ops, delay=0.01) == lost[0]
+    assert [kv.version for kv in store.list_prefix("/berth/v1/test/sure/")[0]] == [1, 1, 1]
+    lost.clear()
+    theirs = [Put("/berth/v1/test/theirs", b"mine")]
+    monkeypatch.setattr(Store, "commit", real)
+    store.commit([Put("/berth/v1/test/theirs", b"someone else's")])
+    monkeypatch.setattr(Store, "commit", commit_then_lose)
+    with pytest.raises(Conflict):  # the first try fails its guard: never read back
+        store.commit_surely(theirs, delay=0.01)

@@ -48,6 +48,7 @@ from berth.controllers.metrics_cache.writer import ValueWriter
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Deposed, Store, StoreError, keys
+from berth.store.credentials import STORED, Credentials, completed
 from berth.store.documents import (
     ForecastPoint,
     GlobalMetric,
@@ -272,9 +273,15 @@ class MetricsCache:
         self.global_clouds: Informer[Referencing] = informer(r + "globalclouds/", Referencing)
         self.clouds: Informer[Referencing] = informer(r + "clouds/", Referencing)
         self.projects: Informer[Referencing] = informer(r + "projects/", Referencing)
+        # the providers' secrets (a Kafka password), kept apart: this process's to read
+        self.secrets: Informer[Credentials] = informer(keys.SECRETS + "globalmetricsproviders/",
+                                                       STORED)
+        self.ns_secrets: Informer[Credentials] = informer(keys.SECRETS + "metricsproviders/",
+                                                          STORED)
         self.informers: list[Informer[Any]] = [
             self.global_providers, self.providers, self.global_metrics, self.metrics,
-            self.clusters, self.global_clouds, self.clouds, self.projects]
+            self.clusters, self.global_clouds, self.clouds, self.projects, self.secrets,
+            self.ns_secrets]
         # Our own keys, watched so that what someone else writes there is replaced.
         self.values: Informer[MetricValue | MetricPicture] = informer(
             keys.METRIC_VALUES, MetricValue | MetricPicture)  # type: ignore[arg-type]
@@ -455,13 +462,19 @@ class MetricsCache:
         return plans
 
     def _provider(self, name: str, namespace: str | None) -> tuple[str, MetricsProvider | None]:
+        """The provider a metric of ``namespace`` names, with its secrets put back."""
         if namespace:
             key = keys.resource_key("MetricsProvider", name, namespace)
             found = self.providers.get(key)
             if found is not None:
-                return key, found
+                return key, completed(found, self.ns_secrets.get(
+                    keys.secrets_key("MetricsProvider", name, namespace)))
         key = keys.resource_key("GlobalMetricsProvider", name)
-        return key, self.global_providers.get(key)
+        found = self.global_providers.get(key)
+        if found is None:
+            return key, None
+        return key, completed(found, self.secrets.get(
+            keys.secrets_key("GlobalMetricsProvider", name)))
 
     def apply(self, plans: dict[str, ProviderPlan]) -> None:
         """Start, rebuild, update or stop pollers; remove values nobody references."""

@@ -39,9 +39,15 @@ from typing import Any, Protocol
 from prometheus_client import Counter, Histogram
 
 from berth.controllers.propagator.config import PropagatorConfig
-from berth.controllers.propagator.credentials import Kubeconfigs
+from berth.controllers.propagator.credentials import AppSecrets, Kubeconfigs
 from berth.controllers.propagator.drift import Ledger
-from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, run
+from berth.controllers.propagator.execute import (
+    HANDED_OVER,
+    ClusterClient,
+    Executor,
+    OnApplied,
+    run,
+)
 from berth.controllers.propagator.health import HEALTHY, UNKNOWN, Copy, Health, copy_of, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
 from berth.controllers.propagator.manifest import ManifestError, objects
@@ -122,6 +128,7 @@ class Applier:
             store, keys.binding_prefix("Application"), Binding, idle_timeout=idle)
         self.statuses: Informer[ApplicationStatus] = Informer(
             store, keys.status_prefix("Application"), ApplicationStatus, idle_timeout=idle)
+        self.secrets = AppSecrets(store, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         self.writer = StatusWriter(store, self.statuses)
@@ -145,17 +152,24 @@ class Applier:
         self.bindings.add_handler(self._on_binding)
         self.statuses.add_handler(self._on_status)
         self.statuses.add_invalid_handler(self._on_garbage_status)
+        self.secrets.informer.add_handler(self._on_secrets)
         self.clusters.add_handler(self._on_cluster)
         cluster_statuses.add_handler(self._on_cluster_status)
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return self.apps, self.bindings, self.statuses
+        return self.apps, self.bindings, self.statuses, self.secrets.informer
 
     # -- events ----------------------------------------------------------------
 
     def _on_app(self, event: Event[AppView]) -> None:
         self.queue.add(event.key)
+
+    def _on_secrets(self, event: Event[Any]) -> None:
+        """An application's Secrets' data changed (with a new generation): reconcile it."""
+        meta = event.obj.metadata
+        if meta.namespace:
+            self.queue.add(keys.resource_key("Application", meta.name, meta.namespace))
 
     def _on_binding(self, event: Event[Binding]) -> None:
         key = keys.resource_key_of(event.key)
@@ -418,8 +432,11 @@ class Applier:
         if facts is None:
             return None  # none of its clusters is served here
         if self.shard is not None and facts.owned:
-            doc.fences = tuple(f for f in map(self.shard.fence, sorted(facts.owned))
-                               if f is not None)
+            fences = {cid: self.shard.fence(cid) for cid in sorted(facts.owned)}
+            lost = [cid for cid, fence in fences.items() if fence is None]
+            if lost:  # handed over since the facts were read: never write unfenced
+                return Retry(f"{', '.join(lost)}: {HANDED_OVER}")
+            doc.fences = tuple(f for f in fences.values() if f is not None)
         progress = Progress.start(doc.state, facts.owned)
         outcome = run(facts, progress, self.executor, doc)
         with self._lock:
@@ -480,8 +497,10 @@ class Applier:
                          owner=f"{ns}/{name}")
         meta = item.obj.metadata
         spec = item.obj.spec
+        manifest = (spec.manifest if meta.deleted is not None  # removal needs no data
+                    else self.secrets.manifest(ns, name, meta.generation, spec.manifest))
         try:
-            bodies, error = tuple(objects(spec.manifest, ns, name)), ""
+            bodies, error = tuple(objects(manifest, ns, name)), ""
         except ManifestError as exc:
             bodies, error = (), str(exc)
         rules = tuple(spec.health)

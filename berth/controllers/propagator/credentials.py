@@ -1,11 +1,18 @@
-"""Each cluster's kubeconfig as the propagator connects with it: the Cluster's own
-(where the cluster is) completed by its credentials key (who berth is there).
+"""The secrets the propagator uses, read from where they are kept apart.
 
-The propagator is the one process whose etcd role may read
-``/berth/v1/secrets/``. The merged kubeconfig of a cluster is kept while neither
-part changes, so the connection cache (keyed by the kubeconfig's identity) hits.
-A Cluster still carrying its users inline works as before; the propagator says
-once that `berth apply --force` moves them apart.
+A Cluster's kubeconfig says where the cluster is; its users (who berth is
+there) are kept under ``/berth/v1/secrets/clusters/``. An Application's
+Kubernetes Secrets keep their data under ``/berth/v1/secrets/applications/``.
+The propagator is the one process whose etcd role may read those two
+prefixes (:mod:`berth.store.credentials`).
+
+The merged kubeconfig of a cluster is kept while neither part changes, so the
+connection cache (keyed by the kubeconfig's identity) hits. A Cluster still
+carrying its users inline works as before; the propagator says once that
+``berth upgrade`` moves them apart. An Application's generation is applied
+only with the credentials written with it: until they are seen, its
+reconcile waits (and says so), so a new manifest never goes out with the
+secrets of an older one.
 """
 
 from __future__ import annotations
@@ -14,18 +21,26 @@ import logging
 import threading
 from typing import Any
 
+from berth.controllers.propagator.kube import Unavailable
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Informer
 from berth.store import Store, keys
-from berth.store.credentials import ClusterCredentials, has_credentials, merge
+from berth.store.credentials import (
+    STORED,
+    Credentials,
+    apart_in_manifest,
+    has_credentials,
+    merge,
+    merge_users,
+)
 
 log = logging.getLogger(__name__)
 
 
 class Kubeconfigs:
     def __init__(self, store: Store, *, idle_timeout: float) -> None:
-        self.informer: Informer[ClusterCredentials] = Informer(
-            store, keys.CLUSTER_CREDENTIALS, ClusterCredentials, idle_timeout=idle_timeout)
+        self.informer: Informer[Credentials] = Informer(
+            store, keys.CLUSTER_CREDENTIALS, STORED, idle_timeout=idle_timeout)
         self._lock = threading.Lock()
         # cluster key → (its kubeconfig, its credentials, the two merged)
         self._merged: dict[str, tuple[object, object, dict[str, Any]]] = {}
@@ -37,21 +52,46 @@ class Kubeconfigs:
         if not public:
             return None
         meta = view.metadata
-        secret = self.informer.get(keys.credentials_key(meta.namespace or "", meta.name))
+        secret = self.informer.get(keys.secrets_key("Cluster", meta.name, meta.namespace or ""))
         with self._lock:
             hit = self._merged.get(key)
             if hit is not None and hit[0] is public and hit[1] is secret:
                 return hit[2]
-        merged = merge(public, secret.users if secret is not None else [])
+        merged = merge_users(public, secret.users if secret is not None else [])
         with self._lock:
             self._merged[key] = (public, secret, merged)
         if secret is None and has_credentials(public) and key not in self._inline_said:
             self._inline_said.add(key)
             log.info("cluster %s/%s keeps its credentials in its Cluster document; "
-                     "`berth apply --force` moves them under %s", meta.namespace, meta.name,
+                     "`berth upgrade` moves them under %s", meta.namespace, meta.name,
                      keys.CLUSTER_CREDENTIALS)
         return merged
 
     def forget(self, key: str) -> None:
         with self._lock:
             self._merged.pop(key, None)
+
+
+class AppSecrets:
+    """Applications' Secrets' data, kept apart from their manifests."""
+
+    PREFIX = keys.SECRETS + "applications/"
+
+    def __init__(self, store: Store, *, idle_timeout: float) -> None:
+        self.informer: Informer[Credentials] = Informer(store, self.PREFIX, STORED,
+                                                   idle_timeout=idle_timeout)
+
+    def manifest(self, namespace: str, name: str, generation: int, manifest: list[Any]
+                 ) -> list[Any]:
+        """``manifest`` with its Secrets' data put back; Unavailable (retried) until the
+        credentials written with ``generation`` are seen."""
+        if not apart_in_manifest(manifest):
+            return manifest
+        key = keys.secrets_key("Application", name, namespace)
+        creds = self.informer.get(key)
+        if creds is None or creds.generation != generation:
+            seen = "none" if creds is None else f"those of generation {creds.generation}"
+            raise Unavailable(f"waiting for its Secrets' data of generation {generation} at "
+                              f"{key} ({seen} seen so far)")
+        merged: list[Any] = merge({"spec": {"manifest": manifest}}, creds)["spec"]["manifest"]
+        return merged

@@ -25,7 +25,7 @@ from typing import Any
 
 from berth.controllers.propagator.kube import Connection, NotServed, Rejected, Unavailable
 from berth.store import Store, decode, keys
-from berth.store.credentials import ClusterCredentials, merge
+from berth.store.credentials import STORED, Credentials, merge_users
 from berth.store.documents import Cluster, ClusterStatus
 
 
@@ -54,9 +54,10 @@ def _kubeconfig(store: Store, namespace: str) -> tuple[str, dict[str, Any]] | No
             online = False
         if not online or not cluster.spec.kubeconfig:
             continue
-        secret = store.get(keys.credentials_key(namespace, name))
-        users = decode(secret.value, ClusterCredentials, secret.key).users if secret else []
-        return name, merge(cluster.spec.kubeconfig, users)
+        secret = store.get(keys.secrets_key("Cluster", name, namespace))
+        creds: Credentials | None = decode(secret.value, STORED, secret.key) if secret else None
+        users = creds.users if creds is not None else []
+        return name, merge_users(cluster.spec.kubeconfig, users)
     return None
 
 

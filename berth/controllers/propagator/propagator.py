@@ -37,7 +37,7 @@ from berth.controllers.runtime.election import default_identity
 from berth.controllers.runtime.observe import counts, states
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Store, keys
-from berth.store.credentials import ClusterCredentials
+from berth.store.credentials import Credentials
 from berth.store.documents import ClusterStatus
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class Propagator:
                             deadline=config.resync_interval + 60.0)
         self._started = False
 
-    def _on_credentials(self, event: Event[ClusterCredentials]) -> None:
+    def _on_credentials(self, event: Event[Credentials]) -> None:
         """New credentials: apply through them at once (the next probe uses them too)."""
         meta = event.obj.metadata
         if event.type is not EventType.ADDED and meta.namespace:

@@ -376,7 +376,9 @@ class Informer(Generic[T]):
                 obj = self.convert(key, obj)
         except Exception as exc:
             DECODE_ERRORS.labels(self.prefix).inc()
-            if isinstance(exc, Invalid | ValueError):
+            if isinstance(exc, Misplaced):
+                log.error("skipping a document at another key than its own: %s", exc)
+            elif isinstance(exc, Invalid | ValueError):
                 log.error("skipping undecodable value: %s", exc)
             else:  # not foreseen: the converter's trace, too
                 log.error("skipping %s: converting its value failed: %r", key, exc,
@@ -413,8 +415,12 @@ class Informer(Generic[T]):
                 self._seen.notify_all()
 
 
+class Misplaced(Invalid):
+    """A document whose metadata names another resource than its key."""
+
+
 def _check_identity(key: str, obj: object) -> None:
-    """Invalid when a decoded document's metadata names another resource than ``key``.
+    """Misplaced when a decoded document's metadata names another resource than ``key``.
     The informer knows no kind: a document's identity is its ``metadata`` name and
     namespace where it has them (every document berth stores does)."""
     meta = getattr(obj, "metadata", None)
@@ -423,4 +429,4 @@ def _check_identity(key: str, obj: object) -> None:
         return
     why = keys.misplaced(key, name, getattr(meta, "namespace", None))
     if why is not None:
-        raise Invalid(f"{key}: {why}")
+        raise Misplaced(f"{key}: {why}")
