@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -653,12 +655,10 @@ def test_a_document_at_another_key_than_its_name_is_never_placed(
     said = [line for line in out.splitlines() if "magnumclusters/default/alias" in line]
     assert len(said) == 1 and "metadata.name 'k8s-1' is not the key's name 'alias'" in said[0]
     assert sum("applications/default/web-alias" in line for line in out.splitlines()) == 1
-    import contextlib
-    import io
-
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code, listed = berth("get", "magnum", "--etcd", url)
+    assert code == 0
     assert "k8s-1" in [line.split()[0] for line in listed.splitlines()[1:]]
     assert ("magnumclusters/default/alias: metadata.name 'k8s-1' is not the key's name "
             "'alias': ignored by every berth process") in err.getvalue()
