@@ -114,7 +114,8 @@ grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
 role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
-              clouds clusters applications projects magnumclusters secrets; do
+              clouds clusters applications projects magnumclusters globaloverrides overrides \
+              secrets; do
   grant berth-admin readwrite "${R}$plural/" --prefix
 done
 

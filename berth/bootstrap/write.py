@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from berth.bootstrap import overrides
 from berth.bootstrap.load import Loaded, LoadErrors
 from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode, keys
 from berth.store.codec import decode
@@ -73,6 +74,9 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
     existing keys (without ``force``) and for applications being deleted. A document's
     secrets go to their own key, written with it (and with its generation)."""
     now = now or datetime.now(UTC)
+    misfits = overrides.problems(store, loaded)
+    if misfits:
+        raise LoadErrors(misfits)
     parts = [_apart(item) for item in loaded]
     existing = store.get_many([item.key for item, _ in parts]
                               + [_secrets_key(item) for item, creds in parts if creds])

@@ -1,4 +1,5 @@
-"""``berth explain application NS/NAME``: why a resource is placed where it is.
+"""``berth explain application NS/NAME``: why a resource is placed where it is
+(``berth explain overrides NS/NAME``: what each cluster's copy is, explain_overrides).
 
 Reads the resource's Binding and prints the decision, the reason, the best
 candidates with their score breakdown, and the rejected ones grouped by the
@@ -17,6 +18,7 @@ from typing import Any
 import msgspec
 
 from berth.bootstrap import LoadErrors, load
+from berth.cli import explain_overrides
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
 from berth.cli.resources import decided, table, target_note
@@ -33,7 +35,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.description = ("Print a Binding's decision and explanation as tables.")
     p.add_argument("kind", nargs="?",
                    help="application (placed on clusters), cluster (placed on a cloud) or "
-                   "magnumcluster (placed on a project): any spelling get takes (app, apps)")
+                   "magnumcluster (placed on a project): any spelling get takes (app, apps); "
+                   "or overrides APP: each cluster's copy against the manifest")
     p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
                    help="namespace defaults to -n's")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
@@ -46,6 +49,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="with --what-if or --all: the scheduler's configuration (default: "
                    "the leading scheduler's, else the defaults)")
+    p.add_argument("--cluster", metavar="[NAMESPACE/]NAME",
+                   help="with overrides: this cluster's copy (default: every target's)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(run=run)
 
@@ -113,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
     namespace, _, name = args.name.rpartition("/")
     namespace = namespace or args.namespace
+    if args.kind.lower() in ("overrides", "override", "ov"):
+        code, text = explain_overrides.explain(open_store(args), namespace, name,
+                                               args.cluster, args.output)
+        print(text, file=sys.stderr if code else sys.stdout)
+        return code
+    if args.cluster:
+        raise ValueError("--cluster goes with explain overrides APP")
     kind = resolve(args.kind).name
     if kind not in _KINDS:
         raise ValueError(f"explain takes {', '.join(sorted(_KINDS))}: the kinds the scheduler "

@@ -104,6 +104,14 @@ def ready_column(s: Shown, per_cluster: bool = False) -> str:
             f"{sum(a.desired or 0 for _, a in counted)}")
 
 
+def _selected(s: Shown, which: int) -> str:
+    """How many applications (0) or clusters (1) an override selects; none says so."""
+    if s.selects is None:
+        return "-"
+    n = s.selects[which]
+    return f"{n}" if n else "0 (selects nothing)"
+
+
 def _reason(s: Shown) -> str:
     if s.status is not None and s.status.status.reason:
         return s.status.status.reason
@@ -150,6 +158,11 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
     "MetricsProvider": (
         [("TYPE", lambda s: str(_doc(s, "spec.type"))),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),
+    "Override": (
+        [("APPLICATIONS", lambda s: _selected(s, 0)), ("CLUSTERS", lambda s: _selected(s, 1)),
+         ("RULES", lambda s: str(len(_doc(s, "spec.rules", [])))),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("GENERATION", lambda s: str(_doc(s, "metadata.generation")))]),
     "Cloud": (
         [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
          ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"

@@ -12,6 +12,7 @@ SHORT = {
     "m": "Metric", "gm": "GlobalMetric",
     "mp": "MetricsProvider", "gmp": "GlobalMetricsProvider",
     "proj": "Project", "mc": "MagnumCluster", "magnum": "MagnumCluster",
+    "ov": "Override", "gov": "GlobalOverride",
 }
 
 

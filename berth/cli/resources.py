@@ -28,6 +28,7 @@ from berth.store.documents import (
     MetricValue,
     Target,
 )
+from berth.store.documents.render import Where, selects_application, selects_cluster
 
 MASK = "<masked>"
 
@@ -68,6 +69,8 @@ class Shown:
     status: ApplicationStatus | ClusterStatus | None = None
     value: MetricValue | None = None
     notes: list[str] = field(default_factory=list)  # the joined keys that did not decode
+    # an override's: how many applications and clusters it selects now
+    selects: tuple[int, int] | None = None
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -129,7 +132,42 @@ def shown_all(store: Store, kind: keys.Kind, kvs: list[KV]) -> list[Shown]:
     kvs = [kv for kv in kvs if keys.problem(kv.key) is None]
     wanted = [key for kv in kvs for _, key, _ in _joins(kind, keys.parse_key(kv.key))]
     fetched = store.get_many(wanted) if wanted else {}
-    return [_shown(kind, kv, fetched) for kv in kvs]
+    out = [_shown(kind, kv, fetched) for kv in kvs]
+    if kind.name in ("Override", "GlobalOverride") and out:
+        _count_selected(store, out)
+    return out
+
+
+class _Meta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+
+
+class _Named(msgspec.Struct):
+    metadata: _Meta
+
+
+def _count_selected(store: Store, overrides: list[Shown]) -> None:
+    """How many applications and clusters each override selects now."""
+    def every(kind: str) -> list[_Meta]:
+        found = []
+        for kv in store.list_prefix(keys.resource_prefix(kind))[0]:
+            try:
+                found.append(decode(kv.value, _Named, kv.key).metadata)
+            except StoreError:
+                continue  # shown as such by its own listing
+        return found
+
+    apps, clusters = every("Application"), every("Cluster")
+    for s in overrides:
+        if s.doc is None:
+            continue
+        s.selects = (
+            sum(1 for m in apps if selects_application(s.doc, m.namespace or "", m.name,
+                                                       m.labels)),
+            sum(1 for m in clusters if selects_cluster(s.doc, Where(m.name, m.namespace,
+                                                                   m.labels))))
 
 
 def shown(store: Store, kind: keys.Kind, kv: KV) -> Shown:

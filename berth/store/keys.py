@@ -61,6 +61,8 @@ KINDS: dict[str, Kind] = {
         Kind("Application", "kubernetes", "applications", True),
         Kind("Project", "openstack", "projects", True),
         Kind("MagnumCluster", "openstack", "magnumclusters", True),
+        Kind("GlobalOverride", "core", "globaloverrides", False),
+        Kind("Override", "core", "overrides", True),
     )
 }
 BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}

@@ -410,3 +410,88 @@ def test_a_move_never_runs_a_done_job_again(
     assert ("south", "mixed-init") not in sampler.jobs
     assert not any(c == "south" for c, _ in sampler.pods)
     assert available(clusters, "mixed-web", "south") == 2
+
+
+# -- overrides: each cluster's copy as the overrides that select it make it
+
+
+def override(store: Store, name: str, spec: dict[str, Any], generation: int = 1) -> None:
+    put(store, keys.resource_key("Override", name, "default"), encode({
+        "api": "core", "kind": "Override",
+        "metadata": {"name": name, "namespace": "default", "generation": generation},
+        "spec": spec}))
+
+
+def deployment_on(clusters: dict[str, KubeCluster], on: str, name: str) -> dict[str, Any]:
+    return clusters[on].request("GET", f"/apis/apps/v1/namespaces/default/deployments/{name}")
+
+
+def applies(proc: Any) -> float:
+    """Objects the propagator applied so far (its metrics)."""
+    import re
+
+    found = re.search(r'^berth_propagator_applies_total\{result="applied"\} (\S+)$',
+                      proc.metrics(), re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_overrides_make_each_clusters_copy_and_explain_themselves(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    """An image registry per cluster and an environment variable from the cluster's name
+    and a label, in each cluster's Deployment; an override changed re-applies only the
+    cluster whose copy it changes; a patch one cluster's API refuses fails that copy
+    alone, naming the override, until the override changes."""
+    from berth.cli.explain_overrides import explain
+
+    override(store, "registry-north", {"clusters": {"names": ["north"]}, "rules": [
+        {"name": "north registry", "image": {"registry": "north.registry.example"}}]})
+    override(store, "registry-south", {"clusters": {"names": ["south"]}, "rules": [
+        {"image": {"registry": "south.registry.example", "tag": "2"}}]})
+    override(store, "where", {"applications": {"names": ["ov-web"]}, "rules": [
+        {"env": {"container": "c", "set": {"CLUSTER": "${cluster.name}",
+                                           "ZONE": "${cluster.labels.zone}"}}}]})
+    application(store, "ov-web", [deployment("ov-web")],
+                constraints={"cluster": {"labels": ["broken = false"]}},
+                placement={"policy": "PickAll"})
+    wait_for(lambda: status(store, "ov-web"), state("RUNNING", "north", "south"), timeout=90)
+    for on, image in (("north", "north.registry.example/example/app:1"),
+                      ("south", "south.registry.example/example/app:2")):
+        c = deployment_on(clusters, on, "ov-web")["spec"]["template"]["spec"]["containers"][0]
+        assert c["image"] == image
+        assert c["env"] == [{"name": "CLUSTER", "value": on}, {"name": "ZONE", "value": "test"}]
+    st = status(store, "ov-web")
+    assert st is not None
+    assert st.status.applied["default/north"].overrides == [
+        "Override default/registry-north@1", "Override default/where@1"]
+    code, text = explain(store, "default", "ov-web", None)
+    assert code == 0
+    assert "cluster default/north: made by Override default/registry-north@1" in text
+    assert "  -        image: example/app:1\n  +        image: north.registry.example/example/app:1" \
+        in text
+    assert "Override default/registry-north rule 1 (north registry)" in text
+    # south's override changes: south alone is applied again
+    propagator = berth["procs"][2]
+    before = applies(propagator)
+    override(store, "registry-south", {"clusters": {"names": ["south"]}, "rules": [
+        {"image": {"registry": "south.registry.example", "tag": "3"}}]}, generation=2)
+    wait_for(lambda: deployment_on(clusters, "south", "ov-web"),
+             lambda d: d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":3"),
+             timeout=30)
+    time.sleep(2)
+    assert applies(propagator) - before == 1  # one Deployment, on south
+    # a patch north's API refuses: north's copy fails, naming the override; south runs on
+    override(store, "bad-north", {"clusters": {"names": ["north"]}, "rules": [
+        {"patch": {"object": {"kind": "Deployment", "name": "ov-web"}, "operations": [
+            {"op": "replace", "path": "/spec/replicas", "value": "lots"}]}}]})
+    failed = wait_for(lambda: status(store, "ov-web"),
+                      lambda s: "refused by cluster default/north" in s.status.errors.get(
+                          "default/north", ""), timeout=30)
+    assert "Override default/bad-north@1" in failed.status.errors["default/north"]
+    assert failed.status.applied["default/south"].generation == 1
+    assert available(clusters, "ov-web", "south") == 2 and available(
+        clusters, "ov-web", "north") == 2  # the old copy keeps serving
+    store.delete(keys.resource_key("Override", "bad-north", "default"))
+    wait_for(lambda: status(store, "ov-web"), state("RUNNING", "north", "south"), timeout=30)
+    for name in ("registry-north", "registry-south", "where"):
+        store.delete(keys.resource_key("Override", name, "default"))

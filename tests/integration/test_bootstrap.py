@@ -178,3 +178,62 @@ def test_stdin_and_ten_thousand_documents_in_one_call(
     assert len(kvs) == 10_000
     last = msgspec.json.decode(kvs[-1].value, type=Application)
     assert last.metadata.name == "app-09999"
+
+
+WEB_APP = """api: kubernetes
+kind: Application
+metadata: {name: web, namespace: default, labels: {tier: web}}
+spec:
+  manifest:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: web}
+    spec:
+      replicas: 2
+      template: {spec: {containers: [{name: c, image: web:1}]}}
+"""
+REPLICAS = """api: core
+kind: Override
+metadata: {name: replicas, namespace: default}
+spec:
+  applications: {matchLabels: {tier: web}}
+  clusters: {matchLabels: {zone: eu}}
+  rules:
+  - patch:
+      object: {kind: Deployment, name: web}
+      operations:
+      - {op: replace, path: PATH, value: 5}
+"""
+
+
+def test_an_override_is_checked_against_the_manifests_it_selects(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A patch path missing in an application the override selects is refused at apply,
+    naming the override, the rule, the application and the path — both ways: a new
+    override against stored applications, a new application against stored overrides.
+    ``berth get overrides`` counts what each selects; one that selects nothing says so."""
+    (tmp_path / "web.yaml").write_text(WEB_APP)
+    assert berth(etcd_server, str(tmp_path / "web.yaml")) == 0
+    (tmp_path / "bad.yaml").write_text(REPLICAS.replace("PATH", "/spec/replicaz/x"))
+    assert berth(etcd_server, str(tmp_path / "bad.yaml")) == 1
+    err = capsys.readouterr().err
+    assert ("bad.yaml#1: Override default/replicas spec.rules[0].patch.operations[0]: "
+            "application default/web: Deployment web: path /spec/replicaz does not exist"
+            ) in err
+    assert store.get("/berth/v1/overrides/default/replicas") is None  # nothing written
+    (tmp_path / "good.yaml").write_text(REPLICAS.replace("PATH", "/spec/replicas"))
+    assert berth(etcd_server, str(tmp_path / "good.yaml")) == 0
+    other = WEB_APP.replace("name: web, namespace", "name: api, namespace").replace(
+        "metadata: {name: web}", "metadata: {name: api}")
+    (tmp_path / "api.yaml").write_text(other)  # selected by its labels: no Deployment web
+    assert berth(etcd_server, str(tmp_path / "api.yaml")) == 1
+    assert ("api.yaml#1: Override default/replicas spec.rules[0].patch: application "
+            "default/api has no Deployment web") in capsys.readouterr().err
+    (tmp_path / "none.yaml").write_text(REPLICAS.replace("PATH", "/spec/replicas").replace(
+        "name: replicas", "name: nothing").replace("tier: web", "tier: none"))
+    assert berth(etcd_server, str(tmp_path / "none.yaml")) == 0
+    assert main(["get", "overrides", "--etcd", etcd_server.url]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["replicas"].split()[1:4] == ["1", "0", "(selects"]  # no cluster has zone=eu
+    assert "0 (selects nothing)" in rows["nothing"]

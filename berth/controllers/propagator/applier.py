@@ -30,6 +30,7 @@ cluster refuses as invalid is FAILED and left until its generation changes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -50,7 +51,7 @@ from berth.controllers.propagator.execute import (
 )
 from berth.controllers.propagator.health import HEALTHY, UNKNOWN, Copy, Health, copy_of, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
-from berth.controllers.propagator.manifest import ManifestError, objects
+from berth.controllers.propagator.manifest import ManifestError, objects, remark
 from berth.controllers.propagator.objects import Book, observed
 from berth.controllers.propagator.plan import CONFIRM, App, Facts, Finish, Progress
 from berth.controllers.propagator.shard import Shard
@@ -67,6 +68,14 @@ from berth.store.documents import (
     ClusterStatus,
     HealthRule,
     KubeObjectRef,
+)
+from berth.store.documents.overrides import GlobalOverride, Override
+from berth.store.documents.render import (
+    Rendered,
+    RenderError,
+    Where,
+    render,
+    selects_application,
 )
 
 log = logging.getLogger(__name__)
@@ -129,6 +138,11 @@ class Applier:
         self.statuses: Informer[ApplicationStatus] = Informer(
             store, keys.status_prefix("Application"), ApplicationStatus, idle_timeout=idle)
         self.secrets = AppSecrets(store, idle_timeout=idle)
+        # what overrides make of each cluster's copy (berth.store.documents.render)
+        self.overrides: Informer[Override] = Informer(
+            store, keys.resource_prefix("Override"), Override, idle_timeout=idle)
+        self.global_overrides: Informer[GlobalOverride] = Informer(
+            store, keys.resource_prefix("GlobalOverride"), GlobalOverride, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         self.writer = StatusWriter(store, self.statuses)
@@ -153,17 +167,61 @@ class Applier:
         self.statuses.add_handler(self._on_status)
         self.statuses.add_invalid_handler(self._on_garbage_status)
         self.secrets.informer.add_handler(self._on_secrets)
+        self.overrides.add_handler(self._on_override)
+        self.global_overrides.add_handler(self._on_override)
         self.clusters.add_handler(self._on_cluster)
         cluster_statuses.add_handler(self._on_cluster_status)
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return self.apps, self.bindings, self.statuses, self.secrets.informer
+        return (self.apps, self.bindings, self.statuses, self.secrets.informer,
+                self.overrides, self.global_overrides)
 
     # -- events ----------------------------------------------------------------
 
     def _on_app(self, event: Event[AppView]) -> None:
         self.queue.add(event.key)
+
+    def _on_override(self, event: Event[Any]) -> None:
+        """An override changed: reconcile what it selects (or selected); a cluster whose
+        copy it does not change is not applied again (its fingerprint is the same)."""
+        changed = [o for o in (event.obj, event.old) if o is not None]
+        for item in self.apps.items():
+            meta = item.obj.metadata
+            if any(selects_application(o, meta.namespace or "", meta.name, meta.labels)
+                   for o in changed):
+                self.queue.add(item.key)
+
+    def _selecting(self, namespace: str, name: str, labels: dict[str, str]
+                   ) -> list[Override]:
+        """The overrides that select the application (in no order: render orders them)."""
+        every: list[Override] = [i.obj for i in self.global_overrides.items()]
+        every += [i.obj for i in self.overrides.items()]
+        return [o for o in every if selects_application(o, namespace, name, labels)]
+
+    def _rendered(self, targets: tuple[str, ...], bodies: tuple[dict[str, Any], ...],
+                  selecting: list[Override], namespace: str, name: str
+                  ) -> tuple[dict[str, Rendered], dict[str, str]]:
+        """Each target's copy as the overrides make it, and the targets whose copy cannot
+        be rendered (why, naming the rule)."""
+        rendered: dict[str, Rendered] = {}
+        unrendered: dict[str, str] = {}
+        if not selecting or not bodies:
+            return rendered, unrendered
+        for cid in targets:
+            view = self.clusters.get(cluster_key(cid))
+            if view is None:
+                continue
+            meta = view.metadata
+            try:
+                made = render(bodies, selecting, Where(meta.name, meta.namespace, meta.labels))
+            except RenderError as exc:
+                unrendered[cid] = f"not rendered: {exc}"
+                continue
+            if made.fingerprint:
+                made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name))
+            rendered[cid] = made
+        return rendered, unrendered
 
     def _on_secrets(self, event: Event[Any]) -> None:
         """An application's Secrets' data changed (with a new generation): reconcile it."""
@@ -515,6 +573,9 @@ class Applier:
         if binding is None:
             return Facts(app, recorded, owned=owned, health=health, now=now,
                          move_timeout=self.config.move_timeout, owner=owner)
+        rendered, unrendered = self._rendered(
+            tuple(c for c in targets if owned is None or c in owned), bodies,
+            self._selecting(ns, name, meta.labels) if not error else [], ns, name)
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
                   if t.replicas is not None}
         with self._lock:
@@ -524,7 +585,8 @@ class Applier:
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason, stale=stale, unseen=self._unseen(targets),
                      shares=shares, owned=owned, health=health, now=now,
-                     move_timeout=self.config.move_timeout, owner=owner)
+                     move_timeout=self.config.move_timeout, owner=owner, rendered=rendered,
+                     unrendered=unrendered)
 
     def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
         """Of ``clusters``, those the observer does not see ONLINE, and why."""

@@ -147,7 +147,8 @@ class Executor:
         """
         cid = step.cluster
         progress.tried.add(cid)
-        bodies = app.bodies
+        made = step.rendered
+        bodies = made.bodies if made is not None else app.bodies
         if step.replicas is not None:
             bodies = tuple(with_replicas(b, step.replicas) for b in bodies)
         with self.gate(cid) as serving:
@@ -157,7 +158,12 @@ class Executor:
             try:
                 return self._apply(step, app, bodies, progress, record)
             except Rejected as exc:
-                progress.refused = (cid, str(exc))
+                if made is not None and made.fingerprint:  # this cluster's copy alone
+                    progress.errors[cid] = (f"refused by cluster {cid}: {exc} (its copy as "
+                                            f"{', '.join(made.by)} make it)")
+                    progress.refused_copies[cid] = made.fingerprint
+                else:
+                    progress.refused = (cid, str(exc))
             except (Unavailable, Conflicted) as exc:
                 progress.errors[cid] = str(exc)
         return None
@@ -205,9 +211,13 @@ class Executor:
             judged.append((ref, self.clients.judge(cid, ref, stored, app.rules)))
         left = self._remove(cid, client, [o for o in before.objects if o not in done],
                             app.propagation, step.owner)
+        made = step.rendered
         progress.applied[cid] = ClusterApplied(
             gen, done + left, step.replicas, since=step.since, new=step.new,
-            done=[r for r in done if r in skip])
+            done=[r for r in done if r in skip],
+            overrides=list(made.by) if made is not None else [],
+            rendered=made.fingerprint if made is not None else "")
+        progress.refused_copies.pop(cid, None)
         progress.health[cid] = copy_of(judged)
         if left:
             progress.errors[cid] = f"could not prune {', '.join(map(str, left))}"

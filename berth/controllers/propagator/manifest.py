@@ -43,6 +43,25 @@ def _mark_pods(obj: dict[str, Any], owner: str) -> dict[str, Any]:
     return {**obj, "spec": {**spec, "template": {**template, "metadata": tmeta}}}
 
 
+def _mark(obj: dict[str, Any], owner: str) -> dict[str, Any]:
+    """``obj`` with berth's label and owner annotation (and its pod template's)."""
+    meta = _mapping(obj.get("metadata"))
+    marked = {**meta, "labels": {**_mapping(meta.get("labels")), MANAGED_BY: FIELD_MANAGER},
+              "annotations": {**_mapping(meta.get("annotations")), OWNER: owner}}
+    return _mark_pods({**obj, "metadata": marked}, owner)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def remark(bodies: tuple[dict[str, Any], ...], namespace: str, name: str
+           ) -> tuple[dict[str, Any], ...]:
+    """Bodies an override changed, marked as berth's again: no rule takes away what the
+    drift watches and the owner check rely on."""
+    return tuple(_mark(b, f"{namespace}/{name}") for b in bodies)
+
+
 def objects(manifest: list[Any], namespace: str, name: str) -> list[dict[str, Any]]:
     """The manifest's objects, marked, in apply order; ManifestError if malformed."""
     out: list[tuple[int, int, dict[str, Any]]] = []
@@ -64,10 +83,5 @@ def objects(manifest: list[Any], namespace: str, name: str) -> list[dict[str, An
         if ident in seen:
             raise ManifestError(f"{where}: {obj['kind']} {meta['name']} appears twice")
         seen.add(ident)
-        marked = {**meta,
-                  "labels": {**(meta.get("labels") or {}), MANAGED_BY: FIELD_MANAGER},
-                  "annotations": {**(meta.get("annotations") or {}),
-                                  OWNER: f"{namespace}/{name}"}}
-        out.append((_FIRST.get(obj["kind"], 2), i, _mark_pods({**obj, "metadata": marked},
-                                                              f"{namespace}/{name}")))
+        out.append((_FIRST.get(obj["kind"], 2), i, _mark(obj, f"{namespace}/{name}")))
     return [body for _, _, body in sorted(out, key=lambda t: (t[0], t[1]))]

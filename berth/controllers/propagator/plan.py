@@ -44,6 +44,7 @@ from berth.store.documents import (
     KubeObjectRef,
     ObjectRef,
 )
+from berth.store.documents.render import Rendered
 
 CONFIRM = "confirm"  # the errors' entry for a failed check before a move removes anything
 FAILED_MEMORY = timedelta(hours=1)  # how long a target that failed stays in the status
@@ -85,6 +86,10 @@ class Facts:
     now: datetime | None = None  # for deadlines; None: none has passed
     move_timeout: float = 600.0  # seconds a new copy has to become available
     owner: str = ""  # "<namespace>/<name>" of the application (its objects say so)
+    # Each target's copy as the overrides that select it make it (absent: the manifest as
+    # written), and the targets whose copy cannot be rendered (why: the rule named).
+    rendered: Mapping[str, Rendered] = field(default_factory=dict)
+    unrendered: Mapping[str, str] = field(default_factory=dict)
 
     def mine(self, cid: str) -> bool:
         return self.owned is None or cid in self.owned
@@ -103,6 +108,8 @@ class Progress:
     refused: tuple[str, str] | None = None  # (cluster, the API server's message)
     drifted: set[str] = field(default_factory=set)  # changed by someone right after us
     health: dict[str, Copy] = field(default_factory=dict)  # judged after this reconcile's applies
+    # per cluster, the fingerprint of a copy (as overrides made it) the cluster refused
+    refused_copies: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls, recorded: ApplicationState, owned: frozenset[str] | None = None
@@ -111,7 +118,8 @@ class Progress:
         they serve stay (this reconcile cannot clear them)."""
         theirs = {} if owned is None else {c: e for c, e in recorded.errors.items()
                                            if c not in owned and c != CONFIRM}
-        return cls(copy_applied(recorded.applied), recorded, theirs)
+        return cls(copy_applied(recorded.applied), recorded, theirs,
+                   refused_copies=dict(recorded.refused))
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,7 @@ class Apply:
     new: bool = False
     skip: tuple[KubeObjectRef, ...] = ()
     owner: str = ""  # "<namespace>/<name>" of the application
+    rendered: Rendered | None = None  # this cluster's copy as overrides make it
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +231,8 @@ def plan(facts: Facts, progress: Progress) -> Step:
             for cid in removable:
                 if cid not in progress.cleared and facts.mine(cid):
                     return Clear(cid, facts.owner)
-    return Finish(now, retry=_retry(facts, errors), recheck=_recheck(facts, progress, placed))
+    return Finish(now, retry=_retry(facts, errors, held(facts, progress)),
+                  recheck=_recheck(facts, progress, placed))
 
 
 def _apply(facts: Facts, cid: str, gen: int) -> Apply:
@@ -234,7 +244,7 @@ def _apply(facts: Facts, cid: str, gen: int) -> Apply:
     since = have.since if same and have is not None and have.since else facts.now
     new = have is None or have.generation == 0 or have.new
     return Apply(cid, gen, share, since, new, done_at(facts.recorded.applied, gen),
-                 facts.owner)
+                 facts.owner, facts.rendered.get(cid))
 
 
 def done_at(applied: Mapping[str, ClusterApplied], gen: int) -> tuple[KubeObjectRef, ...]:
@@ -307,9 +317,18 @@ def _recheck(facts: Facts, progress: Progress, placed: list[str]) -> float | Non
 
 
 def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
+    """Whether ``cid``'s copy must be applied (again). Never one that cannot be rendered,
+    nor one its cluster refused as the overrides made it, until either changes."""
+    if cid in facts.unrendered:
+        return False
+    copy = facts.rendered.get(cid)
+    made = copy.fingerprint if copy is not None else ""
+    if made and facts.recorded.refused.get(cid) == made:
+        return False
     have = facts.recorded.applied.get(cid)
     return (have is None or have.generation != gen or cid in facts.recorded.errors
-            or cid in facts.stale or have.replicas != facts.shares.get(cid))
+            or cid in facts.stale or have.replicas != facts.shares.get(cid)
+            or have.rendered != made)
 
 
 def _lowers(facts: Facts, cid: str) -> bool:
@@ -338,10 +357,26 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
     return Finish(remove=True)
 
 
-def _retry(facts: Facts, errors: dict[str, str]) -> str:
-    """Why to reconcile again: this replica's own errors (others retry theirs)."""
+def _retry(facts: Facts, errors: dict[str, str], held: Mapping[str, str] | None = None
+           ) -> str:
+    """Why to reconcile again: this replica's own errors (others retry theirs), but for
+    the copies ``held`` until the application or an override changes."""
     return "; ".join(f"{c}: {e}" for c, e in sorted(errors.items())
-                     if facts.mine(c) or c == CONFIRM)
+                     if (facts.mine(c) or c == CONFIRM) and c not in (held or {}))
+
+
+def held(facts: Facts, progress: Progress) -> dict[str, str]:
+    """Targets whose copy is not applied until the application or an override changes,
+    and why: it cannot be rendered (the rule named), or its cluster refused it as the
+    overrides made it. Retrying would only fail the same way."""
+    out = {c: why for c, why in facts.unrendered.items() if c in facts.targets}
+    for cid in facts.targets:
+        copy = facts.rendered.get(cid)
+        if copy is not None and copy.fingerprint and (
+                progress.refused_copies.get(cid) == copy.fingerprint):
+            out[cid] = (progress.errors.get(cid) or facts.recorded.errors.get(cid)
+                        or "refused by the cluster")
+    return out
 
 
 # -- the status ------------------------------------------------------------------
@@ -377,12 +412,13 @@ def cluster_ref(cid: str) -> ObjectRef:
 
 def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generation: int,
           errors: Mapping[str, str], *, rejected: int = 0,
-          failed: Mapping[str, FailedTarget] | None = None) -> ApplicationState:
+          failed: Mapping[str, FailedTarget] | None = None,
+          refused: Mapping[str, str] | None = None) -> ApplicationState:
     """A status document's state from its parts (copied); it runs where a generation
     was applied, not where objects are only recorded."""
     return ApplicationState(name, reason, [cluster_ref(c) for c in placed_on(applied)],
                             generation, dict(errors), copy_applied(applied), rejected,
-                            dict(failed or {}), finished(applied))
+                            dict(failed or {}), finished(applied), dict(refused or {}))
 
 
 def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], cid: str,
@@ -396,7 +432,7 @@ def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], ci
     else:
         name = "PENDING"
     return state(name, f"applying generation {gen} on {cid}", applied, oldest(applied), {},
-                 failed=recorded.failed)
+                 failed=recorded.failed, refused=recorded.refused)
 
 
 def judged(facts: Facts, progress: Progress) -> dict[str, ClusterApplied]:
@@ -440,7 +476,8 @@ def _copy(facts: Facts, progress: Progress, cid: str) -> str:
 def summary(facts: Facts, progress: Progress, gen: int) -> ApplicationState:
     """The state after applying generation ``gen`` to the targets, from what is where
     and how available each copy is."""
-    targets, errors = facts.targets, progress.errors
+    waits = held(facts, progress)
+    targets, errors = facts.targets, {**waits, **progress.errors}
     applied = judged(facts, progress)
     placed = [c for c in targets if c not in errors and c in applied
               and applied[c].generation == gen]
@@ -475,4 +512,7 @@ def summary(facts: Facts, progress: Progress, gen: int) -> ApplicationState:
         name, reason = "RUNNING", ""
     if errors:
         reason = f"{reason}: {first(errors)}"
-    return state(name, reason, applied, oldest(applied), errors, failed=failed)
+    refused = {c: f for c, f in progress.refused_copies.items()
+               if c in targets and c in waits}  # what no longer holds is forgotten
+    return state(name, reason, applied, oldest(applied), errors, failed=failed,
+                 refused=refused)

@@ -24,6 +24,7 @@ def cluster_key(cid: str) -> str:
 class _Meta(msgspec.Struct):
     name: str
     namespace: str | None = None
+    labels: dict[str, str] = {}  # what overrides select by
     generation: int = 0
     deleted: Any = None
     finalizers: list[str] = []

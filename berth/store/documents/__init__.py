@@ -61,6 +61,7 @@ from berth.store.documents.metrics import (
     ProviderInfo,
 )
 from berth.store.documents.openstack import MagnumCluster, Project
+from berth.store.documents.overrides import GlobalOverride, Override, OverrideRule
 
 Resource = (
     GlobalMetricsProvider
@@ -73,6 +74,8 @@ Resource = (
     | Application
     | Project
     | MagnumCluster
+    | GlobalOverride
+    | Override
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {
@@ -86,6 +89,8 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "Application": Application,
     "Project": Project,
     "MagnumCluster": MagnumCluster,
+    "GlobalOverride": GlobalOverride,
+    "Override": Override,
 }
 
 __all__ = [
@@ -116,6 +121,7 @@ __all__ = [
     "GlobalCloud",
     "GlobalMetric",
     "GlobalMetricsProvider",
+    "GlobalOverride",
     "Header",
     "HealthRule",
     "KubeObjectRef",
@@ -133,6 +139,8 @@ __all__ = [
     "MetricsProviderSpec",
     "NameOnly",
     "ObjectRef",
+    "Override",
+    "OverrideRule",
     "Placement",
     "PreferredTerm",
     "Project",

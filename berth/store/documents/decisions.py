@@ -139,6 +139,10 @@ class ClusterApplied(msgspec.Struct, omit_defaults=True):
     unhealthy: dict[str, str] = {}  # "<Kind> <ns>/<name>" → "<state>: <reason>", not Healthy
     new: bool = False  # the application never was available here: a move or a first placement
     done: list[KubeObjectRef] = []  # Jobs complete at this generation: never created again
+    # The overrides that made this cluster's copy ("Override ns/name@generation"), and a
+    # fingerprint of what they made ("": the manifest as written, no override applies).
+    overrides: list[str] = []
+    rendered: str = ""
 
 
 class FailedTarget(msgspec.Struct, omit_defaults=True):
@@ -166,6 +170,9 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     # The generation whose work is all done: every object a Job complete at it, on some
     # cluster (0: none). The scheduler does not move it; only a new generation runs again.
     finished: int = 0
+    # Per cluster, the fingerprint of its copy as overrides made it, which the cluster
+    # refused: not applied again until the application or an override changes it.
+    refused: dict[str, str] = {}
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

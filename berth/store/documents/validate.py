@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+import msgspec
+
 from berth.store import keys
 from berth.store.constraints import (
     ConstraintError,
@@ -28,6 +30,8 @@ from berth.store.documents.durations import DurationError, seconds
 from berth.store.documents.infrastructure import Cloud, Cluster
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
+from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
+from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
 
 from . import Resource
@@ -71,7 +75,59 @@ def problems(doc: Resource) -> list[Problem]:
                                       label=False)
         case Application():
             found += _application(doc)
+        case Override():
+            found += _override(doc)
     return found
+
+
+def _override(doc: Override) -> Iterator[Problem]:
+    spec = doc.spec
+    yield from _match_expressions(spec.clusters.match_expressions,
+                                  "spec.clusters.matchExpressions")
+    for name in spec.applications.names:
+        try:
+            keys.check_name(name.rpartition("/")[2])
+        except ValueError as exc:
+            yield Problem("spec.applications.names", str(exc))
+    if not spec.rules:
+        yield Problem("spec.rules", "no rules: an override must change something")
+    for i, rule in enumerate(spec.rules):
+        yield from _rule(rule, f"spec.rules[{i}]")
+
+
+def _rule(rule: OverrideRule, where: str) -> Iterator[Problem]:
+    kinds = [k for k in RULE_KINDS if getattr(rule, k) is not None]
+    if len(kinds) != 1:
+        yield Problem(where, f"give exactly one of {', '.join(RULE_KINDS)}"
+                      + (f" (this gives {', '.join(kinds)})" if kinds else ""))
+        return
+    kind = kinds[0]
+    at = f"{where}.{kind}"
+    if rule.image is not None and all(v is None for v in (
+            rule.image.registry, rule.image.repository, rule.image.tag, rule.image.digest)):
+        yield Problem(at, "sets nothing: give registry, repository, tag or digest")
+    for lst in (rule.command, rule.args):
+        if lst is not None and lst.replace is None and not lst.append:
+            yield Problem(at, "sets nothing: give replace or append")
+    if rule.env is not None and not rule.env.set and not rule.env.remove:
+        yield Problem(at, "sets nothing: give set or remove")
+    for meta in (rule.labels, rule.annotations):
+        if meta is not None and not meta.set and not meta.remove:
+            yield Problem(at, "sets nothing: give set or remove")
+    if rule.patch is not None:
+        if not rule.patch.operations:
+            yield Problem(f"{at}.operations", "no operations")
+        for j, op in enumerate(rule.patch.operations):
+            if not op.path.startswith("/"):
+                yield Problem(f"{at}.operations[{j}].path",
+                              f"{op.path!r} is not a JSON pointer (it starts with '/')")
+            if op.op in ("move", "copy") and not (op.from_ or "").startswith("/"):
+                yield Problem(f"{at}.operations[{j}].from", f"{op.op} needs a JSON pointer")
+    for text in _strings(msgspec.to_builtins(getattr(rule, kind))):
+        for name in variables(text):
+            why = variable_problem(name)
+            if why is not None:
+                yield Problem(at, why)
 
 
 def _metadata(doc: Resource, kind: keys.Kind) -> Iterator[Problem]:
@@ -317,3 +373,14 @@ def _application(doc: Application) -> Iterator[Problem]:
             )
     if spec.gang is not None and spec.gang.min_member < 1:
         yield Problem("spec.gang.minMember", "must be >= 1")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)

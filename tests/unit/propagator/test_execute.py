@@ -319,3 +319,88 @@ def test_a_done_job_is_not_created_again_by_a_move() -> None:
     alone["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
     only, _, _ = reconcile(alone, App(1, bodies=(job,)), ApplicationState(), ("a",))
     assert isinstance(only, Finish) and only.state is not None and only.state.finished == 1
+
+
+def rendered_facts(app: App, was: ApplicationState, targets: tuple[str, ...],
+                   overrides: list[Any], labels: dict[str, dict[str, str]]) -> Facts:
+    """Facts with each target's copy as ``overrides`` make it (as the applier does)."""
+    from berth.store.documents.render import RenderError, Where, render
+
+    rendered, unrendered = {}, {}
+    for t in targets:
+        try:
+            rendered[f"default/{t}"] = render(app.bodies, overrides,
+                                              Where(t, "default", labels.get(t, {})))
+        except RenderError as exc:
+            unrendered[f"default/{t}"] = str(exc)
+    return Facts(app, was, app.generation, tuple(f"default/{t}" for t in targets), owner=OWNER,
+                 rendered=rendered, unrendered=unrendered)
+
+
+def test_overrides_render_each_clusters_copy_and_a_change_reapplies_only_what_changed(
+) -> None:
+    import msgspec
+
+    from berth.store.documents.overrides import Override
+
+    def zone_override(generation: int, value: str) -> Override:
+        return msgspec.convert({"kind": "Override", "metadata": {
+            "name": "zones", "namespace": "default", "generation": generation}, "spec": {
+            "clusters": {"names": ["b"]},
+            "rules": [{"labels": {"set": {"zone": value}}}]}}, Override)
+
+    fleet = Fleet().add("a", "b")
+    app = App(1, bodies=(cm("x"),))
+    sink = Sink(fleet.journal)
+    facts = rendered_facts(app, ApplicationState(), ("a", "b"), [zone_override(1, "z1")], {})
+    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, Ledger()), sink)
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert "zone" not in fleet["a"].objects[ref("x")]["metadata"].get("labels", {})
+    assert fleet["b"].objects[ref("x")]["metadata"]["labels"]["zone"] == "z1"
+    assert end.state.applied["default/b"].overrides == ["Override default/zones@1"]
+    assert end.state.applied["default/a"].overrides == []
+    fleet.journal.clear()
+    facts = rendered_facts(app, end.state, ("a", "b"), [zone_override(2, "z2")], {})
+    again = run(facts, Progress.start(end.state), Executor(fleet, Ledger()), sink)
+    assert isinstance(again, Finish)
+    assert [j for j in fleet.journal if j[0] == "apply"] == [("apply", "b", "x")]  # b alone
+    assert fleet["b"].objects[ref("x")]["metadata"]["labels"]["zone"] == "z2"
+
+
+def test_a_copy_that_cannot_be_rendered_or_is_refused_fails_that_cluster_alone() -> None:
+    import msgspec
+
+    from berth.store.documents.overrides import Override
+
+    registry = msgspec.convert({"kind": "Override", "metadata": {
+        "name": "reg", "namespace": "default", "generation": 1}, "spec": {
+        "rules": [{"labels": {"set": {"registry": "${cluster.labels.registry}"}}}]}}, Override)
+    fleet = Fleet().add("a", "b")
+    app = App(1, bodies=(cm("x"),))
+    facts = rendered_facts(app, ApplicationState(), ("a", "b"), [registry],
+                           {"a": {"registry": "r.example"}})  # b has no such label
+    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, Ledger()),
+              Sink(fleet.journal))
+    assert isinstance(end, Finish) and end.state is not None
+    assert not end.retry  # not retried until the application or an override changes
+    assert ref("x") in fleet["a"].objects and not fleet["b"].objects
+    assert "has no label 'registry'" in end.state.errors["default/b"]
+    assert end.state.state == "DEGRADED" and "not applied on default/b" in end.state.reason
+    # a cluster that refuses its copy as the overrides make it: that cluster alone
+    fleet = Fleet().add("a", "b")
+    fleet["b"].refuse.add("x")
+    labels = {"a": {"registry": "r.example"}, "b": {"registry": "r.example"}}
+    facts = rendered_facts(app, ApplicationState(), ("a", "b"), [registry], labels)
+    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, Ledger()),
+              Sink(fleet.journal))
+    assert isinstance(end, Finish) and end.state is not None and not end.retry
+    assert "refused by cluster default/b" in end.state.errors["default/b"]
+    assert "Override default/reg@1" in end.state.errors["default/b"]
+    assert set(end.state.refused) == {"default/b"} and ref("x") in fleet["a"].objects
+    fleet.journal.clear()
+    facts = rendered_facts(app, end.state, ("a", "b"), [registry], labels)
+    again = run(facts, Progress.start(end.state), Executor(fleet, Ledger()),
+                Sink(fleet.journal))
+    assert isinstance(again, Finish) and again.state is not None
+    assert not [j for j in fleet.journal if j[0] == "apply"]  # not tried again
+    assert set(again.state.refused) == {"default/b"}
