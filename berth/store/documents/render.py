@@ -172,7 +172,12 @@ def rule_name(o: Override, i: int, rule: OverrideRule) -> str:
 
 
 def fingerprint(bodies: Sequence[dict[str, Any]]) -> str:
-    return hashlib.sha256(msgspec.json.encode(list(bodies))).hexdigest()[:16]
+    """A short hash of a copy, for its status (which every process reads). A Secret's
+    data is left out: a hash of a secret is no business of theirs, and a secret that
+    changes is a new generation of its application anyway."""
+    seen = [{k: v for k, v in b.items() if k not in ("data", "stringData")}
+            if b.get("kind") == "Secret" else b for b in bodies]
+    return hashlib.sha256(msgspec.json.encode(seen)).hexdigest()[:16]
 
 
 def render(bodies: Sequence[dict[str, Any]], overrides: Sequence[Override], where: Where
