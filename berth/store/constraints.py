@@ -3,7 +3,7 @@
 Label constraints (``location is DE``, ``zone in (a, b)``) restrict the
 clusters (or clouds) an application (or cluster) may be placed on by their
 labels; metric constraints (``load < 5``) by the current raw value of a
-metric. Every spelling seed 000 lists is accepted, plus Krake's own
+metric. Every spelling Krake lists is accepted, plus Krake's own
 ``lesser than`` forms. Parsing is shared by bootstrap (validation before
 anything is written) and the scheduler (evaluation), so both agree on what an
 expression means.

@@ -15,7 +15,7 @@ simulated clock:
   cheapest before the deadline, or starts it now; each start is checked
   against its deadline.
 - **Services** (``--services``) run all the time; each cluster's metric
-  ``cheap-<zone>`` (the price, inverted into seed 000's higher-is-better
+  ``cheap-<zone>`` (the price, inverted into Krake's higher-is-better
   score) places them, and every hour they are decided again from where they
   run (stickiness 0.1; the scheduler's anti-flap hold is not modelled, so
   the migration figure is an upper bound).
@@ -181,7 +181,7 @@ class Market:
                                                                           until + 1)]
             reading = MetricReading(ref.name, ref.weight, p, (p - self.lo) / (self.hi - self.lo),
                                     measures="price", forecast=forecast)
-        else:  # cheap-<zone>: the price as seed 000's higher-is-better value
+        else:  # cheap-<zone>: the price as Krake's higher-is-better value
             reading = MetricReading(ref.name, ref.weight, -p, (self.hi - p) / (self.hi - self.lo))
         self._readings[(zone, ref.name)] = reading
         return reading

@@ -600,7 +600,7 @@ spec:
 def test_a_magnum_cluster_is_placed_on_the_best_project_that_fits(
     store: Store, scheduler: SchedulerProcess, tmp_path: Path
 ) -> None:
-    """#11 item 7: seed 000's Magnum cluster handler, as data in the one pipeline."""
+    """#11 item 7: Krake's Magnum cluster handler, as data in the one pipeline."""
     url = store.config.url
     for name, heat in (("os-dresden", 0.3), ("os-paris", 0.99), ("os-leipzig", 0.8)):
         metric(store, f"heat_{name}")

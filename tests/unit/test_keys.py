@@ -1,4 +1,4 @@
-"""The key layout of DESIGN.md, exactly."""
+"""The key layout (README "Store contract"), exactly."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ then runs the plan (``plan.py``: what to do, as a value) step by step through
 the executor (``execute.py``: doing it on clusters) and the status writer
 (``status.py``), and ends with a result: done, or retry after a while.
 
-* **Apply** generation G only when the Binding was decided for G (DESIGN.md),
+* **Apply** generation G only when the Binding was decided for G (README "Store contract"),
   with server-side apply (field manager ``berth``) of every manifest object on
   every target cluster; objects a new generation dropped are pruned.
 * **Health**: each copy is judged per kind (``health.py``) from what the

@@ -6,7 +6,7 @@ CustomResourceDefinitions are listed; the result goes to the cluster's status
 key, ``/berth/v1/status/clusters/<ns>/<name>``, which only this process
 writes: ``state`` ONLINE, UNHEALTHY (reachable but not ready) or OFFLINE
 (unreachable), ``reason``, and ``custom_resources`` as ``<plural>.<group>``
-(so seed 000's custom-resource constraint also matches CRDs nobody declared).
+(so Krake's custom-resource constraint also matches CRDs nobody declared).
 A failing cluster keeps its state until ``grace`` probes in a row have failed:
 one blip does not make the scheduler move everything away. A status is
 rewritten only when it changes. Kubeconfigs and tokens are never logged.

@@ -29,7 +29,7 @@ class Backoff(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Extender(msgspec.Struct, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
-    """An out-of-process plugin over HTTP JSON (seeds 002, 004)."""
+    """An out-of-process plugin over HTTP JSON (the Kubernetes scheduler and its framework)."""
 
     url: str
     filter_verb: str | None = None

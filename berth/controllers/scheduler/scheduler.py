@@ -19,7 +19,7 @@ the stickiness. ``spec.migration: false`` (or Krake's
 ``constraints.migration: false``) never moves a placed subject, nor is an
 application moved whose work is done (every Job complete at its generation), and
 ``placement.ignoredDuringExecution`` keeps feasible targets until the spec
-changes. A Cluster, once placed on a Cloud, stays there (seed 000).
+changes. A Cluster, once placed on a Cloud, stays there (Krake).
 
 Threads: the scheduling loop and the resync loop run supervised (a step that
 raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the

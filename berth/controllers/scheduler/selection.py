@@ -1,4 +1,4 @@
-"""Choosing targets from a ranking, per placement policy (seed 003), and explaining.
+"""Choosing targets from a ranking, per placement policy (Fleet's placement), and explaining.
 
 One cluster (PickOne, the default), the best N (PickN), every feasible one
 (PickAll), or the feasible ones among those named (PickFixed). Batch mode:

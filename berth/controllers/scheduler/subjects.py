@@ -241,7 +241,7 @@ def subject_from_application(key: str, app: AppView) -> Subject:
 
 
 def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
-    """A cluster without a kubeconfig, to be placed on a cloud (seed 000)."""
+    """A cluster without a kubeconfig, to be placed on a cloud (Krake)."""
     cloud = cluster.spec.constraints.cloud if cluster.spec.constraints else None
     subject = Subject(
         ref=Ref("Cluster", cluster.metadata.namespace, cluster.metadata.name),
@@ -261,7 +261,7 @@ def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
 
 
 def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
-    """A Magnum cluster, to be placed on an OpenStack project (seed 000)."""
+    """A Magnum cluster, to be placed on an OpenStack project (Krake)."""
     project = magnum.spec.constraints.project if magnum.spec.constraints else None
     m = magnum.metadata
     subject = Subject(

@@ -2,7 +2,7 @@
 
 Krake's fields (``manifest``, ``constraints.cluster.{labels,metrics,
 custom_resources}``, ``constraints.migration``) keep their spelling; berth's
-additions, taken from the Kubernetes world (seeds 001-004), are spelled as
+additions, taken from the Kubernetes world (Crossplane, Fleet and the Kubernetes scheduler), are spelled as
 there: ``clusterSelector``, ``affinity``, ``tolerations``, ``placement``,
 ``schedulerName``.
 """
@@ -45,7 +45,7 @@ class PreferredTerm(CamelStrict):
 
 
 class ClusterSelector(CamelStrict):
-    """Terms ORed together; the expressions of one term ANDed (seed 001)."""
+    """Terms ORed together; the expressions of one term ANDed (Crossplane's workload scheduler)."""
 
     cluster_selector_terms: list[ClusterSelectorTerm] = []
 

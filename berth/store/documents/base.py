@@ -24,7 +24,7 @@ class CamelStrict(Strict, rename="camel"):
 
 
 class Metadata(Strict):
-    """Identity and bookkeeping of a resource (DESIGN.md "Store contract")."""
+    """Identity and bookkeeping of a resource (README "Store contract")."""
 
     name: str
     namespace: str | None = None

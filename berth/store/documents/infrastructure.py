@@ -1,7 +1,7 @@
 """Where workloads run: Clusters, and the Clouds that clusters are placed on.
 
 A Cluster with a kubeconfig is a Kubernetes cluster applications are placed
-on. A Cluster without one is itself waiting to be placed on a Cloud (seed 000
+on. A Cluster without one is itself waiting to be placed on a Cloud (Krake
 "Cluster handler"), with label and metric constraints on clouds.
 """
 

@@ -1,4 +1,4 @@
-"""Metrics and metrics providers (seed 000 "Metrics and Metrics Providers").
+"""Metrics and metrics providers (Krake's "Metrics and Metrics Providers").
 
 A provider says where values come from (Prometheus, a Kafka topic, a ksqlDB
 table, or static values in its own spec); a metric names a provider, the

@@ -1,4 +1,4 @@
-"""OpenStack: Projects, and the Magnum clusters placed on them (seed 000's Magnum
+"""OpenStack: Projects, and the Magnum clusters placed on them (Krake's Magnum
 cluster handler, in Krake's shapes).
 
 A MagnumCluster is placed on the best Project by the same pipeline that places
@@ -6,7 +6,7 @@ an Application on a Cluster and a Cluster on a Cloud: the project's labels and
 metrics against the cluster's ``constraints.project`` (label constraints, as
 Krake; metric constraints too, as for clouds), the best by the project's
 metrics. Its Binding names the Project; creating the Magnum cluster there is
-left to a controller that berth does not have (the seed marks Magnum as no
+left to a controller that berth does not have (Krake marks Magnum as no
 longer developed).
 """
 

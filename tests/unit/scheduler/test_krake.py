@@ -23,7 +23,7 @@ def scores(snapshot: FakeSnapshot, **kw: object) -> dict[str, float]:
 @pytest.mark.parametrize(
     ("values", "on", "expected", "winner"),
     [
-        # seed 000 / DESIGN.md: two clusters at 0.75, app on A
+        # Krake's scheduler: two clusters at 0.75, app on A
         ({"a": 0.75, "b": 0.75}, ["a"], {"a": (0.75 + 0.1) / 1.1, "b": 0.75}, "a"),
         # metrics beat stickiness: B is better by more than the stickiness
         ({"a": 0.5, "b": 0.9}, ["a"], {"a": (0.5 + 0.1) / 1.1, "b": 0.9}, "b"),

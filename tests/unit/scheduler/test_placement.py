@@ -1,4 +1,4 @@
-"""Placement policies, taints, selectors and cluster affinity (seeds 001, 003)."""
+"""Placement policies, taints, selectors and cluster affinity (Crossplane's workload scheduler, Fleet's placement)."""
 
 from __future__ import annotations
 
@@ -306,7 +306,7 @@ def test_percentage_of_clusters_to_score_stops_filtering_early() -> None:
     ev, _ = evaluate(big, app(), SchedulerConfig(percentage_of_clusters_to_score=50))
     assert len(ev.ranked) == 200  # max(100, 400 x 50%)
     ev, _ = evaluate(big, app(), SchedulerConfig(percentage_of_clusters_to_score=10))
-    assert len(ev.ranked) == 100  # never fewer than 100 (seed 002)
+    assert len(ev.ranked) == 100  # never fewer than 100 (the Kubernetes scheduler)
     ev, _ = evaluate(big, app())
     assert len(ev.ranked) == 400
 

@@ -1,4 +1,4 @@
-"""The scheduling queue (seed 002): activeQ order, backoffQ, unschedulableQ; a fake clock."""
+"""The scheduling queue (the Kubernetes scheduler): activeQ order, backoffQ, unschedulableQ; a fake clock."""
 
 from __future__ import annotations
 

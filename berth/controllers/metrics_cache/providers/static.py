@@ -1,4 +1,4 @@
-"""The static provider: values from the provider's own spec (seed 000).
+"""The static provider: values from the provider's own spec (Krake).
 
 ``metrics`` are fixed values; a ``series`` is a list of timed values whose
 value now is its last point at or before now, and whose later points are its

@@ -1,6 +1,6 @@
 """Rankings: feasible candidates best first, built only as far as someone reads.
 
-Most of a candidate's score does not depend on the subject (seed 000's
+Most of a candidate's score does not depend on the subject (Krake's
 metric score of a cluster): :class:`BaseOrder` sorts the whole fleet by it
 once per change of metric values. A subject's ranking is then that order
 restricted to its feasible set, shifted per *band* (the candidates that share

@@ -1,6 +1,6 @@
 """The result of a plugin: a Status value that names the plugin, not an exception.
 
-As in the Kubernetes scheduling framework (seed 004): ``SUCCESS``;
+As in the Kubernetes scheduling framework (the Kubernetes scheduling framework): ``SUCCESS``;
 ``UNSCHEDULABLE`` (this candidate does not fit, another might, or later);
 ``UNRESOLVABLE`` (nothing will fit until the subject itself changes, e.g. an
 invalid constraint); ``ERROR`` (a bug or an outage: retry with backoff);

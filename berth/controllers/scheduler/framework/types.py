@@ -1,7 +1,7 @@
 """What the framework schedules (Subjects) onto what (Candidates).
 
 The kind being placed is data: an Application is placed on Clusters, a
-Cluster without a kubeconfig on Clouds (seed 000 "Cluster handler"). Both
+Cluster without a kubeconfig on Clouds (Krake's cluster handler). Both
 become a :class:`Subject`; clusters and clouds both become a
 :class:`Candidate`. Plugins see only these, so there is one pipeline.
 """

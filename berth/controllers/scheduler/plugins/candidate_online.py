@@ -1,4 +1,4 @@
-"""CandidateOnline: only ONLINE, undeleted candidates (seed 000's first step).
+"""CandidateOnline: only ONLINE, undeleted candidates (Krake's first step).
 
 A cluster is ONLINE when its status key (written by the propagator) says so;
 a cluster without a status key is not. Clouds have no health state and are

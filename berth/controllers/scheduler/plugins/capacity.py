@@ -1,4 +1,4 @@
-"""Capacity: does the application fit on a cluster, and how full would it be (seed 002).
+"""Capacity: does the application fit on a cluster, and how full would it be (the Kubernetes scheduler).
 
 The filter (Kubernetes' NodeResourcesFit, at cluster scale) rejects a cluster
 without room for what the application asks — the whole manifest for a

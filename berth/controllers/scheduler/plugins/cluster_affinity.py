@@ -1,4 +1,4 @@
-"""ClusterAffinity: required and preferred cluster affinity (seed 001).
+"""ClusterAffinity: required and preferred cluster affinity (Crossplane's workload scheduler).
 
 Required: at least one of ``clusterSelectorTerms`` must hold, each term being
 the AND of its expressions. Preferred: each matching term adds its weight;

@@ -1,4 +1,4 @@
-"""ClusterSelector: every ``clusterSelector`` label must match (seed 001)."""
+"""ClusterSelector: every ``clusterSelector`` label must match (Crossplane's workload scheduler)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parsing seed 000 constraint expressions once, for the constraint plugins (a helper).
+"""Parsing Krake's constraint expressions once, for the constraint plugins (a helper).
 
 An expression that does not parse makes the subject unresolvable with a
 reason quoting it (it cannot fit anywhere until the user fixes it), never a

@@ -1,4 +1,4 @@
-"""Extender: an out-of-process plugin over HTTP JSON (seeds 002, 004).
+"""Extender: an out-of-process plugin over HTTP JSON (the Kubernetes scheduler and its framework).
 
 Declared in the configuration (``extenders:``), each with a URL, the verbs it
 serves, a weight, a timeout and ``ignorable``. One request per attempt and

@@ -1,4 +1,4 @@
-"""Gang: a group with ``minMember`` is bound all together or not at all (seed 004).
+"""Gang: a group with ``minMember`` is bound all together or not at all (the Kubernetes scheduling framework).
 
 A subject with ``spec.gang: {name, minMember}`` waits at permit until
 ``minMember`` members of its gang (same namespace and name) have been

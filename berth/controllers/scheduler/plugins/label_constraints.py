@@ -1,4 +1,4 @@
-"""LabelConstraints: seed 000's label constraints on the candidates' labels.
+"""LabelConstraints: Krake's label constraints on the candidates' labels.
 
 Expressions are parsed in pre-filter; one that does not parse makes the
 subject unresolvable with a reason quoting it (it cannot fit anywhere until

@@ -1,7 +1,7 @@
-"""MetricConstraints: seed 000's metric constraints, on the current raw value.
+"""MetricConstraints: Krake's metric constraints, on the current raw value.
 
-The value compared is the metric's raw value as the provider gave it (seed
-000: "the value of a metric") — not Krake's weight times normalised value, which
+The value compared is the metric's raw value as the provider gave it (Krake's
+documentation: "the value of a metric") — not Krake's weight times normalised value, which
 surprises its users. A candidate that does not use the metric, or whose
 value is missing, expired or errored, fails the constraint.
 

@@ -1,4 +1,4 @@
-"""MetricScore: seed 000's score, with stickiness, exactly.
+"""MetricScore: Krake's score, with stickiness, exactly.
 
 For a candidate with metrics (every metric it lists has a usable value):
 
@@ -8,7 +8,7 @@ with values normalised into [0, 1] by each metric's min/max. sticky_value is
 1 and sticky_weight the configured weight (default 0.1) on a cluster the
 subject runs on now, both 0 elsewhere. A candidate without metrics scores
 ``sticky_value·sticky_weight``. Candidates with metrics are preferred over
-those without (a higher tier), which for a single placement is seed 000's
+those without (a higher tier), which for a single placement is Krake's
 "the clusters without metrics are filtered out". A candidate whose values
 are missing, expired or errored counts as without metrics; the reason of
 each metric is kept for the explanation.

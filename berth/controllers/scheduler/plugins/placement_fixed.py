@@ -1,4 +1,4 @@
-"""PlacementFixed: a PickFixed placement only considers the clusters it names (seed 003)."""
+"""PlacementFixed: a PickFixed placement only considers the clusters it names (Fleet's placement)."""
 
 from __future__ import annotations
 

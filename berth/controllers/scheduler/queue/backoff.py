@@ -1,4 +1,4 @@
-"""backoffQ: subjects that failed, waiting 1 s, 2 s, 4 s ... up to 10 s (seed 002).
+"""backoffQ: subjects that failed, waiting 1 s, 2 s, 4 s ... up to 10 s (the Kubernetes scheduler).
 
 Also holds subjects due for periodic rescheduling: both are "come back at
 time T", so one timed heap serves.

@@ -1,4 +1,4 @@
-"""The scheduling queue: activeQ, backoffQ and unschedulableQ together (seed 002).
+"""The scheduling queue: activeQ, backoffQ and unschedulableQ together (the Kubernetes scheduler).
 
 One subject is in at most one of them, and at most one attempt per subject
 runs at a time: a subject changed while being scheduled is queued again when
