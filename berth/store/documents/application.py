@@ -2,8 +2,8 @@
 
 Krake's fields (``manifest``, ``constraints.cluster.{labels,metrics,
 custom_resources}``, ``constraints.migration``) keep their spelling; berth's
-additions, taken from the Kubernetes world (Crossplane, Fleet and the Kubernetes scheduler), are spelled as
-there: ``clusterSelector``, ``affinity``, ``tolerations``, ``placement``,
+additions, taken from the Kubernetes world (Crossplane, Fleet and the Kubernetes
+scheduler), are spelled as there: ``clusterSelector``, ``affinity``, ``tolerations``, ``placement``,
 ``schedulerName``.
 """
 

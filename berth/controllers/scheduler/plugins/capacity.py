@@ -1,4 +1,5 @@
-"""Capacity: does the application fit on a cluster, and how full would it be (the Kubernetes scheduler).
+"""Capacity: does the application fit on a cluster, and how full would it be
+(the Kubernetes scheduler's NodeResourcesFit, per cluster).
 
 The filter (Kubernetes' NodeResourcesFit, at cluster scale) rejects a cluster
 without room for what the application asks — the whole manifest for a

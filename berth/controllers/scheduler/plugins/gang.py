@@ -1,4 +1,5 @@
-"""Gang: a group with ``minMember`` is bound all together or not at all (the Kubernetes scheduling framework).
+"""Gang: a group with ``minMember`` is bound all together or not at all (the
+Kubernetes scheduling framework's permit).
 
 A subject with ``spec.gang: {name, minMember}`` waits at permit until
 ``minMember`` members of its gang (same namespace and name) have been

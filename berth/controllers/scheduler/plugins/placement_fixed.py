@@ -1,4 +1,4 @@
-"""PlacementFixed: a PickFixed placement only considers the clusters it names (Fleet's placement)."""
+"""PlacementFixed: a PickFixed placement only considers the clusters it names (Fleet)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TopologySpread: spread a multi-cluster placement across topology domains (the Kubernetes scheduler, Fleet).
+"""TopologySpread: spread a multi-cluster placement across topology domains (the
+Kubernetes scheduler, Fleet).
 
 For ``topologySpreadConstraints`` ``{maxSkew, topologyKey, whenUnsatisfiable}``
 the clusters a PickN/PickAll placement chooses are spread over the values of

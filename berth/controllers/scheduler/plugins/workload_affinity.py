@@ -1,4 +1,5 @@
-"""WorkloadAffinity: affinity and anti-affinity to other workloads (Crossplane's workload scheduler).
+"""WorkloadAffinity: affinity and anti-affinity to other workloads (Crossplane's
+workload scheduler).
 
 A term selects workloads by their labels (in the subject's namespace unless
 the term's ``namespaces`` says otherwise) and names a cluster label as ``topologyKey``:
