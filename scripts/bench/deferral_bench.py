@@ -162,6 +162,10 @@ class Market:
             self._fleet = Fleet(self.clusters, metric_epoch=self.epoch)
         return self._fleet
 
+    def failed(self, subject: Subject) -> Mapping[str, float]:
+        """Where the subject could not become available (FailedTargets): nowhere here."""
+        return {}
+
     def candidate_by_key(self, key: str) -> Candidate | None:
         return next((c for c in self.clusters if c.key == key), None)
 
