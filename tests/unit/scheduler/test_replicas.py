@@ -9,7 +9,7 @@ import pytest
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, NoFit, decide
-from berth.controllers.scheduler.framework import Framework, Room, Subject
+from berth.controllers.scheduler.framework import Candidate, Framework, Room, Subject
 from berth.controllers.scheduler.framework.types import Ref
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import (
@@ -242,6 +242,11 @@ def test_an_application_in_a_namespace_without_clusters_is_told_where_they_are()
     assert outcome.reason == "no cluster in namespace prod; clusters are in: default"
     assert decide(framework(), prod, FakeSnapshot([]), []).reason == (
         "no cluster in namespace prod, nor in any other")
+    many = FakeSnapshot([Candidate(Ref("Cluster", f"team-{i}", "c"), {}, ())
+                         for i in range(80)])
+    assert decide(framework(), prod, many, []).reason == (  # one line, whatever the fleet
+        "no cluster in namespace prod; clusters are in: team-0, team-1, team-10, team-11, "
+        "team-12 and 75 more")
 
 
 def test_a_metric_constraint_names_what_each_cluster_measures() -> None:
