@@ -3,16 +3,21 @@
 ``berth apply``, ``bootstrap`` and the other commands that read YAML (a
 configuration file, a kubeconfig) read it here. Before a single Python object
 is built, libyaml's event stream (C, fast) is checked against the limits;
-only then is the document constructed, with duplicate keys refused:
+only then is the document constructed, with duplicate keys refused. The limits
+are what a document costs, as kubectl bounds it, not how long the file is:
 
-* **no aliases** (``*name``): a handful of bytes can expand to gigabytes (the
-  "billion laughs"), and nothing berth reads needs them;
-* **nesting** at most :data:`MAX_DEPTH` (64) levels: deeper YAML is no real
-  manifest, and building it recurses;
-* **size**: a file at most :data:`MAX_FILE` (16 MiB) and a document at most
-  :data:`MAX_DOCUMENT` — etcd's own limit for one request (1.5 MiB, its
-  ``--max-request-bytes`` default), so a document etcd would refuse is refused
-  here, naming it; at most :data:`MAX_NODES` (100,000) values per document;
+* **aliases** (``*name``) are accepted, as kubectl accepts them, and counted
+  as what they expand to: a document's values, aliases expanded, at most
+  :data:`MAX_NODES` (100,000), its nesting, aliases expanded, at most
+  :data:`MAX_DEPTH` (64) levels. So a "billion laughs" (a handful of bytes
+  that expand to gigabytes) is refused at the alias that crosses the bound,
+  and an alias of an anchor still open (a structure that contains itself) is
+  refused outright;
+* **size**: a document at most :data:`MAX_DOCUMENT` — etcd's own limit for one
+  request (1.5 MiB, its ``--max-request-bytes`` default), so a document etcd
+  would refuse is refused here, naming it; all the documents of one input at
+  most :data:`MAX_TOTAL` values (5,000,000), and a file at most
+  :data:`MAX_FILE` (256 MiB) of text;
 * **duplicate keys**: YAML says a mapping's keys are unique, PyYAML keeps the
   last silently; both lines are named.
 
@@ -26,10 +31,11 @@ from typing import Any
 
 import yaml
 
-MAX_FILE = 16 << 20
+MAX_FILE = 256 << 20  # text read into memory at once
 MAX_DOCUMENT = 1536 << 10  # 1.5 MiB: etcd's --max-request-bytes default
 MAX_DEPTH = 64
-MAX_NODES = 100_000
+MAX_NODES = 100_000  # values of one document, aliases expanded
+MAX_TOTAL = 5_000_000  # values of every document of one input
 
 _Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
@@ -67,15 +73,50 @@ def _at(mark: Any) -> int:
     return int(getattr(mark, "index", 0))
 
 
+class _Frame:
+    """An open mapping or sequence: its anchor, its values so far (aliases expanded) and
+    the deepest level below it."""
+
+    __slots__ = ("anchor", "depth", "nodes")
+
+    def __init__(self, anchor: str | None) -> None:
+        self.anchor = anchor
+        self.nodes = 1
+        self.depth = 1
+
+
 def _check(text: str, name: str) -> None:
-    """Walk the event stream: aliases, depth, each document's size and values."""
-    index = depth = nodes = 0
+    """Walk the event stream: each document's values and depth with aliases expanded,
+    its size, and the input's values in all."""
+    index = nodes = total = 0
     began = 0
+    stack: list[_Frame] = []
+    sizes: dict[str, tuple[int, int]] = {}  # anchor → (values, depth) it expands to
+
+    def add(count: int, depth: int, line: int) -> None:
+        nonlocal nodes, total
+        nodes += count
+        total += count
+        for level, frame in enumerate(reversed(stack)):
+            frame.nodes += count
+            frame.depth = max(frame.depth, depth + level + 1)
+        if len(stack) + depth > MAX_DEPTH:
+            raise YamlRefused(f"{name}#{index} (line {line}): nested more than {MAX_DEPTH} "
+                              "levels deep" + (" (aliases expanded)" if depth > 1 else ""))
+        if nodes > MAX_NODES:
+            raise YamlRefused(f"{name}#{index} (line {line}): more than {MAX_NODES:,} values "
+                              "in one document (aliases expanded)")
+        if total > MAX_TOTAL:
+            raise YamlRefused(f"{name}#{index} (line {line}): more than {MAX_TOTAL:,} values "
+                              "in one input; split it")
+
     try:
         for event in yaml.parse(text, Loader=_Loader):
+            line = _line(getattr(event, "start_mark", None))
             if isinstance(event, yaml.DocumentStartEvent):
                 index += 1
                 nodes = 0
+                sizes = {}
                 began = _at(event.start_mark)
             elif isinstance(event, yaml.DocumentEndEvent):
                 size = len(text[began:_at(event.end_mark)].encode())
@@ -83,22 +124,23 @@ def _check(text: str, name: str) -> None:
                     raise YamlRefused(f"{name}#{index}: {size:,} bytes; a document may have "
                                       f"at most {MAX_DOCUMENT:,} (etcd's request limit)")
             elif isinstance(event, yaml.AliasEvent):
-                raise YamlRefused(f"{name}#{index} (line {_line(event.start_mark)}): alias "
-                                  f"*{event.anchor}: aliases are not accepted (one can expand "
-                                  "to gigabytes); write the value out")
+                anchor = str(event.anchor)
+                if any(frame.anchor == anchor for frame in stack):
+                    raise YamlRefused(f"{name}#{index} (line {line}): alias *{anchor} inside "
+                                      f"&{anchor} itself: a value cannot contain itself")
+                count, depth = sizes.get(anchor, (1, 0))
+                add(count, depth, line)
             elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-                depth += 1
-                nodes += 1
-                if depth > MAX_DEPTH:
-                    raise YamlRefused(f"{name}#{index} (line {_line(event.start_mark)}): "
-                                      f"nested more than {MAX_DEPTH} levels deep")
+                add(1, 1, line)
+                stack.append(_Frame(event.anchor))
             elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-                depth -= 1
+                frame = stack.pop()
+                if frame.anchor is not None:
+                    sizes[frame.anchor] = (frame.nodes, frame.depth)
             elif isinstance(event, yaml.ScalarEvent):
-                nodes += 1
-            if nodes > MAX_NODES:
-                raise YamlRefused(f"{name}#{index}: more than {MAX_NODES:,} values in one "
-                                  "document")
+                add(1, 0, line)
+                if event.anchor is not None:
+                    sizes[event.anchor] = (1, 0)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}#{max(index, 1)}" + (f" (line {mark.line + 1})" if mark else "")
@@ -110,7 +152,8 @@ def documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
     """``(where, data)`` for each non-empty document of ``text`` (read from ``name``);
     YamlRefused names the first problem."""
     if len(text) > MAX_FILE or len(text.encode()) > MAX_FILE:
-        raise YamlRefused(f"{name}: larger than {MAX_FILE >> 20} MiB; split it into files")
+        raise YamlRefused(f"{name}: larger than {MAX_FILE >> 20} MiB of text; split it into "
+                          "files")
     _check(text, name)
     index = 0
     try:

@@ -65,8 +65,8 @@ def read_documents(name: str, source: TextIO | Path) -> Iterator[tuple[str, Any]
     try:
         if isinstance(source, Path):
             if source.stat().st_size > yamlfile.MAX_FILE:
-                raise LoadErrors([f"{name}: larger than {yamlfile.MAX_FILE >> 20} MiB; split "
-                                  "it into files"])
+                raise LoadErrors([f"{name}: larger than {yamlfile.MAX_FILE >> 20} MiB of "
+                                  "text; split it into files"])
             text = source.read_text()
         else:
             text = source.read(yamlfile.MAX_FILE + 1)
