@@ -13,6 +13,19 @@ import pytest
 from berth.store import EtcdConfig, Store
 from tests.servers.etcd import EtcdServer, ServerUnavailable, docker_etcd
 
+FOLDERS = {"unit": ("unit",), "integration": ("integration",),
+           "faults": ("integration", "faults")}  # a test's markers, by its folder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers by folder: ``-m unit`` runs what needs no server, ``-m integration``
+    what starts real ones (the fault table among them), ``-m faults`` the table."""
+    for item in items:
+        parts = item.path.parts
+        folder = parts[parts.index("tests") + 1] if "tests" in parts else ""
+        for marker in FOLDERS.get(folder, ()):
+            item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def etcd_server() -> Iterator[EtcdServer]:

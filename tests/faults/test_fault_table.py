@@ -31,7 +31,6 @@ from tests.integration.scheduler_env import BerthProcess
 
 CONVERGE = 180.0  # seconds a fault may take to settle, on a busy 2-core machine
 
-pytestmark = pytest.mark.integration
 
 
 def fault(system: System, name: str, act: Callable[[], None], *,

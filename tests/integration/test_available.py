@@ -35,8 +35,6 @@ from tests.servers.etcd import EtcdServer
 from tests.servers.kube import CRASH, KubeCluster
 from tests.servers.serving import serving_all
 
-pytestmark = pytest.mark.integration
-
 READY_DELAY = 3.0
 MOVE_TIMEOUT = 12.0
 NAMES = ("north", "south", "broken")

@@ -25,8 +25,6 @@ from tests.servers.etcd import ROOT, EtcdServer
 from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 MODELS = "\n".join(["from __future__ import annotations", "import msgspec", *(
     f"class L{j}(msgspec.Struct):\n    a: int = 0\n    b: list[str] = []\n"
     f"    c: dict[str, int] = {{}}\n    d: L{j + 1} | None = None\n    e: list[L{j + 1}] = []"

@@ -35,8 +35,6 @@ from tests.servers.etcd import EtcdServer
 from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 
 def iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat()

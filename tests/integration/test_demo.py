@@ -19,8 +19,6 @@ from berth.store import EtcdConfig, Store, keys
 from berth.store.documents import ApplicationStatus
 from tests.servers.etcd import ROOT
 
-pytestmark = pytest.mark.integration
-
 
 def alive(pid: int) -> bool:
     try:

@@ -26,8 +26,6 @@ from tests.servers.etcd import ROOT
 from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 DEPLOY = ROOT / "deploy"
 PROCESSES = ("scheduler", "propagator", "metrics-cache")
 

@@ -13,8 +13,6 @@ from berth.store import Conflict, EtcdConfig, KeptLease, Store, Unavailable, Wat
 from tests.servers.etcd import EtcdCluster
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 P = "/berth/v1/test/cluster/"
 
 

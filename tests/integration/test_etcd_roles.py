@@ -26,8 +26,6 @@ from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls, make_tl
 from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-admin")
 
 

@@ -18,8 +18,6 @@ from berth.controllers.runtime.process import writer_for
 from berth.store import Conflict, Deposed, Fence, Put, Store, keys
 from berth.store.group import GroupCommit
 
-pytestmark = pytest.mark.integration
-
 KEY = keys.lease_key("fence-test")
 
 

@@ -24,8 +24,6 @@ from tests.servers.etcd import EtcdServer
 from tests.servers.kube import KubeCluster
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeCluster]:

@@ -37,8 +37,6 @@ from tests.servers.etcd import EtcdServer
 from tests.servers.kube import KubeCluster
 from tests.servers.serving import kube_clients, serving_all
 
-pytestmark = pytest.mark.integration
-
 CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
           "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n")
 CLUSTERS = {f"c{i}": ("east", "west")[i % 2] for i in range(16)}  # cluster → its server

@@ -23,8 +23,6 @@ from tests.servers.ksql import KsqlServer
 from tests.servers.prometheus import PrometheusServer
 from tests.servers.serving import serving
 
-pytestmark = pytest.mark.integration
-
 MIX = [
     "load",                                   # a plain name
     "avg_over_time(load[1m])",                # a function over a range

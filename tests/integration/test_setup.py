@@ -16,11 +16,7 @@ import subprocess
 import venv
 from pathlib import Path
 
-import pytest
-
 from tests.servers.etcd import ROOT
-
-pytestmark = pytest.mark.integration
 
 PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[a-z0-9,_-]+\])?==[A-Za-z0-9.+!_-]+")
 
