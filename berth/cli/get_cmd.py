@@ -35,6 +35,7 @@ from berth.cli.resources import (
 )
 from berth.store import Store, Watch, keys
 from berth.store.documents import ApplicationStatus
+from berth.store.documents.metrics import normalized
 
 Column = tuple[str, Callable[[Shown], str]]
 
@@ -75,8 +76,13 @@ def _value(s: Shown) -> str:
 
 
 def _normalized(s: Shown) -> str:
-    n = s.value.status.normalized if s.value is not None else None
-    return "-" if n is None else f"{n:.3f}"
+    """The value as the scheduler scores it now: normalised by the definition as it is
+    (the stored one was normalised when it was polled, maybe by another min/max)."""
+    v = s.value.status.value if s.value is not None else None
+    if v is None or s.doc is None:
+        return "-"
+    scaled = normalized(v, s.doc.spec.min, s.doc.spec.max)
+    return "-" if scaled is None else f"{scaled[0]:.3f}"
 
 
 def _metric_error(s: Shown) -> str:

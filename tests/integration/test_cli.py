@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from berth.cli.main import main
+from berth.store import Store
+from tests.integration.scheduler_env import metric, value
 from tests.servers.etcd import EtcdServer
 
 
@@ -189,3 +191,16 @@ def test_a_reader_that_stops_early_gets_no_traceback(etcd_server: EtcdServer) ->
         " | head -1", shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_get_metrics_shows_the_value_normalised_as_the_scheduler_scores_it(
+    etcd_server: EtcdServer, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The metrics-cache normalised the value with the min/max of its poll; the definition
+    changed since: the scheduler scores with today's, and so does ``berth get``."""
+    metric(store, "heat", 0, 10)
+    value(store, "heat", 5, 0, 10)  # stored normalized: 0.5
+    metric(store, "heat", 0, 20)  # max raised since
+    assert main(["get", "gm", "-o", "wide", "--etcd", etcd_server.url]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:3] == ["heat", "5", "0.250"]

@@ -63,6 +63,7 @@ from berth.store.documents import (
     MetricValueStatus,
     ProviderInfo,
 )
+from berth.store.documents.metrics import normalized
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +159,10 @@ def value_status(w: Wanted, reading: Reading, provider: ProviderInfo,
                 and (now - previous.observed).total_seconds() < stale_after:
             return msgspec.structs.replace(previous, provider=provider, error=error)
         return MetricValueStatus(provider=provider, error=error)
-    invalid = not w.min < w.max
-    normalized = None if invalid else (reading - w.min) / (w.max - w.min)
-    out = normalized is not None and not 0.0 <= normalized <= 1.0
-    if normalized is not None:
-        normalized = min(1.0, max(0.0, normalized))
-    return MetricValueStatus(value=reading, normalized=normalized, out_of_range=out,
-                             invalid_range=invalid, observed=now, provider=provider,
+    scaled = normalized(reading, w.min, w.max)
+    return MetricValueStatus(value=reading, normalized=scaled[0] if scaled else None,
+                             out_of_range=bool(scaled and scaled[1]),
+                             invalid_range=scaled is None, observed=now, provider=provider,
                              forecast=forecast)
 
 

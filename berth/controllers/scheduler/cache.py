@@ -72,7 +72,7 @@ from berth.store.documents import (
     MetricValue,
     Target,
 )
-from berth.store.documents.metrics import MEASURES
+from berth.store.documents.metrics import MEASURES, normalized
 from berth.store.documents.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -460,18 +460,16 @@ class Cache:
             return MetricReading(ref.name, ref.weight, reason="INVALID_METRIC",
                                  message="the value is empty")
         lo, hi = definition.spec.min, definition.spec.max
-        if not lo < hi:
+        scaled = normalized(v.value, lo, hi)
+        if scaled is None:
             return MetricReading(ref.name, ref.weight, v.value, reason="INVALID_METRIC",
                                  message=f"min ({lo:g}) is not below max ({hi:g})")
-        normalized = (v.value - lo) / (hi - lo)
-        message = ""
-        if not 0.0 <= normalized <= 1.0:
-            message = f"value {v.value:g} outside [{lo:g}, {hi:g}]; clamped"
-            normalized = min(1.0, max(0.0, normalized))
+        value01, outside = scaled
+        message = f"value {v.value:g} outside [{lo:g}, {hi:g}]; clamped" if outside else ""
         if v.error is not None:  # the metrics-cache keeps a value stale_after seconds
             message = "; ".join(filter(None, (
                 f"last value kept after {v.error.reason}: {v.error.message}", message)))
-        return MetricReading(ref.name, ref.weight, v.value, normalized, message=message,
+        return MetricReading(ref.name, ref.weight, v.value, value01, message=message,
                              measures=definition.metadata.labels.get(MEASURES, ""),
                              forecast=v.forecast)
 

@@ -23,6 +23,17 @@ from berth.store.documents.base import Metadata, Strict
 MEASURES = "berth.dev/measures"
 
 
+def normalized(value: float, lo: float, hi: float) -> tuple[float, bool] | None:
+    """A metric's value scaled to [0, 1] by its definition's ``[lo, hi]``, clamped, and
+    whether it lay outside; None when ``lo < hi`` does not hold. The one place a value
+    is normalised: the metrics-cache writes it, the scheduler scores with it (against
+    the definition as it is now), ``berth get`` shows it."""
+    if not lo < hi:
+        return None
+    n = (value - lo) / (hi - lo)
+    return min(1.0, max(0.0, n)), not 0.0 <= n <= 1.0
+
+
 class PrometheusForecast(Strict):
     """A forecast by persistence: what each metric was one ``period`` ago (range data,
     every ``step``), ``horizon`` ahead. For signals with a daily shape (carbon intensity,

@@ -137,3 +137,12 @@ def test_kafka_records_with_a_forecast() -> None:
     assert isinstance(bad, Failure) and "p forecast point 0" in bad.message
     bad, _ = parse_record(b'{"value": 1, "forecast": [["soon", 3]]}', "p")
     assert isinstance(bad, Failure) and "'soon' is not a time" in bad.message
+
+
+def test_a_value_is_normalised_in_one_place() -> None:
+    from berth.store.documents.metrics import normalized
+
+    assert normalized(2.5, 0, 5) == (0.5, False)
+    assert normalized(7, 0, 5) == (1.0, True)  # clamped, and said
+    assert normalized(-1, 0, 5) == (0.0, True)
+    assert normalized(1, 5, 5) is None  # no interval: INVALID_METRIC, not a number
