@@ -29,7 +29,7 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> list[str]:
     new_apps = [(i.where, i.doc) for i in loaded if isinstance(i.doc, Application)]
     if not new_overrides and not new_apps:
         return []
-    stored_overrides = [o for o in _stored(store) if not any(
+    stored_overrides = [o for o in stored(store) if not any(
         _same(o, n) for _, n in new_overrides)]
     if not new_overrides and not stored_overrides:
         return []
@@ -53,7 +53,8 @@ def _same(a: Override, b: Override) -> bool:
     return name_of(a) == name_of(b)
 
 
-def _stored(store: Store) -> list[Override]:
+def stored(store: Store) -> list[Override]:
+    """Every override in etcd that decodes (one that does not selects nothing)."""
     found: list[Override] = []
     for kind, type_ in (("GlobalOverride", GlobalOverride), ("Override", Override)):
         for kv in store.list_prefix(keys.resource_prefix(kind))[0]:

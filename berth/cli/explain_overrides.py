@@ -15,11 +15,12 @@ import difflib
 import json
 from typing import Any
 
-import msgspec
 import yaml
 
-from berth.store import Store, StoreError, decode, keys
-from berth.store.documents import Application, Binding, GlobalOverride, Override
+from berth.bootstrap.overrides import stored
+from berth.cli.resources import Named
+from berth.store import Store, decode, keys
+from berth.store.documents import Application, Binding
 from berth.store.documents.render import (
     Rendered,
     RenderError,
@@ -27,27 +28,6 @@ from berth.store.documents.render import (
     render,
     selects_application,
 )
-
-
-class _Meta(msgspec.Struct):
-    name: str
-    namespace: str | None = None
-    labels: dict[str, str] = {}
-
-
-class _ClusterView(msgspec.Struct):
-    metadata: _Meta
-
-
-def _overrides(store: Store) -> list[Override]:
-    found: list[Override] = []
-    for kind, type_ in (("GlobalOverride", GlobalOverride), ("Override", Override)):
-        for kv in store.list_prefix(keys.resource_prefix(kind))[0]:
-            try:
-                found.append(decode(kv.value, type_, kv.key))
-            except StoreError:
-                continue  # the processes skip it too
-    return found
 
 
 def _clusters(store: Store, namespace: str, name: str, only: str | None) -> list[str]:
@@ -70,7 +50,7 @@ def explain(store: Store, namespace: str, name: str, cluster: str | None,
         return 1, f"error: no application {namespace}/{name}"
     app = decode(kv.value, Application, kv.key)
     manifest = [o for o in app.spec.manifest if isinstance(o, dict)]
-    selecting = [o for o in _overrides(store) if selects_application(
+    selecting = [o for o in stored(store) if selects_application(
         o, namespace, name, app.metadata.labels)]
     results: dict[str, Rendered | str] = {}
     for cid in _clusters(store, namespace, name, cluster):
@@ -79,7 +59,7 @@ def explain(store: Store, namespace: str, name: str, cluster: str | None,
         if ckv is None:
             results[cid] = "no such cluster"
             continue
-        meta = decode(ckv.value, _ClusterView, ckv.key).metadata
+        meta = decode(ckv.value, Named, ckv.key).metadata
         try:
             results[cid] = render(manifest, selecting, Where(meta.name, meta.namespace,
                                                              meta.labels))

@@ -138,23 +138,25 @@ def shown_all(store: Store, kind: keys.Kind, kvs: list[KV]) -> list[Shown]:
     return out
 
 
-class _Meta(msgspec.Struct):
+class Identity(msgspec.Struct):
     name: str
     namespace: str | None = None
     labels: dict[str, str] = {}
 
 
-class _Named(msgspec.Struct):
-    metadata: _Meta
+class Named(msgspec.Struct):
+    """Of any document, who it is: what selectors read."""
+
+    metadata: Identity
 
 
 def _count_selected(store: Store, overrides: list[Shown]) -> None:
     """How many applications and clusters each override selects now."""
-    def every(kind: str) -> list[_Meta]:
+    def every(kind: str) -> list[Identity]:
         found = []
         for kv in store.list_prefix(keys.resource_prefix(kind))[0]:
             try:
-                found.append(decode(kv.value, _Named, kv.key).metadata)
+                found.append(decode(kv.value, Named, kv.key).metadata)
             except StoreError:
                 continue  # shown as such by its own listing
         return found

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from propagator_bench import CLUSTERS, StatusWatcher, manifest  # noqa: E402
+from propagator_bench import CLUSTERS, StatusWatcher, launch, manifest  # noqa: E402
 
 from berth import native  # noqa: E402
 from berth.store import EtcdConfig, Put, Store, encode, keys  # noqa: E402
@@ -52,7 +51,7 @@ from berth.store.documents import (  # noqa: E402
     ObjectRef,
     Target,
 )
-from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
+from tests.servers.etcd import EtcdServer  # noqa: E402
 from tests.servers.kube import KubeCluster  # noqa: E402
 
 OVERRIDES: list[dict[str, Any]] = [
@@ -128,23 +127,7 @@ def main() -> None:
             "metadata": {"name": f"bench-{i}", "namespace": "default", "generation": 1},
             "spec": {"applications": {"matchLabels": {"overrides": "yes"}}, **spec}}))
             for i, spec in enumerate(OVERRIDES)])
-        port = free_port()
-        config = work / "propagator.yaml"
-        config.write_text(f"workers: {args.workers}\n")
-        log_path = work / "propagator.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "propagator",
-                 "--etcd", server.url, "--http", f"127.0.0.1:{port}", "--config", str(config)],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        for _ in range(300):
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200 and (
-                        store.get(keys.status_key("Cluster", "default", "three"))):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
+        proc, _port, _log = launch(store, server.url, work, args.workers)
         watcher = StatusWatcher(store)
         plain: list[tuple[float, float]] = []
         rendered: list[tuple[float, float]] = []

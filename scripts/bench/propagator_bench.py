@@ -104,6 +104,30 @@ class StatusWatcher:
         return True
 
 
+def launch(store: Store, url: str, work: Path, workers: int
+           ) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """``berth propagator`` as a child process, once it is ready and has probed the
+    clusters: (the process, its metrics port, its log)."""
+    port = free_port()
+    config = work / "propagator.yaml"
+    config.write_text(f"workers: {workers}\n")
+    log_path = work / "propagator.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "propagator",
+             "--etcd", url, "--http", f"127.0.0.1:{port}", "--config", str(config)],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(300):
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200 and (
+                    store.get(keys.status_key("Cluster", "default", CLUSTERS[-1]))):
+                break
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return proc, port, log_path
+
+
 def floor(clients: list[Client], apps: int, workers: int) -> float:
     """Seconds to server-side apply the objects of ``apps`` applications directly."""
     deployment = resource_registry.load("apps/v1", "Deployment")
@@ -148,23 +172,7 @@ def main() -> None:
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"kubeconfig": kube.kubeconfig()}})) for name, kube in zip(
                 CLUSTERS, kubes, strict=True)])
-        port = free_port()
-        config = work / "propagator.yaml"
-        config.write_text(f"workers: {args.workers}\n")
-        log_path = work / "propagator.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "berth.cli.main", "--log-level", "WARNING", "propagator",
-                 "--etcd", server.url, "--http", f"127.0.0.1:{port}", "--config", str(config)],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        for _ in range(300):
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status == 200 and (
-                        store.get(keys.status_key("Cluster", "default", "three"))):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
+        proc, port, log_path = launch(store, server.url, work, args.workers)
         watcher = StatusWatcher(store)
 
         names = [f"app-{i:05d}" for i in range(args.apps)]
