@@ -243,18 +243,31 @@ def misplaced(key: str, name: object, namespace: object) -> str | None:
     """Why a document naming itself ``namespace``/``name`` does not belong at ``key``
     (None when it does): the key is the name. A document written by hand at another
     key than its own would otherwise be a second copy of the same thing (a second
-    placement, a second propagation) under the key's name."""
-    try:
-        ref = parse_key(key)
-    except ValueError:
+    placement, a second propagation) under the key's name. Every informer asks this of
+    every value it decodes: the key's layout is read once per prefix."""
+    head, _, last = key.rpartition("/")
+    shape = _shape(head)
+    if shape is None:
         return None  # not a document key (the metric picture): nothing to compare
-    if name != ref.name:
-        return f"metadata.name {name!r} is not the key's name {ref.name!r}"
-    if ref.kind.namespaced and namespace != ref.namespace:
-        return f"metadata.namespace {namespace!r} is not the key's namespace {ref.namespace!r}"
-    if not ref.kind.namespaced and namespace:
-        return f"metadata.namespace {namespace!r}: {ref.kind.name} is a global kind"
+    namespaced, ns, kind_name = shape
+    if name != last:
+        return f"metadata.name {name!r} is not the key's name {last!r}"
+    if namespaced and namespace != ns:
+        return f"metadata.namespace {namespace!r} is not the key's namespace {ns!r}"
+    if not namespaced and namespace:
+        return f"metadata.namespace {namespace!r}: {kind_name} is a global kind"
     return None
+
+
+@lru_cache(maxsize=1 << 12)
+def _shape(head: str) -> tuple[bool, str | None, str] | None:
+    """Of a key without its name: (a namespaced kind, the namespace, the kind's name);
+    None for no document key."""
+    try:
+        ref = parse_key(head + "/x")
+    except ValueError:
+        return None
+    return ref.kind.namespaced, ref.namespace, ref.kind.name
 
 
 def resource_key_of(key: str) -> str:

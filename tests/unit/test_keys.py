@@ -51,3 +51,24 @@ def test_binding_and_status_keys_lead_back_to_their_resource() -> None:
     assert keys.resource_key_of(keys.binding_key("Application", "default", "web")) == app
     assert keys.resource_key_of(keys.status_key("Application", "default", "web")) == app
     assert keys.resource_key_of(app) == app
+
+
+def test_the_key_is_the_name() -> None:
+    app = keys.resource_key("Application", "web", "default")
+    assert keys.misplaced(app, "web", "default") is None
+    assert keys.misplaced(app, "api", "default") == (
+        "metadata.name 'api' is not the key's name 'web'")
+    assert keys.misplaced(app, "web", "prod") == (
+        "metadata.namespace 'prod' is not the key's namespace 'default'")
+    assert keys.misplaced(app, "web", None) == (
+        "metadata.namespace None is not the key's namespace 'default'")
+    metric = keys.resource_key("GlobalMetric", "heat")
+    assert keys.misplaced(metric, "heat", None) is None
+    assert keys.misplaced(metric, "heat", "default") == (
+        "metadata.namespace 'default': GlobalMetric is a global kind")
+    for key in (keys.binding_key("Application", "default", "web"),
+                keys.status_key("Application", "default", "web"),
+                keys.secrets_key("Cluster", "web", "default")):
+        assert keys.misplaced(key, "web", "default") is None
+        assert keys.misplaced(key, "other", "default") is not None
+    assert keys.misplaced(keys.METRIC_PICTURE, "anything", None) is None  # no document key
