@@ -33,7 +33,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("kind")
     p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to -n's")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
-    p.add_argument("--show-secrets", action="store_true", help="print credentials as stored")
+    p.add_argument("--show-secrets", action="store_true",
+                   help="print credential fields as stored (secrets are stored apart)")
     p.set_defaults(run=run)
 
 

@@ -242,7 +242,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("-w", "--watch", action="store_true",
                    help="after the table, print a row whenever one changes (Ctrl-C ends)")
     p.add_argument("--show-secrets", action="store_true",
-                   help="print credentials (kubeconfig tokens and keys, passwords) as stored")
+                   help="print credential fields as stored (secrets are stored apart: "
+                   "<stored apart>)")
     p.set_defaults(run=run)
 
 
