@@ -152,15 +152,6 @@ def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], Credentials |
 # -- putting them back ----------------------------------------------------------------
 
 
-def missing(doc: Any) -> bool:
-    """Whether ``doc`` (plain data) has a secret stored apart: the marker somewhere."""
-    if isinstance(doc, dict):
-        return any(missing(v) for v in doc.values())
-    if isinstance(doc, list):
-        return any(missing(v) for v in doc)
-    return bool(doc == APART)
-
-
 def apart_in_manifest(manifest: Any) -> bool:
     """Whether an Application's manifest has a Secret whose data is stored apart."""
     return isinstance(manifest, list) and any(
