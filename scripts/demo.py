@@ -14,9 +14,14 @@ kube-scheduler and kwok's kubelets beside the API server), so the
 Deployments get Pods, which become Ready three seconds after they are
 scheduled. Then the metric changes and the first application moves without
 going down: the timeline shows the new Pods scheduled and Ready on the new
-cluster, and only then the old copy removed. Everything keeps running; the
-state (pids, directories) is in ``$BERTH_DEMO_DIR`` (default
-``~/.cache/berth/demo``).
+cluster, and only then the old copy removed. Last, a fifth application,
+``shop``, on every cluster, gets a new generation through a staged rollout
+(helsinki, then dresden, then paris) whose Pods never become Ready in
+dresden (the annotation ``kwok.berth.dev/crash-on-dresden`` tells that
+cluster's kwok kubelet so, standing for a bad regional setting): the rollout
+halts at its deadline before paris is reached, and rolls helsinki back on
+its own. Everything keeps running; the state (pids, directories) is in
+``$BERTH_DEMO_DIR`` (default ``~/.cache/berth/demo``).
 """
 
 from __future__ import annotations
@@ -219,6 +224,76 @@ def statuses(store: Store) -> dict[str, ApplicationState]:
     return out
 
 
+def shop(generation: int) -> dict[str, Any]:
+    """The rolled-out application: generation 2's Pods never become Ready in dresden."""
+    template: dict[str, Any] = {"labels": {"app": "shop"}}
+    if generation == 2:
+        template["annotations"] = {"kwok.berth.dev/crash-on-dresden": "yes"}
+    return {"api": "kubernetes", "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "default"},
+            "spec": {"placement": {"policy": "PickAll"},
+                     "rollout": {"strategy": "Staged", "progressDeadline": "15s",
+                                 "onFailure": "Rollback", "stages": [
+                                     {"name": "canary", "clusters": {"names": ["helsinki"]},
+                                      "soak": "5s"},
+                                     {"name": "germany", "clusters": {"matchLabels": {
+                                         "location": "DE"}}},
+                                     {"name": "france", "clusters": {"names": ["paris"]}}]},
+                     "manifest": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                   "metadata": {"name": "shop"},
+                                   "spec": {"replicas": 2,
+                                            "selector": {"matchLabels": {"app": "shop"}},
+                                            "template": {"metadata": template, "spec": {
+                                                "containers": [{"name": "shop", "image":
+                                                                f"nginx:1.{26 + generation}"}
+                                                               ]}}}}]}}
+
+
+def staged_rollout(store: Store, etcd: str) -> bool:
+    """shop on every cluster, then a new generation staged over them that fails in the
+    second stage: it halts there and rolls back, with no one acting."""
+    print("\nA staged rollout: shop runs everywhere; its generation 2 goes to helsinki, "
+          "then dresden, then paris, and fails in dresden.")
+    path = STATE / "shop.yaml"
+    path.write_text(yaml.safe_dump(shop(1), sort_keys=False))
+    print(berth("apply", "-f", str(path), etcd=etcd).rstrip())
+    deadline = time.monotonic() + 120
+    while not ((st := statuses(store).get("shop")) and st.state == "RUNNING"
+               and len(st.running_on) == 3):
+        if time.monotonic() > deadline:
+            print("demo: shop not RUNNING on the three clusters in 120 s", file=sys.stderr)
+            return False
+        time.sleep(1)
+    say("shop RUNNING generation 1 on dresden, helsinki and paris")
+    path.write_text(yaml.safe_dump(shop(2), sort_keys=False))
+    print(berth("apply", "-f", str(path), "--force", etcd=etcd).rstrip())
+    last = ""
+    deadline = time.monotonic() + 180
+    while True:
+        st = statuses(store)["shop"]
+        r = st.rollout
+        where = ", ".join(f"{c.split('/')[1]} {a.generation}"
+                          for c, a in sorted(st.applied.items()))
+        now = f"{r.phase if r else '-'}: {where}" + (f" ({r.reason})" if r and r.reason
+                                                      else "")
+        if now != last:
+            say(f"rollout of generation 2 {now}")
+            last = now
+        if r is not None and r.generation == 2 and r.phase == "RolledBack" and all(
+                a.generation == 1 and a.health == "Healthy" for a in st.applied.values()):
+            break
+        if time.monotonic() > deadline:
+            print(f"demo: the rollout did not roll back in 180 s: {now}", file=sys.stderr)
+            return False
+        time.sleep(0.5)
+    say("halted at dresden's deadline before paris was reached, and rolled back: every "
+        "cluster runs generation 1 again")
+    show("the rollout, per stage and cluster", "rollout", "status", "default/shop",
+         etcd=etcd)
+    show("the manifests kept", "rollout", "history", "default/shop", etcd=etcd)
+    return True
+
+
 def start() -> int:
     if (STATE / "state.json").exists():
         print(f"demo: already running (state in {STATE}); scripts/run.sh --stop first",
@@ -325,6 +400,8 @@ def start() -> int:
         print(f"  never down: at least {fewest}/2 replicas of web were available at every "
               "step; the old copy went only once the new one was available")
     show("after the move", "get", "app", "web", "-o", "wide", etcd=etcd.url)
+    if not staged_rollout(store, etcd.url):
+        return 1
     remember()
     if "BERTH_RUN_STARTED" in os.environ:  # set by scripts/run.sh: the time with setup
         took = time.time() - float(os.environ["BERTH_RUN_STARTED"])

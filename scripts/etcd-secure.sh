@@ -20,12 +20,14 @@
 #   berth-scheduler      reads everything but secrets; writes Bindings
 #   berth-propagator     reads everything but secrets, and the secrets of
 #                        Clusters and Applications; writes statuses; may write
-#                        applications (etcd has no delete-only grant) and only
-#                        deletes those it has cleaned up; cannot write Bindings
+#                        applications, their histories and rollout controls
+#                        (etcd has no delete-only grant) and only deletes those
+#                        it has cleaned up; cannot write Bindings
 #   berth-metrics-cache  reads everything but secrets, and the secrets of
 #                        metrics providers; writes metric values
 #   berth-admin          (bootstrap, apply, delete, cordon, upgrade, the CLI)
-#                        reads everything; writes user resources and secrets only
+#                        reads everything; writes user resources, secrets,
+#                        applications' histories and rollout controls only
 # and each process its own leader-election key. Leases need no grant. No
 # process reads a Project's or a Cloud's secrets (berth never calls OpenStack).
 # Passwords reach etcdctl on its standard input, never on a command line.
@@ -102,6 +104,9 @@ grant berth-propagator readwrite "${R}status/" --prefix
 # etcd has no delete-only permission: the propagator may write any application, and
 # deletes one only once it has removed its objects (the write it makes there)
 grant berth-propagator readwrite "${R}applications/" --prefix
+# ... and with an application it deletes its history and rollout controls
+grant berth-propagator readwrite "${R}history/applications/" --prefix
+grant berth-propagator readwrite "${R}rollouts/applications/" --prefix
 grant berth-propagator readwrite "${R}leases/propagator" --prefix
 
 role berth-metrics-cache
@@ -115,7 +120,7 @@ role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
               clouds clusters applications projects magnumclusters globaloverrides overrides \
-              secrets; do
+              secrets history rollouts; do
   grant berth-admin readwrite "${R}$plural/" --prefix
 done
 

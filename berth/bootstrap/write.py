@@ -22,7 +22,9 @@ A document's secrets (a Cluster's kubeconfig users, an Application's Secrets'
 data, passwords and tokens of any other kind) are written to their own key
 under ``/berth/v1/secrets/``, in the same transaction, with the document's
 generation (:mod:`berth.store.credentials`); a change of a secret alone is
-a new generation of its document.
+a new generation of its document. Each new generation of an Application adds
+its manifest to the application's history (:mod:`berth.bootstrap.history`),
+in the same transaction too.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from berth.bootstrap import overrides
+from berth.bootstrap import history, overrides, stages
 from berth.bootstrap.load import Loaded, LoadErrors
 from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode, keys
 from berth.store.codec import decode
@@ -54,6 +56,7 @@ class Planned:
     value: bytes
     old: KV | None  # the value replaced (None: a create)
     unchanged: bool = False  # identical to what is stored: nothing to write
+    bookkeeping: bool = False  # written with a document (its history): not one itself
 
     @property
     def action(self) -> str:
@@ -75,11 +78,17 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
     secrets go to their own key, written with it (and with its generation)."""
     now = now or datetime.now(UTC)
     misfits = overrides.problems(store, loaded)
+    doubled, unchosen = stages.problems(store, loaded)
+    misfits += doubled
+    for warning in unchosen:
+        log.warning("%s", warning)
     if misfits:
         raise LoadErrors(misfits)
     parts = [_apart(item) for item in loaded]
     existing = store.get_many([item.key for item, _ in parts]
-                              + [_secrets_key(item) for item, creds in parts if creds])
+                              + [_secrets_key(item) for item, creds in parts if creds]
+                              + [history.key_of(item) for item, _ in parts
+                                 if history.kept(item)])
     errors: list[str] = []
     planned: list[Planned] = []
     for item, creds in parts:
@@ -95,6 +104,7 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
             doc = msgspec.structs.replace(item.doc, metadata=meta)
             planned += _with_secrets(Planned(item.where, item.key, encode(doc), None),
                                      creds, skey, sold, 1)
+            planned += _with_history(item, doc, existing, now, created=True)
             continue
         previous = _old_metadata(old)
         if previous is not None and previous.deleted is not None:
@@ -128,9 +138,22 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
         doc = msgspec.structs.replace(item.doc, metadata=meta)
         planned += _with_secrets(Planned(item.where, item.key, encode(doc), old), creds, skey,
                                  sold, generation)
+        planned += _with_history(item, doc, existing, now, created=previous is None)
     if errors:
         raise LoadErrors(errors)
     return planned
+
+
+def _with_history(item: Loaded, doc: msgspec.Struct, existing: dict[str, KV],
+                  now: datetime, *, created: bool) -> list[Planned]:
+    """An application's history with this generation's manifest added (guarded by the
+    revision read, as the document is)."""
+    if not history.kept(item):
+        return []
+    key = history.key_of(item)
+    old = existing.get(key)
+    value = history.added(old, doc, now, created=created)
+    return [Planned(f"{item.where} (its history)", key, value, old, bookkeeping=True)]
 
 
 def _secrets_key(item: Loaded) -> str:
@@ -217,9 +240,15 @@ def write(store: Store, planned: Sequence[Planned], *,
             raise StoreError(f"{exc}; {what} were rolled back: nothing was written") from exc
         done.append((planned[start : start + MAX_TXN_OPS], revision))
         if progress:
-            progress("written", min(start + MAX_TXN_OPS, len(ops)), len(ops))
-    replaced = sum(1 for p in planned if p.old is not None)
-    return Result(len(planned) - replaced, replaced, revision, unchanged)
+            progress("written", _documents(planned[:start + MAX_TXN_OPS]),
+                     _documents(planned))
+    replaced = sum(1 for p in planned if p.old is not None and not p.bookkeeping)
+    return Result(_documents(planned) - replaced, replaced, revision, unchanged)
+
+
+def _documents(planned: Sequence[Planned]) -> int:
+    """How many of ``planned`` are documents (not the bookkeeping written with them)."""
+    return sum(1 for p in planned if not p.bookkeeping)
 
 
 def _rollback(store: Store, done: list[tuple[Sequence[Planned], int]],

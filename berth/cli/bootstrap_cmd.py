@@ -54,14 +54,15 @@ def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bo
             print(f"{command}: nothing written", file=sys.stderr)
             return 1
         planned = plan(store, loaded, force=force)
+        shown = [p for p in planned if not p.bookkeeping]  # not histories: part of theirs
         if args.dry_run:
             if dry_run is not None:
-                dry_run(planned)
+                dry_run(shown)
             else:
-                for p in planned:  # credentials masked, as everywhere the CLI prints
-                    shown = msgspec.json.encode(mask(msgspec.json.decode(p.value))).decode()
-                    print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {shown}"))
-            print(f"{command}: dry run, {len(planned)} documents, nothing written",
+                for p in shown:  # credentials masked, as everywhere the CLI prints
+                    value = msgspec.json.encode(mask(msgspec.json.decode(p.value))).decode()
+                    print(f"{p.action} {p.key}" + ("" if p.unchanged else f" {value}"))
+            print(f"{command}: dry run, {len(shown)} documents, nothing written",
                   file=sys.stderr)
             return 0
         result = write(store, planned, progress=progress)
@@ -71,7 +72,7 @@ def seed(args: argparse.Namespace, inputs: list[str], *, command: str, force: bo
         print(f"{command}: {len(exc.errors)} error(s); nothing written", file=sys.stderr)
         return 1
     if report is not None:
-        report(planned)
+        report(shown)
     print(f"{command}: {result.created} created, {result.replaced} replaced, "
           f"{result.unchanged} unchanged"
           + (f" (revision {result.revision})" if result.revision else ""), file=sys.stderr)

@@ -120,6 +120,12 @@ def _application(store: Store, s: Shown) -> list[str]:
                        f"{failed.generation}, {failed.at:%Y-%m-%d %H:%M:%S}Z ({failed.reason})")
         for cid, error in sorted(st.errors.items()):
             out.append(f"  Error on {cid}: {error}")
+        r = st.rollout
+        if r is not None:
+            out.append(f"Rollout:     generation {r.generation} {r.phase or '-'}"
+                       + (f" (from generation {r.stable})" if r.stable and r.stable !=
+                          r.generation else "") + (f": {r.reason}" if r.reason else ""))
+            out += [f"  Failed on {cid}: {why}" for cid, why in sorted(r.failed.items())]
     history = placements(store, keys.binding_key("Application", s.namespace or "", s.name))
     if history:
         out.append("Placements (newest first, from etcd's history of the Binding):")

@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "cordon": ("cluster_cmd", "keep applications off a cluster (a taint)"),
     "uncordon": ("cluster_cmd", "take the cordon's taint away"),
     "completion": ("completion_cmd", "a bash or zsh completion script"),
+    "rollout": ("rollout_cmd", "see and steer a new generation's rollout (status, pause, "
+                "resume, approve, undo, history)"),
     "upgrade": ("upgrade_cmd", "move secrets stored inline by an older berth apart (once)"),
 }
 

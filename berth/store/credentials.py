@@ -159,6 +159,31 @@ def apart_in_manifest(manifest: Any) -> bool:
         and APART in (obj.get("data"), obj.get("stringData")) for obj in manifest)
 
 
+def with_current_secrets(manifest: list[Any], current: list[Any]) -> list[Any] | None:
+    """An earlier generation's ``manifest`` whose Secrets take their data from the
+    ``current`` manifest (with its data put back): a Secret's data is kept for the
+    current generation only. None when a Secret of it is not in the current manifest."""
+    if not apart_in_manifest(manifest):
+        return manifest
+
+    def ident(obj: Any) -> tuple[Any, Any] | None:
+        if not isinstance(obj, dict) or obj.get("kind") != "Secret":
+            return None
+        meta = obj.get("metadata")
+        return (meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) else None
+
+    now = {ident(o): o for o in current if ident(o) is not None}
+    out: list[Any] = []
+    for obj in manifest:
+        if ident(obj) is not None and APART in (obj.get("data"), obj.get("stringData")):
+            same = now.get(ident(obj))
+            if same is None:
+                return None
+            obj = {**obj, **{f: same[f] for f in ("data", "stringData") if f in same}}
+        out.append(obj)
+    return out
+
+
 def merge(doc: dict[str, Any], creds: Credentials | None) -> dict[str, Any]:
     """A copy of ``doc`` (plain data) with its secrets back where the marker is. A value
     whose place no longer holds the marker (the document changed since) is left out."""

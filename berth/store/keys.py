@@ -12,6 +12,8 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/metricvalues/picture                    ... and whether they are whole
     /berth/v1/leases/<process>                        leader election
     /berth/v1/secrets/<plural>/[<namespace>/]<name>   the secrets a document carries
+    /berth/v1/history/applications/<namespace>/<name> an application's last manifests
+    /berth/v1/rollouts/applications/<namespace>/<name> what an operator says of a rollout
 
 Secrets live apart so that etcd's roles can keep each kind's from every
 process but the one that uses it (scripts/etcd-secure.sh).
@@ -31,6 +33,8 @@ METRIC_PICTURE = METRIC_VALUES + "picture"
 LEASES = ROOT + "leases/"
 SECRETS = ROOT + "secrets/"
 CLUSTER_CREDENTIALS = SECRETS + "clusters/"
+HISTORY = ROOT + "history/"
+ROLLOUTS = ROOT + "rollouts/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
 # Whole strings (fullmatch): "$" would also match before a final newline ("evil\n").
@@ -160,6 +164,16 @@ def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> str:
     return SECRETS + _tail(kind(kind_name), name, namespace)
 
 
+def history_key(namespace: str, name: str) -> str:
+    """The key of an application's last manifests (written by ``berth apply``)."""
+    return HISTORY + _tail(kind("Application"), name, namespace)
+
+
+def rollout_key(namespace: str, name: str) -> str:
+    """The key of what an operator says of an application's rollout (pause, approve)."""
+    return ROLLOUTS + _tail(kind("Application"), name, namespace)
+
+
 def lease_key(process: str) -> str:
     """The election key of a process type (``scheduler``, ``propagator``, ...)."""
     check_name(process, "process name")
@@ -170,7 +184,8 @@ def lease_key(process: str) -> str:
 class KeyRef:
     """A parsed key: which family, kind, namespace and name it addresses."""
 
-    family: str  # "resource", "binding", "status", "metricvalue" or "secret"
+    # "resource", "binding", "status", "metricvalue", "secret", "history" or "rollout"
+    family: str
     kind: Kind
     namespace: str | None
     name: str
@@ -194,6 +209,8 @@ def parse_key(key: str) -> KeyRef:
         ("status/", "status"),
         ("metricvalues/", "metricvalue"),
         ("secrets/", "secret"),
+        ("history/", "history"),
+        ("rollouts/", "rollout"),
     ):
         if rest.startswith(prefix):
             family, rest = fam, rest[len(prefix) :]

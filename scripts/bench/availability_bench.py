@@ -1,7 +1,7 @@
 """Applications to available, and moves that keep them available, against direct apply.
 
     python scripts/bench/availability_bench.py [--apps 1000] [--servers 3] [--contexts 4]
-        [--ready-delay 2] [--move 0.3] [--workers 16]
+        [--ready-delay 2] [--move 0.3] [--workers 16] [--rollout Rolling]
 
 1. Starts berth's etcd and ``--servers`` working clusters (``tests/servers/kube.py``:
    API server, controllers, kube-scheduler, kwok's kubelets: Pods become Ready
@@ -23,6 +23,10 @@
    less the Pods' own readiness delay; a sampler reads every Deployment's available
    replicas on every server every 100 ms and reports the fewest available / desired
    of any application at any moment of the moves (1.0: none ever went below).
+
+``--rollout Rolling`` gives every application ``spec.rollout: {strategy: Rolling}``:
+a move is no new generation, so this measures what the rollout's bookkeeping costs
+the propagator on every reconcile (README "Rollouts"); run it with and without.
 """
 
 from __future__ import annotations
@@ -176,14 +180,20 @@ def main() -> None:
     ap.add_argument("--ready-delay", type=float, default=2.0)
     ap.add_argument("--move", type=float, default=0.3)
     ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--rollout", choices=["All", "Rolling", "Staged"], default="All",
+                    help="every application's spec.rollout.strategy (Staged: one stage)")
     args = ap.parse_args()
+    rollout: dict[str, Any] = {"strategy": args.rollout}
+    if args.rollout == "Staged":
+        rollout["stages"] = [{"name": "all"}]
     work = Path(tempfile.mkdtemp(prefix="berth-availability-"))
     n_clusters = args.servers * args.contexts
     pairs = n_clusters // 2
     print(f"{args.apps} applications (a Deployment of 2 replicas each) on {n_clusters} "
           f"clusters: {args.contexts} kubeconfig contexts (each its own namespace) on each of "
           f"{args.servers} working control planes (this 2-core machine does not hold "
-          f"{n_clusters}); Pods Ready {args.ready_delay:g} s after they are placed", flush=True)
+          f"{n_clusters}); Pods Ready {args.ready_delay:g} s after they are placed; rollout "
+          f"strategy {args.rollout}", flush=True)
     server = EtcdServer().start()
     pods = 2 * args.apps // args.servers + 200
     t = time.perf_counter()
@@ -218,7 +228,7 @@ def main() -> None:
                 "api": "kubernetes", "kind": "Application",
                 "metadata": {"name": name, "namespace": "default", "generation": 1},
                 "spec": {"manifest": [deployment(name)], "constraints": {"cluster": {
-                    "labels": [f"pair = p{pair}"]}}}})))
+                    "labels": [f"pair = p{pair}"]}}, "rollout": rollout}})))
         began = time.perf_counter()
         for start in range(0, len(ops), 128):
             store.commit(ops[start:start + 128])

@@ -237,3 +237,57 @@ def test_an_override_is_checked_against_the_manifests_it_selects(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert rows["replicas"].split()[1:4] == ["1", "0", "(selects"]  # no cluster has zone=eu
     assert "0 (selects nothing)" in rows["nothing"]
+
+
+def staged_app(tag: int, *, limit: int = 3, second: str = "[b]") -> str:
+    return f"""\
+api: kubernetes
+kind: Application
+metadata: {{name: staged, namespace: default}}
+spec:
+  manifest:
+  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c}}, data: {{tag: "{tag}"}}}}
+  - {{apiVersion: v1, kind: Secret, metadata: {{name: s}}, stringData: {{password: hunter{tag}}}}}
+  rollout:
+    strategy: Staged
+    historyLimit: {limit}
+    stages:
+    - {{name: one, clusters: {{names: [a]}}}}
+    - {{name: two, clusters: {{names: {second}}}}}
+    - {{name: three, clusters: {{matchLabels: {{zone: nowhere}}}}}}
+"""
+
+
+def test_each_generation_keeps_its_manifest_in_a_bounded_history(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every new generation adds its manifest (Secrets' data kept apart) to the history,
+    in the transaction that writes it; the same YAML again adds nothing; the oldest go
+    past ``historyLimit``. A cluster two stages choose is refused, naming both; a stage
+    that chooses none is said, not refused."""
+    from berth.bootstrap.history import stored
+
+    clusters = "".join(
+        f"---\napi: kubernetes\nkind: Cluster\nmetadata: {{name: {c}, namespace: default}}\n"
+        "spec: {kubeconfig: {}}\n" for c in "ab")
+    f = tmp_path / "staged.yaml"
+    for tag in range(1, 6):
+        f.write_text(staged_app(tag) + clusters)
+        assert berth(etcd_server, "--force", str(f)) == 0
+    assert "stage 'three' chooses no cluster now" in caplog.text
+    capsys.readouterr()
+    assert berth(etcd_server, "--force", str(f)) == 0  # unchanged: no generation 6
+    history = stored(store, "default", "staged")
+    assert history is not None
+    assert [r.generation for r in history.revisions] == [3, 4, 5]
+    assert history.revisions[-1].manifest[0]["data"] == {"tag": "5"}
+    assert history.revisions[-1].manifest[1]["stringData"] == "<stored apart>"
+    f.write_text(staged_app(6, second="[a, b]") + clusters)
+    assert berth(etcd_server, "--force", str(f)) == 1
+    assert ("spec.rollout.stages: cluster default/a is in stage 'one' and in stage 'two': "
+            "a cluster rolls in one stage") in capsys.readouterr().err
+    f.write_text(staged_app(6, limit=0) + clusters)
+    assert berth(etcd_server, "--force", str(f)) == 1
+    assert "spec.rollout.historyLimit: must be >= 1" in capsys.readouterr().err
+    assert [r.generation for r in stored(store, "default", "staged").revisions] == [3, 4, 5]

@@ -96,6 +96,13 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     assert all(int(line.rsplit(": ", 1)[1].split()[0]) >= 2
                for line in out.splitlines() if "available in all:" in line)
     assert "never down: at least 2/2 replicas of web were available" in out
+    # the staged rollout: generation 2 reached helsinki, failed in dresden, never reached
+    # paris, and was rolled back without anyone acting
+    assert "rolled back: every cluster runs generation 1 again" in out
+    rollout = [line for line in out.splitlines() if "rollout of generation 2" in line]
+    assert any("helsinki 2" in line for line in rollout), rollout
+    assert not any("paris 2" in line for line in rollout), rollout
+    assert running["shop"] == ("DEGRADED", ["dresden", "helsinki", "paris"])
     # kubectl's READY, summed over the clusters
     apps = out.split("# where each application runs, and how much of it is available")[1]
     assert "READY" in apps.splitlines()[1]

@@ -16,8 +16,9 @@ kube-scheduler from one k8s.io/kubernetes release and kwok (cached in
   with to Ready and runs each Pod through its lifecycle — Running and Ready
   ``ready_delay`` seconds after it was bound (a Job's Pods then Succeeded),
   deleted when asked. A Pod whose template carries the annotation
-  ``kwok.berth.dev/crash`` (or every Pod, with ``pods="crash"``) runs but
-  never becomes Ready: its container waits in ``CrashLoopBackOff``.
+  ``kwok.berth.dev/crash`` (or every Pod, with ``pods="crash"``), or
+  ``kwok.berth.dev/crash-on-<the cluster's name>`` on that cluster only, runs
+  but never becomes Ready: its container waits in ``CrashLoopBackOff``.
 
 So a Deployment applied there gets Pods, and they become Ready: what berth
 calls available can be observed, not assumed. ``stop`` and ``start`` keep the
@@ -53,6 +54,7 @@ INSTALL = ROOT / "scripts" / "install-kube.sh"
 HOW = ("a Kubernetes control plane and kwok are needed: run scripts/install-kube.sh "
        "(builds them from source with Go, about six minutes the first time)")
 CRASH = "kwok.berth.dev/crash"  # a Pod annotated so runs, but never becomes Ready
+CRASH_ON = CRASH + "-on-"  # + a cluster's name: ... on that cluster only
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
                "daemonset-controller", "job-controller", "ttl-after-finished-controller",
                "garbage-collector-controller", "namespace-controller",
@@ -195,13 +197,15 @@ phase: Succeeded
 """
 
 
-def stages(ready_delay: float, pods: str) -> list[dict[str, Any]]:
+def stages(ready_delay: float, pods: str, name: str = "") -> list[dict[str, Any]]:
     """kwok's Stages: what happens to Nodes and Pods, and after how long."""
     delay = int(ready_delay * 1000)
     bound = [_lacks(".metadata.deletionTimestamp"), _has(".spec.nodeName"),
              _is(".status.phase", "Pending")]
     crash = [_has(f'.metadata.annotations["{CRASH}"]')]
-    fine = [_lacks(f'.metadata.annotations["{CRASH}"]')]
+    crash_here = [_has(f'.metadata.annotations["{CRASH_ON}{name}"]')]
+    fine = [_lacks(f'.metadata.annotations["{CRASH}"]'),
+            _lacks(f'.metadata.annotations["{CRASH_ON}{name}"]')]
     out = [
         _stage("node-up", "Node", [{"key": _READY, "operator": "NotIn", "values": ["True"]}],
                _NODE_UP),
@@ -209,6 +213,8 @@ def stages(ready_delay: float, pods: str) -> list[dict[str, Any]]:
                _NODE_BEAT, delay_ms=30_000, jitter_ms=10_000),
         _stage("pod-crash", "Pod", bound + ([] if pods == "crash" else crash),
                _pod_status(False), delay_ms=delay),
+        _stage("pod-crash-here", "Pod", bound + crash_here, _pod_status(False),
+               delay_ms=delay),
         _stage("pod-delete", "Pod", [_has(".metadata.deletionTimestamp")], "",
                delay_ms=100, delete=True, empty_finalizers=True),
         _stage("pod-complete", "Pod", [
@@ -303,7 +309,7 @@ class KubeCluster:
     def _write_kubeconfig(self) -> None:
         (self.workdir / "kubeconfig").write_text(json.dumps(self.kubeconfig()))
         (self.workdir / "stages.yaml").write_text("\n---\n".join(
-            json.dumps(s) for s in stages(self.ready_delay, self.pods)))
+            json.dumps(s) for s in stages(self.ready_delay, self.pods, self.name)))
 
     def _component_args(self) -> dict[str, list[str]]:
         kc = str(self.workdir / "kubeconfig")

@@ -54,12 +54,14 @@ from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Un
 from berth.controllers.propagator.manifest import ManifestError, objects, remark
 from berth.controllers.propagator.objects import Book, observed
 from berth.controllers.propagator.plan import CONFIRM, App, Facts, Finish, Progress
+from berth.controllers.propagator.rollout import Inputs, Manifests, Version, rolls, stable_of
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, cluster_key
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.store import Store, StoreError, keys
+from berth.store.credentials import with_current_secrets
 from berth.store.documents import (
     ApplicationState,
     ApplicationStatus,
@@ -77,6 +79,7 @@ from berth.store.documents.render import (
     render,
     selects_application,
 )
+from berth.store.documents.rollouts import RolloutControl, RolloutPolicy
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +146,11 @@ class Applier:
             store, keys.resource_prefix("Override"), Override, idle_timeout=idle)
         self.global_overrides: Informer[GlobalOverride] = Informer(
             store, keys.resource_prefix("GlobalOverride"), GlobalOverride, idle_timeout=idle)
+        # rollouts: what operators said (earlier manifests are read when a rollout needs
+        # one: a history holds up to ten, which no informer should keep for every app)
+        self.manifests = Manifests(store)
+        self.controls: Informer[RolloutControl] = Informer(
+            store, keys.ROLLOUTS + "applications/", RolloutControl, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         self.writer = StatusWriter(store, self.statuses)
@@ -169,13 +177,14 @@ class Applier:
         self.secrets.informer.add_handler(self._on_secrets)
         self.overrides.add_handler(self._on_override)
         self.global_overrides.add_handler(self._on_override)
+        self.controls.add_handler(self._on_control)
         self.clusters.add_handler(self._on_cluster)
         cluster_statuses.add_handler(self._on_cluster_status)
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
         return (self.apps, self.bindings, self.statuses, self.secrets.informer,
-                self.overrides, self.global_overrides)
+                self.overrides, self.global_overrides, self.controls)
 
     # -- events ----------------------------------------------------------------
 
@@ -192,6 +201,12 @@ class Applier:
                    for o in changed):
                 self.queue.add(item.key)
 
+    def _on_control(self, event: Event[RolloutControl]) -> None:
+        """An operator paused, resumed or approved a rollout: reconcile it."""
+        meta = event.obj.metadata
+        if meta.namespace:
+            self.queue.add(keys.resource_key("Application", meta.name, meta.namespace))
+
     def _selecting(self, namespace: str, name: str, labels: dict[str, str]
                    ) -> list[Override]:
         """The overrides that select the application (in no order: render orders them)."""
@@ -200,7 +215,7 @@ class Applier:
         return [o for o in every if selects_application(o, namespace, name, labels)]
 
     def _rendered(self, targets: tuple[str, ...], bodies: tuple[dict[str, Any], ...],
-                  selecting: list[Override], namespace: str, name: str
+                  selecting: list[Override], namespace: str, name: str, generation: int
                   ) -> tuple[dict[str, Rendered], dict[str, str]]:
         """Each target's copy as the overrides make it, and the targets whose copy cannot
         be rendered (why, naming the rule)."""
@@ -219,7 +234,8 @@ class Applier:
                 unrendered[cid] = f"not rendered: {exc}"
                 continue
             if made.fingerprint:
-                made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name))
+                made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name,
+                                                               generation))
             rendered[cid] = made
         return rendered, unrendered
 
@@ -431,9 +447,16 @@ class Applier:
                 judged.append((ref, Health(HEALTHY, "Complete")))
                 continue
             seen = self.book.get(cid, ref)
-            judged.append((ref, Health(UNKNOWN, "not observed yet") if seen is None else judge(
-                seen, age=age, pods=pods, rules=rules,
-                untracked_after=self.config.untracked_after, lost=lost)))
+            if seen is None:
+                judged.append((ref, Health(UNKNOWN, "not observed yet")))
+            elif seen.stamp is not None and seen.stamp != have.generation:
+                # a reading of another generation's object never counts for this one
+                judged.append((ref, Health(UNKNOWN, f"generation {have.generation} not "
+                                           "observed yet")))
+            else:
+                judged.append((ref, judge(seen, age=age, pods=pods, rules=rules,
+                                          untracked_after=self.config.untracked_after,
+                                          lost=lost)))
         return copy_of(judged)
 
     def resync(self) -> None:
@@ -558,7 +581,7 @@ class Applier:
         manifest = (spec.manifest if meta.deleted is not None  # removal needs no data
                     else self.secrets.manifest(ns, name, meta.generation, spec.manifest))
         try:
-            bodies, error = tuple(objects(manifest, ns, name)), ""
+            bodies, error = tuple(objects(manifest, ns, name, meta.generation)), ""
         except ManifestError as exc:
             bodies, error = (), str(exc)
         rules = tuple(spec.health)
@@ -573,9 +596,12 @@ class Applier:
         if binding is None:
             return Facts(app, recorded, owned=owned, health=health, now=now,
                          move_timeout=self.config.move_timeout, owner=owner)
-        rendered, unrendered = self._rendered(
-            tuple(c for c in targets if owned is None or c in owned), bodies,
-            self._selecting(ns, name, meta.labels) if not error else [], ns, name)
+        served = tuple(c for c in targets if owned is None or c in owned)
+        selecting = self._selecting(ns, name, meta.labels) if not error else []
+        rendered, unrendered = self._rendered(served, bodies, selecting, ns, name,
+                                              meta.generation)
+        rollout = self._rollout(spec.rollout, recorded, meta.generation, targets, served,
+                                selecting, manifest, ns, name) if not error else Inputs()
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
                   if t.replicas is not None}
         with self._lock:
@@ -586,7 +612,41 @@ class Applier:
                      binding.status.reason, stale=stale, unseen=self._unseen(targets),
                      shares=shares, owned=owned, health=health, now=now,
                      move_timeout=self.config.move_timeout, owner=owner, rendered=rendered,
-                     unrendered=unrendered)
+                     unrendered=unrendered, rollout=rollout)
+
+    def _rollout(self, policy: RolloutPolicy | None, recorded: ApplicationState, gen: int,
+                 targets: tuple[str, ...], served: tuple[str, ...], selecting: list[Override],
+                 manifest: list[Any], ns: str, name: str) -> Inputs:
+        """What the application's rollout is decided from: its policy, what operators
+        said, its targets' labels, and the generation it rolls from ready to apply."""
+        if not rolls(policy):
+            return Inputs()
+        labels = {}
+        for cid in targets:
+            view = self.clusters.get(cluster_key(cid))
+            labels[cid] = view.metadata.labels if view is not None else {}
+        control = self.controls.get(keys.rollout_key(ns, name))
+        stable = stable_of(recorded.rollout, recorded.applied, gen)
+        prior = self._prior(stable, served, selecting, manifest, ns, name) \
+            if 0 < stable < gen else None
+        return Inputs(policy, control, labels, prior)
+
+    def _prior(self, gen: int, served: tuple[str, ...], selecting: list[Override],
+               current: list[Any], ns: str, name: str) -> Version | None:
+        """Generation ``gen`` of the application from its history, its Secrets with their
+        current data (None: not kept, or a Secret of it is no longer in the manifest)."""
+        kept = self.manifests.of(ns, name, gen)
+        if kept is None:
+            return None
+        manifest = with_current_secrets(kept, current)
+        if manifest is None:
+            return None
+        try:
+            bodies = tuple(objects(manifest, ns, name, gen))
+        except ManifestError:
+            return None
+        rendered, unrendered = self._rendered(served, bodies, selecting, ns, name, gen)
+        return Version(gen, bodies, rendered, unrendered)
 
     def _unseen(self, clusters: tuple[str, ...]) -> dict[str, str]:
         """Of ``clusters``, those the observer does not see ONLINE, and why."""

@@ -148,7 +148,8 @@ class Executor:
         cid = step.cluster
         progress.tried.add(cid)
         made = step.rendered
-        bodies = made.bodies if made is not None else app.bodies
+        bodies = made.bodies if made is not None else (
+            step.bodies if step.bodies is not None else app.bodies)
         if step.replicas is not None:
             bodies = tuple(with_replicas(b, step.replicas) for b in bodies)
         with self.gate(cid) as serving:
@@ -276,7 +277,7 @@ class Executor:
         if not new:
             return None
         progress.applied[cid] = ClusterApplied(have.generation, have.objects + new, have.replicas)
-        written = intent(progress.status, progress.applied, cid, gen)
+        written = intent(progress.status, progress.applied, cid, gen, progress.rollout)
         halt = record(written)
         if halt is None:
             progress.status = written
@@ -376,6 +377,7 @@ def run(facts: Facts, progress: Progress, executor: Executor, sink: StatusSink
         if isinstance(step, Finish):
             return step
         if isinstance(step, Apply):
+            progress.rollout = step.rollout or progress.rollout  # as decided for it
             halt = executor.apply(step, app, progress, sink.write)
         elif isinstance(step, Confirm):
             executor.confirm(step, progress)

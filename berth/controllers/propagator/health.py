@@ -91,6 +91,7 @@ class Observed(msgspec.Struct, frozen=True):
     generation: int = 0
     spec: msgspec.Raw = msgspec.Raw(b"{}")
     status: msgspec.Raw = msgspec.Raw(b"{}")
+    stamp: int | None = None  # the application's generation it was applied for (None: unsaid)
 
 
 # -- the fields read, per kind ------------------------------------------------------
@@ -203,6 +204,11 @@ def _workload(o: Observed, pods: str, lost: int) -> Health:
     if updated < want_updated:
         return _troubled(Health(PROGRESSING, f"{updated}/{desired} replicas updated",
                                 available, desired), pods)
+    if o.kind == "Deployment" and st.replicas > updated:
+        # kubectl rollout status's rule: old replicas still count as available until
+        # they are gone, so until then the new ones are not known to be
+        return _troubled(Health(PROGRESSING, f"{st.replicas - updated} old replicas pending "
+                                "termination", available, desired), pods)
     want_available = updated if o.kind == "Deployment" else max(updated, desired)
     if available < want_available:
         gone = f" ({lost} counted by the cluster are on Nodes that are gone)" if lost else ""

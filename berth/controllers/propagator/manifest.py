@@ -1,10 +1,14 @@
 """An application's manifest as the objects to apply, checked and marked as berth's.
 
 Every object gets the label ``app.kubernetes.io/managed-by: berth`` (what the
-drift watches select on) and the annotation ``berth.dev/application:
-<namespace>/<name>`` (which application a changed object belongs to); so does
-a workload's pod template (the annotation only), so that the cluster observer
-can count the application's pods.
+drift watches select on), the annotation ``berth.dev/application:
+<namespace>/<name>`` (which application a changed object belongs to) and the
+annotation ``berth.dev/generation``: the application's generation it was
+applied for, so that a health reading is only counted for the generation it
+was taken of (README "Rollouts"). A workload's pod template gets the owner
+annotation too (not the generation: a new generation that leaves the
+template as it was restarts no Pod), so that the cluster observer can count
+the application's pods.
 Namespaces and CustomResourceDefinitions go first, as kubectl and Helm order
 them, so a manifest may bring the namespace or the CRD its other objects need.
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.controllers.propagator.kube import FIELD_MANAGER, MANAGED_BY, OWNER
+from berth.controllers.propagator.kube import FIELD_MANAGER, GENERATION, MANAGED_BY, OWNER
 
 _FIRST = {"Namespace": 0, "CustomResourceDefinition": 1}
 
@@ -43,11 +47,13 @@ def _mark_pods(obj: dict[str, Any], owner: str) -> dict[str, Any]:
     return {**obj, "spec": {**spec, "template": {**template, "metadata": tmeta}}}
 
 
-def _mark(obj: dict[str, Any], owner: str) -> dict[str, Any]:
-    """``obj`` with berth's label and owner annotation (and its pod template's)."""
+def _mark(obj: dict[str, Any], owner: str, generation: int) -> dict[str, Any]:
+    """``obj`` with berth's label, owner and generation annotations (and its pod
+    template's owner annotation)."""
     meta = _mapping(obj.get("metadata"))
     marked = {**meta, "labels": {**_mapping(meta.get("labels")), MANAGED_BY: FIELD_MANAGER},
-              "annotations": {**_mapping(meta.get("annotations")), OWNER: owner}}
+              "annotations": {**_mapping(meta.get("annotations")), OWNER: owner,
+                              GENERATION: str(generation)}}
     return _mark_pods({**obj, "metadata": marked}, owner)
 
 
@@ -55,14 +61,15 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def remark(bodies: tuple[dict[str, Any], ...], namespace: str, name: str
+def remark(bodies: tuple[dict[str, Any], ...], namespace: str, name: str, generation: int
            ) -> tuple[dict[str, Any], ...]:
     """Bodies an override changed, marked as berth's again: no rule takes away what the
-    drift watches and the owner check rely on."""
-    return tuple(_mark(b, f"{namespace}/{name}") for b in bodies)
+    drift watches, the owner check and the health of a generation rely on."""
+    return tuple(_mark(b, f"{namespace}/{name}", generation) for b in bodies)
 
 
-def objects(manifest: list[Any], namespace: str, name: str) -> list[dict[str, Any]]:
+def objects(manifest: list[Any], namespace: str, name: str, generation: int
+            ) -> list[dict[str, Any]]:
     """The manifest's objects, marked, in apply order; ManifestError if malformed."""
     out: list[tuple[int, int, dict[str, Any]]] = []
     seen: set[tuple[str, str, str | None, str]] = set()
@@ -83,5 +90,7 @@ def objects(manifest: list[Any], namespace: str, name: str) -> list[dict[str, An
         if ident in seen:
             raise ManifestError(f"{where}: {obj['kind']} {meta['name']} appears twice")
         seen.add(ident)
-        out.append((_FIRST.get(obj["kind"], 2), i, _mark(obj, f"{namespace}/{name}")))
+        out.append((_FIRST.get(obj["kind"], 2), i,
+                    _mark(obj, f"{namespace}/{name}", generation)))
     return [body for _, _, body in sorted(out, key=lambda t: (t[0], t[1]))]
+

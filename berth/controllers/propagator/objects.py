@@ -18,18 +18,21 @@ import threading
 from collections.abc import Callable
 
 from berth.controllers.propagator.health import Observed
-from berth.controllers.propagator.kube import OWNER, KubeObject
+from berth.controllers.propagator.kube import GENERATION, OWNER, KubeObject
 from berth.store.documents import KubeObjectRef
 
 _Where = tuple[str, KubeObjectRef]  # (cluster id, object)
 
 
 def observed(obj: KubeObject) -> Observed:
-    """What the book keeps of ``obj``: its ``spec`` and ``status`` bytes copied. A decoded
-    Raw is a view into the whole buffer it came from (the watch event, managed fields and
-    all, or a LIST's whole answer), which would otherwise stay in memory with it."""
+    """What the book keeps of ``obj``: its ``spec`` and ``status`` bytes copied, and the
+    application's generation it says it was applied for. A decoded Raw is a view into
+    the whole buffer it came from (the watch event, managed fields and all, or a LIST's
+    whole answer), which would otherwise stay in memory with it."""
+    said = obj.metadata.annotations.get(GENERATION)
+    stamp = int(said) if said is not None and said.isdigit() else None
     return Observed(obj.apiVersion, obj.kind, obj.metadata.generation, obj.spec.copy(),
-                    obj.status.copy())
+                    obj.status.copy(), stamp)
 
 
 class Book:
@@ -51,7 +54,8 @@ class Book:
             was = self._seen.get((cid, ref))
             self._seen[(cid, ref)] = now
         if was is not None and was[0].generation == now[0].generation and bytes(
-                was[0].status) == bytes(now[0].status) and was[1] == now[1]:
+                was[0].status) == bytes(now[0].status) and was[1] == now[1] and (
+                was[0].stamp == now[0].stamp):
             return None
         if self.on_change is not None and now[1] and notify:
             self.on_change(cid, now[1])

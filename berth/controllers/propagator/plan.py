@@ -14,6 +14,9 @@ The rules (README, "The propagator"):
 * RUNNING means available: the generation is applied on every target and each
   copy is Healthy (``health.py``); until then PROGRESSING, and DEGRADED once a
   target is still not available ``move_timeout`` after it was applied;
+* a new generation reaches the targets as ``spec.rollout`` says (``rollout.py``):
+  each target is applied the generation the rollout gives it now, the new one
+  or the one it rolls from;
 * a move never takes the application down: the objects are removed from the
   clusters the application left only once every target is available (checked
   with a GET too, and recorded as running on both first) — or from a cluster
@@ -36,6 +39,7 @@ from typing import Any
 import msgspec
 
 from berth.controllers.propagator.health import UNKNOWN, Copy, Health
+from berth.controllers.propagator.rollout import Inputs, Version, Wave, decide
 from berth.store.documents import (
     ApplicationState,
     ClusterApplied,
@@ -45,6 +49,7 @@ from berth.store.documents import (
     ObjectRef,
 )
 from berth.store.documents.render import Rendered
+from berth.store.documents.rollouts import COMPLETE, HALTED, PAUSED, ROLLED_BACK, RolloutState
 
 CONFIRM = "confirm"  # the errors' entry for a failed check before a move removes anything
 FAILED_MEMORY = timedelta(hours=1)  # how long a target that failed stays in the status
@@ -90,6 +95,7 @@ class Facts:
     # written), and the targets whose copy cannot be rendered (why: the rule named).
     rendered: Mapping[str, Rendered] = field(default_factory=dict)
     unrendered: Mapping[str, str] = field(default_factory=dict)
+    rollout: Inputs = field(default_factory=Inputs)  # how a new generation reaches them
 
     def mine(self, cid: str) -> bool:
         return self.owned is None or cid in self.owned
@@ -110,6 +116,8 @@ class Progress:
     health: dict[str, Copy] = field(default_factory=dict)  # judged after this reconcile's applies
     # per cluster, the fingerprint of a copy (as overrides made it) the cluster refused
     refused_copies: dict[str, str] = field(default_factory=dict)
+    # the rollout as last decided: recorded, then as each Apply step carried it
+    rollout: RolloutState | None = None
 
     @classmethod
     def start(cls, recorded: ApplicationState, owned: frozenset[str] | None = None
@@ -119,7 +127,7 @@ class Progress:
         theirs = {} if owned is None else {c: e for c, e in recorded.errors.items()
                                            if c not in owned and c != CONFIRM}
         return cls(copy_applied(recorded.applied), recorded, theirs,
-                   refused_copies=dict(recorded.refused))
+                   refused_copies=dict(recorded.refused), rollout=recorded.rollout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +146,8 @@ class Apply:
     skip: tuple[KubeObjectRef, ...] = ()
     owner: str = ""  # "<namespace>/<name>" of the application
     rendered: Rendered | None = None  # this cluster's copy as overrides make it
+    bodies: tuple[dict[str, Any], ...] | None = None  # another generation's (None: the app's)
+    rollout: RolloutState | None = None  # the rollout as decided for this step
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,35 +200,43 @@ def plan(facts: Facts, progress: Progress) -> Step:
         return Finish(was)  # the cluster refused this manifest: wait for a new one
     if app.manifest_error:
         return Finish(state("FAILED", app.manifest_error, progress.applied, was.generation, {},
-                            rejected=gen, failed=was.failed),
+                            rejected=gen, failed=was.failed, rollout=was.rollout),
                       warning=f"{app.manifest_error}; not applied until the spec changes")
     if progress.refused is not None:
         cid, message = progress.refused
         return Finish(state("FAILED", f"refused by cluster {cid}: {message}", progress.applied,
-                            was.generation, {cid: message}, rejected=gen, failed=was.failed),
+                            was.generation, {cid: message}, rejected=gen, failed=was.failed,
+                            rollout=was.rollout),
                       warning=f"cluster {cid} refused the manifest: {message}")
     if facts.binding_generation != gen:
         reason = f"waiting for the scheduler to place generation {gen}"
         return Finish(state(was.state if progress.applied else "PENDING", reason,
-                            progress.applied, was.generation, was.errors, failed=was.failed))
+                            progress.applied, was.generation, was.errors, failed=was.failed,
+                            rollout=was.rollout))
     if not facts.targets:  # nowhere to go: what runs keeps running (never the last copy)
         reason = facts.binding_reason or "the scheduler found no cluster"
         return Finish(state(was.state if progress.applied else "PENDING", reason,
-                            progress.applied, was.generation, {}, failed=was.failed))
+                            progress.applied, was.generation, {}, failed=was.failed,
+                            rollout=was.rollout))
+    wave = decide(facts.rollout, gen, facts.targets, progress.applied,
+                  lambda c: _health(facts, progress, c), progress.rollout, facts.now,
+                  facts.move_timeout)
+    want = wave.want
     # Make before break for shares too: clusters whose share grows (or that are new)
     # first; one whose share shrinks only once they all have theirs, available.
     raising = [c for c in facts.targets if not _lowers(facts, c)]
     for cid in raising + [c for c in facts.targets if _lowers(facts, c)]:
-        if cid not in progress.tried and _needs_apply(facts, cid, gen):
-            if _lowers(facts, cid) and any(_not_yet(facts, progress, c, gen) for c in raising):
+        if cid not in progress.tried and _needs_apply(facts, cid, want[cid]):
+            if _lowers(facts, cid) and any(_not_yet(facts, progress, c, want[c])
+                                           for c in raising):
                 break
             if facts.mine(cid):
-                return _apply(facts, cid, gen)
+                return _apply(facts, cid, want[cid], wave.state)
     errors = progress.errors
     placed = [c for c in facts.targets if c not in errors and c in progress.applied
-              and progress.applied[c].generation == gen]
+              and progress.applied[c].generation == want[c]]
     leaving = [c for c in progress.applied if c not in facts.targets]
-    now = summary(facts, progress, gen)
+    now = summary(facts, progress, gen, wave)
     available = len(placed) == len(facts.targets) and all(
         _health(facts, progress, c).healthy for c in placed)
     removable = [c for c in leaving if available or _serves_nothing(facts, progress, c)]
@@ -231,20 +249,33 @@ def plan(facts: Facts, progress: Progress) -> Step:
             for cid in removable:
                 if cid not in progress.cleared and facts.mine(cid):
                     return Clear(cid, facts.owner)
+    recheck = [w for w in (_recheck(facts, progress, placed), wave.recheck) if w is not None]
     return Finish(now, retry=_retry(facts, errors, held(facts, progress)),
-                  recheck=_recheck(facts, progress, placed))
+                  recheck=max(0.05, min(recheck)) if recheck else None)
 
 
-def _apply(facts: Facts, cid: str, gen: int) -> Apply:
-    """Apply on ``cid``: when the generation or share there changes, its deadline starts
-    now; Jobs complete at this generation are left alone."""
+def _version(facts: Facts, gen: int) -> Version | None:
+    """Generation ``gen`` ready to apply: the application's own, or the one a rollout
+    rolls from when its manifest is kept (None: neither)."""
+    prior = facts.rollout.prior
+    if facts.app is not None and gen == facts.app.generation:
+        return Version(gen, facts.app.bodies, facts.rendered, facts.unrendered)
+    return prior if prior is not None and prior.generation == gen else None
+
+
+def _apply(facts: Facts, cid: str, gen: int, rollout: RolloutState | None = None) -> Apply:
+    """Apply generation ``gen`` on ``cid``: when the generation or share there changes,
+    its deadline starts now; Jobs complete at this generation are left alone."""
     have = facts.recorded.applied.get(cid)
     share = facts.shares.get(cid)
     same = have is not None and have.generation == gen and have.replicas == share
     since = have.since if same and have is not None and have.since else facts.now
     new = have is None or have.generation == 0 or have.new
+    version = _version(facts, gen)
+    current = facts.app is not None and gen == facts.app.generation
     return Apply(cid, gen, share, since, new, done_at(facts.recorded.applied, gen),
-                 facts.owner, facts.rendered.get(cid))
+                 facts.owner, version.rendered.get(cid) if version is not None else None,
+                 None if current or version is None else version.bodies, rollout)
 
 
 def done_at(applied: Mapping[str, ClusterApplied], gen: int) -> tuple[KubeObjectRef, ...]:
@@ -317,11 +348,14 @@ def _recheck(facts: Facts, progress: Progress, placed: list[str]) -> float | Non
 
 
 def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
-    """Whether ``cid``'s copy must be applied (again). Never one that cannot be rendered,
-    nor one its cluster refused as the overrides made it, until either changes."""
-    if cid in facts.unrendered:
+    """Whether ``cid``'s copy must be applied (again) at generation ``gen``. Never one
+    that cannot be rendered, nor one its cluster refused as the overrides made it, until
+    either changes; nor a generation whose manifest is not at hand (an earlier one a
+    rollout leaves where it runs)."""
+    version = _version(facts, gen)
+    if version is None or cid in version.unrendered:
         return False
-    copy = facts.rendered.get(cid)
+    copy = version.rendered.get(cid)
     made = copy.fingerprint if copy is not None else ""
     if made and facts.recorded.refused.get(cid) == made:
         return False
@@ -413,16 +447,18 @@ def cluster_ref(cid: str) -> ObjectRef:
 def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generation: int,
           errors: Mapping[str, str], *, rejected: int = 0,
           failed: Mapping[str, FailedTarget] | None = None,
-          refused: Mapping[str, str] | None = None) -> ApplicationState:
+          refused: Mapping[str, str] | None = None,
+          rollout: RolloutState | None = None) -> ApplicationState:
     """A status document's state from its parts (copied); it runs where a generation
     was applied, not where objects are only recorded."""
     return ApplicationState(name, reason, [cluster_ref(c) for c in placed_on(applied)],
                             generation, dict(errors), copy_applied(applied), rejected,
-                            dict(failed or {}), finished(applied), dict(refused or {}))
+                            dict(failed or {}), finished(applied), dict(refused or {}),
+                            rollout)
 
 
 def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], cid: str,
-           gen: int) -> ApplicationState:
+           gen: int, rollout: RolloutState | None = None) -> ApplicationState:
     """The status written before objects are applied on ``cid``: they are recorded
     first, so nothing berth creates is forgotten, whatever happens next."""
     if any(c != cid for c in applied):
@@ -432,7 +468,8 @@ def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], ci
     else:
         name = "PENDING"
     return state(name, f"applying generation {gen} on {cid}", applied, oldest(applied), {},
-                 failed=recorded.failed, refused=recorded.refused)
+                 failed=recorded.failed, refused=recorded.refused,
+                 rollout=rollout or recorded.rollout)
 
 
 def judged(facts: Facts, progress: Progress) -> dict[str, ClusterApplied]:
@@ -473,14 +510,16 @@ def _copy(facts: Facts, progress: Progress, cid: str) -> str:
     return f"cluster {cid}: {h.state}" + (f": {h.reason}" if h.reason else "")
 
 
-def summary(facts: Facts, progress: Progress, gen: int) -> ApplicationState:
-    """The state after applying generation ``gen`` to the targets, from what is where
-    and how available each copy is."""
+def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
+            ) -> ApplicationState:
+    """The state after applying generation ``gen`` to the targets (each the generation
+    its rollout gives it now), from what is where and how available each copy is."""
     waits = held(facts, progress)
     targets, errors = facts.targets, {**waits, **progress.errors}
     applied = judged(facts, progress)
+    want = wave.want if wave is not None else {}
     placed = [c for c in targets if c not in errors and c in applied
-              and applied[c].generation == gen]
+              and applied[c].generation == want.get(c, gen)]
     leaving = [c for c in applied if c not in targets]
     missing = [c for c in targets if c not in placed]
     seen_not = {c: why for c, why in facts.unseen.items() if c in placed}
@@ -514,5 +553,27 @@ def summary(facts: Facts, progress: Progress, gen: int) -> ApplicationState:
         reason = f"{reason}: {first(errors)}"
     refused = {c: f for c, f in progress.refused_copies.items()
                if c in targets and c in waits}  # what no longer holds is forgotten
+    rollout = wave.state if wave is not None else None
+    if rollout is not None and rollout.phase != COMPLETE:
+        name, reason = _rolling(rollout, name, reason, sum(
+            1 for c in placed if applied[c].generation == gen), len(targets))
     return state(name, reason, applied, oldest(applied), errors, failed=failed,
-                 refused=refused)
+                 refused=refused, rollout=rollout)
+
+
+def _rolling(r: RolloutState, name: str, reason: str, on_new: int, targets: int
+             ) -> tuple[str, str]:
+    """The state and reason while generation ``r.generation`` rolls out (or after it
+    ended): DEGRADED once it halted or rolled back, else PROGRESSING until it is
+    complete, with what it waits for."""
+    gen = r.generation
+    if r.phase == HALTED:
+        head, name = f"rollout of generation {gen} halted", "DEGRADED"
+    elif r.phase == ROLLED_BACK:
+        head, name = f"generation {gen} rolled back to {r.stable}", "DEGRADED"
+    else:
+        head = f"rolling out generation {gen}" + (" (paused)" if r.phase == PAUSED else "")
+        name = "PROGRESSING" if name == "RUNNING" else name
+    head += f": {on_new} of {targets} clusters on it"
+    said = [w for w in (r.reason, reason) if w]
+    return name, head + (f"; {'; '.join(said)}" if said else "")

@@ -115,11 +115,12 @@ class StatusWriter:
         return None
 
     def remove(self, doc: Doc, app: tuple[str, int] | None) -> Retry | None:
-        """Delete the status and, if given as (key, revision), the application: both
-        at the revisions read, in one transaction."""
+        """Delete the status and, if given as (key, revision), the application (with its
+        history and rollout controls): at the revisions read, in one transaction."""
         ops: list[Put | Delete | Fence] = []
-        if app is not None:
-            ops.append(Delete(*app))
+        if app is not None:  # its history and rollout controls go with it
+            ops += [Delete(*app), Delete(keys.history_key(doc.namespace, doc.name)),
+                    Delete(keys.rollout_key(doc.namespace, doc.name))]
         if doc.old is not None or doc.garbage:
             ops.append(Delete(doc.key, doc.garbage or doc.revision))
         if not ops:

@@ -8,6 +8,7 @@ import msgspec
 
 from berth.store import keys
 from berth.store.documents import HealthRule
+from berth.store.documents.rollouts import RolloutPolicy
 
 
 def cluster_id(namespace: str | None, name: str) -> str:
@@ -44,6 +45,7 @@ class _AppSpec(msgspec.Struct):
     health: list[HealthRule] = []
     conflictResolution: Literal["Abort", "Overwrite"] = "Abort"
     deletionPropagation: Literal["Background", "Foreground"] = "Background"
+    rollout: RolloutPolicy | None = None
 
 
 class AppView(msgspec.Struct):

@@ -16,7 +16,6 @@ from berth.store.documents.application import (
     ClusterSelectorTerm,
     Gang,
     HealthRule,
-    MatchExpression,
     Placement,
     PreferredTerm,
     ReplicaScheduling,
@@ -62,6 +61,7 @@ from berth.store.documents.metrics import (
 )
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import GlobalOverride, Override, OverrideRule
+from berth.store.documents.selection import MatchExpression
 
 Resource = (
     GlobalMetricsProvider

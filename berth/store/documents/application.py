@@ -15,6 +15,8 @@ from typing import Any, Literal
 import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
+from berth.store.documents.rollouts import RolloutPolicy
+from berth.store.documents.selection import MatchExpression
 
 
 class AppClusterConstraints(Strict):
@@ -26,12 +28,6 @@ class AppClusterConstraints(Strict):
 class AppConstraints(Strict):
     cluster: AppClusterConstraints | None = None
     migration: bool | None = None  # Krake's spelling of spec.migration
-
-
-class MatchExpression(CamelStrict):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    values: list[str] = []
 
 
 class ClusterSelectorTerm(CamelStrict):
@@ -210,6 +206,7 @@ class ApplicationSpec(Strict):
         default="Abort", name="conflictResolution")
     deletion_propagation: Literal["Background", "Foreground"] = msgspec.field(
         default="Background", name="deletionPropagation")
+    rollout: RolloutPolicy | None = None  # how a new generation reaches its clusters
     # Krake's application fields, accepted so its YAML loads unchanged.
     observer_schema: Any = None
     tosca: Any = None

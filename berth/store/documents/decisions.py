@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from berth.store.documents.base import ObjectRef
+from berth.store.documents.rollouts import RolloutState
 
 
 class Target(msgspec.Struct, omit_defaults=True):
@@ -173,6 +174,7 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     # Per cluster, the fingerprint of its copy as overrides made it, which the cluster
     # refused: not applied again until the application or an override changes it.
     refused: dict[str, str] = {}
+    rollout: RolloutState | None = None  # where a new generation's rollout stands
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

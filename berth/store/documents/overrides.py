@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from berth.store.documents.application import MatchExpression
 from berth.store.documents.base import CamelStrict, Metadata, Strict
+from berth.store.documents.selection import ClusterChoice
 
 
 class ApplicationSelector(CamelStrict):
@@ -35,15 +35,6 @@ class ApplicationSelector(CamelStrict):
 
     names: list[str] = []
     match_labels: dict[str, str] = {}
-
-
-class OverrideClusters(CamelStrict):
-    """Clusters by name (``<namespace>/<name>`` or the name alone), or by a label
-    selector; neither: all."""
-
-    names: list[str] = []
-    match_labels: dict[str, str] = {}
-    match_expressions: list[MatchExpression] = []
 
 
 class ImageRule(Strict):
@@ -108,7 +99,7 @@ class OverrideRule(Strict):
 
 class OverrideSpec(CamelStrict):
     applications: ApplicationSelector = msgspec.field(default_factory=ApplicationSelector)
-    clusters: OverrideClusters = msgspec.field(default_factory=OverrideClusters)
+    clusters: ClusterChoice = msgspec.field(default_factory=ClusterChoice)
     rules: list[OverrideRule] = []
 
 

@@ -29,7 +29,6 @@ from typing import Any
 
 import msgspec
 
-from berth.store.documents.application import MatchExpression
 from berth.store.documents.overrides import (
     RULE_KINDS,
     EnvRule,
@@ -40,6 +39,7 @@ from berth.store.documents.overrides import (
     OverrideRule,
     PatchOperation,
 )
+from berth.store.documents.selection import selector_matches
 
 VARIABLE = re.compile(r"\$(\$?)\{([^}]*)\}")
 # Where each kind keeps its pod template's spec (custom resources: a patch rule).
@@ -109,30 +109,6 @@ def name_of(o: Override) -> str:
     return f"Override {o.metadata.namespace}/{o.metadata.name}"
 
 
-def _matches(labels: Mapping[str, str], match_labels: Mapping[str, str],
-             exprs: Sequence[MatchExpression]) -> bool:
-    if any(labels.get(k) != v for k, v in match_labels.items()):
-        return False
-    for e in exprs:
-        have = labels.get(e.key)
-        if e.operator == "In" and have not in e.values:
-            return False
-        if e.operator == "NotIn" and have in e.values:
-            return False
-        if e.operator == "Exists" and have is None:
-            return False
-        if e.operator == "DoesNotExist" and have is not None:
-            return False
-        if e.operator in ("Gt", "Lt"):
-            try:
-                a, b = int(have or ""), int(e.values[0])
-            except (ValueError, IndexError):
-                return False
-            if (e.operator == "Gt" and not a > b) or (e.operator == "Lt" and not a < b):
-                return False
-    return True
-
-
 def selects_application(o: Override, namespace: str, name: str,
                         labels: Mapping[str, str]) -> bool:
     """Whether ``o`` selects the application ``namespace``/``name``."""
@@ -141,15 +117,12 @@ def selects_application(o: Override, namespace: str, name: str,
     sel = o.spec.applications
     if sel.names and name not in sel.names and f"{namespace}/{name}" not in sel.names:
         return False
-    return _matches(labels, sel.match_labels, ())
+    return selector_matches(sel.match_labels, (), labels)
 
 
 def selects_cluster(o: Override, where: Where) -> bool:
     """Whether ``o`` selects the cluster ``where``."""
-    sel = o.spec.clusters
-    if sel.names and where.name not in sel.names and where.cid not in sel.names:
-        return False
-    return _matches(where.labels, sel.match_labels, sel.match_expressions)
+    return o.spec.clusters.selects(where.cid, where.labels)
 
 
 def _specificity(o: Override) -> int:

@@ -8,6 +8,7 @@ user fixes all of them in one go.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -23,7 +24,6 @@ from berth.store.constraints import (
 from berth.store.documents.application import (
     Application,
     ClusterGroup,
-    MatchExpression,
     Placement,
 )
 from berth.store.documents.durations import DurationError, seconds
@@ -33,6 +33,8 @@ from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
 from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
+from berth.store.documents.rollouts import REST, RolloutPolicy
+from berth.store.documents.selection import MatchExpression
 
 from . import Resource
 
@@ -373,6 +375,55 @@ def _application(doc: Application) -> Iterator[Problem]:
             )
     if spec.gang is not None and spec.gang.min_member < 1:
         yield Problem("spec.gang.minMember", "must be >= 1")
+    if spec.rollout is not None:
+        yield from _rollout(spec.rollout)
+
+
+PERCENT = re.compile(r"(100|[1-9]?[0-9])%")
+
+
+def _amount(value: int | str | None, where: str) -> Iterator[Problem]:
+    """A count >= 1 or a percentage "1%".."100%"."""
+    if isinstance(value, str) and not (PERCENT.fullmatch(value) and value != "0%"):
+        yield Problem(where, f"{value!r}: give a count >= 1 or a percentage such as 25%")
+    elif isinstance(value, int) and value < 1:
+        yield Problem(where, "must be >= 1")
+
+
+def _duration(value: str | float | None, where: str) -> Iterator[Problem]:
+    if value is None:
+        return
+    try:
+        seconds(value)
+    except DurationError as exc:
+        yield Problem(where, str(exc))
+
+
+def _rollout(r: RolloutPolicy) -> Iterator[Problem]:
+    where = "spec.rollout"
+    yield from _amount(r.max_unavailable, f"{where}.maxUnavailable")
+    yield from _duration(r.progress_deadline, f"{where}.progressDeadline")
+    for field, value in (("maxFailures", r.max_failures), ("pace", r.pace)):
+        if value < 0:
+            yield Problem(f"{where}.{field}", "must be >= 0")
+    if r.history_limit < 1:
+        yield Problem(f"{where}.historyLimit", "must be >= 1")
+    if r.strategy == "Staged" and not r.stages:
+        yield Problem(f"{where}.stages", "a Staged rollout needs at least one stage")
+    if r.strategy != "Staged" and r.stages:
+        yield Problem(f"{where}.stages", f"stages apply to strategy Staged, not {r.strategy}")
+    seen: set[str] = set()
+    for i, stage in enumerate(r.stages):
+        at = f"{where}.stages[{i}]"
+        if not stage.name or stage.name == REST:
+            yield Problem(f"{at}.name", f"give the stage a name (not {REST!r})")
+        elif stage.name in seen:
+            yield Problem(f"{at}.name", f"{stage.name!r}: two stages have this name")
+        seen.add(stage.name)
+        yield from _amount(stage.max_concurrency, f"{at}.maxConcurrency")
+        yield from _duration(stage.soak, f"{at}.soak")
+        yield from _match_expressions(stage.clusters.match_expressions,
+                                      f"{at}.clusters.matchExpressions")
 
 
 def _strings(value: Any) -> Iterator[str]:

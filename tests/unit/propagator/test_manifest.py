@@ -16,16 +16,17 @@ def test_objects_are_marked_and_namespaces_and_crds_go_first() -> None:
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "a.b"}}
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
-    out = objects([cm("x", labels={"tier": "web"}), crd, ns], "default", "web")
+    out = objects([cm("x", labels={"tier": "web"}), crd, ns], "default", "web", 1)
     assert [o["kind"] for o in out] == ["Namespace", "CustomResourceDefinition", "ConfigMap"]
     meta = out[2]["metadata"]
     assert meta["labels"] == {"tier": "web", "app.kubernetes.io/managed-by": "berth"}
-    assert meta["annotations"] == {"berth.dev/application": "default/web"}
+    assert meta["annotations"] == {"berth.dev/application": "default/web",
+                                   "berth.dev/generation": "1"}
 
 
 def test_the_users_manifest_is_not_changed() -> None:
     original = cm("x", labels={"a": "b"})
-    objects([original], "default", "web")
+    objects([original], "default", "web", 1)
     assert original == cm("x", labels={"a": "b"})
 
 
@@ -40,7 +41,7 @@ def test_the_users_manifest_is_not_changed() -> None:
 ])
 def test_malformed_manifests_name_the_field(manifest: list[object], message: str) -> None:
     with pytest.raises(ManifestError) as err:
-        objects(manifest, "default", "web")
+        objects(manifest, "default", "web", 1)
     assert str(err.value) == message
 
 

@@ -1,8 +1,5 @@
-"""Label selection shared by the affinity plugins (a helper, not a plugin).
-
-``In``/``NotIn``/``Exists``/``DoesNotExist`` as in Kubernetes (``NotIn`` and
-``DoesNotExist`` hold when the label is absent); ``Gt``/``Lt`` compare the
-label and the single value as integers and fail when either is not one.
+"""Label selection shared by the affinity plugins (a helper, not a plugin): the set
+form over a fleet of :mod:`berth.store.documents.selection`'s rules.
 """
 
 from __future__ import annotations
@@ -11,33 +8,10 @@ from collections.abc import Iterable, Mapping
 
 from berth.controllers.scheduler.framework import Fleet
 from berth.store.documents import MatchExpression
+from berth.store.documents.selection import expression_matches, selector_matches
 
-
-def expression_matches(e: MatchExpression, labels: Mapping[str, str]) -> bool:
-    value = labels.get(e.key)
-    match e.operator:
-        case "In":
-            return value is not None and value in e.values
-        case "NotIn":
-            return value is None or value not in e.values
-        case "Exists":
-            return value is not None
-        case "DoesNotExist":
-            return value is None
-        case "Gt" | "Lt":
-            try:
-                have, want = int(value or ""), int(e.values[0])
-            except (ValueError, IndexError):
-                return False
-            return have > want if e.operator == "Gt" else have < want
-    return False
-
-
-def selector_matches(match_labels: Mapping[str, str], expressions: Iterable[MatchExpression],
-                     labels: Mapping[str, str]) -> bool:
-    """All of ``match_labels`` and all ``expressions`` hold (an empty selector matches)."""
-    return all(labels.get(k) == v for k, v in match_labels.items()) and all(
-        expression_matches(e, labels) for e in expressions)
+__all__ = ["describe", "expression_bits", "expression_matches", "selector_bits",
+           "selector_matches"]
 
 
 def expression_bits(fleet: Fleet, e: MatchExpression) -> int:

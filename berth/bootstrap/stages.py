@@ -1,0 +1,61 @@
+"""Checks of a Staged rollout's stages against the clusters there are, at apply.
+
+A cluster chosen by two stages of one application is refused, naming both:
+which stage it rolls in would otherwise depend on their order, silently.
+A stage that chooses no cluster is said (clusters may join later), not
+refused. The propagator applies the same rule at run time: a cluster whose
+labels change into two stages rolls in the first (README "Rollouts").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from berth.bootstrap.load import Loaded
+from berth.store import Store, StoreError, keys
+from berth.store.codec import decode
+from berth.store.documents import Application, Cluster
+
+
+def clusters(store: Store, loaded: Sequence[Loaded]) -> dict[str, dict[str, str]]:
+    """Every cluster's labels by "<namespace>/<name>": stored, then as the input has it."""
+    out: dict[str, dict[str, str]] = {}
+    for kv in store.list_prefix(keys.resource_prefix("Cluster"))[0]:
+        try:
+            c = decode(kv.value, Cluster, kv.key)
+        except StoreError:
+            continue
+        out[f"{c.metadata.namespace}/{c.metadata.name}"] = c.metadata.labels
+    for item in loaded:
+        if isinstance(item.doc, Cluster):
+            meta = item.doc.metadata
+            out[f"{meta.namespace}/{meta.name}"] = meta.labels
+    return out
+
+
+def problems(store: Store, loaded: Sequence[Loaded]) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the Staged applications in ``loaded``."""
+    staged = [i for i in loaded if isinstance(i.doc, Application) and i.doc.spec.rollout
+              and i.doc.spec.rollout.strategy == "Staged"]
+    if not staged:
+        return [], []
+    known = clusters(store, loaded)
+    errors: list[str] = []
+    warnings: list[str] = []
+    for item in staged:
+        assert isinstance(item.doc, Application) and item.doc.spec.rollout is not None
+        where = f"{item.where}: spec.rollout.stages"
+        first: dict[str, str] = {}
+        for stage in item.doc.spec.rollout.stages:
+            chosen = [cid for cid, labels in sorted(known.items())
+                      if stage.clusters.selects(cid, labels)]
+            if not chosen:
+                warnings.append(f"{where}: stage {stage.name!r} chooses no cluster now "
+                                "(skipped until one matches)")
+            for cid in chosen:
+                if cid in first:
+                    errors.append(f"{where}: cluster {cid} is in stage {first[cid]!r} and in "
+                                  f"stage {stage.name!r}: a cluster rolls in one stage")
+                else:
+                    first[cid] = stage.name
+    return errors, warnings
