@@ -44,6 +44,7 @@ GROUP = "berth_native"  # the shared library's name (mypyc's group)
 # compile with mypyc and behave the same compiled (the suite runs on them).
 MODULES = (
     "berth.store.keys",
+    "berth.store.labels",
     "berth.store.documents.resources",
     "berth.controllers.runtime.informer",
     "berth.controllers.scheduler.framework.fleet",

@@ -119,7 +119,7 @@ grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
 role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
-              clouds clusters applications projects magnumclusters globaloverrides overrides \
+              clouds clusters applications projects magnumclusters globaloverrides overrides paces \
               secrets history rollouts; do
   grant berth-admin readwrite "${R}$plural/" --prefix
 done

@@ -67,6 +67,7 @@ KINDS: dict[str, Kind] = {
         Kind("MagnumCluster", "openstack", "magnumclusters", True),
         Kind("GlobalOverride", "core", "globaloverrides", False),
         Kind("Override", "core", "overrides", True),
+        Kind("Pace", "core", "paces", False),
     )
 }
 BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}

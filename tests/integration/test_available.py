@@ -11,6 +11,7 @@ metrics-cache and propagator move the applications when a metric changes.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -493,3 +494,53 @@ def test_overrides_make_each_clusters_copy_and_explain_themselves(
     wait_for(lambda: status(store, "ov-web"), state("RUNNING", "north", "south"), timeout=30)
     for name in ("registry-north", "registry-south", "where"):
         store.delete(keys.resource_key("Override", name, "default"))
+
+
+def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    """The fleet's pace allows 20 copies in transition: a metric change moves 200
+    applications, and a sampler (every 100 ms: the Bindings, then the Deployments on
+    the new cluster) never sees more than 20 whose Binding names the new cluster and
+    whose copy there is not yet available (README "One pace")."""
+    names = [f"paced-{i:03d}" for i in range(200)]
+    put(store, keys.resource_key("Pace", "fleet"), encode({
+        "api": "core", "kind": "Pace", "metadata": {"name": "fleet"},
+        "spec": {"inTransition": 20}}))
+    for name in names:
+        application(store, name, [deployment(name, replicas=1)])
+    for name in names:
+        wait_for(lambda name=name: status(store, name), state("RUNNING", "north"),
+                 timeout=180)
+    most = [0]
+    samples = [0]
+    stop = threading.Event()
+    south = clusters["south"]
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            on = {}
+            for kv in store.list_prefix(keys.binding_prefix("Application"))[0]:
+                b = decode(kv.value, Binding, kv.key)
+                on[b.metadata.name] = targets(b)
+            listed = south.request("GET", "/apis/apps/v1/namespaces/default/deployments")
+            ready = {d["metadata"]["name"] for d in listed.get("items", [])
+                     if d.get("status", {}).get("availableReplicas", 0) >= 1
+                     and d["status"].get("observedGeneration") == d["metadata"]["generation"]}
+            moving = sum(1 for n in names if on.get(n) == ["south"] and n not in ready)
+            most[0] = max(most[0], moving)
+            samples[0] += 1
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        greens(store, north=0.2, south=0.9, broken=0.1)
+        for name in names:
+            wait_for(lambda name=name: status(store, name), state("RUNNING", "south"),
+                     timeout=300)
+    finally:
+        stop.set()
+        sampler.join()
+        store.delete(keys.resource_key("Pace", "fleet"))
+    print(f"{samples[0]} samples; at most {most[0]} of 200 moving applications in transition")
+    assert samples[0] > 50 and 10 <= most[0] <= 20, most[0]  # paced, and it was used

@@ -60,6 +60,7 @@ from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, cluster_key
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
+from berth.controllers.runtime.transit import Transit, transit_id
 from berth.store import Store, StoreError, keys
 from berth.store.credentials import with_current_secrets
 from berth.store.documents import (
@@ -72,6 +73,7 @@ from berth.store.documents import (
     KubeObjectRef,
 )
 from berth.store.documents.overrides import GlobalOverride, Override
+from berth.store.documents.pace import FLEET, Pace, steady
 from berth.store.documents.render import (
     Rendered,
     RenderError,
@@ -149,6 +151,10 @@ class Applier:
         # rollouts: what operators said (earlier manifests are read when a rollout needs
         # one: a history holds up to ten, which no informer should keep for every app)
         self.manifests = Manifests(store)
+        # the fleet's pace (README "One pace"): its document, and the copies in transition
+        self.paces: Informer[Pace] = Informer(
+            store, keys.resource_prefix("Pace"), Pace, idle_timeout=idle)
+        self.transit = Transit()
         self.controls: Informer[RolloutControl] = Informer(
             store, keys.ROLLOUTS + "applications/", RolloutControl, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
@@ -184,7 +190,7 @@ class Applier:
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
         return (self.apps, self.bindings, self.statuses, self.secrets.informer,
-                self.overrides, self.global_overrides, self.controls)
+                self.overrides, self.global_overrides, self.controls, self.paces)
 
     # -- events ----------------------------------------------------------------
 
@@ -247,6 +253,10 @@ class Applier:
 
     def _on_binding(self, event: Event[Binding]) -> None:
         key = keys.resource_key_of(event.key)
+        ns = keys.parse_key(key).namespace or ""
+        self.transit.targets(transit_id(event.key), None if event.type is EventType.DELETED
+                             else [cluster_id(t.namespace or ns, t.name)
+                                   for t in event.obj.spec.targets if t.kind == "Cluster"])
         if event.type is EventType.DELETED or not event.obj.spec.targets:
             self._to_available.cancel(key)
         elif self.bindings.synced.is_set():  # changes while running only
@@ -257,6 +267,12 @@ class Applier:
 
     def _on_status(self, event: Event[ApplicationStatus]) -> None:
         key = keys.resource_key_of(event.key)
+        if event.type is EventType.DELETED:
+            self.transit.status(transit_id(event.key), None)
+        else:
+            st, r = event.obj.status, event.obj.status.rollout
+            self.transit.status(transit_id(event.key), steady(
+                st.applied, r.generation if r else 0, r.phase if r else ""))
         if event.type is EventType.ADDED:  # at start: also applications whose key vanished
             self.queue.add(key)
         elif (self.shard is not None and event.type is EventType.MODIFIED
@@ -629,7 +645,9 @@ class Applier:
         stable = stable_of(recorded.rollout, recorded.applied, gen)
         prior = self._prior(stable, served, selecting, manifest, ns, name) \
             if 0 < stable < gen else None
-        return Inputs(policy, control, labels, prior)
+        pace = self.paces.get(keys.resource_key("Pace", FLEET))
+        return Inputs(policy, control, labels, prior, pace.spec if pace is not None else None,
+                      self.transit.count())
 
     def _prior(self, gen: int, served: tuple[str, ...], selecting: list[Override],
                current: list[Any], ns: str, name: str) -> Version | None:

@@ -42,6 +42,7 @@ from berth.controllers.propagator.kube import Unavailable
 from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ClusterApplied
 from berth.store.documents.durations import seconds
+from berth.store.documents.pace import PaceSpec, closed_until
 from berth.store.documents.render import Rendered
 from berth.store.documents.rollouts import (
     COMPLETE,
@@ -63,6 +64,7 @@ from berth.store.documents.rollouts import (
 log = logging.getLogger(__name__)
 
 PACE_WINDOW = 60.0  # seconds: ``pace`` counts the clusters started in the last minute
+FLEET_RETRY = 1.0  # seconds: a step the fleet's copies in transition hold is tried so soon
 KEPT = 1024  # earlier generations' manifests kept in memory (they never change)
 
 
@@ -124,7 +126,8 @@ class Inputs:
     control: RolloutControl | None = None
     labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per target
     prior: Version | None = None  # the generation rolled from, if its manifest is kept
-
+    pace: PaceSpec | None = None  # the fleet's (README "One pace")
+    transit: int = 0  # copies in transition fleet-wide now
 
 @dataclass(frozen=True, slots=True)
 class Wave:
@@ -285,6 +288,9 @@ class _Rollout:
             slots = min(slots, self._pace_left(on_new))
             if slots <= 0:
                 wait = f"pace: {policy.pace} clusters started in the last minute"
+        if slots > 0 and self.inputs.pace is not None:
+            slots, why = self._fleet(slots)
+            wait = why or wait
         starting = set(todo[:max(0, slots)])
         want = {c: gen if self.copy_of(c) == gen or c in starting else self.hold(c)
                 for c in self.targets}
@@ -314,6 +320,26 @@ class _Rollout:
             return stage, members, (f"stage {stage.name} waits for approval (berth rollout "
                                     f"approve APP {stage.name})")
         return stage, members, ""
+
+    def _fleet(self, slots: int) -> tuple[int, str]:
+        """The fleet's pace: no step starts in a window, nor beyond the copies in
+        transition it allows (this application's own included)."""
+        pace = self.inputs.pace
+        assert pace is not None
+        if pace.windows and self.now is not None:
+            until = closed_until(pace.windows, self.now)
+            if until is not None:
+                self.waits.append((until - self.now).total_seconds())
+                return 0, (f"no optional change starts until {until:%Y-%m-%d %H:%M} UTC "
+                           "(the fleet's pace window)")
+        if pace.in_transition:
+            left = pace.in_transition - self.inputs.transit
+            if left <= 0:
+                self.waits.append(FLEET_RETRY)
+                return 0, (f"{pace.in_transition} copies in transition fleet-wide, the "
+                           "pace's limit (inTransition)")
+            return min(slots, left), ""
+        return slots, ""
 
     def _pace_left(self, on_new: list[str]) -> int:
         """How many more clusters may start now under ``pace``."""

@@ -20,6 +20,19 @@ only on whole metric pictures, not by slowing every move down):
   moved back to it has to move again. Moves between clusters that stayed
   up (a metric change) are not slowed.
 
+And the fleet's pace (a document, ``/berth/v1/paces/fleet``; README "One
+pace"), for moves and rollouts alike:
+
+* ``windows``: no optional move starts within one;
+* ``inTransition``: no optional move starts while that many copies are in
+  transition fleet-wide (moves in flight, rollout steps);
+* ``perMinute``: no optional move starts once that many moves, forced ones
+  included, started in the last minute.
+
+A forced move is never held, and it counts. ``budget`` is the same rule as
+``perMinute`` for optional moves only, over ``budget_interval``, set in the
+scheduler's configuration: the pace is the fleet's, for every process.
+
 A move held back is recorded in the Binding (its reason says why, and when
 it is tried again). A move back to targets left less than ``flap_window``
 ago counts as a flap (``berth_scheduler_flaps_total``), whatever caused it.
@@ -38,11 +51,14 @@ from datetime import UTC, datetime
 import msgspec
 from prometheus_client import Counter
 
+from berth.store.documents.pace import PaceSpec, closed_until
+
 FLAPS = Counter("berth_scheduler_flaps_total",
                 "Moves back to targets left within the flap window")
 HELD = Counter("berth_scheduler_moves_held_total", "Optional moves held back, by rule",
                ["rule"])
 HELD_PREFIX = "Held back"
+PACE_RETRY = 1.0  # seconds: a move held by the copies in transition is tried again so soon
 
 
 class AntiFlapConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -72,7 +88,7 @@ Refs = frozenset[tuple[str, str | None, str]]
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    rule: str  # margin, hold, min_dwell, budget or settle
+    rule: str  # margin, hold, min_dwell, budget, settle; window, in_transition, per_minute
     reason: str  # stable while the same move is held the same way (compared before a write)
     retry_after: float | None  # seconds; None: only a later change can release it
 
@@ -86,17 +102,24 @@ class AntiFlap:
         self.now = now
         self._better: dict[str, tuple[Refs, float]] = {}  # key → held move and since when
         self._moves: deque[float] = deque()  # times of optional moves within the budget
+        self._started: deque[float] = deque()  # times of every move in the last minute
         self._left: dict[str, tuple[Refs, float]] = {}  # key → targets it left, and when
         self._prune_at = 1024
 
     def check(self, key: str, new: Refs, names: str, gain: float,
-              last_move: datetime | None, returned: float | None = None) -> Held | None:
+              last_move: datetime | None, returned: float | None = None,
+              pace: PaceSpec | None = None, transit: int = 0) -> Held | None:
         """Whether the optional move of ``key`` to ``new`` (``names``) waits, and why.
-        ``returned``: when (``clock``) the last of ``new`` came back ONLINE, if it did."""
+        ``returned``: when (``clock``) the last of ``new`` came back ONLINE, if it did;
+        ``pace``: the fleet's, with ``transit`` copies in transition now."""
         c = self.config
+        to = f"would move to {names}"
+        if pace is not None:
+            held = self._paced(pace, transit, to)
+            if held is not None:
+                return held
         if not c.active:
             return None
-        to = f"would move to {names}"
         if c.settle and returned is not None:
             back = self.clock() - returned
             if back < c.settle:
@@ -129,6 +152,29 @@ class AntiFlap:
                                   self._moves[0] + c.budget_interval - t)
         return None
 
+    def _paced(self, pace: PaceSpec, transit: int, to: str) -> Held | None:
+        """The fleet's pace: a window, the copies in transition, the moves per minute."""
+        if pace.windows:
+            now = self.now()
+            until = closed_until(pace.windows, now)
+            if until is not None:
+                return self._held("window", f"{HELD_PREFIX}: no optional change starts until "
+                                            f"{until:%Y-%m-%d %H:%M} UTC (pace window); {to}",
+                                  (until - now).total_seconds())
+        if pace.in_transition and transit >= pace.in_transition:
+            return self._held("in_transition", f"{HELD_PREFIX}: {pace.in_transition} copies in "
+                                               f"transition, the pace's limit (inTransition); "
+                                               f"{to}", PACE_RETRY)
+        if pace.per_minute:
+            t = self.clock()
+            while self._started and t - self._started[0] >= 60.0:
+                self._started.popleft()
+            if len(self._started) >= pace.per_minute:
+                return self._held("per_minute", f"{HELD_PREFIX}: {pace.per_minute} moves "
+                                                f"started in the last minute (perMinute); {to}",
+                                  self._started[0] + 60.0 - t)
+        return None
+
     @staticmethod
     def _held(rule: str, reason: str, retry_after: float | None) -> Held:
         HELD.labels(rule).inc()
@@ -144,6 +190,10 @@ class AntiFlap:
         self._better.pop(key, None)
         if optional and self.config.budget:
             self._moves.append(t)
+        if old:  # a move (not a first placement): counted for the pace, forced or not
+            self._started.append(t)
+            while self._started and t - self._started[0] >= 60.0:
+                self._started.popleft()
         window = self.config.flap_window
         left = self._left.get(key)
         if left is not None and new and left[0] == new and t - left[1] <= window:

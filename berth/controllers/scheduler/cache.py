@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berth.controllers.runtime import Event, EventType, Informer, Item
+from berth.controllers.runtime.transit import Transit, transit_id
 from berth.controllers.scheduler.decisions import Decisions, Usage, UsageChange
 from berth.controllers.scheduler.framework import (
     Candidate,
@@ -73,6 +74,7 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.documents.metrics import MEASURES, normalized
+from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -118,10 +120,16 @@ class Cache:
         self.failures: Informer[Failures] = Informer(
             store, keys.status_prefix("Application"), FailuresView, convert=compact_failures,
             idle_timeout=idle_timeout)
+        # The pace (README "One pace"): its document, and the copies in transition,
+        # counted from the Bindings and the statuses as they change.
+        self.paces: Informer[Pace] = informer(r + "paces/", Pace)
+        self.transit = Transit()
+        self.bindings.add_handler(self._binding_transit)
+        self.failures.add_handler(self._status_transit)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
-            self.magnumclusters, self.failures,
+            self.magnumclusters, self.failures, self.paces,
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
@@ -586,6 +594,20 @@ class Cache:
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)
         return list(binding.spec.targets) if binding else []
+
+    def pace(self) -> PaceSpec | None:
+        """The fleet's pace (None: none is set)."""
+        doc = self.paces.get(keys.resource_key("Pace", FLEET))
+        return doc.spec if doc is not None else None
+
+    def _binding_transit(self, event: Event[BindingView]) -> None:
+        gone = event.type is EventType.DELETED
+        self.transit.targets(transit_id(event.key), None if gone else [
+            f"{t.namespace or ''}/{t.name}" for t in event.obj.spec.targets])
+
+    def _status_transit(self, event: Event[Failures]) -> None:
+        gone = event.type is EventType.DELETED
+        self.transit.status(transit_id(event.key), None if gone else event.obj.steady)
 
     def failures_of(self, subject: Subject) -> Failures:
         if subject.ref.kind != "Application":

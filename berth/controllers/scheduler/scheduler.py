@@ -46,6 +46,7 @@ from prometheus_client.metrics_core import Metric
 from berth.controllers.runtime import Event, EventType, Item
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
+from berth.controllers.runtime.transit import transit_id
 from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.cache import Cache
@@ -606,6 +607,9 @@ class Scheduler:
             if old != _refs(decision.targets):
                 self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
                                     optional=self._optional(decision.subject, b, decision))
+                # in transition from now, before the Binding lands (the pace)
+                self.cache.transit.decided(transit_id(decision.subject.key), [
+                    f"{t.namespace or ''}/{t.name}" for t in decision.targets])
         return "scheduled"
 
     def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
@@ -637,7 +641,9 @@ class Scheduler:
         if new == _refs(current):
             self.antiflap.settled(subject.key)
             return None
-        if not self.antiflap.config.active or not self._optional(subject, binding, decision):
+        pace = self.cache.pace()
+        if not (self.antiflap.config.active or pace is not None) or not self._optional(
+                subject, binding, decision):
             return None
         assert binding is not None
         ranking = decision.evaluation.ranked
@@ -652,7 +658,8 @@ class Scheduler:
         back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)
                             for t in decision.targets) if t is not None]
         held = self.antiflap.check(subject.key, new, names, gain, binding.spec.scheduled,
-                                   max(back, default=None))
+                                   max(back, default=None), pace,
+                                   self.cache.transit.count() if pace is not None else 0)
         if held is None:
             return None
         limit = self.config.explain_limit

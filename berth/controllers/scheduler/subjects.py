@@ -35,6 +35,7 @@ from berth.controllers.scheduler.views import (
 )
 from berth.store.documents import BindingMeta, BindingSpec, ObjectRef, Placement, Target
 from berth.store.documents.metrics import ForecastPoint, MetricError, MetricPicture, MetricValue
+from berth.store.documents.pace import steady
 from berth.store.documents.resources import (
     NO_DEMAND,
     REPLICA_FIELDS,
@@ -289,21 +290,33 @@ class Failures:
     failed: Mapping[str, tuple[float, int]]
     running_on: tuple[Target, ...]
     finished: int = 0
+    # Where its copies are not in transition (None: it runs nowhere yet): the pace.
+    steady: frozenset[str] | None = None
 
 
 NO_FAILURES = Failures({}, ())
+_STEADY: dict[frozenset[str], Failures] = {}  # shared values for the common case, by set
 
 
 def compact_failures(key: str, view: FailuresView) -> Failures:
-    """One shared empty value for the (many) applications that failed nowhere and are
-    not finished."""
+    """One shared value for the (many) applications that failed nowhere and are not
+    finished, per set of clusters where they run steadily."""
     st = view.status
+    rollout = st.rollout
+    ok = steady(st.applied, rollout.generation if rollout is not None else 0,
+                rollout.phase if rollout is not None else "")
+    here = frozenset(ok) if ok is not None else None
     if not st.failed and not st.finished:
-        return NO_FAILURES
+        if here is None:
+            return NO_FAILURES
+        shared = _STEADY.get(here)
+        if shared is None:
+            shared = _STEADY[here] = Failures({}, (), 0, here)
+        return shared
     failed = {}
     for cid, f in st.failed.items():
         namespace, _, name = cid.partition("/")
         failed[candidate_key("Cluster", namespace or None, name)] = (f.at.timestamp(),
                                                                     f.generation)
     return Failures(failed, tuple(Target(r.kind, r.name, r.namespace) for r in st.running_on),
-                    st.finished)
+                    st.finished, here)

@@ -150,16 +150,30 @@ class _Failed(msgspec.Struct):
     generation: int
 
 
+class _CopyView(msgspec.Struct):
+    generation: int = 0
+    health: str = ""
+    new: bool = False
+
+
+class _RolloutView(msgspec.Struct):
+    generation: int = 0
+    phase: str = ""
+
+
 class _FailedState(msgspec.Struct):
     failed: dict[str, _Failed] = {}
     running_on: list[ObjectRef] = []
     finished: int = 0
+    applied: dict[str, _CopyView] = {}
+    rollout: _RolloutView | None = None
 
 
 class FailuresView(msgspec.Struct):
     """Of the propagator's application status, only what the scheduler reads: the clusters
-    the application could not become available on, where it runs, and the generation
-    whose work is all done (its Jobs complete)."""
+    the application could not become available on, where it runs, the generation whose
+    work is all done (its Jobs complete), and where its copies are steady (the pace:
+    :func:`berth.store.documents.pace.steady`)."""
 
     status: _FailedState = msgspec.field(default_factory=_FailedState)
 

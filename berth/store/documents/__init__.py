@@ -61,6 +61,7 @@ from berth.store.documents.metrics import (
 )
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import GlobalOverride, Override, OverrideRule
+from berth.store.documents.pace import Pace
 from berth.store.documents.selection import MatchExpression
 
 Resource = (
@@ -76,6 +77,7 @@ Resource = (
     | MagnumCluster
     | GlobalOverride
     | Override
+    | Pace
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {
@@ -91,6 +93,7 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "MagnumCluster": MagnumCluster,
     "GlobalOverride": GlobalOverride,
     "Override": Override,
+    "Pace": Pace,
 }
 
 __all__ = [
@@ -141,6 +144,7 @@ __all__ = [
     "ObjectRef",
     "Override",
     "OverrideRule",
+    "Pace",
     "Placement",
     "PreferredTerm",
     "Project",

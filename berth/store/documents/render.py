@@ -39,7 +39,7 @@ from berth.store.documents.overrides import (
     OverrideRule,
     PatchOperation,
 )
-from berth.store.documents.selection import selector_matches
+from berth.store.labels import selector_matches
 
 VARIABLE = re.compile(r"\$(\$?)\{([^}]*)\}")
 # Where each kind keeps its pod template's spec (custom resources: a patch rule).

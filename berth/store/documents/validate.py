@@ -31,6 +31,7 @@ from berth.store.documents.infrastructure import Cloud, Cluster
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
+from berth.store.documents.pace import FLEET, Pace, minutes
 from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
 from berth.store.documents.rollouts import REST, RolloutPolicy
@@ -79,6 +80,8 @@ def problems(doc: Resource) -> list[Problem]:
             found += _application(doc)
         case Override():
             found += _override(doc)
+        case Pace():
+            found += _pace(doc)
     return found
 
 
@@ -377,6 +380,21 @@ def _application(doc: Application) -> Iterator[Problem]:
         yield Problem("spec.gang.minMember", "must be >= 1")
     if spec.rollout is not None:
         yield from _rollout(spec.rollout)
+
+
+def _pace(doc: Pace) -> Iterator[Problem]:
+    if doc.metadata.name != FLEET:
+        yield Problem("metadata.name", f"the pace is one document, named {FLEET!r}")
+    for field, value in (("inTransition", doc.spec.in_transition),
+                         ("perMinute", doc.spec.per_minute)):
+        if value < 0:
+            yield Problem(f"spec.{field}", "must be >= 0 (0: no limit)")
+    for i, w in enumerate(doc.spec.windows):
+        for field, text in (("start", w.start), ("end", w.end)):
+            try:
+                minutes(text)
+            except ValueError as exc:
+                yield Problem(f"spec.windows[{i}].{field}", str(exc))
 
 
 PERCENT = re.compile(r"(100|[1-9]?[0-9])%")

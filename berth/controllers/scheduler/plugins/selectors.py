@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from berth.controllers.scheduler.framework import Fleet
 from berth.store.documents import MatchExpression
-from berth.store.documents.selection import expression_matches, selector_matches
+from berth.store.labels import expression_matches, selector_matches
 
 __all__ = ["describe", "expression_bits", "expression_matches", "selector_bits",
            "selector_matches"]

@@ -1,0 +1,99 @@
+"""The fleet's pace (README "One pace"): what counts as in transition, the count kept
+as Bindings and statuses change, windows, and the scheduler's rules for moves."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from berth.controllers.runtime.transit import Transit, transit_id
+from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
+from berth.store.documents import ClusterApplied
+from berth.store.documents.pace import PaceSpec, PaceWindow, closed_until, minutes, steady
+from tests.unit.scheduler.test_antiflap import A, B, Clock
+
+
+def copy(gen: int, health: str = "Healthy", *, new: bool = False) -> ClusterApplied:
+    return ClusterApplied(gen, health=health, new=new)
+
+
+def test_a_copy_is_in_transition_while_new_or_rolling_and_not_yet_healthy() -> None:
+    assert steady({}) is None  # runs nowhere yet: a first placement is no change
+    assert steady({"a": copy(0)}) is None  # objects recorded, nothing applied
+    applied = {"a": copy(1), "b": copy(1, "Progressing", new=True),
+               "c": copy(1, "Unhealthy"), "d": copy(2, "Progressing")}
+    # b: a move's new copy, not yet available; c: crashed on its own, no change
+    assert steady(applied) == ["a", "c", "d"]
+    # while generation 2 rolls out, d's copy of it is a step in progress
+    assert steady(applied, 2, "Progressing") == ["a", "c"]
+    assert steady(applied, 2, "Halted") == ["a", "c", "d"]  # an ended rollout: no change
+
+
+def test_the_count_follows_targets_and_statuses_whichever_comes_first() -> None:
+    t = Transit()
+    key = transit_id("/berth/v1/bindings/applications/default/web")
+    assert key == transit_id("/berth/v1/status/applications/default/web")
+    t.targets(key, ["default/a"])
+    assert t.count() == 0  # placed for the first time: runs nowhere yet
+    t.status(key, ["default/a"])
+    assert t.count() == 0
+    t.decided(key, ["default/b"])  # a move decided: b has no copy yet
+    assert t.count() == 1 and t.of(key) == 1
+    t.targets(key, ["default/a"])  # the Binding of before, seen late: the decision stands
+    assert t.count() == 1
+    t.targets(key, ["default/b"])  # its Binding, seen
+    t.status(key, ["default/a"])  # b's copy applied, not yet available
+    t.targets("applications/default/api", ["default/a", "default/b"])
+    t.status("applications/default/api", [])  # rolling out on both, neither healthy yet
+    assert t.count() == 3
+    t.status(key, ["default/a", "default/b"])  # available: the old copy goes next
+    assert t.count() == 2
+    t.targets("applications/default/api", None)  # gone
+    assert t.count() == 0
+
+
+def test_windows_in_utc_across_midnight_and_by_day() -> None:
+    night = PaceWindow(start="22:00", end="06:00")
+    weekend = PaceWindow(start="00:00", end="24:00", days=["Sat", "Sun"])
+    fri_late = datetime(2026, 11, 27, 23, 0, tzinfo=UTC)  # a Friday
+    assert closed_until([night], fri_late) == datetime(2026, 11, 28, 6, 0, tzinfo=UTC)
+    assert closed_until([night], fri_late.replace(hour=12)) is None
+    # the latest end of the windows it is in
+    assert closed_until([night, weekend], datetime(2026, 11, 28, 3, 0, tzinfo=UTC)) == (
+        datetime(2026, 11, 29, 0, 0, tzinfo=UTC))
+    # a window is on the day it starts: Sunday 22:00 runs into Monday
+    sunday_night = PaceWindow(start="22:00", end="02:00", days=["Sun"])
+    assert closed_until([sunday_night], datetime(2026, 11, 30, 1, 0, tzinfo=UTC)) is not None
+    assert closed_until([sunday_night], datetime(2026, 11, 27, 1, 0, tzinfo=UTC)) is None
+    assert minutes("24:00") == 1440
+    for bad in ("25:00", "7", "07:5", "24:30"):
+        with pytest.raises(ValueError):
+            minutes(bad)
+
+
+def paced() -> tuple[AntiFlap, Clock]:
+    clock = Clock()
+    return AntiFlap(AntiFlapConfig(settle=0), clock=clock, now=clock.wall), clock
+
+
+def test_an_optional_move_waits_for_the_pace_and_a_forced_one_counts() -> None:
+    p, clock = paced()
+    pace = PaceSpec(in_transition=2, per_minute=3)
+    assert p.check("x", B, "b", 1.0, None, None, pace, 1) is None
+    held = p.check("x", B, "b", 1.0, None, None, pace, 2)
+    assert held is not None and held.rule == "in_transition" and "inTransition" in held.reason
+    for key in ("f1", "f2"):
+        p.moved(key, A, B, optional=False)  # forced: never held, and counted
+    p.moved("o1", A, B, optional=True)
+    held = p.check("x", B, "b", 1.0, None, None, pace, 0)
+    assert held is not None and held.rule == "per_minute"
+    assert held.retry_after == pytest.approx(60)
+    p.moved("new", frozenset(), B, optional=False)  # a first placement is not a move
+    clock.t += 60
+    assert p.check("x", B, "b", 1.0, None, None, pace, 0) is None
+    # a window holds every optional move until it ends
+    window = PaceSpec(windows=[PaceWindow(start="00:00", end="01:00")])
+    held = p.check("x", B, "b", 1.0, None, None, window, 0)  # T0 + 160 s is 00:02:40
+    assert held is not None and held.rule == "window"
+    assert held.retry_after == pytest.approx(3600 - 160)
