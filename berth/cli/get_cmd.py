@@ -169,6 +169,13 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
          ("RULES", lambda s: str(len(_doc(s, "spec.rules", [])))),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("GENERATION", lambda s: str(_doc(s, "metadata.generation")))]),
+    "Pace": (
+        [("IN TRANSITION", lambda s: str(_doc(s, "spec.in_transition", 0) or "-")),
+         ("PER MINUTE", lambda s: str(_doc(s, "spec.per_minute", 0) or "-")),
+         ("WINDOWS", lambda s: ",".join(
+             f"{w.start}-{w.end}" + (f"({'/'.join(w.days)})" if w.days else "")
+             for w in _doc(s, "spec.windows", [])) or "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),
     "Cloud": (
         [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
          ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"

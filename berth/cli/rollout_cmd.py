@@ -84,6 +84,14 @@ def _name(args: argparse.Namespace) -> tuple[str, str]:
     return namespace or args.namespace, name
 
 
+def _opened(args: argparse.Namespace) -> tuple[Store, str, str, Application | None]:
+    """The store, the application's namespace and name, and the application (None: no
+    such application)."""
+    namespace, name = _name(args)
+    store = open_store(args)
+    return store, namespace, name, _app(store, namespace, name)
+
+
 def _app(store: Store, namespace: str, name: str) -> Application | None:
     kv = store.get(keys.resource_key("Application", name, namespace))
     return decode(kv.value, Application, kv.key) if kv is not None else None
@@ -210,9 +218,8 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def _pause(args: argparse.Namespace, paused: bool) -> int:
-    namespace, name = _name(args)
-    store = open_store(args)
-    if _app(store, namespace, name) is None:
+    store, namespace, name, app = _opened(args)
+    if app is None:
         return _missing(namespace, name)
     code = _control(store, namespace, name,
                     lambda c: msgspec.structs.replace(c, paused=paused))
@@ -222,9 +229,7 @@ def _pause(args: argparse.Namespace, paused: bool) -> int:
 
 
 def approve(args: argparse.Namespace) -> int:
-    namespace, name = _name(args)
-    store = open_store(args)
-    app = _app(store, namespace, name)
+    store, namespace, name, app = _opened(args)
     if app is None:
         return _missing(namespace, name)
     gen = app.metadata.generation
@@ -266,9 +271,7 @@ def _who() -> str:
 
 
 def undo(args: argparse.Namespace) -> int:
-    namespace, name = _name(args)
-    store = open_store(args)
-    app = _app(store, namespace, name)
+    store, namespace, name, app = _opened(args)
     if app is None:
         return _missing(namespace, name)
     gen = app.metadata.generation
@@ -313,9 +316,7 @@ def undo(args: argparse.Namespace) -> int:
 
 
 def history(args: argparse.Namespace) -> int:
-    namespace, name = _name(args)
-    store = open_store(args)
-    app = _app(store, namespace, name)
+    store, namespace, name, app = _opened(args)
     if app is None:
         return _missing(namespace, name)
     kept = stored(store, namespace, name)

@@ -291,3 +291,25 @@ def test_each_generation_keeps_its_manifest_in_a_bounded_history(
     assert berth(etcd_server, "--force", str(f)) == 1
     assert "spec.rollout.historyLimit: must be >= 1" in capsys.readouterr().err
     assert [r.generation for r in stored(store, "default", "staged").revisions] == [3, 4, 5]
+
+
+def test_the_pace_is_one_document_and_get_shows_it(
+    etcd_server: EtcdServer, store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "pace.yaml"
+    f.write_text("api: core\nkind: Pace\nmetadata: {name: fleet}\nspec:\n  inTransition: 20\n"
+                 "  windows: [{start: '22:00', end: '06:00'}, {start: '00:00', end: '24:00', "
+                 "days: [Sat, Sun]}]\n")
+    assert berth(etcd_server, str(f)) == 0
+    assert main(["get", "pace", "--etcd", etcd_server.url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["NAME", "IN", "TRANSITION", "PER", "MINUTE", "WINDOWS", "AGE"]
+    assert out[1].split()[:4] == ["fleet", "20", "-", "22:00-06:00,00:00-24:00(Sat/Sun)"]
+    f.write_text("api: core\nkind: Pace\nmetadata: {name: other}\nspec:\n  inTransition: -1\n"
+                 "  windows: [{start: '25:00', end: '6'}]\n")
+    assert berth(etcd_server, str(f)) == 1
+    err = capsys.readouterr().err
+    assert "metadata.name: the pace is one document, named 'fleet'" in err
+    assert "spec.inTransition: must be >= 0" in err
+    assert "spec.windows[0].start: '25:00': not a time of day" in err
+    assert "spec.windows[0].end: '6': give a time as HH:MM" in err

@@ -214,3 +214,20 @@ def test_the_plan_applies_the_generation_rolled_from_with_its_own_bodies() -> No
     assert end.state.rollout is not None and end.state.rollout.phase == ROLLED_BACK
     assert msgspec.json.decode(msgspec.json.encode(end.state.rollout),
                                type=RolloutState) == end.state.rollout
+
+
+def test_a_step_keeps_the_fleets_pace() -> None:
+    from berth.store.documents.pace import PaceSpec, PaceWindow
+
+    def paced(pace: PaceSpec, transit: int) -> Wave:
+        return decide(Inputs(rolling(max_unavailable=3), pace=pace, transit=transit, prior=PRIOR),
+                      2, ("default/a", "default/b", "default/c"), copies(a=1, b=1, c=1),
+                      lambda c: FINE, None, NOW, 600.0)
+
+    full = paced(PaceSpec(in_transition=5), 5)
+    assert want(full) == "111" and full.recheck == 1.0
+    assert full.state is not None and "5 copies in transition fleet-wide" in full.state.reason
+    assert want(paced(PaceSpec(in_transition=5), 3)) == "221"  # two slots left
+    night = paced(PaceSpec(windows=[PaceWindow(start="11:00", end="13:00")]), 0)
+    assert want(night) == "111" and night.recheck == 3600.0  # NOW is 12:00
+    assert night.state is not None and "until 2026-11-27 13:00 UTC" in night.state.reason
