@@ -772,6 +772,8 @@ def test_a_rollout_through_a_propagator_kill_a_leader_change_and_a_compaction(
             assert time.monotonic() < deadline, _ro_state(system)
             time.sleep(0.2)
         threading.Thread(target=sample, daemon=True, name="rollout sampler").start()
+        while len([s for s in seen if len(s) == 2]) < 3:  # it sees generation 1 on both
+            time.sleep(0.05)
         _rollout_app(system, "x:2")
         deadline = time.monotonic() + 60
         while not any(s.get("a", (0, False))[0] == 2 for s in seen):
