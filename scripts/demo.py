@@ -266,7 +266,7 @@ def staged_rollout(store: Store, etcd: str) -> bool:
         time.sleep(1)
     say("shop RUNNING generation 1 on dresden, helsinki and paris")
     path.write_text(yaml.safe_dump(shop(2), sort_keys=False))
-    print(berth("apply", "-f", str(path), "--force", etcd=etcd).rstrip())
+    print(berth("apply", "-f", str(path), etcd=etcd).rstrip())
     last = ""
     deadline = time.monotonic() + 180
     while True:

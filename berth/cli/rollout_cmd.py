@@ -14,7 +14,7 @@ clusters (README "Rollouts"), in kubectl's manner.
 
 Pause, resume and approve write the application's rollout controls
 (``/berth/v1/rollouts/applications/<ns>/<name>``) with a compare-and-swap;
-``undo`` writes the application as ``berth apply --force`` does, so its
+``undo`` writes the application as ``berth apply`` does, so its
 history gains the new generation in the same transaction.
 """
 
@@ -140,7 +140,7 @@ def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState |
         rows.append((stage_of(cid)[1], cid, str(have.generation), health,
                      f"{have.since:%H:%M:%S}" if have.since else "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False))
               + "  " + row[4] for row in rows]
     return "\n".join(lines), r
 

@@ -88,7 +88,7 @@ def deployment(name: str, tag: int, *, crash_on: str = "") -> dict[str, Any]:
 
 def apply(store: Store, name: str, manifest: list[dict[str, Any]], on: list[str],
           rollout: dict[str, Any]) -> None:
-    """Write the application as ``berth apply --force`` does (its history with it)."""
+    """Write the application as ``berth apply`` does (its history with it)."""
     doc = {"api": "kubernetes", "kind": "Application",
            "metadata": {"name": name, "namespace": "default"},
            "spec": {"manifest": manifest, "rollout": rollout,
