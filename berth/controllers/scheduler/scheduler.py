@@ -598,6 +598,7 @@ class Scheduler:
                     (self._waiting.pop(k) for k in state.allow if k in self._waiting)]
         if not self._bind(members):
             return "bind-failed"
+        paced = self.cache.pace() is not None
         for decision, b in members:
             self._after_bind(decision.subject)
             old = _refs(b.spec.targets) if b is not None else frozenset()
@@ -607,9 +608,9 @@ class Scheduler:
             if old != _refs(decision.targets):
                 self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
                                     optional=self._optional(decision.subject, b, decision))
-                # in transition from now, before the Binding lands (the pace)
-                self.cache.transit.decided(transit_id(decision.subject.key), [
-                    f"{t.namespace or ''}/{t.name}" for t in decision.targets])
+                if paced:  # in transition from now, before its Binding lands
+                    self.cache.transit.decided(transit_id(decision.subject.key), [
+                        f"{t.namespace or ''}/{t.name}" for t in decision.targets])
         return "scheduled"
 
     def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
