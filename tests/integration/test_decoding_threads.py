@@ -78,6 +78,47 @@ def test_never_through_berths_codec(tmp_path: Path) -> None:
     assert crashes(tmp_path, "codec", 40) == 0
 
 
+KUBECONFIGS = """
+import sys, threading
+sys.setswitchinterval(1e-6)
+sys.path[:0] = [sys.argv[2]]
+if sys.argv[1] == "berth":
+    import berth.controllers.propagator.kube  # builds lightkube's kubeconfig types once
+from lightkube import KubeConfig
+kc = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+      "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+      "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+      "users": [{"name": "u", "user": {"token": "t"}}]}
+go = threading.Event()
+def work():
+    go.wait()
+    KubeConfig.from_dict(kc)
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+go.set()
+for t in threads:
+    t.join()
+"""
+
+
+def kubeconfig_crashes(tmp_path: Path, mode: str, runs: int) -> int:
+    (tmp_path / "kubeconfigs.py").write_text(KUBECONFIGS)
+    return sum(subprocess.run([sys.executable, str(tmp_path / "kubeconfigs.py"), mode,
+                               str(ROOT)], capture_output=True, timeout=60).returncode != 0
+               for _ in range(runs))
+
+
+def test_lightkube_reads_kubeconfigs_from_threads_only_once_berth_built_its_types(
+        tmp_path: Path) -> None:
+    """lightkube reads a kubeconfig with msgspec.convert into its own types: the
+    observer's probe threads reading their clusters' kubeconfigs at start crashed the
+    propagator (seen in the fault table, 2026-11-27; 30 of 40 runs of this reproducer
+    crash without berth). Importing berth's kube module builds those types first."""
+    assert kubeconfig_crashes(tmp_path, "lightkube", 20) > 0  # the cause, still there
+    assert kubeconfig_crashes(tmp_path, "berth", 40) == 0
+
+
 @pytest.fixture(scope="module")
 def kube() -> object:
     yield from serving(lambda: KubeCluster("probes", nodes=0))

@@ -30,13 +30,21 @@ from typing import Any
 import httpx2 as httpx
 import msgspec
 from lightkube import KubeConfig
+from lightkube.config import models as _kubeconfig_models
 from lightkube.config.client_adapter import Client as HttpClient
 from lightkube.config.client_adapter import ConnectionParams
 
-from berth.store.codec import typed
+from berth.store.codec import decoder, typed
 from berth.store.documents import KubeObjectRef
 
 log = logging.getLogger(__name__)
+
+# lightkube reads a kubeconfig with msgspec.convert into its own types: their first
+# conversion from two probe threads at once crashes the process (berth.store.codec),
+# so msgspec builds what it knows of them here, once, under the codec's lock.
+for _type in (_kubeconfig_models.Cluster, _kubeconfig_models.Context,
+              _kubeconfig_models.User):
+    decoder(_type)
 
 FIELD_MANAGER = "berth"
 MANAGED_BY = "app.kubernetes.io/managed-by"  # label on every object berth applies
