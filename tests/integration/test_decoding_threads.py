@@ -31,6 +31,20 @@ MODELS = "\n".join(["from __future__ import annotations", "import msgspec", *(
     for j in range(30)), "class L30(msgspec.Struct):\n    z: int = 0",
     "class Top(msgspec.Struct):\n    items: list[L0] = []\n    meta: dict[str, L5] = {}"]) + "\n"
 
+# ``once()`` run by 8 threads released together
+ALL_AT_ONCE = """
+go = threading.Event()
+def work():
+    go.wait()
+    once()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+go.set()
+for t in threads:
+    t.join()
+"""
+
 RACE = """
 import sys, threading
 sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows
@@ -39,20 +53,12 @@ import msgspec
 from models import Top
 from berth.store.codec import typed
 data = msgspec.json.encode({"items": [{"a": 1, "d": {"a": 2}}], "meta": {"x": {"a": 3}}})
-go = threading.Event()
-def work():
-    go.wait()
+def once():
     if sys.argv[1] == "codec":
         typed(data, Top)
     else:
         msgspec.json.decode(data, type=Top)
-threads = [threading.Thread(target=work) for _ in range(8)]
-for t in threads:
-    t.start()
-go.set()
-for t in threads:
-    t.join()
-"""
+""" + ALL_AT_ONCE
 
 
 def crashes(tmp_path: Path, mode: str, runs: int) -> int:
@@ -89,17 +95,9 @@ kc = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
       "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
       "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
       "users": [{"name": "u", "user": {"token": "t"}}]}
-go = threading.Event()
-def work():
-    go.wait()
+def once():
     KubeConfig.from_dict(kc)
-threads = [threading.Thread(target=work) for _ in range(8)]
-for t in threads:
-    t.start()
-go.set()
-for t in threads:
-    t.join()
-"""
+""" + ALL_AT_ONCE
 
 
 def kubeconfig_crashes(tmp_path: Path, mode: str, runs: int) -> int:
