@@ -502,18 +502,25 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     """The fleet's pace allows 20 copies in transition: a metric change moves 200
     applications, and a sampler (every 100 ms: the Bindings, then the Deployments on
     the new cluster) never sees more than 20 whose Binding names the new cluster and
-    whose copy there is not yet available (README "One pace")."""
+    whose copy there is not yet available (README "One pace"). Two applications set
+    their own pace over it: one with no limit on the count moves without waiting, one
+    whose window is open all day stays, saying why."""
     names = [f"paced-{i:03d}" for i in range(200)]
     put(store, keys.resource_key("Pace", "fleet"), encode({
         "api": "core", "kind": "Pace", "metadata": {"name": "fleet"},
         "spec": {"inTransition": 20}}))
     for name in names:
         application(store, name, [deployment(name, replicas=1)])
-    for name in names:
+    application(store, "urgent", [deployment("urgent", replicas=1)],
+                pace={"inTransition": 0})
+    application(store, "frozen", [deployment("frozen", replicas=1)],
+                pace={"windows": [{"start": "00:00", "end": "24:00"}]})
+    for name in [*names, "urgent", "frozen"]:
         wait_for(lambda name=name: status(store, name), state("RUNNING", "north"),
                  timeout=180)
     most = [0]
     samples = [0]
+    held: dict[str, str] = {}  # application → a reason its Binding gave for waiting
     stop = threading.Event()
     south = clusters["south"]
 
@@ -523,6 +530,8 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
             for kv in store.list_prefix(keys.binding_prefix("Application"))[0]:
                 b = decode(kv.value, Binding, kv.key)
                 on[b.metadata.name] = targets(b)
+                if b.status.reason.startswith("Held back"):
+                    held.setdefault(b.metadata.name, b.status.reason)
             listed = south.request("GET", "/apis/apps/v1/namespaces/default/deployments")
             ready = {d["metadata"]["name"] for d in listed.get("items", [])
                      if d.get("status", {}).get("availableReplicas", 0) >= 1
@@ -535,7 +544,7 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     sampler.start()
     try:
         greens(store, north=0.2, south=0.9, broken=0.1)
-        for name in names:
+        for name in [*names, "urgent"]:
             wait_for(lambda name=name: status(store, name), state("RUNNING", "south"),
                      timeout=300)
     finally:
@@ -544,3 +553,9 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
         store.delete(keys.resource_key("Pace", "fleet"))
     print(f"{samples[0]} samples; at most {most[0]} of 200 moving applications in transition")
     assert samples[0] > 50 and 10 <= most[0] <= 20, most[0]  # paced, and it was used
+    assert any("inTransition" in reason for reason in held.values()), held
+    assert "urgent" not in held, held["urgent"]
+    frozen = store.get(keys.binding_key("Application", "default", "frozen"))
+    assert frozen is not None
+    b = decode(frozen.value, Binding, frozen.key)
+    assert targets(b) == ["north"] and "pace window" in b.status.reason, b.status

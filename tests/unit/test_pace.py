@@ -5,12 +5,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
-from berth.store.documents import ClusterApplied
-from berth.store.documents.pace import PaceSpec, PaceWindow, closed_until, minutes, steady
+from berth.store.documents import Application, ClusterApplied
+from berth.store.documents.pace import (
+    PaceOverride,
+    PaceSpec,
+    PaceWindow,
+    closed_until,
+    effective,
+    minutes,
+    steady,
+)
+from berth.store.documents.validate import problems
 from tests.unit.scheduler.test_antiflap import A, B, Clock
 
 
@@ -97,3 +107,30 @@ def test_an_optional_move_waits_for_the_pace_and_a_forced_one_counts() -> None:
     held = p.check("x", B, "b", 1.0, None, None, window, 0)  # T0 + 160 s is 00:02:40
     assert held is not None and held.rule == "window"
     assert held.retry_after == pytest.approx(3600 - 160)
+
+
+def test_an_applications_own_pace_replaces_the_fleets_field_by_field() -> None:
+    fleet = PaceSpec(in_transition=20, per_minute=60,
+                     windows=[PaceWindow(start="22:00", end="06:00")])
+    assert effective(None, None) is None  # nothing set: nothing paced
+    assert effective(fleet, None) is fleet
+    # a field given replaces the fleet's, 0 and [] included; one left out keeps it
+    own = effective(fleet, PaceOverride(in_transition=0, windows=[]))
+    assert own == PaceSpec(in_transition=0, per_minute=60, windows=[])
+    # without a fleet's pace, the application's own holds alone
+    alone = effective(None, PaceOverride(windows=[PaceWindow(start="00:00", end="24:00")]))
+    assert alone is not None and alone.in_transition == 0 and len(alone.windows) == 1
+    # what the scheduler then holds: an exempt application moves past the fleet's count
+    p, _ = paced()
+    assert p.check("x", B, "b", 1.0, None, None, fleet, 20) is not None
+    window_free = effective(PaceSpec(in_transition=20), PaceOverride(in_transition=0))
+    assert p.check("x", B, "b", 1.0, None, None, window_free, 20) is None
+
+
+def test_an_applications_own_pace_is_checked_at_apply() -> None:
+    app = msgspec.convert({"metadata": {"name": "a", "namespace": "n"}, "spec": {
+        "pace": {"inTransition": -1, "windows": [{"start": "25:00", "end": "01:00"}]}}},
+        Application)
+    found = [(p.path, p.message) for p in problems(app)]
+    assert ("spec.pace.inTransition", "must be >= 0 (0: no limit)") in found
+    assert any(f == "spec.pace.windows[0].start" for f, _ in found), found

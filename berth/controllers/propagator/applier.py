@@ -73,7 +73,7 @@ from berth.store.documents import (
     KubeObjectRef,
 )
 from berth.store.documents.overrides import GlobalOverride, Override
-from berth.store.documents.pace import FLEET, Pace, steady
+from berth.store.documents.pace import FLEET, Pace, PaceOverride, effective, steady
 from berth.store.documents.render import (
     Rendered,
     RenderError,
@@ -616,8 +616,8 @@ class Applier:
         selecting = self._selecting(ns, name, meta.labels) if not error else []
         rendered, unrendered = self._rendered(served, bodies, selecting, ns, name,
                                               meta.generation)
-        rollout = self._rollout(spec.rollout, recorded, meta.generation, targets, served,
-                                selecting, manifest, ns, name) if not error else Inputs()
+        rollout = self._rollout(spec.rollout, spec.pace, recorded, meta.generation, targets,
+                                served, selecting, manifest, ns, name) if not error else Inputs()
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
                   if t.replicas is not None}
         with self._lock:
@@ -630,11 +630,13 @@ class Applier:
                      move_timeout=self.config.move_timeout, owner=owner, rendered=rendered,
                      unrendered=unrendered, rollout=rollout)
 
-    def _rollout(self, policy: RolloutPolicy | None, recorded: ApplicationState, gen: int,
-                 targets: tuple[str, ...], served: tuple[str, ...], selecting: list[Override],
-                 manifest: list[Any], ns: str, name: str) -> Inputs:
+    def _rollout(self, policy: RolloutPolicy | None, own: PaceOverride | None,
+                 recorded: ApplicationState, gen: int, targets: tuple[str, ...],
+                 served: tuple[str, ...], selecting: list[Override], manifest: list[Any],
+                 ns: str, name: str) -> Inputs:
         """What the application's rollout is decided from: its policy, what operators
-        said, its targets' labels, and the generation it rolls from ready to apply."""
+        said, its targets' labels, the generation it rolls from ready to apply, and the
+        pace it keeps (the fleet's with its ``own`` over it)."""
         if not rolls(policy):
             return Inputs()
         labels = {}
@@ -645,8 +647,9 @@ class Applier:
         stable = stable_of(recorded.rollout, recorded.applied, gen)
         prior = self._prior(stable, served, selecting, manifest, ns, name) \
             if 0 < stable < gen else None
-        pace = self.paces.get(keys.resource_key("Pace", FLEET))
-        return Inputs(policy, control, labels, prior, pace.spec if pace is not None else None,
+        fleet = self.paces.get(keys.resource_key("Pace", FLEET))
+        return Inputs(policy, control, labels, prior,
+                      effective(fleet.spec if fleet is not None else None, own),
                       self.transit.count())
 
     def _prior(self, gen: int, served: tuple[str, ...], selecting: list[Override],

@@ -126,7 +126,7 @@ class Inputs:
     control: RolloutControl | None = None
     labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per target
     prior: Version | None = None  # the generation rolled from, if its manifest is kept
-    pace: PaceSpec | None = None  # the fleet's (README "One pace")
+    pace: PaceSpec | None = None  # the fleet's, the application's own over it ("One pace")
     transit: int = 0  # copies in transition fleet-wide now
 
 @dataclass(frozen=True, slots=True)
@@ -322,8 +322,9 @@ class _Rollout:
         return stage, members, ""
 
     def _fleet(self, slots: int) -> tuple[int, str]:
-        """The fleet's pace: no step starts in a window, nor beyond the copies in
-        transition it allows (this application's own included)."""
+        """The pace (the fleet's, the application's own over it): no step starts in a
+        window, nor beyond the copies in transition it allows (this application's own
+        included)."""
         pace = self.inputs.pace
         assert pace is not None
         if pace.windows and self.now is not None:
@@ -331,7 +332,7 @@ class _Rollout:
             if until is not None:
                 self.waits.append((until - self.now).total_seconds())
                 return 0, (f"no optional change starts until {until:%Y-%m-%d %H:%M} UTC "
-                           "(the fleet's pace window)")
+                           "(pace window)")
         if pace.in_transition:
             left = pace.in_transition - self.inputs.transit
             if left <= 0:

@@ -8,6 +8,7 @@ import msgspec
 
 from berth.store import keys
 from berth.store.documents import HealthRule
+from berth.store.documents.pace import PaceOverride
 from berth.store.documents.rollouts import RolloutPolicy
 
 
@@ -46,6 +47,7 @@ class _AppSpec(msgspec.Struct):
     conflictResolution: Literal["Abort", "Overwrite"] = "Abort"
     deletionPropagation: Literal["Background", "Foreground"] = "Background"
     rollout: RolloutPolicy | None = None
+    pace: PaceOverride | None = None
 
 
 class AppView(msgspec.Struct):

@@ -68,6 +68,7 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
+from berth.store.documents.pace import effective
 
 log = logging.getLogger(__name__)
 
@@ -598,7 +599,7 @@ class Scheduler:
                     (self._waiting.pop(k) for k in state.allow if k in self._waiting)]
         if not self._bind(members):
             return "bind-failed"
-        paced = self.cache.pace() is not None
+        fleet = self.cache.pace()
         for decision, b in members:
             self._after_bind(decision.subject)
             old = _refs(b.spec.targets) if b is not None else frozenset()
@@ -608,7 +609,8 @@ class Scheduler:
             if old != _refs(decision.targets):
                 self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
                                     optional=self._optional(decision.subject, b, decision))
-                if paced:  # in transition from now, before its Binding lands
+                if fleet is not None or decision.subject.pace is not None:
+                    # paced: in transition from now, before its Binding lands
                     self.cache.transit.decided(transit_id(decision.subject.key), [
                         f"{t.namespace or ''}/{t.name}" for t in decision.targets])
         return "scheduled"
@@ -642,7 +644,7 @@ class Scheduler:
         if new == _refs(current):
             self.antiflap.settled(subject.key)
             return None
-        pace = self.cache.pace()
+        pace = effective(self.cache.pace(), subject.pace)
         if not (self.antiflap.config.active or pace is not None) or not self._optional(
                 subject, binding, decision):
             return None

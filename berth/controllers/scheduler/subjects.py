@@ -230,6 +230,7 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         migration=migration,
         gang=s.gang,
         demand=_shared_demand(app_demand(key, s.manifest)) if s.manifest else NO_DEMAND,
+        pace=s.pace,
     )
     subject.signature = _signature(
         "Cluster", subject.ref.namespace, subject.label_constraints, subject.metric_constraints,

@@ -28,6 +28,7 @@ from berth.store.documents import (
 from berth.store.documents.application import AppConstraints
 from berth.store.documents.infrastructure import ClusterConstraints
 from berth.store.documents.openstack import MagnumConstraints
+from berth.store.documents.pace import PaceOverride
 
 
 class Meta(msgspec.Struct):
@@ -50,6 +51,7 @@ class AppSpec(msgspec.Struct):
     scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
     priority: int = 0
     gang: Gang | None = None
+    pace: PaceOverride | None = None
 
 
 class AppView(msgspec.Struct):

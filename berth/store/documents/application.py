@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
+from berth.store.documents.pace import PaceOverride
 from berth.store.documents.rollouts import RolloutPolicy
 from berth.store.documents.selection import MatchExpression
 
@@ -207,6 +208,7 @@ class ApplicationSpec(Strict):
     deletion_propagation: Literal["Background", "Foreground"] = msgspec.field(
         default="Background", name="deletionPropagation")
     rollout: RolloutPolicy | None = None  # how a new generation reaches its clusters
+    pace: PaceOverride | None = None  # its own over the fleet's pace (README "One pace")
     # Krake's application fields, accepted so its YAML loads unchanged.
     observer_schema: Any = None
     tosca: Any = None

@@ -13,9 +13,12 @@ One document, ``/berth/v1/paces/fleet`` (README "One pace"):
 - ``windows``: times (UTC) when no optional change starts: no optional move,
   no rollout step.
 
-A forced move (its cluster OFFLINE, or no longer feasible) is never held,
-and it counts. What waits says why: a held move in its Binding, a rollout
-step in the application's status.
+An application may set its own (``spec.pace``, :class:`PaceOverride`): each
+field it gives replaces the fleet's for its own optional moves and rollout
+steps (:func:`effective`); the count and the moves per minute stay
+fleet-wide. A forced move (its cluster OFFLINE, or no longer feasible) is
+never held, and it counts. What waits says why: a held move in its Binding,
+a rollout step in the application's status.
 """
 
 from __future__ import annotations
@@ -47,6 +50,27 @@ class PaceSpec(CamelStrict):
     in_transition: int = 0
     per_minute: int = 0
     windows: list[PaceWindow] = []
+
+
+class PaceOverride(CamelStrict):
+    """An application's own pace: a field given (0 and ``[]`` included) replaces the
+    fleet's for this application; one left out keeps the fleet's."""
+
+    in_transition: int | None = None
+    per_minute: int | None = None
+    windows: list[PaceWindow] | None = None
+
+
+def effective(fleet: PaceSpec | None, own: PaceOverride | None) -> PaceSpec | None:
+    """The pace an application's optional changes keep: the fleet's with the
+    application's own over it (None: neither is set, nothing is paced)."""
+    if own is None:
+        return fleet
+    base = fleet if fleet is not None else PaceSpec()
+    return PaceSpec(
+        in_transition=base.in_transition if own.in_transition is None else own.in_transition,
+        per_minute=base.per_minute if own.per_minute is None else own.per_minute,
+        windows=base.windows if own.windows is None else own.windows)
 
 
 class Pace(Strict, tag_field="kind", tag="Pace"):

@@ -31,7 +31,7 @@ from berth.store.documents.infrastructure import Cloud, Cluster
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
-from berth.store.documents.pace import FLEET, Pace, minutes
+from berth.store.documents.pace import FLEET, Pace, PaceWindow, minutes
 from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
 from berth.store.documents.rollouts import REST, RolloutPolicy
@@ -380,21 +380,30 @@ def _application(doc: Application) -> Iterator[Problem]:
         yield Problem("spec.gang.minMember", "must be >= 1")
     if spec.rollout is not None:
         yield from _rollout(spec.rollout)
+    if spec.pace is not None:
+        yield from _pace_limits(spec.pace.in_transition, spec.pace.per_minute,
+                                spec.pace.windows or [], "spec.pace")
 
 
 def _pace(doc: Pace) -> Iterator[Problem]:
     if doc.metadata.name != FLEET:
         yield Problem("metadata.name", f"the pace is one document, named {FLEET!r}")
-    for field, value in (("inTransition", doc.spec.in_transition),
-                         ("perMinute", doc.spec.per_minute)):
-        if value < 0:
-            yield Problem(f"spec.{field}", "must be >= 0 (0: no limit)")
-    for i, w in enumerate(doc.spec.windows):
+    yield from _pace_limits(doc.spec.in_transition, doc.spec.per_minute, doc.spec.windows,
+                            "spec")
+
+
+def _pace_limits(in_transition: int | None, per_minute: int | None,
+                 windows: list[PaceWindow], where: str) -> Iterator[Problem]:
+    """The fleet's pace, or an application's own (fields left out are None)."""
+    for field, value in (("inTransition", in_transition), ("perMinute", per_minute)):
+        if value is not None and value < 0:
+            yield Problem(f"{where}.{field}", "must be >= 0 (0: no limit)")
+    for i, w in enumerate(windows):
         for field, text in (("start", w.start), ("end", w.end)):
             try:
                 minutes(text)
             except ValueError as exc:
-                yield Problem(f"spec.windows[{i}].{field}", str(exc))
+                yield Problem(f"{where}.windows[{i}].{field}", str(exc))
 
 
 PERCENT = re.compile(r"(100|[1-9]?[0-9])%")

@@ -23,6 +23,7 @@ from berth.store.documents import (
     Target,
     Toleration,
 )
+from berth.store.documents.pace import PaceOverride
 from berth.store.documents.resources import NO_DEMAND, Demand, Resources
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class Subject:
     migration: bool = True
     gang: Gang | None = None
     demand: Demand = NO_DEMAND  # what its workloads ask of a cluster
+    pace: PaceOverride | None = None  # its own over the fleet's (README "One pace")
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 
     @property
