@@ -290,3 +290,61 @@ def test_an_approval_gate_holds_until_approved(
     assert generation(on_cluster(clusters["r5"], "gated")) == 2
     assert main(["rollout", "status", "default/gated", "--etcd", etcd_server.url]) == 0
     assert "rollout Complete" in capsys.readouterr().out
+
+
+def test_clusters_that_join_or_leave_mid_rollout_take_their_stages_generation(
+    store: Store, berth: list[Any], clusters: dict[str, KubeCluster], etcd_server: EtcdServer
+) -> None:
+    """The application runs on every cluster labelled ``group: f`` (PickAll). While its
+    second stage waits for approval, the fleet changes under it: a cluster joins the
+    started first stage (it gets the new generation), one joins the waiting second
+    stage (it gets the generation rolled from, out of the history), one leaves (its copy
+    goes, nothing waits for it). The rollout does not fail, and completes when
+    approved (README "Rollouts", a fleet that changes)."""
+    def label(name: str, **labels: str) -> None:
+        put(store, keys.resource_key("Cluster", name, "default"), encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"zone": "roll", **labels}},
+            "spec": {"kubeconfig": clusters[name].kubeconfig(), "metrics": []}}))
+
+    label("r1", group="f", canary="yes")
+    label("r2", group="f")
+    label("r3", group="f")
+    label("r4", canary="yes")  # not chosen by the placement: a canary elsewhere
+    policy = {"strategy": "Staged", "stages": [
+        {"name": "canary", "clusters": {"matchLabels": {"canary": "yes"}}},
+        {"name": "main", "clusters": {"matchExpressions": [
+            {"key": "canary", "operator": "DoesNotExist"}]}, "approval": True}]}
+    doc = {"api": "kubernetes", "kind": "Application",
+           "metadata": {"name": "grown", "namespace": "default"},
+           "spec": {"manifest": [deployment("grown", 1)], "rollout": policy,
+                    "clusterSelector": {"group": "f"}, "placement": {"policy": "PickAll"}}}
+    write(store, plan(store, [to_document("application grown", doc)], force=True))
+    wait_for(lambda: status(store, "grown"), running(1, "r1", "r2", "r3"), timeout=90)
+    doc["spec"]["manifest"] = [deployment("grown", 2)]  # type: ignore[index]
+    write(store, plan(store, [to_document("application grown", doc)], force=True))
+    wait_for(lambda: status(store, "grown"),
+             lambda s: s.status.rollout is not None and "waits for approval" in
+             s.status.rollout.reason, timeout=60)
+    assert generation(on_cluster(clusters["r1"], "grown")) == 2
+    with Watcher(clusters, "grown", ["r4", "r5"]) as watcher:
+        label("r5", group="f", canary="yes")  # joins the started stage
+        label("r4", group="f")  # joins the waiting stage, a canary no more
+        label("r3")  # leaves
+        st = wait_for(lambda: status(store, "grown"), lambda s: {
+            c: (a.generation, a.health) for c, a in s.status.applied.items()} == {
+            "default/r1": (2, "Healthy"), "default/r2": (1, "Healthy"),
+            "default/r4": (1, "Healthy"), "default/r5": (2, "Healthy")}, timeout=90)
+    # each took its stage's generation first: by its labels as the scheduler saw them
+    assert not watcher.ever("r5", 1) and not watcher.ever("r4", 2)
+    assert st.status.state == "PROGRESSING", st.status
+    assert st.status.rollout is not None and "waits for approval" in st.status.rollout.reason
+    wait_for(lambda: on_cluster(clusters["r3"], "grown") is None or None, timeout=60)
+    image = {c: on_cluster(clusters[c], "grown")["spec"]["template"]["spec"][  # type: ignore[index]
+        "containers"][0]["image"] for c in ("r4", "r5")}
+    assert image == {"r4": "example/app:1", "r5": "example/app:2"}, image
+    assert main(["rollout", "approve", "default/grown", "main", "--etcd", etcd_server.url]) == 0
+    wait_for(lambda: status(store, "grown"), running(2, "r1", "r2", "r4", "r5"), timeout=90)
+    for c in ("r1", "r2", "r4", "r5"):
+        assert ready(on_cluster(clusters[c], "grown")), c

@@ -61,7 +61,7 @@ from berth.controllers.propagator.views import AppView, ClusterView, cluster_id,
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.controllers.runtime.transit import Transit, transit_id
-from berth.store import Store, StoreError, keys
+from berth.store import Invalid, Store, StoreError, decode, keys
 from berth.store.credentials import with_current_secrets
 from berth.store.documents import (
     ApplicationState,
@@ -639,18 +639,33 @@ class Applier:
         pace it keeps (the fleet's with its ``own`` over it)."""
         if not rolls(policy):
             return Inputs()
+        # A target joining a staged rollout takes its stage by its labels as they are
+        # now, read from etcd: the informer may not yet have the change that made the
+        # scheduler choose it, and a stale stage could apply a generation too soon.
+        stable = stable_of(recorded.rollout, recorded.applied, gen)
+        joining = policy is not None and policy.strategy == "Staged" and 0 < stable < gen
         labels = {}
         for cid in targets:
-            view = self.clusters.get(cluster_key(cid))
+            view = (self._read_cluster(cid) if joining and cid not in recorded.applied
+                    else None) or self.clusters.get(cluster_key(cid))
             labels[cid] = view.metadata.labels if view is not None else {}
         control = self.controls.get(keys.rollout_key(ns, name))
-        stable = stable_of(recorded.rollout, recorded.applied, gen)
         prior = self._prior(stable, served, selecting, manifest, ns, name) \
             if 0 < stable < gen else None
         fleet = self.paces.get(keys.resource_key("Pace", FLEET))
         return Inputs(policy, control, labels, prior,
                       effective(fleet.spec if fleet is not None else None, own),
                       self.transit.count())
+
+    def _read_cluster(self, cid: str) -> ClusterView | None:
+        """The Cluster ``cid`` as etcd has it now (None: absent, unreadable, or etcd not
+        answering: the informer's view serves)."""
+        key = cluster_key(cid)
+        try:
+            kv = self.store.get(key)
+            return decode(kv.value, ClusterView, key) if kv is not None else None
+        except (StoreError, Invalid):
+            return None
 
     def _prior(self, gen: int, served: tuple[str, ...], selecting: list[Override],
                current: list[Any], ns: str, name: str) -> Version | None:
