@@ -300,7 +300,8 @@ def test_clusters_that_join_or_leave_mid_rollout_take_their_stages_generation(
     started first stage (it gets the new generation), one joins the waiting second
     stage (it gets the generation rolled from, out of the history), one leaves (its copy
     goes, nothing waits for it). The rollout does not fail, and completes when
-    approved (README "Rollouts", a fleet that changes)."""
+    approved. A cluster that joins after the next generation halted gets the last
+    generation healthy everywhere (README "Rollouts", a fleet that changes)."""
     def label(name: str, **labels: str) -> None:
         put(store, keys.resource_key("Cluster", name, "default"), encode({
             "api": "kubernetes", "kind": "Cluster",
@@ -348,3 +349,20 @@ def test_clusters_that_join_or_leave_mid_rollout_take_their_stages_generation(
     wait_for(lambda: status(store, "grown"), running(2, "r1", "r2", "r4", "r5"), timeout=90)
     for c in ("r1", "r2", "r4", "r5"):
         assert ready(on_cluster(clusters[c], "grown")), c
+    # generation 3 halts on r2; a cluster that joins then gets generation 2, the last
+    # one healthy everywhere, and the rollout stays halted
+    doc["spec"]["manifest"] = [deployment("grown", 3, crash_on="r2")]  # type: ignore[index]
+    doc["spec"]["rollout"] = {**policy, "progressDeadline": f"{DEADLINE:g}s"}  # type: ignore[index]
+    del doc["spec"]["rollout"]["stages"][1]["approval"]  # type: ignore[index]
+    write(store, plan(store, [to_document("application grown", doc)], force=True))
+    wait_for(lambda: status(store, "grown"), lambda s: s.status.rollout is not None
+             and s.status.rollout.generation == 3 and s.status.rollout.phase == HALTED,
+             timeout=90)
+    with Watcher(clusters, "grown", ["r3"]) as watcher:
+        label("r3", group="f")
+        st = wait_for(lambda: status(store, "grown"), lambda s: (
+            a := s.status.applied.get("default/r3")) is not None and a.generation == 2
+            and a.health == "Healthy", timeout=60)
+    assert not watcher.ever("r3", 3)
+    assert st.status.rollout is not None and st.status.rollout.phase == HALTED
+    assert generation(on_cluster(clusters["r1"], "grown")) == 3
