@@ -94,6 +94,13 @@ def _application(store: Store, s: Shown) -> list[str]:
            "Manifest:    " + (", ".join(
                f"{o.get('kind', '?')} {(o.get('metadata') or {}).get('name', '?')}"
                for o in spec.manifest if isinstance(o, dict)) or "-")]
+    if spec.pace is not None:
+        out.append("Pace:        its own over the fleet's: " + (", ".join(
+            f"{field} {value}" for field, value in (
+                ("inTransition", spec.pace.in_transition), ("perMinute", spec.pace.per_minute),
+                ("windows", None if spec.pace.windows is None else ", ".join(
+                    f"{w.start}-{w.end}" + (f" {'/'.join(w.days)}" if w.days else "")
+                    for w in spec.pace.windows) or "none")) if value is not None) or "-"))
     out += placement(s)
     st = s.status.status if isinstance(s.status, ApplicationStatus) else None
     if st is None:

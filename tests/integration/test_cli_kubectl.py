@@ -52,7 +52,8 @@ def placed(store: Store, name: str, *on: str, namespace: str = "default",
 def apps(store: Store) -> Store:
     application(store, "web", labels={"tier": "front"})
     application(store, "api")
-    application(store, "db", namespace="prod")
+    application(store, "db", namespace="prod", pace={
+        "inTransition": 0, "windows": [{"start": "08:00", "end": "20:00", "days": ["Mon"]}]})
     placed(store, "web", "east", "west")
     placed(store, "api", "east", state="PROGRESSING")
     return store
@@ -96,6 +97,7 @@ def test_namespaces_and_short_kinds_in_every_subcommand(apps: Store) -> None:
     assert "targets: Cluster prod/vault (2 replicas, score 0.5000)" in out
     code, out, _ = berth("describe", "apps", "db", "-n", "prod", store=apps)
     assert code == 0 and "Name:        prod/db" in out
+    assert "Pace:        its own over the fleet's: inTransition 0, windows 08:00-20:00 Mon" in out
     code, _, err = berth("explain", "metric", "x", store=apps)
     assert code == 2 and "explain takes Application, Cluster, MagnumCluster" in err
 
