@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from berth.store import EtcdConfig, Store
-from tests.servers.etcd import EtcdServer, ServerUnavailable, docker_etcd
+from tests.servers.etcd import EtcdServer, ServerUnavailable
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "faults": ("integration", "faults")}  # a test's markers, by its folder
@@ -32,12 +32,7 @@ def etcd_server() -> Iterator[EtcdServer]:
     try:
         server = EtcdServer().start()
     except ServerUnavailable as exc:
-        container = docker_etcd()
-        if container is None:
-            pytest.fail(str(exc), pytrace=False)
-        with container as running:  # type: ignore[attr-defined]
-            yield running  # offers .url like EtcdServer; restart tests need a local binary
-        return
+        pytest.fail(str(exc), pytrace=False)
     yield server
     server.cleanup()
 

@@ -7,10 +7,8 @@ larger than etcd's per-transaction limit (128 operations by default) are split;
 each chunk is atomic.
 
 Calls go to the gateway endpoints through urllib3 and watches through a
-requests session, both built with exactly the configured TLS settings
-(etcd3gw's client drops the response header, which carries the revision, and
-encodes str keys as latin-1; only its exception types remain, for
-:func:`~store.errors.translate`).
+requests session, both built with exactly the configured TLS settings; what
+fails is translated at one boundary (:func:`~store.errors.translate`).
 The gateway sends every int64 as a JSON string and omits false booleans.
 """
 
@@ -28,17 +26,18 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 import requests
 import urllib3
-from etcd3gw import exceptions as gw
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from berth.store.config import EtcdConfig
 from berth.store.errors import (
+    Answered,
     Conflict,
     Deposed,
     Invalid,
     StoreError,
     Unauthorized,
     Unavailable,
+    Unreached,
     translate,
 )
 from berth.store.keys import ROOT
@@ -55,13 +54,7 @@ T = TypeVar("T")
 _ENCODE = msgspec.json.Encoder().encode
 _DECODE = msgspec.json.Decoder().decode
 _JSON = {"Content-Type": "application/json"}
-_ERRORS_BY_STATUS: dict[int, type[gw.Etcd3Exception]] = {
-    500: gw.InternalServerError,
-    503: gw.ConnectionFailedError,
-    408: gw.ConnectionTimeoutError,
-    504: gw.ConnectionTimeoutError,
-    412: gw.PreconditionFailedError,
-}
+_UNREACHED = (503, 408, 504)  # the gateway's own statuses for an etcd it did not reach
 
 
 def _is_json(content_type: str, body: bytes) -> bool:
@@ -330,8 +323,8 @@ class Store:
             return reply
 
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One gateway call, JSON by msgspec (the stdlib's costs a core at scale); errors
-        raised as etcd3gw raises them, for :func:`translate`."""
+        """One gateway call, JSON by msgspec (the stdlib's costs a core at scale); what
+        fails raises :class:`Unreached` or :class:`Answered`, for :func:`translate`."""
         headers = _JSON
         token = self.session.headers.get("Authorization")
         if isinstance(token, str) and token:
@@ -339,19 +332,17 @@ class Store:
         try:
             resp = self.pool.request("POST", url, body=_ENCODE(body), headers=headers,
                                      timeout=self.config.timeout, retries=False)
-        except NewConnectionError as exc:  # refused, no route: not a timeout
-            raise gw.ConnectionFailedError(str(exc)) from exc
-        except urllib3.exceptions.TimeoutError as exc:
-            raise gw.ConnectionTimeoutError(str(exc)) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise gw.ConnectionFailedError(str(exc)) from exc
+        except urllib3.exceptions.HTTPError as exc:  # refused, no route, reset, timed out
+            raise Unreached(str(exc)) from exc
         content = resp.data
         if resp.status != 200:
             text = content.decode("utf-8", "replace")
             if not _is_json(resp.headers.get("Content-Type", ""), content):
                 raise Invalid(f"{url} answered HTTP {resp.status} {resp.reason}"
                               f"{_title(text)}, not etcd's JSON: is it etcd's gateway?")
-            raise _ERRORS_BY_STATUS.get(resp.status, gw.Etcd3Exception)(text, resp.reason)
+            if resp.status in _UNREACHED:
+                raise Unreached(f"HTTP {resp.status} {resp.reason}: {text.strip()}")
+            raise Answered(text, resp.status)
         try:
             reply = _DECODE(content)
         except msgspec.DecodeError as exc:

@@ -9,8 +9,9 @@
     ├── Unauthorized   authentication failed or permission was denied
     └── Invalid        etcd refused the request, or a value does not decode
 
-Errors of the lower libraries (etcd3gw, requests) are translated here and only
-here, so that callers never import either of them.
+What one gateway call raises before translation (:class:`Unreached`,
+:class:`Answered`, urllib3's and requests' errors) is translated here and only
+here, so that callers never see it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import json
 from typing import Any
 
 import requests
-from etcd3gw import exceptions as gw
 
 
 class StoreError(Exception):
@@ -146,21 +146,39 @@ def why(exc: object) -> str:
     return text.split("\n", 1)[0][:160]
 
 
+class Unreached(Exception):
+    """A gateway call that got no answer from etcd: no connection, a reset, a timeout,
+    or the gateway's own 503, 408 or 504. Becomes :class:`Unavailable`."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class Answered(Exception):
+    """etcd's gateway answered a call with an error: ``body`` (its JSON, with the gRPC
+    code and message) and the HTTP ``status``. Becomes what :func:`classify` says."""
+
+    def __init__(self, body: str, status: int) -> None:
+        super().__init__(body)
+        self.body, self.status = body, status
+
+
 def translate(exc: BaseException, context: str) -> StoreError:
-    """Translate an etcd3gw or requests exception into a :class:`StoreError`.
+    """Translate what a gateway call raised into a :class:`StoreError`.
 
     ``context`` names what was being done (usually the key), so the message
     tells an operator where to look.
     """
     if isinstance(exc, StoreError):
         return exc
-    if isinstance(exc, gw.ConnectionFailedError | gw.ConnectionTimeoutError):
-        return Unavailable(f"{context}: etcd unreachable: {why(exc.detail_text or exc)}")
+    if isinstance(exc, Unreached):
+        return Unavailable(f"{context}: etcd unreachable: {why(exc.detail)}")
     if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
         return Unavailable(f"{context}: etcd unreachable: {why(exc)}")
-    if isinstance(exc, gw.Etcd3Exception):
-        code, message = _gateway_error(exc.detail_text)
-        return classify(code, message or str(exc.args or exc.detail_text), context)
+    if isinstance(exc, Answered):
+        code, message = _gateway_error(exc.body)
+        return classify(code, message or f"HTTP {exc.status}", context)
     if isinstance(exc, requests.exceptions.RequestException):
         return Unavailable(f"{context}: {exc}")
     if isinstance(exc, ValueError):  # a body that is not JSON: a proxy, not etcd

@@ -1,7 +1,7 @@
 """A watch over etcd's ``/v3/watch`` gateway stream that never silently stops.
 
-etcd3gw's own watch blocks forever after an etcd restart, hangs when etcd
-cancels the watch, and leaves ``prev_kv`` base64-encoded. This one:
+A watch must survive an etcd restart and etcd cancelling it, and hand over
+``prev_kv`` decoded. This one:
 
 * resumes from the revision after the last one it delivered whenever the
   stream breaks (etcd restart, network, idle timeout), backing off with

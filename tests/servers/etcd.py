@@ -2,9 +2,8 @@
 
 The binary comes from ``$BERTH_ETCD_BIN`` (a directory holding ``etcd`` and
 ``etcdctl``) or from ``scripts/install-etcd.sh`` (built once from source into
-``~/.cache/berth``, falling back to Debian's etcd-server). If neither works and
-a Docker engine is reachable, testcontainers runs etcd's image instead.
-Otherwise the caller gets an error that says how to install etcd.
+``~/.cache/berth``, falling back to Debian's etcd-server). If neither works,
+the caller gets an error that says how to install etcd.
 """
 
 from __future__ import annotations
@@ -321,39 +320,3 @@ class EtcdCluster:
     def cleanup(self) -> None:
         for m in self.members:
             m.cleanup()
-
-
-def docker_etcd() -> object | None:
-    """A context manager running etcd in Docker via testcontainers, or None without Docker.
-
-    Entering it yields an object whose ``url`` is the etcd endpoint.
-    """
-    try:
-        import docker  # testcontainers' dependency
-
-        docker.from_env().ping()
-    except Exception:
-        return None
-    from testcontainers.core.container import DockerContainer
-
-    class _Running:
-        def __init__(self) -> None:
-            self.container = (
-                DockerContainer("gcr.io/etcd-development/etcd:v3.6.16")
-                .with_command("etcd --listen-client-urls http://0.0.0.0:2379 "
-                              "--advertise-client-urls http://127.0.0.1:2379 "
-                              "--watch-progress-notify-interval=1s")
-                .with_exposed_ports(2379)
-            )
-            self.url = ""
-
-        def __enter__(self) -> _Running:
-            self.container.start()
-            port = self.container.get_exposed_port(2379)
-            self.url = f"http://{self.container.get_container_host_ip()}:{port}"
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.container.stop()
-
-    return _Running()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import requests
-from etcd3gw import exceptions as gw
 
 from berth.store.errors import (
+    Answered,
     Invalid,
     StoreError,
     Unauthorized,
     Unavailable,
+    Unreached,
     translate,
 )
 
@@ -18,20 +19,20 @@ from berth.store.errors import (
 @pytest.mark.parametrize(
     ("exc", "kind", "text"),
     [
-        (gw.ConnectionFailedError("refused"), Unavailable, "k: etcd unreachable: refused"),
-        (gw.ConnectionTimeoutError("slow"), Unavailable, "unreachable"),
+        (Unreached("refused"), Unavailable, "k: etcd unreachable: refused"),
+        (Unreached("timed out"), Unavailable, "unreachable"),
         (requests.exceptions.ConnectionError("down"), Unavailable, "unreachable"),
-        (gw.Etcd3Exception('{"error":"etcdserver: invalid auth token","code":16}'),
+        (Answered('{"error":"etcdserver: invalid auth token","code":16}', 400),
          Unauthorized, "k: etcdserver: invalid auth token"),
-        (gw.Etcd3Exception('{"error":"etcdserver: permission denied","code":7}'),
+        (Answered('{"error":"etcdserver: permission denied","code":7}', 400),
          Unauthorized, "permission denied"),
-        (gw.Etcd3Exception('{"error":"etcdserver: user name is empty","code":3}'),
+        (Answered('{"error":"etcdserver: user name is empty","code":3}', 400),
          Unauthorized, "user name is empty"),
-        (gw.Etcd3Exception('{"error":"etcdserver: too many operations in txn request",'
-                           '"code":3}'), Invalid, "too many operations"),
-        (gw.Etcd3Exception('{"error":"etcdserver: leader changed","code":14}'),
+        (Answered('{"error":"etcdserver: too many operations in txn request",'
+                           '"code":3}', 400), Invalid, "too many operations"),
+        (Answered('{"error":"etcdserver: leader changed","code":14}', 400),
          Unavailable, "leader changed"),
-        (gw.Etcd3Exception("<html>proxy error</html>"), StoreError, "proxy error"),
+        (Answered("<html>proxy error</html>", 500), StoreError, "proxy error"),
         (ValueError("Expecting value"), Invalid, "unexpected answer"),
     ],
 )
