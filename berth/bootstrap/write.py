@@ -43,6 +43,7 @@ from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode,
 from berth.store.codec import decode
 from berth.store.credentials import STORED, Credentials, same, split
 from berth.store.documents import Metadata
+from berth.store.documents.reasons import listed
 
 log = logging.getLogger(__name__)
 
@@ -276,5 +277,4 @@ def _rollback(store: Store, done: list[tuple[Sequence[Planned], int]],
             progress("rolled back", min(start + MAX_TXN_OPS, len(undo)), len(undo))
     if failed:
         raise StoreError("rollback incomplete; changed by someone else meanwhile, or etcd "
-                         "unreachable: " + ", ".join(failed[:10])
-                         + (f" and {len(failed) - 10} more" if len(failed) > 10 else ""))
+                         "unreachable: " + listed(failed, named=10))

@@ -48,6 +48,7 @@ from berth.store.documents import (
     KubeObjectRef,
     ObjectRef,
 )
+from berth.store.documents.reasons import listed
 from berth.store.documents.render import Rendered
 from berth.store.documents.rollouts import COMPLETE, HALTED, PAUSED, ROLLED_BACK, RolloutState
 
@@ -383,10 +384,10 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
                 facts.recorded.generation, errors)
     if progress.applied:  # what is left on others' clusters is theirs to remove
         failed = sorted(c for c in errors if facts.mine(c))
-        return Finish(now, retry=("not yet removed from " + ", ".join(failed)) if failed else "")
+        return Finish(now, retry=("not yet removed from " + listed(failed)) if failed else "")
     if app is not None and app.foreign_finalizers:
-        now.reason = ("objects removed; waiting for finalizers "
-                      + ", ".join(app.foreign_finalizers))
+        now.reason = "objects removed; waiting for finalizers " + listed(
+            app.foreign_finalizers)
         return Finish(now)
     return Finish(remove=True)
 
@@ -395,8 +396,8 @@ def _retry(facts: Facts, errors: dict[str, str], held: Mapping[str, str] | None 
            ) -> str:
     """Why to reconcile again: this replica's own errors (others retry theirs), but for
     the copies ``held`` until the application or an override changes."""
-    return "; ".join(f"{c}: {e}" for c, e in sorted(errors.items())
-                     if (facts.mine(c) or c == CONFIRM) and c not in (held or {}))
+    return listed((f"{c}: {e}" for c, e in sorted(errors.items())
+                   if (facts.mine(c) or c == CONFIRM) and c not in (held or {})), "; ")
 
 
 def held(facts: Facts, progress: Progress) -> dict[str, str]:
@@ -530,23 +531,23 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
     if missing:
         if placed or any(applied[c].generation > 0 for c in targets if c in applied):
             # an older generation still runs
-            name, reason = "DEGRADED", f"generation {gen} not applied on {', '.join(missing)}"
+            name, reason = "DEGRADED", f"generation {gen} not applied on {listed(missing)}"
         elif leaving:
-            name, reason = "MIGRATING", f"waiting to apply on {', '.join(missing)}"
+            name, reason = "MIGRATING", f"waiting to apply on {listed(missing)}"
         else:
-            name, reason = "FAILED", f"not running: not applied on {', '.join(missing)}; retrying"
+            name, reason = "FAILED", f"not running: not applied on {listed(missing)}; retrying"
     elif seen_not and not leaving:
-        name, reason = "DEGRADED", "not observed: " + ", ".join(
+        name, reason = "DEGRADED", "not observed: " + listed(
             f"cluster {c} is {why}" for c, why in sorted(seen_not.items()))
     elif late:
         name = "DEGRADED"
-        reason = "; ".join(f"{_copy(facts, progress, c)} (not available {facts.move_timeout:g} s "
-                           "after it was applied)" for c in late) + still
+        reason = listed((f"{_copy(facts, progress, c)} (not available {facts.move_timeout:g} "
+                         "s after it was applied)" for c in late), "; ") + still
     elif waiting:
         name = "MIGRATING" if leaving else "PROGRESSING"
-        reason = "; ".join(_copy(facts, progress, c) for c in waiting) + still
+        reason = listed((_copy(facts, progress, c) for c in waiting), "; ") + still
     elif leaving:
-        name, reason = "MIGRATING", f"removing from {', '.join(leaving)}"
+        name, reason = "MIGRATING", f"removing from {listed(leaving)}"
     else:
         name, reason = "RUNNING", ""
     if errors:

@@ -43,6 +43,7 @@ from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ClusterApplied
 from berth.store.documents.durations import seconds
 from berth.store.documents.pace import PaceSpec, closed_until
+from berth.store.documents.reasons import listed
 from berth.store.documents.render import Rendered
 from berth.store.documents.rollouts import (
     COMPLETE,
@@ -225,7 +226,7 @@ class _Rollout:
             if rollback and not self.prior_kept:
                 note = (f"; generation {self.stable}'s manifest is not kept any more: halted "
                         "instead of rolled back")
-        failures = "; ".join(failed[c] for c in sorted(failed))
+        failures = listed((failed[c] for c in sorted(failed)), "; ")
         if phase == ROLLED_BACK:
             return self._wave(dict.fromkeys(self.targets, self.stable), ROLLED_BACK,
                               failures, "", healthy_at, failed)
@@ -270,7 +271,7 @@ class _Rollout:
             slots = limit - len(busy)
             if slots <= 0:
                 wait = (f"{len(busy)} of at most {limit} clusters not yet healthy on it: "
-                        + ", ".join(busy))
+                        + listed(busy))
         else:
             stage, members, wait = self._stage(order, healthy, healthy_at)
             stage_name = stage.name

@@ -30,6 +30,7 @@ from berth.controllers.scheduler.plugins.replicas import (
 )
 from berth.controllers.scheduler.selection import explanation, select, summary, targets
 from berth.store.documents import Target
+from berth.store.documents.reasons import listed
 
 
 @dataclass(slots=True)
@@ -182,13 +183,9 @@ def _nowhere(subject: Subject, snapshot: Snapshot) -> str:
     in ``prod`` is placed only on clusters in ``prod``)."""
     noun = {"Cluster": "cluster", "Project": "project"}.get(subject.candidate_kind, "cloud")
     where = snapshot.namespaces(subject.candidate_kind)
-    more = f" and {len(where) - NAMED} more" if len(where) > NAMED else ""
     return (f"no {noun} in namespace {subject.ref.namespace}; {noun}s are in: "
-            f"{', '.join(where[:NAMED])}{more}" if where else f"no {noun} in namespace "
+            f"{listed(where)}" if where else f"no {noun} in namespace "
             f"{subject.ref.namespace}, nor in any other")
-
-
-NAMED = 5  # namespaces a reason names; it counts the rest (a reason stays one line)
 
 
 __all__ = ["Decision", "Deferral", "Deferred", "NoFit", "decide"]

@@ -345,3 +345,13 @@ def test_a_job_complete_at_this_generation_is_not_created_again() -> None:
     given = facts(App(2, bodies=APP.bodies), was, binding=2)  # a new generation runs it again
     step = plan(given, Done().progress(given))
     assert isinstance(step, Apply) and step.skip == ()
+
+
+def test_a_reason_names_five_clusters_and_counts_the_rest() -> None:
+    names = tuple(f"c{i:02d}" for i in range(30))
+    given = facts(was=recorded("PROGRESSING", since(0, on(1, *names))), targets=names,
+                  health={c: waiting(1) for c in names})
+    step = plan(given, Done(applied=since(0, on(1, *names)), tried=names).progress(given))
+    assert isinstance(step, Finish) and step.state is not None
+    reason = step.state.reason
+    assert reason.count("default/c") == 5 and reason.endswith(" and 25 more"), reason
