@@ -344,7 +344,7 @@ def start() -> int:
            json=CRD, timeout=10).raise_for_status()
     say("custom resource crontabs.stable.example.com installed on dresden only")
 
-    # untracked_after: the CronTab has no condition to judge it by (README "Health")
+    # untracked_after: the CronTab has no condition to judge it by (docs/propagator.md "Health")
     configs = {"scheduler": "", "propagator": "probe_interval: 2\nuntracked_after: 5\n",
                "metrics-cache": "poll_interval: 2\n"}
     for process, config in configs.items():

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: set up, lint, type-check, then the
+# The whole test suite on a fresh machine: set up, lint, type-check, build the docs, then the
 # unit tests and the integration tests against the real servers the suite
 # starts itself (etcd, Prometheus with a Pushgateway, a Kafka broker, kube-apiservers;
 # ksqlDB as a protocol-level test server). Extra arguments go to pytest.
@@ -14,5 +14,7 @@ echo "== mypy" >&2
 mypy
 echo "== import contracts (pyproject.toml [tool.importlinter])" >&2
 lint-imports --no-cache --no-logo
+echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
+scripts/docs.sh
 echo "== pytest" >&2
 python -m pytest -p no:cacheprovider "$@"

@@ -11,7 +11,7 @@ holds clusters on (or rolls them back to) a generation from it, and
 
 Secrets' data is not in it: the manifests are kept as the application's
 document keeps them, with the data stored apart; a Secret always takes its
-current data (README "Rollouts").
+current data (docs/rollouts.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A cluster chosen by two stages of one application is refused, naming both:
 which stage it rolls in would otherwise depend on their order, silently.
 A stage that chooses no cluster is said (clusters may join later), not
 refused. The propagator applies the same rule at run time: a cluster whose
-labels change into two stages rolls in the first (README "Rollouts").
+labels change into two stages rolls in the first (docs/rollouts.md).
 """
 
 from __future__ import annotations

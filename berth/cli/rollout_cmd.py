@@ -1,5 +1,5 @@
 """``berth rollout``: see and steer how a new generation reaches an application's
-clusters (README "Rollouts"), in kubectl's manner.
+clusters (docs/rollouts.md), in kubectl's manner.
 
 - ``status APP [--watch]``: per stage and cluster, the generation there, its
   health, and what the rollout waits for; with ``--watch``, until it is

@@ -1,4 +1,4 @@
-"""The key layout (README "Store contract"), in one place.
+"""The key layout (docs/architecture.md "Store contract"), in one place.
 
 Every key berth reads or writes is built here, so the layout an operator sees
 with ``etcdctl get --prefix /berth/`` is the layout the code uses:

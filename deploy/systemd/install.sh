@@ -26,7 +26,7 @@ echo "berth: installing into $PREFIX (virtualenv; versions from constraints.txt)
 "$PYTHON" -m venv "$PREFIX"
 "$PREFIX/bin/pip" install -q --disable-pip-version-check -c "$here/constraints.txt" "$here"
 install -d -m 0755 "$PREFIX/share/doc/berth"
-install -m 0644 "$here/deploy/README.md" "$PREFIX/share/doc/berth/deploy.md"
+install -m 0644 "$here/docs/operations.md" "$PREFIX/share/doc/berth/operations.md"
 
 install -d -m 0755 "$ETC"
 install -d -m 0700 "$ETC/etcd"

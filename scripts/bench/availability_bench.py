@@ -26,7 +26,7 @@
 
 ``--rollout Rolling`` gives every application ``spec.rollout: {strategy: Rolling}``:
 a move is no new generation, so this measures what the rollout's bookkeeping costs
-the propagator on every reconcile (README "Rollouts"); run it with and without.
+the propagator on every reconcile (docs/rollouts.md); run it with and without.
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ def floor(kubes: list[KubeCluster], apps: int, workers: int, avail: Available
     try:
         # lightkube's models are decoded once before threads do it at once: msgspec builds
         # a class's type info on first use, and two threads doing that crash the process
-        # (README "Decoding from threads")
+        # (docs/architecture.md "Decoding from threads")
         clients[0].patch(Deployment, "floor-warm", deployment("floor-warm", "default"),
                          namespace="default", patch_type=PatchType.APPLY,
                          field_manager="floor", force=True)

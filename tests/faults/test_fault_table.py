@@ -340,7 +340,7 @@ def held_back(system: System) -> tuple[bool, str]:
                                   or "none")
 
 
-# -- workloads that run Pods: availability during moves (README "Moves that never take
+# -- workloads that run Pods: availability during moves (docs/propagator.md "Moves that never take
 # an application down"). Each row's application is a Deployment of 2 replicas; a
 # sampler reads its available replicas on every cluster every 100 ms.
 

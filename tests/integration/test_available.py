@@ -1,5 +1,5 @@
 """Available, not just applied: moves and share changes on working clusters never take
-an application down (README "Health", "Moves").
+an application down (docs/propagator.md "Health", "Moves").
 
 The clusters run Pods (``tests/servers/kube.py``: controllers, kube-scheduler, kwok's
 kubelets), which become Ready three seconds after they are scheduled, so that removing
@@ -502,7 +502,7 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     """The fleet's pace allows 20 copies in transition: a metric change moves 200
     applications, and a sampler (every 100 ms: the Bindings, then the Deployments on
     the new cluster) never sees more than 20 whose Binding names the new cluster and
-    whose copy there is not yet available (README "One pace"). Two applications set
+    whose copy there is not yet available (docs/pace.md). Two applications set
     their own pace over it: one with no limit on the count moves without waiting, one
     whose window is open all day stays, saying why."""
     names = [f"paced-{i:03d}" for i in range(200)]

@@ -1,4 +1,4 @@
-"""Rollouts on working clusters (README "Rollouts"): a new generation reaches the
+"""Rollouts on working clusters (docs/rollouts.md): a new generation reaches the
 clusters as ``spec.rollout`` says, gated by its own health.
 
 Five kwok clusters run Pods that become Ready two seconds after they are
@@ -301,7 +301,7 @@ def test_clusters_that_join_or_leave_mid_rollout_take_their_stages_generation(
     stage (it gets the generation rolled from, out of the history), one leaves (its copy
     goes, nothing waits for it). The rollout does not fail, and completes when
     approved. A cluster that joins after the next generation halted gets the last
-    generation healthy everywhere (README "Rollouts", a fleet that changes)."""
+    generation healthy everywhere (docs/rollouts.md, a fleet that changes)."""
     def label(name: str, **labels: str) -> None:
         put(store, keys.resource_key("Cluster", name, "default"), encode({
             "api": "kubernetes", "kind": "Cluster",

@@ -1,4 +1,4 @@
-"""The key layout (README "Store contract"), exactly."""
+"""The key layout (docs/architecture.md "Store contract"), exactly."""
 
 from __future__ import annotations
 

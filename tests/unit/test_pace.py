@@ -1,4 +1,4 @@
-"""The fleet's pace (README "One pace"): what counts as in transition, the count kept
+"""The fleet's pace (docs/pace.md): what counts as in transition, the count kept
 as Bindings and statuses change, windows, and the scheduler's rules for moves."""
 
 from __future__ import annotations

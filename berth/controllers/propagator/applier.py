@@ -6,9 +6,10 @@ then runs the plan (``plan.py``: what to do, as a value) step by step through
 the executor (``execute.py``: doing it on clusters) and the status writer
 (``status.py``), and ends with a result: done, or retry after a while.
 
-* **Apply** generation G only when the Binding was decided for G (README "Store contract"),
-  with server-side apply (field manager ``berth``) of every manifest object on
-  every target cluster; objects a new generation dropped are pruned.
+* **Apply** generation G only when the Binding was decided for G
+  (docs/architecture.md "Store contract"), with server-side apply (field
+  manager ``berth``) of every manifest object on every target cluster;
+  objects a new generation dropped are pruned.
 * **Health**: each copy is judged per kind (``health.py``) from what the
   cluster answered to the apply and showed since through the drift watches
   (``objects.py``), with its Pods' reasons from the observer; RUNNING means
@@ -151,7 +152,7 @@ class Applier:
         # rollouts: what operators said (earlier manifests are read when a rollout needs
         # one: a history holds up to ten, which no informer should keep for every app)
         self.manifests = Manifests(store)
-        # the fleet's pace (README "One pace"): its document, and the copies in transition
+        # the fleet's pace (docs/pace.md): its document, and the copies in transition
         self.paces: Informer[Pace] = Informer(
             store, keys.resource_prefix("Pace"), Pace, idle_timeout=idle)
         self.transit = Transit()

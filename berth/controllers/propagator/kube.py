@@ -6,11 +6,11 @@ off). berth speaks the REST API over it itself — discovery, server-side
 apply, get, delete, watch — and decodes only the few fields it reads with its
 own small msgspec types. It does not use lightkube's typed models: decoding
 them for the first time from two threads at once crashes the process
-(msgspec 0.22 with lightkube 1.0.1; README), and a kind-agnostic path needs
-discovery anyway. One mechanism serves every kind: the group/version's
-resource list (``/api/v1``, ``/apis/<group>/<version>``) gives the plural and
-the scope, cached per connection and refreshed when a kind is missing (a CRD
-applied a moment ago).
+(msgspec 0.22 with lightkube 1.0.1; docs/architecture.md "Decoding from
+threads"), and a kind-agnostic path needs discovery anyway. One mechanism
+serves every kind: the group/version's resource list (``/api/v1``,
+``/apis/<group>/<version>``) gives the plural and the scope, cached per
+connection and refreshed when a kind is missing (a CRD applied a moment ago).
 
 One :class:`Connection` per cluster serves the observer, the applier and the
 drift watches. Error texts that reach logs or status keys come from

@@ -5,7 +5,7 @@ drift watches select on), the annotation ``berth.dev/application:
 <namespace>/<name>`` (which application a changed object belongs to) and the
 annotation ``berth.dev/generation``: the application's generation it was
 applied for, so that a health reading is only counted for the generation it
-was taken of (README "Rollouts"). A workload's pod template gets the owner
+was taken of (docs/rollouts.md). A workload's pod template gets the owner
 annotation too (not the generation: a new generation that leaves the
 template as it was restarts no Pod), so that the cluster observer can count
 the application's pods.

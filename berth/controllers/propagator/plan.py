@@ -7,7 +7,7 @@ and its recorded status, frozen when the reconcile starts — and
 progress and asks again; every step changes the progress, so the plan moves
 on until it says :class:`Finish`.
 
-The rules (README, "The propagator"):
+The rules (docs/propagator.md):
 
 * generation G is applied only on a Binding decided for G; a manifest the
   cluster refused is left alone until the generation changes;

@@ -7,7 +7,7 @@ what the operator said (paused, approvals), it returns a :class:`Wave`: the
 generation each target is to run — the new one, or the one it rolls from —
 and the rollout state to record.
 
-The rules (README "Rollouts"):
+The rules (docs/rollouts.md):
 
 * the generation rolled from (``stable``) is the last one that reached every
   target; nothing rolls on a first placement (there is nothing to keep);

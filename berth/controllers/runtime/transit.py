@@ -6,7 +6,7 @@ status, whether it runs anywhere yet and where its copy is not in transition
 (``ok``). Its copies in transition are its targets outside ``ok`` — none for
 an item that runs nowhere yet (a first placement is no change). The total
 is kept as items change, so asking for it costs nothing however many items
-there are (README "One pace").
+there are (docs/pace.md).
 
 Fed from informer threads and read by a deciding thread: one lock, held for
 a few dictionary operations.

@@ -20,8 +20,8 @@ only on whole metric pictures, not by slowing every move down):
   moved back to it has to move again. Moves between clusters that stayed
   up (a metric change) are not slowed.
 
-And the fleet's pace (a document, ``/berth/v1/paces/fleet``; README "One
-pace"), for moves and rollouts alike:
+And the fleet's pace (a document, ``/berth/v1/paces/fleet``; docs/pace.md), for
+moves and rollouts alike:
 
 * ``windows``: no optional move starts within one;
 * ``inTransition``: no optional move starts while that many copies are in

@@ -120,7 +120,7 @@ class Cache:
         self.failures: Informer[Failures] = Informer(
             store, keys.status_prefix("Application"), FailuresView, convert=compact_failures,
             idle_timeout=idle_timeout)
-        # The pace (README "One pace"): its document, and the copies in transition,
+        # The pace (docs/pace.md): its document, and the copies in transition,
         # counted from the Bindings and the statuses as they change.
         self.paces: Informer[Pace] = informer(r + "paces/", Pace)
         self.transit = Transit()

@@ -163,7 +163,7 @@ class Gang(CamelStrict):
 
 class HealthRule(CamelStrict):
     """How the propagator judges a custom resource that has no ``Ready`` or
-    ``Available`` condition (README "Health"): healthy when ``condition`` is True,
+    ``Available`` condition (docs/propagator.md "Health"): healthy when ``condition`` is True,
     or when the value at ``field`` (``status.phase``) is one of ``healthy``; unhealthy
     when it is one of ``unhealthy``; progressing otherwise."""
 
@@ -208,7 +208,7 @@ class ApplicationSpec(Strict):
     deletion_propagation: Literal["Background", "Foreground"] = msgspec.field(
         default="Background", name="deletionPropagation")
     rollout: RolloutPolicy | None = None  # how a new generation reaches its clusters
-    pace: PaceOverride | None = None  # its own over the fleet's pace (README "One pace")
+    pace: PaceOverride | None = None  # its own over the fleet's pace (docs/pace.md)
     # Krake's application fields, accepted so its YAML loads unchanged.
     observer_schema: Any = None
     tosca: Any = None

@@ -24,7 +24,7 @@ class CamelStrict(Strict, rename="camel"):
 
 
 class Metadata(Strict):
-    """Identity and bookkeeping of a resource (README "Store contract")."""
+    """Identity and bookkeeping of a resource (docs/architecture.md "Store contract")."""
 
     name: str
     namespace: str | None = None

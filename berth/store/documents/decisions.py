@@ -39,7 +39,7 @@ class BindingStatus(msgspec.Struct, omit_defaults=True):
     reason: str = ""
     explanation: list[dict[str, Any]] = []
     # The scheduler leader's term it was written in (its election key's create
-    # revision; the write required it, README "Leadership is a fence").
+    # revision; the write required it, docs/scheduler.md "Leadership is a fence").
     term: int = 0
 
 
@@ -123,7 +123,7 @@ class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
 class ClusterApplied(msgspec.Struct, omit_defaults=True):
     """What is on one cluster: the generation applied there, its objects, the share of a
     divided application's replicas they were applied with, and whether that copy is
-    available (its objects judged per kind, README "Health").
+    available (its objects judged per kind, docs/propagator.md "Health").
 
     Status documents written before health was judged lack the health fields:
     ``health`` is then empty, read as Unknown until the copy is judged again.

@@ -1,6 +1,6 @@
 """The pace: how much change the fleet takes at once, moves and rollouts alike.
 
-One document, ``/berth/v1/paces/fleet`` (README "One pace"):
+One document, ``/berth/v1/paces/fleet`` (docs/pace.md):
 
 - ``inTransition``: at most so many copies in transition at once, fleet-wide
   (0: no limit). A copy is in transition (:func:`in_transition`) while it is

@@ -1,6 +1,6 @@
 """Rollouts: how a new generation of an application reaches its clusters.
 
-``spec.rollout`` of an Application says how (README "Rollouts"):
+``spec.rollout`` of an Application says how (docs/rollouts.md):
 
 - ``All`` (the default): every cluster gets the new generation at once;
 - ``Rolling``: at most ``maxUnavailable`` clusters (a count or a percentage

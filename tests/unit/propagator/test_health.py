@@ -1,7 +1,7 @@
 """Health per kind, table-driven. The workload, Service, Ingress, PersistentVolumeClaim,
 Pod and PodDisruptionBudget rows are the cases of Karmada's own health interpreter tests
 (``pkg/resourceinterpreter/default/native/healthy_test.go``), written anew here; the rest
-are berth's rules (README "Health")."""
+are berth's rules (docs/propagator.md "Health")."""
 
 from __future__ import annotations
 

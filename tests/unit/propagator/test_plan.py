@@ -1,4 +1,4 @@
-"""The propagator's plan, table-driven: every state transition in the README, as
+"""The propagator's plan, table-driven: every state transition in docs/propagator.md, as
 (what is known, what was done so far) → the next step."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rollouts, decided as values (README "Rollouts"): which generation each target runs
+"""Rollouts, decided as values (docs/rollouts.md): which generation each target runs
 while a new one rolls out, from the copies, their health now and what was recorded."""
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class Subject:
     migration: bool = True
     gang: Gang | None = None
     demand: Demand = NO_DEMAND  # what its workloads ask of a cluster
-    pace: PaceOverride | None = None  # its own over the fleet's (README "One pace")
+    pace: PaceOverride | None = None  # its own over the fleet's (docs/pace.md)
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 
     @property
