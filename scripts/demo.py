@@ -9,7 +9,7 @@ different shares of renewable energy (a static metrics provider), and four
 applications: one placed by labels and that metric, one on two clusters spread
 over locations (PickN), one needing a custom resource only one cluster has,
 one pinned by label. Each Kubernetes cluster works like one without a
-container runtime (``tests/servers/kube.py``: kube-controller-manager,
+container runtime (``testkit/berth_testkit/servers/kube.py``: kube-controller-manager,
 kube-scheduler and kwok's kubelets beside the API server), so the
 Deployments get Pods, which become Ready three seconds after they are
 scheduled. Then the metric changes and the first application moves without
@@ -44,14 +44,12 @@ import msgspec
 import requests
 import yaml
 
+from berth.store import EtcdConfig, Store, keys
+from berth.store.documents import ApplicationState, ApplicationStatus
+from berth_testkit.servers.etcd import EtcdCluster
+from berth_testkit.servers.kube import KubeCluster
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from berth.store import EtcdConfig, Store, keys  # noqa: E402
-from berth.store.documents import ApplicationState, ApplicationStatus  # noqa: E402
-from tests.servers.etcd import EtcdCluster  # noqa: E402
-from tests.servers.kube import KubeCluster  # noqa: E402
-
 STATE = Path(os.environ.get("BERTH_DEMO_DIR", Path.home() / ".cache" / "berth" / "demo"))
 CLUSTERS = {"dresden": "DE", "paris": "FR", "helsinki": "FI"}
 SHARE = {"dresden": 0.3, "paris": 0.8, "helsinki": 0.5}  # renewable share: higher is better

@@ -5,7 +5,7 @@
 # release, plus kwok (sigs.k8s.io/kwok), which plays the kubelets: it keeps
 # Nodes alive and runs Pods through their lifecycle without a container
 # runtime. Together they make a cluster in which a Deployment gets Pods and
-# the Pods become Ready (tests/servers/kube.py).
+# the Pods become Ready (testkit/berth_testkit/servers/kube.py).
 #
 # k8s.io/kubernetes's go.mod replaces its staging modules with ./staging/...
 # paths, so `go install` refuses it: we build in a scratch module that

@@ -48,11 +48,12 @@ install_python() {
   # written only after pip succeeded, and any change to them installs again.
   [ -x "$here/.venv/bin/python" ] || python3 -m venv "$here/.venv"
   local stamp="$here/.venv/.berth-installed" want
-  want="$(cat "$here/constraints.txt" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+  want="$(cat "$here/constraints.txt" "$here/pyproject.toml" "$here/testkit/pyproject.toml" \
+    | sha256sum | cut -d' ' -f1)"
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     rm -f "$stamp"
     "$here/.venv/bin/pip" install --disable-pip-version-check -c "$here/constraints.txt" \
-      -e "$here[test,dev]"
+      -e "$here[test,dev]" -e "$here/testkit"   # the test kit: servers, harness, fakes
     echo "$want" >"$stamp"
   fi
 }

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from berth.store import EtcdConfig, Store
-from tests.servers.etcd import EtcdServer, ServerUnavailable
+from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "faults": ("integration", "faults")}  # a test's markers, by its folder

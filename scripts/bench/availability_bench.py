@@ -3,7 +3,7 @@
     python scripts/bench/availability_bench.py [--apps 1000] [--servers 3] [--contexts 4]
         [--ready-delay 2] [--move 0.3] [--workers 16] [--rollout Rolling]
 
-1. Starts berth's etcd and ``--servers`` working clusters (``tests/servers/kube.py``:
+1. Starts berth's etcd and ``--servers`` working clusters (``berth_testkit.servers.kube``:
    API server, controllers, kube-scheduler, kwok's kubelets: Pods become Ready
    ``--ready-delay`` seconds after they are placed). Each is registered as
    ``--contexts`` berth Clusters, one kubeconfig context and Kubernetes
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -43,24 +42,22 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from lightkube import Client, KubeConfig
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.types import PatchType
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from lightkube import Client, KubeConfig  # noqa: E402
-from lightkube.resources.apps_v1 import Deployment  # noqa: E402
-from lightkube.types import PatchType  # noqa: E402
-
-from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from berth.store.documents import ApplicationStatus  # noqa: E402
-from tests.integration.scheduler_env import (  # noqa: E402
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
+from berth.store.documents import ApplicationStatus
+from berth_testkit.figures import pct
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
 )
-from tests.servers.etcd import EtcdServer  # noqa: E402
-from tests.servers.kube import KubeCluster  # noqa: E402
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
 
+ROOT = Path(__file__).resolve().parents[2]
 
 def deployment(name: str, namespace: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
@@ -71,11 +68,6 @@ def deployment(name: str, namespace: str | None = None) -> dict[str, Any]:
                      "template": {"metadata": {"labels": {"app": name}}, "spec": {
                          "containers": [{"name": "c", "image": "example/app:1",
                                          "resources": {"requests": {"cpu": "1m"}}}]}}}}
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 class Available:

@@ -20,30 +20,25 @@ from __future__ import annotations
 import argparse
 import gc
 import random
-import sys
 import time
 from pathlib import Path
 
 import msgspec
+from workload import app_doc, cluster_capacity, cluster_doc
+
+from berth import native
+from berth.controllers.scheduler.config import SchedulerConfig, default_plugins
+from berth.controllers.scheduler.decide import Decision, decide
+from berth.controllers.scheduler.framework import Fleet, Framework, Room, Subject
+from berth.controllers.scheduler.framework.rooms import Rooms
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.subjects import subject_from_application
+from berth.controllers.scheduler.views import AppView
+from berth.store.documents import Taint
+from berth.store.documents.resources import Resources
+from berth_testkit.fakes.scheduler import FakeSnapshot, cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-
-from workload import app_doc, cluster_capacity, cluster_doc  # noqa: E402
-
-from berth import native  # noqa: E402
-from berth.controllers.scheduler.config import SchedulerConfig, default_plugins  # noqa: E402
-from berth.controllers.scheduler.decide import Decision, decide  # noqa: E402
-from berth.controllers.scheduler.framework import Fleet, Framework, Room, Subject  # noqa: E402
-from berth.controllers.scheduler.framework.rooms import Rooms  # noqa: E402
-from berth.controllers.scheduler.plugins import REGISTRY  # noqa: E402
-from berth.controllers.scheduler.subjects import subject_from_application  # noqa: E402
-from berth.controllers.scheduler.views import AppView  # noqa: E402
-from berth.store.documents import Taint  # noqa: E402
-from berth.store.documents.resources import Resources  # noqa: E402
-from tests.unit.scheduler.fake import FakeSnapshot, cluster  # noqa: E402
-
 
 class Snapshot(FakeSnapshot):
     """One fleet and one index of rooms, kept (the scheduler's cache keeps them too)."""

@@ -45,20 +45,17 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from scheduler_bench import batch_mean
+from workload import app_doc, cluster_capacity, cluster_doc
+
+from berth import native
+from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
+from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo
+from berth_testkit.figures import pct
+from berth_testkit.scheduler_env import picture
+from berth_testkit.servers.etcd import EtcdServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from scheduler_bench import batch_mean, pct  # noqa: E402
-from workload import app_doc, cluster_capacity, cluster_doc  # noqa: E402
-
-from berth import native  # noqa: E402
-from berth.store import EtcdConfig, Put, Store, Watch, encode, keys  # noqa: E402
-from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo  # noqa: E402
-from tests.integration.scheduler_env import picture  # noqa: E402
-from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
-
 
 class _Target(msgspec.Struct):
     name: str

@@ -36,11 +36,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from berth.controllers.scheduler.config import default_plugins
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
-
-from berth.controllers.scheduler.config import default_plugins  # noqa: E402
-
 CONFIGS: dict[str, list[str]] = {
     "plain": ["--no-latency"],
     "workloads": ["--no-latency", "--no-reaction", "--workloads"],

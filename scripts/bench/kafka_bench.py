@@ -25,18 +25,17 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from berth.controllers.metrics_cache.providers.kafka import KafkaProvider  # noqa: E402
-from berth.store.documents.metrics import KafkaSpec  # noqa: E402
-from tests.servers.kafka import KafkaServer  # noqa: E402
+from berth.controllers.metrics_cache.providers.kafka import KafkaProvider
+from berth.store.documents.metrics import KafkaSpec
+from berth_testkit.servers.kafka import KafkaServer
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PRODUCER = r"""
 import asyncio, json, random, sys, time
 from aiokafka import AIOKafkaProducer
 bootstrap, topic, rate, seconds, metrics = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+
+ROOT = Path(__file__).resolve().parents[2]
 names = [f"m{i:05d}".encode() for i in range(metrics)]
 async def main():
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)

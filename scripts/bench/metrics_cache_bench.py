@@ -32,26 +32,20 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from berth.controllers.metrics_cache.config import MetricsCacheConfig
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
+from berth.store.documents import MetricValue
+from berth_testkit.figures import pct
+from berth_testkit.servers.etcd import EtcdServer, free_port
+from berth_testkit.servers.prometheus import PrometheusServer
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from berth.controllers.metrics_cache.config import MetricsCacheConfig  # noqa: E402
-from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from berth.store.documents import MetricValue  # noqa: E402
-from tests.servers.etcd import EtcdServer, free_port  # noqa: E402
-from tests.servers.prometheus import PrometheusServer  # noqa: E402
-
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(len(s) * p))]
 
 
 @dataclass

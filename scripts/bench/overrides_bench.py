@@ -27,23 +27,17 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from propagator_bench import CLUSTERS, StatusWatcher, launch, manifest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from propagator_bench import CLUSTERS, StatusWatcher, launch, manifest  # noqa: E402
-
-from berth import native  # noqa: E402
-from berth.store import EtcdConfig, Put, Store, encode, keys  # noqa: E402
-from berth.store.documents import (  # noqa: E402
+from berth import native
+from berth.store import EtcdConfig, Put, Store, encode, keys
+from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
@@ -51,9 +45,10 @@ from berth.store.documents import (  # noqa: E402
     ObjectRef,
     Target,
 )
-from tests.servers.etcd import EtcdServer  # noqa: E402
-from tests.servers.kube import KubeCluster  # noqa: E402
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
 
+ROOT = Path(__file__).resolve().parents[2]
 OVERRIDES: list[dict[str, Any]] = [
     {"rules": [{"image": {"registry": "${cluster.name}.registry.example"}}]},
     {"rules": [{"env": {"set": {"CLUSTER": "${cluster.name}",

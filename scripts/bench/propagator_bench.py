@@ -31,16 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from lightkube import Client, KubeConfig
+from lightkube.core.resource_registry import resource_registry
+from lightkube.types import PatchType
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from lightkube import Client, KubeConfig  # noqa: E402
-from lightkube.core.resource_registry import resource_registry  # noqa: E402
-from lightkube.types import PatchType  # noqa: E402
-
-from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from berth.store.documents import (  # noqa: E402
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
+from berth.store.documents import (
     ApplicationStatus,
     Binding,
     BindingMeta,
@@ -49,9 +45,10 @@ from berth.store.documents import (  # noqa: E402
     ObjectRef,
     Target,
 )
-from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
-from tests.servers.kube import KubeCluster  # noqa: E402
+from berth_testkit.servers.etcd import EtcdServer, free_port, peak_rss_mb
+from berth_testkit.servers.kube import KubeCluster
 
+ROOT = Path(__file__).resolve().parents[2]
 CLUSTERS = ("one", "two", "three")
 
 

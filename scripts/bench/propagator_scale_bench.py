@@ -38,17 +38,12 @@ import urllib.request
 from pathlib import Path
 
 import msgspec
+from lightkube import Client, KubeConfig
+from propagator_bench import StatusWatcher, floor, manifest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from lightkube import Client, KubeConfig  # noqa: E402
-from propagator_bench import StatusWatcher, floor, manifest  # noqa: E402
-
-from berth.controllers.propagator.shard import CLAIMS, MEMBERS  # noqa: E402
-from berth.store import EtcdConfig, Put, Store, encode, keys  # noqa: E402
-from berth.store.documents import (  # noqa: E402
+from berth.controllers.propagator.shard import CLAIMS, MEMBERS
+from berth.store import EtcdConfig, Put, Store, encode, keys
+from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
@@ -56,9 +51,10 @@ from berth.store.documents import (  # noqa: E402
     ObjectRef,
     Target,
 )
-from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
-from tests.servers.kube import KubeCluster  # noqa: E402
+from berth_testkit.servers.etcd import EtcdServer, free_port, peak_rss_mb
+from berth_testkit.servers.kube import KubeCluster
 
+ROOT = Path(__file__).resolve().parents[2]
 
 def start_replicas(n: int, url: str, work: Path, workers: int) -> list[tuple[subprocess.Popen[
         bytes], int]]:

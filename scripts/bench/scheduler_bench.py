@@ -30,15 +30,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+from berth import native
+from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
+from berth.store.documents import Binding
+from berth_testkit.figures import pct
+from berth_testkit.scheduler_env import value
+from berth_testkit.servers.etcd import EtcdServer, free_port, peak_rss_mb
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from berth import native  # noqa: E402
-from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys  # noqa: E402
-from berth.store.documents import Binding  # noqa: E402
-from tests.integration.scheduler_env import value  # noqa: E402
-from tests.servers.etcd import EtcdServer, free_port, peak_rss_mb  # noqa: E402
-
 LOCATIONS = ["DE", "FR", "IT", "NL", "PL"]
 ZONES = 20
 
@@ -46,11 +45,6 @@ ZONES = 20
 def cluster_metrics(i: int) -> list[str]:
     """A zone's heat demand, the cluster's own energy cost, and a fleet-wide load."""
     return [f"heat-z{i % ZONES}", f"cost-{i}", "load"]
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(len(s) * p))]
 
 
 def seed(store: Store, clusters: int) -> int:

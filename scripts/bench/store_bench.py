@@ -15,21 +15,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from berth.store import EtcdConfig, Put, Store, Watch
 from berth.store.client import b64
-from tests.servers.etcd import EtcdServer
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p))]
+from berth_testkit.figures import pct
+from berth_testkit.servers.etcd import EtcdServer
 
 
 def cas_latency(store: Store, n: int) -> None:

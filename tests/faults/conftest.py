@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from berth_testkit.servers.etcd import ServerUnavailable
 from tests.faults.system import ROWS, System
-from tests.servers.etcd import ServerUnavailable
 
 
 @pytest.fixture(scope="module")

@@ -43,17 +43,17 @@ from berth.store import (
     keys,
 )
 from berth.store.documents import ApplicationStatus, Binding, MetricPicture
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     BerthProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
     put,
 )
-from tests.servers.etcd import EtcdCluster
-from tests.servers.kafka import KafkaServer, produce
-from tests.servers.kube import CRASH, KubeCluster
-from tests.servers.prometheus import PrometheusServer
+from berth_testkit.servers.etcd import EtcdCluster
+from berth_testkit.servers.kafka import KafkaServer, produce
+from berth_testkit.servers.kube import CRASH, KubeCluster
+from berth_testkit.servers.prometheus import PrometheusServer
 
 N_APPS = 2000
 LABELS = {"a": {"zone": "z1", "tier": "gold"}, "b": {"zone": "z2", "tier": "gold"},

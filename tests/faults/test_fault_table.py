@@ -18,6 +18,7 @@ import pytest
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.store import encode, keys
 from berth.store.client import prefix_end
+from berth_testkit.scheduler_env import BerthProcess
 from tests.faults.system import (
     MOVE_TIMEOUT,
     N_APPS,
@@ -27,7 +28,6 @@ from tests.faults.system import (
     allowed,
     window,
 )
-from tests.integration.scheduler_env import BerthProcess
 
 CONVERGE = 180.0  # seconds a fault may take to settle, on a busy 2-core machine
 
@@ -228,7 +228,7 @@ OWNED = {  # keys a berth process owns: it must put its own value back
 def test_garbage_in_every_kind_of_key(system: System) -> None:
     import base64
 
-    from tests.integration.scheduler_env import put
+    from berth_testkit.scheduler_env import put
 
     def act() -> None:
         for key, data in {**GARBAGE, **OWNED}.items():
@@ -368,7 +368,7 @@ def _placed(system: System, name: str, on: str, generation: int) -> None:
 
 
 def test_a_move_to_a_cluster_whose_pods_never_become_ready(system: System) -> None:
-    from tests.integration.availability import Sampler
+    from berth_testkit.availability import Sampler
 
     name = "wl-stuck"
     _placed(system, name, "a", 1)
@@ -405,7 +405,7 @@ def test_a_move_to_a_cluster_whose_pods_never_become_ready(system: System) -> No
 
 
 def test_a_node_removed_during_a_move(system: System) -> None:
-    from tests.integration.availability import Sampler
+    from berth_testkit.availability import Sampler
 
     name = "wl-node"
     _placed(system, name, "b", 1)
@@ -450,7 +450,7 @@ def test_a_node_removed_during_a_move(system: System) -> None:
 
 
 def test_a_new_generation_whose_pods_crash(system: System) -> None:
-    from tests.integration.availability import Sampler
+    from berth_testkit.availability import Sampler
 
     name = "wl-crash"
     _placed(system, name, "a", 1)
@@ -561,7 +561,7 @@ def _dropped(p: BerthProcess) -> int:
 
 def _owned_deployment(system: System, app: str, image: str, replicas: int) -> None:
     """An application carrying the Deployment ``shared`` for cluster a alone."""
-    from tests.integration.scheduler_env import put
+    from berth_testkit.scheduler_env import put
 
     put(system.db, keys.resource_key("Application", app, "default"), encode({
         "api": "kubernetes", "kind": "Application",

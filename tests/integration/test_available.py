@@ -1,7 +1,7 @@
 """Available, not just applied: moves and share changes on working clusters never take
 an application down (docs/propagator.md "Health", "Moves").
 
-The clusters run Pods (``tests/servers/kube.py``: controllers, kube-scheduler, kwok's
+The clusters run Pods (``testkit/berth_testkit/servers/kube.py``: controllers, kube-scheduler, kwok's
 kubelets), which become Ready three seconds after they are scheduled, so that removing
 an old copy before the new one is available would show. A sampler reads every
 Deployment's ``availableReplicas`` on every cluster every 100 ms; the real scheduler,
@@ -21,8 +21,8 @@ import pytest
 
 from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, Binding
-from tests.integration.availability import Sampler
-from tests.integration.scheduler_env import (
+from berth_testkit.availability import Sampler
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -32,9 +32,9 @@ from tests.integration.scheduler_env import (
     targets,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import CRASH, KubeCluster
-from tests.servers.serving import serving_all
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import CRASH, KubeCluster
+from berth_testkit.servers.serving import serving_all
 
 READY_DELAY = 3.0
 MOVE_TIMEOUT = 12.0

@@ -14,7 +14,7 @@ from berth.bootstrap import load, plan, write
 from berth.cli.main import main
 from berth.store import Conflict, Store, StoreError, decode
 from berth.store.documents import Application, GlobalMetric
-from tests.servers.etcd import ROOT, EtcdServer
+from berth_testkit.servers.etcd import ROOT, EtcdServer
 
 EXAMPLES = ROOT / "deploy" / "examples"
 

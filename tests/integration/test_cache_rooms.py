@@ -12,7 +12,7 @@ from berth.controllers.scheduler.framework import Fleet
 from berth.store import Store, encode, keys
 from berth.store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, Target
 from berth.store.documents.base import ObjectRef
-from tests.integration.scheduler_env import application, cluster, put, wait_for
+from berth_testkit.scheduler_env import application, cluster, put, wait_for
 
 
 def _status(store: Store, name: str, placed: dict[str, int]) -> int:

@@ -13,8 +13,8 @@ import pytest
 
 from berth.cli.main import main
 from berth.store import Store
-from tests.integration.scheduler_env import metric, value
-from tests.servers.etcd import EtcdServer
+from berth_testkit.scheduler_env import metric, value
+from berth_testkit.servers.etcd import EtcdServer
 
 
 def closed_port() -> int:
@@ -148,7 +148,7 @@ def test_log_format_json_is_one_object_per_line(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from tests.servers.etcd import ROOT
+    from berth_testkit.servers.etcd import ROOT
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "berth.cli.main", "scheduler", "--log-format", "json",
@@ -175,7 +175,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(etcd_server: EtcdServer) ->
     import sys
 
     from berth.store import EtcdConfig, Store, encode, keys
-    from tests.servers.etcd import ROOT
+    from berth_testkit.servers.etcd import ROOT
 
     store = Store(EtcdConfig(url=etcd_server.url))
     for i in range(300):

@@ -24,7 +24,7 @@ from berth.store.documents import (
     StatusMeta,
     Target,
 )
-from tests.integration.scheduler_env import application, put
+from berth_testkit.scheduler_env import application, put
 
 
 def berth(*argv: str, store: Store) -> tuple[int, str, str]:

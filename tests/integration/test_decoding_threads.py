@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from berth.store import EtcdConfig, Store, encode, keys
-from tests.integration.scheduler_env import PropagatorProcess
-from tests.servers.etcd import ROOT, EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import serving
+from berth_testkit.scheduler_env import PropagatorProcess
+from berth_testkit.servers.etcd import ROOT, EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving
 
 MODELS = "\n".join(["from __future__ import annotations", "import msgspec", *(
     f"class L{j}(msgspec.Struct):\n    a: int = 0\n    b: list[str] = []\n"

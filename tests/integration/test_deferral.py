@@ -20,7 +20,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from berth.cli.main import main
 from berth.store import Store, encode, keys
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -30,10 +30,10 @@ from tests.integration.scheduler_env import (
     targets,
     wait_for,
 )
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving
 from tests.integration.test_propagator_apply import present
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import serving
 
 
 def iso(t: float) -> str:

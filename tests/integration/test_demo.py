@@ -17,7 +17,7 @@ import pytest
 
 from berth.store import EtcdConfig, Store, keys
 from berth.store.documents import ApplicationStatus
-from tests.servers.etcd import ROOT
+from berth_testkit.servers.etcd import ROOT
 
 
 def alive(pid: int) -> bool:

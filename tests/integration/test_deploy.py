@@ -22,9 +22,9 @@ import pytest
 import requests
 import yaml
 
-from tests.servers.etcd import ROOT
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import serving
+from berth_testkit.servers.etcd import ROOT
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving
 
 DEPLOY = ROOT / "deploy"
 PROCESSES = ("scheduler", "propagator", "metrics-cache")

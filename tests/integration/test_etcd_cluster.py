@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from berth.store import Conflict, EtcdConfig, KeptLease, Store, Unavailable, Watch
-from tests.servers.etcd import EtcdCluster
-from tests.servers.serving import serving
+from berth_testkit.servers.etcd import EtcdCluster
+from berth_testkit.servers.serving import serving
 
 P = "/berth/v1/test/cluster/"
 

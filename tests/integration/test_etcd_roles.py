@@ -16,15 +16,15 @@ import pytest
 import yaml
 
 from berth.store import EtcdConfig, Put, Store, Unauthorized, encode, keys
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
     wait_for,
 )
-from tests.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls, make_tls
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import serving
+from berth_testkit.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls, make_tls
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving
 
 USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-admin")
 

@@ -18,18 +18,18 @@ from berth.controllers.metrics_cache.cache import MetricsCache
 from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import Store, Watch, decode, encode, keys
 from berth.store.documents import MetricPicture, MetricValue
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     cluster,
     put,
     record_puts,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
-from tests.servers.kafka import KafkaServer, produce
-from tests.servers.ksql import KsqlServer
-from tests.servers.prometheus import PrometheusServer
-from tests.servers.serving import serving
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kafka import KafkaServer, produce
+from berth_testkit.servers.ksql import KsqlServer
+from berth_testkit.servers.prometheus import PrometheusServer
+from berth_testkit.servers.serving import serving
 
 CONFIG = "poll_interval: 0.5\nlease_ttl: 2\nstale_after: 2\ntimeout: 1\nretries: 0\n"
 
@@ -309,7 +309,7 @@ def test_kafka_going_away_is_unreachable_and_coming_back_recovers(
 def test_the_scheduler_follows_values_from_the_metrics_cache(
     etcd_server: EtcdServer, store: Store, tmp_path: Path, cache: MetricsCacheProcess
 ) -> None:
-    from tests.integration.scheduler_env import (
+    from berth_testkit.scheduler_env import (
         SchedulerProcess,
         application,
         binding,

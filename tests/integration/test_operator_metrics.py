@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from berth.store import Store, keys
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -20,9 +20,9 @@ from tests.integration.scheduler_env import (
     put,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import serving
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving
 
 
 @pytest.fixture(scope="module")

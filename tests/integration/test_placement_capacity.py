@@ -1,7 +1,7 @@
 """Capacity that is real, and replicas divided by it, on two working clusters.
 
 Each cluster's Nodes are kwok's, and its Pods are made by its controllers and placed
-by its kube-scheduler (``tests/servers/kube.py``). The propagator watches them and
+by its kube-scheduler (``testkit/berth_testkit/servers/kube.py``). The propagator watches them and
 reports them in the cluster's status; the scheduler divides replicas by that
 capacity, never over-commits a cluster in a burst (what it placed and the cluster
 has not reported yet is assumed), and the propagator gives each cluster its share of
@@ -23,17 +23,17 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from berth.store import Store, decode, keys
 from berth.store.documents import ClusterStatus
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     PropagatorProcess,
     SchedulerProcess,
     binding,
     put,
     wait_for,
 )
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import kube_clients, serving_all
 from tests.integration.test_propagator import register
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import kube_clients, serving_all
 
 PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
               "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"

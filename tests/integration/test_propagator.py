@@ -11,7 +11,7 @@ import pytest
 
 from berth.store import Store, WatchEvent, decode, keys
 from berth.store.documents import ClusterStatus
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     PropagatorProcess,
     SchedulerProcess,
     application,
@@ -21,9 +21,9 @@ from tests.integration.scheduler_env import (
     targets,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import serving
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving
 
 CONFIG = "probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\n"
 CRD = {

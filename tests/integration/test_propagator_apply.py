@@ -28,11 +28,11 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
-from tests.integration.scheduler_env import PropagatorProcess, put, record_puts, wait_for
+from berth_testkit.scheduler_env import PropagatorProcess, put, record_puts, wait_for
+from berth_testkit.servers.etcd import ROOT, EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import kube_clients, serving_all
 from tests.integration.test_propagator import CRD, register
-from tests.servers.etcd import ROOT, EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import kube_clients, serving_all
 
 CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
           "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
@@ -235,7 +235,7 @@ def test_apply_has_a_cluster_judge_the_manifests_first(
 ) -> None:
     """#25: a typo inside a manifest was accepted by apply and failed on the cluster
     seconds later; now a cluster of the namespace dry-runs it first (strict fields)."""
-    from tests.integration.scheduler_env import set_state
+    from berth_testkit.scheduler_env import set_state
 
     register(store, "east", clusters["east"].kubeconfig())
     set_state(store, "east", "ONLINE")

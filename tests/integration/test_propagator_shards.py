@@ -23,7 +23,10 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from berth.controllers.propagator.shard import CLAIMS, Holder, owner
 from berth.store import Store, keys
-from tests.integration.scheduler_env import PropagatorProcess, wait_for
+from berth_testkit.scheduler_env import PropagatorProcess, wait_for
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import kube_clients, serving_all
 from tests.integration.test_propagator import register
 from tests.integration.test_propagator_apply import (
     app,
@@ -33,9 +36,6 @@ from tests.integration.test_propagator_apply import (
     running,
     status,
 )
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import KubeCluster
-from tests.servers.serving import kube_clients, serving_all
 
 CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
           "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n")

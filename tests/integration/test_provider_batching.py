@@ -19,9 +19,9 @@ from berth.controllers.metrics_cache.providers.base import Failure, Forecasted, 
 from berth.controllers.metrics_cache.providers.ksql import KsqlProvider
 from berth.controllers.metrics_cache.providers.prometheus import QUERIES, PrometheusProvider
 from berth.store.documents.metrics import KsqlSpec, PrometheusForecast, PrometheusSpec
-from tests.servers.ksql import KsqlServer
-from tests.servers.prometheus import PrometheusServer
-from tests.servers.serving import serving
+from berth_testkit.servers.ksql import KsqlServer
+from berth_testkit.servers.prometheus import PrometheusServer
+from berth_testkit.servers.serving import serving
 
 MIX = [
     "load",                                   # a plain name

@@ -25,16 +25,16 @@ from berth.cli.main import main
 from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth.store.documents.rollouts import HALTED, ROLLED_BACK
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
     put,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
-from tests.servers.kube import CRASH_ON, KubeCluster
-from tests.servers.serving import serving_all
+from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.kube import CRASH_ON, KubeCluster
+from berth_testkit.servers.serving import serving_all
 
 NAMES = ("r1", "r2", "r3", "r4", "r5")
 DEADLINE = 8.0  # progressDeadline of the failing rollouts

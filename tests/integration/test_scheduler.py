@@ -13,7 +13,7 @@ import yaml
 
 from berth.store import Put, Store, decode, encode, keys
 from berth.store.documents import Application, Binding, Cluster
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     SchedulerProcess,
     application,
     binding,
@@ -27,7 +27,7 @@ from tests.integration.scheduler_env import (
     value,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
+from berth_testkit.servers.etcd import EtcdServer
 
 
 def scheduled(store: Store, name: str) -> Binding:

@@ -24,7 +24,7 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.errors import Unavailable
-from tests.integration.scheduler_env import (
+from berth_testkit.scheduler_env import (
     SchedulerProcess,
     application,
     binding,
@@ -36,7 +36,7 @@ from tests.integration.scheduler_env import (
     value,
     wait_for,
 )
-from tests.servers.etcd import EtcdServer
+from berth_testkit.servers.etcd import EtcdServer
 
 PREFIX = keys.binding_prefix("Application") + "default/"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from berth.store import EtcdConfig, Store, StoreError, Unauthorized, Unavailable, Watch, WatchEvent
-from tests.servers.etcd import EtcdServer, make_tls
+from berth_testkit.servers.etcd import EtcdServer, make_tls
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import subprocess
 import venv
 from pathlib import Path
 
-from tests.servers.etcd import ROOT
+from berth_testkit.servers.etcd import ROOT
 
 PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[a-z0-9,_-]+\])?==[A-Za-z0-9.+!_-]+")
 

@@ -23,7 +23,7 @@ from berth.store import (
     WatchEvent,
 )
 from berth.store.group import GroupCommit
-from tests.servers.etcd import EtcdServer
+from berth_testkit.servers.etcd import EtcdServer
 
 P = "/berth/v1/test/"
 

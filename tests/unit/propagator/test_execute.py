@@ -11,7 +11,7 @@ from berth.controllers.propagator.kube import Kind
 from berth.controllers.propagator.plan import App, Facts, Finish, Progress, state
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
-from tests.unit.propagator.fake import Fleet, Sink
+from berth_testkit.fakes.propagator import Fleet, Sink
 
 OWNER = "default/app"
 

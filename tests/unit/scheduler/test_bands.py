@@ -60,7 +60,7 @@ def test_a_banded_ranking_is_every_entry_sorted(seed: int, eager: str,
 
     if eager != "chosen":
         monkeypatch.setattr(module, "_eager", lambda *_: eager == "always")
-    from tests.unit.scheduler.fake import cluster
+    from berth_testkit.fakes.scheduler import cluster
 
     rng = random.Random(seed)
     n = rng.randint(1, 300)

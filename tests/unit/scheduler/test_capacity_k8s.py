@@ -20,7 +20,7 @@ from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.plugins.capacity import Capacity
 from berth.store.documents import Target
 from berth.store.documents.resources import Demand, Resources, demand, pod_requests
-from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster
 
 # The Kubernetes tests' nodes: 4000m/10000 bytes and 6000m/10000 bytes.
 NODE1 = Resources(cpu=4000, memory=10000, pods=110)

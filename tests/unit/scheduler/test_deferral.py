@@ -12,7 +12,7 @@ from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoF
 from berth.controllers.scheduler.framework import Framework, MetricReading
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import ForecastPoint, Placement, Target
-from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster
 
 T0 = 1_800_000_000.0  # "now" in these tests
 HOUR = 3600.0

@@ -51,7 +51,7 @@ from berth.store.documents import (
 )
 from berth.store.documents.application import WeightedWorkloadTerm, WorkloadSelector
 from berth.store.documents.resources import NOTHING, Demand, Resources
-from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster
 
 LABELS = {"location": ["DE", "FR", "IT"], "zone": ["a", "b", "c", "d"], "tier": ["1", "2", "3"],
           "gpu": ["yes", "no"], "env": ["prod", "dev"], "team": ["x", "y"]}

@@ -12,7 +12,7 @@ import pytest
 from berth.controllers.scheduler.config import Extender, SchedulerConfig
 from berth.controllers.scheduler.framework import CycleState, Framework
 from berth.controllers.scheduler.plugins import REGISTRY
-from tests.unit.scheduler.fake import FakeSnapshot, app, cluster, evaluate
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster, evaluate
 
 calls: list[str] = []
 

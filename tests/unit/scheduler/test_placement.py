@@ -9,7 +9,7 @@ from berth.controllers.scheduler.config import SchedulerConfig, load_config
 from berth.controllers.scheduler.framework import CycleState, Framework
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import Affinity, Placement, Taint, Toleration
-from tests.unit.scheduler.fake import FakeSnapshot, app, cluster, evaluate
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster, evaluate
 
 M = {"heat": 1.0}
 

@@ -21,7 +21,7 @@ from berth.store.documents import (
 )
 from berth.store.documents.application import WorkloadSelector
 from berth.store.documents.resources import Demand, QuantityError, Resources, demand, quantity
-from tests.unit.scheduler.fake import FakeSnapshot, app, cluster
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster
 
 ONE = Resources(cpu=500, memory=1 << 30, pods=1)  # one replica: 500m, 1Gi
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from tests.servers.etcd import ServerUnavailable
-from tests.servers.kube import KubeCluster
+from berth_testkit.servers.etcd import ServerUnavailable
+from berth_testkit.servers.kube import KubeCluster
 
 
 class Sampler:

@@ -10,8 +10,8 @@ from typing import Protocol, TypeVar
 import pytest
 from lightkube import Client, KubeConfig
 
-from tests.servers.etcd import ServerUnavailable
-from tests.servers.kube import KubeCluster
+from berth_testkit.servers.etcd import ServerUnavailable
+from berth_testkit.servers.kube import KubeCluster
 
 
 class Server(Protocol):

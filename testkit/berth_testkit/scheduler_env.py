@@ -27,7 +27,7 @@ from berth.store.documents import (
     ProviderInfo,
 )
 from berth.store.documents.base import Metadata
-from tests.servers.etcd import ROOT
+from berth_testkit.servers.etcd import ROOT
 
 T = TypeVar("T")
 

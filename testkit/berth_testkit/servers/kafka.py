@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.servers.etcd import (
+from berth_testkit.servers.etcd import (
     ROOT,
     ServerUnavailable,
     free_port,

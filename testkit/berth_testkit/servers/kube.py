@@ -41,7 +41,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.servers.etcd import (
+from berth_testkit.servers.etcd import (
     ROOT,
     EtcdServer,
     ServerUnavailable,

@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.servers.etcd import ServerUnavailable, free_port, kill_process, stop_process
+from berth_testkit.servers.etcd import ServerUnavailable, free_port, kill_process, stop_process
 
 HOW = ("Prometheus is needed: run scripts/install-prometheus.sh "
        "(apt-get install prometheus prometheus-pushgateway)")

@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # the checkout (the kit is installed editable)
 INSTALL = ROOT / "scripts" / "install-etcd.sh"
 HOW = (
     "etcd is needed: run scripts/install-etcd.sh (builds etcd from source with Go and "
