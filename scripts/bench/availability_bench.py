@@ -57,7 +57,6 @@ from berth_testkit.scheduler_env import (
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 
-ROOT = Path(__file__).resolve().parents[2]
 
 def deployment(name: str, namespace: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
@@ -249,6 +248,9 @@ def main() -> None:
 
         flip = list(range(round(args.move * pairs)))
         moved = [f"app-{i:05d}" for i in range(args.apps) if i % pairs in flip]
+        if not moved:
+            raise SystemExit(f"--move {args.move:g} moves no application of {args.apps} over "
+                             f"{len(clusters)} clusters: give more clusters or a larger share")
         target = {n: clusters[int(n.split("-")[1]) % pairs + pairs] for n in moved}
         fewest = [float("inf")]
         sampling = threading.Event()

@@ -21,7 +21,6 @@ import argparse
 import gc
 import random
 import time
-from pathlib import Path
 
 import msgspec
 from workload import app_doc, cluster_capacity, cluster_doc
@@ -38,7 +37,6 @@ from berth.store.documents import Taint
 from berth.store.documents.resources import Resources
 from berth_testkit.fakes.scheduler import FakeSnapshot, cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 
 class Snapshot(FakeSnapshot):
     """One fleet and one index of rooms, kept (the scheduler's cache keeps them too)."""

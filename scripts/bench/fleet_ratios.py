@@ -1,6 +1,6 @@
 """Issue #26's targets as ratios, each measured in one run of this script.
 
-    python scripts/bench/fleet_ratios.py [--rounds 1] [--scale]
+    python scripts/bench/fleet_ratios.py [--rounds 1] [--scale] [--clusters 1000] [--apps 10000]
 
 Runs ``diverse_bench.py`` (1,000 clusters x 10,000 applications) in turn:
 plain with the reaction; with workloads (every application a Deployment with
@@ -89,7 +89,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--scale", action="store_true", help="also 10,000 x 100,000 (workloads)")
+    ap.add_argument("--clusters", type=int, default=1000, help="of every run but --scale's")
+    ap.add_argument("--apps", type=int, default=10000, help="of every run but --scale's")
     args = ap.parse_args()
+    size = ["--clusters", str(args.clusters), "--apps", str(args.apps)]
     names = [*CONFIGS, *(["scale"] if args.scale else [])]
     runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,7 +102,8 @@ def main() -> None:
         for r in range(args.rounds):
             for n in names:
                 print(f"round {r + 1}/{args.rounds}", end=" ")
-                runs[n].append(run(n, SCALE if n == "scale" else CONFIGS[n], scratch))
+                runs[n].append(run(n, SCALE if n == "scale" else [*CONFIGS[n], *size],
+                                   scratch))
 
     def med(name: str, figure: str) -> float:
         return statistics.median(f[figure] for f in runs[name])

@@ -35,7 +35,6 @@ import asyncio, json, random, sys, time
 from aiokafka import AIOKafkaProducer
 bootstrap, topic, rate, seconds, metrics = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 
-ROOT = Path(__file__).resolve().parents[2]
 names = [f"m{i:05d}".encode() for i in range(metrics)]
 async def main():
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)

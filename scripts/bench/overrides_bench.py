@@ -48,7 +48,6 @@ from berth.store.documents import (
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 
-ROOT = Path(__file__).resolve().parents[2]
 OVERRIDES: list[dict[str, Any]] = [
     {"rules": [{"image": {"registry": "${cluster.name}.registry.example"}}]},
     {"rules": [{"env": {"set": {"CLUSTER": "${cluster.name}",

@@ -1,0 +1,70 @@
+"""Every benchmark under ``scripts/bench/`` runs here at a tiny size: it completes and
+prints its figures, so that none rots unseen between the runs that measure (those are
+run by hand, at full size; docs/benchmarks.md). The figures themselves are not judged:
+at this size they say nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "scripts" / "bench"
+
+# script, its arguments at a tiny size, what it must print
+RUNS: list[tuple[str, list[str], list[str]]] = [
+    ("store_bench.py", ["--updates", "20", "--events", "100"],
+     [r"CAS update \(20 sequential\): p50 [\d.]+ ms, p99 [\d.]+ ms"]),
+    ("decide_bench.py", ["--clusters", "20", "--apps", "50", "--rounds", "1"],
+     [r"workloads: [\d.]+ µs per decision \(\d+ of 50 placed\)"]),
+    ("deferral_bench.py", ["--days", "1", "--clusters", "6", "--jobs-per-hour", "4",
+                           "--services", "5"],
+     [r"saving on jobs vs ignoring the signal: -?[\d.]+%", r"deadline misses: \d+"]),
+    ("scheduler_bench.py", ["--clusters", "20", "--apps", "100", "--rate", "50",
+                            "--seconds", "1"],
+     [r"latency at 50 apps/s offered", r"scheduler/floor time ratio [\d.]+"]),
+    ("diverse_bench.py", ["--clusters", "20", "--apps", "100", "--rate", "50",
+                          "--seconds", "1"],
+     [r"latency at 50 apps/s offered .* p99 [\d.]+ ms"]),
+    ("fleet_ratios.py", ["--clusters", "20", "--apps", "100"],
+     [r"TARGET +MEASURED", r"explanations' cost: time per application"]),
+    ("metrics_cache_bench.py", ["--prometheus", "50", "--static", "50", "--window", "3"],
+     [r"batched vs one query per metric: CPU [\d.]+x"]),
+    ("kafka_bench.py", ["--rate", "200", "--seconds", "2", "--metrics", "50"],
+     [r"produced \d+ records at \d+/s", r"catch-up of \d+ records from the beginning"]),
+    ("propagator_bench.py", ["--apps", "10", "--workers", "4"],
+     [r"ratio propagator / sequential floor: [\d.]+"]),
+    ("propagator_scale_bench.py", ["--clusters", "2", "--apps", "10", "--servers", "1",
+                                   "--replicas", "1", "--workers", "4"],
+     [r"replicas +all RUNNING +apps/s"]),
+    ("overrides_bench.py", ["--apps", "10", "--rounds", "1", "--workers", "4"],
+     [r"ratio with / without: time [\d.]+"]),
+    ("availability_bench.py", ["--apps", "6", "--servers", "2", "--contexts", "2",
+                               "--move", "0.5", "--workers", "4"],
+     [r"ratio: all [\d.]+, p99 [\d.]+", r"moves: 3 applications \(50%\)"]),
+]
+
+
+def test_every_benchmark_is_run_here() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py")} - {"workload.py"}  # a module they share
+    assert scripts == {name for name, _, _ in RUNS}
+
+
+@pytest.mark.parametrize(("script", "args", "printed"), RUNS, ids=[r[0] for r in RUNS])
+def test_a_benchmark_completes_and_prints_its_figures(script: str, args: list[str],
+                                                      printed: list[str]) -> None:
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    said = f"{script} {' '.join(args)} ({done.returncode}, {time.monotonic() - began:.0f} s)" \
+           f":\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, said
+    for figure in printed:
+        assert re.search(figure, done.stdout), f"{figure!r} not printed by {said}"
