@@ -147,7 +147,7 @@ def watch(cluster: str, server: KubeCluster, path: str, params: dict[str, str],
                         event.get("object") or {}))
 
 
-def web_timeline(kube: dict[str, KubeCluster], change: Callable[[], None],
+def web_timeline(kube: dict[str, KubeCluster], change: Callable[[], object],
                  timeout: float = 120.0) -> tuple[bool, int]:
     """Watch web's Deployment and Pods on dresden and paris while ``change`` moves it;
     print each step. Returns whether it ended on dresden alone, and the fewest replicas

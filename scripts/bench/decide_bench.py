@@ -28,7 +28,14 @@ from workload import app_doc, cluster_capacity, cluster_doc
 from berth import native
 from berth.controllers.scheduler.config import SchedulerConfig, default_plugins
 from berth.controllers.scheduler.decide import Decision, decide
-from berth.controllers.scheduler.framework import Fleet, Framework, Room, Subject
+from berth.controllers.scheduler.framework import (
+    Candidate,
+    Fleet,
+    Framework,
+    MetricReading,
+    Room,
+    Subject,
+)
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.subjects import subject_from_application
@@ -56,7 +63,9 @@ class Snapshot(FakeSnapshot):
 
 
 def fleet_snapshot(n: int, rng: random.Random) -> Snapshot:
-    clusters, values, rooms = [], {}, {}
+    clusters: list[Candidate] = []
+    values: dict[tuple[str, str], MetricReading | float] = {}
+    rooms: dict[str, Room] = {}
     for i in range(n):
         name, doc, metrics = cluster_doc(i, rng)
         taints = tuple(msgspec.convert(t, Taint) for t in doc["spec"]["taints"])

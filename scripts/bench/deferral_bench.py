@@ -203,8 +203,9 @@ class Market:
                labels: Mapping[str, str] | None = None) -> list[Placed]:
         return []
 
-    def placed_on(self, namespace: str | None, label: str, value: str) -> Mapping[Ref, int]:
-        return {}
+    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
+                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
+        return 0, [], True  # nothing placed by label here: no workload affinity
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return 0

@@ -62,7 +62,9 @@ class Figures:
 
 
 def scrape(port: int) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as page:
+        body: bytes = page.read()
+    return body.decode()
 
 
 def sample(body: str, name: str, labels: str = "") -> float:

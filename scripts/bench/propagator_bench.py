@@ -135,7 +135,8 @@ def floor(clients: list[Client], apps: int, workers: int) -> float:
         client = clients[i % len(clients)]
         for cls, body in zip((deployment, service), manifest(f"{prefix}-{i:05d}"), strict=True):
             body["metadata"]["namespace"] = "default"
-            client.patch(cls, body["metadata"]["name"], body, namespace="default",
+            client.patch(cls, body["metadata"]["name"], body,  # type: ignore[type-var]
+                         namespace="default",
                          patch_type=PatchType.APPLY, field_manager="floor", force=True)
 
     began = time.perf_counter()

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import threading
 import time
+from collections.abc import Callable
 
 from berth.store import EtcdConfig, Put, Store, Watch
 from berth.store.client import b64
@@ -43,7 +44,7 @@ def cas_latency(store: Store, n: int) -> None:
     print(f"  ratio CAS/raw (p50): {c50 / r50:.2f}")
 
 
-def watch_rate(store: Store, prefix: str, total: int, write: callable) -> None:  # type: ignore[valid-type]
+def watch_rate(store: Store, prefix: str, total: int, write: Callable[[], object]) -> None:
     start = store.revision() + 1
     received = 0
     done = threading.Event()
