@@ -239,10 +239,6 @@ class PrometheusProvider:
                     series[int(place)].append(s)
         return {e: self._value(e, found) for e, found in zip(expressions, series, strict=True)}
 
-    def _one(self, query: str) -> Reading:
-        """One expression asked as written."""
-        return self._single(query)[0]
-
     def _single(self, query: str) -> tuple[Reading, bool]:
         """One expression asked as written, and whether a tagged chunk cannot carry it:
         Prometheus refuses it, or its answer is not an instant vector (a scalar, a range)."""
