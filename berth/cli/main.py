@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
 
 
 def version() -> str:
-    from importlib import metadata  # 30 ms: only when asked
+    from importlib import metadata  # slow to import: only when asked
 
     try:
         return metadata.version("berth")

@@ -44,8 +44,8 @@ FEW: Final = 8  # candidates an ordered walk sorts at once (a chunk step reads t
 EAGER: Final = 64  # feasible candidates up to which a ranking of as many bands as half of them
 #            is sorted at once
 DENSE_FROM = 128  # feasible candidates from which per-subject values are arrays (Additions),
-#                  below which lists (FewAdditions): measured on whole decisions of the
-#                  diverse workload with requests, 128 against 64 saved 6 %
+#                  below which lists (FewAdditions): chosen on whole decisions of the
+#                  diverse workload with requests (docs/benchmark-history.md)
 FIRST_READ: Final = 16  # entries the first batch of an Additions walk sorts (then 8 times more)
 
 
@@ -510,8 +510,8 @@ def _eager(candidates: int, bands: int) -> bool:
     """Whether sorting every candidate costs less than merging the bands' walks: for
     a few candidates cut into many bands (with Capacity's score: 23 bands for 31
     candidates at the median). A merge reads only as far as the best few are read, so
-    for many candidates, or few bands, it costs less (measured: 100 candidates in 2
-    bands, 15 µs against 45 µs sorted; 31 in 18, 40 µs against 24 µs)."""
+    for many candidates, or few bands, it costs less; for few candidates in many
+    bands, sorting them all does."""
     return candidates <= EAGER and 2 * bands >= candidates
 
 

@@ -29,8 +29,8 @@ import numpy.typing as npt
 from berth.controllers.scheduler.framework.fleet import bits_of, ordinals
 from berth.controllers.scheduler.framework.types import Room
 
-STEP: Final = 32  # positions per kept prefix (against 64: a shortage read 2.8 times faster over
-#            10,000 clusters, a move as fast, twice the prefixes: 0.4 MB a column)
+STEP: Final = 32  # positions per kept prefix (against 64: a shortage read much faster over
+#            large fleets, a move as fast, for twice the prefixes)
 SHIFT: Final = 24  # a sort key is free << SHIFT | ordinal: fleets of up to 16 million
 _LOW: Final = (1 << SHIFT) - 1
 
