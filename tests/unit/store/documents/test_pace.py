@@ -21,7 +21,7 @@ from berth.store.documents.pace import (
     steady,
 )
 from berth.store.documents.validate import problems
-from tests.unit.scheduler.test_antiflap import A, B, Clock
+from tests.unit.controllers.scheduler.test_antiflap import A, B, Clock
 
 
 def copy(gen: int, health: str = "Healthy", *, new: bool = False) -> ClusterApplied:

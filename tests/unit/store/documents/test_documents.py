@@ -20,7 +20,7 @@ from berth.store.documents import (
     MetricsProvider,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_the_examples_are_valid() -> None:
