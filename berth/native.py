@@ -43,14 +43,18 @@ GROUP = "berth_native"  # the shared library's name (mypyc's group)
 # What a decision runs through, module by module. A module listed here must
 # compile with mypyc and behave the same compiled (the suite runs on them).
 MODULES = (
+    "berth.store.documents.resources",
     "berth.store.keys",
     "berth.store.labels",
-    "berth.store.documents.resources",
     "berth.controllers.runtime.informer",
     "berth.controllers.scheduler.framework.fleet",
+    "berth.controllers.scheduler.framework.helpers.expressions",
+    "berth.controllers.scheduler.framework.helpers.metric_columns",
+    "berth.controllers.scheduler.framework.helpers.selectors",
     "berth.controllers.scheduler.framework.ranking",
     "berth.controllers.scheduler.framework.rooms",
     "berth.controllers.scheduler.framework.runner",
+    "berth.controllers.scheduler.framework.selection",
     "berth.controllers.scheduler.framework.standing",
     "berth.controllers.scheduler.framework.state",
     "berth.controllers.scheduler.framework.status",
@@ -58,14 +62,11 @@ MODULES = (
     "berth.controllers.scheduler.plugins.candidate_online",
     "berth.controllers.scheduler.plugins.capacity",
     "berth.controllers.scheduler.plugins.cluster_affinity",
-    "berth.controllers.scheduler.plugins.expressions",
     "berth.controllers.scheduler.plugins.failed_targets",
     "berth.controllers.scheduler.plugins.label_constraints",
-    "berth.controllers.scheduler.plugins.metric_columns",
     "berth.controllers.scheduler.plugins.metric_constraints",
     "berth.controllers.scheduler.plugins.metric_score",
     "berth.controllers.scheduler.plugins.placement_fixed",
-    "berth.controllers.scheduler.plugins.selectors",
     "berth.controllers.scheduler.plugins.taint_toleration",
     "berth.controllers.scheduler.plugins.topology_spread",
     "berth.controllers.scheduler.plugins.workload_affinity",
@@ -76,7 +77,6 @@ MODULES = (
     "berth.controllers.scheduler.decide",
     "berth.controllers.scheduler.decisions",
     "berth.controllers.scheduler.scheduler",
-    "berth.controllers.scheduler.selection",
     "berth.controllers.scheduler.subjects",
 )
 

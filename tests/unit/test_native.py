@@ -14,7 +14,7 @@ from berth import native
 
 def test_the_suite_runs_on_the_compiled_modules() -> None:
     """What setup built is what the tests exercise (BERTH_NATIVE=0 runs them plain)."""
-    from berth.controllers.scheduler import selection
+    from berth.controllers.scheduler.framework import selection
 
     if native.STATUS.startswith("off"):
         assert selection.__file__.endswith(".py")

@@ -9,35 +9,17 @@ empty list) gets exactly those.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from berth.controllers.runtime.config import dump_yaml, load_yaml
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
-
-
-class PluginSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    name: str
-    weight: float = 1.0
-    args: dict[str, Any] = {}
+from berth.controllers.scheduler.framework.profile import ExtenderSpec as Extender
+from berth.controllers.scheduler.framework.profile import PluginSpec
 
 
 class Backoff(msgspec.Struct, forbid_unknown_fields=True):
     initial: float = 1.0  # seconds before the first retry
     max: float = 10.0
-
-
-class Extender(msgspec.Struct, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
-    """An out-of-process plugin over HTTP JSON (the Kubernetes scheduler and its framework)."""
-
-    url: str
-    filter_verb: str | None = None
-    prioritize_verb: str | None = None
-    bind_verb: str | None = None
-    weight: float = 1.0
-    timeout: float = 5.0
-    ignorable: bool = False
 
 
 def default_plugins() -> dict[str, list[PluginSpec]]:
@@ -111,3 +93,7 @@ def load_config(path: str | None) -> SchedulerConfig:
 
 def dump_config(config: SchedulerConfig) -> str:
     return dump_yaml(config)
+
+
+__all__ = ["Backoff", "Extender", "PluginSpec", "SchedulerConfig", "default_plugins",
+           "dump_config", "load_config"]

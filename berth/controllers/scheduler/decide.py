@@ -20,15 +20,15 @@ from typing import Any
 
 from berth.controllers.scheduler import deferral
 from berth.controllers.scheduler.framework import CycleState, Evaluation, Framework, Ranked, Subject
-from berth.controllers.scheduler.framework.types import Snapshot
-from berth.controllers.scheduler.plugins.replicas import (
+from berth.controllers.scheduler.framework.helpers.replicas import (
     divide,
     divided,
     grouped,
     room,
     total_replicas,
 )
-from berth.controllers.scheduler.selection import explanation, select, summary, targets
+from berth.controllers.scheduler.framework.selection import explanation, select, summary, targets
+from berth.controllers.scheduler.framework.types import Snapshot
 from berth.store.documents import Target
 from berth.store.documents.reasons import listed
 

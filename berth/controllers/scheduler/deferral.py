@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from berth.controllers.scheduler.framework import Candidate, Fleet, Ranked, Snapshot, Subject
-from berth.controllers.scheduler.plugins.replicas import GROUP_TIER
+from berth.controllers.scheduler.framework.helpers.replicas import GROUP_TIER
 from berth.store.documents.durations import DurationError, seconds
 
 NOW_SLACK = 1.0  # a point due within this many seconds counts as now

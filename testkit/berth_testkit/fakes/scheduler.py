@@ -21,8 +21,8 @@ from berth.controllers.scheduler.framework import (
     Subject,
 )
 from berth.controllers.scheduler.framework.rooms import Rooms
+from berth.controllers.scheduler.framework.selection import select
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.controllers.scheduler.selection import select
 from berth.store.documents import MetricRef, Target
 
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework import ranking as rankings
 from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
 from berth.controllers.scheduler.framework.plugin import Plugin
+from berth.controllers.scheduler.framework.profile import EXTENDER, Profile
 from berth.controllers.scheduler.framework.ranking import (
     Additions,
     Band,
@@ -178,14 +178,14 @@ def _guard(name: str, call: Callable[[], Status]) -> Status:
         return error(f"plugin crashed: {exc!r}").named(name)
 
 
-def _plugin_args(config: SchedulerConfig) -> dict[str, dict[str, Any]]:
+def _plugin_args(profile: Profile) -> dict[str, dict[str, Any]]:
     """Each plugin's arguments, from every entry that names it: one instance serves
     all its extension points (Kubernetes' pluginConfig is per plugin, too), so
     arguments given on the score entry count as much as on the filter's; the same
     argument given two different values is refused, naming both entries."""
     out: dict[str, dict[str, Any]] = {}
     given: dict[tuple[str, str], str] = {}  # (plugin, argument) → the entry that gave it
-    for point, specs in config.plugins.items():
+    for point, specs in profile.plugins.items():
         for spec in specs:
             merged = out.setdefault(spec.name, {})
             for key, value in spec.args.items():
@@ -200,21 +200,21 @@ def _plugin_args(config: SchedulerConfig) -> dict[str, dict[str, Any]]:
 
 
 class Framework:
-    def __init__(self, config: SchedulerConfig, registry: Registry,
+    def __init__(self, profile: Profile, registry: Registry,
                  shared: Mapping[str, Any] | None = None, *, reference: bool = False) -> None:
-        self.config = config
+        self.profile = profile
         self.reference = reference  # every plugin one candidate at a time (for tests)
         self.instances: dict[str, Plugin] = {}
         self.points: dict[str, list[tuple[Plugin, float]]] = {}
-        args = _plugin_args(config)
-        for point, specs in config.plugins.items():
+        args = _plugin_args(profile)
+        for point, specs in profile.plugins.items():
             proto = points.EXTENSION_POINTS.get(point)
             if proto is None:
                 raise ValueError(f"plugins: unknown extension point {point!r}; known: "
                                  f"{', '.join(points.EXTENSION_POINTS)}")
             enabled = []
             for spec in specs:
-                factory = registry.get(spec.name)
+                factory = registry.get(spec.name) if spec.name != EXTENDER else None
                 if factory is None:
                     raise ValueError(f"plugins.{point}: unknown plugin {spec.name!r}")
                 instance = self.instances.get(spec.name)
@@ -227,11 +227,12 @@ class Framework:
                     raise ValueError(f"plugins.{point}: {spec.name} does not implement {point}")
                 enabled.append((instance, spec.weight))
             self.points[point] = enabled
-        if config.extenders:
-            from berth.controllers.scheduler.plugins.extender import Extender
-
-            for i, ext in enumerate(config.extenders):
-                plugin = Extender(ext, i)
+        if profile.extenders:
+            extender = registry.get(EXTENDER)
+            if extender is None:
+                raise ValueError("extenders: this scheduler's registry makes no extender")
+            for i, ext in enumerate(profile.extenders):
+                plugin = extender(ext, i)
                 self.instances[plugin.name] = plugin
                 self.points.setdefault("filter", []).append((plugin, 1.0))
                 self.points.setdefault("score", []).append((plugin, ext.weight))
@@ -515,7 +516,7 @@ class Framework:
         return SUCCESS
 
     def _sample_size(self, n: int) -> int | None:
-        pct = self.config.percentage_of_clusters_to_score
+        pct = self.profile.percentage_of_clusters_to_score
         if pct >= 100:
             return None
         return max(min(100, n), int(n * pct / 100))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from berth.controllers.scheduler.framework import Plugin
+from berth.controllers.scheduler.framework.profile import EXTENDER
 from berth.controllers.scheduler.plugins.candidate_online import CandidateOnline
 from berth.controllers.scheduler.plugins.capacity import Capacity
 from berth.controllers.scheduler.plugins.cluster_affinity import ClusterAffinity
@@ -12,6 +13,7 @@ from berth.controllers.scheduler.plugins.cluster_groups import ClusterGroups
 from berth.controllers.scheduler.plugins.cluster_selector import ClusterSelector
 from berth.controllers.scheduler.plugins.custom_resources import CustomResources
 from berth.controllers.scheduler.plugins.default_binder import DefaultBinder
+from berth.controllers.scheduler.plugins.extender import Extender
 from berth.controllers.scheduler.plugins.failed_targets import FailedTargets
 from berth.controllers.scheduler.plugins.gang import Gang
 from berth.controllers.scheduler.plugins.label_constraints import LabelConstraints
@@ -32,3 +34,4 @@ REGISTRY: dict[str, Callable[..., Plugin]] = {
         TopologySpread, WorkloadAffinity,
     )
 }
+REGISTRY[EXTENDER] = Extender  # made from each of the configuration's extenders

@@ -62,9 +62,9 @@ from berth.controllers.scheduler.framework import (
     unschedulable,
 )
 from berth.controllers.scheduler.framework.fleet import as_mask, bits_of
+from berth.controllers.scheduler.framework.helpers.replicas import current_share, divided
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.plugins.replicas import current_share, divided
 from berth.store.documents.resources import Resources
 
 NAME = "Capacity"

@@ -19,7 +19,11 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
-from berth.controllers.scheduler.plugins.selectors import describe, selector_bits, selector_matches
+from berth.controllers.scheduler.framework.helpers.selectors import (
+    describe,
+    selector_bits,
+    selector_matches,
+)
 
 NAME = "ClusterAffinity"
 

@@ -19,7 +19,7 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
-from berth.controllers.scheduler.plugins.replicas import group_bits, group_of
+from berth.controllers.scheduler.framework.helpers.replicas import group_bits, group_of
 
 NAME = "ClusterGroups"
 NOT_IN_GROUP = unschedulable("in no cluster group")

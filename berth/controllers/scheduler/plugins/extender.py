@@ -28,7 +28,6 @@ import msgspec
 import requests
 
 from berth.controllers.runtime import http
-from berth.controllers.scheduler.config import Extender as ExtenderConfig
 from berth.controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
@@ -40,6 +39,7 @@ from berth.controllers.scheduler.framework import (
     error,
     unschedulable,
 )
+from berth.controllers.scheduler.framework.profile import ExtenderSpec
 from berth.store.codec import typed
 from berth.store.documents import Target
 
@@ -77,7 +77,7 @@ def _candidate(c: Candidate) -> dict[str, Any]:
 
 
 class Extender(Plugin):
-    def __init__(self, config: ExtenderConfig, index: int) -> None:
+    def __init__(self, config: ExtenderSpec, index: int) -> None:
         super().__init__({})
         self.config = config
         self.name = f"Extender[{index}]"  # type: ignore[misc]

@@ -21,7 +21,7 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
-from berth.controllers.scheduler.plugins.expressions import parse_into, parse_label
+from berth.controllers.scheduler.framework.helpers.expressions import parse_into, parse_label
 from berth.store.constraints import LabelConstraint, Op
 
 NAME = "LabelConstraints"

@@ -26,8 +26,8 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
-from berth.controllers.scheduler.plugins.expressions import parse_into, parse_metric
-from berth.controllers.scheduler.plugins.metric_columns import column, metric_of
+from berth.controllers.scheduler.framework.helpers.expressions import parse_into, parse_metric
+from berth.controllers.scheduler.framework.helpers.metric_columns import column, metric_of
 
 NAME = "MetricConstraints"
 

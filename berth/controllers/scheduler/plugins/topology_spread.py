@@ -34,7 +34,7 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
-from berth.controllers.scheduler.selection import Pool
+from berth.controllers.scheduler.framework.selection import Pool
 
 NAME = "TopologySpread"
 

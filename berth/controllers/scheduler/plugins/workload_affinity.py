@@ -40,8 +40,8 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
+from berth.controllers.scheduler.framework.helpers.selectors import describe, selector_matches
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.plugins.selectors import describe, selector_matches
 from berth.store.documents import Target, WorkloadAffinityTerm
 
 NAME = "WorkloadAffinity"

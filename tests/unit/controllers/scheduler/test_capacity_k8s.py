@@ -214,7 +214,7 @@ def test_subjects_of_one_signature_share_the_views_of_its_rejections() -> None:
     signature: equal subjects' evaluations share them — unless a filter of the subject's
     own (capacity) rejected more, whose counts the shared views do not hold."""
     from berth.controllers.scheduler.framework import CycleState
-    from berth.controllers.scheduler.selection import summary
+    from berth.controllers.scheduler.framework.selection import summary
 
     alloc = Resources(4000, 8 << 30, 110)
     snap = FakeSnapshot([cluster(f"de{i}", labels={"location": "DE"}) for i in range(2)]

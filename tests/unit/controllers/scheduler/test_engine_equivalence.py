@@ -31,9 +31,9 @@ from berth.controllers.scheduler.framework import (
     Ref,
     ranking,
 )
+from berth.controllers.scheduler.framework.selection import explanation, select, summary
 from berth.controllers.scheduler.framework.types import MetricReading, Room, Subject
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.controllers.scheduler.selection import explanation, select, summary
 from berth.store.documents import (
     Affinity,
     ClusterAffinity,
@@ -397,7 +397,7 @@ def test_scores_are_written_as_round_writes_them_never_an_error() -> None:
     ordinary scores, huge ones (a huge weight), infinite ones and NaN alike."""
     import math
 
-    from berth.controllers.scheduler.selection import _rounded
+    from berth.controllers.scheduler.framework.selection import _rounded
 
     rng = random.Random(3)
     for x in [rng.uniform(-20, 20) for _ in range(20_000)] + [0.1 + 0.2, 0.7, -0.0]:

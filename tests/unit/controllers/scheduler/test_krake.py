@@ -8,8 +8,8 @@ import pytest
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.framework import Code, Framework, MetricReading
+from berth.controllers.scheduler.framework.selection import summary
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.controllers.scheduler.selection import summary
 from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster, evaluate
 
 M = {"heat": 1.0}  # one metric, weight 1

@@ -42,7 +42,7 @@ def test_raising_n_keeps_the_existing_targets() -> None:
 
 
 def test_ignored_during_execution_keeps_feasible_targets() -> None:
-    from berth.controllers.scheduler.selection import select
+    from berth.controllers.scheduler.framework.selection import select
 
     snap = ranked_fleet()
     snap.targets["app"] = ["c4"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from berth.controllers.scheduler.framework import Fleet
+from berth.controllers.scheduler.framework.fleet import Fleet
 from berth.store.documents import MatchExpression
 from berth.store.labels import expression_matches, selector_matches
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TypeVar
 
-from berth.controllers.scheduler.framework import SKIP, SUCCESS, CycleState, Status, unresolvable
+from berth.controllers.scheduler.framework.state import CycleState
+from berth.controllers.scheduler.framework.status import SKIP, SUCCESS, Status, unresolvable
 from berth.store.constraints import ConstraintError, LabelConstraint, MetricConstraint
 
 T = TypeVar("T")

@@ -16,9 +16,9 @@ from functools import partial
 from itertools import islice
 from typing import Any
 
-from berth.controllers.scheduler.framework import Evaluation, Ranked, Ranking, Subject
-from berth.controllers.scheduler.framework.ranking import Lazy
-from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.framework.ranking import Lazy, Ranked, Ranking
+from berth.controllers.scheduler.framework.runner import Evaluation
+from berth.controllers.scheduler.framework.types import Subject, candidate_key
 from berth.store.documents import Target
 
 NAMED = 3  # an explanation keeps a rejection group, naming its candidates, up to this size

@@ -43,9 +43,10 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from berth.controllers.scheduler.framework import Candidate, Fleet, Ranked, Snapshot, Subject
-from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.plugins.selectors import selector_bits, selector_matches
+from berth.controllers.scheduler.framework.fleet import Fleet
+from berth.controllers.scheduler.framework.helpers.selectors import selector_bits, selector_matches
+from berth.controllers.scheduler.framework.ranking import Ranked
+from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject, candidate_key
 from berth.store.documents import ClusterGroup, Target
 from berth.store.documents.resources import UNLIMITED
 
