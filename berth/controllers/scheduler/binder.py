@@ -21,9 +21,9 @@ A submitted decision is assumed in :class:`Decisions` at once; the writer
 then records the revision it landed at, or retracts it.
 
 In a burst, transactions follow each other at least ``SPACING`` apart (a
-write that comes after a quiet spell goes at once): at 10,000 clusters a
-decision takes more than a millisecond, and a transaction written as soon as
-the last one returned carried three Bindings, its HTTP exchange costing the
+write that comes after a quiet spell goes at once): over a large fleet a
+decision takes long enough that a transaction written as soon as the last one
+returned would carry a few Bindings only, its HTTP exchange costing the
 deciding thread's core more than the Bindings did.
 
 A Binding change is said in the log once it is written (its line made when it

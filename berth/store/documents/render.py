@@ -179,7 +179,8 @@ _DECODE = msgspec.json.Decoder().decode
 
 
 def _copy(data: Any) -> Any:
-    """A deep copy of plain JSON data (msgspec: 7 times faster than copy.deepcopy)."""
+    """A deep copy of plain JSON data, through msgspec (much faster than
+    copy.deepcopy)."""
     return _DECODE(_ENCODE(data))
 
 

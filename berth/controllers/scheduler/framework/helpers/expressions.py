@@ -5,8 +5,8 @@ reason quoting it (it cannot fit anywhere until the user fixes it), never a
 crash. Parsed constraints are cached by their text (65,536 of each kind):
 applications share expressions, and each is parsed again at every attempt.
 A subject's whole list is cached too, but only the last 4,096 lists: built
-from the cached expressions it costs a microsecond, and one entry per
-subject would cost 20 MB at 100,000 of them.
+from the cached expressions it is cheap, and one entry per subject would
+hold memory in proportion to the subjects.
 """
 
 from __future__ import annotations
