@@ -236,10 +236,13 @@ class Ranking(Lazy):
 
     @classmethod
     def banded(cls, base: BaseOrder, feasible: int, bands: list[Band],
-               overrides: dict[int, Ranked]) -> Ranking:
+               overrides: dict[int, Ranked], eager: bool | None = None) -> Ranking:
         """``base`` restricted to ``feasible``, shifted per band, with ``overrides``.
 
         ``bands`` partition the candidates (no bands: one band of all, unshifted).
+        ``eager``: whether the bands' candidates are sorted at once rather than their
+        walks merged; None lets :func:`_eager` choose by their numbers (a test asks for
+        either: the order is the same).
         """
         bands = bands or [Band(base.fleet.all)]
         taken = 0
@@ -249,7 +252,8 @@ class Ranking(Lazy):
         def walk(bits: int) -> Iterator[Ranked]:
             walks = [(b, band) for band in bands if (b := band.bits & bits & ~taken)]
             source = (iter(()) if not walks else _band_walk(base, *walks[0]) if len(walks) == 1
-                      else _sorted(base, walks) if _eager(bits.bit_count(), len(walks))
+                      else _sorted(base, walks) if (
+                          _eager(bits.bit_count(), len(walks)) if eager is None else eager)
                       else _merged(base, walks))
             return _with(source, _among(overrides, bits)) if overrides else source
 
