@@ -3,9 +3,11 @@
 ``scripts/build-native.py`` (``scripts/setup.sh`` runs it) compiles
 :data:`MODULES` into ``<repository>/build/native`` and writes a manifest with
 the SHA-256 of every source of the package and of ``constraints.txt``.
-:func:`install`, run when :mod:`berth` is imported, puts a finder before the
-others that loads those modules from there — all of them or none, and only if
-nothing changed since the build: compiled code can hold what it imported at
+:func:`install`, called by a process's entry before it imports any of them (the
+``berth`` command for the processes and ``explain``; the suite's ``conftest``; a
+benchmark), puts a finder before the others that loads those modules from there —
+all of them or none, and only if nothing changed since the build and none of them
+was imported already: compiled code can hold what it imported at
 build time (a constant, a class's layout), and the compiled modules call each
 other directly, so a mix could hold two versions of one class. One file
 edited (or another checkout) and every module is plain Python again.
@@ -148,5 +150,8 @@ def _install() -> str:
             f.is_file() for f in files.values()):
         return "incomplete build: build again"
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        early = next((m for m in MODULES if m in sys.modules), None)
+        if early is not None:  # loading the rest compiled would mix the two
+            return f"not loaded: {early} was imported before (install first)"
         sys.meta_path.insert(0, _Finder(files))
     return f"in use ({len(MODULES)} modules compiled)"

@@ -1,17 +1,23 @@
 """Fixtures shared by every test: a real etcd for the integration tests.
 
 A test that needs etcd and cannot start one fails with a message saying how
-to install it; nothing is skipped.
+to install it; nothing is skipped. The suite runs on the compiled hot path
+when it is built (``BERTH_NATIVE=0``: plain), loaded here before any test
+imports a module of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from berth import native
 
-import pytest
+native.install()
 
-from berth.store import EtcdConfig, Store
-from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+from berth.store import EtcdConfig, Store  # noqa: E402
+from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable  # noqa: E402
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "faults": ("integration", "faults")}  # a test's markers, by its folder

@@ -22,10 +22,13 @@ import gc
 import random
 import time
 
+from berth import native
+
+native.install()  # first: what this process decides in-process runs compiled, if built
+
 import msgspec
 from workload import app_doc, cluster_capacity, cluster_doc
 
-from berth import native
 from berth.controllers.scheduler.config import SchedulerConfig, default_plugins
 from berth.controllers.scheduler.decide import Decision, decide
 from berth.controllers.scheduler.framework import (

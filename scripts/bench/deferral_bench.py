@@ -54,6 +54,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from berth import native
+
+native.install()  # first: what this process decides in-process runs compiled, if built
+
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, decide
 from berth.controllers.scheduler.framework import (

@@ -44,11 +44,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from berth import native
+
+native.install()  # first: what this process decides in-process runs compiled, if built
+
 import msgspec
 from scheduler_bench import batch_mean
 from workload import app_doc, cluster_capacity, cluster_doc
 
-from berth import native
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
 from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo
 from berth_testkit.figures import pct

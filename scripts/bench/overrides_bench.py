@@ -32,10 +32,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from berth import native
+
+native.install()  # first: what this process decides in-process runs compiled, if built
+
 import msgspec
 from propagator_bench import CLUSTERS, StatusWatcher, launch, manifest
 
-from berth import native
 from berth.store import EtcdConfig, Put, Store, encode, keys
 from berth.store.documents import (
     Binding,

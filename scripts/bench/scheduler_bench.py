@@ -31,6 +31,9 @@ import urllib.request
 from pathlib import Path
 
 from berth import native
+
+native.install()  # first: what this process decides in-process runs compiled, if built
+
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import Binding
 from berth_testkit.figures import pct

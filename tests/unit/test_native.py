@@ -4,6 +4,8 @@ sources, and the suite runs on it."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -81,3 +83,32 @@ def test_not_built_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(native, "OUT", tmp_path)
     monkeypatch.setenv("BERTH_NATIVE", "0")
     assert native._install() == "off (BERTH_NATIVE=0)"
+
+
+def _python(code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "BERTH_NATIVE"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env).stdout.strip()
+
+
+def test_importing_berth_loads_nothing_compiled() -> None:
+    """The process's entry decides (``berth.cli.main``, conftest, a benchmark): importing
+    berth hashes no source and puts no finder in place."""
+    said = _python("import sys, berth.store.keys, berth.native as n; "
+                   "print(n.STATUS, any(type(f).__name__ == '_Finder' for f in sys.meta_path))")
+    assert said == "not loaded False"
+
+
+def test_a_module_imported_before_install_keeps_every_module_plain(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the others compiled after one was imported plain would mix the two."""
+    monkeypatch.delenv("BERTH_NATIVE", raising=False)
+    monkeypatch.setattr(native, "OUT", tmp_path)
+    manifest(tmp_path)  # a build that matches
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path
+                                           if not isinstance(f, native._Finder)])
+    finders = list(sys.meta_path)
+    said = native._install()  # this process has imported some of them already
+    assert said.startswith("not loaded: berth.") and said.endswith(
+        " was imported before (install first)"), said
+    assert sys.meta_path == finders
