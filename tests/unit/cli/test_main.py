@@ -34,7 +34,7 @@ def test_version_and_help_import_only_what_they_show(argv: list[str]) -> None:
     loaded = _modules_after(*argv)
     assert not any(m.startswith("berth.controllers") for m in loaded), loaded
     if argv[0].startswith("--"):
-        assert loaded == {"berth", "berth.native", "berth.cli", "berth.cli.main"}
+        assert loaded == {"berth", "berth.cli", "berth.cli.main"}
 
 
 def test_get_does_not_import_the_scheduler() -> None:
