@@ -366,3 +366,22 @@ def test_clusters_that_join_or_leave_mid_rollout_take_their_stages_generation(
     assert not watcher.ever("r3", 3)
     assert st.status.rollout is not None and st.status.rollout.phase == HALTED
     assert generation(on_cluster(clusters["r1"], "grown")) == 3
+
+
+def test_a_history_that_does_not_decode_is_said_once_per_value(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Garbage written by hand at a history key: nothing is kept for it (no rollback to
+    it), and it is said once, not at every reconcile that asks; a new value there is
+    said again."""
+    from berth.controllers.propagator.rollout import Manifests
+
+    key = keys.history_key("default", "junk")
+    put(store, key, b"\xff not a history")
+    manifests = Manifests(store)
+    with caplog.at_level("WARNING", logger="berth.controllers.propagator.rollout"):
+        assert [manifests.of("default", "junk", 1) for _ in range(3)] == [None] * 3
+        assert sum(key in r.getMessage() for r in caplog.records) == 1
+        put(store, key, b"[]")
+        assert manifests.of("default", "junk", 1) is None
+        assert sum(key in r.getMessage() for r in caplog.records) == 2

@@ -74,12 +74,14 @@ class Manifests:
     rollout needs one (holding a generation back, or rolling back to it). A
     generation's manifest never changes, so what was read is kept (the last
     :data:`KEPT`); a history that is missing or holds no such generation is asked
-    again next time (it may be written meanwhile)."""
+    again next time (it may be written meanwhile). A history that does not decode is
+    said once per value written there, not at every reconcile that asks."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._kept: OrderedDict[tuple[str, str, int], list[dict[str, Any]]] = OrderedDict()
+        self._garbage: dict[str, int] = {}  # history key → the revision said not to decode
 
     def of(self, namespace: str, name: str, generation: int) -> list[dict[str, Any]] | None:
         """The manifest of ``generation`` (None: not kept); Unavailable if etcd fails."""
@@ -96,7 +98,14 @@ class Manifests:
         try:
             history = decode(kv.value, ApplicationHistory, key) if kv is not None else None
         except StoreError as exc:  # a value that is not a history: nothing kept
-            log.warning("%s: %s", key, exc)
+            assert kv is not None
+            with self._lock:
+                said = self._garbage.get(key) == kv.mod_revision
+                self._garbage[key] = kv.mod_revision
+                if len(self._garbage) > KEPT:  # forget the oldest said
+                    del self._garbage[next(iter(self._garbage))]
+            if not said:
+                log.warning("%s: %s", key, exc)
             return None
         revision = history.revision(generation) if history is not None else None
         if revision is None:
