@@ -16,5 +16,9 @@ echo "== import contracts (pyproject.toml [tool.importlinter])" >&2
 lint-imports --no-cache --no-logo
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
-echo "== pytest" >&2
+if [ $# -eq 0 ]; then  # the whole suite: the unit tests also as the image runs them
+  echo "== unit tests in plain Python (the image, deploy/Dockerfile, compiles nothing)" >&2
+  BERTH_NATIVE=0 python -m pytest -p no:cacheprovider -q tests/unit
+fi
+echo "== pytest (on the compiled hot path that setup built)" >&2
 python -m pytest -p no:cacheprovider "$@"
