@@ -14,7 +14,9 @@ metrics-cache filling its values in, a lease expiring, or one poll's values
 spread over several transactions.
 
 The scheduler's own Bindings, seen or assumed (written, not yet seen), are
-:class:`Decisions`.
+:class:`Decisions`. The fleet's pace and the copies in transition, counted from
+the Bindings and the propagator's statuses as they change, are kept here too
+(docs/pace.md).
 """
 
 from __future__ import annotations

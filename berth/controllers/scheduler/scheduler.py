@@ -6,8 +6,10 @@ Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
 (the propagator cleans up); a Binding whose subject vanished is deleted.
 
 Every decision is made by :func:`decide` on one frozen fleet and acted on in
-one place (:meth:`Scheduler._act`), which writes the Binding through the one
-Binding writer.
+:meth:`Scheduler._act`. Every Binding the scheduler writes — a decision's, a
+held move's, a placement kept as it is, a gang out of time — is made by
+:meth:`Scheduler._write` and goes through the one Binding writer, as does the
+deletion of a Binding whose subject is gone.
 
 Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
 its status or a metric changes, each placed subject is decided again — by a
