@@ -8,8 +8,13 @@ the executor (``execute.py``: doing it on clusters) and the status writer
 
 * **Apply** generation G only when the Binding was decided for G
   (docs/architecture.md "Store contract"), with server-side apply (field
-  manager ``berth``) of every manifest object on every target cluster;
-  objects a new generation dropped are pruned.
+  manager ``berth``) of every manifest object on every target cluster, each
+  cluster's copy rendered through the overrides that select it; objects a new
+  generation dropped are pruned.
+* **Roll out** a new generation as ``spec.rollout`` says (``rollout.py``
+  decides which generation each target gets, from the history when it is an
+  earlier one), at the pace the fleet and the application allow
+  (docs/rollouts.md, docs/pace.md).
 * **Health**: each copy is judged per kind (``health.py``) from what the
   cluster answered to the apply and showed since through the drift watches
   (``objects.py``), with its Pods' reasons from the observer; RUNNING means
