@@ -51,10 +51,12 @@ def berth_accepts(args: list[str]) -> None:
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Dockerfile's first stage: berth and its dependencies as wheels, at the
-    versions of constraints.txt."""
+    versions of constraints.txt; and what building berth from its source needs
+    (setuptools), for the systemd install that runs offline from these wheels."""
     out = tmp_path_factory.mktemp("wheels")
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
-                           "--wheel-dir", str(out), "-c", str(ROOT / "constraints.txt"), str(ROOT)],
+                           "--wheel-dir", str(out), "-c", str(ROOT / "constraints.txt"), str(ROOT),
+                           "setuptools>=64"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
