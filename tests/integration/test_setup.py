@@ -98,6 +98,8 @@ def test_the_install_stamp_is_written_after_success_and_follows_the_pins(
         tmp_path: Path) -> None:
     (tmp_path / "constraints.txt").write_text("a==1\n")
     (tmp_path / "pyproject.toml").write_text("[project]\n")
+    (tmp_path / "testkit").mkdir()
+    (tmp_path / "testkit" / "pyproject.toml").write_text("[project]\n")
     stamp = tmp_path / ".venv" / ".berth-installed"
     calls = tmp_path / "calls"
     assert install_in(tmp_path, pip_fails=True).returncode != 0
@@ -111,3 +113,6 @@ def test_the_install_stamp_is_written_after_success_and_follows_the_pins(
     assert not stamp.exists()  # a failed install leaves no stamp behind
     assert install_in(tmp_path, pip_fails=False).returncode == 0
     assert calls.read_text().count("pip") == 4
+    (tmp_path / "testkit" / "pyproject.toml").write_text("[project]\nname = 'kit'\n")
+    assert install_in(tmp_path, pip_fails=False).returncode == 0
+    assert calls.read_text().count("pip") == 5  # the test kit's own pins count too
