@@ -46,9 +46,7 @@ GROUP = "berth_native"  # the shared library's name (mypyc's group)
 # compile with mypyc and behave the same compiled (the suite runs on them).
 MODULES = (
     "berth.store.documents.resources",
-    "berth.store.keys",
     "berth.store.labels",
-    "berth.controllers.runtime.informer",
     "berth.controllers.scheduler.framework.fleet",
     "berth.controllers.scheduler.framework.helpers.expressions",
     "berth.controllers.scheduler.framework.helpers.metric_columns",
@@ -72,14 +70,6 @@ MODULES = (
     "berth.controllers.scheduler.plugins.taint_toleration",
     "berth.controllers.scheduler.plugins.topology_spread",
     "berth.controllers.scheduler.plugins.workload_affinity",
-    "berth.controllers.scheduler.queue.active",
-    "berth.controllers.scheduler.queue.scheduling_queue",
-    "berth.controllers.scheduler.binder",
-    "berth.controllers.scheduler.cache",
-    "berth.controllers.scheduler.decide",
-    "berth.controllers.scheduler.decisions",
-    "berth.controllers.scheduler.scheduler",
-    "berth.controllers.scheduler.subjects",
 )
 
 STATUS = "not loaded"

@@ -191,13 +191,6 @@ class KeyRef:
     namespace: str | None
     name: str
 
-    def __init__(self, family: str, kind: Kind, namespace: str | None, name: str) -> None:
-        # written out: compiled (see framework.status.Status)
-        object.__setattr__(self, "family", family)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "namespace", namespace)
-        object.__setattr__(self, "name", name)
-
 
 def parse_key(key: str) -> KeyRef:
     """Parse a key built by this module; ValueError for anything else."""

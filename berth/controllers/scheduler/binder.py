@@ -71,7 +71,7 @@ class Assumed(Protocol):
     def retract(self, key: str, token: Token) -> None: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Write:
     """A Binding to write, or to delete (``value`` None), for ``subject_key``.
 
@@ -93,7 +93,6 @@ class Write:
 
     def __init__(self, subject_key: str, binding_key: str, doc: Binding | None,
                  said: str | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
         self.subject_key = subject_key
         self.binding_key = binding_key
         self.value = encode(doc) if doc is not None else None

@@ -652,7 +652,6 @@ class _RoomMemo:
 
     def __init__(self, revision: int, version: int, until: float, room: Room,
                  reported: Room, pending: _Pending) -> None:
-        # written out: compiled (framework.status.Status)
         self.revision = revision  # of the cluster's status (its report)
         self.version = version  # of berth's placements on it
         self.until = until  # when the oldest assumption counted expires (inf: none is)
@@ -668,7 +667,7 @@ class _Pending:
     __slots__ = ("cpu", "memory", "pods", "scalar", "since")
 
     def __init__(self, cpu: int, memory: int, pods: int, scalar: dict[str, int],
-                 since: float) -> None:  # written out: compiled (framework.status.Status)
+                 since: float) -> None:
         self.cpu = cpu
         self.memory = memory
         self.pods = pods

@@ -42,16 +42,6 @@ class Decision:
     state: CycleState  # for reserve, permit and bind
     unplaced: int = 0  # replicas of a divided application no cluster had room for
 
-    def __init__(self, targets: list[Target], evaluation: Evaluation, chosen: list[Ranked],
-                 subject: Subject, state: CycleState, unplaced: int = 0) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.targets = targets
-        self.evaluation = evaluation
-        self.chosen = chosen
-        self.subject = subject
-        self.state = state
-        self.unplaced = unplaced
-
     @property
     def reason(self) -> str:
         """``7/12 clusters are available: ...`` (built when asked: most are never written)."""

@@ -57,13 +57,6 @@ class Usage:
     pods: int
     since: float  # time.time() when this placement (or its share) was first seen
 
-    def __init__(self, app: str, ask: Resources, pods: int, since: float) -> None:
-        # written out: compiled (see framework.status.Status)
-        object.__setattr__(self, "app", app)
-        object.__setattr__(self, "ask", ask)
-        object.__setattr__(self, "pods", pods)
-        object.__setattr__(self, "since", since)
-
 
 class UsageChange(NamedTuple):
     """One placement's usage of a candidate as it was and as it became (None: none)."""
@@ -80,7 +73,7 @@ class _Journal:
 
     __slots__ = ("base", "changes")
 
-    def __init__(self) -> None:  # written out: compiled (see framework.status.Status)
+    def __init__(self) -> None:
         self.base = 0
         self.changes: list[tuple[Ref, int]] = []
 
@@ -93,11 +86,6 @@ class Token:
     # The bytes written: the watch's echo of a write whose answer the writer has not
     # read yet is recognised by them.
     encoded: bytes | None = None
-
-    def __init__(self, doc: BindingView | None, encoded: bytes | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.doc = doc
-        self.encoded = encoded
 
 
 class Decisions:

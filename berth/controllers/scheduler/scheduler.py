@@ -657,8 +657,8 @@ class Scheduler:
         if max(r.tier for r in decision.chosen) > max(r.tier for r in was):
             gain = float("inf")
         else:
-            gain = (sum((r.score for r in decision.chosen), 0.0)  # a float start: compiled,
-                    - sum((r.score for r in was), 0.0))  # an int one would be read as int
+            gain = (sum((r.score for r in decision.chosen), 0.0)
+                    - sum((r.score for r in was), 0.0))
         names = ", ".join(t.name for t in decision.targets)
         back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)
                             for t in decision.targets) if t is not None]

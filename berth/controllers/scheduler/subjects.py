@@ -2,10 +2,9 @@
 compact values its informers hold (converted from :mod:`views`, the decoded
 documents: the one place where Application, Cluster and MagnumCluster differ).
 
-Compiled with the hot path (berth.native): every application the scheduler
-watches passes through :func:`subject_from_application` and every Binding it
-writes comes back through :func:`compact_binding`. The views stay in their own
-module: mypyc compiles no msgspec Struct.
+Every application the scheduler watches passes through
+:func:`subject_from_application` and every Binding it writes comes back through
+:func:`compact_binding`; what many of them repeat is held once.
 """
 
 from __future__ import annotations
