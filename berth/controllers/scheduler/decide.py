@@ -59,8 +59,8 @@ class Decision:
 
         def described(r: Ranked) -> dict[str, Any]:
             out: dict[str, Any] = {}
-            for describe in framework.describers:
-                out.update(describe(state, subject, r.candidate, snapshot))
+            for plugin in framework.describers:
+                out.update(plugin.describe(state, subject, r.candidate, snapshot))
             return out
 
         return explanation(self.evaluation, limit, self.chosen, described)
@@ -136,7 +136,7 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     if evaluation.error is not None:
         return NoFit(str(evaluation.error), evaluation, retry=True)
     if not evaluation.ranked:
-        if framework.plugins("postFilter"):
+        if framework.on.post_filters:
             framework.post_filter(state, subject, evaluation.rejected)
         if state.fleet is not None and not state.fleet.candidates:
             return NoFit(_nowhere(subject, snapshot), evaluation)

@@ -7,9 +7,11 @@ Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
 
 Every decision is made by :func:`decide` on one frozen fleet and acted on in
 :meth:`Scheduler._act`. Every Binding the scheduler writes — a decision's, a
-held move's, a placement kept as it is, a gang out of time — is made by
-:meth:`Scheduler._write` and goes through the one Binding writer, as does the
-deletion of a Binding whose subject is gone.
+held move's, a placement kept as it is, deferred work, nothing fitting, a gang
+out of time — is an :class:`~outcome.Outcome` made a write by the one pure
+function :func:`~outcome.binding_write`, and goes through the one Binding
+writer (:mod:`binder`), as does the deletion of a Binding whose subject is
+gone.
 
 Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
 its status or a metric changes, each placed subject is decided again — by a
@@ -36,7 +38,7 @@ import logging
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,7 +51,7 @@ from berth.controllers.runtime import Event, EventType, Item
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
-from berth.controllers.scheduler.antiflap import HELD_PREFIX, AntiFlap
+from berth.controllers.scheduler.antiflap import AntiFlap
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
@@ -57,19 +59,13 @@ from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoF
 from berth.controllers.scheduler.framework import Code, Framework, Subject
 from berth.controllers.scheduler.framework.standing import overtaken
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.outcome import Explained, Outcome, binding_write, refs, shares
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.queue import SchedulingQueue
 from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Store, keys
-from berth.store.documents import (
-    Binding,
-    BindingMeta,
-    BindingSpec,
-    BindingStatus,
-    ObjectRef,
-    Target,
-)
+from berth.store.documents import Target
 from berth.store.documents.pace import effective
 
 log = logging.getLogger(__name__)
@@ -87,7 +83,6 @@ MOVED_OFF_FAILED = Counter(
     "berth_scheduler_moves_off_failed_total",
     "Moves away from a target the application could not become available on in time")
 
-Explained = Callable[[], list[dict[str, Any]]]
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
 PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
@@ -97,15 +92,6 @@ MOVES = 1 << 62  # a sweep's likelihood of a subject that moves or is decided in
 # and how many candidates overtook it since the decisions before the change.
 _Standings = dict[tuple[str, str | None], dict[str, int]]
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
-
-
-def _refs(ts: list[Target]) -> frozenset[tuple[str, str | None, str]]:
-    return frozenset((t.kind, t.namespace, t.name) for t in ts)
-
-
-def _shares(ts: list[Target]) -> dict[tuple[str, str | None, str], int | None]:
-    """Each target's share of a divided application's replicas (None: the whole)."""
-    return {(t.kind, t.namespace, t.name): t.replicas for t in ts}
 
 
 @dataclass(slots=True)
@@ -432,7 +418,7 @@ class Scheduler:
                          keep_current=subject.placement.ignored_during_execution,
                          defer=self.deferral)
         if (isinstance(outcome, Decision)
-                and _shares(outcome.targets) == _shares(binding.spec.targets)
+                and shares(outcome.targets) == shares(binding.spec.targets)
                 and binding.status.state == "Scheduled" and not binding.status.reason):
             self.antiflap.settled(key)
             return "unchanged"
@@ -467,7 +453,7 @@ class Scheduler:
         # A placement changed: subjects waiting on workload affinity may fit now.
         old = event.old.spec.targets if event.old is not None else []
         new = event.obj.spec.targets if event.type is not EventType.DELETED else []
-        if _refs(new) != _refs(old):
+        if refs(new) != refs(old):
             if new:
                 self._placements_added.set()
             if old:
@@ -604,12 +590,12 @@ class Scheduler:
         fleet = self.cache.pace()
         for decision, b in members:
             self._after_bind(decision.subject)
-            old = _refs(b.spec.targets) if b is not None else frozenset()
+            old = refs(b.spec.targets) if b is not None else frozenset()
             failed = self.cache.failed(decision.subject)
-            if any(candidate_key(*ref) in failed for ref in old - _refs(decision.targets)):
+            if any(candidate_key(*ref) in failed for ref in old - refs(decision.targets)):
                 MOVED_OFF_FAILED.inc()
-            if old != _refs(decision.targets):
-                self.antiflap.moved(decision.subject.key, old, _refs(decision.targets),
+            if old != refs(decision.targets):
+                self.antiflap.moved(decision.subject.key, old, refs(decision.targets),
                                     optional=self._optional(decision.subject, b, decision))
                 if fleet is not None or decision.subject.pace is not None:
                     # paced: in transition from now, before its Binding lands
@@ -642,8 +628,8 @@ class Scheduler:
               decision: Decision) -> str | None:
         """Hold an optional move back if the anti-flap policy says so; records why in the
         Binding and comes back when the hold may be over. None: go ahead."""
-        new = _refs(decision.targets)
-        if new == _refs(current):
+        new = refs(decision.targets)
+        if new == refs(current):
             self.antiflap.settled(subject.key)
             return None
         pace = effective(self.cache.pace(), subject.pace)
@@ -686,9 +672,9 @@ class Scheduler:
                     self.framework.unreserve(d.state, d.subject, d.targets)
                     self.queue.failed(d.subject.key)
                 return False
-        writes = [w for w in (self._write(d.subject, b, d.targets, "Scheduled", d.reason,
-                                          self._explainer(d)) for d, b in members)
-                  if w is not None]
+        writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, "Scheduled", d.reason,
+                                                                self._explainer(d)))
+                              for d, b in members) if w is not None]
         if len(members) > 1:
             self.writer.submit_group(writes)
         elif writes:
@@ -707,10 +693,8 @@ class Scheduler:
             del self._waiting[key]
             d = held.decision
             self.framework.unreserve(d.state, d.subject, d.targets)
-            for plugin in self.framework.plugins("permit"):
-                reject = getattr(plugin, "reject", None)
-                if reject is not None:
-                    reject(d.subject)
+            for plugin in self.framework.on.rejecters:
+                plugin.reject(d.subject)
             binding, _ = self.cache.binding(d.subject)
             gang = d.subject.gang
             self._submit(d.subject, binding, d.state.current, "Unschedulable",
@@ -744,43 +728,15 @@ class Scheduler:
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
                 state: str, reason: str, explained: Explained) -> None:
-        write = self._write(subject, binding, new, state, reason, explained)
+        write = self._write(subject, binding, Outcome(new, state, reason, explained))
         if write is not None:
             self.writer.submit(write)
 
-    def _write(self, subject: Subject, binding: BindingView | None, new: list[Target], state: str,
-               reason: str, explained: Explained) -> Write | None:
-        """The Binding to write, or None when nothing an observer would see changed."""
-        ref = subject.ref
-        same_targets = binding is not None and _refs(binding.spec.targets) == _refs(new)
-        same_shares = same_targets and binding is not None and (
-            _shares(binding.spec.targets) == _shares(new))
-        # A Scheduled Binding's summary is not compared (it changes with every change of
-        # the fleet); a held move's reason is, so a hold is written once and cleared once.
-        plain = state == "Scheduled" and not reason.startswith(HELD_PREFIX)
-        if (binding is not None and same_shares and binding.spec.generation == subject.generation
-                and binding.status.state == state and (
-                    binding.status.reason == reason or (plain and not binding.status.reason))):
-            return None
-        now = datetime.now(UTC)
-        scheduled = binding.spec.scheduled if binding is not None and same_targets else (
-            now if new else None)
-        doc = Binding(
-            metadata=BindingMeta(name=ref.name, namespace=ref.namespace,
-                                 created=binding.metadata.created if binding else now,
-                                 modified=now),
-            spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
-                             generation=subject.generation, targets=new, scheduled=scheduled),
-            status=BindingStatus(state=state, reason=reason, explanation=explained(),
-                                 term=self.term),
-        )
-        said = None
-        if (binding is None or not same_shares or binding.status.state != state) and (
-                log.isEnabledFor(logging.INFO)):
-            was = _names(binding.spec.targets) if binding is not None else "(new)"
-            said = (f"{ref.kind} {ref.namespace or '-'}/{ref.name}: {was} → {_names(new)}, "
-                    f"{state} ({reason or '-'})")
-        return Write(subject.key, subject.binding_key, doc, said=said)
+    def _write(self, subject: Subject, binding: BindingView | None,
+               outcome: Outcome) -> Write | None:
+        """The write ``outcome`` makes of ``binding``, now, in this leader's term."""
+        return binding_write(subject, binding, outcome, term=self.term, now=datetime.now(UTC),
+                             say=log.isEnabledFor(logging.INFO))
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)
@@ -806,9 +762,3 @@ def _depends_on_placements(subject: Subject) -> bool:
     """Whether where ``subject`` may run depends on where other workloads run."""
     aff = subject.affinity
     return aff is not None and bool(aff.workload_affinity or aff.workload_anti_affinity)
-
-
-def _names(targets: list[Target]) -> str:
-    """Targets for a log line: ``de-1,de-2`` (divided: ``de-1=3,de-2=2``), or ``nowhere``."""
-    return ",".join(t.name if t.replicas is None else f"{t.name}={t.replicas}"
-                    for t in targets) or "nowhere"

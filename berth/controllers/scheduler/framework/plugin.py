@@ -1,9 +1,12 @@
 """Extension points: one small interface each; a plugin implements what it needs.
 
-Seed 004's points, in the order one attempt runs them: queue-sort,
-pre-filter, filter, post-filter, pre-score, score (+ normalize), reserve /
-unreserve, permit, pre-bind, bind, post-bind. The runner detects which points
-a plugin implements by the methods it defines.
+The Kubernetes framework's points, in the order one attempt runs them:
+queue-sort, pre-filter, filter, post-filter, pre-score, score (+ normalize),
+reserve / unreserve, permit, pre-bind, bind, post-bind. Each point, and each
+optional form a plugin may offer at one (a set form, a batch, a description
+for the explanation), is a Protocol here; :mod:`enabled` binds a profile's
+plugins to them once, when the framework is built, and the runner calls each
+through the Protocol it was bound as.
 
 A filter or score plugin whose answer depends only on the subject's
 ``signature`` and the snapshot's ``epoch`` sets ``cacheable = True``: the
@@ -25,8 +28,8 @@ plugin without a set form is run with.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +39,10 @@ from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import Status
 from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
 from berth.store.documents import Target
+
+if TYPE_CHECKING:
+    from berth.controllers.scheduler.framework.ranking import Ranked
+    from berth.controllers.scheduler.framework.selection import Pool
 
 
 class Plugin:
@@ -58,25 +65,39 @@ class Plugin:
                              f"it takes: {', '.join(sorted(self.ARGS)) or 'none'}")
 
 
+class Named(Protocol):
+    """What the runner reads of every plugin, whatever it implements (:class:`Plugin`
+    has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cacheable(self) -> bool: ...
+
+    @property
+    def reads_metric_values(self) -> bool: ...
+
+
 @runtime_checkable
 class QueueSort(Protocol):
     def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]: ...
 
 
 @runtime_checkable
-class PreFilter(Protocol):
+class PreFilter(Named, Protocol):
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status: ...
 
 
 @runtime_checkable
-class Filter(Protocol):
+class Filter(Named, Protocol):
     def filter(
         self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
     ) -> Status: ...
 
 
 @runtime_checkable
-class FilterSet(Protocol):
+class FilterSet(Named, Protocol):
     def filter_set(
         self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
         snapshot: Snapshot,
@@ -92,14 +113,14 @@ class FilterSet(Protocol):
 
 
 @runtime_checkable
-class PostFilter(Protocol):
+class PostFilter(Named, Protocol):
     def post_filter(
         self, state: CycleState, subject: Subject, rejected: Mapping[str, Status]
     ) -> Status: ...
 
 
 @runtime_checkable
-class PreScore(Protocol):
+class PreScore(Named, Protocol):
     def pre_score(
         self, state: CycleState, subject: Subject, candidates: list[Candidate],
         snapshot: Snapshot,
@@ -107,7 +128,7 @@ class PreScore(Protocol):
 
 
 @runtime_checkable
-class Score(Protocol):
+class Score(Named, Protocol):
     def score(
         self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
     ) -> float:
@@ -116,7 +137,7 @@ class Score(Protocol):
 
 
 @runtime_checkable
-class ScoreBase(Protocol):
+class ScoreBase(Named, Protocol):
     def score_base(self, fleet: Fleet, snapshot: Snapshot) -> tuple[list[float], list[int]]:
         """Per ordinal: the score (as ``score``) and tier, which must not depend on
         the subject; computed once per fleet and metric values."""
@@ -124,7 +145,7 @@ class ScoreBase(Protocol):
 
 
 @runtime_checkable
-class ScoreSet(Protocol):
+class ScoreSet(Named, Protocol):
     def score_set(
         self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
         snapshot: Snapshot,
@@ -135,7 +156,7 @@ class ScoreSet(Protocol):
 
 
 @runtime_checkable
-class ScoreValues(Protocol):
+class ScoreValues(Named, Protocol):
     def score_values(
         self, state: CycleState, subject: Subject, fleet: Fleet, feasible: int,
         at: npt.NDArray[np.intp] | list[int], snapshot: Snapshot,
@@ -148,21 +169,21 @@ class ScoreValues(Protocol):
 
 
 @runtime_checkable
-class Normalize(Protocol):
+class Normalize(Named, Protocol):
     def normalize(self, state: CycleState, subject: Subject, scores: dict[str, float]) -> None:
         """Rescale ``scores`` (candidate key → raw score) into [0, 1] in place."""
         ...
 
 
 @runtime_checkable
-class Tier(Protocol):
+class Tier(Named, Protocol):
     def tier(self, state: CycleState, subject: Subject, candidate: Candidate) -> int:
         """A rank class: candidates of a higher tier always beat lower ones."""
         ...
 
 
 @runtime_checkable
-class Adjust(Protocol):
+class Adjust(Named, Protocol):
     def adjust(
         self, state: CycleState, subject: Subject, scores: Mapping[str, float],
         snapshot: Snapshot,
@@ -176,31 +197,77 @@ class Adjust(Protocol):
 
 
 @runtime_checkable
-class Reserve(Protocol):
+class ScoreAll(Named, Protocol):
+    def score_all(
+        self, state: CycleState, subject: Subject, candidates: list[Candidate],
+        snapshot: Snapshot,
+    ) -> dict[str, float]:
+        """``score`` for every candidate in one call (an extender: one HTTP request), by
+        key; a candidate left out scores 0."""
+        ...
+
+
+@runtime_checkable
+class FilterAll(Named, Protocol):
+    def filter_all(
+        self, state: CycleState, subject: Subject, candidates: list[Candidate],
+        snapshot: Snapshot,
+    ) -> dict[str, Status]:
+        """The filter for every candidate left in one call (an extender: one HTTP
+        request): the rejected ones by key, each with its status."""
+        ...
+
+
+@runtime_checkable
+class Selects(Named, Protocol):
+    def select(self, subject: Subject, pool: Pool, n: int,
+               chosen: Sequence[Ranked]) -> list[Ranked]:
+        """A filter plugin that also fills a selection: ``chosen`` up to ``n`` from
+        ``pool`` (best first), as the constraint it filters by needs."""
+        ...
+
+
+@runtime_checkable
+class Describe(Named, Protocol):
+    def describe(self, state: CycleState, subject: Subject, candidate: Candidate,
+                 snapshot: Snapshot) -> dict[str, Any]:
+        """What the explanation says of a chosen candidate beyond its scores."""
+        ...
+
+
+@runtime_checkable
+class Reserve(Named, Protocol):
     def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
 
     def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None: ...
 
 
 @runtime_checkable
-class Permit(Protocol):
+class Permit(Named, Protocol):
     def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
 
 
 @runtime_checkable
-class PreBind(Protocol):
+class Reject(Named, Protocol):
+    def reject(self, subject: Subject) -> None:
+        """The scheduler gave up waiting for ``subject`` at permit: forget it."""
+        ...
+
+
+@runtime_checkable
+class PreBind(Named, Protocol):
     def pre_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
 
 
 @runtime_checkable
-class Bind(Protocol):
+class Bind(Named, Protocol):
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         """Bind, or SKIP to let the next bind plugin do it."""
         ...
 
 
 @runtime_checkable
-class PostBind(Protocol):
+class PostBind(Named, Protocol):
     def post_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> None: ...
 
 

@@ -24,13 +24,13 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework import ranking as rankings
+from berth.controllers.scheduler.framework.enabled import Registry, enable
 from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
-from berth.controllers.scheduler.framework.plugin import Plugin
-from berth.controllers.scheduler.framework.profile import EXTENDER, Profile
+from berth.controllers.scheduler.framework.profile import Profile
 from berth.controllers.scheduler.framework.ranking import (
     Additions,
     Band,
@@ -46,9 +46,11 @@ from berth.controllers.scheduler.framework.status import SKIP, SUCCESS, Code, St
 from berth.controllers.scheduler.framework.types import Snapshot, Subject
 from berth.store.documents import Target
 
+if TYPE_CHECKING:
+    from berth.controllers.scheduler.framework.selection import Fill
+
 log = logging.getLogger(__name__)
 
-Registry = Mapping[str, Callable[..., Plugin]]
 MEMO_SIGNATURES = 1024
 
 
@@ -178,121 +180,47 @@ def _guard(name: str, call: Callable[[], Status]) -> Status:
         return error(f"plugin crashed: {exc!r}").named(name)
 
 
-def _plugin_args(profile: Profile) -> dict[str, dict[str, Any]]:
-    """Each plugin's arguments, from every entry that names it: one instance serves
-    all its extension points (Kubernetes' pluginConfig is per plugin, too), so
-    arguments given on the score entry count as much as on the filter's; the same
-    argument given two different values is refused, naming both entries."""
-    out: dict[str, dict[str, Any]] = {}
-    given: dict[tuple[str, str], str] = {}  # (plugin, argument) → the entry that gave it
-    for point, specs in profile.plugins.items():
-        for spec in specs:
-            merged = out.setdefault(spec.name, {})
-            for key, value in spec.args.items():
-                if key in merged and merged[key] != value:
-                    raise ValueError(
-                        f"plugins: {spec.name} argument {key!r} is {merged[key]!r} in "
-                        f"plugins.{given[spec.name, key]} and {value!r} in plugins.{point}: "
-                        "one plugin has one set of arguments")
-                merged[key] = value
-                given.setdefault((spec.name, key), point)
-    return out
-
-
 class Framework:
+    """One profile's plugins run for each attempt: pre-filter, filter and score into an
+    :class:`Evaluation`; post-filter; then reserve, permit and bind for the decision
+    made. Built once (:func:`enabled.enable`); the plugins keep their own state."""
+
     def __init__(self, profile: Profile, registry: Registry,
                  shared: Mapping[str, Any] | None = None, *, reference: bool = False) -> None:
         self.profile = profile
         self.reference = reference  # every plugin one candidate at a time (for tests)
-        self.instances: dict[str, Plugin] = {}
-        self.points: dict[str, list[tuple[Plugin, float]]] = {}
-        args = _plugin_args(profile)
-        for point, specs in profile.plugins.items():
-            proto = points.EXTENSION_POINTS.get(point)
-            if proto is None:
-                raise ValueError(f"plugins: unknown extension point {point!r}; known: "
-                                 f"{', '.join(points.EXTENSION_POINTS)}")
-            enabled = []
-            for spec in specs:
-                factory = registry.get(spec.name) if spec.name != EXTENDER else None
-                if factory is None:
-                    raise ValueError(f"plugins.{point}: unknown plugin {spec.name!r}")
-                instance = self.instances.get(spec.name)
-                if instance is None:
-                    wanted: frozenset[str] = getattr(factory, "ARGS", frozenset())
-                    instance = factory({**{k: v for k, v in (shared or {}).items()
-                                           if k in wanted}, **args[spec.name]})
-                    self.instances[spec.name] = instance
-                if not isinstance(instance, proto):
-                    raise ValueError(f"plugins.{point}: {spec.name} does not implement {point}")
-                enabled.append((instance, spec.weight))
-            self.points[point] = enabled
-        if profile.extenders:
-            extender = registry.get(EXTENDER)
-            if extender is None:
-                raise ValueError("extenders: this scheduler's registry makes no extender")
-            for i, ext in enumerate(profile.extenders):
-                plugin = extender(ext, i)
-                self.instances[plugin.name] = plugin
-                self.points.setdefault("filter", []).append((plugin, 1.0))
-                self.points.setdefault("score", []).append((plugin, ext.weight))
-                self.points.setdefault("preBind", []).append((plugin, 1.0))
+        on = self.on = enable(profile, registry, shared)
+        self.instances = on.instances
         # (candidate kind, namespace) → (the fleet it was computed on, signature → result)
         self._memo: dict[tuple[str, str | None],
                          tuple[Fleet, OrderedDict[bytes, _Static]]] = {}
-        self._plugins: dict[str, list[Any]] = {}
-        # What the explanation says of a chosen candidate beyond its scores.
-        self.describers: list[Callable[..., dict[str, Any]]] = [
-            d for d in (getattr(p, "describe", None) for p in self.instances.values())
-            if callable(d)]
-        self._metric_blind = {n for n, p in self.instances.items()
-                              if not getattr(p, "reads_metric_values", True)}
-        # What each plugin can do, decided once: isinstance on a Protocol is slow.
-        self._normalizes = {n for n, p in self.instances.items() if isinstance(p, points.Normalize)}
-        self._tiers = {n for n, p in self.instances.items() if isinstance(p, points.Tier)}
-        self._adjusts = {n for n, p in self.instances.items() if isinstance(p, points.Adjust)}
-        # Set forms: a scorer's base must not depend on the candidates that survive
-        # (no normalize), and only base scorers may rank by tier.
-        self._filter_sets = {n for n, p in self.instances.items()
-                             if isinstance(p, points.FilterSet)}
-        self._batch_filters = {n for n, p in self.instances.items()
-                               if callable(getattr(p, "filter_all", None))}
-        self._base_scores = {n for n, p in self.instances.items()
-                             if isinstance(p, points.ScoreBase) and n not in self._normalizes}
-        self._score_sets = {n for n, p in self.instances.items()
-                            if isinstance(p, points.ScoreSet) and n not in self._tiers
-                            and n not in self._base_scores}
-        self._score_values = {n for n in self._score_sets
-                              if isinstance(self.instances[n], points.ScoreValues)}
-        filters = self.points.get("filter", [])
-        scores = self.points.get("score", [])
-        self._static_filters = [p for p, _ in filters if p.cacheable]
-        self._dynamic_filters = [p for p, _ in filters if not p.cacheable]
-        self._static_scores: list[tuple[Any, float]] = [(p, w) for p, w in scores if p.cacheable]
-        self._dynamic_scores: list[tuple[Any, float]] = [
-            (p, w) for p, w in scores if not p.cacheable]
-        self._adjusters: list[tuple[Any, float]] = [
-            (p, w) for p, w in scores if p.cacheable and p.name in self._adjusts]
+        self._static_filters = [p for p in on.filters if p.cacheable]
+        self._dynamic_filters = [p for p in on.filters if not p.cacheable]
+        self._static_batch = [p for p in on.batch_filters if p.cacheable]
+        self._dynamic_batch = [p for p in on.batch_filters if not p.cacheable]
+        self._static_scores = [(p, w) for p, w in on.scores if p.cacheable]
+        self._dynamic_scores = [(p, w) for p, w in on.scores if not p.cacheable]
+        self._adjusters = [(on.adjusters[p.name], w) for p, w in on.scores
+                           if p.cacheable and p.name in on.adjusters]
 
-    def selector(self, state: CycleState) -> Any:
+    @property
+    def describers(self) -> tuple[points.Describe, ...]:
+        """What the explanation says of a chosen candidate beyond its scores."""
+        return self.on.describers
+
+    def selector(self, state: CycleState) -> Fill | None:
         """The first enabled filter plugin that fills selections, unless it skipped."""
         skipped: set[str] = state.data.get("skip", set())
-        for p in self.plugins("filter"):
-            if callable(getattr(p, "select", None)) and p.name not in skipped:
+        for p in self.on.selectors:
+            if p.name not in skipped:
                 return p.select
         return None
-
-    def plugins(self, point: str) -> list[Any]:
-        cached = self._plugins.get(point)
-        if cached is None:
-            cached = self._plugins[point] = [p for p, _ in self.points.get(point, [])]
-        return cached
 
     # -- queue sort -------------------------------------------------------------
 
     def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]:
-        sorters = self.plugins("queueSort")
-        return sorters[0].sort_key(subject, enqueued) if sorters else (enqueued,)
+        sorter = self.on.queue_sort
+        return sorter.sort_key(subject, enqueued) if sorter is not None else (enqueued,)
 
     def metric_blind(self, evaluation: Evaluation | None) -> bool:
         """Whether new metric values alone cannot make fit a subject nothing fit in
@@ -301,14 +229,14 @@ class Framework:
         Not when pre-filter refused it (None) or a selection did (some feasible)."""
         if evaluation is None or evaluation.feasible or not evaluation.rejections:
             return False
-        blind = self._metric_blind
+        blind = self.on.metric_blind
         return all(status.plugin in blind for status, _ in evaluation.rejections)
 
     # -- filtering ----------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         skipped: set[str] = state.data.setdefault("skip", set())
-        for p in self.plugins("preFilter"):
+        for p in self.on.pre_filters:
             status = _guard(p.name, partial(p.pre_filter, state, subject, snapshot))
             if status.code is Code.SKIP:
                 skipped.add(p.name)
@@ -331,14 +259,15 @@ class Framework:
                               static.error, static.views)
         feasible, rejections = static.feasible, static.rejections
         dynamic_filters = [p for p in self._dynamic_filters if p.name not in skipped]
-        if dynamic_filters:
+        dynamic_batch = [p for p in self._dynamic_batch if p.name not in skipped]
+        if dynamic_filters or dynamic_batch:
             feasible, more = self._filter(state, subject, fleet, snapshot, feasible,
-                                          dynamic_filters)
+                                          dynamic_filters, dynamic_batch)
             if more:  # else the static part's own: its views are shared
                 rejections = rejections + more
         dynamic_scores = [(p, w) for p, w in self._dynamic_scores if p.name not in skipped]
         per_candidate = [(p, w) for p, w in dynamic_scores if self.reference or static.dense
-                         is not None or p.name not in self._score_sets]
+                         is not None or p.name not in self.on.score_sets]
         bands: list[Band] = static.bands
         adds: Additions | FewAdditions | None = None
         additive = static.base is not None and not per_candidate
@@ -347,16 +276,19 @@ class Framework:
                 continue
             values: Any = None  # an array or a list, as ``adds.idx`` is
             terms: list[tuple[int, float]] = []
+            by_value = self.on.score_values.get(p.name)
             try:
-                if additive and adds is None and p.name in self._score_values:
+                if additive and adds is None and by_value is not None:
                     assert static.base is not None  # from here on, one addition per candidate
                     adds = (Additions(static.base, feasible, bands)
                             if feasible.bit_count() >= rankings.DENSE_FROM
                             else FewAdditions(static.base, feasible, bands))
-                if adds is not None and p.name in self._score_values:
-                    values = p.score_values(state, subject, fleet, feasible, adds.idx, snapshot)
+                if adds is not None and by_value is not None:
+                    values = by_value.score_values(state, subject, fleet, feasible, adds.idx,
+                                                   snapshot)
                 if values is None:
-                    terms = p.score_set(state, subject, fleet, feasible, snapshot)
+                    terms = self.on.score_sets[p.name].score_set(state, subject, fleet,
+                                                                 feasible, snapshot)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)
                 return self._failed(fleet, rejections, error(f"plugin crashed: {exc!r}").named(
@@ -386,7 +318,7 @@ class Framework:
 
     def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
                static: _Static, feasible: int, rejections: list[tuple[Status, int]],
-               bands: list[Band], per_candidate: list[tuple[Any, float]],
+               bands: list[Band], per_candidate: list[tuple[points.Score, float]],
                skipped: set[str]) -> Evaluation:
         """Every feasible candidate scored one by one (the reference, or a plugin
         without a set form)."""
@@ -440,26 +372,29 @@ class Framework:
     def _static(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
                 skipped: set[str]) -> _Static:
         filters = [p for p in self._static_filters if p.name not in skipped]
+        batch = [p for p in self._static_batch if p.name not in skipped]
         feasible, rejections = self._filter(state, subject, fleet, snapshot, fleet.all, filters,
-                                            limit=self._sample_size(len(fleet)))
+                                            batch, limit=self._sample_size(len(fleet)))
         scorers = [(p, w) for p, w in self._static_scores if p.name not in skipped]
-        if self.reference or any(p.name not in self._base_scores and p.name not in
-                                 self._score_sets for p, _ in scorers):
+        on = self.on
+        if self.reference or any(p.name not in on.score_bases and p.name not in on.score_sets
+                                 for p, _ in scorers):
             entries = [Ranked(fleet.candidates[i], 0, 0.0, {}, i) for i in ordinals(feasible)]
             status = self._score(state, subject, entries, snapshot, scorers)
             if not status.ok:
                 return _Static(0, rejections, [], error=status)
             entries.sort(key=lambda r: r.order, reverse=True)
             return _Static(feasible, rejections, [], dense=entries)
-        base_scorers = tuple((p, w) for p, w in scorers if p.name in self._base_scores)
+        base_scorers = tuple((on.score_bases[p.name], w) for p, w in scorers
+                             if p.name in on.score_bases)
         try:
             base = self._base_order(fleet, snapshot, base_scorers)
             bands = [Band(fleet.all)]
             for p, weight in scorers:
-                if p.name in self._base_scores:
+                if p.name in on.score_bases:
                     continue
-                bands = split_all(bands, p.score_set(state, subject, fleet, feasible, snapshot),
-                                  weight, p.name)
+                terms = on.score_sets[p.name].score_set(state, subject, fleet, feasible, snapshot)
+                bands = split_all(bands, terms, weight, p.name)
         except Exception as exc:
             log.exception("a score plugin failed")
             return _Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
@@ -467,7 +402,7 @@ class Framework:
 
     @staticmethod
     def _base_order(fleet: Fleet, snapshot: Snapshot,
-                    scorers: tuple[tuple[Any, float], ...]) -> BaseOrder:
+                    scorers: tuple[tuple[points.ScoreBase, float], ...]) -> BaseOrder:
         """The fleet ranked by ``scorers``' subject-independent scores, once per fleet and
         metric values."""
         return fleet.cached(_base_key(scorers), lambda: _base_order(fleet, snapshot, scorers),
@@ -479,7 +414,8 @@ class Framework:
         do not depend on the subject (metric values and the like), from the entry
         decisions read (``read``: only if a decision read it; else computed, as a
         decision would). Empty without such scores."""
-        scorers = tuple((p, w) for p, w in self._static_scores if p.name in self._base_scores)
+        bases = self.on.score_bases
+        scorers = tuple((bases[p.name], w) for p, w in self._static_scores if p.name in bases)
         if not scorers:
             return {}
         base: BaseOrder | None
@@ -492,24 +428,27 @@ class Framework:
         return dict(zip(fleet.keys, base.position, strict=True)) if base is not None else {}
 
     def _score(self, state: CycleState, subject: Subject, ranked: list[Ranked],
-               snapshot: Snapshot, scorers: list[tuple[Any, float]]) -> Status:
+               snapshot: Snapshot, scorers: list[tuple[points.Score, float]]) -> Status:
+        on = self.on
         for p, weight in scorers:
             try:
-                if hasattr(p, "score_all"):
-                    bulk = p.score_all(state, subject, [r.candidate for r in ranked], snapshot)
-                    raw = {r.candidate.key: bulk.get(r.candidate.key, 0.0) for r in ranked}
+                bulk = on.score_alls.get(p.name)
+                if bulk is not None:
+                    got = bulk.score_all(state, subject, [r.candidate for r in ranked], snapshot)
+                    raw = {r.candidate.key: got.get(r.candidate.key, 0.0) for r in ranked}
                 else:
                     raw = {r.candidate.key: p.score(state, subject, r.candidate, snapshot)
                            for r in ranked}
-                if p.name in self._normalizes:
-                    p.normalize(state, subject, raw)
-                tiers = p.name in self._tiers
+                normalizer = on.normalizers.get(p.name)
+                if normalizer is not None:
+                    normalizer.normalize(state, subject, raw)
+                tier = on.tiers.get(p.name)
                 for r in ranked:
                     value = weight * raw[r.candidate.key]
                     r.scores[p.name] = value
                     r.score += value
-                    if tiers:
-                        r.tier += p.tier(state, subject, r.candidate)
+                    if tier is not None:
+                        r.tier += tier.tier(state, subject, r.candidate)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)
                 return error(f"plugin crashed: {exc!r}").named(p.name)
@@ -522,8 +461,8 @@ class Framework:
         return max(min(100, n), int(n * pct / 100))
 
     def _filter(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
-                within: int, filters: list[Any], limit: int | None = None,
-                ) -> tuple[int, list[tuple[Status, int]]]:
+                within: int, single: list[points.Filter], batch: list[points.FilterAll],
+                limit: int | None = None) -> tuple[int, list[tuple[Status, int]]]:
         """Run ``filters`` over the candidates in ``within``: (feasible, rejections).
 
         Set forms when every filter has one, else one call per candidate and
@@ -531,14 +470,13 @@ class Framework:
         ordinal order until that many are feasible; the rest are not considered.
         """
         rejections: list[tuple[Status, int]] = []
-        batch = [p for p in filters if p.name in self._batch_filters]
-        single = [p for p in filters if p.name not in self._batch_filters]
-        if not self.reference and all(p.name in self._filter_sets for p in single):
+        sets = self.on.filter_sets
+        if not self.reference and all(p.name in sets for p in single):
             for p in single:
                 if not within:
                     break
                 try:
-                    out = p.filter_set(state, subject, fleet, within, snapshot)
+                    out = sets[p.name].filter_set(state, subject, fleet, within, snapshot)
                 except Exception as exc:
                     log.exception("plugin %s failed", p.name)
                     out = [(error(f"plugin crashed: {exc!r}"), within)]
@@ -575,20 +513,20 @@ class Framework:
                         break
             within = feasible
             rejections = list(groups.items())
-        for p in batch:  # one call for all survivors (an extender: one HTTP request)
+        for b in batch:  # one call for all survivors (an extender: one HTTP request)
             if not within:
                 break
             try:
-                answers = p.filter_all(state, subject, fleet.select(within), snapshot)
+                answers = b.filter_all(state, subject, fleet.select(within), snapshot)
             except Exception as exc:
-                log.exception("plugin %s failed", p.name)
+                log.exception("plugin %s failed", b.name)
                 answers = {fleet.keys[i]: error(f"plugin crashed: {exc!r}")
                            for i in ordinals(within)}
             groups = {}
             for key, status in answers.items():
                 at = fleet.by_key.get(key)
                 if at is not None and within >> at & 1:
-                    status = status.named(p.name)
+                    status = status.named(b.name)
                     groups[status] = groups.get(status, 0) | (1 << at)
             for status, bits in groups.items():
                 rejections.append((status, bits))
@@ -620,7 +558,7 @@ class Framework:
 
     def post_filter(self, state: CycleState, subject: Subject,
                     rejected: Mapping[str, Status]) -> Status:
-        for p in self.plugins("postFilter"):
+        for p in self.on.post_filters:
             status = _guard(p.name, partial(p.post_filter, state, subject, rejected))
             if status.code is Code.SUCCESS:
                 return status
@@ -629,18 +567,18 @@ class Framework:
     # -- after the decision ----------------------------------------------------------
 
     def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
-        done: list[Any] = []
-        for p in self.plugins("reserve"):
+        done: list[points.Reserve] = []
+        for p in self.on.reserves:
             status = _guard(p.name, partial(p.reserve, state, subject, targets))
             if not status.ok:
-                for q in done[::-1]:  # not reversed(): mypyc cannot compile it over Any
+                for q in done[::-1]:
                     q.unreserve(state, subject, targets)
                 return status
             done.append(p)
         return SUCCESS
 
     def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None:
-        for p in self.plugins("reserve")[::-1]:
+        for p in self.on.reserves[::-1]:
             try:
                 p.unreserve(state, subject, targets)
             except Exception:
@@ -648,7 +586,7 @@ class Framework:
 
     def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         waiting: Status | None = None
-        for p in self.plugins("permit"):
+        for p in self.on.permits:
             status = _guard(p.name, partial(p.permit, state, subject, targets))
             if status.code is Code.WAIT:
                 waiting = status
@@ -657,15 +595,15 @@ class Framework:
         return waiting or SUCCESS
 
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
-        for p in self.plugins("preBind"):
+        for p in self.on.pre_binds:
             status = _guard(p.name, partial(p.pre_bind, state, subject, targets))
             if not status.ok:
                 return status
-        for p in self.plugins("bind"):
-            status = _guard(p.name, partial(p.bind, state, subject, targets))
+        for b in self.on.binds:
+            status = _guard(b.name, partial(b.bind, state, subject, targets))
             if status.code is not Code.SKIP:
                 if status.ok:
-                    for q in self.plugins("postBind"):
+                    for q in self.on.post_binds:
                         try:
                             q.post_bind(state, subject, targets)
                         except Exception:
@@ -682,13 +620,13 @@ def _nth(bits: int, n: int) -> int:
     raise ValueError("fewer members than asked for")
 
 
-def _base_key(scorers: tuple[tuple[Any, float], ...]) -> tuple[Any, ...]:
+def _base_key(scorers: tuple[tuple[points.ScoreBase, float], ...]) -> tuple[Any, ...]:
     """The fleet's cache key of :func:`_base_order` by ``scorers``."""
     return ("base-order", tuple((p.name, w) for p, w in scorers))
 
 
 def _base_order(fleet: Fleet, snapshot: Snapshot,
-                scorers: tuple[tuple[Any, float], ...]) -> BaseOrder:
+                scorers: tuple[tuple[points.ScoreBase, float], ...]) -> BaseOrder:
     n = len(fleet)
     tiers, scores = [0] * n, [0.0] * n
     parts: list[dict[str, float]] = [{} for _ in range(n)]
@@ -702,4 +640,4 @@ def _base_order(fleet: Fleet, snapshot: Snapshot,
     return BaseOrder(fleet, tiers, scores, parts)
 
 
-__all__ = ["SKIP", "Evaluation", "Framework", "Ranked", "Ranking", "Registry"]
+__all__ = ["SKIP", "Evaluation", "Framework", "Ranked", "Ranking"]

@@ -1,0 +1,177 @@
+"""A profile's plugins, made and bound once: the frozen value the runner runs.
+
+:func:`enable` makes each plugin a profile names (one instance per plugin,
+whatever points enable it, with its arguments from every entry that names it),
+checks that it implements each point it is enabled at, and binds it to the
+Protocols of :mod:`plugin` it implements: each point's plugins in order, and
+each optional form (a set form, a batch, a tier, a description for the
+explanation) by plugin name. Nothing is discovered later: the runner calls a
+plugin only through the Protocol it was bound as here, and asks no plugin what
+it can do during an attempt.
+"""
+
+# The Protocols of :mod:`plugin` are passed as the types a plugin is bound as; mypy
+# takes a Protocol for an abstract class there (python/mypy#4717).
+# mypy: disable-error-code="type-abstract"
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from berth.controllers.scheduler.framework import plugin as points
+from berth.controllers.scheduler.framework.plugin import Plugin
+from berth.controllers.scheduler.framework.profile import EXTENDER, Profile
+
+Registry = Mapping[str, Callable[..., Plugin]]
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class Enabled:
+    """Each extension point's plugins (in the profile's order, score plugins with their
+    weights), and each optional form by the name of the plugin offering it."""
+
+    instances: Mapping[str, Plugin]
+    queue_sort: points.QueueSort | None
+    pre_filters: tuple[points.PreFilter, ...]
+    filters: tuple[points.Filter, ...]  # one candidate at a time (or in a set form)
+    batch_filters: tuple[points.FilterAll, ...]  # every candidate left in one call, after
+    post_filters: tuple[points.PostFilter, ...]
+    scores: tuple[tuple[points.Score, float], ...]
+    reserves: tuple[points.Reserve, ...]
+    permits: tuple[points.Permit, ...]
+    pre_binds: tuple[points.PreBind, ...]
+    binds: tuple[points.Bind, ...]
+    post_binds: tuple[points.PostBind, ...]
+    filter_sets: Mapping[str, points.FilterSet]
+    # A scorer's base must not depend on the candidates that survive (no normalize),
+    # and only base scorers may rank by tier.
+    score_bases: Mapping[str, points.ScoreBase]
+    score_sets: Mapping[str, points.ScoreSet]
+    score_values: Mapping[str, points.ScoreValues]
+    score_alls: Mapping[str, points.ScoreAll]
+    normalizers: Mapping[str, points.Normalize]
+    tiers: Mapping[str, points.Tier]
+    adjusters: Mapping[str, points.Adjust]
+    selectors: tuple[points.Selects, ...]  # filter plugins that also fill a selection
+    describers: tuple[points.Describe, ...]
+    rejecters: tuple[points.Reject, ...]  # permit plugins told when a wait is given up
+    # Plugins whose filter new metric values alone cannot change (see
+    # Plugin.reads_metric_values).
+    metric_blind: frozenset[str]
+
+
+def _plugin_args(profile: Profile) -> dict[str, dict[str, Any]]:
+    """Each plugin's arguments, from every entry that names it: one instance serves
+    all its extension points (Kubernetes' pluginConfig is per plugin, too), so
+    arguments given on the score entry count as much as on the filter's; the same
+    argument given two different values is refused, naming both entries."""
+    out: dict[str, dict[str, Any]] = {}
+    given: dict[tuple[str, str], str] = {}  # (plugin, argument) → the entry that gave it
+    for point, specs in profile.plugins.items():
+        for spec in specs:
+            merged = out.setdefault(spec.name, {})
+            for key, value in spec.args.items():
+                if key in merged and merged[key] != value:
+                    raise ValueError(
+                        f"plugins: {spec.name} argument {key!r} is {merged[key]!r} in "
+                        f"plugins.{given[spec.name, key]} and {value!r} in plugins.{point}: "
+                        "one plugin has one set of arguments")
+                merged[key] = value
+                given.setdefault((spec.name, key), point)
+    return out
+
+
+def _takes(factory: Callable[..., Plugin]) -> frozenset[str]:
+    """The arguments a registry entry's plugin takes (none for a factory that is not a
+    Plugin class)."""
+    return factory.ARGS if isinstance(factory, type) and issubclass(factory, Plugin) else (
+        frozenset())
+
+
+def enable(profile: Profile, registry: Registry,
+           shared: Mapping[str, Any] | None = None) -> Enabled:
+    """Make and bind the plugins ``profile`` enables; a ValueError names the entry at
+    fault (an unknown point or plugin, a plugin at a point it does not implement,
+    arguments it does not take). ``shared``: arguments given to every plugin that
+    takes them (the stickiness weight)."""
+    instances: dict[str, Plugin] = {}
+    at: dict[str, list[tuple[Plugin, float]]] = {}
+    args = _plugin_args(profile)
+    for point, specs in profile.plugins.items():
+        proto = points.EXTENSION_POINTS.get(point)
+        if proto is None:
+            raise ValueError(f"plugins: unknown extension point {point!r}; known: "
+                             f"{', '.join(points.EXTENSION_POINTS)}")
+        enabled = at.setdefault(point, [])
+        for spec in specs:
+            factory = registry.get(spec.name) if spec.name != EXTENDER else None
+            if factory is None:
+                raise ValueError(f"plugins.{point}: unknown plugin {spec.name!r}")
+            instance = instances.get(spec.name)
+            if instance is None:
+                wanted = _takes(factory)
+                instance = factory({**{k: v for k, v in (shared or {}).items() if k in wanted},
+                                    **args[spec.name]})
+                instances[spec.name] = instance
+            if not (isinstance(instance, proto) or (
+                    point == "filter" and isinstance(instance, points.FilterAll))):
+                raise ValueError(f"plugins.{point}: {spec.name} does not implement {point}")
+            enabled.append((instance, spec.weight))
+    if profile.extenders:
+        extender = registry.get(EXTENDER)
+        if extender is None:
+            raise ValueError("extenders: this scheduler's registry makes no extender")
+        for i, ext in enumerate(profile.extenders):
+            made = extender(ext, i)
+            instances[made.name] = made
+            at.setdefault("filter", []).append((made, 1.0))
+            at.setdefault("score", []).append((made, ext.weight))
+            at.setdefault("preBind", []).append((made, 1.0))
+
+    def bound(point: str, proto: type[P]) -> tuple[P, ...]:
+        return tuple(p for p, _ in at.get(point, []) if isinstance(p, proto))
+
+    def offering(proto: type[P], unless: Callable[[str], bool] = lambda _: False
+                 ) -> dict[str, P]:
+        return {n: p for n, p in instances.items() if isinstance(p, proto) and not unless(n)}
+
+    normalizers = offering(points.Normalize)
+    tiers = offering(points.Tier)
+    score_bases = offering(points.ScoreBase, lambda n: n in normalizers)
+    score_sets = offering(points.ScoreSet, lambda n: n in tiers or n in score_bases)
+    batch = bound("filter", points.FilterAll)
+    batched = {p.name for p in batch}
+    sorters = bound("queueSort", points.QueueSort)
+    return Enabled(
+        instances=instances,
+        queue_sort=sorters[0] if sorters else None,
+        pre_filters=bound("preFilter", points.PreFilter),
+        filters=tuple(p for p in bound("filter", points.Filter) if p.name not in batched),
+        batch_filters=batch,
+        post_filters=bound("postFilter", points.PostFilter),
+        scores=tuple((p, w) for p, w in at.get("score", []) if isinstance(p, points.Score)),
+        reserves=bound("reserve", points.Reserve),
+        permits=bound("permit", points.Permit),
+        pre_binds=bound("preBind", points.PreBind),
+        binds=bound("bind", points.Bind),
+        post_binds=bound("postBind", points.PostBind),
+        filter_sets=offering(points.FilterSet),
+        score_bases=score_bases,
+        score_sets=score_sets,
+        score_values={n: p for n, p in offering(points.ScoreValues).items() if n in score_sets},
+        score_alls=offering(points.ScoreAll),
+        normalizers=normalizers,
+        tiers=tiers,
+        adjusters=offering(points.Adjust),
+        selectors=bound("filter", points.Selects),
+        describers=tuple(offering(points.Describe).values()),
+        rejecters=bound("permit", points.Reject),
+        metric_blind=frozenset(n for n, p in instances.items() if not p.reads_metric_values),
+    )
+
+
+__all__ = ["Enabled", "Registry", "enable"]

@@ -1,0 +1,102 @@
+"""What an attempt's outcome writes: the one function from an outcome to a Binding write.
+
+Every way a scheduling attempt ends that an observer should see — a
+placement, a placement kept as it is, a move held back, deferred work,
+nothing fitting, a gang out of time — is said as an :class:`Outcome`: the
+targets the Binding should name, its state and reason, and its explanation
+(built only if it is written). :func:`binding_write` turns that and the
+Binding as the scheduler last knew it into the :class:`Write` the one Binding
+writer (:mod:`binder`) executes, or None when nothing an observer would see
+changed. It is pure: the time and the leader's term are given, nothing is
+read or written, so what a Binding says is tested without a scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from berth.controllers.scheduler.antiflap import HELD_PREFIX
+from berth.controllers.scheduler.binder import Write
+from berth.controllers.scheduler.framework import Subject
+from berth.controllers.scheduler.views import BindingView
+from berth.store.documents import (
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ObjectRef,
+    Target,
+)
+
+Explained = Callable[[], list[dict[str, Any]]]
+TargetRef = tuple[str, str | None, str]  # kind, namespace, name
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the Binding of a subject should say after an attempt."""
+
+    targets: list[Target]
+    state: str  # Scheduled, Pending or Unschedulable
+    reason: str
+    explained: Explained  # the explanation, built only if the Binding is written
+
+
+def refs(ts: list[Target]) -> frozenset[TargetRef]:
+    """The targets named, whatever their order and shares."""
+    return frozenset((t.kind, t.namespace, t.name) for t in ts)
+
+
+def shares(ts: list[Target]) -> dict[TargetRef, int | None]:
+    """Each target's share of a divided application's replicas (None: the whole)."""
+    return {(t.kind, t.namespace, t.name): t.replicas for t in ts}
+
+
+def names(targets: list[Target]) -> str:
+    """Targets for a log line: ``de-1,de-2`` (divided: ``de-1=3,de-2=2``), or ``nowhere``."""
+    return ",".join(t.name if t.replicas is None else f"{t.name}={t.replicas}"
+                    for t in targets) or "nowhere"
+
+
+def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcome, *,
+                  term: int, now: datetime, say: bool = True) -> Write | None:
+    """The Binding ``outcome`` makes of ``binding`` (None: there is none), as a write;
+    None when an observer would see nothing change.
+
+    A Scheduled Binding's reason is not compared (it sums up the fleet, which
+    changes all the time); a held move's reason is, so a hold is written once
+    and cleared once. The time of scheduling is kept while the targets stay.
+    ``say``: make the log line that says a change of targets or state."""
+    ref = subject.ref
+    new, state, reason = outcome.targets, outcome.state, outcome.reason
+    same_targets = binding is not None and refs(binding.spec.targets) == refs(new)
+    same_shares = same_targets and binding is not None and (
+        shares(binding.spec.targets) == shares(new))
+    plain = state == "Scheduled" and not reason.startswith(HELD_PREFIX)
+    if (binding is not None and same_shares and binding.spec.generation == subject.generation
+            and binding.status.state == state and (
+                binding.status.reason == reason or (plain and not binding.status.reason))):
+        return None
+    scheduled = binding.spec.scheduled if binding is not None and same_targets else (
+        now if new else None)
+    doc = Binding(
+        metadata=BindingMeta(name=ref.name, namespace=ref.namespace,
+                             created=binding.metadata.created if binding else now,
+                             modified=now),
+        spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
+                         generation=subject.generation, targets=new, scheduled=scheduled),
+        status=BindingStatus(state=state, reason=reason, explanation=outcome.explained(),
+                             term=term),
+    )
+    said = None
+    if say and (binding is None or not same_shares or binding.status.state != state):
+        was = names(binding.spec.targets) if binding is not None else "(new)"
+        said = (f"{ref.kind} {ref.namespace or '-'}/{ref.name}: {was} → {names(new)}, "
+                f"{state} ({reason or '-'})")
+    return Write(subject.key, subject.binding_key, doc, said=said)
+
+
+__all__ = ["Explained", "Outcome", "binding_write", "names", "refs", "shares"]
