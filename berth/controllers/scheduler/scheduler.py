@@ -37,17 +37,15 @@ import gc
 import logging
 import threading
 import time
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
 
-from berth.controllers.runtime import Event, EventType, Item
+from berth.controllers.runtime import Event, EventType
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
@@ -57,12 +55,12 @@ from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoFit, decide
 from berth.controllers.scheduler.framework import Code, Framework, Subject
-from berth.controllers.scheduler.framework.standing import overtaken
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.outcome import Explained, Outcome, binding_write, refs, shares
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.queue import SchedulingQueue
 from berth.controllers.scheduler.subjects import Failures
+from berth.controllers.scheduler.sweep import depends_on_placements, swept
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Store, keys
 from berth.store.documents import Target
@@ -86,11 +84,6 @@ MOVED_OFF_FAILED = Counter(
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
 PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
-ORDER_STEP = 64  # subjects a sweep orders per subject it decides before it has its order
-MOVES = 1 << 62  # a sweep's likelihood of a subject that moves or is decided in full
-# A sweep's standings per (candidate kind, namespace): each candidate in the fleet now,
-# and how many candidates overtook it since the decisions before the change.
-_Standings = dict[tuple[str, str | None], dict[str, int]]
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
 
@@ -284,14 +277,14 @@ class Scheduler:
     def _sweeping(self) -> Iterator[None]:
         """Decide every placed subject again; act on each change as soon as it is found.
 
-        In :meth:`_swept`'s order: the likeliest to move first. Yields after every
+        In :func:`~sweep.swept`'s order: the likeliest to move first. Yields after every
         ``SWEEP_SLICE`` seconds of work, so that new subjects are not held up
         behind a sweep of the whole fleet.
         """
         began = time.perf_counter()
         changed = decided = 0
         due = began + SWEEP_SLICE
-        for key in self._swept(self.cache.bindings.items()):
+        for key in swept(self.cache.bindings.items(), self.cache, self.framework):
             if time.perf_counter() >= due:
                 yield
                 due = time.perf_counter() + SWEEP_SLICE
@@ -306,96 +299,6 @@ class Scheduler:
             changed += result != "unchanged"
         log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, decided,
                   time.perf_counter() - began)
-
-    def _swept(self, items: list[Item[BindingView]]) -> Iterator[str]:
-        """The keys of the subjects a sweep decides, in the order it decides them.
-
-        The likeliest to move first: those whose targets the most candidates
-        overtook in their fleet's order by the subject-independent scores
-        (:meth:`Framework.standing`, such as metric values) since the decisions
-        before the change (:func:`~.framework.standing.overtaken`): a subject can
-        move only to one of those. So the moves come early in the sweep, not
-        spread through it. Ordering takes a few microseconds a
-        subject, which the first move after a change should not wait for: until
-        the order is known, subjects are decided in the cache's order from the
-        front while the order is worked out from the back, ``ORDER_STEP``
-        subjects per decision; a periodic sweep, with no fleet changed, keeps the
-        cache's order. Deferred work (no targets yet: a forecast may have
-        changed) and subjects whose target left the fleet come first of the rest;
-        ties keep the cache's order. Last, those whose placement depends on where
-        others run (workload affinity or anti-affinity), decided on where the
-        others now run: decided in turn with the rest, one could move on a
-        placement the sweep then changed, and move again in the next sweep.
-        """
-        last: list[tuple[int, str]] = []
-        if not self.cache.fleets_changed():  # a periodic sweep: no order to work out
-            for n, item in enumerate(items):
-                found = self._sweep_entry(item)
-                if found is not None and found[2]:
-                    last.append((n, found[0]))
-                elif found is not None:
-                    yield found[0]
-            yield from (key for _, key in last)
-            return
-        # Ordinals and likelihoods as int64 arrays: a sweep over 100,000 subjects in tuples of
-        # Python objects would cost the scheduler 15 MB of RSS it never gives back.
-        at, likely = array("q"), array("q")
-        standings: _Standings = {}
-        front, back = 0, len(items)
-        while front < back:
-            found = self._sweep_entry(items[front])
-            if found is not None and found[2]:
-                last.append((front, found[0]))
-            elif found is not None:
-                yield found[0]
-            front += 1
-            for _ in range(min(ORDER_STEP, back - front)):
-                back -= 1
-                found = self._sweep_entry(items[back])
-                if found is not None and found[2]:
-                    last.append((back, found[0]))
-                elif found is not None:
-                    at.append(back)
-                    likely.append(-self._likelihood(items[back], found[1], standings))
-        for n in np.array(at)[np.lexsort((at, likely))].tolist():
-            yield _subject_key(items[n])
-        last.sort()
-        yield from (key for _, key in last)
-
-    def _likelihood(self, item: Item[BindingView], subject: Subject | None,
-                    standings: _Standings) -> int:
-        """How many candidates overtook the most overtaken of the Binding's targets in
-        its fleet's order (see :meth:`_swept`); ``MOVES`` if it must move or be decided
-        in full."""
-        targets = item.obj.spec.targets
-        if subject is None or not targets:
-            return MOVES  # deferred, or gone: a full attempt sorts it out
-        where = (subject.candidate_kind, subject.ref.namespace)
-        passed = standings.get(where)
-        if passed is None:  # as decisions read it now, and before the change
-            now = self.framework.standing(self.cache.fleet(subject), self.cache)
-            fleet = self.cache.take_fleet_before(subject)
-            passed = standings[where] = overtaken(now, self.framework.standing(
-                fleet, self.cache, read=True) if fleet is not None and now else {})
-        most = 0
-        for t in targets:
-            by = passed.get(candidate_key(t.kind, t.namespace, t.name))
-            if by is None:
-                return MOVES if passed else most  # it left the fleet: it moves
-            most = max(most, by)
-        return most
-
-    def _sweep_entry(self, item: Item[BindingView]) -> tuple[str, Subject | None, bool] | None:
-        """(key, subject, whether its placement depends on where others run) of a
-        Binding a sweep decides; None for a Binding of no application, or settled
-        work with no targets (deferred work is decided again: a forecast may have
-        changed)."""
-        if item.obj.spec.resource.kind != "Application" or (
-                not item.obj.spec.targets and item.obj.status.state != "Pending"):
-            return None
-        key = _subject_key(item)
-        subject = self.cache.subject(key)
-        return key, subject, subject is not None and _depends_on_placements(subject)
 
     def _reconsider(self, key: str) -> str:
         """A placed subject after a change: act only if its decision changed."""
@@ -719,7 +622,7 @@ class Scheduler:
         # tear the application down. The reason says it does not fit anymore.
         self._submit(subject, binding, current, "Unschedulable", reason, explained)
         self.queue.unschedulable_now(subject.key, metric_blind)
-        if _depends_on_placements(subject):
+        if depends_on_placements(subject):
             assert subject.affinity is not None
             with self._placements_lock:
                 self._waiting_on_placements[subject.key] = (
@@ -750,15 +653,3 @@ class Scheduler:
             self.writer.submit(Write(key, bkey, None))
             return "binding-deleted"
         return "gone"
-
-
-def _subject_key(item: Item[BindingView]) -> str:
-    """The key of the resource a Binding is for."""
-    ref = item.obj.spec.resource
-    return keys.resource_key(ref.kind, ref.name, ref.namespace)
-
-
-def _depends_on_placements(subject: Subject) -> bool:
-    """Whether where ``subject`` may run depends on where other workloads run."""
-    aff = subject.affinity
-    return aff is not None and bool(aff.workload_affinity or aff.workload_anti_affinity)
