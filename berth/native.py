@@ -47,6 +47,7 @@ GROUP = "berth_native"  # the shared library's name (mypyc's group)
 MODULES = (
     "berth.store.documents.resources",
     "berth.store.labels",
+    "berth.controllers.scheduler.framework.evaluation",
     "berth.controllers.scheduler.framework.fleet",
     "berth.controllers.scheduler.framework.helpers.expressions",
     "berth.controllers.scheduler.framework.helpers.metric_columns",

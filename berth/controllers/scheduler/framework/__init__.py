@@ -1,10 +1,11 @@
 """The scheduling framework: extension points, statuses, cycle state, runner."""
 
 from berth.controllers.scheduler.framework.enabled import Registry
+from berth.controllers.scheduler.framework.evaluation import Evaluation
 from berth.controllers.scheduler.framework.fleet import Fleet, ordinals, sieve
 from berth.controllers.scheduler.framework.plugin import Plugin
 from berth.controllers.scheduler.framework.ranking import Ranked, Ranking
-from berth.controllers.scheduler.framework.runner import Evaluation, Framework
+from berth.controllers.scheduler.framework.runner import Framework
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import (
     SKIP,

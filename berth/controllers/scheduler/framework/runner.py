@@ -20,15 +20,15 @@ straightforward evaluation that the set forms are tested against.
 from __future__ import annotations
 
 import logging
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework import ranking as rankings
 from berth.controllers.scheduler.framework.enabled import Registry, enable
+from berth.controllers.scheduler.framework.evaluation import Evaluation, FeasibleScores, Static
 from berth.controllers.scheduler.framework.fleet import Fleet, ordinals
 from berth.controllers.scheduler.framework.profile import Profile
 from berth.controllers.scheduler.framework.ranking import (
@@ -54,124 +54,6 @@ log = logging.getLogger(__name__)
 MEMO_SIGNATURES = 1024
 
 
-@dataclass(slots=True)
-class Evaluation:
-    """Feasible candidates ranked best first, and why the others were rejected.
-
-    ``rejections`` are disjoint groups of candidates (bitsets over ``fleet``),
-    each with the status that rejected them; ``error`` is set when a score
-    plugin failed (nothing is ranked then).
-    """
-
-    fleet: Fleet
-    feasible: int
-    rejections: list[tuple[Status, int]]
-    ranked: Ranking
-    considered: int = 0
-    error: Status | None = None
-    derived: dict[str, Any] = field(default_factory=dict)  # memoized views of this result
-    # Memoized views of ``rejections`` alone (counts, the reason's summary, the
-    # explanation's groups): shared by the evaluations of every subject whose
-    # rejections are those of the signature's static part.
-    views: dict[str, Any] = field(default_factory=dict)
-
-    def __init__(self, fleet: Fleet, feasible: int, rejections: list[tuple[Status, int]],
-                 ranked: Ranking, considered: int = 0, error: Status | None = None,
-                 views: dict[str, Any] | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.fleet = fleet
-        self.feasible = feasible
-        self.rejections = rejections
-        self.ranked = ranked
-        self.considered = considered
-        self.error = error
-        self.derived = {}
-        self.views = {} if views is None else views
-
-    @property
-    def counts(self) -> Counter[str]:
-        """Rejection reason → how many candidates it rejected."""
-        counts: Counter[str] | None = self.views.get("counts")
-        if counts is None:
-            counts = Counter()
-            for status, bits in self.rejections:
-                counts[status.reason or status.code.value] += bits.bit_count()
-            self.views["counts"] = counts
-        return counts
-
-    def groups(self) -> list[tuple[Status, int]]:
-        """Rejections merged by status, in the order of their first candidate."""
-        merged: dict[Status, int] = {}
-        for status, bits in self.rejections:
-            merged[status] = merged.get(status, 0) | bits
-        return sorted(merged.items(), key=lambda g: (g[1] & -g[1]).bit_length())
-
-    @property
-    def rejected(self) -> dict[str, Status]:
-        """Candidate key → the status that rejected it (built on first use)."""
-        out: dict[str, Status] | None = self.views.get("rejected")
-        if out is None:
-            keys = self.fleet.keys
-            out = {keys[i]: status for status, bits in self.rejections for i in ordinals(bits)}
-            self.views["rejected"] = out
-        return out
-
-
-@dataclass(slots=True)
-class _Static:
-    """The memoized part of an evaluation: what depends only on the signature."""
-
-    feasible: int
-    rejections: list[tuple[Status, int]]
-    bands: list[Band]
-    base: BaseOrder | None = None
-    dense: list[Ranked] | None = None  # when some scorer has no set form
-    error: Status | None = None
-    views: dict[str, Any] = field(default_factory=dict)  # Evaluation.views of rejections
-
-    def __init__(self, feasible: int, rejections: list[tuple[Status, int]], bands: list[Band],
-                 base: BaseOrder | None = None, dense: list[Ranked] | None = None,
-                 error: Status | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.feasible = feasible
-        self.rejections = rejections
-        self.bands = bands
-        self.base = base
-        self.dense = dense
-        self.error = error
-        self.views = {}
-
-    def views_of(self, rejections: list[tuple[Status, int]]) -> dict[str, Any] | None:
-        """The shared views, if ``rejections`` are this part's own (no more were added)."""
-        return self.views if rejections is self.rejections else None
-
-
-class _FeasibleScores(Mapping[str, float]):
-    """One plugin's (unweighted) scores of the feasible candidates, read lazily."""
-
-    def __init__(self, lookup: Callable[[str], Ranked | None], fleet: Fleet, feasible: int,
-                 plugin: str, weight: float) -> None:
-        self._lookup, self._fleet, self._feasible = lookup, fleet, feasible
-        self._plugin, self._weight = plugin, weight or 1.0
-
-    def __contains__(self, key: object) -> bool:
-        i = self._fleet.by_key.get(key) if isinstance(key, str) else None
-        return i is not None and bool(self._feasible >> i & 1)
-
-    def __getitem__(self, key: str) -> float:
-        r = self._lookup(key)
-        if r is None:
-            raise KeyError(key)
-        return r.scores.get(self._plugin, 0.0) / self._weight
-
-    def __iter__(self) -> Iterator[str]:
-        keys = self._fleet.keys
-        return (keys[i] for i in ordinals(self._feasible))
-
-    def __len__(self) -> int:
-        return self._feasible.bit_count()
-
-
 def _guard(name: str, call: Callable[[], Status]) -> Status:
     try:
         return call().named(name)
@@ -193,7 +75,7 @@ class Framework:
         self.instances = on.instances
         # (candidate kind, namespace) → (the fleet it was computed on, signature → result)
         self._memo: dict[tuple[str, str | None],
-                         tuple[Fleet, OrderedDict[bytes, _Static]]] = {}
+                         tuple[Fleet, OrderedDict[bytes, Static]]] = {}
         self._static_filters = [p for p in on.filters if p.cacheable]
         self._dynamic_filters = [p for p in on.filters if not p.cacheable]
         self._static_batch = [p for p in on.batch_filters if p.cacheable]
@@ -317,7 +199,7 @@ class Framework:
                           views=static.views_of(rejections))
 
     def _dense(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
-               static: _Static, feasible: int, rejections: list[tuple[Status, int]],
+               static: Static, feasible: int, rejections: list[tuple[Status, int]],
                bands: list[Band], per_candidate: list[tuple[points.Score, float]],
                skipped: set[str]) -> Evaluation:
         """Every feasible candidate scored one by one (the reference, or a plugin
@@ -355,7 +237,7 @@ class Framework:
         for p, weight in self._adjusters:
             if p.name in skipped:
                 continue
-            mine = _FeasibleScores(lookup, fleet, feasible, p.name, weight)
+            mine = FeasibleScores(lookup, fleet, feasible, p.name, weight)
             for key, value in p.adjust(state, subject, mine, snapshot).items():
                 i = fleet.by_key.get(key)
                 if i is None or not feasible >> i & 1:
@@ -370,7 +252,7 @@ class Framework:
         return overrides
 
     def _static(self, state: CycleState, subject: Subject, fleet: Fleet, snapshot: Snapshot,
-                skipped: set[str]) -> _Static:
+                skipped: set[str]) -> Static:
         filters = [p for p in self._static_filters if p.name not in skipped]
         batch = [p for p in self._static_batch if p.name not in skipped]
         feasible, rejections = self._filter(state, subject, fleet, snapshot, fleet.all, filters,
@@ -382,9 +264,9 @@ class Framework:
             entries = [Ranked(fleet.candidates[i], 0, 0.0, {}, i) for i in ordinals(feasible)]
             status = self._score(state, subject, entries, snapshot, scorers)
             if not status.ok:
-                return _Static(0, rejections, [], error=status)
+                return Static(0, rejections, [], error=status)
             entries.sort(key=lambda r: r.order, reverse=True)
-            return _Static(feasible, rejections, [], dense=entries)
+            return Static(feasible, rejections, [], dense=entries)
         base_scorers = tuple((on.score_bases[p.name], w) for p, w in scorers
                              if p.name in on.score_bases)
         try:
@@ -397,8 +279,8 @@ class Framework:
                 bands = split_all(bands, terms, weight, p.name)
         except Exception as exc:
             log.exception("a score plugin failed")
-            return _Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
-        return _Static(feasible, rejections, bands, base)
+            return Static(0, rejections, [], error=error(f"plugin crashed: {exc!r}"))
+        return Static(feasible, rejections, bands, base)
 
     @staticmethod
     def _base_order(fleet: Fleet, snapshot: Snapshot,
@@ -533,7 +415,7 @@ class Framework:
                 within &= ~bits
         return within, rejections
 
-    def _memoized(self, subject: Subject, fleet: Fleet) -> _Static | None:
+    def _memoized(self, subject: Subject, fleet: Fleet) -> Static | None:
         if not subject.signature:
             return None
         memo = self._memo.get((subject.candidate_kind, subject.ref.namespace))
@@ -544,7 +426,7 @@ class Framework:
             memo[1].move_to_end(subject.signature)
         return hit
 
-    def _remember(self, subject: Subject, fleet: Fleet, result: _Static) -> None:
+    def _remember(self, subject: Subject, fleet: Fleet, result: Static) -> None:
         """Keep ``result`` for the subjects alike; a new fleet drops the old results."""
         if not subject.signature:
             return

@@ -16,8 +16,8 @@ from functools import partial
 from itertools import islice
 from typing import Any
 
+from berth.controllers.scheduler.framework.evaluation import Evaluation
 from berth.controllers.scheduler.framework.ranking import Lazy, Ranked, Ranking
-from berth.controllers.scheduler.framework.runner import Evaluation
 from berth.controllers.scheduler.framework.types import Subject, candidate_key
 from berth.store.documents import Target
 
