@@ -14,26 +14,24 @@ metrics-cache filling its values in, a lease expiring, or one poll's values
 spread over several transactions.
 
 The scheduler's own Bindings, seen or assumed (written, not yet seen), are
-:class:`Decisions`. The fleet's pace and the copies in transition, counted from
-the Bindings and the propagator's statuses as they change, are kept here too
-(docs/pace.md).
+:class:`Decisions`; the room each cluster has, its report less what berth
+placed there, is the :class:`RoomBook`'s. The fleet's pace and the copies in
+transition, counted from the Bindings and the propagator's statuses as they
+change, are kept here too (docs/pace.md).
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from berth.controllers.runtime import Event, EventType, Informer, Item
 from berth.controllers.runtime.transit import Transit, transit_id
-from berth.controllers.scheduler.decisions import Decisions, Usage, UsageChange
+from berth.controllers.scheduler.decisions import Decisions
 from berth.controllers.scheduler.framework import (
     Candidate,
     Fleet,
@@ -45,6 +43,7 @@ from berth.controllers.scheduler.framework import (
 )
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.roombook import RoomBook
 from berth.controllers.scheduler.subjects import (
     NO_FAILURES,
     Failures,
@@ -77,7 +76,6 @@ from berth.store.documents import (
 )
 from berth.store.documents.metrics import MEASURES, normalized
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
-from berth.store.documents.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -144,21 +142,9 @@ class Cache:
         self._by_key: dict[str, Candidate] = {}
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
-        # Candidates whose Room may have changed (their placements, or the capacity they
-        # report), in order: what Rooms indexes catch up on (see ``rooms``).
-        self._room_log: list[str] = []
-        self._room_log_base = 0  # the position of _room_log[0]
-        self._room_log_lock = threading.Lock()
-        self._rooms_lock = threading.Lock()
-        self.decisions = Decisions(self.bindings, self.applications, self._room_changed)
-        # How long a placement's resources are assumed on a cluster that has not reported
-        # its pods: past that, its report is believed (the pods may never come).
-        self.assume_ttl = assume_ttl
-        self._rooms: dict[str, _RoomMemo] = {}  # candidate key → its Room, worked out
-        # (when a Room's oldest assumption expires, the candidate): a Room is read again
-        # when time, not a change, makes it different (see ``rooms``)
-        self._expiring: list[tuple[float, str]] = []
-        self._status_keys: dict[str, str] = {}  # candidate key → its status key
+        self.decisions = Decisions(self.bindings, self.applications,
+                                   lambda key: self.room_book.changed(key))
+        self.room_book = RoomBook(self.status, self.decisions, assume_ttl)
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.projects)
         for inf in candidates:
@@ -212,7 +198,7 @@ class Cache:
         """A cluster's status changed: new candidates, unless only its capacity did (that
         is read when asked, by ``capacity``, and costs no rebuilt fleet)."""
         meta = event.obj.metadata
-        self._room_changed(candidate_key("Cluster", meta.namespace, meta.name))
+        self.room_book.changed(candidate_key("Cluster", meta.namespace, meta.name))
         old = event.old.status if event.old is not None else None
         if (event.type is EventType.MODIFIED and old is not None
                 and _without_capacity(old) == _without_capacity(event.obj.status)):
@@ -486,112 +472,12 @@ class Cache:
     def capacity(self, candidate: Candidate) -> Room | None:
         """The cluster's capacity as it last reported it, less what berth placed there
         that the report does not count yet (for ``assume_ttl`` seconds at most)."""
-        ref = candidate.ref
-        if ref.kind != "Cluster" or ref.namespace is None:
-            return None
-        skey = self._status_keys.get(candidate.key)
-        if skey is None:
-            skey = self._status_keys[candidate.key] = keys.status_key(
-                "Cluster", ref.namespace, ref.name)
-        item = self.status.item(skey)
-        cap = item.obj.status.capacity if item is not None else None
-        if item is None or cap is None or cap.nodes == 0:
-            return None  # no Nodes listed: nothing to judge by
-        now, ttl = time.time(), self.assume_ttl
-        hit = self._rooms.get(candidate.key)
-        version = self.decisions.usage_version(candidate.key)
-        if hit is not None and hit.revision == item.mod_revision and now <= hit.until:
-            if hit.version == version:
-                return hit.room
-            # The report is the same and nothing counted has expired: add the changes to
-            # the placements since, rather than sum every placement on the cluster again
-            # (it may hold hundreds; this runs after every placement made on it).
-            caught = self.decisions.usage_changes(candidate.key, hit.version)
-            if caught is not None:
-                version, changes = caught
-                pending = hit.pending.updated(changes, cap.placed, now, ttl)
-                return self._remember(candidate.key, item.mod_revision, version,
-                                      hit.reported, pending, hit)
-        version, usage = self.decisions.usage(candidate.key)
-        if hit is not None and hit.revision == item.mod_revision:
-            reported = hit.reported  # the report is the same: only what berth placed changed
-        else:
-            alloc = Resources.counted(cap.allocatable)
-            reported = Room(alloc, alloc - Resources.counted(cap.requested))
-        pending = _NONE_PENDING.updated([UsageChange(None, u) for u in usage], cap.placed,
-                                        now, ttl)
-        return self._remember(candidate.key, item.mod_revision, version, reported, pending,
-                              hit)
-
-    def _remember(self, key: str, revision: int, version: int, reported: Room,
-                  pending: _Pending, hit: _RoomMemo | None) -> Room | None:
-        """Keep and return the Room of candidate ``key``: ``reported`` less ``pending``."""
-        room = reported
-        if pending.cpu or pending.memory or pending.pods or pending.scalar:
-            room = Room(reported.allocatable, reported.free - Resources(
-                pending.cpu, pending.memory, pending.pods,
-                tuple(sorted((k, v) for k, v in pending.scalar.items() if v))))
-        until = pending.since + self.assume_ttl
-        self._rooms[key] = _RoomMemo(revision, version, until, room, reported, pending)
-        if until != math.inf and (hit is None or hit.until != until):
-            with self._room_log_lock:
-                heapq.heappush(self._expiring, (until, key))
-        return room
-
-    def _room_changed(self, candidate: str) -> None:
-        with self._room_log_lock:
-            self._room_log.append(candidate)
-            self._trim_room_log()
-
-    def _trim_room_log(self) -> None:
-        """Start the room log again once it is long (lock held): readers this far behind
-        read every Room again."""
-        if len(self._room_log) > ROOM_LOG:
-            self._room_log_base += len(self._room_log)
-            self._room_log.clear()
-
-    def _room_changes(self, since: int) -> tuple[int, list[str] | None]:
-        """(the log's end, the candidates changed from ``since`` on; None: too many)."""
-        with self._room_log_lock:
-            end = self._room_log_base + len(self._room_log)
-            if since < self._room_log_base:
-                return end, None
-            return end, self._room_log[since - self._room_log_base:]
+        return self.room_book.capacity(candidate)
 
     def rooms(self, fleet: Fleet) -> Rooms:
-        """``capacity`` of every candidate of ``fleet``, indexed, kept in the fleet and
-        brought up to date here: only candidates whose placements or reported capacity
-        changed since, or whose oldest assumption has expired, are read again. For the
-        one thread that decides."""
-        self._expire_rooms(time.time())
-        with self._rooms_lock:
-            tracked: _TrackedRooms | None = fleet.structural.get(("rooms",))
-            if tracked is None:
-                end, _ = self._room_changes(0)
-                tracked = fleet.structural[("rooms",)] = _TrackedRooms(
-                    Rooms([self.capacity(c) for c in fleet.candidates]), end)
-                return tracked.rooms
-            end, changed = self._room_changes(tracked.seen)
-            if changed is None:
-                for i, c in enumerate(fleet.candidates):
-                    tracked.rooms.set(i, self.capacity(c))
-            else:
-                by_key = fleet.by_key
-                for key in set(changed):
-                    at = by_key.get(key)
-                    if at is not None:
-                        tracked.rooms.set(at, self.capacity(fleet.candidates[at]))
-            tracked.seen = end
-            return tracked.rooms
-
-    def _expire_rooms(self, now: float) -> None:
-        """Log the candidates whose oldest assumption has expired by ``now`` as changed."""
-        expiring = self._expiring
-        with self._room_log_lock:
-            while expiring and expiring[0][0] < now:
-                _, key = heapq.heappop(expiring)
-                self._room_log.append(key)
-            self._trim_room_log()
+        """``capacity`` of every candidate of ``fleet``, indexed and brought up to date
+        (see :meth:`RoomBook.rooms`). For the one thread that decides."""
+        return self.room_book.rooms(fleet)
 
     def current_targets(self, subject: Subject) -> list[Target]:
         binding, _ = self.binding(subject)
@@ -631,88 +517,6 @@ class Cache:
 
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.decisions.version(namespace, labels)
-
-
-ROOM_LOG = 1 << 16  # changed candidates remembered for Rooms indexes to catch up on
-
-
-@dataclass(slots=True)
-class _TrackedRooms:
-    """A fleet's Rooms, and how far it has caught up."""
-
-    rooms: Rooms
-    seen: int  # the room log's position it has read up to
-
-
-class _RoomMemo:
-    """A candidate's Room as worked out, and from what: valid while the status revision
-    and the placements' version are these, and until its oldest assumption expires."""
-
-    __slots__ = ("pending", "reported", "revision", "room", "until", "version")
-
-    def __init__(self, revision: int, version: int, until: float, room: Room,
-                 reported: Room, pending: _Pending) -> None:
-        self.revision = revision  # of the cluster's status (its report)
-        self.version = version  # of berth's placements on it
-        self.until = until  # when the oldest assumption counted expires (inf: none is)
-        self.room = room
-        self.reported = reported  # the report's part
-        self.pending = pending  # berth's part: what the report does not count yet
-
-
-class _Pending:
-    """What berth placed on a cluster that its report does not count yet, summed in
-    plain integers, and when the oldest placement counted was made (inf: none)."""
-
-    __slots__ = ("cpu", "memory", "pods", "scalar", "since")
-
-    def __init__(self, cpu: int, memory: int, pods: int, scalar: dict[str, int],
-                 since: float) -> None:
-        self.cpu = cpu
-        self.memory = memory
-        self.pods = pods
-        self.scalar = scalar  # never changed once made: updated() copies it
-        self.since = since
-
-    def updated(self, changes: list[UsageChange], placed: Mapping[str, int], now: float,
-                ttl: float) -> _Pending:
-        """These sums after ``changes``, as the report counting ``placed`` pods per
-        application leaves them unreported. A usage taken away was counted exactly as
-        when it was added: the report is the same, and nothing counted has expired."""
-        cpu, memory, pods, since = self.cpu, self.memory, self.pods, self.since
-        scalar: dict[str, int] | None = None
-        for before, after in changes:
-            for u, sign in ((before, -1), (after, 1)):
-                if u is None:
-                    continue
-                ask = _unreported(u, placed, now, ttl)
-                if ask is None:
-                    continue
-                if sign > 0:
-                    since = min(since, u.since)
-                cpu, memory, pods = (cpu + sign * ask.cpu, memory + sign * ask.memory,
-                                     pods + sign * ask.pods)
-                if ask.scalar:
-                    if scalar is None:
-                        scalar = dict(self.scalar)
-                    for name, amount in ask.scalar:
-                        scalar[name] = scalar.get(name, 0) + sign * amount
-        return _Pending(cpu, memory, pods, self.scalar if scalar is None else scalar, since)
-
-
-_NONE_PENDING = _Pending(0, 0, 0, {}, math.inf)
-
-
-def _unreported(u: Usage, placed: Mapping[str, int], now: float,
-                ttl: float) -> Resources | None:
-    """What usage ``u`` asks that a report counting ``placed`` pods per application does
-    not count yet (None: nothing, or its assumption is older than ``ttl``)."""
-    seen = placed.get(u.app, 0)
-    if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > ttl:
-        return None
-    whole = u.pods or 1
-    missing = u.pods - seen if u.pods else 1
-    return u.ask if missing == whole else u.ask.part(missing, whole)
 
 
 def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:
