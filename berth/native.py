@@ -19,9 +19,11 @@ module's dict, every time (``_BYTE_ORDINALS`` in ``ordinals``' inner loop,
 ``STEP`` in the rooms' columns). One a test changes stays a plain name
 (``ranking.DENSE_FROM``): compiled code would not see the change.
 
-Compiled or not, the modules do the same: they are the same source, and the
-suite runs on what setup built. :data:`STATUS` says which it is; each process
-logs it when it starts and the benchmarks print it.
+Compiled or not, the modules do the same: they are the same source. What ships
+(the image, the wheel, the systemd install) runs them plain, and so does the
+whole suite; the unit tests run again on what setup built, the reference-
+equivalence properties among them. :data:`STATUS` says which it is; each
+process logs it when it starts and the benchmarks print it.
 """
 
 from __future__ import annotations
@@ -42,9 +44,15 @@ OUT = ROOT / "build" / "native"
 MANIFEST = "manifest.json"
 GROUP = "berth_native"  # the shared library's name (mypyc's group)
 
-# What a decision runs through, module by module. A module listed here must
-# compile with mypyc and behave the same compiled (the suite runs on them).
-MODULES = (
+# What is compiled, and why each is: the kernels, where a decision computes (the
+# fleet's bitsets, the evaluation and ranking, the rooms and standing, selection,
+# the plugins, resource arithmetic); and the scheduler's own per-application path
+# (the loop and what it writes, its cache and what it keeps of each document),
+# which measured as much again (docs/development.md "The compiled hot path").
+# The plumbing shared by every process (the informer, the key layout, the queues)
+# stays plain: compiled, it measured within the noise. A module listed here must
+# compile with mypyc and behave the same compiled (the unit tests run on them).
+KERNELS = (
     "berth.store.documents.resources",
     "berth.store.labels",
     "berth.controllers.scheduler.framework.evaluation",
@@ -72,6 +80,18 @@ MODULES = (
     "berth.controllers.scheduler.plugins.topology_spread",
     "berth.controllers.scheduler.plugins.workload_affinity",
 )
+PER_APPLICATION = (
+    "berth.controllers.scheduler.binder",
+    "berth.controllers.scheduler.cache",
+    "berth.controllers.scheduler.decide",
+    "berth.controllers.scheduler.decisions",
+    "berth.controllers.scheduler.outcome",
+    "berth.controllers.scheduler.roombook",
+    "berth.controllers.scheduler.scheduler",
+    "berth.controllers.scheduler.subjects",
+    "berth.controllers.scheduler.sweep",
+)
+MODULES = KERNELS + PER_APPLICATION
 
 STATUS = "not loaded"
 

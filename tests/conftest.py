@@ -1,9 +1,10 @@
 """Fixtures shared by every test: a real etcd for the integration tests.
 
 A test that needs etcd and cannot start one fails with a message saying how
-to install it; nothing is skipped. The suite runs on the compiled hot path
-when it is built (``BERTH_NATIVE=0``: plain), loaded here before any test
-imports a module of it.
+to install it; nothing is skipped. The tests run on the compiled hot path
+when it is built, loaded here before any test imports a module of it;
+``BERTH_NATIVE=0`` runs them plain, as berth ships (the test command runs the
+whole suite so, and the unit tests compiled as well).
 """
 
 from __future__ import annotations

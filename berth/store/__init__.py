@@ -4,7 +4,7 @@ Everything else sees typed documents (:mod:`store.documents`), keys
 (:mod:`store.keys`), revisions, and the errors of :mod:`store.errors`.
 """
 
-from berth.store.client import KV, MAX_TXN_OPS, Delete, Fence, Op, Put, Store
+from berth.store.client import MAX_TXN_OPS, Store
 from berth.store.codec import decode, encode
 from berth.store.config import EtcdConfig
 from berth.store.errors import (
@@ -18,6 +18,7 @@ from berth.store.errors import (
     Unavailable,
 )
 from berth.store.lease import KeptLease
+from berth.store.ops import KV, Delete, Fence, Op, Put
 from berth.store.watch import Watch, WatchBatch, WatchEvent
 
 __all__ = [

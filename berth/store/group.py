@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Histogram
 
-from berth.store.client import MAX_TXN_OPS, Fence, Op, Store
+from berth.store.client import MAX_TXN_OPS, Store
 from berth.store.errors import Conflict, Deposed
+from berth.store.ops import Fence, Op
 
 GROUP = Histogram("berth_store_group_commit_writes", "Writes per grouped etcd transaction",
                   ["writer"], buckets=(1, 2, 4, 8, 16, 32, 64, 128))

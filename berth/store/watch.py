@@ -35,8 +35,9 @@ import msgspec
 import requests
 import tenacity
 
-from berth.store.client import GatewayKV, Store, b64, key_text, prefix_end, unb64
+from berth.store.client import Store
 from berth.store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
+from berth.store.ops import GatewayKV, b64, key_text, prefix_end, unb64
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from berth.store import EtcdConfig, Put, Store, Watch
-from berth.store.client import b64
+from berth.store.ops import b64
 from berth_testkit.figures import pct
 from berth_testkit.servers.etcd import EtcdServer
 

@@ -17,7 +17,7 @@ import pytest
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.store import encode, keys
-from berth.store.client import prefix_end
+from berth.store.ops import prefix_end
 from berth_testkit.scheduler_env import BerthProcess
 from tests.faults.system import (
     MOVE_TIMEOUT,

@@ -37,3 +37,15 @@ def test_no_file_points_outside_the_repository() -> None:
             if not target.is_relative_to(ROOT):
                 found.append(f"{name}: {m.group(0)}")
     assert not found, found
+
+
+def test_a_module_over_600_lines_says_why_at_its_top() -> None:
+    """docs/development.md's rule: a long module is split, or its docstring says why
+    it is not."""
+    long = []
+    for folder in ("berth", "testkit", "scripts"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text()
+            if len(text.splitlines()) > 600 and "Over 600 lines" not in text.split('"""')[1]:
+                long.append(str(path.relative_to(ROOT)))
+    assert not long, long

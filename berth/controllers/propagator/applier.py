@@ -32,6 +32,12 @@ the executor (``execute.py``: doing it on clusters) and the status writer
 
 A cluster that fails is retried with backoff and recorded; a manifest the
 cluster refuses as invalid is FAILED and left until its generation changes.
+
+Over 600 lines, on purpose: this is the propagator's one reconciler, and what
+is left here is what shares its indexes under its one lock (the event
+handlers that requeue, the facts a reconcile gathers, the ending it records).
+Each part that decides or acts on its own is a module of its own: the plan,
+the executor, the status writer, rollouts, health, drift, manifests.
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ Threads: the scheduling loop and the resync loop run supervised (a step that
 raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the
 Binding writer has its own thread; informers call the event handlers, which
 only touch the queue (its own lock) and flags.
+Over 600 lines, on purpose: what is left here is the state the scheduling
+thread owns (the queue's use, subjects waiting at permit, deferred work, the
+sweep in progress, the anti-flap record) and the handlers that feed it; what
+decides, orders a sweep, says what a Binding holds or writes it is a module of
+its own (decide, sweep, outcome, binder).
 """
 
 from __future__ import annotations
