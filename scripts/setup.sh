@@ -67,7 +67,7 @@ if ! command -v cc >/dev/null || ! "$here/.venv/bin/python" -c \
     2>/dev/null; then   # the compiled hot path needs a C compiler and Python's headers
   step "C compiler and Python headers (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev'
 fi
-step "the scheduler's hot path compiled (mypyc, into build/native; ~80 s when it changed)" \
+step "the scheduler's hot path compiled (mypyc, into build/native; ~100 s when it changed)" \
   "$here/.venv/bin/python" "$here/scripts/build-native.py"
 step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
 step "kubernetes control plane and kwok (built once into $cache; the first time ~6 min)" \
