@@ -1,10 +1,13 @@
 """Extension points: one small interface each; a plugin implements what it needs.
 
 The Kubernetes framework's points, in the order one attempt runs them:
-queue-sort, pre-filter, filter, post-filter, pre-score, score (+ normalize),
-reserve / unreserve, permit, pre-bind, bind, post-bind. Each point, and each
-optional form a plugin may offer at one (a set form, a batch, a description
-for the explanation), is a Protocol here; :mod:`enabled` binds a profile's
+queue-sort, pre-filter, filter, post-filter, score (+ normalize), reserve /
+unreserve, permit, pre-bind, bind, post-bind. There is no pre-score point: what
+Kubernetes' PreScore computes once for an attempt's scorers, a score plugin here
+computes once per fleet (``score_base``) or per signature (``cacheable``).
+
+Each point, and each optional form a plugin may offer at one (a set form, a
+batch, a description for the explanation), is a Protocol here; :mod:`enabled` binds a profile's
 plugins to them once, when the framework is built, and the runner calls each
 through the Protocol it was bound as.
 
@@ -116,14 +119,6 @@ class FilterSet(Named, Protocol):
 class PostFilter(Named, Protocol):
     def post_filter(
         self, state: CycleState, subject: Subject, rejected: Mapping[str, Status]
-    ) -> Status: ...
-
-
-@runtime_checkable
-class PreScore(Named, Protocol):
-    def pre_score(
-        self, state: CycleState, subject: Subject, candidates: list[Candidate],
-        snapshot: Snapshot,
     ) -> Status: ...
 
 
@@ -276,7 +271,6 @@ EXTENSION_POINTS: dict[str, type] = {
     "preFilter": PreFilter,
     "filter": Filter,
     "postFilter": PostFilter,
-    "preScore": PreScore,
     "score": Score,
     "reserve": Reserve,
     "permit": Permit,

@@ -11,7 +11,6 @@ that already runs somewhere is being rescheduled, not gang-placed: it passes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +48,3 @@ class Gang(Plugin):
         group = self._waiting.get((subject.ref.namespace, subject.gang.name))
         if group is not None:
             group.discard(subject.key)
-
-    def deadline(self) -> float:
-        return time.monotonic() + self.timeout
