@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import requests
@@ -41,6 +41,9 @@ from berth.store.errors import (
 from berth.store.keys import ROOT
 from berth.store.link import Link
 from berth.store.ops import KV, Delete, Fence, Op, Put, b64, prefix_end
+
+if TYPE_CHECKING:
+    from berth.store.watch import Watch
 
 log = logging.getLogger(__name__)
 
@@ -503,6 +506,14 @@ class Store:
         except StoreError as exc:
             if "not found" not in str(exc):
                 raise
+
+    def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = False,
+              idle_timeout: float = 30.0) -> Watch:
+        """The changes under ``prefix`` from ``start_revision`` on (:class:`Watch`): how
+        every watcher of this store watches it."""
+        from berth.store.watch import Watch  # the watch is built on this module
+
+        return Watch(self, prefix, start_revision, prev_kv=prev_kv, idle_timeout=idle_timeout)
 
     def close(self) -> None:
         self.session.close()

@@ -46,6 +46,7 @@ from berth.controllers.metrics_cache.providers.base import (
 )
 from berth.controllers.metrics_cache.writer import ValueWriter
 from berth.controllers.runtime import Event, EventType, Informer
+from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Deposed, Store, StoreError, keys
 from berth.store.credentials import STORED, Credentials, completed
@@ -185,10 +186,14 @@ class Poller:
             except Exception as exc:
                 self.failure = Failure(UNKNOWN_PROVIDER, f"{plan.name}: {exc}")
         self.wake = threading.Event()
-        self.answered_at: float | None = None  # time.time() of the last poll it answered
+        self.answered_at: float | None = None  # the clock's time() of the last poll answered
         self._loop = Loop(f"poll {plan.name}", self._step,
                           deadline=self.interval * 2 + cache.config.timeout * 4 + 60.0)
-        self._loop.start()  # after the assignment: its first step reads self._loop
+
+    def start(self) -> None:
+        """Poll from now on, on the poller's own thread (once it is among the pollers:
+        its first poll may be recorded before ``start`` returns)."""
+        self._loop.start()
 
     @property
     def interval(self) -> float:
@@ -240,7 +245,7 @@ class Poller:
         POLLS.labels(self.plan.name, "error" if failed else "ok").inc()
         if not readings or any(not isinstance(r, Failure) or r.reason != UNREACHABLE
                                for r in readings.values()):
-            self.answered_at = time.time()
+            self.answered_at = self.cache.clock.time()
         kind = self.plan.doc.spec.effective_type() if self.plan.doc else "unknown"
         self.cache.record(self.plan.key, wanted, readings, ProviderInfo(self.plan.name, kind))
 
@@ -253,9 +258,11 @@ class Poller:
 
 
 class MetricsCache:
-    def __init__(self, store: Store, config: MetricsCacheConfig) -> None:
+    def __init__(self, store: Store, config: MetricsCacheConfig, *,
+                 clock: Clock = SYSTEM) -> None:
         self.store = store
         self.config = config
+        self.clock = clock  # when a value was observed, and how old it is
         r = keys.ROOT
 
         def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
@@ -328,7 +335,7 @@ class MetricsCache:
         for (provider, state), n in sorted(by.items()):
             series.add_metric([provider, state], n)
         yield series
-        now = time.time()
+        now = self.clock.time()
         age = GaugeMetricFamily(
             "berth_metrics_cache_value_age_seconds", "Seconds since the provider last "
             "answered a poll: the age of the newest values berth has from it",
@@ -418,7 +425,7 @@ class MetricsCache:
         with self._lock:
             self._generation += 1
             picture = MetricPicture(complete=self._complete, generation=self._generation,
-                                    updated=datetime.now(UTC))
+                                    updated=self.clock.now())
             try:
                 self.writer.publish(picture)
             except Deposed:
@@ -496,7 +503,8 @@ class MetricsCache:
         for pkey, plan in plans.items():
             running = self.pollers.get(pkey)
             if running is None:
-                self.pollers[pkey] = Poller(self, plan)
+                poller = self.pollers[pkey] = Poller(self, plan)
+                poller.start()
             elif plan.wanted != running.plan.wanted:
                 running.plan = plan
                 running.wake.set()  # new metrics: fetch them now
@@ -537,7 +545,7 @@ class MetricsCache:
         if self.writer is None or self._stop.is_set():
             return
         self._say_reachable(provider_key, provider, readings)
-        now = datetime.now(UTC)
+        now = self.clock.now()
         docs: list[tuple[str, MetricValue]] = []
         for w in wanted:
             reading = readings.get(w.query, Failure("UNKNOWN_METRIC", f"{w.query}: no answer"))

@@ -46,7 +46,7 @@ import dataclasses
 import logging
 import random
 import threading
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from prometheus_client import Counter, Histogram
@@ -71,6 +71,7 @@ from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, cluster_key
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
+from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.store import Invalid, Store, StoreError, decode, keys
@@ -138,8 +139,10 @@ class Applier:
     def __init__(self, store: Store, config: PropagatorConfig, *,
                  clusters: Informer[ClusterView], cluster_statuses: Informer[ClusterStatus],
                  connections: Connections, kubeconfigs: Kubeconfigs,
-                 shard: Shard | None = None, pods: Pods | None = None) -> None:
+                 shard: Shard | None = None, pods: Pods | None = None,
+                 clock: Clock = SYSTEM) -> None:
         self.store = store
+        self.clock = clock  # what a reconcile's facts are dated by (moves' and rollouts' times)
         self.pods = pods or _NoPods()  # what the observer's Pod watch says
         self.shard = shard  # None: this replica serves every cluster
         self.config = config
@@ -616,7 +619,7 @@ class Applier:
         app = App(meta.generation, meta.deleted is not None,
                   tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error,
                   rules, spec.conflictResolution == "Overwrite", spec.deletionPropagation)
-        now = datetime.now(UTC)
+        now = self.clock.now()
         owner = f"{ns}/{name}"
         health = {cid: self._copy(cid, owner, have, rules, now)
                   for cid, have in recorded.applied.items()

@@ -208,7 +208,7 @@ class LeaderElection:
             self._seen_leader = holder
             log.info("election %s: %s leads; %s stands by", self.process, holder,
                      self.identity)
-        self._watch = Watch(self.store, self.key, current.mod_revision + 1, idle_timeout=self.ttl)
+        self._watch = self.store.watch(self.key, current.mod_revision + 1, idle_timeout=self.ttl)
         try:
             for batch in self._watch:
                 if any(ev.key == self.key and ev.type == "DELETE" for ev in batch.events):

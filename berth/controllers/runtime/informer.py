@@ -272,9 +272,8 @@ class Informer(Generic[T]):
                 if not self.synced.is_set():
                     self._relist()
                 failures = 0
-                self._watch = Watch(
-                    self.store, self.prefix, self.revision + 1, idle_timeout=self.idle_timeout
-                )
+                self._watch = self.store.watch(self.prefix, self.revision + 1,
+                                               idle_timeout=self.idle_timeout)
                 if self._stop.is_set():
                     return
                 for batch in self._watch:

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from berth.controllers.runtime import Event, EventType, Informer, Item
+from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.controllers.scheduler.decisions import Decisions
 from berth.controllers.scheduler.framework import (
@@ -82,7 +81,9 @@ log = logging.getLogger(__name__)
 
 class Cache:
     def __init__(self, store: Store, *, idle_timeout: float = 30.0,
-                 assume_ttl: float = 300.0, picture_grace: float = 60.0) -> None:
+                 assume_ttl: float = 300.0, picture_grace: float = 60.0,
+                 clock: Clock = SYSTEM) -> None:
+        self.clock = clock
         def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
@@ -143,8 +144,8 @@ class Cache:
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
         self.decisions = Decisions(self.bindings, self.applications,
-                                   lambda key: self.room_book.changed(key))
-        self.room_book = RoomBook(self.status, self.decisions, assume_ttl)
+                                   lambda key: self.room_book.changed(key), clock=clock.time)
+        self.room_book = RoomBook(self.status, self.decisions, assume_ttl, clock=clock.time)
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.projects)
         for inf in candidates:
@@ -216,10 +217,10 @@ class Cache:
             return
         at: float | None = None
         if status.returned is not None:  # wall clock to this process's monotonic clock
-            ago = (datetime.now(UTC) - status.returned).total_seconds()
-            at = time.monotonic() - max(0.0, ago)
+            ago = (self.clock.now() - status.returned).total_seconds()
+            at = self.clock.monotonic() - max(0.0, ago)
         elif was not in (None, "ONLINE"):  # an observer that does not record it
-            at = time.monotonic()
+            at = self.clock.monotonic()
         if at is not None:
             with self._lock:
                 self._returned[event.key] = at
@@ -248,7 +249,7 @@ class Cache:
         if item is None or not isinstance(item.obj, MetricPicture) or not item.obj.complete:
             with self._lock:  # none, or incomplete: the last whole one stands in, a while
                 if self._unwhole_since is None:
-                    self._unwhole_since = time.monotonic()
+                    self._unwhole_since = self.clock.monotonic()
             return False
         seen = (item.mod_revision, item.obj.generation)
         with self._lock:
@@ -270,7 +271,7 @@ class Cache:
         with self._lock:
             since = self._unwhole_since
             if (since is None or self._expired or not self._published
-                    or time.monotonic() - since < self.picture_grace):
+                    or self.clock.monotonic() - since < self.picture_grace):
                 return False
             self._published = {}
             self._expired = (f"no whole picture of the metric values for "

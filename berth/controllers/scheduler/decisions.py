@@ -55,7 +55,7 @@ class Usage:
     app: str  # "<namespace>/<name>", as the cluster's capacity report counts its pods
     ask: Resources
     pods: int
-    since: float  # time.time() when this placement (or its share) was first seen
+    since: float  # seconds since the epoch when this placement (or its share) was first seen
 
 
 class UsageChange(NamedTuple):
@@ -90,7 +90,9 @@ class Token:
 
 class Decisions:
     def __init__(self, bindings: Source[BindingView], applications: Source[Subject],
-                 on_usage: Callable[[str], None] | None = None) -> None:
+                 on_usage: Callable[[str], None] | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock  # seconds since the epoch: when a placement was first seen
         self._bindings = bindings
         self._on_usage = on_usage  # told each candidate whose usage changed (lock held)
         self._applications = applications
@@ -322,7 +324,7 @@ class Decisions:
             for t in doc.spec.targets:
                 ask = app.demand.on(t.replicas)
                 new[_candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
-                                                                        time.time())
+                                                                        self._clock())
         changed: list[tuple[str, Usage | None, Usage | None]] = [
             (c, self._usage[c].pop(key, None), None) for c in old if c not in new]
         for c, u in new.items():

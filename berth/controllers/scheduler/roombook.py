@@ -18,7 +18,7 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from berth.controllers.runtime import Informer
@@ -38,8 +38,9 @@ class RoomBook:
     and ``rooms`` from the one that decides."""
 
     def __init__(self, status: Informer[ClusterStatus], decisions: Decisions,
-                 assume_ttl: float) -> None:
+                 assume_ttl: float, *, clock: Callable[[], float] = time.time) -> None:
         self.status = status
+        self.clock = clock  # seconds since the epoch, as assumptions are dated
         self.decisions = decisions
         # How long a placement's resources are assumed on a cluster that has not reported
         # its pods: past that, its report is believed (the pods may never come).
@@ -70,7 +71,7 @@ class RoomBook:
         cap = item.obj.status.capacity if item is not None else None
         if item is None or cap is None or cap.nodes == 0:
             return None  # no Nodes listed: nothing to judge by
-        now, ttl = time.time(), self.assume_ttl
+        now, ttl = self.clock(), self.assume_ttl
         hit = self._memo.get(candidate.key)
         version = self.decisions.usage_version(candidate.key)
         if hit is not None and hit.revision == item.mod_revision and now <= hit.until:
@@ -137,7 +138,7 @@ class RoomBook:
         brought up to date here: only candidates whose placements or reported capacity
         changed since, or whose oldest assumption has expired, are read again. For the
         one thread that decides."""
-        self._expire(time.time())
+        self._expire(self.clock())
         with self._lock:
             tracked: _TrackedRooms | None = fleet.structural.get(("rooms",))
             if tracked is None:

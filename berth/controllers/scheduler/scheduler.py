@@ -44,13 +44,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
 
 from berth.controllers.runtime import Event, EventType
+from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
@@ -114,14 +114,15 @@ def framework_for(config: SchedulerConfig) -> Framework:
 
 class Scheduler:
     def __init__(self, store: Store, config: SchedulerConfig, *,
-                 idle_timeout: float = 30.0) -> None:
+                 idle_timeout: float = 30.0, clock: Clock = SYSTEM) -> None:
         self.store = store
         self.config = config
+        self.clock = clock  # what deadlines, deferral and Bindings' times are read from
         # The leader term this scheduler decides in (0: unfenced, as in tests): every
         # Binding it writes requires it and records it.
         self.term = store.fence.term if store.fence is not None else 0
         self.cache = Cache(store, idle_timeout=idle_timeout, assume_ttl=config.assume_ttl,
-                           picture_grace=config.metric_picture_grace)
+                           picture_grace=config.metric_picture_grace, clock=clock)
         self.framework = framework_for(config)
         self.queue = SchedulingQueue(
             self._sort_key, initial_backoff=config.backoff.initial,
@@ -129,13 +130,14 @@ class Scheduler:
         self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
                                     batch=config.bind_batch, retry=self.queue.add,
                                     say=log.info)
-        self.antiflap = AntiFlap(config.anti_flap)  # the scheduling loop's own
+        self.antiflap = AntiFlap(config.anti_flap, clock=clock.monotonic,
+                                 now=clock.now)  # the scheduling loop's own
         self._resync = threading.Event()
         self._burst = threading.Event()  # a change that may be one of several at once
         # A change other than a metric picture since the last sweep began: every
         # unschedulable subject is tried again then, not only those metric values help.
         self._beyond_metrics = threading.Event()
-        self._next_periodic = time.monotonic() + config.reschedule_after
+        self._next_periodic = clock.monotonic() + config.reschedule_after
         self._last_activation = 0.0
         # Subjects that may fit once placements change: key → whether a new placement
         # can help (workload affinity) or only one that goes away (anti-affinity).
@@ -256,7 +258,7 @@ class Scheduler:
         if self._loops[1].stopping:
             return
         changed = self.cache.expire_picture() or changed
-        now = time.monotonic()
+        now = self.clock.monotonic()
         added, removed = self._placements_added.is_set(), self._placements_removed.is_set()
         if (added or removed) and now - self._last_activation >= ACTIVATE_EVERY:
             self._placements_added.clear()
@@ -324,7 +326,7 @@ class Scheduler:
             return "queued"
         outcome = decide(self.framework, subject, self.cache, current,
                          keep_current=subject.placement.ignored_during_execution,
-                         defer=self.deferral)
+                         defer=self.deferral, now=self.clock.time())
         if (isinstance(outcome, Decision)
                 and shares(outcome.targets) == shares(binding.spec.targets)
                 and binding.status.state == "Scheduled" and not binding.status.reason):
@@ -459,7 +461,7 @@ class Scheduler:
                 and binding.spec.generation == subject.generation)
         return self._act(subject, binding, current,
                          decide(self.framework, subject, self.cache, current, keep_current=keep,
-                                defer=self.deferral))
+                                defer=self.deferral, now=self.clock.time()))
 
     def _act(self, subject: Subject, binding: BindingView | None, current: list[Target],
              outcome: Decision | Deferred | NoFit) -> str:
@@ -484,7 +486,7 @@ class Scheduler:
             status = self.framework.permit(state, subject, new)
         if status.code is Code.WAIT:
             self._waiting[subject.key] = _Held(outcome, binding,
-                                               time.monotonic() + status.timeout)
+                                               self.clock.monotonic() + status.timeout)
             return "waiting"
         if not status.ok:
             self.framework.unreserve(state, subject, new)
@@ -517,7 +519,7 @@ class Scheduler:
         self._submit(subject, binding, [], "Pending", deferred.reason, deferred.explained)
         if self._deferred.get(subject.key) != deferred.start:
             self._deferred[subject.key] = deferred.start
-            self.queue.add_after(subject.key, max(0.0, deferred.start - time.time()) + 0.01)
+            self.queue.add_after(subject.key, max(0.0, deferred.start - self.clock.time()) + 0.01)
         return "deferred"
 
     def _optional(self, subject: Subject, binding: BindingView | None,
@@ -594,7 +596,7 @@ class Scheduler:
         return lambda: decision.explained(self.framework, self.cache, limit)
 
     def _expire_waiting(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for key, held in list(self._waiting.items()):
             if held.deadline > now:
                 continue
@@ -643,7 +645,7 @@ class Scheduler:
     def _write(self, subject: Subject, binding: BindingView | None,
                outcome: Outcome) -> Write | None:
         """The write ``outcome`` makes of ``binding``, now, in this leader's term."""
-        return binding_write(subject, binding, outcome, term=self.term, now=datetime.now(UTC),
+        return binding_write(subject, binding, outcome, term=self.term, now=self.clock.now(),
                              say=log.isEnabledFor(logging.INFO))
 
     def _forget(self, key: str) -> str:

@@ -1,0 +1,125 @@
+"""The Applier over etcd in memory, in-memory clusters and a clock the test moves: one
+reconcile at a time, called by the test, no server and no sleep.
+
+(The same promises against a real etcd and real Kubernetes control planes are in
+tests/integration/test_propagator*.py and test_available.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.controllers.propagator.applier import Applier
+from berth.controllers.propagator.config import PropagatorConfig
+from berth.controllers.propagator.credentials import Kubeconfigs
+from berth.controllers.propagator.kube import Connection, Connections
+from berth.controllers.propagator.views import ClusterView
+from berth.controllers.runtime import Informer
+from berth.store import decode, keys
+from berth.store.documents import (
+    ApplicationStatus,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ClusterStatus,
+    ObjectRef,
+    Target,
+)
+from berth_testkit.fakes.propagator import FakeCluster, Journal
+from berth_testkit.memory import FakeClock, MemoryStore
+from berth_testkit.scheduler_env import application, cluster, put
+
+
+class MemoryConnections(Connections):
+    """Every cluster key reaches its in-memory cluster (made when first asked for)."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(timeout=5.0)
+        self.journal = journal
+        self.clusters: dict[str, FakeCluster] = {}
+
+    def get(self, key: str, kubeconfig: dict[str, Any]) -> Connection:
+        name = key.rsplit("/", 1)[-1]
+        found = self.clusters.setdefault(name, FakeCluster(name, self.journal))
+        return found  # type: ignore[return-value]  # a ClusterClient, as a Connection is
+
+
+def bind(store: MemoryStore, app: str, *clusters: str, generation: int = 1) -> None:
+    """The Binding the scheduler would write."""
+    put(store, keys.binding_key("Application", "default", app), Binding(
+        BindingMeta(name=app, namespace="default"),
+        BindingSpec(ObjectRef("Application", app, "default"), generation,
+                    [Target("Cluster", c, "default") for c in clusters]),
+        BindingStatus(state="Scheduled")))
+
+
+def status(store: MemoryStore, app: str) -> ApplicationStatus:
+    kv = store.get(keys.status_key("Application", "default", app))
+    assert kv is not None
+    return decode(kv.value, ApplicationStatus, kv.key)
+
+
+class World:
+    def __init__(self) -> None:
+        self.store, self.clock, self.journal = MemoryStore(), FakeClock(), []
+        self.connections = MemoryConnections(self.journal)
+        self.clusters: Informer[ClusterView] = Informer(
+            self.store, keys.resource_prefix("Cluster"), ClusterView)
+        self.statuses: Informer[ClusterStatus] = Informer(
+            self.store, keys.status_prefix("Cluster"), ClusterStatus)
+        self.kubeconfigs = Kubeconfigs(self.store, idle_timeout=30.0)
+        self.applier = Applier(self.store, PropagatorConfig(), clusters=self.clusters,
+                               cluster_statuses=self.statuses, connections=self.connections,
+                               kubeconfigs=self.kubeconfigs, clock=self.clock)
+
+    def reconcile(self, app: str) -> None:
+        """Read etcd as the informers would now, then reconcile ``app`` once."""
+        for inf in (self.clusters, self.statuses, self.kubeconfigs.informer,
+                    *self.applier.informers):
+            inf.sync()
+        self.applier.reconcile(keys.resource_key("Application", app, "default"))
+
+
+def test_an_application_is_applied_where_its_binding_says_and_moved_without_downtime() -> None:
+    w = World()
+    cluster(w.store, "de")
+    cluster(w.store, "fr")
+    application(w.store, "web")
+    bind(w.store, "web", "de")
+    w.reconcile("web")
+    de = w.connections.clusters["de"]
+    assert [r.name for r in de.objects] == ["web"]
+    st = status(w.store, "web")
+    assert set(st.status.applied) == {"default/de"}
+
+    bind(w.store, "web", "fr")  # moved: applied on fr first, removed from de after
+    w.reconcile("web")
+    fr = w.connections.clusters["fr"]
+    assert [r.name for r in fr.objects] == ["web"]
+    w.reconcile("web")
+    assert ("apply", "fr", "web") in w.journal
+    assert w.journal.index(("apply", "fr", "web")) < w.journal.index(("delete", "de", "web"))
+    assert not de.objects
+    assert set(status(w.store, "web").status.applied) == {"default/fr"}
+
+
+def test_a_copy_not_available_in_time_is_degraded_once_the_clock_passes_its_timeout() -> None:
+    """The in-memory cluster reports a Deployment with no status: never available."""
+    w = World()
+    cluster(w.store, "de")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"replicas": 1}}
+    application(w.store, "web", manifest=[deployment])
+    bind(w.store, "web", "de")
+    w.reconcile("web")
+    w.reconcile("web")
+    st = status(w.store, "web").status
+    assert st.state == "PROGRESSING" and st.applied["default/de"].since == w.clock.now()
+    w.clock.advance(PropagatorConfig().move_timeout - 1)
+    w.reconcile("web")
+    assert status(w.store, "web").status.state == "PROGRESSING"
+    w.clock.advance(2)
+    w.reconcile("web")
+    st = status(w.store, "web").status
+    assert st.state == "DEGRADED"
+    assert "(not available 600 s after it was applied)" in st.reason
