@@ -88,7 +88,7 @@ def _plugin_args(profile: Profile) -> dict[str, dict[str, Any]]:
 def _takes(factory: Callable[..., Plugin]) -> frozenset[str]:
     """The arguments a registry entry's plugin takes (none for a factory that is not a
     Plugin class)."""
-    return factory.ARGS if isinstance(factory, type) and issubclass(factory, Plugin) else (
+    return factory.takes() if isinstance(factory, type) and issubclass(factory, Plugin) else (
         frozenset())
 
 

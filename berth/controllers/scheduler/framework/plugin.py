@@ -32,8 +32,9 @@ plugin without a set form is run with.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -41,6 +42,7 @@ from berth.controllers.scheduler.framework.fleet import Fleet
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import Status
 from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
+from berth.store.codec import field_error
 from berth.store.documents import Target
 
 if TYPE_CHECKING:
@@ -48,12 +50,20 @@ if TYPE_CHECKING:
     from berth.controllers.scheduler.framework.selection import Pool
 
 
+class NoArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The arguments of a plugin that takes none; a plugin's own are a Struct like it."""
+
+
+A = TypeVar("A", bound=msgspec.Struct)
+
+
 class Plugin:
-    """Base of every plugin: a name, and whether its filter can be memoized."""
+    """Base of every plugin: a name, its arguments' type, and whether its filter can be
+    memoized."""
 
     name: ClassVar[str] = ""
     cacheable: ClassVar[bool] = False
-    ARGS: ClassVar[frozenset[str]] = frozenset()  # the arguments it takes
+    Args: ClassVar[type[msgspec.Struct]] = NoArgs  # the arguments it takes, typed
     # Whether new metric values alone can change what its filter says (the Kubernetes
     # scheduler's queueing hints, for the one event berth has that Kubernetes does
     # not): a subject only plugins that do not read them rejected everywhere stays
@@ -61,11 +71,25 @@ class Plugin:
     reads_metric_values: ClassVar[bool] = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        self.args = dict(args or {})
-        unknown = sorted(set(self.args) - self.ARGS)
+        self.args = dict(args or {})  # as given
+        unknown = sorted(set(self.args) - self.takes())
         if unknown:
             raise ValueError(f"plugin {self.name}: unknown argument(s) {', '.join(unknown)}; "
-                             f"it takes: {', '.join(sorted(self.ARGS)) or 'none'}")
+                             f"it takes: {', '.join(sorted(self.takes())) or 'none'}")
+        self.typed(self.Args)
+
+    @classmethod
+    def takes(cls) -> frozenset[str]:
+        """The names of the arguments it takes."""
+        return frozenset(cls.Args.__struct_fields__)
+
+    def typed(self, type_: type[A]) -> A:
+        """The arguments given, as ``type_`` (its defaults for those not given); a
+        ValueError names the plugin and the argument."""
+        try:
+            return msgspec.convert(self.args, type_)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"plugin {self.name}: argument {field_error(exc)}") from None
 
 
 class Named(Protocol):

@@ -65,10 +65,10 @@ from berth.controllers.scheduler.framework.fleet import as_mask, bits_of
 from berth.controllers.scheduler.framework.helpers.replicas import current_share, divided
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.plugins.args import CapacityArgs, ResourceWeight
 from berth.store.documents.resources import Resources
 
 NAME = "Capacity"
-STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation")
 
 
 def _held(state: CycleState) -> set[str]:
@@ -104,23 +104,13 @@ DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))  # Kubernetes' scoringStrategy d
 _NATIVE: Final = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
-def _resources(value: Any) -> tuple[tuple[str, int], ...]:
-    """The ``resources`` argument: ``[{name: cpu, weight: 1}, ...]``."""
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"plugin {NAME}: resources must be a non-empty list of "
-                         f"{{name, weight}}, not {value!r}")
+def _resources(given: list[ResourceWeight]) -> tuple[tuple[str, int], ...]:
+    """The ``resources`` argument (``[{name: cpu, weight: 1}, ...]``): each listed once."""
     out: list[tuple[str, int]] = []
-    for i, item in enumerate(value):
-        name = item.get("name") if isinstance(item, dict) else None
-        weight = item.get("weight", 1) if isinstance(item, dict) else None
-        if (not isinstance(name, str) or not name or set(item) - {"name", "weight"}
-                or not isinstance(weight, int) or isinstance(weight, bool)
-                or not 1 <= weight <= 100):
-            raise ValueError(f"plugin {NAME}: resources[{i}] must be {{name: RESOURCE, "
-                             f"weight: 1-100}}, not {item!r}")
-        if name in (n for n, _ in out):
-            raise ValueError(f"plugin {NAME}: resources[{i}]: {name} is listed twice")
-        out.append((name, weight))
+    for i, r in enumerate(given):
+        if r.name in (n for n, _ in out):
+            raise ValueError(f"plugin {NAME}: argument resources[{i}]: {r.name} is listed twice")
+        out.append((r.name, r.weight))
     return tuple(out)
 
 
@@ -234,15 +224,13 @@ def _shortages(names: list[str], short: list[int]) -> dict[tuple[str, ...], int]
 
 class Capacity(Plugin):
     name = NAME
-    ARGS = frozenset({"strategy", "resources"})
+    Args = CapacityArgs
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        self.strategy = self.args.get("strategy", "LeastAllocated")
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"plugin {NAME}: strategy {self.strategy!r} is not one of "
-                             f"{', '.join(STRATEGIES)}")
-        self.resources = (_resources(self.args["resources"]) if "resources" in self.args
+        typed = self.typed(CapacityArgs)
+        self.strategy: str = typed.strategy
+        self.resources = (_resources(typed.resources) if typed.resources is not None
                           else DEFAULT_RESOURCES)
         # candidate key → (the Room described, its explanation entry): built once per Room
         self._described: dict[str, tuple[Room, dict[str, Any]]] = {}

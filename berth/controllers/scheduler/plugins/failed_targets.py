@@ -28,6 +28,7 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.plugins.args import FailedTargetsArgs
 
 NAME = "FailedTargets"
 FAILED = "failed-targets"  # the cycle state's entry: candidate key → seconds left
@@ -35,15 +36,11 @@ FAILED = "failed-targets"  # the cycle state's entry: candidate key → seconds 
 
 class FailedTargets(Plugin):
     name = NAME
-    ARGS = frozenset({"backoff"})
+    Args = FailedTargetsArgs
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        backoff = self.args.get("backoff", 900.0)
-        if not isinstance(backoff, int | float) or isinstance(backoff, bool) or backoff < 0:
-            raise ValueError(f"plugin {NAME}: backoff must be a number of seconds >= 0, not "
-                             f"{backoff!r}")
-        self.backoff = float(backoff)
+        self.backoff = self.typed(FailedTargetsArgs).backoff
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
         now = time.time()

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from berth.controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject, wait
+from berth.controllers.scheduler.plugins.args import GangArgs
 from berth.store.documents import Target
 
 NAME = "Gang"
@@ -22,11 +23,11 @@ NAME = "Gang"
 
 class Gang(Plugin):
     name = NAME
-    ARGS = frozenset({"timeout"})
+    Args = GangArgs
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        self.timeout = float(self.args.get("timeout", 30.0))
+        self.timeout = self.typed(GangArgs).timeout
         self._waiting: dict[tuple[str | None, str], set[str]] = {}
 
     def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:

@@ -33,6 +33,7 @@ from berth.controllers.scheduler.framework import (
     Subject,
 )
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.plugins.args import MetricScoreArgs
 
 NAME = "MetricScore"
 
@@ -60,11 +61,11 @@ class _Base:
 class MetricScore(Plugin):
     name = NAME
     cacheable = True
-    ARGS = frozenset({"stickiness_weight"})
+    Args = MetricScoreArgs
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        self.sticky_weight = float(self.args.get("stickiness_weight", 0.1))
+        self.sticky_weight = self.typed(MetricScoreArgs).stickiness_weight
         self._bases: dict[str, _Base] = {}
 
     def base(self, candidate: Candidate, snapshot: Snapshot) -> _Base:

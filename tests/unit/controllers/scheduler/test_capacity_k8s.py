@@ -82,7 +82,8 @@ def fw(*entries: tuple[str, dict[str, Any]]) -> Framework:
 def test_arguments_on_the_score_entry_count() -> None:
     capacity = fw(("score", {"strategy": "MostAllocated"})).instances["Capacity"]
     assert isinstance(capacity, Capacity) and capacity.strategy == "MostAllocated"
-    with pytest.raises(ValueError, match="strategy 'Bogus'"):
+    with pytest.raises(ValueError, match="plugin Capacity: argument strategy: Invalid enum "
+                                         "value 'Bogus'"):
         fw(("score", {"strategy": "Bogus"}))
     with pytest.raises(ValueError, match="'strategy' is 'MostAllocated' in plugins.preFilter "
                                          "and 'LeastAllocated' in plugins.filter"):
@@ -93,8 +94,12 @@ def test_unknown_or_malformed_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown argument.*weights; it takes: resources, "
                                          "strategy"):
         fw(("score", {"weights": [1]}))
-    with pytest.raises(ValueError, match=r"resources\[0\] must be"):
+    with pytest.raises(ValueError, match=r"argument resources\[0\]\.weight: Expected 'int' >= 1"):
         fw(("score", {"resources": [{"name": "cpu", "weight": 0}]}))
+    with pytest.raises(ValueError, match=r"argument resources\[1\]: cpu is listed twice"):
+        fw(("score", {"resources": [{"name": "cpu"}, {"name": "cpu", "weight": 2}]}))
+    with pytest.raises(ValueError, match="argument resources: Expected 'array' of length >= 1"):
+        fw(("score", {"resources": []}))
     with pytest.raises(ValueError, match="unknown argument"):
         fw(("filter", {"strategy": "MostAllocated", "extra": 1}))
 

@@ -63,6 +63,10 @@ def test_an_extender_filters_in_one_batch_scores_in_bulk_and_may_veto_the_bind()
     ({"filter": [PluginSpec("NoSuchPlugin")]}, "plugins.filter: unknown plugin 'NoSuchPlugin'"),
     ({"permit": [PluginSpec("Capacity")]}, "plugins.permit: Capacity does not implement permit"),
     ({"score": [PluginSpec("Capacity", args={"nonsense": 1})]}, "unknown argument(s) nonsense"),
+    ({"permit": [PluginSpec("Gang", args={"timeout": "soon"})]},
+     "plugin Gang: argument timeout: Expected 'float', got 'str'"),
+    ({"filter": [PluginSpec("FailedTargets", args={"backoff": -1})]},
+     "plugin FailedTargets: argument backoff: Expected 'float' >= 0.0"),
     ({"filter": [PluginSpec("Capacity", args={"strategy": "MostAllocated"})],
       "score": [PluginSpec("Capacity", args={"strategy": "LeastAllocated"})]},
      "Capacity argument 'strategy' is 'MostAllocated' in plugins.filter and "
