@@ -29,6 +29,7 @@ Threads: the scheduling loop and the resync loop run supervised (a step that
 raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the
 Binding writer has its own thread; informers call the event handlers, which
 only touch the queue (its own lock) and flags.
+
 Over 600 lines, on purpose: what is left here is the state the scheduling
 thread owns (the queue's use, subjects waiting at permit, deferred work, the
 sweep in progress, the anti-flap record) and the handlers that feed it; what
@@ -259,11 +260,12 @@ class Scheduler:
             return
         changed = self.cache.expire_picture() or changed
         now = self.clock.monotonic()
+        paced = time.monotonic()  # pacing, not a decision: the system's time
         added, removed = self._placements_added.is_set(), self._placements_removed.is_set()
-        if (added or removed) and now - self._last_activation >= ACTIVATE_EVERY:
+        if (added or removed) and paced - self._last_activation >= ACTIVATE_EVERY:
             self._placements_added.clear()
             self._placements_removed.clear()
-            self._last_activation = now
+            self._last_activation = paced
             with self._placements_lock:
                 waiting = {k for k, wants_more in self._waiting_on_placements.items()
                            if removed or (added and wants_more)}
