@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -40,7 +40,7 @@ from berth.store.errors import (
 )
 from berth.store.keys import ROOT
 from berth.store.link import Link
-from berth.store.ops import KV, Delete, Fence, Op, Put, b64, prefix_end
+from berth.store.ops import KV, Delete, Fence, Op, Put, b64, key_text, prefix_end, unb64
 
 if TYPE_CHECKING:
     from berth.store.watch import Watch
@@ -310,6 +310,25 @@ class Store:
             if not reply.get("more") or not page:
                 return out, revision
             start = page[-1].key + "\0"
+
+    def keys_under(self, prefix: str, *, page: int = PAGE) -> Iterator[list[str]]:
+        """The keys under ``prefix`` (no values read), a page at a time, all as of the
+        revision of the first page: what a sweep over many keys walks."""
+        end = b64(prefix_end(prefix))
+        start, revision = prefix, 0
+        while True:
+            body: dict[str, Any] = {"key": b64(start), "range_end": end, "limit": page,
+                                    "keys_only": True}
+            if revision:
+                body["revision"] = revision
+            reply = self.call("kv/range", body, prefix)
+            revision = revision or int(reply["header"]["revision"])
+            found = [key_text(unb64(kv.get("key"))) for kv in reply.get("kvs") or []]
+            if found:
+                yield found
+            if not reply.get("more") or not found:
+                return
+            start = found[-1] + "\0"
 
     # -- writes -------------------------------------------------------------------
 

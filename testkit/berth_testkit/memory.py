@@ -112,9 +112,15 @@ class Memory:
 
     def _range(self, body: dict[str, Any]) -> dict[str, Any]:
         found = self._selected(body)
-        out = {**self._header(), "count": str(len(found))}
+        out: dict[str, Any] = {**self._header(), "count": str(len(found))}
+        limit = int(body.get("limit") or 0)
+        if limit and len(found) > limit:
+            found, out["more"] = found[:limit], True
         if not body.get("count_only"):
             out["kvs"] = [self._kv(k) for k in found]
+            if body.get("keys_only"):
+                for kv in out["kvs"]:
+                    del kv["value"]
         return out
 
     def _holds(self, compare: dict[str, Any]) -> bool:

@@ -90,9 +90,12 @@ class Write:
     base: int = 0  # the Binding's revision the decision was made on (0: none stored)
     follows: Write | None = None  # our own write of the key in flight when submitted
     said: str | None = None  # the log line saying the change, once written
+    # The ledger's records of the change, written with it: one, or more when this
+    # decision replaced others of the key before they were written (they were made).
+    records: tuple[Put, ...] = ()
 
     def __init__(self, subject_key: str, binding_key: str, doc: Binding | None,
-                 said: str | None = None) -> None:
+                 said: str | None = None, record: Put | None = None) -> None:
         self.subject_key = subject_key
         self.binding_key = binding_key
         self.value = encode(doc) if doc is not None else None
@@ -102,6 +105,17 @@ class Write:
         self.base = 0
         self.follows = None
         self.said = said
+        self.records = (record,) if record is not None else ()
+
+    @property
+    def ops(self) -> int:
+        """The transaction operations it takes."""
+        return 1 + len(self.records)
+
+    def absorb(self, older: Write) -> None:
+        """Take over the records of an older write of the key this one replaces."""
+        if older.records:
+            self.records = older.records + self.records
 
 
 class BindingWriter:
@@ -137,6 +151,9 @@ class BindingWriter:
                 self._drop([write])
                 return
             self._guard(write)
+            replaced = self._pending.get(write.binding_key)
+            if replaced is not None:
+                write.absorb(replaced)
             self._pending[write.binding_key] = write
             self._cond.notify()
 
@@ -144,6 +161,11 @@ class BindingWriter:
         """Write ``writes`` in one transaction (a gang): all bound, or all retried."""
         if not writes:
             return
+        if sum(w.ops for w in writes) > self.store.room >= len(writes):
+            log.warning("a group of %d Bindings and their ledger records exceeds one "
+                        "transaction: written without the records", len(writes))
+            for w in writes:
+                w.records = ()
         if len(writes) > min(MAX_GROUP, self.store.room):
             log.error("a group of %d Bindings exceeds one transaction; not bound", len(writes))
             for w in writes:
@@ -157,7 +179,9 @@ class BindingWriter:
                 return
             for w in writes:
                 self._guard(w)
-                self._pending.pop(w.binding_key, None)
+                replaced = self._pending.pop(w.binding_key, None)
+                if replaced is not None:
+                    w.absorb(replaced)
             self._groups.append(writes)
             self._cond.notify()
 
@@ -231,8 +255,7 @@ class BindingWriter:
                 group = self._groups.popleft() if self._groups else None
                 writes: list[Write] = []
                 if group is None:
-                    keys = list(self._pending)[: self.batch]
-                    writes = [self._pending.pop(k) for k in keys]
+                    writes = self._take()
                 for w in group or writes:
                     self._in_flight[w.binding_key] = w
             try:
@@ -258,6 +281,19 @@ class BindingWriter:
                     if self.say is not None:
                         self.say(Lines(said))
 
+    def _take(self) -> list[Write]:
+        """The oldest pending writes that fit in one transaction (under the lock)."""
+        writes: list[Write] = []
+        room = self.batch
+        for w in self._pending.values():
+            if w.ops > room:
+                break
+            room -= w.ops
+            writes.append(w)
+        for w in writes:
+            del self._pending[w.binding_key]
+        return writes
+
     def _deposed_by(self, exc: Deposed, writes: list[Write]) -> None:
         """Our term ended: nothing we hold is ours to write any more."""
         with self._cond:
@@ -277,6 +313,7 @@ class BindingWriter:
                 ops.append(Delete(w.binding_key, w.base))  # 0: only if still absent
             else:
                 ops.append(Put(w.binding_key, w.value, w.base))
+            ops.extend(w.records)
         return ops
 
     def _commit_group(self, writes: list[Write]) -> None:
@@ -364,7 +401,9 @@ class BindingWriter:
     def _requeue(self, writes: list[Write]) -> None:
         with self._cond:
             for w in writes:
-                self._pending.setdefault(w.binding_key, w)  # unless a newer one came
+                newer = self._pending.setdefault(w.binding_key, w)  # unless a newer came
+                if newer is not w:
+                    newer.absorb(w)
 
     def _failed(self, w: Write) -> None:
         if w.token is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from berth.controllers.runtime.config import dump_yaml, load_yaml
+from berth.controllers.runtime.ledger import LedgerConfig
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.controllers.scheduler.framework.profile import ExtenderSpec as Extender
 from berth.controllers.scheduler.framework.profile import PluginSpec
@@ -62,6 +63,7 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     deferral_margin: float = 120.0
     deferral_min_saving: float = 0.05
     anti_flap: AntiFlapConfig = msgspec.field(default_factory=AntiFlapConfig)
+    ledger: LedgerConfig = msgspec.field(default_factory=LedgerConfig)
     plugins: dict[str, list[PluginSpec]] = msgspec.field(default_factory=default_plugins)
     extenders: list[Extender] = []
 

@@ -13,15 +13,17 @@ read or written, so what a Binding says is tested without a scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from berth.controllers.scheduler.antiflap import HELD_PREFIX
 from berth.controllers.scheduler.binder import Write
-from berth.controllers.scheduler.framework import Subject
+from berth.controllers.scheduler.framework import Evaluation, Subject
+from berth.controllers.scheduler.record import placement_record
 from berth.controllers.scheduler.views import BindingView
+from berth.store import ledger
 from berth.store.documents import (
     Binding,
     BindingMeta,
@@ -43,6 +45,7 @@ class Outcome:
     state: str  # Scheduled, Pending or Unschedulable
     reason: str
     explained: Explained  # the explanation, built only if the Binding is written
+    evaluation: Evaluation | None = None  # what the attempt found (the ledger's record)
 
 
 def refs(ts: list[Target]) -> frozenset[TargetRef]:
@@ -62,14 +65,18 @@ def names(targets: list[Target]) -> str:
 
 
 def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcome, *,
-                  term: int, now: datetime, say: bool = True) -> Write | None:
+                  term: int, now: datetime, say: bool = True,
+                  failed: Mapping[str, float] | None = None) -> Write | None:
     """The Binding ``outcome`` makes of ``binding`` (None: there is none), as a write;
     None when an observer would see nothing change.
 
     A Scheduled Binding's reason is not compared (it sums up the fleet, which
     changes all the time); a held move's reason is, so a hold is written once
-    and cleared once. The time of scheduling is kept while the targets stay.
-    ``say``: make the log line that says a change of targets or state."""
+    and cleared once. The time of scheduling is kept while the targets stay, the
+    decision's id (its ledger record's) while the shares do. ``say``: make the log
+    line that says a change of targets or state. ``failed``: the targets the subject
+    could not become available on — given, the write carries the ledger's record of
+    the change (None: the ledger is off)."""
     ref = subject.ref
     new, state, reason = outcome.targets, outcome.state, outcome.reason
     same_targets = binding is not None and refs(binding.spec.targets) == refs(new)
@@ -82,12 +89,15 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         return None
     scheduled = binding.spec.scheduled if binding is not None and same_targets else (
         now if new else None)
+    decision = binding.spec.decision if binding is not None and same_shares else (
+        ledger.record_id(now) if new else "")
     doc = Binding(
         metadata=BindingMeta(name=ref.name, namespace=ref.namespace,
                              created=binding.metadata.created if binding else now,
                              modified=now),
         spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
-                         generation=subject.generation, targets=new, scheduled=scheduled),
+                         generation=subject.generation, targets=new, scheduled=scheduled,
+                         decision=decision),
         status=BindingStatus(state=state, reason=reason, explanation=outcome.explained(),
                              term=term),
     )
@@ -96,7 +106,13 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         was = names(binding.spec.targets) if binding is not None else "(new)"
         said = (f"{ref.kind} {ref.namespace or '-'}/{ref.name}: {was} → {names(new)}, "
                 f"{state} ({reason or '-'})")
-    return Write(subject.key, subject.binding_key, doc, said=said)
+    record = None
+    if failed is not None:
+        made = placement_record(subject, binding, doc, evaluation=outcome.evaluation,
+                                failed=failed)
+        if made is not None:
+            record = ledger.put(ref.kind, ref.namespace, ref.name, "scheduler", made)
+    return Write(subject.key, subject.binding_key, doc, said=said, record=record)
 
 
 __all__ = ["Explained", "Outcome", "binding_write", "names", "refs", "shares"]

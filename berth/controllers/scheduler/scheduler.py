@@ -52,6 +52,7 @@ from prometheus_client.metrics_core import Metric
 
 from berth.controllers.runtime import Event, EventType
 from berth.controllers.runtime.clock import SYSTEM, Clock
+from berth.controllers.runtime.ledger import Trimmer
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
@@ -60,7 +61,7 @@ from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoFit, decide
-from berth.controllers.scheduler.framework import Code, Framework, Subject
+from berth.controllers.scheduler.framework import Code, Evaluation, Framework, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.outcome import Explained, Outcome, binding_write, refs, shares
 from berth.controllers.scheduler.plugins import REGISTRY
@@ -71,6 +72,7 @@ from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumVi
 from berth.store import Store, keys
 from berth.store.documents import Target
 from berth.store.documents.pace import effective
+from berth.store.ledger import Stamps
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,13 @@ class Scheduler:
         self._sweep_idle = False  # a periodic sweep: only while the queue is empty
         self._loops = [Loop("scheduling", self._step, deadline=60.0),
                        Loop("resync", self._resync_step, deadline=60.0)]
+        self._stamps = Stamps()  # Bindings' times: a ledger id each, never one twice
+        self._stopping = threading.Event()
+        if config.ledger.enabled:
+            self.trimmer = Trimmer(store, config.ledger.retention, clock=clock)
+            self._next_trim = clock.monotonic() + 60.0  # not all at once with the start
+            self._loops.append(Loop("ledger-trim", self._trim_step,
+                                    deadline=max(600.0, 2 * config.ledger.trim_every)))
         self._to_binding = Stopwatch(TO_BINDING)
         self.cache.applications.add_handler(self._on_subject)
         self.cache.clusters.add_handler(self._on_subject)
@@ -199,6 +208,7 @@ class Scheduler:
                 and all(inf.alive() for inf in self.cache.informers))
 
     def stop(self) -> None:
+        self._stopping.set()
         for loop in self._loops:
             loop.halt()
         self._resync.set()
@@ -242,6 +252,15 @@ class Scheduler:
         finally:
             LATENCY.observe(time.perf_counter() - began)
             self.queue.done(key)
+
+    def _trim_step(self) -> None:
+        """Retire the ledger's records past retention, every ``trim_every`` seconds."""
+        left = self._next_trim - self.clock.monotonic()
+        if left > 0:
+            self._stopping.wait(min(left, 10.0))
+            return
+        self._next_trim = self.clock.monotonic() + self.config.ledger.trim_every
+        self.trimmer.trim()
 
     def _sweep_slice(self) -> None:
         assert self._sweep is not None
@@ -478,7 +497,8 @@ class Scheduler:
             limit = self.config.explain_limit
             return self._unschedulable(subject, binding, current, outcome.reason,
                                        lambda: outcome.explained(limit),
-                                       self.framework.metric_blind(outcome.evaluation))
+                                       self.framework.metric_blind(outcome.evaluation),
+                                       outcome.evaluation)
         held = self._hold(subject, binding, current, outcome)
         if held is not None:
             return held
@@ -518,7 +538,8 @@ class Scheduler:
     def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
         """Hold deferrable work Pending (no targets, the reason says until when) and come
         back at its start; a changed plan is written, an unchanged one is not."""
-        self._submit(subject, binding, [], "Pending", deferred.reason, deferred.explained)
+        self._submit(subject, binding, [], "Pending", deferred.reason, deferred.explained,
+                     deferred.evaluation)
         if self._deferred.get(subject.key) != deferred.start:
             self._deferred[subject.key] = deferred.start
             self.queue.add_after(subject.key, max(0.0, deferred.start - self.clock.time()) + 0.01)
@@ -572,7 +593,8 @@ class Scheduler:
             note["retry_in"] = round(held.retry_after, 3)
             self.queue.add_after(subject.key, held.retry_after + 0.01)
         self._submit(subject, binding, current, "Scheduled", held.reason,
-                     lambda: [note, *decision.explained(self.framework, self.cache, limit)])
+                     lambda: [note, *decision.explained(self.framework, self.cache, limit)],
+                     decision.evaluation)
         return "held"
 
     def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
@@ -585,7 +607,8 @@ class Scheduler:
                     self.queue.failed(d.subject.key)
                 return False
         writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, "Scheduled", d.reason,
-                                                                self._explainer(d)))
+                                                                self._explainer(d),
+                                                                d.evaluation))
                               for d, b in members) if w is not None]
         if len(members) > 1:
             self.writer.submit_group(writes)
@@ -626,10 +649,11 @@ class Scheduler:
         return c is not None and not c.deleted
 
     def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
-                       reason: str, explained: Explained, metric_blind: bool = False) -> str:
+                       reason: str, explained: Explained, metric_blind: bool = False,
+                       evaluation: Evaluation | None = None) -> str:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
-        self._submit(subject, binding, current, "Unschedulable", reason, explained)
+        self._submit(subject, binding, current, "Unschedulable", reason, explained, evaluation)
         self.queue.unschedulable_now(subject.key, metric_blind)
         if depends_on_placements(subject):
             assert subject.affinity is not None
@@ -639,16 +663,21 @@ class Scheduler:
         return "unschedulable"
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
-                state: str, reason: str, explained: Explained) -> None:
-        write = self._write(subject, binding, Outcome(new, state, reason, explained))
+                state: str, reason: str, explained: Explained,
+                evaluation: Evaluation | None = None) -> None:
+        write = self._write(subject, binding, Outcome(new, state, reason, explained, evaluation))
         if write is not None:
             self.writer.submit(write)
 
     def _write(self, subject: Subject, binding: BindingView | None,
                outcome: Outcome) -> Write | None:
-        """The write ``outcome`` makes of ``binding``, now, in this leader's term."""
-        return binding_write(subject, binding, outcome, term=self.term, now=self.clock.now(),
-                             say=log.isEnabledFor(logging.INFO))
+        """The write ``outcome`` makes of ``binding``, now, in this leader's term, with its
+        ledger record when the ledger is on."""
+        return binding_write(subject, binding, outcome, term=self.term,
+                             now=self._stamps.next(self.clock.now()),
+                             say=log.isEnabledFor(logging.INFO),
+                             failed=self.cache.failed(subject) if self.config.ledger.enabled
+                             else None)
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)

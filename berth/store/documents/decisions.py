@@ -32,6 +32,9 @@ class BindingSpec(msgspec.Struct, omit_defaults=True):
     generation: int  # the resource generation this decision was made for
     targets: list[Target] = []
     scheduled: datetime | None = None  # when targets last changed
+    # The ledger id of the decision that last changed targets or shares (its time):
+    # the propagator annotates what it applies with it (docs/ledger.md).
+    decision: str = ""
 
 
 class BindingStatus(msgspec.Struct, omit_defaults=True):

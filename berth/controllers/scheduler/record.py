@@ -1,0 +1,142 @@
+"""What the scheduler writes in the ledger with a Binding: the change, its trigger and
+the candidates in short (docs/ledger.md).
+
+:func:`placement_record` is pure: from the Binding as it was, the Binding about
+to be written and what the attempt found, it says whether an observer would
+want the change remembered — a placement, a move, a hold and its end, nothing
+fitting, deferred work, a new spec decided — and builds the
+:class:`~berth.store.documents.ledger.Record`. A Binding rewritten only because
+its summary changed (``7/12 clusters ...`` → ``8/12 ...``) is not recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from berth.controllers.scheduler.antiflap import HELD_PREFIX
+from berth.controllers.scheduler.framework import Evaluation, Subject
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
+from berth.controllers.scheduler.views import BindingView
+from berth.store.documents import Binding, Target
+from berth.store.documents import ledger as L
+
+BEST = 3  # candidates recorded besides the chosen ones and where it ran before
+
+
+def _shares(ts: list[Target]) -> dict[tuple[str, str | None, str], int | None]:
+    return {(t.kind, t.namespace, t.name): t.replicas for t in ts}
+
+
+def _key(t: Target) -> str:
+    return candidate_key(t.kind, t.namespace, t.name)
+
+
+def event(binding: BindingView | None, doc: Binding) -> str | None:
+    """What kind of change writing ``doc`` over ``binding`` is; None: nothing to record."""
+    new, status = doc.spec.targets, doc.status
+    held = status.reason.startswith(HELD_PREFIX)
+    if held:
+        return L.HELD
+    if binding is None:
+        return L.PLACED if new else _by_state(status.state)
+    old = binding.spec.targets
+    if _shares(old) != _shares(new):
+        if new and status.state == "Scheduled":
+            return L.MOVED if old else L.PLACED
+        return _by_state(status.state)
+    if binding.status.state != status.state:
+        return _by_state(status.state)
+    if binding.spec.generation != doc.spec.generation:
+        return L.KEPT
+    if binding.status.reason.startswith(HELD_PREFIX):
+        return L.RELEASED
+    if status.state == "Pending" and binding.status.reason != status.reason:
+        return L.DEFERRED  # a new plan
+    return None
+
+
+def _by_state(state: str) -> str:
+    return {"Unschedulable": L.UNSCHEDULABLE, "Pending": L.DEFERRED}.get(state, L.KEPT)
+
+
+def trigger(subject: Subject, binding: BindingView | None, evaluation: Evaluation | None,
+            failed: Mapping[str, float], metrics: list[str]) -> tuple[str, str]:
+    """Why the scheduler decided again: one of ``TRIGGERS``, and its particulars."""
+    if binding is None or not binding.spec.targets:
+        return "new", ""
+    if binding.spec.generation != subject.generation:
+        return "spec", f"generation {binding.spec.generation} → {subject.generation}"
+    rejected = evaluation.rejected if evaluation is not None else {}
+    for t in binding.spec.targets:
+        key = _key(t)
+        if key in failed:
+            return "failed-target", key
+        status = rejected.get(key)
+        if status is not None:
+            return ("taint" if status.plugin == TAINTS else "cluster",
+                    f"{key}: {status.plugin}: {status.reason}" if status.plugin
+                    else f"{key}: {status.reason}")
+        if evaluation is not None and key not in evaluation.fleet.by_key:
+            return "cluster", f"{key}: gone"
+    if metrics:  # scored by metric values: the ones the chosen were scored by
+        return "metrics", ", ".join(metrics)
+    return "scores", ""
+
+
+def candidates(doc: Binding, before: list[Target], evaluation: Evaluation | None,
+               chosen: set[str]) -> list[L.Candidate]:
+    """The best few candidates, every ``chosen`` one and where it ran before, in short."""
+    was = {_key(t) for t in before}
+    out: list[L.Candidate] = []
+    seen: set[str] = set()
+    for entry in doc.status.explanation:
+        name = entry.get("candidate")
+        if "score" not in entry or not isinstance(name, str):
+            continue
+        if len(out) >= BEST and name not in chosen and name not in was:
+            continue
+        seen.add(name)
+        out.append(L.Candidate(name=name, score=entry["score"], chosen=name in chosen,
+                               metrics=_values(entry.get("metrics"))))
+    rejected = evaluation.rejected if evaluation is not None else {}
+    for name in sorted(was - seen):
+        status = rejected.get(name)
+        out.append(L.Candidate(name=name, rejected=(
+            f"{status.plugin}: {status.reason}" if status is not None else "not feasible")))
+    return out
+
+
+def _values(metrics: Any) -> dict[str, float]:
+    if not isinstance(metrics, dict):
+        return {}
+    return {m: e["value"] for m, e in metrics.items()
+            if isinstance(e, dict) and isinstance(e.get("value"), int | float)}
+
+
+def placement_record(subject: Subject, binding: BindingView | None, doc: Binding, *,
+                     evaluation: Evaluation | None, failed: Mapping[str, float]
+                     ) -> L.Record | None:
+    """The ledger record of writing ``doc`` over ``binding``; None: nothing to remember."""
+    what = event(binding, doc)
+    if what is None:
+        return None
+    before = list(binding.spec.targets) if binding is not None else []
+    chosen = {_key(t) for t in doc.spec.targets}
+    note = doc.status.explanation[0] if doc.status.explanation else {}
+    if what == L.HELD and isinstance(note.get("would_move_to"), list):
+        chosen = {str(k) for k in note["would_move_to"]}  # what the decision chose
+    short = candidates(doc, before, evaluation, chosen)
+    metrics = sorted({m for c in short for m in c.metrics})
+    why, detail = trigger(subject, binding, evaluation, failed, metrics)
+    rule = str(note.get("held_back", "")) if what == L.HELD else ""
+    assert doc.metadata.modified is not None
+    return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,
+                    trigger=why, detail=detail, source=before, targets=list(doc.spec.targets),
+                    state=doc.status.state, reason=doc.status.reason, rule=rule,
+                    candidates=short,
+                    decision=doc.spec.decision)
+
+
+__all__ = ["candidates", "event", "placement_record", "trigger"]

@@ -1,0 +1,84 @@
+"""The ledger's records: what berth did to a resource, when and why, kept after etcd
+has compacted the revisions that did it (docs/ledger.md).
+
+A :class:`Record` is written by the process that acted, in the transaction of
+its act: the scheduler with the Binding it changes (a placement, a move, a held
+move, nothing fitting, deferred work), the propagator with the status it
+writes (each copy's health per cluster, each rollout step). Records are small
+on purpose — the candidates in short, not the Binding's whole explanation —
+because a fleet writes many of them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from berth.store.documents.decisions import Target
+
+# What the scheduler records (``Record.event``): a first placement, a move, a new
+# decision for a changed spec that kept its clusters, a move the anti-flap policy
+# held back and the end of that hold, nothing fitting, work deferred to a later start.
+PLACED, MOVED, KEPT, HELD, RELEASED, UNSCHEDULABLE, DEFERRED = (
+    "Placed", "Moved", "Kept", "Held", "Released", "Unschedulable", "Deferred")
+# ... and the propagator: a copy's health changed, a rollout took a step.
+HEALTH, ROLLOUT = "Health", "Rollout"
+
+# Why the scheduler decided again (``Record.trigger``).
+TRIGGERS = {
+    "new": "the resource had no placement yet",
+    "spec": "its spec changed (a new generation)",
+    "failed-target": "it could not become available on a cluster it was placed on",
+    "taint": "a cluster it was placed on got a taint it does not tolerate",
+    "cluster": "a cluster it was placed on became infeasible or went away",
+    "metrics": "metric values changed the candidates' scores",
+    "scores": "the candidates' scores changed (labels, capacity, spread)",
+    "operator": "an operator acted (a rollout approved, paused or resumed)",
+}
+
+
+class Candidate(msgspec.Struct, omit_defaults=True):
+    """A candidate as the decision saw it, in short: its score and the metric values it
+    was scored by (chosen ones), or why it was not feasible (where it ran before)."""
+
+    name: str  # namespace/name
+    score: float | None = None
+    chosen: bool = False
+    metrics: dict[str, float] = {}
+    rejected: str = ""
+
+
+class Change(msgspec.Struct, omit_defaults=True):
+    """One thing the propagator saw change on one cluster: a copy's health
+    (``Healthy`` → ``Degraded``), or a rollout's step (``started``, ``done``,
+    ``halted``, ``rolled back``, ``approved``)."""
+
+    cluster: str  # namespace/name
+    what: str  # "health" or "rollout"
+    was: str = ""
+    now: str = ""
+    detail: str = ""
+
+
+class Record(msgspec.Struct, tag_field="kind", tag="LedgerRecord", omit_defaults=True):
+    """One entry of a resource's ledger. Its key names the resource and the process
+    that wrote it (:mod:`berth.store.ledger`): the value does not repeat them."""
+
+    time: datetime
+    event: str
+    generation: int = 0
+    trigger: str = ""  # one of TRIGGERS (scheduler records)
+    detail: str = ""  # the trigger's particulars: which cluster, which taint
+    source: list[Target] = []  # where it was placed before (with shares)
+    targets: list[Target] = []  # where it is placed now
+    state: str = ""
+    reason: str = ""
+    rule: str = ""  # the anti-flap rule that held a move back
+    candidates: list[Candidate] = []
+    changes: list[Change] = []  # propagator records
+    decision: str = ""  # the id of the scheduler's record that placed what it reports on
+
+
+__all__ = ["DEFERRED", "HEALTH", "HELD", "KEPT", "MOVED", "PLACED", "RELEASED", "ROLLOUT",
+           "TRIGGERS", "UNSCHEDULABLE", "Candidate", "Change", "Record"]

@@ -1,0 +1,197 @@
+"""The scheduler's ledger records, written with the Bindings they explain, and the
+retention its leader applies — over etcd in memory and a clock the test moves.
+
+(The same records against a real etcd, across a restart and a leader change,
+are in tests/integration/test_ledger.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from berth.controllers.runtime.ledger import LedgerConfig, Trimmer
+from berth.controllers.scheduler.antiflap import AntiFlapConfig
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.scheduler import Scheduler
+from berth.store import Fence, ledger
+from berth.store.documents.ledger import Record
+from berth.store.errors import Deposed
+from berth_testkit.memory import FakeClock, MemoryStore
+from berth_testkit.scheduler_env import application, binding, cluster, metric, picture, value
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def run(store: MemoryStore, clock: FakeClock, config: SchedulerConfig | None = None
+        ) -> Iterator[Scheduler]:
+    s = Scheduler(store, config or SchedulerConfig(), clock=clock)
+    s.start(sync_timeout=5.0)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def records(store: MemoryStore, name: str, n: int) -> list[tuple[ledger.Entry, Record]]:
+    """The application's records once there are ``n`` (waiting on writes, not time)."""
+    store.memory.wait_until(
+        lambda: len(ledger.history(store, "Application", "default", name)[0]) >= n)
+    found, problems = ledger.history(store, "Application", "default", name)
+    assert problems == []
+    return found
+
+
+def test_a_placement_and_a_move_off_a_tainted_cluster_are_recorded_with_the_binding(
+        store: MemoryStore, clock: FakeClock) -> None:
+    cluster(store, "de", labels={"location": "DE"})
+    cluster(store, "fr", labels={"location": "FR"})
+    application(store, "web")
+    for _ in run(store, clock):
+        [(entry, first)] = records(store, "web", 1)
+        b = binding(store, "web")
+        assert b is not None
+        assert entry.by == "scheduler" and entry.id == b.spec.decision
+        assert first.time == clock.now() and first.event == "Placed" and first.trigger == "new"
+        assert [t.name for t in first.targets] == [b.spec.targets[0].name]
+        assert [c.name for c in first.candidates if c.chosen] == [
+            f"Cluster/default/{b.spec.targets[0].name}"]
+        there = b.spec.targets[0].name
+        other = "fr" if there == "de" else "de"
+
+        clock.advance(5.0)
+        cluster(store, there, labels={}, taints=[{"key": "maintenance",
+                                                  "effect": "NoSchedule"}])
+        _, (entry2, moved) = records(store, "web", 2)
+        assert moved.event == "Moved" and moved.trigger == "taint"
+        assert moved.detail.startswith(f"Cluster/default/{there}: TaintToleration")
+        assert [t.name for t in moved.source] == [there]
+        assert [t.name for t in moved.targets] == [other]
+        assert moved.time == clock.now() and entry2.id == binding(store, "web").spec.decision
+        [was] = [c for c in moved.candidates if c.name == f"Cluster/default/{there}"]
+        assert was.rejected.startswith("TaintToleration")
+
+
+def test_a_move_for_metrics_is_recorded_with_their_values_and_a_held_one_with_its_rule(
+        store: MemoryStore, clock: FakeClock) -> None:
+    for name in ("price_de", "price_fr"):
+        metric(store, name)
+    value(store, "price_de", 0.9)
+    value(store, "price_fr", 0.1)
+    picture(store)
+    cluster(store, "de", metrics={"price_de": 1.0})
+    cluster(store, "fr", metrics={"price_fr": 1.0})
+    application(store, "web")
+    config = SchedulerConfig(anti_flap=AntiFlapConfig(min_dwell=600.0))
+    for _ in run(store, clock, config):
+        [(_, placed)] = records(store, "web", 1)
+        assert [t.name for t in placed.targets] == ["de"]
+        [chosen] = [c for c in placed.candidates if c.chosen]
+        assert chosen.metrics == {"price_de": 0.9}
+
+        value(store, "price_de", 0.1)
+        value(store, "price_fr", 0.9)
+        picture(store)  # better elsewhere, but it moved less than 600 s ago
+        _, (_, held) = records(store, "web", 2)
+        assert held.event == "Held" and held.rule == "min_dwell"
+        assert held.trigger == "metrics" and "price" in held.detail
+        assert [t.name for t in held.targets] == ["de"]
+
+        clock.advance(601.0)
+        value(store, "price_fr", 0.95)
+        picture(store)
+        _, _, (_, moved) = records(store, "web", 3)
+        assert moved.event == "Moved" and moved.trigger == "metrics"
+        assert [t.name for t in moved.targets] == ["fr"]
+        [chosen] = [c for c in moved.candidates if c.chosen]
+        assert chosen.metrics == {"price_fr": 0.95}
+
+
+def test_no_record_is_written_when_the_ledger_is_off(store: MemoryStore,
+                                                       clock: FakeClock) -> None:
+    cluster(store, "de")
+    application(store, "web")
+    for _ in run(store, clock, SchedulerConfig(ledger=LedgerConfig(enabled=False))):
+        store.memory.wait_until(lambda: binding(store, "web") is not None)
+        assert store.count_prefix(ledger.LEDGER) == 0
+        assert binding(store, "web").spec.decision  # the decision still has its id
+
+
+# -- retention -----------------------------------------------------------------------
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+
+def write(store: MemoryStore, name: str, at: datetime, by: str = "scheduler",
+          reason: str = "") -> str:
+    op = ledger.put("Application", "default", name, by,
+                    Record(time=at, event="Placed", reason=reason))
+    store.commit([op])
+    return op.key
+
+
+def left(store: MemoryStore) -> list[str]:
+    return [k for page in store.keys_under(ledger.LEDGER) for k in page]
+
+
+def test_retention_keeps_the_newest_per_resource_and_writer_and_none_too_old(
+        store: MemoryStore) -> None:
+    web = [write(store, "web", NOW - timedelta(hours=i)) for i in range(5)]
+    health = [write(store, "web", NOW - timedelta(hours=i, minutes=1), "propagator")
+              for i in range(2)]
+    old = write(store, "db", NOW - timedelta(days=31))
+    db = write(store, "db", NOW - timedelta(days=29))
+    trimmer = Trimmer(store, ledger.Retention(keep=3, days=30), clock=FakeClock(NOW))
+    assert trimmer.trim() == 3
+    assert sorted(left(store)) == sorted([*web[:3], *health, db])
+    assert old not in left(store)
+    assert trimmer.trim() == 0
+
+
+def test_over_the_total_the_oldest_go_first_whoever_wrote_them(store: MemoryStore) -> None:
+    newest = [write(store, f"app-{i}", NOW - timedelta(hours=i), reason="x" * 200)
+              for i in range(6)]
+    size = ledger.parse(newest[0]).size
+    trimmer = Trimmer(store, ledger.Retention(max_bytes=3 * size + 10), clock=FakeClock(NOW))
+    assert trimmer.trim() == 3
+    assert sorted(left(store)) == sorted(newest[:3])
+
+
+def test_a_key_that_is_no_record_is_named_once_and_left_alone(
+        store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
+    bad = ledger.LEDGER + "applications/default/web/yesterday"
+    store.create(bad, b"garbage")
+    store.create(ledger.prefix("Application", "default", "web")
+                 + "20261128T010000.000000Z.scheduler.7", b"\xff\xfe not json")
+    write(store, "web", NOW)
+    trimmer = Trimmer(store, ledger.Retention(), clock=FakeClock(NOW))
+    trimmer.trim()
+    trimmer.trim()
+    assert [r.message for r in caplog.records].count(
+        f"ledger: {bad!r}: expected <id>.<scheduler|propagator>.<bytes>; left alone "
+        "(berth writes no such key)") == 1
+    assert bad in left(store)
+    found, problems = ledger.history(store, "Application", "default", "web")
+    assert len(found) == 1 and len(problems) == 2
+    assert all("skipped" in p for p in problems)
+
+
+def test_a_deposed_leaders_trimmer_deletes_nothing(store: MemoryStore) -> None:
+    write(store, "web", NOW - timedelta(days=40))
+    store.create("/berth/v1/leases/scheduler", b"leader")
+    term = store.get("/berth/v1/leases/scheduler")
+    assert term is not None
+    fenced = store.fenced(Fence("/berth/v1/leases/scheduler", term.create_revision))
+    store.delete("/berth/v1/leases/scheduler")  # the term is over
+    with pytest.raises(Deposed):
+        Trimmer(fenced, ledger.Retention(), clock=FakeClock(NOW)).trim()
+    assert len(left(store)) == 1
