@@ -53,7 +53,7 @@ from prometheus_client import Counter, Histogram
 
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import AppSecrets, Kubeconfigs
-from berth.controllers.propagator.drift import Ledger
+from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.execute import (
     HANDED_OVER,
     ClusterClient,
@@ -174,14 +174,14 @@ class Applier:
             store, keys.ROLLOUTS + "applications/", RolloutControl, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
-        self.writer = StatusWriter(store, self.statuses)
-        self.ledger = Ledger()
+        self.writer = StatusWriter(store, self.statuses, ledger=config.ledger, clock=clock)
+        self.own_writes = OwnWrites()
         self.book = Book(self._on_seen)  # what the clusters showed of berth's objects
         # Called after each object applied (cluster id, kind, the resourceVersion
         # stored): the drift watches start there.
         self.on_applied: list[OnApplied] = [
             lambda cid, _kind, ref, stored: self._seen_applied(cid, ref, stored)]
-        self.executor = Executor(self, self.ledger, self.on_applied,
+        self.executor = Executor(self, self.own_writes, self.on_applied,
                                  **({"gate": shard.serving} if shard is not None else {}))
         self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
         self._lock = threading.Lock()
@@ -236,8 +236,8 @@ class Applier:
         return [o for o in every if selects_application(o, namespace, name, labels)]
 
     def _rendered(self, targets: tuple[str, ...], bodies: tuple[dict[str, Any], ...],
-                  selecting: list[Override], namespace: str, name: str, generation: int
-                  ) -> tuple[dict[str, Rendered], dict[str, str]]:
+                  selecting: list[Override], namespace: str, name: str, generation: int,
+                  decision: str = "") -> tuple[dict[str, Rendered], dict[str, str]]:
         """Each target's copy as the overrides make it, and the targets whose copy cannot
         be rendered (why, naming the rule)."""
         rendered: dict[str, Rendered] = {}
@@ -256,7 +256,7 @@ class Applier:
                 continue
             if made.fingerprint:
                 made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name,
-                                                               generation))
+                                                               generation, decision))
             rendered[cid] = made
         return rendered, unrendered
 
@@ -416,7 +416,7 @@ class Applier:
                         "lost it", ref, cid, owner or "(none)", lost)
         if "/" not in owner:
             return
-        if not self.ledger.someone_else(cid, ref, meta.resourceVersion, meta.generation,
+        if not self.own_writes.someone_else(cid, ref, meta.resourceVersion, meta.generation,
                                         deleted=deleted):
             return
         namespace, _, name = owner.partition("/")
@@ -612,7 +612,8 @@ class Applier:
         manifest = (spec.manifest if meta.deleted is not None  # removal needs no data
                     else self.secrets.manifest(ns, name, meta.generation, spec.manifest))
         try:
-            bodies, error = tuple(objects(manifest, ns, name, meta.generation)), ""
+            bodies, error = tuple(objects(manifest, ns, name, meta.generation,
+                                          binding.spec.decision if binding else "")), ""
         except ManifestError as exc:
             bodies, error = (), str(exc)
         rules = tuple(spec.health)
@@ -630,7 +631,7 @@ class Applier:
         served = tuple(c for c in targets if owned is None or c in owned)
         selecting = self._selecting(ns, name, meta.labels) if not error else []
         rendered, unrendered = self._rendered(served, bodies, selecting, ns, name,
-                                              meta.generation)
+                                              meta.generation, binding.spec.decision)
         rollout = self._rollout(spec.rollout, spec.pace, recorded, meta.generation, targets,
                                 served, selecting, manifest, ns, name) if not error else Inputs()
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed

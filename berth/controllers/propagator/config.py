@@ -27,6 +27,7 @@ class PropagatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     move_timeout: float = 600.0
     # Seconds after which an object of a kind berth cannot judge counts as available.
     untracked_after: float = 60.0
+    ledger: bool = True  # record copies' health and rollout steps (docs/ledger.md)
 
     def __post_init__(self) -> None:
         for name in ("probe_interval", "probe_timeout", "request_timeout", "resync_interval",

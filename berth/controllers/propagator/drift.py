@@ -12,7 +12,7 @@ Otherwise a watch resumes from the last resourceVersion it saw (bookmarks
 keep it fresh), so renewing the request misses nothing. A
 cluster that does not allow watching is left to the periodic resync.
 
-The :class:`Ledger` tells berth's own writes from someone else's: it holds the
+The :class:`OwnWrites` tells berth's own writes from someone else's: it holds the
 resourceVersion each of berth's applies stored, and the newest one a watch
 showed while an apply was still in flight (that event may be ours, or a
 change made right after ours: only the versions can tell).
@@ -59,7 +59,7 @@ def newer(version: str, than: str) -> bool:
     return version != than
 
 
-class Ledger:
+class OwnWrites:
     """The resourceVersion and generation berth's last apply stored, per (cluster, object).
 
     A change made by someone else is a newer resourceVersion — but for kinds

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from berth.controllers.propagator.drift import Ledger
+from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.health import HEALTHY, Health, copy_of
 from berth.controllers.propagator.kube import OWNER, Kind, KubeObject, Rejected, Unavailable
 from berth.controllers.propagator.plan import (
@@ -128,10 +128,10 @@ def _always(_cid: str) -> AbstractContextManager[bool]:
 
 
 class Executor:
-    def __init__(self, clients: Clients, ledger: Ledger,
+    def __init__(self, clients: Clients, own_writes: OwnWrites,
                  on_applied: list[OnApplied] | None = None, gate: Gate = _always) -> None:
         self.clients = clients
-        self.ledger = ledger
+        self.own_writes = own_writes
         self.on_applied = on_applied if on_applied is not None else []
         self.gate = gate
 
@@ -205,7 +205,7 @@ class Executor:
                 continue
             if renew and ref in before.objects and ref.kind == "Job" and (
                     ref.api_version == "batch/v1"):
-                self.ledger.forget(cid, ref)  # a Job's template cannot change: run it anew
+                self.own_writes.forget(cid, ref)  # a Job's template cannot change: run it anew
                 client.delete(ref, propagation=app.propagation)
             stored = self._apply_one(client, cid, kind, ref, body, progress)
             done.append(ref)
@@ -226,16 +226,16 @@ class Executor:
 
     def _apply_one(self, client: ClusterClient, cid: str, kind: Kind, ref: KubeObjectRef,
                    body: dict[str, Any], progress: Progress) -> KubeObject:
-        self.ledger.begin(cid, ref)
+        self.own_writes.begin(cid, ref)
         try:
             stored = client.apply(kind, ref, body)
         except BaseException:
             APPLIES.labels("failed").inc()
-            self.ledger.end(cid, ref, None)
+            self.own_writes.end(cid, ref, None)
             raise
         APPLIES.labels("applied").inc()
         meta = stored.metadata
-        if self.ledger.end(cid, ref, meta.resourceVersion, meta.generation):
+        if self.own_writes.end(cid, ref, meta.resourceVersion, meta.generation):
             progress.drifted.add(cid)
             log.info("%s on cluster %s was changed by someone else right after berth "
                      "applied it", ref, cid)
@@ -349,7 +349,7 @@ class Executor:
         that could not be deleted."""
         left: list[KubeObjectRef] = []
         for obj in reversed(objs):
-            self.ledger.forget(cid, obj)
+            self.own_writes.forget(cid, obj)
             try:
                 current = client.get(obj)
                 if current is None:

@@ -50,6 +50,7 @@ FIELD_MANAGER = "berth"
 MANAGED_BY = "app.kubernetes.io/managed-by"  # label on every object berth applies
 OWNER = "berth.dev/application"  # annotation: "<namespace>/<name>" of the application
 GENERATION = "berth.dev/generation"  # annotation: the application's generation applied
+DECISION = "berth.dev/decision"  # annotation: the scheduler's decision that placed it
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 # The API server refuses an invalid object with 422 (or 400); a value of the

@@ -5,10 +5,13 @@ drift watches select on), the annotation ``berth.dev/application:
 <namespace>/<name>`` (which application a changed object belongs to) and the
 annotation ``berth.dev/generation``: the application's generation it was
 applied for, so that a health reading is only counted for the generation it
-was taken of (docs/rollouts.md). A workload's pod template gets the owner
-annotation too (not the generation: a new generation that leaves the
-template as it was restarts no Pod), so that the cluster observer can count
-the application's pods.
+was taken of (docs/rollouts.md); and ``berth.dev/decision``: the id of the
+scheduler's decision that placed it, its ledger record's, so that someone who
+finds the object on a cluster can ask berth why it is there (``berth history``).
+A workload's pod template gets the owner annotation too (not the generation
+nor the decision: a new generation that leaves the template as it was, or a
+move, restarts no Pod), so that the cluster observer can count the
+application's pods.
 Namespaces and CustomResourceDefinitions go first, as kubectl and Helm order
 them, so a manifest may bring the namespace or the CRD its other objects need.
 """
@@ -17,7 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.controllers.propagator.kube import FIELD_MANAGER, GENERATION, MANAGED_BY, OWNER
+from berth.controllers.propagator.kube import (
+    DECISION,
+    FIELD_MANAGER,
+    GENERATION,
+    MANAGED_BY,
+    OWNER,
+)
 
 _FIRST = {"Namespace": 0, "CustomResourceDefinition": 1}
 
@@ -47,13 +56,15 @@ def _mark_pods(obj: dict[str, Any], owner: str) -> dict[str, Any]:
     return {**obj, "spec": {**spec, "template": {**template, "metadata": tmeta}}}
 
 
-def _mark(obj: dict[str, Any], owner: str, generation: int) -> dict[str, Any]:
-    """``obj`` with berth's label, owner and generation annotations (and its pod
+def _mark(obj: dict[str, Any], owner: str, generation: int, decision: str) -> dict[str, Any]:
+    """``obj`` with berth's label, owner, generation and decision annotations (and its pod
     template's owner annotation)."""
     meta = _mapping(obj.get("metadata"))
+    ours = {OWNER: owner, GENERATION: str(generation)}
+    if decision:
+        ours[DECISION] = decision
     marked = {**meta, "labels": {**_mapping(meta.get("labels")), MANAGED_BY: FIELD_MANAGER},
-              "annotations": {**_mapping(meta.get("annotations")), OWNER: owner,
-                              GENERATION: str(generation)}}
+              "annotations": {**_mapping(meta.get("annotations")), **ours}}
     return _mark_pods({**obj, "metadata": marked}, owner)
 
 
@@ -61,15 +72,15 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def remark(bodies: tuple[dict[str, Any], ...], namespace: str, name: str, generation: int
-           ) -> tuple[dict[str, Any], ...]:
+def remark(bodies: tuple[dict[str, Any], ...], namespace: str, name: str, generation: int,
+           decision: str = "") -> tuple[dict[str, Any], ...]:
     """Bodies an override changed, marked as berth's again: no rule takes away what the
     drift watches, the owner check and the health of a generation rely on."""
-    return tuple(_mark(b, f"{namespace}/{name}", generation) for b in bodies)
+    return tuple(_mark(b, f"{namespace}/{name}", generation, decision) for b in bodies)
 
 
-def objects(manifest: list[Any], namespace: str, name: str, generation: int
-            ) -> list[dict[str, Any]]:
+def objects(manifest: list[Any], namespace: str, name: str, generation: int,
+            decision: str = "") -> list[dict[str, Any]]:
     """The manifest's objects, marked, in apply order; ManifestError if malformed."""
     out: list[tuple[int, int, dict[str, Any]]] = []
     seen: set[tuple[str, str, str | None, str]] = set()
@@ -91,6 +102,6 @@ def objects(manifest: list[Any], namespace: str, name: str, generation: int
             raise ManifestError(f"{where}: {obj['kind']} {meta['name']} appears twice")
         seen.add(ident)
         out.append((_FIRST.get(obj["kind"], 2), i,
-                    _mark(obj, f"{namespace}/{name}", generation)))
+                    _mark(obj, f"{namespace}/{name}", generation, decision)))
     return [body for _, _, body in sorted(out, key=lambda t: (t[0], t[1]))]
 

@@ -8,6 +8,10 @@ not a status document (garbage written by hand) at once — logged once; the
 last good status still guides the plan. Each write also requires the claims
 of the clusters the replica wrote about (``Doc.fences``): a replica that lost
 a cluster cannot land what it thought about it.
+
+A status written with a change an operator would want remembered — a copy's
+health on a cluster, a rollout's step (:mod:`.record`) — carries its ledger
+record in the same transaction (docs/ledger.md).
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from berth.controllers.propagator.record import copy_record
 from berth.controllers.runtime import Informer, Retry
+from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.store import Conflict, Delete, Deposed, Fence, Put, Store, StoreError, encode, keys
+from berth.store import ledger as L
 from berth.store.documents import ApplicationState, ApplicationStatus, StatusMeta
 from berth.store.group import GroupCommit
 
@@ -48,9 +55,13 @@ class Doc:
 
 
 class StatusWriter:
-    def __init__(self, store: Store, statuses: Informer[ApplicationStatus]) -> None:
+    def __init__(self, store: Store, statuses: Informer[ApplicationStatus], *,
+                 ledger: bool = True, clock: Clock = SYSTEM) -> None:
         self.store = store
         self.statuses = statuses
+        self.ledger = ledger  # write records with the statuses
+        self.clock = clock
+        self._stamps = L.Stamps()  # shared by the workers: a record's time, never twice
         self.group = GroupCommit(store, "application-status")  # concurrent reconciles' writes
         self._lock = threading.Lock()
         self._written: dict[str, tuple[ApplicationStatus | None, int]] = {}
@@ -91,9 +102,15 @@ class StatusWriter:
         written = ApplicationStatus(StatusMeta(doc.name, doc.namespace), new)
         if doc.garbage:
             log.error("%s held a value that is not a status document; replacing it", doc.key)
+        ops: list[Put | Fence] = [Put(doc.key, encode(written), doc.garbage or (
+            doc.revision if doc.old else 0)), *doc.fences]
+        record = copy_record(doc.old.status if doc.old else None, new,
+                             self.clock.now()) if self.ledger else None
+        if record is not None:
+            record.time = self._stamps.next(record.time)
+            ops.append(L.put("Application", doc.namespace, doc.name, "propagator", record))
         try:
-            rev = self.group.commit([Put(doc.key, encode(written), doc.garbage or (
-                doc.revision if doc.old else 0)), *doc.fences])
+            rev = self.group.commit(ops)
         except Deposed as exc:
             return Retry(f"{doc.key} not written: {exc}", after=0.5)
         except Conflict:

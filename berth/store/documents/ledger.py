@@ -50,12 +50,12 @@ class Candidate(msgspec.Struct, omit_defaults=True):
 
 
 class Change(msgspec.Struct, omit_defaults=True):
-    """One thing the propagator saw change on one cluster: a copy's health
-    (``Healthy`` → ``Degraded``), or a rollout's step (``started``, ``done``,
-    ``halted``, ``rolled back``, ``approved``)."""
+    """One thing the propagator saw change: the application's state (``RUNNING`` →
+    ``DEGRADED``), a copy's health on one cluster (``Healthy`` → ``Unhealthy``), or a
+    rollout's step (``started``, ``done``, ``halted``, ``rolled back``, ``approved``)."""
 
-    cluster: str  # namespace/name
-    what: str  # "health" or "rollout"
+    cluster: str  # namespace/name ("" for the application's state and its rollout)
+    what: str  # "state", "health" or "rollout"
     was: str = ""
     now: str = ""
     detail: str = ""

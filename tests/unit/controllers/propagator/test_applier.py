@@ -123,3 +123,33 @@ def test_a_copy_not_available_in_time_is_degraded_once_the_clock_passes_its_time
     st = status(w.store, "web").status
     assert st.state == "DEGRADED"
     assert "(not available 600 s after it was applied)" in st.reason
+
+
+def test_what_is_applied_names_the_decision_and_health_changes_are_in_the_ledger() -> None:
+    from berth.store import ledger
+
+    w = World()
+    cluster(w.store, "de")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"replicas": 1}}
+    application(w.store, "web", manifest=[deployment])
+    put(w.store, keys.binding_key("Application", "default", "web"), Binding(
+        BindingMeta(name="web", namespace="default"),
+        BindingSpec(ObjectRef("Application", "web", "default"), 1,
+                    [Target("Cluster", "de", "default")], decision="20261128T010000.000000Z"),
+        BindingStatus(state="Scheduled")))
+    w.reconcile("web")
+    w.reconcile("web")
+    [body] = w.connections.clusters["de"].objects.values()
+    assert body["metadata"]["annotations"]["berth.dev/decision"] == "20261128T010000.000000Z"
+    assert body["metadata"]["annotations"]["berth.dev/application"] == "default/web"
+    w.clock.advance(PropagatorConfig().move_timeout + 1)
+    w.reconcile("web")
+    found, problems = ledger.history(w.store, "Application", "default", "web")
+    assert problems == []
+    changes = [(c.what, c.cluster, c.was, c.now) for _, r in found for c in r.changes]
+    assert changes == [("state", "", "", "PENDING"), ("state", "", "PENDING", "PROGRESSING"),
+                       ("health", "default/de", "", "Progressing"),
+                       ("state", "", "PROGRESSING", "DEGRADED")], changes
+    assert all(e.by == "propagator" for e, _ in found)
+    assert found[-1][1].time == w.clock.now() and found[-1][1].state == "DEGRADED"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.controllers.propagator.drift import Ledger, newer
+from berth.controllers.propagator.drift import OwnWrites, newer
 from berth.controllers.propagator.execute import Executor, run
 from berth.controllers.propagator.kube import Kind
 from berth.controllers.propagator.plan import App, Facts, Finish, Progress, state
@@ -31,7 +31,7 @@ def reconcile(fleet: Fleet, app: App | None, was: ApplicationState, targets: tup
     facts = Facts(app, was, app.generation if app else None,
                   tuple(f"default/{t}" for t in targets), owner=OWNER)
     progress = Progress.start(was)
-    return run(facts, progress, Executor(fleet, Ledger()), sink), progress, sink
+    return run(facts, progress, Executor(fleet, OwnWrites()), sink), progress, sink
 
 
 def test_a_move_is_make_before_break() -> None:
@@ -127,33 +127,33 @@ def test_a_status_write_that_fails_stops_before_anything_is_applied() -> None:
 
 
 def test_the_ledger_tells_berths_writes_from_someone_elses() -> None:
-    ledger, x = Ledger(), ref("x")
-    ledger.begin("a", x)
-    assert not ledger.someone_else("a", x, "10")  # in flight: decided when it returns
-    assert not ledger.end("a", x, "11")  # what was seen is older than ours
-    assert not ledger.someone_else("a", x, "11")  # ours
-    assert not ledger.someone_else("a", x, "9")  # late news from before ours
-    assert ledger.someone_else("a", x, "12")  # after ours: someone else
-    ledger.begin("a", x)
-    assert not ledger.someone_else("a", x, "15")  # a change right after our apply ...
-    assert ledger.end("a", x, "14")  # ... is found when the apply returns
-    ledger.forget("a", x)
-    assert not ledger.someone_else("a", x, "20")  # berth deleted it
+    own_writes, x = OwnWrites(), ref("x")
+    own_writes.begin("a", x)
+    assert not own_writes.someone_else("a", x, "10")  # in flight: decided when it returns
+    assert not own_writes.end("a", x, "11")  # what was seen is older than ours
+    assert not own_writes.someone_else("a", x, "11")  # ours
+    assert not own_writes.someone_else("a", x, "9")  # late news from before ours
+    assert own_writes.someone_else("a", x, "12")  # after ours: someone else
+    own_writes.begin("a", x)
+    assert not own_writes.someone_else("a", x, "15")  # a change right after our apply ...
+    assert own_writes.end("a", x, "14")  # ... is found when the apply returns
+    own_writes.forget("a", x)
+    assert not own_writes.someone_else("a", x, "20")  # berth deleted it
     assert newer("b", "a") and not newer("7", "10")
 
 
 def test_a_change_seen_while_applying_marks_the_cluster_drifted() -> None:
     fleet = Fleet().add("a")
-    ledger = Ledger()
+    own_writes = OwnWrites()
 
-    class Racing(Ledger):
+    class Racing(OwnWrites):
         def end(self, cid: str, obj: KubeObjectRef, stored: str | None, generation: int = 0
                 ) -> bool:
-            ledger.someone_else(cid, obj, str(int(stored or 0) + 1))  # someone, right after
-            return ledger.end(cid, obj, stored, generation)
+            own_writes.someone_else(cid, obj, str(int(stored or 0) + 1))  # someone, right after
+            return own_writes.end(cid, obj, stored, generation)
 
         def begin(self, cid: str, obj: KubeObjectRef) -> None:
-            ledger.begin(cid, obj)
+            own_writes.begin(cid, obj)
 
     progress = Progress.start(ApplicationState())
     facts = Facts(App(1, bodies=(cm("x"),)), ApplicationState(), 1, ("default/a",))
@@ -179,7 +179,7 @@ def divided(fleet: Fleet, was: ApplicationState, shares: dict[str, int]
     facts = Facts(app, was, 1, tuple(f"default/{t}" for t in shares),
                   shares={f"default/{t}": n for t, n in shares.items()})
     progress = Progress.start(was)
-    return run(facts, progress, Executor(fleet, Ledger()), Sink(fleet.journal)), progress
+    return run(facts, progress, Executor(fleet, OwnWrites()), Sink(fleet.journal)), progress
 
 
 def replicas_on(fleet: Fleet, cluster: str) -> int:
@@ -215,17 +215,17 @@ def test_a_share_is_not_lowered_while_the_raise_failed() -> None:
 
 
 def test_a_status_only_change_of_a_kind_with_generations_is_not_drift() -> None:
-    ledger, web = Ledger(), KubeObjectRef("apps/v1", "Deployment", "web", "default")
-    ledger.begin("c", web)
-    assert not ledger.someone_else("c", web, "11", 1)  # the controller's status, mid-apply
-    assert not ledger.end("c", web, "10", 1)
-    assert not ledger.someone_else("c", web, "12", 1)  # status and annotations: same spec
-    assert ledger.someone_else("c", web, "13", 2)  # someone scaled it: a new generation
-    ledger.end("c", web, "14", 3)
-    assert ledger.someone_else("c", web, "15", 3, deleted=True)  # deleted: always drift
+    own_writes, web = OwnWrites(), KubeObjectRef("apps/v1", "Deployment", "web", "default")
+    own_writes.begin("c", web)
+    assert not own_writes.someone_else("c", web, "11", 1)  # the controller's status, mid-apply
+    assert not own_writes.end("c", web, "10", 1)
+    assert not own_writes.someone_else("c", web, "12", 1)  # status and annotations: same spec
+    assert own_writes.someone_else("c", web, "13", 2)  # someone scaled it: a new generation
+    own_writes.end("c", web, "14", 3)
+    assert own_writes.someone_else("c", web, "15", 3, deleted=True)  # deleted: always drift
     cm = ref("x")  # no generations: any newer version is someone else's
-    ledger.end("c", cm, "20")
-    assert ledger.someone_else("c", cm, "21")
+    own_writes.end("c", cm, "20")
+    assert own_writes.someone_else("c", cm, "21")
 
 
 def test_an_object_another_application_manages_is_not_taken_over() -> None:
@@ -353,7 +353,7 @@ def test_overrides_render_each_clusters_copy_and_a_change_reapplies_only_what_ch
     app = App(1, bodies=(cm("x"),))
     sink = Sink(fleet.journal)
     facts = rendered_facts(app, ApplicationState(), ("a", "b"), [zone_override(1, "z1")], {})
-    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, Ledger()), sink)
+    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, OwnWrites()), sink)
     assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
     assert "zone" not in fleet["a"].objects[ref("x")]["metadata"].get("labels", {})
     assert fleet["b"].objects[ref("x")]["metadata"]["labels"]["zone"] == "z1"
@@ -361,7 +361,7 @@ def test_overrides_render_each_clusters_copy_and_a_change_reapplies_only_what_ch
     assert end.state.applied["default/a"].overrides == []
     fleet.journal.clear()
     facts = rendered_facts(app, end.state, ("a", "b"), [zone_override(2, "z2")], {})
-    again = run(facts, Progress.start(end.state), Executor(fleet, Ledger()), sink)
+    again = run(facts, Progress.start(end.state), Executor(fleet, OwnWrites()), sink)
     assert isinstance(again, Finish)
     assert [j for j in fleet.journal if j[0] == "apply"] == [("apply", "b", "x")]  # b alone
     assert fleet["b"].objects[ref("x")]["metadata"]["labels"]["zone"] == "z2"
@@ -379,7 +379,7 @@ def test_a_copy_that_cannot_be_rendered_or_is_refused_fails_that_cluster_alone()
     app = App(1, bodies=(cm("x"),))
     facts = rendered_facts(app, ApplicationState(), ("a", "b"), [registry],
                            {"a": {"registry": "r.example"}})  # b has no such label
-    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, Ledger()),
+    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, OwnWrites()),
               Sink(fleet.journal))
     assert isinstance(end, Finish) and end.state is not None
     assert not end.retry  # not retried until the application or an override changes
@@ -391,7 +391,7 @@ def test_a_copy_that_cannot_be_rendered_or_is_refused_fails_that_cluster_alone()
     fleet["b"].refuse.add("x")
     labels = {"a": {"registry": "r.example"}, "b": {"registry": "r.example"}}
     facts = rendered_facts(app, ApplicationState(), ("a", "b"), [registry], labels)
-    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, Ledger()),
+    end = run(facts, Progress.start(ApplicationState()), Executor(fleet, OwnWrites()),
               Sink(fleet.journal))
     assert isinstance(end, Finish) and end.state is not None and not end.retry
     assert "refused by cluster default/b" in end.state.errors["default/b"]
@@ -399,7 +399,7 @@ def test_a_copy_that_cannot_be_rendered_or_is_refused_fails_that_cluster_alone()
     assert set(end.state.refused) == {"default/b"} and ref("x") in fleet["a"].objects
     fleet.journal.clear()
     facts = rendered_facts(app, end.state, ("a", "b"), [registry], labels)
-    again = run(facts, Progress.start(end.state), Executor(fleet, Ledger()),
+    again = run(facts, Progress.start(end.state), Executor(fleet, OwnWrites()),
                 Sink(fleet.journal))
     assert isinstance(again, Finish) and again.state is not None
     assert not [j for j in fleet.journal if j[0] == "apply"]  # not tried again
