@@ -12,10 +12,10 @@ from __future__ import annotations
 import msgspec
 
 from berth.controllers.runtime.config import dump_yaml, load_yaml
-from berth.controllers.runtime.ledger import LedgerConfig
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.controllers.scheduler.framework.profile import ExtenderSpec as Extender
 from berth.controllers.scheduler.framework.profile import PluginSpec
+from berth.controllers.scheduler.trim import LedgerConfig
 
 
 class Backoff(msgspec.Struct, forbid_unknown_fields=True):

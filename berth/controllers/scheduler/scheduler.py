@@ -52,7 +52,6 @@ from prometheus_client.metrics_core import Metric
 
 from berth.controllers.runtime import Event, EventType
 from berth.controllers.runtime.clock import SYSTEM, Clock
-from berth.controllers.runtime.ledger import Trimmer
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
@@ -68,6 +67,7 @@ from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.queue import SchedulingQueue
 from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.sweep import depends_on_placements, swept
+from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Store, keys
 from berth.store.documents import Target

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from berth.controllers.runtime.ledger import LedgerConfig, Trimmer
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.scheduler import Scheduler
+from berth.controllers.scheduler.trim import LedgerConfig, Trimmer
 from berth.store import Fence, ledger
 from berth.store.documents.ledger import Record
 from berth.store.errors import Deposed

@@ -1,4 +1,4 @@
-"""The ledger's settings and its one trimmer (docs/ledger.md "Retention").
+"""The ledger's settings and its one trimmer, the scheduler leader's (docs/ledger.md "Retention").
 
 Records are written by the process that acted, in its act's transaction
 (:mod:`berth.store.ledger`); the scheduler's leader retires them: every
