@@ -2,8 +2,8 @@
 
 An application: its spec in short, the scheduler's Binding (state, reason,
 targets, the best candidates), the propagator's status (state, what is on
-each cluster, errors) and its recent placements, read from etcd's history of
-the Binding. A cluster: its labels, metrics, taints and state, and the
+each cluster, errors) and its recent history, newest first, from the ledger
+(``berth history`` prints all of it). A cluster: its labels, metrics, taints and state, and the
 applications placed on it. A metric: its definition and current value.
 Other kinds: the document. Credentials are masked unless ``--show-secrets``.
 """
@@ -18,18 +18,19 @@ import yaml
 
 from berth.cli.etcd_options import open_store
 from berth.cli.get_cmd import document
+from berth.cli.history_cmd import lines, read
 from berth.cli.kinds import resolve
 from berth.cli.resources import Shown, age, decided, one, target_note
 from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
 
-HISTORY = 5  # placements shown
+HISTORY = 8  # ledger records shown
 
 
 def configure(p: argparse.ArgumentParser, _name: str) -> None:
     """``berth describe``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     p.description = ("Show a resource with what the scheduler, the propagator "
-                     "and the metrics-cache say of it, and its recent placements.")
+                     "and the metrics-cache say of it, and its recent history.")
     p.add_argument("kind")
     p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to -n's")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
@@ -133,10 +134,12 @@ def _application(store: Store, s: Shown) -> list[str]:
                        + (f" (from generation {r.stable})" if r.stable and r.stable !=
                           r.generation else "") + (f": {r.reason}" if r.reason else ""))
             out += [f"  Failed on {cid}: {why}" for cid, why in sorted(r.failed.items())]
-    history = placements(store, keys.binding_key("Application", s.namespace or "", s.name))
-    if history:
-        out.append("Placements (newest first, from etcd's history of the Binding):")
-        out += [f"  {line}" for line in history]
+    entries = read(store, s.namespace or "", s.name)
+    if entries:
+        head, *rows = lines(entries[-HISTORY:])
+        out.append(f"History (newest first, from the ledger; berth history {s.namespace}/"
+                   f"{s.name} for all {len(entries)}):")
+        out += [f"  {line}" for line in [head, *reversed(rows)]]
     return out
 
 
@@ -157,35 +160,6 @@ def placement(s: Shown) -> list[str]:
     if best:
         out.append("  Best:      " + ", ".join(
             f"{e['candidate'].rsplit('/', 1)[-1]} {e['score']:.4f}" for e in best))
-    return out
-
-
-def placements(store: Store, key: str, limit: int = HISTORY) -> list[str]:
-    """The Binding's last changes of targets, read back through etcd's revisions
-    (as far as compaction left them)."""
-    out: list[str] = []
-    kv = store.get(key)
-    last: tuple[str, ...] | None = None
-    seen = 0
-    while kv is not None and len(out) < limit and seen < 50:
-        seen += 1
-        try:
-            b = decode(kv.value, Binding, key)
-        except StoreError:
-            b = None
-        if b is not None:
-            targets = tuple(t.name for t in b.spec.targets)
-            if targets != last:
-                when = f"{b.spec.scheduled:%Y-%m-%dT%H:%M:%S}Z" if b.spec.scheduled else "-"
-                out.append(f"{when}  {', '.join(targets) or 'nowhere':<24} "
-                           f"{b.status.state}  (generation {b.spec.generation})")
-                last = targets
-        if kv.version <= 1:
-            break
-        try:
-            kv = store.get(key, revision=kv.mod_revision - 1)
-        except StoreError:  # compacted: that is as far back as etcd remembers
-            break
     return out
 
 

@@ -20,6 +20,7 @@ import msgspec
 from berth.bootstrap import LoadErrors, load
 from berth.cli import explain_overrides
 from berth.cli.etcd_options import open_store
+from berth.cli.history_cmd import read, render_then, then, when
 from berth.cli.kinds import resolve
 from berth.cli.resources import decided, table, target_note
 from berth.controllers.scheduler.config import SchedulerConfig, load_config
@@ -49,6 +50,9 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="with --what-if or --all: the scheduler's configuration (default: "
                    "the leading scheduler's, else the defaults)")
+    p.add_argument("--at", metavar="TIME",
+                   help="an application: where it ran at TIME and why, from the ledger "
+                   "(2026-11-28T01:00:00Z, a record id, or a duration ago: 2h)")
     p.add_argument("--cluster", metavar="[NAMESPACE/]NAME",
                    help="with overrides: this cluster's copy (default: every target's)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -130,6 +134,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"explain takes {', '.join(sorted(_KINDS))}: the kinds the scheduler "
                          f"places, not {kind}")
     store = open_store(args)
+    if args.at:
+        if kind != "Application" or args.every:
+            raise ValueError("--at explains an application from its ledger (without --all)")
+        answer = then(read(store, namespace, name), when(args.at))
+        if args.output == "json":
+            print(json.dumps(answer.to_builtins(), indent=2, default=str))
+        else:
+            print(render_then(namespace, name, answer))
+        return 0 if answer.decision is not None else 1
     if args.every:
         return every_candidate(args, store, kind, namespace, name)
     key = keys.binding_key(kind, namespace, name)

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "get": ("get_cmd", "list resources as a table (kubectl's manner)"),
     "describe": ("describe_cmd", "one resource with its Binding, status and history"),
     "explain": ("explain_cmd", "explain a scheduling decision"),
+    "history": ("history_cmd", "what berth did to an application and why (the ledger)"),
     "apply": ("apply_cmd", "create or update resources from YAML"),
     "delete": ("delete_cmd", "delete resources (an Application via the propagator)"),
     "wait": ("wait_cmd", "wait until resources meet a condition (kubectl's manner)"),

@@ -28,7 +28,7 @@ from berth.controllers.scheduler.framework.helpers.replicas import (
     total_replicas,
 )
 from berth.controllers.scheduler.framework.selection import explanation, select, summary, targets
-from berth.controllers.scheduler.framework.types import Snapshot
+from berth.controllers.scheduler.framework.types import Snapshot, candidate_key
 from berth.store.documents import Target
 from berth.store.documents.reasons import listed
 
@@ -50,12 +50,16 @@ class Decision:
             head = f"{self.unplaced} replicas wait for room; {head}"
         return head
 
-    def explained(self, framework: Framework, snapshot: Snapshot, limit: int
-                  ) -> list[dict[str, Any]]:
+    def explained(self, framework: Framework, snapshot: Snapshot, limit: int,
+                  before: Sequence[Target] = ()) -> list[dict[str, Any]]:
         """The explanation written into the Binding (built only when it is written): the
-        best ``limit`` candidates and every chosen one, the chosen with what the plugins
-        say of them (metric readings; the room a subject's requests found)."""
+        best ``limit`` candidates and every chosen one, the chosen — and where it ran
+        ``before``, if still feasible — with what the plugins say of them (metric
+        readings; the room a subject's requests found): why it went, and why it left."""
         state, subject = self.state, self.subject
+        chosen = {r.candidate.key for r in self.chosen}
+        left = [r for r in (self.evaluation.ranked.get(candidate_key(t.kind, t.namespace, t.name))
+                            for t in before) if r is not None and r.candidate.key not in chosen]
 
         def described(r: Ranked) -> dict[str, Any]:
             out: dict[str, Any] = {}
@@ -63,7 +67,7 @@ class Decision:
                 out.update(plugin.describe(state, subject, r.candidate, snapshot))
             return out
 
-        return explanation(self.evaluation, limit, self.chosen, described)
+        return explanation(self.evaluation, limit, [*self.chosen, *left], described)
 
 
 @dataclass(slots=True)

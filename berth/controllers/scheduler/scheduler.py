@@ -593,7 +593,8 @@ class Scheduler:
             note["retry_in"] = round(held.retry_after, 3)
             self.queue.add_after(subject.key, held.retry_after + 0.01)
         self._submit(subject, binding, current, "Scheduled", held.reason,
-                     lambda: [note, *decision.explained(self.framework, self.cache, limit)],
+                     lambda: [note, *decision.explained(self.framework, self.cache, limit,
+                                                        current)],
                      decision.evaluation)
         return "held"
 
@@ -607,7 +608,7 @@ class Scheduler:
                     self.queue.failed(d.subject.key)
                 return False
         writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, "Scheduled", d.reason,
-                                                                self._explainer(d),
+                                                                self._explainer(d, b),
                                                                 d.evaluation))
                               for d, b in members) if w is not None]
         if len(members) > 1:
@@ -616,9 +617,10 @@ class Scheduler:
             self.writer.submit(writes[0])
         return True
 
-    def _explainer(self, decision: Decision) -> Explained:
+    def _explainer(self, decision: Decision, binding: BindingView | None) -> Explained:
         limit = self.config.explain_limit
-        return lambda: decision.explained(self.framework, self.cache, limit)
+        before = binding.spec.targets if binding is not None else []
+        return lambda: decision.explained(self.framework, self.cache, limit, before)
 
     def _expire_waiting(self) -> None:
         now = self.clock.monotonic()

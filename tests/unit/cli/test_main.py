@@ -58,7 +58,7 @@ def test_every_subcommand_configures_and_has_the_etcd_options() -> None:
                 "cordon": ["cordon", "c1"], "uncordon": ["uncordon", "c1"],
                 "wait": ["wait", "app", "web", "--for", "delete"],
                 "completion": ["completion", "bash"],
-                "rollout": ["rollout", "status", "web"],
+                "rollout": ["rollout", "status", "web"], "history": ["history", "web"],
                 }.get(name, [name])
         args = parser(name).parse_args([*argv, "--etcd", "http://127.0.0.1:1"])
         assert args.etcd == "http://127.0.0.1:1" and callable(args.run), name

@@ -1,0 +1,202 @@
+"""``berth history [NS/]APP``: what berth did to an application and why, from the ledger.
+
+One line per record, oldest first: when, which process, what happened
+(placed, moved, held, a copy's health, a rollout step), why (the trigger and
+its particulars) and from where to where. Records that do not decode are
+named on stderr and skipped. ``berth explain application APP --at TIME``
+answers from the same records (:func:`then`): where the application ran at
+that time, the decision that put it there, and the propagator's last word
+before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+
+from berth.cli.etcd_options import open_store
+from berth.cli.resources import table
+from berth.store import Store, ledger
+from berth.store.documents import Target
+from berth.store.documents import ledger as L
+from berth.store.documents.durations import DurationError, seconds
+
+Entries = list[tuple[ledger.Entry, L.Record]]
+
+
+def configure(p: argparse.ArgumentParser, _name: str) -> None:
+    """``berth history``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
+    p.description = ("Print an application's ledger: every placement change with its "
+                     "trigger, every copy's health change and rollout step, oldest first.")
+    p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to -n's")
+    p.add_argument("-n", "--namespace", default="default", help="default: default")
+    p.add_argument("--since", metavar="TIME|DURATION",
+                   help="only records from then on: 2026-11-28T01:00:00Z, or 2h (ago)")
+    p.add_argument("--by", choices=ledger.WRITERS, help="only one process's records")
+    p.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
+    p.set_defaults(run=run)
+
+
+def when(text: str, now: datetime | None = None) -> datetime:
+    """A time as a user gives it: ISO 8601 (``2026-11-28T01:00:00Z``; no zone: UTC), a
+    record id, or a duration ago (``90m``, ``2h``, ``1d``). ValueError otherwise."""
+    text = text.strip()
+    try:
+        return ledger.id_time(text)
+    except ValueError:
+        pass
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    except ValueError:
+        pass
+    try:
+        return (now or datetime.now(UTC)) - timedelta(seconds=seconds(text))
+    except DurationError:
+        raise ValueError(f"{text!r} is not a time: say 2026-11-28T01:00:00Z, a record id "
+                         "(20261128T010000.000000Z) or a duration ago (90m, 2h, 1d)") from None
+
+
+def places(targets: list[Target]) -> str:
+    """``de-1, fr-2`` (divided: ``de-1=3, fr-2=2``), or ``nowhere``."""
+    return ", ".join(t.name if t.replicas is None else f"{t.name}={t.replicas}"
+                     for t in targets) or "nowhere"
+
+
+def what(r: L.Record) -> str:
+    """What a record says happened, in one cell."""
+    if r.changes:
+        return "; ".join(
+            (f"{c.cluster}: " if c.cluster else "") + (f"{c.was} → {c.now}" if c.was
+                                                        else c.now)
+            for c in r.changes)
+    moved = f"{places(r.source)} → {places(r.targets)}"
+    if r.event == L.HELD:
+        return f"stays on {places(r.targets)} ({r.rule or 'held'}): {r.reason}"
+    if r.event in (L.MOVED, L.PLACED):
+        return moved if r.source else f"→ {places(r.targets)}"
+    return f"{r.state} on {places(r.targets)}: {r.reason}" if r.reason else places(r.targets)
+
+
+def why(r: L.Record) -> str:
+    return f"{r.trigger} ({r.detail})" if r.detail else r.trigger or "-"
+
+
+def lines(entries: Entries, *, wide: bool = False) -> list[str]:
+    """The records as a table, oldest first."""
+    head = ["TIME", "BY", "EVENT", "TRIGGER", "WHAT"] + (["DECISION", "BEST"] if wide else [])
+    rows = [head]
+    for e, r in entries:
+        row = [f"{r.time:%Y-%m-%dT%H:%M:%S}Z", e.by, r.event, why(r), what(r)]
+        if wide:
+            row += [e.id if e.by == "scheduler" else r.decision or "-", ", ".join(
+                f"{c.name.rsplit('/', 1)[-1]} {c.score:.3f}" for c in r.candidates
+                if c.score is not None)]
+        rows.append(row)
+    return table(rows).split("\n")
+
+
+def read(store: Store, namespace: str, name: str) -> Entries:
+    """The application's records, oldest first; the undecodable named on stderr."""
+    entries, problems = ledger.history(store, "Application", namespace, name)
+    for p in problems:
+        print(f"berth: {p}", file=sys.stderr)
+    return entries
+
+
+def run(args: argparse.Namespace) -> int:
+    namespace, _, name = args.name.rpartition("/")
+    namespace = namespace or args.namespace
+    entries = read(open_store(args), namespace, name)
+    if args.since:
+        since = when(args.since)
+        entries = [(e, r) for e, r in entries if r.time >= since]
+    if args.by:
+        entries = [(e, r) for e, r in entries if e.by == args.by]
+    if args.output == "json":
+        print(json.dumps([{"id": e.id, "by": e.by, **msgspec.to_builtins(r)}
+                          for e, r in entries], indent=2))
+        return 0
+    if not entries:
+        print(f"no records for application {namespace}/{name} (its ledger is empty, or "
+              "retention removed them)", file=sys.stderr)
+        return 1
+    print("\n".join(lines(entries, wide=args.output == "wide")))
+    return 0
+
+
+@dataclass
+class Then:
+    """Where an application ran at a time, and why, from its ledger."""
+
+    at: datetime
+    decision: L.Record | None = None  # the scheduler's last record up to then
+    decision_id: str = ""
+    placed: L.Record | None = None  # the record that made its targets of then
+    state: str = ""  # the propagator's word of then
+    health: dict[str, str] = field(default_factory=dict)  # cluster → health then
+
+    def to_builtins(self) -> dict[str, object]:
+        return {"at": self.at.isoformat(), "state": self.state, "health": self.health,
+                "decision": (msgspec.to_builtins(self.decision) | {"id": self.decision_id})
+                if self.decision is not None else None,
+                "placed_by": msgspec.to_builtins(self.placed)
+                if self.placed is not None else None}
+
+
+def then(entries: Entries, at: datetime) -> Then:
+    """What the records up to ``at`` say of that moment."""
+    out = Then(at)
+    for e, r in entries:
+        if r.time > at:
+            break
+        if e.by == "scheduler":
+            out.decision, out.decision_id = r, e.id
+            if r.event in (L.PLACED, L.MOVED) or out.placed is None:
+                out.placed = r
+        for c in r.changes:
+            if c.what == "state":
+                out.state = c.now
+            elif c.what == "health":
+                if c.now == "removed":
+                    out.health.pop(c.cluster, None)
+                else:
+                    out.health[c.cluster] = c.now
+    return out
+
+
+def render_then(namespace: str, name: str, t: Then) -> str:
+    """``explain --at``'s answer, as text."""
+    head = f"Application {namespace}/{name} at {t.at:%Y-%m-%dT%H:%M:%S}Z (from the ledger)"
+    d = t.decision
+    if d is None:
+        return f"{head}: no record so early (placed later, or retention removed it)"
+    out = [head + ":", f"placed on: {places(d.targets)} ({d.state or '?'})"]
+    p = t.placed
+    if p is not None:
+        out.append(f"since:     {p.time:%Y-%m-%dT%H:%M:%S}Z, {p.event.lower()} "
+                   f"({why(p)}){' from ' + places(p.source) if p.source else ''}")
+    if d is not p:
+        out.append(f"then:      {d.event} at {d.time:%Y-%m-%dT%H:%M:%S}Z ({why(d)}): "
+                   f"{what(d)}")
+    out.append(f"reason:    {d.reason or '-'}")
+    shown = p if p is not None and p.candidates else d
+    if shown.candidates:
+        rows = [["CANDIDATE", "SCORE", "CHOSEN", "METRICS / WHY NOT"]]
+        for c in shown.candidates:
+            rows.append([c.name, f"{c.score:.4f}" if c.score is not None else "-",
+                         "yes" if c.chosen else "", c.rejected or " ".join(
+                             f"{m}={v:g}" for m, v in sorted(c.metrics.items()))])
+        out += ["candidates then:", *("  " + ln for ln in table(rows).split("\n"))]
+    if t.state or t.health:
+        out.append(f"propagator: {t.state or '?'}" + (" — " + ", ".join(
+            f"{c} {h}" for c, h in sorted(t.health.items())) if t.health else ""))
+    return "\n".join(out)
+
+
+__all__ = ["Then", "lines", "places", "read", "render_then", "then", "what", "when"]
