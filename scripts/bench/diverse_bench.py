@@ -3,7 +3,7 @@
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
         [--workloads [--no-requests]] [--changed SHARE] [--log-level LEVEL] [--config FILE]
-        [--profile PREFIX]
+        [--no-ledger] [--profile PREFIX]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -24,6 +24,9 @@
    state changes). Ratios to the floor.
 6. The scheduler's peak and final RSS, and (``--idle``) whether it stays flat
    while nothing happens.
+7. The ledger (docs/ledger.md): the records the scheduler wrote with its
+   Bindings, their count and mean size (``--no-ledger``: the scheduler writes
+   none; scripts/bench/ledger_bench.py compares the two).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import msgspec
 from scheduler_bench import batch_mean
 from workload import app_doc, cluster_capacity, cluster_doc
 
-from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
+from berth.store import EtcdConfig, Put, Store, Watch, encode, keys, ledger
 from berth.store.documents import Metadata, MetricValue, MetricValueStatus, ProviderInfo
 from berth_testkit.figures import pct
 from berth_testkit.scheduler_env import picture
@@ -225,6 +228,12 @@ def attempts(port: int) -> str:
     return ", ".join(out)
 
 
+def ledger_size(store: Store) -> tuple[int, int]:
+    """How many ledger records etcd holds, and their values' bytes (from their keys)."""
+    entries = [ledger.parse(k) for page in store.keys_under(ledger.LEDGER) for k in page]
+    return len(entries), sum(e.size for e in entries)
+
+
 def floor(store: Store, docs: list[bytes], size: int, prefix: str) -> float:
     ops = [Put(f"{prefix}{i:07d}", d) for i, d in enumerate(docs)]
     t0 = time.perf_counter()
@@ -254,6 +263,10 @@ def main() -> None:
                          "nothing (what issue #26 compares the workloads' rate with)")
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
     ap.add_argument("--config", metavar="FILE", help="the scheduler's configuration")
+    ap.add_argument("--ledger-samples", metavar="FILE",
+                    help="append up to 2,000 of the ledger's records to FILE (JSON lines)")
+    ap.add_argument("--no-ledger", action="store_true",
+                    help="the scheduler writes no ledger records (ledger.enabled: false)")
     ap.add_argument("--figures", metavar="FILE",
                     help="also write the figures as JSON (fleet_ratios.py reads them)")
     ap.add_argument("--profile", metavar="PREFIX",
@@ -261,6 +274,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.no_requests and not args.workloads:
         ap.error("--no-requests goes with --workloads")
+    if args.no_ledger:
+        if args.config:
+            ap.error("--no-ledger makes the configuration: with --config, say "
+                     "'ledger: {enabled: false}' in it")
+        args.config = str(ROOT / "diverse-bench-no-ledger.yaml")
+        Path(args.config).write_text("ledger:\n  enabled: false\n")
     rng = random.Random(args.seed)
 
     server = EtcdServer(progress_interval="1s",
@@ -328,6 +347,10 @@ def main() -> None:
               f"{cpu:.2f}s, etcd {etcd_cpu:.2f}s, this benchmark {own_cpu:.2f}s, "
               f"{spent / (waited * cores):.0%} of the machine; spread over every core "
               f"{spent / cores:.2f}s at least, scheduler/floor {spent / cores / f_all:.2f} at best")
+        records, record_bytes = ledger_size(store)
+        print(f"ledger: {records} records, {record_bytes / max(1, records):.0f} bytes each "
+              f"on average ({record_bytes / 2**20:.1f} MiB)")
+        figures.update(records=records, record_bytes=record_bytes / max(1, records))
         figures.update(apps_per_s=args.apps / took, cpu_us=cpu / args.apps * 1e6,
                        floor_ratio=took / f_all, floor_best=spent / cores / f_all,
                        peak_rss_mb=rss_mb(proc.pid), etcd_cpu_us=etcd_cpu / args.apps * 1e6,
@@ -377,6 +400,9 @@ def main() -> None:
                 print("reaction: nothing moved")
             print(f"  so far: {attempts(port)}")
             print(f"scheduler RSS after the reaction: {rss_mb(proc.pid, 'VmRSS'):.0f} MB")
+            after, after_bytes = ledger_size(store)
+            print(f"ledger after the reaction: {after - records} records more, "
+                  f"{(after_bytes - record_bytes) / max(1, after - records):.0f} bytes each")
 
         # -- latency at an offered rate
         if not args.no_latency:
@@ -408,6 +434,11 @@ def main() -> None:
                   f"{n_lat} apps): p50 {statistics.median(lat) * 1e3:.1f} ms, "
                   f"p99 {pct(lat, 0.99) * 1e3:.1f} ms, max {max(lat) * 1e3:.1f} ms")
             print(f"  so far: {attempts(port)}")
+        if args.ledger_samples:
+            kvs, _ = store.list_prefix(ledger.LEDGER)
+            with open(args.ledger_samples, "ab") as out:
+                for kv in kvs[-2000:]:  # the reaction's, if there was one
+                    out.write(kv.value + b"\n")
         time.sleep(5.0)
         print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")
