@@ -19,6 +19,7 @@ from berth.controllers.scheduler.framework import Evaluation, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
 from berth.controllers.scheduler.views import BindingView
+from berth.store import ledger
 from berth.store.documents import Binding, Target
 from berth.store.documents import ledger as L
 
@@ -111,7 +112,7 @@ def candidates(doc: Binding, before: list[Target], evaluation: Evaluation | None
 def _values(metrics: Any) -> dict[str, float]:
     if not isinstance(metrics, dict):
         return {}
-    return {m: e["value"] for m, e in metrics.items()
+    return {m: float(f"{e['value']:.6g}") for m, e in metrics.items()  # 6 digits: enough
             if isinstance(e, dict) and isinstance(e.get("value"), int | float)}
 
 
@@ -132,11 +133,12 @@ def placement_record(subject: Subject, binding: BindingView | None, doc: Binding
     why, detail = trigger(subject, binding, evaluation, failed, metrics)
     rule = str(note.get("held_back", "")) if what == L.HELD else ""
     assert doc.metadata.modified is not None
+    own = ledger.record_id(doc.metadata.modified)  # the record's id: said by its key
     return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,
                     trigger=why, detail=detail, source=before, targets=list(doc.spec.targets),
                     state=doc.status.state, reason=doc.status.reason, rule=rule,
                     candidates=short,
-                    decision=doc.spec.decision)
+                    decision=doc.spec.decision if doc.spec.decision != own else "")
 
 
 __all__ = ["candidates", "event", "placement_record", "trigger"]

@@ -77,7 +77,9 @@ class Record(msgspec.Struct, tag_field="kind", tag="LedgerRecord", omit_defaults
     rule: str = ""  # the anti-flap rule that held a move back
     candidates: list[Candidate] = []
     changes: list[Change] = []  # propagator records
-    decision: str = ""  # the id of the scheduler's record that placed what it reports on
+    # The id of the scheduler's record that placed what this one reports on, when
+    # another's: a hold or a kept placement names the move it keeps.
+    decision: str = ""
 
 
 __all__ = ["DEFERRED", "HEALTH", "HELD", "KEPT", "MOVED", "PLACED", "RELEASED", "ROLLOUT",
