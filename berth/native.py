@@ -86,6 +86,7 @@ PER_APPLICATION = (
     "berth.controllers.scheduler.decide",
     "berth.controllers.scheduler.decisions",
     "berth.controllers.scheduler.outcome",
+    "berth.controllers.scheduler.record",
     "berth.controllers.scheduler.roombook",
     "berth.controllers.scheduler.scheduler",
     "berth.controllers.scheduler.subjects",
@@ -93,6 +94,7 @@ PER_APPLICATION = (
 )
 PLUMBING = (
     "berth.store.keys",
+    "berth.store.ledger",
     "berth.controllers.runtime.informer",
     "berth.controllers.scheduler.queue.active",
     "berth.controllers.scheduler.queue.scheduling_queue",

@@ -84,7 +84,12 @@ def what(r: L.Record) -> str:
 
 
 def why(r: L.Record) -> str:
-    return f"{r.trigger} ({r.detail})" if r.detail else r.trigger or "-"
+    """The trigger and its particulars; for metrics, the metrics the chosen were scored by
+    (the record keeps them with the candidates, not twice)."""
+    detail = r.detail or (", ".join(sorted({m for c in r.candidates if c.chosen
+                                             for m in c.metrics}))
+                          if r.trigger == "metrics" else "")
+    return f"{r.trigger} ({detail})" if detail else r.trigger or "-"
 
 
 def lines(entries: Entries, *, wide: bool = False) -> list[str]:

@@ -45,8 +45,11 @@ WRITERS = ("scheduler", "propagator")
 
 
 def record_id(at: datetime) -> str:
-    """The id of a record made at ``at`` (UTC, to the microsecond: sorts as it happened)."""
-    return at.astimezone(UTC).strftime(ID_FORMAT)
+    """The id of a record made at ``at`` (UTC, to the microsecond: sorts as it happened):
+    ``ID_FORMAT``, written out (strftime costs several times as much)."""
+    t = at.astimezone(UTC) if at.utcoffset() else at
+    return (f"{t.year:04d}{t.month:02d}{t.day:02d}T{t.hour:02d}{t.minute:02d}"
+            f"{t.second:02d}.{t.microsecond:06d}Z")
 
 
 def id_time(rid: str) -> datetime:
@@ -100,12 +103,13 @@ class Stamps:
             return now
 
 
-def put(kind: str, namespace: str | None, name: str, by: str, record: Record) -> Put:
+def put(kind: str, namespace: str | None, name: str, by: str, record: Record,
+        rid: str = "") -> Put:
     """The write that creates ``record`` of a resource, by process ``by`` (only if its
-    key is absent: a record is never rewritten)."""
+    key is absent: a record is never rewritten); ``rid``: its id if already made."""
     value = encode(record)
-    return Put(f"{prefix(kind, namespace, name)}{record_id(record.time)}.{by}.{len(value)}",
-               value, 0)
+    return Put(f"{prefix(kind, namespace, name)}{rid or record_id(record.time)}.{by}."
+               f"{len(value)}", value, 0)
 
 
 def history(store: Store, kind: str, namespace: str | None, name: str

@@ -75,8 +75,8 @@ def copy_record(old: ApplicationState | None, new: ApplicationState, at: datetim
     changes = health_changes(old, new) + steps
     was = old.state if old is not None else ""
     if was != new.state:
-        changes.insert(0, L.Change(cluster="", what="state", was=was, now=new.state,
-                                   detail=new.reason))
+        changes.insert(0, L.Change(cluster="", what="state", was=was, now=new.state))
+        # (its reason is the record's)
     if not changes:
         return None
     return L.Record(time=at, event=L.ROLLOUT if steps else L.HEALTH,

@@ -89,8 +89,9 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         return None
     scheduled = binding.spec.scheduled if binding is not None and same_targets else (
         now if new else None)
+    rid = ledger.record_id(now) if failed is not None or (new and not same_shares) else ""
     decision = binding.spec.decision if binding is not None and same_shares else (
-        ledger.record_id(now) if new else "")
+        rid if new else "")
     doc = Binding(
         metadata=BindingMeta(name=ref.name, namespace=ref.namespace,
                              created=binding.metadata.created if binding else now,
@@ -109,9 +110,9 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
     record = None
     if failed is not None:
         made = placement_record(subject, binding, doc, evaluation=outcome.evaluation,
-                                failed=failed)
+                                failed=failed, own=rid)
         if made is not None:
-            record = ledger.put(ref.kind, ref.namespace, ref.name, "scheduler", made)
+            record = ledger.put(ref.kind, ref.namespace, ref.name, "scheduler", made, rid)
     return Write(subject.key, subject.binding_key, doc, said=said, record=record)
 
 

@@ -19,7 +19,6 @@ from berth.controllers.scheduler.framework import Evaluation, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
 from berth.controllers.scheduler.views import BindingView
-from berth.store import ledger
 from berth.store.documents import Binding, Target
 from berth.store.documents import ledger as L
 
@@ -81,8 +80,8 @@ def trigger(subject: Subject, binding: BindingView | None, evaluation: Evaluatio
                     else f"{key}: {status.reason}")
         if evaluation is not None and key not in evaluation.fleet.by_key:
             return "cluster", f"{key}: gone"
-    if metrics:  # scored by metric values: the ones the chosen were scored by
-        return "metrics", ", ".join(metrics)
+    if metrics:  # scored by metric values (their values are the candidates')
+        return "metrics", ""
     return "scores", ""
 
 
@@ -99,14 +98,21 @@ def candidates(doc: Binding, before: list[Target], evaluation: Evaluation | None
         if len(out) >= BEST and name not in chosen and name not in was:
             continue
         seen.add(name)
-        out.append(L.Candidate(name=name, score=entry["score"], chosen=name in chosen,
+        out.append(L.Candidate(name=name, score=round(entry["score"], 4),
+                               chosen=name in chosen,
                                metrics=_values(entry.get("metrics"))))
-    rejected = evaluation.rejected if evaluation is not None else {}
-    for name in sorted(was - seen):
+    gone = sorted(was - seen)
+    rejected = evaluation.rejected if gone and evaluation is not None else {}  # built once:
+    for name in gone:  # a map of every rejected candidate, asked only when one is needed
         status = rejected.get(name)
         out.append(L.Candidate(name=name, rejected=(
             f"{status.plugin}: {status.reason}" if status is not None else "not feasible")))
     return out
+
+
+def _bare(ts: list[Target]) -> list[Target]:
+    """Targets without their scores (the candidates carry them)."""
+    return [Target(t.kind, t.name, t.namespace, replicas=t.replicas) for t in ts]
 
 
 def _values(metrics: Any) -> dict[str, float]:
@@ -117,9 +123,10 @@ def _values(metrics: Any) -> dict[str, float]:
 
 
 def placement_record(subject: Subject, binding: BindingView | None, doc: Binding, *,
-                     evaluation: Evaluation | None, failed: Mapping[str, float]
+                     evaluation: Evaluation | None, failed: Mapping[str, float], own: str
                      ) -> L.Record | None:
-    """The ledger record of writing ``doc`` over ``binding``; None: nothing to remember."""
+    """The ledger record of writing ``doc`` over ``binding`` (``own``: its id, the time
+    of the write's); None: nothing to remember."""
     what = event(binding, doc)
     if what is None:
         return None
@@ -133,12 +140,12 @@ def placement_record(subject: Subject, binding: BindingView | None, doc: Binding
     why, detail = trigger(subject, binding, evaluation, failed, metrics)
     rule = str(note.get("held_back", "")) if what == L.HELD else ""
     assert doc.metadata.modified is not None
-    own = ledger.record_id(doc.metadata.modified)  # the record's id: said by its key
     return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,
-                    trigger=why, detail=detail, source=before, targets=list(doc.spec.targets),
+                    trigger=why, detail=detail, source=_bare(before),
+                    targets=_bare(doc.spec.targets),
                     state=doc.status.state, reason=doc.status.reason, rule=rule,
                     candidates=short,
-                    decision=doc.spec.decision if doc.spec.decision != own else "")
+                    decision=doc.spec.decision if doc.spec.decision != own else "")  # (key's)
 
 
 __all__ = ["candidates", "event", "placement_record", "trigger"]
