@@ -5,7 +5,8 @@ targets, the best candidates), the propagator's status (state, what is on
 each cluster, errors) and its recent history, newest first, from the ledger
 (``berth history`` prints all of it). A cluster: its labels, metrics, taints and state, and the
 applications placed on it. A metric: its definition and current value.
-Other kinds: the document. Credentials are masked unless ``--show-secrets``.
+Other kinds: the document. Every kind ends with its latest events, as kubectl's
+describe does. Credentials are masked unless ``--show-secrets``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from berth.cli.etcd_options import open_store
+from berth.cli.events_view import described
 from berth.cli.get_cmd import document
 from berth.cli.history_cmd import lines, read
 from berth.cli.kinds import resolve
@@ -66,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
             lines += placement(s)
     for note in s.notes:
         lines.append(f"Warning:     {note}")
+    lines += described(store, kind.name, ns if kind.namespaced else None, name)
     print("\n".join(lines))
     return 0
 

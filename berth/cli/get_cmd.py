@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from berth.cli import jsonpath
+from berth.cli import events_view, jsonpath
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
 from berth.cli.resources import (
@@ -251,6 +251,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--show-secrets", action="store_true",
                    help="print credential fields as stored (secrets are stored apart: "
                    "<stored apart>)")
+    p.add_argument("--for", dest="for_", metavar="KIND/[NAMESPACE/]NAME",
+                   help="with events: only those of this object (app/web, cluster/de-1)")
     p.set_defaults(run=run)
 
 
@@ -280,6 +282,10 @@ def _output(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kind.lower() in events_view.NAMES:
+        return events_view.get(args)
+    if args.for_:
+        raise ValueError("--for goes with get events")
     kind = resolve(args.kind)
     terms = selector(args.selector) if args.selector else []
     store = open_store(args)

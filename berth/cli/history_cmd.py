@@ -189,7 +189,8 @@ def render_then(namespace: str, name: str, t: Then) -> str:
     if d is not p:
         out.append(f"then:      {d.event} at {d.time:%Y-%m-%dT%H:%M:%S}Z ({why(d)}): "
                    f"{what(d)}")
-    out.append(f"reason:    {d.reason or '-'}")
+    if d.reason:
+        out.append(f"reason:    {d.reason}")
     shown = p if p is not None and p.candidates else d
     if shown.candidates:
         rows = [["CANDIDATE", "SCORE", "CHOSEN", "METRICS / WHY NOT"]]

@@ -368,7 +368,9 @@ class Store:
         for op in writes:
             key = b64(op.key)
             if isinstance(op, Put):
-                if op.mod_revision == 0:
+                if op.mod_revision is None:
+                    pass  # unguarded
+                elif op.mod_revision == 0:
                     compare.append(
                         {"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
                     )
@@ -397,8 +399,7 @@ class Store:
                     )
                 success.append({"request_delete_range": {"key": key}})
         # On failure read the guarded keys back, to name the ones that moved.
-        guarded = [op for op in writes
-                   if not (isinstance(op, Delete) and op.mod_revision is None)]
+        guarded = [op for op in writes if op.mod_revision is not None]
         failure = [{"request_range": {"key": b64(op.key)}} for op in guarded]
         for fence in fences:
             field = "mod_revision" if fence.mod else "create_revision"

@@ -15,6 +15,7 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/history/applications/<namespace>/<name> an application's last manifests
     /berth/v1/rollouts/applications/<namespace>/<name> what an operator says of a rollout
     /berth/v1/ledger/<plural>/<namespace>/<name>/<id>.<by>.<bytes>   what happened, why
+    /berth/v1/events/<plural>/[<namespace>/]<name>/<source>.<reason>.<digest>   lately
 
 Secrets live apart so that etcd's roles can keep each kind's from every
 process but the one that uses it (scripts/etcd-secure.sh).

@@ -72,11 +72,13 @@ class GatewayKV(msgspec.Struct):
 
 @dataclass(frozen=True, slots=True)
 class Put:
-    """Write ``value`` at ``key`` if it is still at ``mod_revision`` (0: create)."""
+    """Write ``value`` at ``key`` if it is still at ``mod_revision`` (0: create; None:
+    whatever it holds — only for what no one else writes and nothing decides on, as
+    events)."""
 
     key: str
     value: bytes
-    mod_revision: int = 0
+    mod_revision: int | None = 0
     lease: int = 0
 
 

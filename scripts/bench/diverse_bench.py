@@ -3,7 +3,7 @@
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
         [--workloads [--no-requests]] [--changed SHARE] [--log-level LEVEL] [--config FILE]
-        [--no-ledger] [--profile PREFIX]
+        [--no-ledger] [--no-events] [--profile PREFIX]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -267,6 +267,8 @@ def main() -> None:
                     help="append up to 2,000 of the ledger's records to FILE (JSON lines)")
     ap.add_argument("--no-ledger", action="store_true",
                     help="the scheduler writes no ledger records (ledger.enabled: false)")
+    ap.add_argument("--no-events", action="store_true",
+                    help="the scheduler writes no events (events: false)")
     ap.add_argument("--figures", metavar="FILE",
                     help="also write the figures as JSON (fleet_ratios.py reads them)")
     ap.add_argument("--profile", metavar="PREFIX",
@@ -274,12 +276,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.no_requests and not args.workloads:
         ap.error("--no-requests goes with --workloads")
-    if args.no_ledger:
+    if args.no_ledger or args.no_events:
         if args.config:
-            ap.error("--no-ledger makes the configuration: with --config, say "
-                     "'ledger: {enabled: false}' in it")
-        args.config = str(ROOT / "diverse-bench-no-ledger.yaml")
-        Path(args.config).write_text("ledger:\n  enabled: false\n")
+            ap.error("--no-ledger and --no-events make the configuration: with --config, say "
+                     "'ledger: {enabled: false}' or 'events: false' in it")
+        args.config = str(ROOT / "diverse-bench-off.yaml")
+        Path(args.config).write_text(("ledger:\n  enabled: false\n" if args.no_ledger else "")
+                                     + ("events: false\n" if args.no_events else ""))
     rng = random.Random(args.seed)
 
     server = EtcdServer(progress_interval="1s",

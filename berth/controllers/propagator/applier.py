@@ -72,6 +72,7 @@ from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, cluster_key
 from berth.controllers.runtime import Event, EventType, Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.clock import SYSTEM, Clock
+from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.store import Invalid, Store, StoreError, decode, keys
@@ -174,7 +175,12 @@ class Applier:
             store, keys.ROLLOUTS + "applications/", RolloutControl, idle_timeout=idle)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
-        self.writer = StatusWriter(store, self.statuses, ledger=config.ledger, clock=clock)
+        # what the statuses say, as events (docs/events.md): started and stopped with the
+        # propagator
+        self.events = Recorder(store, "propagator", ttl=config.event_ttl, clock=clock) if (
+            config.events) else None
+        self.writer = StatusWriter(store, self.statuses, ledger=config.ledger,
+                                   events=self.events, clock=clock)
         self.own_writes = OwnWrites()
         self.book = Book(self._on_seen)  # what the clusters showed of berth's objects
         # Called after each object applied (cluster id, kind, the resourceVersion

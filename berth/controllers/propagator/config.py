@@ -28,6 +28,8 @@ class PropagatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Seconds after which an object of a kind berth cannot judge counts as available.
     untracked_after: float = 60.0
     ledger: bool = True  # record copies' health and rollout steps (docs/ledger.md)
+    events: bool = True  # say what happens as events (docs/events.md)
+    event_ttl: float = 3600.0  # seconds an event outlives its last occurrence
 
     def __post_init__(self) -> None:
         for name in ("probe_interval", "probe_timeout", "request_timeout", "resync_interval",

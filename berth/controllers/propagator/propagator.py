@@ -122,6 +122,8 @@ class Propagator:
         self._threads = start_workers(self.applier.queue, self.applier.reconcile,
                                       self.config.workers, name="apply")
         self._resync.start()
+        if self.applier.events is not None:
+            self.applier.events.start()
         log.info("propagator: %d clusters, %d applications; %d workers",
                  len(self.clusters), len(self.applier.apps), self.config.workers)
 
@@ -152,7 +154,9 @@ class Propagator:
         return (not self._started) or (self._resync.alive() and self.observer.alive()
                                        and self.shard.alive() and self.hub.alive()
                                        and all(t.is_alive() for t in self._threads)
-                                       and all(inf.alive() for inf in self._informers))
+                                       and all(inf.alive() for inf in self._informers)
+                                       and (self.applier.events is None
+                                            or self.applier.events.alive()))
 
     def stop(self) -> None:
         self._stop.set()
@@ -162,6 +166,8 @@ class Propagator:
         self.applier.queue.shutdown()
         self.observer.stop()
         self._resync.stop()
+        if self.applier.events is not None:
+            self.applier.events.stop()
         for t in self._threads:
             t.join(timeout=self.config.request_timeout + 5)
         for inf in self._informers:

@@ -24,6 +24,7 @@ from berth.store.documents.rollouts import (
     WAITING,
     RolloutState,
 )
+from berth.store.events import NORMAL, WARNING
 
 _STEPS = {COMPLETE: "done", HALTED: "halted", ROLLED_BACK: "rolled back", PAUSED: "paused"}
 
@@ -85,4 +86,33 @@ def copy_record(old: ApplicationState | None, new: ApplicationState, at: datetim
                     reason=new.reason, changes=changes)
 
 
-__all__ = ["copy_record", "health_changes", "rollout_changes"]
+_WARNING_STATES = ("DEGRADED", "FAILED")
+_WARNING_STEPS = ("halted", "rolled back")
+
+
+def events_of(record: L.Record | None, old: ApplicationState | None, new: ApplicationState
+              ) -> list[tuple[str, str, str]]:
+    """The events a status write says (type, reason, message): the record's changes, and
+    each cluster whose apply error is new or changed."""
+    out: list[tuple[str, str, str]] = []
+    for c in record.changes if record is not None else []:
+        if c.what == "state":
+            out.append((WARNING if c.now in _WARNING_STATES else NORMAL, c.now.title(),
+                        new.reason or c.now))
+        elif c.what == "health":
+            reason = {"Healthy": "Available", "Unhealthy": "Unhealthy",
+                      "removed": "Removed"}.get(c.now, c.now)
+            out.append((WARNING if c.now == "Unhealthy" else NORMAL, reason,
+                        f"{c.cluster}: {c.detail}" if c.detail else c.cluster))
+        else:
+            step = c.now.split(":", 1)[0]
+            out.append((WARNING if step in _WARNING_STEPS else NORMAL,
+                        "Rollout" + step.title().replace(" ", ""),
+                        f"{c.now}{': ' + c.detail if c.detail else ''}"))
+    before = old.errors if old is not None else {}
+    out += [(WARNING, "FailedApply", f"{cid}: {error}") for cid, error in sorted(
+        new.errors.items()) if before.get(cid) != error]
+    return out
+
+
+__all__ = ["copy_record", "events_of", "health_changes", "rollout_changes"]

@@ -20,12 +20,14 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from berth.controllers.propagator.record import copy_record
+from berth.controllers.propagator.record import copy_record, events_of
 from berth.controllers.runtime import Informer, Retry
 from berth.controllers.runtime.clock import SYSTEM, Clock
+from berth.controllers.runtime.events import Recorder
 from berth.store import Conflict, Delete, Deposed, Fence, Put, Store, StoreError, encode, keys
 from berth.store import ledger as L
 from berth.store.documents import ApplicationState, ApplicationStatus, StatusMeta
+from berth.store.events import InvolvedObject
 from berth.store.group import GroupCommit
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,12 @@ class Doc:
 
 class StatusWriter:
     def __init__(self, store: Store, statuses: Informer[ApplicationStatus], *,
-                 ledger: bool = True, clock: Clock = SYSTEM) -> None:
+                 ledger: bool = True, events: Recorder | None = None,
+                 clock: Clock = SYSTEM) -> None:
         self.store = store
         self.statuses = statuses
         self.ledger = ledger  # write records with the statuses
+        self.events = events  # and say what they record as events
         self.clock = clock
         self._stamps = L.Stamps()  # shared by the workers: a record's time, never twice
         self.group = GroupCommit(store, "application-status")  # concurrent reconciles' writes
@@ -104,9 +108,10 @@ class StatusWriter:
             log.error("%s held a value that is not a status document; replacing it", doc.key)
         ops: list[Put | Fence] = [Put(doc.key, encode(written), doc.garbage or (
             doc.revision if doc.old else 0)), *doc.fences]
-        record = copy_record(doc.old.status if doc.old else None, new,
-                             self.clock.now()) if self.ledger else None
-        if record is not None:
+        before = doc.old.status if doc.old else None
+        record = copy_record(before, new, self.clock.now()) if (
+            self.ledger or self.events is not None) else None
+        if record is not None and self.ledger:
             record.time = self._stamps.next(record.time)
             ops.append(L.put("Application", doc.namespace, doc.name, "propagator", record))
         try:
@@ -125,6 +130,10 @@ class StatusWriter:
             self._written[doc.key] = (written, rev)
             if self._garbage.get(doc.key, rev) < rev:
                 del self._garbage[doc.key]
+        if self.events is not None:
+            obj = InvolvedObject("Application", doc.name, doc.namespace)
+            for type_, reason, message in events_of(record, before, new):
+                self.events.emit(obj, type_, reason, message)
         if doc.old is None or doc.old.status.state != new.state:
             log.info("application %s/%s is %s%s", doc.namespace, doc.name, new.state,
                      f" ({new.reason})" if new.reason else "")

@@ -93,9 +93,12 @@ class Write:
     # The ledger's records of the change, written with it: one, or more when this
     # decision replaced others of the key before they were written (they were made).
     records: tuple[Put, ...] = ()
+    # What an observer is told once it is written (type, reason, message): an event.
+    events: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(self, subject_key: str, binding_key: str, doc: Binding | None,
-                 said: str | None = None, record: Put | None = None) -> None:
+                 said: str | None = None, record: Put | None = None,
+                 event: tuple[str, str, str] | None = None) -> None:
         self.subject_key = subject_key
         self.binding_key = binding_key
         self.value = encode(doc) if doc is not None else None
@@ -106,6 +109,7 @@ class Write:
         self.follows = None
         self.said = said
         self.records = (record,) if record is not None else ()
+        self.events = (event,) if event is not None else ()
 
     @property
     def ops(self) -> int:
@@ -116,18 +120,21 @@ class Write:
         """Take over the records of an older write of the key this one replaces."""
         if older.records:
             self.records = older.records + self.records
+            self.events = older.events + self.events
 
 
 class BindingWriter:
     def __init__(self, store: Store, decisions: Assumed, seen: Callable[[str], int], *,
                  batch: int = 128, retry: Callable[[str], None],
-                 say: Callable[[Lines], object] | None = None) -> None:
+                 say: Callable[[Lines], object] | None = None,
+                 written: Callable[[Write], None] | None = None) -> None:
         self.store = store
         self.decisions = decisions
         self.seen = seen  # binding key → the revision the watch last delivered
         self.batch = min(batch, store.room)  # a fenced store's fence takes one
         self.retry = retry  # schedule the subject again
         self.say = say  # logs the lines of the Bindings written
+        self.written = written  # told of each write that landed (its events)
         self._said: list[str] = []  # the writer thread's own: lines of what it wrote
         self._pending: dict[str, Write] = {}
         self._groups: deque[list[Write]] = deque()
@@ -416,6 +423,8 @@ class BindingWriter:
         _WRITES("deleted" if w.value is None else "written").inc()
         if w.said is not None:
             self._said.append(w.said)
+        if w.events and self.written is not None:
+            self.written(w)
         with self._cond:
             if w.value is None:
                 self._revisions.pop(w.binding_key, None)

@@ -64,6 +64,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     deferral_min_saving: float = 0.05
     anti_flap: AntiFlapConfig = msgspec.field(default_factory=AntiFlapConfig)
     ledger: LedgerConfig = msgspec.field(default_factory=LedgerConfig)
+    events: bool = True  # say what happens as events (docs/events.md)
+    event_ttl: float = 3600.0  # seconds an event outlives its last occurrence
     plugins: dict[str, list[PluginSpec]] = msgspec.field(default_factory=default_plugins)
     extenders: list[Extender] = []
 
@@ -84,6 +86,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("deferral_margin and deferral_min_saving must not be negative")
         if self.metric_picture_grace < 0:
             raise ValueError("metric_picture_grace must not be negative")
+        if self.event_ttl < 10:
+            raise ValueError("event_ttl must be at least 10 seconds")
         if not 1 <= self.bind_batch <= 128:
             raise ValueError("bind_batch must be within 1..128 (etcd's transaction limit)")
 

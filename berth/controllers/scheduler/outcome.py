@@ -21,7 +21,7 @@ from typing import Any
 from berth.controllers.scheduler.antiflap import HELD_PREFIX
 from berth.controllers.scheduler.binder import Write
 from berth.controllers.scheduler.framework import Evaluation, Subject
-from berth.controllers.scheduler.record import placement_record
+from berth.controllers.scheduler.record import event_of, names, placement_record
 from berth.controllers.scheduler.views import BindingView
 from berth.store import ledger
 from berth.store.documents import (
@@ -56,12 +56,6 @@ def refs(ts: list[Target]) -> frozenset[TargetRef]:
 def shares(ts: list[Target]) -> dict[TargetRef, int | None]:
     """Each target's share of a divided application's replicas (None: the whole)."""
     return {(t.kind, t.namespace, t.name): t.replicas for t in ts}
-
-
-def names(targets: list[Target]) -> str:
-    """Targets for a log line: ``de-1,de-2`` (divided: ``de-1=3,de-2=2``), or ``nowhere``."""
-    return ",".join(t.name if t.replicas is None else f"{t.name}={t.replicas}"
-                    for t in targets) or "nowhere"
 
 
 def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcome, *,
@@ -107,13 +101,14 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         was = names(binding.spec.targets) if binding is not None else "(new)"
         said = (f"{ref.kind} {ref.namespace or '-'}/{ref.name}: {was} → {names(new)}, "
                 f"{state} ({reason or '-'})")
-    record = None
+    record = event = None
     if failed is not None:
         made = placement_record(subject, binding, doc, evaluation=outcome.evaluation,
                                 failed=failed, own=rid)
         if made is not None:
             record = ledger.put(ref.kind, ref.namespace, ref.name, "scheduler", made, rid)
-    return Write(subject.key, subject.binding_key, doc, said=said, record=record)
+            event = event_of(made)
+    return Write(subject.key, subject.binding_key, doc, said=said, record=record, event=event)
 
 
 __all__ = ["Explained", "Outcome", "binding_write", "names", "refs", "shares"]

@@ -5,7 +5,8 @@ the candidates in short (docs/ledger.md).
 to be written and what the attempt found, it says whether an observer would
 want the change remembered — a placement, a move, a hold and its end, nothing
 fitting, deferred work, a new spec decided — and builds the
-:class:`~berth.store.documents.ledger.Record`. A Binding rewritten only because
+:class:`~berth.store.documents.ledger.Record`; :func:`event_of` says it as an
+event once it is written. A Binding rewritten only because
 its summary changed (``7/12 clusters ...`` → ``8/12 ...``) is not recorded.
 """
 
@@ -21,8 +22,10 @@ from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
 from berth.controllers.scheduler.views import BindingView
 from berth.store.documents import Binding, Target
 from berth.store.documents import ledger as L
+from berth.store.events import NORMAL
 
 BEST = 3  # candidates recorded besides the chosen ones and where it ran before
+_REASONED = (L.HELD, L.UNSCHEDULABLE, L.DEFERRED)
 
 
 def _shares(ts: list[Target]) -> dict[tuple[str, str | None, str], int | None]:
@@ -115,6 +118,33 @@ def _bare(ts: list[Target]) -> list[Target]:
     return [Target(t.kind, t.name, t.namespace, replicas=t.replicas) for t in ts]
 
 
+def names(targets: list[Target]) -> str:
+    """Targets for a line: ``de-1,de-2`` (divided: ``de-1=3,de-2=2``), or ``nowhere``."""
+    return ",".join(t.name if t.replicas is None else f"{t.name}={t.replicas}"
+                    for t in targets) or "nowhere"
+
+
+def event_of(record: L.Record) -> tuple[str, str, str] | None:
+    """The event a scheduler record makes (type, reason, message); None for nothing
+    fitting (FailedScheduling is said at each attempt, counted by the recorder)."""
+    moved = f"{names(record.source)} → {names(record.targets)}"
+    why = f"{record.trigger}: {record.detail}" if record.detail else record.trigger
+    match record.event:
+        case L.PLACED:
+            return NORMAL, "Scheduled", f"placed on {names(record.targets)} ({why})"
+        case L.MOVED:
+            return NORMAL, "Moved", f"{moved} ({why})"
+        case L.KEPT:
+            return NORMAL, "Scheduled", f"stays on {names(record.targets)} ({why})"
+        case L.HELD:
+            return NORMAL, "MoveHeld", record.reason
+        case L.RELEASED:
+            return NORMAL, "HoldReleased", f"stays on {names(record.targets)}"
+        case L.DEFERRED:
+            return NORMAL, "Deferred", record.reason
+    return None
+
+
 def _values(metrics: Any) -> dict[str, float]:
     if not isinstance(metrics, dict):
         return {}
@@ -143,9 +173,12 @@ def placement_record(subject: Subject, binding: BindingView | None, doc: Binding
     return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,
                     trigger=why, detail=detail, source=_bare(before),
                     targets=_bare(doc.spec.targets),
-                    state=doc.status.state, reason=doc.status.reason, rule=rule,
+                    state=doc.status.state, rule=rule,
+                    # the reason where it is the cause: a hold, nothing fitting, a deferral
+                    # (a placement's sums up the fleet; its trigger and candidates say why)
+                    reason=doc.status.reason if what in _REASONED else "",
                     candidates=short,
                     decision=doc.spec.decision if doc.spec.decision != own else "")  # (key's)
 
 
-__all__ = ["candidates", "event", "placement_record", "trigger"]
+__all__ = ["candidates", "event", "event_of", "names", "placement_record", "trigger"]

@@ -52,6 +52,7 @@ from prometheus_client.metrics_core import Metric
 
 from berth.controllers.runtime import Event, EventType
 from berth.controllers.runtime.clock import SYSTEM, Clock
+from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
@@ -72,6 +73,7 @@ from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumVi
 from berth.store import Store, keys
 from berth.store.documents import Target
 from berth.store.documents.pace import effective
+from berth.store.events import WARNING, InvolvedObject
 from berth.store.ledger import Stamps
 
 log = logging.getLogger(__name__)
@@ -130,9 +132,14 @@ class Scheduler:
         self.queue = SchedulingQueue(
             self._sort_key, initial_backoff=config.backoff.initial,
             max_backoff=config.backoff.max, flush_every=config.unschedulable_flush)
+        # Events (docs/events.md): what the Bindings written say, and each attempt that
+        # finds nothing fitting (counted by the recorder), through the fenced store.
+        self.events = Recorder(store, "scheduler", ttl=config.event_ttl, clock=clock) if (
+            config.events) else None
         self.writer = BindingWriter(store, self.cache.decisions, self._seen_revision,
                                     batch=config.bind_batch, retry=self.queue.add,
-                                    say=log.info)
+                                    say=log.info,
+                                    written=self._said if config.events else None)
         self.antiflap = AntiFlap(config.anti_flap, clock=clock.monotonic,
                                  now=clock.now)  # the scheduling loop's own
         self._resync = threading.Event()
@@ -191,6 +198,8 @@ class Scheduler:
             if self.cache.subject(key) is None:
                 self.queue.add(key)
         self.writer.start()
+        if self.events is not None:
+            self.events.start()
         for loop in self._loops:
             loop.start()
 
@@ -205,7 +214,8 @@ class Scheduler:
     def alive(self) -> bool:
         """Every loop runs and beats, the Binding writer runs, and every informer."""
         return (all(loop.alive() for loop in self._loops) and self.writer.alive()
-                and all(inf.alive() for inf in self.cache.informers))
+                and all(inf.alive() for inf in self.cache.informers)
+                and (self.events is None or self.events.alive()))
 
     def stop(self) -> None:
         self._stopping.set()
@@ -216,6 +226,8 @@ class Scheduler:
         for loop in self._loops:
             loop.stop()
         self.writer.stop()
+        if self.events is not None:
+            self.events.stop()
         self.cache.stop()
         gc.unfreeze()
 
@@ -656,6 +668,10 @@ class Scheduler:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
         self._submit(subject, binding, current, "Unschedulable", reason, explained, evaluation)
+        if self.events is not None:
+            ref = subject.ref
+            self.events.emit(InvolvedObject(ref.kind, ref.name, ref.namespace), WARNING,
+                             "FailedScheduling", reason)
         self.queue.unschedulable_now(subject.key, metric_blind)
         if depends_on_placements(subject):
             assert subject.affinity is not None
@@ -680,6 +696,17 @@ class Scheduler:
                              say=log.isEnabledFor(logging.INFO),
                              failed=self.cache.failed(subject) if self.config.ledger.enabled
                              else None)
+
+    def _said(self, write: Write) -> None:
+        """A Binding that says something happened was written: tell it as events."""
+        assert self.events is not None
+        try:
+            ref = keys.parse_key(write.subject_key)
+        except ValueError:
+            return
+        obj = InvolvedObject(ref.kind.name, ref.name, ref.namespace)
+        for type_, reason, message in write.events:
+            self.events.emit(obj, type_, reason, message)
 
     def _forget(self, key: str) -> str:
         self.queue.forget(key)

@@ -153,3 +153,10 @@ def test_what_is_applied_names_the_decision_and_health_changes_are_in_the_ledger
                        ("state", "", "PROGRESSING", "DEGRADED")], changes
     assert all(e.by == "propagator" for e, _ in found)
     assert found[-1][1].time == w.clock.now() and found[-1][1].state == "DEGRADED"
+    # ... and said as events: the degradation a Warning (the recorder writes them)
+    from berth.store.events import listed
+
+    assert w.applier.events is not None
+    w.applier.events.flush(force=True)
+    said = {(e.type, e.reason) for _, e in listed(w.store)[0]}
+    assert ("Warning", "Degraded") in said and ("Normal", "Progressing") in said, said

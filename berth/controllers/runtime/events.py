@@ -1,0 +1,158 @@
+"""The event recorder: events correlated in memory and written a second at a time, each
+on a lease that expires it (docs/events.md).
+
+A process calls :meth:`Recorder.emit` wherever something happens that an operator
+should see; it never blocks and never fails. The recorder then does what
+Kubernetes' event correlator does:
+
+* the same event again (object, source, type, reason, message) is one event with
+  a ``count`` and its first and last time;
+* more than :data:`SIMILAR` different messages of one object, source, type and
+  reason within :data:`SIMILAR_WINDOW` seconds become one event,
+  ``(combined from similar events): <the latest message>`` — a condition that
+  flaps, or a reason that carries a changing number, is one line, not a flood;
+* an event is written at most every ``min_interval`` seconds (its count rises in
+  memory meanwhile), in transactions of up to etcd's limit, by one thread.
+
+Each write is attached to the newest of a rotation of leases (a new one every
+``ttl / 6`` seconds, of ``ttl + ttl / 6``): etcd deletes an event between
+``ttl`` and ``ttl + ttl / 6`` after it last happened, with no one deleting it.
+Writes go through the process's store, fenced where the process writes as a
+leader: a deposed leader's events are refused with its other writes. Events
+are best effort: a write that fails is tried again at the next flush, its
+failure said once a minute at most, and nothing waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+from berth.controllers.runtime.clock import SYSTEM, Clock
+from berth.controllers.runtime.supervise import Loop
+from berth.store import Put, Store, StoreError, encode
+from berth.store.events import Event, InvolvedObject, key
+
+log = logging.getLogger(__name__)
+
+SIMILAR = 10  # different messages of one object and reason before they are combined
+SIMILAR_WINDOW = 600.0  # seconds
+COMBINED = "(combined from similar events)"
+KNOWN = 4096  # events remembered for correlation (the least recently seen go first)
+
+
+@dataclass(slots=True)
+class _Known:
+    event: Event
+    written: float = float("-inf")  # monotonic time it was last written
+    dirty: bool = True
+
+
+class Recorder:
+    def __init__(self, store: Store, source: str, *, ttl: float = 3600.0,
+                 min_interval: float = 10.0, every: float = 1.0, clock: Clock = SYSTEM) -> None:
+        self.store = store
+        self.source = source
+        self.ttl = ttl
+        self.min_interval = min_interval
+        self.every = every
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._similar: dict[tuple[str, str | None, str, str, str], deque[tuple[float, str]]] = {}
+        self._lease = 0
+        self._lease_at = float("-inf")
+        self._said = float("-inf")  # when a failed write was last said
+        self._loop = Loop(f"events-{source}", self._step, deadline=120.0)
+        self._stop = threading.Event()
+
+    # -- any thread ----------------------------------------------------------------------
+
+    def emit(self, obj: InvolvedObject, type_: str, reason: str, message: str) -> None:
+        """Record that ``reason`` happened to ``obj`` (``type_``: Normal or Warning)."""
+        now_m = self.clock.monotonic()
+        now = self.clock.now()
+        with self._lock:
+            ident = (obj.kind, obj.namespace, obj.name, type_, reason)
+            seen = self._similar.setdefault(ident, deque())
+            while seen and seen[0][0] < now_m - SIMILAR_WINDOW:
+                seen.popleft()
+            if all(m != message for _, m in seen):
+                seen.append((now_m, message))
+            if len(seen) > SIMILAR:
+                k = key(obj, self.source, type_, reason, COMBINED)
+                message = f"{COMBINED}: {message}"
+            else:
+                k = key(obj, self.source, type_, reason, message)
+            found = self._known.get(k)
+            if found is None:
+                self._known[k] = _Known(Event(obj, type_, reason, message, self.source, now,
+                                              now))
+                while len(self._known) > KNOWN:
+                    self._known.popitem(last=False)
+                if len(self._similar) > KNOWN:
+                    self._similar.pop(next(iter(self._similar)))
+            else:
+                self._known.move_to_end(k)
+                e = found.event
+                e.count += 1
+                e.lastTimestamp, e.message = now, message
+                found.dirty = True
+
+    # -- its thread ----------------------------------------------------------------------
+
+    def start(self) -> Recorder:
+        self._loop.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._loop.stop()
+        self.flush(force=True)
+
+    def alive(self) -> bool:
+        return self._loop.alive()
+
+    def _step(self) -> None:
+        self._stop.wait(self.every)
+        self.flush()
+
+    def flush(self, *, force: bool = False) -> int:
+        """Write the events due (``force``: every changed one); returns how many."""
+        now_m = self.clock.monotonic()
+        with self._lock:
+            due = [(k, k_.event, k_.written) for k, k_ in self._known.items() if k_.dirty and (
+                force or now_m - k_.written >= self.min_interval)]
+            for k, _, _ in due:
+                self._known[k].dirty = False
+                self._known[k].written = now_m
+            puts = [Put(k, encode(e), None, 0) for k, e, _ in due]  # encoded under the lock
+        if not puts:
+            return 0
+        try:
+            lease = self._current_lease(now_m)
+            room = self.store.room
+            for i in range(0, len(puts), room):
+                self.store.commit([Put(p.key, p.value, None, lease) for p in puts[i:i + room]])
+        except StoreError as exc:
+            with self._lock:  # tried again at the next flush (counts kept meanwhile)
+                for k, _, was in due:
+                    if k in self._known:
+                        self._known[k].dirty, self._known[k].written = True, was
+            if now_m - self._said >= 60.0:
+                self._said = now_m
+                log.warning("%d events of %s not written, tried again at the next flush "
+                            "(said once a minute): %s", len(puts), self.source, exc)
+            return 0
+        return len(puts)
+
+    def _current_lease(self, now_m: float) -> int:
+        if not self._lease or now_m - self._lease_at >= self.ttl / 6:
+            self._lease = self.store.grant(int(self.ttl + self.ttl / 6))
+            self._lease_at = now_m
+        return self._lease
+
+
+__all__ = ["COMBINED", "SIMILAR", "Recorder"]
