@@ -1,7 +1,7 @@
 """The ledger's cost and size (docs/ledger.md), measured.
 
     python scripts/bench/ledger_bench.py [--clusters 1000] [--apps 10000] [--rounds 2]
-        [--fleet-apps 10000] [--hours 24] [--skip-cost]
+        [--fleet-apps 10000] [--hours 24] [--skip-cost | --skip-size]
 
 1. Cost: runs ``diverse_bench.py --no-latency`` with the ledger on and off,
    alternating, ``--rounds`` times each (the machine's noise is ±8 %: one pair
@@ -168,11 +168,13 @@ def main() -> None:
     ap.add_argument("--hours", type=int, default=24)
     ap.add_argument("--skip-cost", action="store_true",
                     help="only the size (with the samples of an earlier run)")
+    ap.add_argument("--skip-size", action="store_true", help="only the cost")
     args = ap.parse_args()
     if not args.skip_cost:
         SAMPLES.unlink(missing_ok=True)
         cost(args)
-    size(args)
+    if not args.skip_size:
+        size(args)
 
 
 if __name__ == "__main__":

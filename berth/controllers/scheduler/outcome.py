@@ -23,7 +23,7 @@ from berth.controllers.scheduler.binder import Write
 from berth.controllers.scheduler.framework import Evaluation, Subject
 from berth.controllers.scheduler.record import event_of, names, placement_record
 from berth.controllers.scheduler.views import BindingView
-from berth.store import ledger
+from berth.store import ledger as L
 from berth.store.documents import (
     Binding,
     BindingMeta,
@@ -60,7 +60,8 @@ def shares(ts: list[Target]) -> dict[TargetRef, int | None]:
 
 def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcome, *,
                   term: int, now: datetime, say: bool = True,
-                  failed: Mapping[str, float] | None = None) -> Write | None:
+                  failed: Mapping[str, float] | None = None, ledger: bool = True
+                  ) -> Write | None:
     """The Binding ``outcome`` makes of ``binding`` (None: there is none), as a write;
     None when an observer would see nothing change.
 
@@ -69,8 +70,8 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
     and cleared once. The time of scheduling is kept while the targets stay, the
     decision's id (its ledger record's) while the shares do. ``say``: make the log
     line that says a change of targets or state. ``failed``: the targets the subject
-    could not become available on — given, the write carries the ledger's record of
-    the change (None: the ledger is off)."""
+    could not become available on — given, the change is recorded: the write carries
+    its ledger record (unless ``ledger`` is off) and its event (None: neither)."""
     ref = subject.ref
     new, state, reason = outcome.targets, outcome.state, outcome.reason
     same_targets = binding is not None and refs(binding.spec.targets) == refs(new)
@@ -83,7 +84,7 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         return None
     scheduled = binding.spec.scheduled if binding is not None and same_targets else (
         now if new else None)
-    rid = ledger.record_id(now) if failed is not None or (new and not same_shares) else ""
+    rid = L.record_id(now) if failed is not None or (new and not same_shares) else ""
     decision = binding.spec.decision if binding is not None and same_shares else (
         rid if new else "")
     doc = Binding(
@@ -106,7 +107,8 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         made = placement_record(subject, binding, doc, evaluation=outcome.evaluation,
                                 failed=failed, own=rid)
         if made is not None:
-            record = ledger.put(ref.kind, ref.namespace, ref.name, "scheduler", made, rid)
+            if ledger:
+                record = L.put(ref.kind, ref.namespace, ref.name, "scheduler", made, rid)
             event = event_of(made)
     return Write(subject.key, subject.binding_key, doc, said=said, record=record, event=event)
 

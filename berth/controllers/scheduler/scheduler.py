@@ -694,8 +694,9 @@ class Scheduler:
         return binding_write(subject, binding, outcome, term=self.term,
                              now=self._stamps.next(self.clock.now()),
                              say=log.isEnabledFor(logging.INFO),
-                             failed=self.cache.failed(subject) if self.config.ledger.enabled
-                             else None)
+                             failed=self.cache.failed(subject) if (
+                                 self.config.ledger.enabled or self.config.events) else None,
+                             ledger=self.config.ledger.enabled)
 
     def _said(self, write: Write) -> None:
         """A Binding that says something happened was written: tell it as events."""
