@@ -47,6 +47,7 @@ from berth.controllers.metrics_cache.providers.base import (
 from berth.controllers.metrics_cache.writer import ValueWriter
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.clock import SYSTEM, Clock
+from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Deposed, Store, StoreError, keys
 from berth.store.credentials import STORED, Credentials, completed
@@ -65,6 +66,7 @@ from berth.store.documents import (
     ProviderInfo,
 )
 from berth.store.documents.metrics import normalized
+from berth.store.events import NORMAL, WARNING, InvolvedObject
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +295,10 @@ class MetricsCache:
         self.values.add_invalid_handler(lambda key, _rev: self._foreign(key, "garbage"))
         self.values.add_handler(self._on_value)
         self.writer: ValueWriter | None = None
+        # Providers that stop answering and metrics whose value fails, as events (the
+        # leader's: the store is fenced).
+        self.events = Recorder(store, "metrics-cache", ttl=config.event_ttl, clock=clock) if (
+            config.events) else None
         self.pollers: dict[str, Poller] = {}  # the planning loop's own
         self._lock = threading.Lock()  # guards _values and the picture below (pollers share them)
         self._values: dict[str, MetricValueStatus] = {}  # last status per value key
@@ -318,6 +324,8 @@ class MetricsCache:
                                   on_lease_lost=self._values_lost)
         self._publish()  # incomplete: a reader keeps its last whole picture meanwhile
         self._changed.set()
+        if self.events is not None:
+            self.events.start()
         self._loop.start()
 
     def collect(self) -> Iterator[MetricFamily]:
@@ -351,7 +359,8 @@ class MetricsCache:
     def alive(self) -> bool:
         """The planning loop and every poller run and beat, and every informer runs."""
         return (self._loop.alive() and all(p.alive() for p in list(self.pollers.values()))
-                and all(inf.alive() for inf in (*self.informers, self.values)))
+                and all(inf.alive() for inf in (*self.informers, self.values))
+                and (self.events is None or self.events.alive()))
 
     def stop(self) -> None:
         self._stop.set()
@@ -365,6 +374,8 @@ class MetricsCache:
             inf.stop(wait=False)
         for inf in (*self.informers, self.values):
             inf.join()
+        if self.events is not None:
+            self.events.stop()
         if self.writer is not None:
             self.writer.close()
 
@@ -536,8 +547,27 @@ class MetricsCache:
             log.warning("metrics provider %s (%s) is unreachable: %s; its last values stay "
                         "for %g s", provider.name, provider.type, failed[0].message,
                         self.config.stale_after)
+            self._say(provider_key, WARNING, "ProviderUnreachable",
+                      f"{failed[0].message}; its last values stay for "
+                      f"{self.config.stale_after:g} s")
         elif was and not down and readings:
             log.warning("metrics provider %s (%s) answers again", provider.name, provider.type)
+            self._say(provider_key, NORMAL, "ProviderReachable", "it answers again")
+
+    def _say(self, key: str, type_: str, reason: str, message: str,
+             namespace: str | None = None, name: str = "") -> None:
+        """An event of the document at ``key`` (or of the metric ``namespace``/``name``)."""
+        if self.events is None:
+            return
+        if name:
+            kind = "Metric" if namespace else "GlobalMetric"
+        else:
+            try:
+                ref = keys.parse_key(key)
+            except ValueError:
+                return
+            kind, namespace, name = ref.kind.name, ref.namespace, ref.name
+        self.events.emit(InvolvedObject(kind, name, namespace), type_, reason, message)
 
     def record(self, provider_key: str, wanted: list[Wanted], readings: dict[str, Reading],
                provider: ProviderInfo) -> None:
@@ -554,6 +584,14 @@ class MetricsCache:
                 previous = self._values.get(key)
             status = value_status(w, reading, provider, previous, now, self.config.stale_after,
                                   self.config.forecast_horizon)
+            was = previous.error if previous is not None else None
+            if status.error is not None and (was is None or was.reason != status.error.reason):
+                self._say(key, WARNING, "MetricError", f"{provider.name}: "
+                          f"{status.error.reason}: {status.error.message}",
+                          w.series.namespace, w.series.name)
+            elif status.error is None and was is not None:
+                self._say(key, NORMAL, "MetricRecovered", f"{provider.name} answers it again",
+                          w.series.namespace, w.series.name)
             if status.error is None or not self.writer.unchanged(key, status):
                 with self._lock:  # a value confirmed now counts from now (stale_after)
                     self._values[key] = status

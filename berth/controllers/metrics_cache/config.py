@@ -9,6 +9,8 @@ from berth.controllers.runtime.config import dump_yaml, load_yaml
 
 class MetricsCacheConfig(msgspec.Struct, forbid_unknown_fields=True):
     lease_ttl: int = 15  # seconds a value outlives this process
+    events: bool = True  # say providers' and metrics' failures as events (docs/events.md)
+    event_ttl: float = 3600.0  # seconds an event outlives its last occurrence
     poll_interval: float = 10.0  # seconds, unless the provider's spec says otherwise
     jitter: float = 0.1  # each interval varies by up to this fraction
     timeout: float = 5.0  # seconds for one provider request

@@ -11,6 +11,7 @@ from berth.controllers.metrics_cache.cache import MetricsCache
 from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import decode, encode, keys
 from berth.store.documents import MetricPicture, MetricValue
+from berth.store.events import listed
 from berth_testkit.memory import FakeClock, MemoryStore
 from berth_testkit.scheduler_env import cluster, put
 
@@ -76,5 +77,12 @@ def test_a_value_is_observed_at_the_clocks_time_and_kept_after_an_error_until_st
         assert gone.status.error is not None
         assert gone.status.observed is None or (
             clock.now() - gone.status.observed >= timedelta(seconds=60))
+        # Said as events, once per change of state (the polls in between add nothing):
+        # the provider unreachable, the metric's error.
+        assert cache.events is not None
+        cache.events.flush(force=True)
+        said = {(e.involvedObject.kind, e.reason, e.count) for _, e in listed(store)[0]}
+        assert ("GlobalMetricsProvider", "ProviderUnreachable", 1) in said, said
+        assert ("GlobalMetric", "MetricError", 1) in said, said
     finally:
         cache.stop()
