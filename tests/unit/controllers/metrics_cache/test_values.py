@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from berth.controllers.metrics_cache.cache import Series, Wanted, value_status
 from berth.controllers.metrics_cache.providers.base import Failure, Forecasted, number
 from berth.controllers.metrics_cache.providers.kafka import parse_record
 from berth.controllers.metrics_cache.providers.ksql import identifier, pull_query
 from berth.controllers.metrics_cache.providers.prometheus import PrometheusProvider
 from berth.controllers.metrics_cache.providers.static import StaticProvider
+from berth.controllers.metrics_cache.values import Series, Wanted, value_status
 from berth.store.documents import ProviderInfo
 from berth.store.documents.metrics import SeriesPoint, StaticSpec
 
