@@ -105,6 +105,7 @@ class Record:
     name: str  # the application
     essence: tuple[Any, ...] | None  # what an observer compares; None for a delete
     term: int = 0  # a Binding's: the scheduler leader's term it was written in
+    decision: str = ""  # a Binding's: the id of the decision it carries (its ledger record)
 
 
 @dataclass
@@ -133,11 +134,13 @@ class History:
                     [r for r in self.statuses if r.revision > revision])
 
 
-def _term(value: bytes) -> int:
+def _term(value: bytes) -> tuple[int, str]:
+    """A Binding's leader term and decision id (0 and "" for anything else)."""
     try:
-        return msgspec.json.decode(value, type=Binding).status.term
+        b = msgspec.json.decode(value, type=Binding)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return 0
+        return 0, ""
+    return b.status.term, b.spec.decision
 
 
 def _binding_essence(value: bytes) -> tuple[Any, ...] | None:
@@ -295,7 +298,7 @@ class System:
                     with self.history.lock:
                         out.extend(Record(ev.mod_revision, ev.key.rsplit("/", 1)[1],
                                           ess(ev.value) if ev.type == "PUT" else None,
-                                          _term(ev.value) if ev.type == "PUT" else 0)
+                                          *(_term(ev.value) if ev.type == "PUT" else (0, "")))
                                    for ev in batch.events)
 
             threading.Thread(target=run, daemon=True, name=f"record {prefix}").start()

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from berth.store import EtcdConfig, Store, keys
+from berth.store import EtcdConfig, Store, keys, ledger
 from berth.store.documents import ApplicationStatus
 from berth_testkit.servers.etcd import ROOT
 
@@ -103,6 +103,20 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     assert any("helsinki 2" in line for line in rollout), rollout
     assert not any("paris 2" in line for line in rollout), rollout
     assert running["shop"] == ("DEGRADED", ["dresden", "helsinki", "paris"])
+    # the ledger remembers web's move with its trigger, the Binding names that decision
+    # (what the propagator annotated the objects on dresden with), and the propagator's
+    # records say the copy on paris went once the one on dresden was healthy
+    found, problems = ledger.history(store, "Application", "default", "web")
+    assert problems == []
+    moves = [(e, r) for e, r in found if e.by == "scheduler" and r.event == "Moved"]
+    assert moves and [t.name for t in moves[-1][1].targets] == ["dresden"], found
+    assert moves[-1][1].trigger == "metrics"
+    kv = store.get(keys.binding_key("Application", "default", "web"))
+    assert kv is not None and moves[-1][0].id in kv.value.decode()
+    health = [(c.cluster, c.now) for e, r in found if e.by == "propagator" for c in r.changes
+              if c.what == "health"]
+    assert health.index(("default/paris", "removed")) > health.index(
+        ("default/dresden", "Healthy")), health
     # kubectl's READY, summed over the clusters
     apps = out.split("# where each application runs, and how much of it is available")[1]
     assert "READY" in apps.splitlines()[1]
