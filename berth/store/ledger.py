@@ -9,8 +9,8 @@ Each record is a key of its own under ``/berth/v1/ledger/``::
 so a resource's records list in the order they happened; ``by`` is the process
 that wrote it (``scheduler``, ``propagator``), ``bytes`` the size of its value.
 The id and size ride in the key so that retention works from a keys-only
-range, without reading a value. A record is written once, at a key no other
-write has (:func:`put`), and never rewritten; etcd's compaction leaves live keys alone, so a
+range, without reading a value. A record is created once (guarded on its
+absence) and never rewritten; etcd's compaction leaves live keys alone, so a
 record stays until retention deletes it.
 
 Retention keeps, of each resource's records by each process, the newest
@@ -105,17 +105,11 @@ class Stamps:
 
 def put(kind: str, namespace: str | None, name: str, by: str, record: Record,
         rid: str = "") -> Put:
-    """The write that creates ``record`` of a resource, by process ``by``; ``rid``: its id
-    if already made.
-
-    Unguarded: its key is new by construction — a process's times are strictly
-    increasing (:class:`Stamps`), its writer's name is in the key, and only the
-    replica that holds the resource writes (a leader's fence, a cluster's claim).
-    A compare on the key's absence would cost etcd a lookup per record for nothing
-    (measured: docs/ledger.md "What it costs")."""
+    """The write that creates ``record`` of a resource, by process ``by`` (only if its
+    key is absent: a record is never rewritten); ``rid``: its id if already made."""
     value = encode(record)
     return Put(f"{prefix(kind, namespace, name)}{rid or record_id(record.time)}.{by}."
-               f"{len(value)}", value, None)
+               f"{len(value)}", value, 0)
 
 
 def history(store: Store, kind: str, namespace: str | None, name: str
