@@ -7,6 +7,7 @@
     ├── Unavailable    etcd could not be reached or did not answer in time
     ├── Compacted      a watch asked for a revision etcd no longer keeps: relist
     ├── Unauthorized   authentication failed or permission was denied
+    ├── NoSpace        etcd is out of space (its quota alarm): no write lands, deletes do
     └── Invalid        etcd refused the request, or a value does not decode
 
 What one gateway call raises before translation (:class:`Unreached`,
@@ -77,6 +78,12 @@ class Unauthorized(StoreError):
     """Authentication failed, the token expired, or permission was denied."""
 
 
+class NoSpace(StoreError):
+    """etcd's database is at its quota (its NOSPACE alarm is raised): it refuses every
+    write that adds data, until an operator compacts, defragments and disarms it;
+    reads and deletes still work."""
+
+
 class Invalid(StoreError):
     """etcd rejected the request as malformed, or a stored value does not decode."""
 
@@ -116,6 +123,8 @@ def classify(code: int | None, message: str, context: str) -> StoreError:
         return Unauthorized(text)
     if code in _GRPC_UNAVAILABLE or "leader" in lowered or "timed out" in lowered:
         return Unavailable(text)
+    if "database space exceeded" in lowered:
+        return NoSpace(text)
     if code in _GRPC_INVALID:
         return Invalid(text)
     return StoreError(text)

@@ -9,8 +9,12 @@ booleans left out, keys and values in base64), and whose watches
 the guarded writes and the conflicts they name, fences, informers, the Binding
 writer — is berth's own code, unchanged. A test waits for what it expects with
 :meth:`Memory.wait_until`, which wakes at each write: nothing polls, nothing
-sleeps. What it does not model: authentication, compaction (history is kept
-whole), lease expiry (a lease ends when revoked), and more than one member.
+sleeps. A ``quota`` makes it refuse every write that puts anything once its
+keys and values hold that many bytes (etcd's NOSPACE alarm; deleting frees the
+space at once here, where etcd needs a compaction, a defragmentation and the
+alarm disarmed). What it does not model: authentication, compaction (history
+is kept whole), lease expiry (a lease ends when revoked), and more than one
+member.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from berth.store import EtcdConfig, Fence, Store, StoreError
+from berth.store import EtcdConfig, Fence, NoSpace, Store, StoreError
 from berth.store.ops import b64, unb64
 from berth.store.watch import Watch, WatchBatch, WatchEvent
 
@@ -47,6 +51,8 @@ class Memory:
         self.history: list[WatchEvent] = []  # every change, in revision order
         self.leases: dict[int, int] = {}  # lease ID → its TTL
         self._next_lease = 0x1000
+        self.quota = 0  # bytes of keys and values beyond which puts are refused (0: none)
+        self.refused = 0  # transactions refused for the quota
 
     # -- for tests ---------------------------------------------------------------------
 
@@ -71,6 +77,13 @@ class Memory:
                 return self._txn(body)
             if path == "kv/compaction":
                 return self._header()
+            if path == "maintenance/status":
+                used = self.in_use()
+                return {**self._header(), "dbSize": str(used), "dbSizeInUse": str(used),
+                        **({"dbSizeQuota": str(self.quota)} if self.quota else {})}
+            if path == "maintenance/alarm":
+                full = bool(self.quota) and self.in_use() >= self.quota
+                return {**self._header(), "alarms": [{"alarm": "NOSPACE"}] if full else []}
             if path == "lease/grant":
                 self._next_lease += 1
                 self.leases[self._next_lease] = int(body["TTL"])
@@ -93,6 +106,10 @@ class Memory:
 
     def _header(self) -> dict[str, Any]:
         return {"header": {"revision": str(self.revision)}}
+
+    def in_use(self) -> int:
+        """The bytes the keys and values hold: etcd's database, without its overhead."""
+        return sum(len(k) + len(v.value) for k, v in self.keys.items())
 
     def _selected(self, body: dict[str, Any]) -> list[str]:
         key = unb64(body["key"]).decode()
@@ -135,6 +152,10 @@ class Memory:
     def _txn(self, body: dict[str, Any]) -> dict[str, Any]:
         succeeded = all(self._holds(c) for c in body.get("compare", []))
         ops = body.get("success" if succeeded else "failure", [])
+        if self.quota and self.in_use() >= self.quota and any("request_put" in op for op in ops):
+            self.refused += 1  # waiters see it, as they see a write
+            self.changed.notify_all()
+            raise NoSpace("etcdserver: mvcc: database space exceeded")
         writes = any("request_put" in op or "request_delete_range" in op for op in ops)
         if writes:
             self.revision += 1

@@ -26,6 +26,11 @@ decision takes long enough that a transaction written as soon as the last one
 returned would carry a few Bindings only, its HTTP exchange costing the
 deciding thread's core more than the Bindings did.
 
+When etcd is out of space (its quota alarm: no write lands until an operator
+compacts, defragments and disarms it), history goes first: the ledger records
+are dropped from every write until one lands again, said once, and the
+Bindings alone are retried every two seconds, said once too.
+
 A Binding change is said in the log once it is written (its line made when it
 was decided): the lines of one transaction go to logging as one record
 (:class:`Lines`), so logging's own cost is paid once per transaction, not once
@@ -47,7 +52,7 @@ from prometheus_client import Counter, Histogram
 from berth.controllers.runtime.observe import Labelled, Lines
 from berth.controllers.scheduler.decisions import Token
 from berth.controllers.scheduler.views import BindingView
-from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode
+from berth.store import Conflict, Delete, Deposed, NoSpace, Put, Store, StoreError, encode
 from berth.store.documents import Binding
 
 log = logging.getLogger(__name__)
@@ -141,6 +146,7 @@ class BindingWriter:
         self._revisions: dict[str, int] = {}  # binding key → revision we last wrote (ours)
         self._in_flight: dict[str, Write] = {}  # binding key → our write being committed
         self._deposed = False  # our term is over: nothing more is written
+        self._full = False  # etcd refused a write for want of space (the writer thread's)
         # Writes whose commit may have happened (the answer was lost: etcd restarting):
         # before one is tried again, etcd is asked whether it already holds it.
         self._uncertain: dict[str, Write] = {}  # the writer thread's own
@@ -237,6 +243,11 @@ class BindingWriter:
     def alive(self) -> bool:
         return self._worker is not None and self._worker.is_alive()
 
+    @property
+    def out_of_space(self) -> bool:
+        """etcd refused the last write for want of space (its quota alarm)."""
+        return self._full
+
     def _stopping(self) -> bool:
         """Stopping (a shutdown, or leadership lost): a failed write is not retried, so a
         replica that no longer leads never writes behind the next leader's back."""
@@ -313,9 +324,12 @@ class BindingWriter:
                 self.decisions.retract(w.binding_key, w.token)
 
     def _ops(self, writes: list[Write]) -> list[Put | Delete]:
-        """The writes, each guarded by the revision its decision was made on."""
+        """The writes, each guarded by the revision its decision was made on (their ledger
+        records with them, unless etcd is full)."""
         ops: list[Put | Delete] = []
         for w in writes:
+            if self._full:
+                w.records = ()
             if w.value is None:
                 ops.append(Delete(w.binding_key, w.base))  # 0: only if still absent
             else:
@@ -371,6 +385,9 @@ class BindingWriter:
             return
         except Deposed:
             raise
+        except NoSpace as exc:
+            self._out_of_space(writes, exc)
+            return
         except StoreError as exc:
             if self._stopping():
                 log.warning("%d Bindings not written (%s): stopping; whoever leads next "
@@ -385,6 +402,20 @@ class BindingWriter:
         for w in writes:
             self._done(w, revision)
 
+    def _out_of_space(self, writes: list[Write], exc: NoSpace) -> None:
+        """etcd is full: drop history first (the writes' ledger records), say so once, and
+        try the Bindings again in a while (nothing landed: refused, not lost)."""
+        if not self._full:
+            self._full = True
+            log.error("etcd is out of space (%s): ledger records are dropped and Bindings "
+                      "retried every 2 s until it takes writes again; compact, defragment "
+                      "and disarm its alarm (docs/operations.md)", exc)
+        for w in writes:
+            w.records = ()
+        if not self._stopping():
+            time.sleep(2.0)
+            self._requeue(writes)
+
     def _commit_one(self, w: Write) -> None:
         try:
             revision = self.store.commit(self._ops([w]))
@@ -395,6 +426,9 @@ class BindingWriter:
             return
         except Deposed:
             raise
+        except NoSpace as exc:
+            self._out_of_space([w], exc)
+            return
         except StoreError as exc:
             if self._stopping():
                 log.warning("Binding %s not written (%s): stopping", w.binding_key, exc)
@@ -420,6 +454,9 @@ class BindingWriter:
         self.retry(w.subject_key)
 
     def _done(self, w: Write, revision: int) -> None:
+        if self._full:
+            self._full = False
+            log.warning("etcd takes writes again: ledger records are written again")
         _WRITES("deleted" if w.value is None else "written").inc()
         if w.said is not None:
             self._said.append(w.said)

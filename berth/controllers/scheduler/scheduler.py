@@ -165,7 +165,9 @@ class Scheduler:
         self._stamps = Stamps()  # Bindings' times: a ledger id each, never one twice
         self._stopping = threading.Event()
         if config.ledger.enabled:
-            self.trimmer = Trimmer(store, config.ledger.retention, clock=clock)
+            self.trimmer = Trimmer(store, config.ledger.retention, clock=clock,
+                                   etcd_full=config.ledger.etcd_full,
+                                   etcd_quota=config.ledger.etcd_quota)
             self._next_trim = clock.monotonic() + 60.0  # not all at once with the start
             self._loops.append(Loop("ledger-trim", self._trim_step,
                                     deadline=max(600.0, 2 * config.ledger.trim_every)))
@@ -271,8 +273,11 @@ class Scheduler:
         if left > 0:
             self._stopping.wait(min(left, 10.0))
             return
-        self._next_trim = self.clock.monotonic() + self.config.ledger.trim_every
         self.trimmer.trim()
+        # nearly full: every minute, until the ledger has made room
+        every = self.config.ledger.trim_every
+        self._next_trim = self.clock.monotonic() + (min(every, 60.0) if self.trimmer.pressed
+                                                     else every)
 
     def _sweep_slice(self) -> None:
         assert self._sweep is not None

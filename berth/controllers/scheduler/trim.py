@@ -20,7 +20,7 @@ from datetime import datetime
 import msgspec
 
 from berth.controllers.runtime.clock import SYSTEM, Clock
-from berth.store import Delete, Store
+from berth.store import Delete, Store, StoreError
 from berth.store import ledger as L
 
 log = logging.getLogger(__name__)
@@ -34,12 +34,18 @@ class LedgerConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     retention_days: float = 30.0
     max_bytes: int = 256 << 20  # every record's value together
     trim_every: float = 600.0  # seconds between two trims (the leader's)
+    # Over this share of etcd's quota in use (or with its NOSPACE alarm raised), the
+    # ledger gives up its oldest half at each trim, trimmed every minute.
+    etcd_full: float = 0.8
+    etcd_quota: int = 2 << 30  # etcd's --quota-backend-bytes, if etcd does not say it
 
     def __post_init__(self) -> None:
         if self.keep < 1 or self.retention_days <= 0 or self.max_bytes < 1:
             raise ValueError("ledger: keep, retention_days and max_bytes must be positive")
         if self.trim_every <= 0:
             raise ValueError("ledger: trim_every must be positive")
+        if not 0 < self.etcd_full <= 1 or self.etcd_quota < 1:
+            raise ValueError("ledger: etcd_full must be in (0, 1], etcd_quota positive")
 
     @property
     def retention(self) -> L.Retention:
@@ -53,11 +59,31 @@ def _hour(at: datetime) -> datetime:
 class Trimmer:
     """Deletes what retention no longer keeps (see the module's docstring)."""
 
-    def __init__(self, store: Store, retention: L.Retention, *, clock: Clock = SYSTEM) -> None:
+    def __init__(self, store: Store, retention: L.Retention, *, clock: Clock = SYSTEM,
+                 etcd_full: float = 0.8, etcd_quota: int = 2 << 30) -> None:
         self.store = store
         self.retention = retention
         self.clock = clock
+        self.etcd_full = etcd_full
+        self.etcd_quota = etcd_quota
+        self.pressed = False  # etcd was nearly full at the last trim
         self._named: set[str] = set()  # keys said not to be records (once each)
+
+    def _etcd_full(self) -> str:
+        """Why etcd is (nearly) full — its NOSPACE alarm, or its database over
+        ``etcd_full`` of its quota — or "" (also when it cannot say)."""
+        try:
+            alarms = self.store.call("maintenance/alarm", {"action": "GET"}, "alarms")
+            if any(a.get("alarm") == "NOSPACE" for a in alarms.get("alarms") or []):
+                return "its NOSPACE alarm is raised"
+            status = self.store.call("maintenance/status", {}, "status")
+        except StoreError:
+            return ""
+        in_use = int(status.get("dbSizeInUse") or status.get("dbSize") or 0)
+        quota = int(status.get("dbSizeQuota") or 0) or self.etcd_quota
+        if in_use > quota * self.etcd_full:
+            return f"{in_use} of its {quota} bytes are in use"
+        return ""
 
     def _entries(self) -> Iterator[L.Entry]:
         for page in self.store.keys_under(L.LEDGER):
@@ -74,8 +100,16 @@ class Trimmer:
         sizes: dict[datetime, int] = defaultdict(int)
         for e in self._entries():
             sizes[_hour(e.at)] += e.size
-        cutoff = L.size_cutoff(sizes, self.retention.max_bytes)
-        if cutoff is not None:
+        budget = self.retention.max_bytes
+        full = self._etcd_full()
+        self.pressed = bool(full)
+        if full:  # history goes first: half of it, the oldest, at each trim
+            budget = min(budget, sum(sizes.values()) // 2)
+            log.warning("ledger: etcd is nearly out of space (%s): the ledger gives up its "
+                        "oldest records, down to %d bytes; compact and defragment etcd to get "
+                        "the space back (docs/operations.md)", full, budget)
+        cutoff = L.size_cutoff(sizes, budget)
+        if cutoff is not None and not full:
             log.warning("ledger: over %d bytes in all: records up to %s go first",
                         self.retention.max_bytes, cutoff.isoformat())
         now = self.clock.now()

@@ -195,3 +195,38 @@ def test_a_deposed_leaders_trimmer_deletes_nothing(store: MemoryStore) -> None:
     with pytest.raises(Deposed):
         Trimmer(fenced, ledger.Retention(), clock=FakeClock(NOW)).trim()
     assert len(left(store)) == 1
+
+
+# -- etcd out of space: history goes first ----------------------------------------------
+
+
+def test_near_etcd_quota_the_trimmer_gives_up_the_oldest_half(store: MemoryStore) -> None:
+    keys_ = [write(store, f"app-{i}", NOW - timedelta(hours=i), reason="x" * 300)
+             for i in range(8)]
+    store.memory.quota = int(store.memory.in_use() / 0.85)  # 85 % in use: over 80 %
+    trimmer = Trimmer(store, ledger.Retention(), clock=FakeClock(NOW))
+    assert trimmer.trim() == 4 and trimmer.pressed
+    assert sorted(left(store)) == sorted(keys_[:4])  # the newest half stays
+    store.memory.quota = 0
+    assert trimmer.trim() == 0 and not trimmer.pressed
+
+
+def test_with_etcd_full_bindings_are_retried_without_their_records_and_said_once(
+        store: MemoryStore, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster(store, "de")
+    application(store, "one")
+    scratch = MemoryStore()
+    application(scratch, "two")  # its size: what etcd has room for, and not a byte more
+    for s in run(store, clock):
+        records(store, "one", 1)
+        store.memory.quota = store.memory.in_use() + scratch.memory.in_use()
+        application(store, "two")  # fills etcd: its Binding is refused (NOSPACE)
+        store.memory.wait_until(lambda w=s.writer: w.out_of_space)  # woken by each refusal
+        assert binding(store, "two") is None
+        store.memory.quota = 0  # an operator made room
+        store.memory.wait_until(lambda: binding(store, "two") is not None)
+        assert store.count_prefix(ledger.prefix("Application", "default", "two")) == 0
+        application(store, "three")
+        records(store, "three", 1)  # written with their records again
+    said = [m for m in caplog.messages if "etcd is out of space" in m]
+    assert len(said) == 1 and any("etcd takes writes again" in m for m in caplog.messages)
