@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -10,10 +11,10 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -28,6 +29,11 @@ from berth.store.documents import (
 )
 from berth.store.documents.base import Metadata
 from berth_testkit.servers.etcd import ROOT
+
+if TYPE_CHECKING:
+    from berth.controllers.runtime.clock import Clock
+    from berth.controllers.scheduler.config import SchedulerConfig
+    from berth.controllers.scheduler.scheduler import Scheduler
 
 T = TypeVar("T")
 
@@ -213,3 +219,20 @@ class MetricsCacheProcess(BerthProcess):
 
 class PropagatorProcess(BerthProcess):
     command = "propagator"
+
+
+@contextlib.contextmanager
+def in_memory(store: Store, clock: Clock, config: SchedulerConfig | None = None
+              ) -> Iterator[Scheduler]:
+    """A Scheduler over ``store`` (etcd in memory, :mod:`berth_testkit.memory`) reading
+    ``clock``, started and, at the end, stopped."""
+    from berth.controllers.scheduler.config import SchedulerConfig as Config
+    from berth.controllers.scheduler.scheduler import Scheduler as Running
+
+    s = Running(store, config or Config(), clock=clock)
+    s.start(sync_timeout=5.0)
+    try:
+        yield s
+    finally:
+        s.stop()
+

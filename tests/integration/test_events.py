@@ -4,15 +4,13 @@ show them, and an event is gone with its lease."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import time
 from pathlib import Path
 
-from berth.cli.main import main
 from berth.controllers.runtime.events import Recorder
 from berth.store import Store
 from berth.store.events import NORMAL, InvolvedObject, listed, prefix
+from berth_testkit.cli import berth
 from berth_testkit.scheduler_env import (
     SchedulerProcess,
     application,
@@ -21,13 +19,6 @@ from berth_testkit.scheduler_env import (
     wait_for,
 )
 from berth_testkit.servers.etcd import EtcdServer
-
-
-def berth(*args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(list(args))
-    return code, out.getvalue()
 
 
 def test_an_event_is_gone_with_its_lease_after_its_ttl(store: Store) -> None:

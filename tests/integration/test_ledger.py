@@ -4,13 +4,11 @@ back by ``berth history`` and ``berth explain --at``."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import time
 from pathlib import Path
 
-from berth.cli.main import main
 from berth.store import Store, ledger
+from berth_testkit.cli import berth
 from berth_testkit.scheduler_env import (
     SchedulerProcess,
     application,
@@ -23,13 +21,6 @@ from berth_testkit.scheduler_env import (
     wait_for,
 )
 from berth_testkit.servers.etcd import EtcdServer
-
-
-def berth(*args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(list(args))
-    return code, out.getvalue()
 
 
 def price(store: Store, de: float, fr: float) -> None:

@@ -28,6 +28,7 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
+from berth_testkit.cli import berth
 from berth_testkit.scheduler_env import PropagatorProcess, put, record_puts, wait_for
 from berth_testkit.servers.etcd import ROOT, EtcdServer
 from berth_testkit.servers.kube import KubeCluster
@@ -98,17 +99,6 @@ def bind(store: Store, name: str, generation: int, *on: str) -> None:
     put(store, keys.binding_key("Application", "default", name), encode(doc))
 
 
-def berth(*argv: str) -> tuple[int, str]:
-    """The ``berth`` command, run in-process: its exit code and standard output."""
-    import contextlib
-    import io
-
-    from berth.cli.main import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(list(argv))
-    return code, out.getvalue()
 
 
 def status(store: Store, name: str) -> ApplicationStatus | None:

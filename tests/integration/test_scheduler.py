@@ -13,6 +13,7 @@ import yaml
 
 from berth.store import Put, Store, decode, encode, keys
 from berth.store.documents import Application, Binding, Cluster
+from berth_testkit.cli import berth
 from berth_testkit.scheduler_env import (
     SchedulerProcess,
     application,
@@ -349,17 +350,6 @@ def test_anti_flap_holds_an_optional_move_back_and_says_why(
         proc.stop()
 
 
-def berth(*argv: str) -> tuple[int, str]:
-    """The ``berth`` command, in-process: its exit code and standard output."""
-    import contextlib
-    import io
-
-    from berth.cli.main import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(list(argv))
-    return code, out.getvalue()
 
 
 APP_YAML = """\

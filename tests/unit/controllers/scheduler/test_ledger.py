@@ -6,40 +6,26 @@ are in tests/integration/test_ledger.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.controllers.scheduler.config import SchedulerConfig
-from berth.controllers.scheduler.scheduler import Scheduler
 from berth.controllers.scheduler.trim import LedgerConfig, Trimmer
 from berth.store import Fence, ledger
 from berth.store.documents.ledger import Record
 from berth.store.errors import Deposed
 from berth_testkit.memory import FakeClock, MemoryStore
-from berth_testkit.scheduler_env import application, binding, cluster, metric, picture, value
-
-
-@pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-def run(store: MemoryStore, clock: FakeClock, config: SchedulerConfig | None = None
-        ) -> Iterator[Scheduler]:
-    s = Scheduler(store, config or SchedulerConfig(), clock=clock)
-    s.start(sync_timeout=5.0)
-    try:
-        yield s
-    finally:
-        s.stop()
+from berth_testkit.scheduler_env import (
+    application,
+    binding,
+    cluster,
+    in_memory,
+    metric,
+    picture,
+    value,
+)
 
 
 def records(store: MemoryStore, name: str, n: int) -> list[tuple[ledger.Entry, Record]]:
@@ -56,7 +42,7 @@ def test_a_placement_and_a_move_off_a_tainted_cluster_are_recorded_with_the_bind
     cluster(store, "de", labels={"location": "DE"})
     cluster(store, "fr", labels={"location": "FR"})
     application(store, "web")
-    for _ in run(store, clock):
+    with in_memory(store, clock):
         [(entry, first)] = records(store, "web", 1)
         b = binding(store, "web")
         assert b is not None
@@ -92,7 +78,7 @@ def test_a_move_for_metrics_is_recorded_with_their_values_and_a_held_one_with_it
     cluster(store, "fr", metrics={"price_fr": 1.0})
     application(store, "web")
     config = SchedulerConfig(anti_flap=AntiFlapConfig(min_dwell=600.0))
-    for _ in run(store, clock, config):
+    with in_memory(store, clock, config):
         [(_, placed)] = records(store, "web", 1)
         assert [t.name for t in placed.targets] == ["de"]
         [chosen] = [c for c in placed.candidates if c.chosen]
@@ -120,7 +106,7 @@ def test_no_record_is_written_when_the_ledger_is_off(store: MemoryStore,
                                                        clock: FakeClock) -> None:
     cluster(store, "de")
     application(store, "web")
-    for _ in run(store, clock, SchedulerConfig(ledger=LedgerConfig(enabled=False))):
+    with in_memory(store, clock, SchedulerConfig(ledger=LedgerConfig(enabled=False))):
         store.memory.wait_until(lambda: binding(store, "web") is not None)
         assert store.count_prefix(ledger.LEDGER) == 0
         assert binding(store, "web").spec.decision  # the decision still has its id
@@ -217,7 +203,7 @@ def test_with_etcd_full_bindings_are_retried_without_their_records_and_said_once
     application(store, "one")
     scratch = MemoryStore()
     application(scratch, "two")  # its size: what etcd has room for, and not a byte more
-    for s in run(store, clock):
+    with in_memory(store, clock) as s:
         records(store, "one", 1)
         store.memory.quota = store.memory.in_use() + scratch.memory.in_use()
         application(store, "two")  # fills etcd: its Binding is refused (NOSPACE)

@@ -6,35 +6,10 @@ them where time is what decides.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from berth.controllers.scheduler.config import PluginSpec, SchedulerConfig
-from berth.controllers.scheduler.scheduler import Scheduler
 from berth.store.documents import Binding
 from berth_testkit.memory import FakeClock, MemoryStore
-from berth_testkit.scheduler_env import application, binding, cluster, targets
-
-
-@pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-def run(store: MemoryStore, clock: FakeClock, config: SchedulerConfig | None = None
-        ) -> Iterator[Scheduler]:
-    s = Scheduler(store, config or SchedulerConfig(), clock=clock)
-    s.start(sync_timeout=5.0)
-    try:
-        yield s
-    finally:
-        s.stop()
+from berth_testkit.scheduler_env import application, binding, cluster, in_memory, targets
 
 
 def bound(store: MemoryStore, name: str, state: str = "Scheduled") -> Binding:
@@ -51,7 +26,7 @@ def test_an_application_is_bound_where_it_fits_at_the_clocks_time(
     cluster(store, "de", labels={"location": "DE"})
     cluster(store, "fr", labels={"location": "FR"})
     application(store, "web", constraints={"cluster": {"labels": ["location is DE"]}})
-    for _ in run(store, clock):
+    with in_memory(store, clock):
         b = bound(store, "web")
         assert targets(b) == ["de"]
         assert b.spec.scheduled == clock.now() and b.metadata.created == clock.now()
@@ -66,7 +41,7 @@ def test_an_incomplete_gang_is_given_up_when_the_clock_passes_its_timeout(
     application(store, "g1", gang=gang)
     application(store, "g2", gang=gang)
     application(store, "probe")  # decided after both members (queued in key order)
-    for s in run(store, clock, config):
+    with in_memory(store, clock, config) as s:
         bound(store, "probe")
         assert binding(store, "g1") is None and binding(store, "g2") is None  # waiting
         assert set(s._waiting) == {"/berth/v1/applications/default/g1",
