@@ -72,8 +72,7 @@ def what(r: L.Record) -> str:
     """What a record says happened, in one cell."""
     if r.changes:
         return "; ".join(
-            (f"{c.cluster}: " if c.cluster else "") + (f"{c.was} → {c.now}" if c.was
-                                                        else c.now)
+            (f"{c.cluster}: " if c.cluster else "") + f"{c.was + ' ' if c.was else ''}→ {c.now}"
             for c in r.changes)
     moved = f"{places(r.source)} → {places(r.targets)}"
     if r.event == L.HELD:

@@ -100,8 +100,8 @@ def events_of(record: L.Record | None, old: ApplicationState | None, new: Applic
             out.append((WARNING if c.now in _WARNING_STATES else NORMAL, c.now.title(),
                         new.reason or c.now))
         elif c.what == "health":
-            reason = {"Healthy": "Available", "Unhealthy": "Unhealthy",
-                      "removed": "Removed"}.get(c.now, c.now)
+            reason = {"Healthy": "Available", "Unhealthy": "Unhealthy", "removed": "Removed",
+                      "Progressing": "Applied"}.get(c.now, c.now)
             out.append((WARNING if c.now == "Unhealthy" else NORMAL, reason,
                         f"{c.cluster}: {c.detail}" if c.detail else c.cluster))
         else:
