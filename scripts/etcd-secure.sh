@@ -17,14 +17,19 @@
 # it (etcdctl role delete berth-<process>) and run the script again.
 #
 # The key layout is berth/store/keys.py's. Who may do what:
-#   berth-scheduler      reads everything but secrets; writes Bindings
+#   berth-scheduler      reads everything but secrets; writes Bindings, ledger
+#                        records (and deletes those past retention), events
 #   berth-propagator     reads everything but secrets, and the secrets of
-#                        Clusters and Applications; writes statuses; may write
-#                        applications, their histories and rollout controls
-#                        (etcd has no delete-only grant) and only deletes those
-#                        it has cleaned up; cannot write Bindings
+#                        Clusters and Applications; writes statuses, ledger
+#                        records, events; may write applications, their
+#                        histories and rollout controls (etcd has no
+#                        delete-only grant) and only deletes those it has
+#                        cleaned up; cannot write Bindings
 #   berth-metrics-cache  reads everything but secrets, and the secrets of
-#                        metrics providers; writes metric values
+#                        metrics providers; writes metric values and events
+# (etcd grants by prefix, and a ledger key names its resource before its writer:
+# the scheduler and the propagator may each write the whole ledger; each writes
+# only keys that name it.)
 #   berth-admin          (bootstrap, apply, delete, cordon, upgrade, the CLI)
 #                        reads everything; writes user resources, secrets,
 #                        applications' histories and rollout controls only
@@ -93,6 +98,9 @@ role berth-scheduler
 no_secrets berth-scheduler
 grant berth-scheduler readwrite "${R}bindings/" --prefix
 grant berth-scheduler readwrite "${R}leases/scheduler" --prefix
+# its ledger records (and, its leader, retention's deletes) and its events
+grant berth-scheduler readwrite "${R}ledger/" --prefix
+grant berth-scheduler readwrite "${R}events/" --prefix
 
 role berth-propagator
 # Before this version the propagator read every secret: that grant goes.
@@ -108,6 +116,8 @@ grant berth-propagator readwrite "${R}applications/" --prefix
 grant berth-propagator readwrite "${R}history/applications/" --prefix
 grant berth-propagator readwrite "${R}rollouts/applications/" --prefix
 grant berth-propagator readwrite "${R}leases/propagator" --prefix
+grant berth-propagator readwrite "${R}ledger/" --prefix
+grant berth-propagator readwrite "${R}events/" --prefix
 
 role berth-metrics-cache
 no_secrets berth-metrics-cache
@@ -115,6 +125,7 @@ grant berth-metrics-cache read "${R}secrets/globalmetricsproviders/" --prefix
 grant berth-metrics-cache read "${R}secrets/metricsproviders/" --prefix
 grant berth-metrics-cache readwrite "${R}metricvalues/" --prefix
 grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
+grant berth-metrics-cache readwrite "${R}events/" --prefix
 
 role berth-admin
 grant berth-admin read "$R" --prefix

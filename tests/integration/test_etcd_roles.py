@@ -159,6 +159,14 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
         assert not leaked, f"credentials in logs or CLI output: {leaked}"
         for p in procs:  # and nothing was refused along the way
             assert "permission denied" not in p.output(), p.log.name
+        # the scheduler's trimmer reads how full etcd is under its role: status and alarms
+        sched = secure.store("berth-scheduler")
+        try:
+            assert int(sched.call("maintenance/status", {}, "status")["dbSizeInUse"]) > 0
+            assert sched.call("maintenance/alarm", {"action": "GET"}, "alarms").get(
+                "alarms") in (None, [])
+        finally:
+            sched.close()
     finally:
         for p in procs:
             p.stop()
@@ -175,6 +183,8 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
     ("berth-propagator", "write", keys.METRIC_PICTURE),
     ("berth-metrics-cache", "write", keys.resource_key("Cluster", "x", "default")),
     ("berth-metrics-cache", "write", keys.binding_key("Application", "default", "x")),
+    ("berth-metrics-cache", "write", "/berth/v1/ledger/applications/default/x/"
+                                     "20261128T010000.000000Z.scheduler.2"),
     ("berth-metrics-cache", "read", keys.secrets_key("Cluster", "east", "default")),
     ("berth-metrics-cache", "list", keys.SECRETS),
     ("berth-metrics-cache", "read", keys.secrets_key("Application", "web", "default")),
