@@ -62,6 +62,7 @@ _WRITES = Labelled(WRITES)
 BATCH = Histogram("berth_scheduler_binding_batch_size", "Bindings per transaction",
                   buckets=(1, 2, 4, 8, 16, 32, 64, 128))
 MAX_GROUP = 128
+ABSORBED = 8  # ledger records a write carries at most (its own and those it replaced)
 SPACING = 0.005  # seconds from one transaction's end to the next one's start, in a burst
 
 
@@ -122,10 +123,12 @@ class Write:
         return 1 + len(self.records)
 
     def absorb(self, older: Write) -> None:
-        """Take over the records of an older write of the key this one replaces."""
+        """Take over the records of an older write of the key this one replaces (the newest
+        :data:`ABSORBED` of them: a key decided again and again while etcd is away must
+        not grow a write past a transaction)."""
         if older.records:
-            self.records = older.records + self.records
-            self.events = older.events + self.events
+            self.records = (older.records + self.records)[-ABSORBED:]
+            self.events = (older.events + self.events)[-ABSORBED:]
 
 
 class BindingWriter:
@@ -300,10 +303,13 @@ class BindingWriter:
                         self.say(Lines(said))
 
     def _take(self) -> list[Write]:
-        """The oldest pending writes that fit in one transaction (under the lock)."""
+        """The oldest pending writes that fit in one transaction (under the lock); the first
+        always, with no more of its records than fit (``bind_batch`` 1 takes none)."""
         writes: list[Write] = []
         room = self.batch
         for w in self._pending.values():
+            if w.ops > room and not writes:
+                w.records = w.records[max(0, len(w.records) - (room - 1)):]
             if w.ops > room:
                 break
             room -= w.ops

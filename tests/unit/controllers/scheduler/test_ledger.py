@@ -216,3 +216,14 @@ def test_with_etcd_full_bindings_are_retried_without_their_records_and_said_once
         records(store, "three", 1)  # written with their records again
     said = [m for m in caplog.messages if "etcd is out of space" in m]
     assert len(said) == 1 and any("etcd takes writes again" in m for m in caplog.messages)
+
+
+def test_a_batch_of_one_binding_writes_it_without_its_record(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """``bind_batch: 1`` leaves no room for a record in the transaction: the Binding is
+    written all the same (it never waits for room that cannot come)."""
+    cluster(store, "de")
+    application(store, "web")
+    with in_memory(store, clock, SchedulerConfig(bind_batch=1)):
+        store.memory.wait_until(lambda: binding(store, "web") is not None)
+        assert store.count_prefix(ledger.LEDGER) == 0
