@@ -11,7 +11,8 @@
 # from source into ~/.cache/berth, see install-etcd.sh) and kube-apiserver
 # (built once from source, about three minutes). The suite also needs
 # Prometheus and the Pushgateway (Debian's packages), the Kafka broker's jars
-# (Maven Central) and kustomize (built from source). Idempotent and quick when
+# (Maven Central), kustomize (built from source) and Debian's chromium with its
+# driver (the console's browser tests). Idempotent and quick when
 # everything is there. Sourcing it exports BERTH_PY, BERTH_ETCD_BIN and a PATH
 # with .venv/bin first.
 set -euo pipefail
@@ -76,6 +77,10 @@ if [ "$what" != --demo ]; then
   step "prometheus and pushgateway (Debian packages)" bash "$here/scripts/install-prometheus.sh"
   step "kafka broker (Maven Central jars)" bash "$here/scripts/install-kafka.sh"
   step "kustomize (built once into $cache)" bash "$here/scripts/install-kustomize.sh"
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    # the console's browser tests (Selenium drives Debian's driver; nothing is downloaded)
+    step "chromium and chromium-driver (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver'
+  fi
 fi
 echo "setup: done (tool output in $setup_log)" >&2
 export BERTH_PY="$here/.venv/bin/python"

@@ -69,6 +69,34 @@ def _metrics(entry: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+RANKED_HEAD = ("CANDIDATE", "SCORE", "TIER", "BREAKDOWN")
+REJECTED_HEAD = ("REJECTED BY", "COUNT", "REASON", "CANDIDATES")
+
+
+def explanation(b: Binding) -> tuple[list[tuple[str, str, str, str]],
+                                     list[tuple[str, str, str, str]]]:
+    """A Binding's explanation as the two tables ``berth explain`` prints and the console
+    shows (one function for both): the ranked candidates (RANKED_HEAD's cells) and the
+    rejected ones grouped by plugin and reason (REJECTED_HEAD's)."""
+    ranked, rejected = [], []
+    for e in b.status.explanation:
+        if "score" in e:
+            breakdown = " ".join(f"{k}={v:.4f}" for k, v in e.get("scores", {}).items())
+            extra = _metrics(e)
+            ranked.append((str(e["candidate"]), f"{e['score']:.4f}", str(e.get("tier", 0)),
+                           breakdown + ("  " + extra if extra else "")))
+        elif "rejected_by" in e:
+            # Bindings keep the groups small enough to name, with every name (the
+            # reason counts the rest); older ones also larger groups, named in part
+            # or not at all, hence "...".
+            named = e.get("candidates") or []
+            names = ", ".join(c.rsplit("/", 1)[-1] for c in named)
+            more = "" if e.get("count", 0) <= len(named) else ", ..."
+            rejected.append((str(e["rejected_by"]), str(e.get("count", 1)), str(e["reason"]),
+                             names + more if named else ""))
+    return ranked, rejected
+
+
 def render(b: Binding) -> str:
     spec, status = b.spec, b.status
     ref = spec.resource
@@ -79,26 +107,14 @@ def render(b: Binding) -> str:
         "targets: " + (", ".join(f"{t.kind} {t.namespace + '/' if t.namespace else ''}{t.name}"
                                  + target_note(t) for t in spec.targets) or "none"),
     ]
-    ranked = [e for e in status.explanation if "score" in e]
-    rejected = [e for e in status.explanation if "rejected_by" in e]
+    ranked, rejected = explanation(b)
     if ranked:
         lines += ["", f"{'CANDIDATE':<40} {'SCORE':>8} {'TIER':>4}  BREAKDOWN"]
-        for e in ranked:
-            breakdown = " ".join(f"{k}={v:.4f}" for k, v in e.get("scores", {}).items())
-            extra = _metrics(e)
-            lines.append(f"{e['candidate']:<40} {e['score']:>8.4f} {e.get('tier', 0):>4}  "
-                         f"{breakdown}{'  ' + extra if extra else ''}")
+        lines += [f"{c:<40} {s:>8} {t:>4}  {more}".rstrip() for c, s, t, more in ranked]
     if rejected:
         lines += ["", f"{'REJECTED BY':<20} {'COUNT':>5}  REASON  (CANDIDATES)"]
-        for e in rejected:
-            # Bindings keep the groups small enough to name, with every name (the
-            # reason counts the rest); older ones also larger groups, named in part
-            # or not at all, hence "...".
-            named = e.get("candidates") or []
-            names = ", ".join(c.rsplit("/", 1)[-1] for c in named)
-            more = "" if e.get("count", 0) <= len(named) else ", ..."
-            lines.append(f"{e['rejected_by']:<20} {e.get('count', 1):>5}  {e['reason']}"
-                         + (f"  ({names}{more})" if named else ""))
+        lines += [f"{by:<20} {n:>5}  {why}" + (f"  ({names})" if names else "")
+                  for by, n, why, names in rejected]
     return "\n".join(lines)
 
 

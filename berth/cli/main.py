@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "completion": ("completion_cmd", "a bash or zsh completion script"),
     "rollout": ("rollout_cmd", "see and steer a new generation's rollout (status, pause, "
                 "resume, approve, undo, history)"),
+    "console": ("console_cmd", "serve the web console (fleet, applications, metrics, what-if)"),
     "upgrade": ("upgrade_cmd", "move secrets stored inline by an older berth apart (once)"),
 }
 

@@ -184,10 +184,14 @@ def status(args: argparse.Namespace) -> int:
 # -- pause, resume, approve -------------------------------------------------------------
 
 
+class Refused(Exception):
+    """Why an operator's action on a rollout is not done (the message says it whole)."""
+
+
 def _control(store: Store, namespace: str, name: str,
-             change: Callable[[RolloutControl], RolloutControl | str]) -> int:
+             change: Callable[[RolloutControl], RolloutControl | str]) -> None:
     """Change the application's rollout controls with a compare-and-swap (read again on
-    a conflict); ``change`` returns the new controls, or why it refuses."""
+    a conflict); ``change`` returns the new controls, or why it refuses (Refused)."""
     key = keys.rollout_key(namespace, name)
     for _ in range(5):
         kv = store.get(key)
@@ -195,8 +199,7 @@ def _control(store: Store, namespace: str, name: str,
             HistoryMeta(name, namespace))
         new = change(now)
         if isinstance(new, str):
-            print(f"error: {new}", file=sys.stderr)
-            return 1
+            raise Refused(new)
         try:
             if kv is None:
                 store.create(key, encode(new))
@@ -204,60 +207,71 @@ def _control(store: Store, namespace: str, name: str,
                 store.update(key, encode(new), kv.mod_revision)
         except Conflict:
             continue
-        return 0
-    print(f"error: {key} keeps changing; try again", file=sys.stderr)
-    return 1
+        return
+    raise Refused(f"{key} keeps changing; try again")
 
 
-def pause(args: argparse.Namespace) -> int:
-    return _pause(args, True)
+def set_paused(store: Store, namespace: str, name: str, paused: bool) -> str:
+    """Pause or resume an application's rollout: what was done (Refused: why not).
+    ``berth rollout pause/resume`` and the console's buttons."""
+    if _app(store, namespace, name) is None:
+        raise Refused(f"application {namespace}/{name} not found")
+    _control(store, namespace, name, lambda c: msgspec.structs.replace(c, paused=paused))
+    return f"application/{namespace}/{name} rollout {'paused' if paused else 'resumed'}"
 
 
-def resume(args: argparse.Namespace) -> int:
-    return _pause(args, False)
-
-
-def _pause(args: argparse.Namespace, paused: bool) -> int:
-    store, namespace, name, app = _opened(args)
+def approve_stage(store: Store, namespace: str, name: str, stage: str, who: str) -> str:
+    """Approve the stage the application's rollout waits at: what was done (Refused: why
+    not, as when the stage is not the one waiting for approval). ``berth rollout
+    approve`` and the console's button."""
+    app = _app(store, namespace, name)
     if app is None:
-        return _missing(namespace, name)
-    code = _control(store, namespace, name,
-                    lambda c: msgspec.structs.replace(c, paused=paused))
-    if code == 0:
-        print(f"application/{namespace}/{name} rollout {'paused' if paused else 'resumed'}")
-    return code
-
-
-def approve(args: argparse.Namespace) -> int:
-    store, namespace, name, app = _opened(args)
-    if app is None:
-        return _missing(namespace, name)
+        raise Refused(f"application {namespace}/{name} not found")
     gen = app.metadata.generation
     policy = app.spec.rollout
     names = [s.name for s in policy.stages] if policy is not None else []
-    if args.stage not in names:
-        print(f"error: application {namespace}/{name} has no stage {args.stage!r} "
-              f"(its stages: {', '.join(names) or 'none'})", file=sys.stderr)
-        return 1
+    if stage not in names:
+        raise Refused(f"application {namespace}/{name} has no stage {stage!r} "
+                      f"(its stages: {', '.join(names) or 'none'})")
     st = _status(store, namespace, name)
     r = st.status.rollout if st is not None else None
     waiting = (r is not None and r.generation == gen and r.phase == WAITING
-               and r.stage == args.stage and "approval" in r.reason)
+               and r.stage == stage and "approval" in r.reason)
     if not waiting:
         where = "no rollout recorded" if r is None or r.generation != gen else (
             f"the rollout of generation {gen} is {r.phase}"
             + (f" at stage {r.stage}" if r.stage else "") + (f": {r.reason}" if r.reason
                                                               else ""))
-        print(f"error: stage {args.stage!r} is not waiting for approval ({where})",
-              file=sys.stderr)
-        return 1
-    said = Approval(gen, args.stage, _who(), datetime.now(UTC))
-    code = _control(store, namespace, name, lambda c: msgspec.structs.replace(
+        raise Refused(f"stage {stage!r} is not waiting for approval ({where})")
+    said = Approval(gen, stage, who, datetime.now(UTC))
+    _control(store, namespace, name, lambda c: msgspec.structs.replace(
         c, approved=[*(a for a in c.approved if a.generation >= gen), said]))
-    if code == 0:
-        print(f"application/{namespace}/{name} stage {args.stage} approved "
-              f"(generation {gen})")
-    return code
+    return f"application/{namespace}/{name} stage {stage} approved (generation {gen})"
+
+
+def _acted(act: Callable[[], str]) -> int:
+    try:
+        print(act())
+    except Refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def pause(args: argparse.Namespace) -> int:
+    namespace, name = _name(args)
+    return _acted(lambda: set_paused(open_store(args), namespace, name, True))
+
+
+def resume(args: argparse.Namespace) -> int:
+    namespace, name = _name(args)
+    return _acted(lambda: set_paused(open_store(args), namespace, name, False))
+
+
+def approve(args: argparse.Namespace) -> int:
+    namespace, name = _name(args)
+    return _acted(lambda: approve_stage(open_store(args), namespace, name, args.stage,
+                                        _who()))
 
 
 def _who() -> str:

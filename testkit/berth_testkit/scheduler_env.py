@@ -236,3 +236,29 @@ def in_memory(store: Store, clock: Clock, config: SchedulerConfig | None = None
     finally:
         s.stop()
 
+
+
+class ConsoleProcess(BerthProcess):
+    """``berth console`` on the test etcd, on a free loopback port (``extra``: more
+    options, such as ``--token-file``)."""
+
+    command = "console"
+
+    def __init__(self, url: str, workdir: Path, *, extra: list[str] | None = None,
+                 name: str = "c", env: dict[str, str] | None = None) -> None:
+        super().__init__(url, workdir, name=name, env=env)
+        self.args = [sys.executable, "-m", "berth.cli.main", "--log-level", "DEBUG",
+                     "console", "--etcd", url, "--listen", "127.0.0.1:0", *(extra or [])]
+
+    def url(self, timeout: float = 30.0) -> str:
+        """Where this run serves the console (from its log)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.findall(r"berth console: (https?://\S+/)", self.output(since_start=True))
+            if found:
+                return str(found[-1])
+            if self.proc is not None and self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{self.log.name} never said where it serves:\n"
+                             f"{self.output(since_start=True)[-2000:]}")
