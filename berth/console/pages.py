@@ -37,6 +37,7 @@ from berth.store.documents.rollouts import WAITING
 from berth.yamlfile import YamlRefused, documents
 
 LIST_LIMIT = 500  # rows the applications page sends at once (the rest: filter, or page on)
+MOVES_SHOWN = 500  # the latest moves the metrics page marks
 
 
 def _iso(ts: float | None) -> str | None:
@@ -211,12 +212,21 @@ def application(store: Store, namespace: str, name: str) -> dict[str, Any] | Non
                                      Application)
     if app is None:
         return None
-    b: Binding | None = _read(store, keys.binding_key("Application", namespace, name), Binding)
-    st: ApplicationStatus | None = _read(
-        store, keys.status_key("Application", namespace, name), ApplicationStatus)
+    problems: list[str] = []  # what does not decode: named, the rest still shown
+
+    def joined(key: str, type_: type[Any]) -> Any:
+        try:
+            return _read(store, key, type_)
+        except StoreError as exc:
+            problems.append(f"skipped: {exc}")
+            return None
+
+    b: Binding | None = joined(keys.binding_key("Application", namespace, name), Binding)
+    st: ApplicationStatus | None = joined(keys.status_key("Application", namespace, name),
+                                          ApplicationStatus)
     out: dict[str, Any] = {"namespace": namespace, "name": name,
                            "generation": app.metadata.generation,
-                           "labels": app.metadata.labels}
+                           "labels": app.metadata.labels, "problems": problems}
     if b is not None:
         ranked, rejected = explanation(b)
         out["decision"] = {
@@ -303,7 +313,8 @@ def metric_series(snap: Snapshot) -> dict[str, Any]:
                 for app, b in sorted(snap.bindings.items()) if b.status.state == "Pending"]
     return {**head(snap), "series": series,
             "moves": [{"at": m.at, "application": m.application, "from": list(m.source),
-                       "to": list(m.targets), "decision": m.decision} for m in snap.moves],
+                       "to": list(m.targets), "decision": m.decision}
+                      for m in snap.moves[-MOVES_SHOWN:]],
             "deferred": deferred}
 
 

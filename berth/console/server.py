@@ -44,7 +44,7 @@ from berth.cli.rollout_cmd import Refused as ActionRefused
 from berth.cli.rollout_cmd import approve_stage, set_paused
 from berth.console import pages
 from berth.console.fleet import Fleet
-from berth.store import Store, StoreError
+from berth.store import Invalid, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,8 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
                               401)
             try:
                 return await handler(request)
+            except Invalid as exc:  # a stored value that does not decode: named
+                return _error(str(exc), 422)
             except StoreError as exc:
                 return _error(f"etcd: {exc}", 503)
         return run

@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import msgspec
 
@@ -162,7 +162,7 @@ class BerthProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._began = 0  # where this run's lines begin in the log (a restart appends)
 
-    def start(self) -> BerthProcess:
+    def start(self) -> Self:
         self._began = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,

@@ -170,17 +170,18 @@ function navigate() {
 // -- fleet -------------------------------------------------------------------------------
 
 function bar(c, res) {
+  // One element a bar: requested, then assumed, over what the cluster can allocate.
   const a = c.capacity[res];
-  if (!a) return h("span", { class: "muted" }, "-");
+  if (!a) return "-";
   const pct = (x) => Math.min(100, (100 * x) / a.allocatable);
-  const req = pct(a.requested), ass = Math.min(100 - req, pct(a.assumed));
+  const req = pct(a.requested), ass = Math.min(100, req + pct(a.assumed));
   const fmt = res === "memory" ? (x) => (x / 2 ** 30).toFixed(1) + "Gi" :
     res === "cpu" ? (x) => (x / 1000).toFixed(1) : (x) => String(Math.round(x));
-  return h("div", { title: res + ": requested " + fmt(a.requested) + ", assumed " + fmt(a.assumed) +
-                    " of " + fmt(a.allocatable) },
-    h("div", { class: "bar" }, h("span", { class: "requested", style: "left:0;width:" + req + "%" }),
-      h("span", { class: "assumed", style: "left:" + req + "%;width:" + ass + "%" })),
-    h("span", { class: "barlabel" }, res + " " + fmt(a.requested) + "+" + fmt(a.assumed) + "/" + fmt(a.allocatable)));
+  return h("div", { class: "bar", title: res + ": requested " + fmt(a.requested) + ", assumed " + fmt(a.assumed) +
+                    " of " + fmt(a.allocatable),
+                    style: "background:linear-gradient(to right,var(--req) " + req + "%,var(--assumed) " + req +
+                      "%,var(--assumed) " + ass + "%,#f3f4f6 " + ass + "%)" },
+    fmt(a.requested) + "+" + fmt(a.assumed) + "/" + fmt(a.allocatable));
 }
 
 const fleetPage = {
@@ -203,9 +204,9 @@ const fleetPage = {
           h("td", {}, Object.entries(c.labels).map(([k, v]) => h("span", { class: "chip" }, k + "=" + v)),
             c.taints.map((t) => h("span", { class: "chip taint" }, t))),
           h("td", {}, bar(c, "cpu")), h("td", {}, bar(c, "memory")), h("td", {}, bar(c, "pods")),
-          h("td", { class: "metrics" }, c.metrics.map((m) => h("div", { "data-metric": m.name },
-            m.name + ": ", m.value === null ? h("span", { class: "error" }, m.error || "-") :
-              m.value + " → " + (m.normalized === null ? "-" : m.normalized.toFixed(3)) + " × " + m.weight)))))),
+          h("td", { class: "metrics" }, c.metrics.map((m) => m.value === null ?
+            h("div", { class: "error" }, m.name + ": " + (m.error || "-")) :
+            m.name + ": " + m.value + " \u2192 " + (m.normalized === null ? "-" : m.normalized.toFixed(3)) + " \u00d7 " + m.weight + "\n"))))),
     ]);
     setPage(h("h1", {}, "Fleet: " + d.count + " clusters"),
       h("div", { class: "filters" }, h("label", {}, "group by ", select), h("span", {}, counts)), groups);
@@ -271,7 +272,8 @@ const appPage = {
     const dec = d.decision;
     const ro = d.rollout;
     const kept = document.getElementById("act-result");
-    const parts = [h("h1", {}, "Application " + d.namespace + "/" + d.name + " (generation " + d.generation + ")")];
+    const parts = [h("h1", {}, "Application " + d.namespace + "/" + d.name + " (generation " + d.generation + ")"),
+      (d.problems || []).map((p) => h("p", { class: "error" }, p))];
     if (dec) {
       parts.push(h("p", { id: "decision" }, stateBadge(dec.state), " on ",
         h("b", { id: "targets" }, dec.targets.map((t) => t.name + (t.replicas !== null ? "=" + t.replicas : "")).join(", ") || "nowhere"),
