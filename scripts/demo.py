@@ -20,8 +20,10 @@ cluster, and only then the old copy removed. Last, a fifth application,
 dresden (the annotation ``kwok.berth.dev/crash-on-dresden`` tells that
 cluster's kwok kubelet so, standing for a bad regional setting): the rollout
 halts at its deadline before paris is reached, and rolls helsinki back on
-its own. Everything keeps running; the state (pids, directories) is in
-``$BERTH_DEMO_DIR`` (default ``~/.cache/berth/demo``).
+its own. ``berth console`` shows it all in a browser (its URL is printed, its
+token in ``console-token`` beside the state). Everything keeps running; the
+state (pids, directories) is in ``$BERTH_DEMO_DIR`` (default
+``~/.cache/berth/demo``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import contextlib
 import json
 import os
 import queue
+import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -357,6 +361,9 @@ def start() -> int:
             state["pids"].append(proc.pid)
     remember()
     say(f"berth: scheduler, propagator, metrics-cache, two replicas each (logs in {logs})")
+    console_url = start_console(etcd.url, logs, state)
+    remember()
+    say(f"berth console: {console_url} (its token, for approvals: {STATE / 'console-token'})")
 
     seed = STATE / "demo.yaml"
     fd = os.open(seed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds tokens
@@ -404,9 +411,41 @@ def start() -> int:
     if "BERTH_RUN_STARTED" in os.environ:  # set by scripts/run.sh: the time with setup
         took = time.time() - float(os.environ["BERTH_RUN_STARTED"])
         print(f"\ndemo: {took:.0f} s from the start of scripts/run.sh, setup included")
+    print(f"\ndemo: the console: {console_url} (paste the token in "
+          f"{STATE / 'console-token'} to approve, pause or resume a rollout)")
     print(f"\ndemo: everything keeps running (BERTH_ETCD={etcd.url}); try `berth get apps` "
           f"with it.\ndemo: stop it all with: scripts/run.sh --stop")
     return 0
+
+
+def start_console(etcd: str, logs: Path, state: dict[str, Any]) -> str:
+    """``berth console`` on 127.0.0.1:9190 (any free port if that one is taken), with a
+    new token (mode 0600) that lets the reader act; its URL."""
+    token = STATE / "console-token"
+    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(24) + "\n")
+    log = logs / "console.log"
+    for listen in ("127.0.0.1:9190", "127.0.0.1:0"):
+        began = log.stat().st_size if log.exists() else 0
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "berth.cli.main", "console", "--etcd", etcd,
+                 "--listen", listen, "--token-file", str(token)],
+                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            with open(log, "rb") as f:
+                f.seek(began)
+                found = re.findall(r"berth console: (http://\S+/)", f.read().decode(
+                    errors="replace"))
+            if found:
+                state["pids"].append(proc.pid)
+                return str(found[0])
+            time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+    raise SystemExit(f"demo: the console did not start (its log: {log})")
 
 
 def _gone(pid: int, until: float) -> bool:

@@ -30,6 +30,8 @@
 # (etcd grants by prefix, and a ledger key names its resource before its writer:
 # the scheduler and the propagator may each write the whole ledger; each writes
 # only keys that name it.)
+#   berth-console        (the web console) reads everything but secrets; writes
+#                        rollout controls (an operator's approve, pause, resume)
 #   berth-admin          (bootstrap, apply, delete, cordon, upgrade, the CLI)
 #                        reads everything; writes user resources, secrets,
 #                        applications' histories and rollout controls only
@@ -127,6 +129,11 @@ grant berth-metrics-cache readwrite "${R}metricvalues/" --prefix
 grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
 grant berth-metrics-cache readwrite "${R}events/" --prefix
 
+role berth-console
+# the web console: reads everything but secrets; writes an operator's rollout controls
+no_secrets berth-console
+grant berth-console readwrite "${R}rollouts/applications/" --prefix
+
 role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
@@ -135,7 +142,7 @@ for plural in globalmetricsproviders metricsproviders globalmetrics metrics glob
   grant berth-admin readwrite "${R}$plural/" --prefix
 done
 
-for process in scheduler propagator metrics-cache admin; do
+for process in scheduler propagator metrics-cache console admin; do
   user "berth-$process" "berth-$process"
 done
 
@@ -147,5 +154,6 @@ if [ -z "${ETCDCTL_USER:-}" ]; then
   ctl auth enable >/dev/null
   echo "etcd-secure: authentication enabled (root's password: $dir/root)" >&2
 fi
-echo "etcd-secure: users berth-scheduler, berth-propagator, berth-metrics-cache, berth-admin;" \
+echo "etcd-secure: users berth-scheduler, berth-propagator, berth-metrics-cache, berth-console," \
+     "berth-admin;" \
      "passwords in $dir" >&2

@@ -8,7 +8,7 @@
 #                            clusters in three locations; apply four example
 #                            applications, show where each runs and why, then
 #                            change a metric and show an application move
-#                            (made before broken)
+#                            (made before broken); print the web console's URL
 #   scripts/run.sh --stop    stop everything the demo started, remove its data
 #   scripts/run.sh --help    this text
 #

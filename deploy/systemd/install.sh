@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install berth and its three systemd services on this host.
+# Install berth, its three systemd services and its console's on this host.
 #
 #   sudo deploy/systemd/install.sh            # /opt/berth, /etc/berth, /etc/systemd/system
 #
@@ -49,9 +49,29 @@ ENV
     "$here/deploy/systemd/berth-$process.service" > "$UNITDIR/berth-$process.service"
   chmod 0644 "$UNITDIR/berth-$process.service"
 done
+# The console: its etcd user's environment file and a token of its own, made once
+env="$ETC/etcd-console.env"
+if [ ! -e "$env" ]; then
+  (umask 077; cat > "$env" <<ENV
+# The etcd cluster's members, comma-separated; the console's etcd user (see
+# scripts/etcd-secure.sh: a role that reads no secrets) and its password.
+BERTH_ETCD=https://127.0.0.1:2379
+BERTH_ETCD_USER=berth-console
+BERTH_ETCD_PASSWORD=
+ENV
+)
+fi
+if [ ! -e "$ETC/console-token" ]; then
+  (umask 077; "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(24))' > "$ETC/console-token")
+fi
+sed "s#/opt/berth/#$PREFIX/#g; s#/etc/berth/#$ETC/#g" \
+  "$here/deploy/systemd/berth-console.service" > "$UNITDIR/berth-console.service"
+chmod 0644 "$UNITDIR/berth-console.service"
 if [ "$SYSTEMCTL" = 1 ]; then
   systemctl daemon-reload
 fi
 echo "berth: installed $("$PREFIX/bin/berth" --version); units in $UNITDIR"
 echo "next: fill in $ETC/etcd-*.env and $ETC/etcd/{ca.crt,client.crt,client.key}, then"
 echo "  systemctl enable --now berth-scheduler berth-propagator berth-metrics-cache"
+echo "and, for the web console (its token in $ETC/console-token):"
+echo "  systemctl enable --now berth-console"

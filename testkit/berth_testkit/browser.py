@@ -60,13 +60,14 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
         driver.quit()
 
 
-def screenshot(driver: Any, name: str) -> Path:
-    """The whole page as ``<name>.png`` among the artefacts (taller pages in full)."""
+def screenshot(driver: Any, name: str, *, full: bool = True) -> Path:
+    """The page as ``<name>.png`` among the artefacts: in full (up to 3,000 pixels
+    tall), or (``full=False``) what the window shows."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     height = driver.execute_script("return document.documentElement.scrollHeight")
     width = driver.get_window_size()["width"]
-    if height > driver.get_window_size()["height"]:
+    if full and height > driver.get_window_size()["height"]:
         driver.set_window_size(width, min(int(height) + 120, 3000))
         time.sleep(0.3)
     driver.save_screenshot(str(path))

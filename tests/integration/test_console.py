@@ -258,7 +258,7 @@ def test_an_approval_in_the_page_advances_a_staged_rollout(world: World) -> None
     world.open("application/default/gated")
     button = until(lambda: world.driver.find_element("id", "approve"), what="the rollout")
     assert button.text == "Approve stage prod"
-    screenshot(world.driver, "console-rollout")
+    screenshot(world.driver, "console-rollout", full=False)
     until(lambda: world.driver.find_element("id", "approve").click() or True,
           what="the button (drawn again while the rollout changes)")
     until(lambda: "approved" in world.text("#act-result"), what="the approval's answer")

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 import pytest
+import requests
 
 from berth.store import EtcdConfig, Store, keys, ledger
 from berth.store.documents import ApplicationStatus
@@ -68,7 +70,7 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     pids: list[int] = state["pids"]
     # etcd members; per cluster its etcd, API server, controller manager, scheduler and
     # kwok; berth's processes
-    assert len(pids) == 3 + 3 * 5 + 6
+    assert len(pids) == 3 + 3 * 5 + 6 + 1  # and the console
     assert all(alive(p) for p in pids), "the demo leaves everything running"
 
     # where each application runs, as the propagator recorded it, with the reasons
@@ -121,6 +123,19 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     apps = out.split("# where each application runs, and how much of it is available")[1]
     assert "READY" in apps.splitlines()[1]
     assert any(line.split()[0] == "api" and "4/4" in line for line in apps.splitlines()[2:7])
+
+    # the console the demo printed serves the fleet, with the token it left beside its state
+    url = re.findall(r"demo: the console: (http://\S+/)", out)[0]
+    token = (Path(demo_env["BERTH_DEMO_DIR"]) / "console-token").read_text().strip()
+    assert oct((Path(demo_env["BERTH_DEMO_DIR"]) / "console-token").stat().st_mode)[-3:] == "600"
+    assert requests.get(url + "api/fleet", timeout=10).status_code == 401
+    fleet = requests.get(url + "api/fleet", headers={"Authorization": f"Bearer {token}"},
+                         timeout=10).json()
+    assert fleet["count"] == 3 and fleet["states"] == {"ONLINE": 3}
+    web = requests.get(url + "api/applications/default/web",
+                       headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
+    assert web["decision"]["targets"][0]["name"] == "dresden"
+    assert any(r["event"] == "Moved" for r in web["ledger"])
 
     stopped = run("--stop", env=demo_env, timeout=120)
     assert stopped.returncode == 0, stopped.stderr

@@ -39,9 +39,16 @@ def tool(name: str, how: str) -> str:
 
 def berth_accepts(args: list[str]) -> None:
     """The arguments parse as berth's own CLI parses them (nothing is started)."""
-    done = subprocess.run([sys.executable, "-m", "berth.cli.main", *args,
-                           "--write-config-to", os.devnull], capture_output=True, text=True,
-                          env={**os.environ, "BERTH_ETCD": "http://127.0.0.1:1"}, timeout=30)
+    if args[0] == "console":  # no configuration to write: its options parsed alone
+        code = ("import sys; from berth.cli.main import parser; "
+                "parser('console').parse_args(sys.argv[1:])")
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, timeout=30)
+    else:
+        done = subprocess.run([sys.executable, "-m", "berth.cli.main", *args,
+                               "--write-config-to", os.devnull], capture_output=True,
+                              text=True, env={**os.environ, "BERTH_ETCD": "http://127.0.0.1:1"},
+                              timeout=30)
     assert done.returncode == 0, f"berth {' '.join(args)}: {done.stderr}"
 
 
@@ -154,7 +161,7 @@ def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeCluster,
                                             overlay: str) -> None:
     docs = render(kustomize, overlay)
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds.count("Deployment") == 3 and "NetworkPolicy" in kinds, kinds
+    assert kinds.count("Deployment") == 4 and "NetworkPolicy" in kinds, kinds
     api = Api(kube)
     for doc in docs:  # the namespace for real: dry-run objects need it to exist
         if doc["kind"] == "Namespace":
@@ -172,14 +179,24 @@ def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeCluster,
         c = spec["containers"][0]
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        console = c["args"][0] == "console"
         assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-        assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert c["readinessProbe"]["httpGet"]["path"] == ("/healthz" if console else "/readyz")
         assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
         env = {e["name"]: e for e in c["env"]}
         assert env["BERTH_ETCD"]["valueFrom"]["secretKeyRef"]["name"] == "berth-etcd"
         assert "secretKeyRef" in env["BERTH_ETCD_PASSWORD"]["valueFrom"]
-        assert d["spec"]["replicas"] == (1 if overlay.endswith("small") else 2)
+        assert d["spec"]["replicas"] == (1 if overlay.endswith("small") or console else 2)
         berth_accepts(c["args"])
+    # the console reads no secret: its etcd user is its own, and no Secret but its token
+    # and etcd's is mounted
+    console = next(d for d in docs if d["kind"] == "Deployment"
+                   and d["metadata"]["name"] == "berth-console")
+    spec = console["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["BERTH_ETCD_USER"] == "berth-console"
+    assert sorted(v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v) == [
+        "berth-console-token", "berth-etcd-tls"]
 
 
 # -- compose ---------------------------------------------------------------------------
@@ -201,6 +218,10 @@ def test_the_compose_file_runs_three_etcd_members_and_two_replicas_each() -> Non
         assert s["environment"]["BERTH_ETCD"] == ",".join(
             f"http://{n}:2379" for n in sorted(members))
         berth_accepts(s["command"])
+    console = services["console"]
+    assert console["ports"] == ["127.0.0.1:9190:9190"] and console["read_only"] is True
+    assert "--token-file" in console["command"] and doc["secrets"]["console-token"]
+    berth_accepts(console["command"])
 
 
 # -- systemd -------------------------------------------------------------------------------
@@ -217,8 +238,11 @@ def test_the_systemd_units_install_verify_and_are_hardened(wheels: Path,
     done = subprocess.run(["bash", str(DEPLOY / "systemd" / "install.sh")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    for process in PROCESSES:
-        assert (tmp_path / "etc" / f"{process}.yaml").exists()
+    assert oct((tmp_path / "etc" / "console-token").stat().st_mode)[-3:] == "600"
+    assert len((tmp_path / "etc" / "console-token").read_text().strip()) >= 16
+    for process in (*PROCESSES, "console"):
+        if process != "console":
+            assert (tmp_path / "etc" / f"{process}.yaml").exists()
         assert oct((tmp_path / "etc" / f"etcd-{process}.env").stat().st_mode)[-3:] == "600"
         unit = units / f"berth-{process}.service"
         verify = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 
 from berth.store import EtcdConfig, Put, Store, Unauthorized, encode, keys
 from berth_testkit.scheduler_env import (
+    ConsoleProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -26,7 +28,8 @@ from berth_testkit.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls,
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving
 
-USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-admin")
+USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-console",
+         "berth-admin")
 
 
 @dataclass
@@ -157,6 +160,25 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
         logs = "".join(p.output() for p in procs) + said + shown
         leaked = [s[:6] + "…" for s in secrets if s in logs]
         assert not leaked, f"credentials in logs or CLI output: {leaked}"
+        # the console under its role: reads the fleet and the application, pauses its
+        # rollout (the one write it may make), and shows no credential
+        token = tmp_path / "console-token"
+        token.write_text("roles-console-token-0123456789\n")
+        console = ConsoleProcess(secure.etcd.url, tmp_path, env=secure.env("berth-console"),
+                                 extra=["--token-file", str(token)]).start()
+        procs.append(console)
+        bearer = {"Authorization": "Bearer roles-console-token-0123456789"}
+        url = console.url()
+        wait_for(lambda: requests.get(url + "api/fleet", headers=bearer, timeout=10).json(),
+                 lambda d: d["synced"] and d["count"] == 1, timeout=30)
+        page = requests.get(url + "api/applications/default/web", headers=bearer, timeout=10)
+        assert page.status_code == 200 and page.json()["decision"]["targets"][0]["name"] == "east"
+        paused = requests.post(url + "api/applications/default/web/rollout/pause",
+                               headers=bearer, timeout=10)
+        assert paused.status_code == 200, paused.text
+        shown += page.text + requests.get(url + "api/fleet", headers=bearer, timeout=10).text
+        leaked = [s[:6] + "…" for s in secrets if s in shown]
+        assert not leaked, f"credentials in the console's pages: {leaked}"
         for p in procs:  # and nothing was refused along the way
             assert "permission denied" not in p.output(), p.log.name
         # the scheduler's trimmer reads how full etcd is under its role: status and alarms
@@ -198,6 +220,11 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
     ("berth-admin", "write", keys.status_key("Application", "default", "x")),
     ("berth-admin", "write", keys.METRIC_PICTURE),
     ("berth-admin", "write", keys.lease_key("scheduler")),
+    ("berth-console", "write", keys.binding_key("Application", "default", "x")),
+    ("berth-console", "write", keys.status_key("Application", "default", "x")),
+    ("berth-console", "write", keys.resource_key("Application", "x", "default")),
+    ("berth-console", "read", keys.secrets_key("Cluster", "east", "default")),
+    ("berth-console", "list", keys.SECRETS),
 ])
 def test_each_process_is_refused_outside_its_role(secure: Secure, user: str, op: str,
                                                   key: str) -> None:
@@ -264,7 +291,8 @@ def test_no_process_role_reads_a_secret_it_does_not_use(secure: Secure, kube: Ku
     every = (*SECRET_VALUES, kube.token, "old-inline-pw")
     uses = {"berth-scheduler": (),
             "berth-metrics-cache": (KAFKA_PW,),
-            "berth-propagator": (DB_PW, kube.token)}
+            "berth-propagator": (DB_PW, kube.token),
+            "berth-console": ()}
     try:
         for user, used in uses.items():
             store = secure.store(user)

@@ -94,6 +94,13 @@ def test_an_operator_can_alert_on_what_matters(store: Store, etcd_server: EtcdSe
             t, "berth_metrics_cache_series", provider="static", state="UNKNOWN_METRIC") == 1.0,
             timeout=30)
         assert sample(m, "berth_metrics_cache_series", provider="static", state="OK") == 1.0
+        # each metric's current value, for Grafana to chart over time
+        assert sample(m, "berth_metric_value", namespace="", metric="heat",
+                      provider="static") == 0.5
+        assert sample(m, "berth_metric_normalized", namespace="", metric="heat",
+                      provider="static") == 0.5
+        assert sample(m, "berth_metric_value", namespace="", metric="nowhere",
+                      provider="static") is None  # no value: no sample
         age = sample(m, "berth_metrics_cache_value_age_seconds", provider="static")
         assert age is not None and 0 <= age < 30
         for proc in procs:

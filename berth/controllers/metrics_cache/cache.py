@@ -245,9 +245,29 @@ class MetricsCache:
         self._loop.start()
 
     def collect(self) -> Iterator[MetricFamily]:
-        """Value series by provider and state, and how old each provider's answer is."""
+        """Value series by provider and state, how old each provider's answer is, and each
+        metric's current value and normalized value (for Grafana to chart over time)."""
         with self._lock:
-            values = list(self._values.values())
+            current = list(self._values.items())
+        values = [st for _, st in current]
+        raw = GaugeMetricFamily(
+            "berth_metric_value", "A metric's value as its provider last gave it",
+            labels=["namespace", "metric", "provider"])
+        scaled = GaugeMetricFamily(
+            "berth_metric_normalized", "A metric's value normalized into [0, 1] by its "
+            "min and max: what the scheduler scores with", labels=["namespace", "metric",
+                                                                    "provider"])
+        for key, st in sorted(current):
+            if st.value is None:
+                continue
+            ref = key.removeprefix(keys.METRIC_VALUES).split("/")  # plural, [ns,] name
+            labels = [ref[1] if len(ref) == 3 else "", ref[-1],
+                      st.provider.name if st.provider else ""]
+            raw.add_metric(labels, st.value)
+            if st.normalized is not None:
+                scaled.add_metric(labels, st.normalized)
+        yield raw
+        yield scaled
         by: dict[tuple[str, str], int] = {}
         for st in values:
             at = (st.provider.name if st.provider else "", st.error.reason if st.error else "OK")
