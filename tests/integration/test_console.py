@@ -36,7 +36,7 @@ from berth_testkit.scheduler_env import (
     targets,
     wait_for,
 )
-from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable
+from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable, make_tls
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
 
@@ -324,3 +324,25 @@ def test_a_console_that_loses_etcd_says_so_and_keeps_its_last_view(tmp_path: Pat
     finally:
         console.stop()
         etcd.cleanup()
+
+
+def test_client_certificates_guard_the_console_and_let_an_operator_act(
+        etcd_server: EtcdServer, tmp_path: Path) -> None:
+    tls = make_tls(tmp_path)
+    console = ConsoleProcess(etcd_server.url, tmp_path, extra=[
+        "--tls-cert", tls.server_cert, "--tls-key", tls.server_key,
+        "--tls-client-ca", tls.ca]).start()
+    try:
+        url = console.url()
+        assert url.startswith("https://")
+        mine = (tls.client_cert, tls.client_key)
+        r = requests.get(url + "api/fleet", cert=mine, verify=tls.ca, timeout=10)
+        assert r.status_code == 200 and "count" in r.json()
+        with pytest.raises(requests.exceptions.RequestException):
+            requests.get(url + "api/fleet", verify=tls.ca, timeout=10)  # no certificate
+        # an action is allowed (and refused for what it asks: no such application)
+        r = requests.post(url + "api/applications/default/none/rollout/pause", cert=mine,
+                          verify=tls.ca, timeout=10)
+        assert r.status_code == 409 and "not found" in r.json()["error"]
+    finally:
+        console.stop()
