@@ -32,6 +32,11 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
                    help="require client certificates signed by this CA (with --tls-cert)")
     p.add_argument("--history-points", type=int, default=720, metavar="N",
                    help="values kept per metric for the charts (default 720)")
+    p.add_argument("--prometheus", metavar="URL",
+                   help="a Prometheus that scrapes the metrics-cache: the charts show its "
+                   "history of berth_metric_value (then the console's own)")
+    p.add_argument("--prometheus-window", type=float, default=6.0, metavar="HOURS",
+                   help="how far back the charts read Prometheus (default 6)")
     p.add_argument("--coalesce", type=float, default=0.5, metavar="SECONDS",
                    help="pages hear of changes at most this often (default 0.5)")
     p.set_defaults(run=run)
@@ -53,6 +58,7 @@ def _token(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from berth.console.fleet import Fleet
+    from berth.console.prometheus import History
     from berth.console.server import Access, Listen, build, check_exposure, serve
     from berth.controllers.runtime.process import parse_listen
 
@@ -62,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
     if args.tls_client_ca and not args.tls_cert:
         raise ValueError("--tls-client-ca needs --tls-cert and --tls-key (HTTPS)")
     access = Access(token=_token(args), client_certs=bool(args.tls_client_ca))
+    if args.prometheus and not args.prometheus.startswith(("http://", "https://")):
+        raise ValueError(f"--prometheus {args.prometheus!r}: an http:// or https:// URL")
+    if not 0 < args.prometheus_window <= 24 * 90:
+        raise ValueError("--prometheus-window: hours, more than 0 and at most 2160")
+    prometheus = History(args.prometheus, window=args.prometheus_window * 3600) if (
+        args.prometheus) else None
     check_exposure(host, access)
     store = open_store(args)
     fleet = Fleet(store, points=args.history_points)
@@ -72,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"berth console: {url} ({what})", file=sys.stderr, flush=True)
 
     try:
-        serve(build(store, fleet, access, coalesce=args.coalesce),
+        serve(build(store, fleet, access, coalesce=args.coalesce, prometheus=prometheus),
               Listen(host, port, args.tls_cert or "", args.tls_key or "",
                      args.tls_client_ca or ""), started=started)
     finally:  # uvicorn ends on SIGINT and SIGTERM

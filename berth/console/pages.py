@@ -28,6 +28,7 @@ from berth.cli.resources import age, decided, selected, selector
 from berth.cli.rollout_cmd import report
 from berth.console import views as V
 from berth.console.fleet import Snapshot
+from berth.console.prometheus import History, merged
 from berth.controllers.scheduler.whatif import leading_config, what_if
 from berth.store import Invalid, Store, StoreError, decode, events, keys, ledger
 from berth.store.documents import Application, ApplicationStatus, Binding
@@ -291,10 +292,17 @@ def _rollout(store: Store, app: Application, st: ApplicationStatus | None
 # -- metrics over time --------------------------------------------------------------------
 
 
-def metric_series(snap: Snapshot) -> dict[str, Any]:
-    """Each metric's values across time (the console's history since it started), the
-    clusters that use it, its forecast, the moves seen, and the applications deferred
-    (their Binding Pending, its reason the planned start)."""
+def metric_series(snap: Snapshot, prometheus: History | None = None) -> dict[str, Any]:
+    """Each metric's values across time (Prometheus's history when the console has one,
+    then the console's own since it started), the clusters that use it, its forecast,
+    the moves seen, and the applications deferred (their Binding Pending, its reason the
+    planned start)."""
+    history, source, problem = snap.history, "the console, since it started", ""
+    if prometheus is not None:
+        kept, problem = prometheus.series()
+        if kept:
+            history = merged(snap.history, kept)
+            source = f"Prometheus ({prometheus.url}), then the console"
     users: dict[str, list[str]] = {}
     for item in snap.clusters:
         c = item.obj
@@ -302,16 +310,16 @@ def metric_series(snap: Snapshot) -> dict[str, Any]:
             users.setdefault(_metric_key(use, c.metadata.namespace)[1], []).append(
                 c.metadata.name)
     series = []
-    for key in sorted(set(snap.history) | set(snap.values)):
+    for key in sorted(set(history) | set(snap.values)):
         value = snap.values.get(key)
         forecast = [[p.at.timestamp(), p.value] for p in value.status.forecast] \
             if value is not None else []
         series.append({"key": key, "metric": _metric_name(key),
                        "clusters": sorted(users.get(key, [])),
-                       "points": snap.history.get(key, []), "forecast": forecast})
+                       "points": history.get(key, []), "forecast": forecast})
     deferred = [{"application": app, "reason": b.status.reason}
                 for app, b in sorted(snap.bindings.items()) if b.status.state == "Pending"]
-    return {**head(snap), "series": series,
+    return {**head(snap), "series": series, "source": source, "problem": problem,
             "moves": [{"at": m.at, "application": m.application, "from": list(m.source),
                        "to": list(m.targets), "decision": m.decision}
                       for m in snap.moves[-MOVES_SHOWN:]],

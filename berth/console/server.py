@@ -44,6 +44,7 @@ from berth.cli.rollout_cmd import Refused as ActionRefused
 from berth.cli.rollout_cmd import approve_stage, set_paused
 from berth.console import pages
 from berth.console.fleet import Fleet
+from berth.console.prometheus import History
 from berth.store import Invalid, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
-          heartbeat: float = 2.0) -> Starlette:
-    """The application over ``fleet`` (started by the caller)."""
+          heartbeat: float = 2.0, prometheus: History | None = None) -> Starlette:
+    """The application over ``fleet`` (started by the caller); ``prometheus``: where the
+    metrics' history comes from before the console's own."""
 
     def guarded(handler: Handler) -> Handler:
         async def run(request: Request) -> Response:
@@ -161,7 +163,7 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
 
     async def metrics_page(_request: Request) -> Response:
         snap = await asyncio.to_thread(lambda: fleet.snapshot(history=lambda _k: True))
-        return _json(await asyncio.to_thread(pages.metric_series, snap))
+        return _json(await asyncio.to_thread(pages.metric_series, snap, prometheus))
 
     async def whatif_page(request: Request) -> Response:
         body = await request.body()

@@ -346,3 +346,49 @@ def test_client_certificates_guard_the_console_and_let_an_operator_act(
         assert r.status_code == 409 and "not found" in r.json()["error"]
     finally:
         console.stop()
+
+
+def test_the_charts_read_prometheus_history_and_say_when_it_fails(
+        etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """The metrics-cache's gauge, as Prometheus kept it, is the chart's history; a
+    Prometheus that does not answer is said, and the console's own history shown."""
+    from berth_testkit.servers.prometheus import PrometheusServer
+
+    try:
+        prom = PrometheusServer().start()
+    except ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    store = Store(EtcdConfig(url=etcd_server.url))
+    store.call("kv/deleterange", {"key": "AA==", "range_end": "AA=="}, "wipe")
+    consoles = []
+    try:
+        for v in (0.25, 0.75):
+            body = f'berth_metric_value{{namespace="",metric="price_p",provider="p"}} {v}\n'
+            requests.put(f"{prom.gateway}/metrics/job/berth", data=body, timeout=5
+                         ).raise_for_status()
+            prom.wait_value('berth_metric_value{metric="price_p"}', v)
+        store.create(keys.metric_value_key("price_p"), json.dumps({
+            "api": "core", "kind": "MetricValue", "metadata": {"name": "price_p"},
+            "status": {"value": 0.75, "observed": "2026-11-28T04:00:00Z"}}).encode())
+        good = ConsoleProcess(etcd_server.url, tmp_path, name="good",
+                              extra=["--prometheus", prom.url,
+                                     "--prometheus-window", "0.02"]).start()
+        bad = ConsoleProcess(etcd_server.url, tmp_path, name="bad",
+                             extra=["--prometheus", "http://127.0.0.1:9"]).start()
+        consoles += [good, bad]
+        page = wait_for(lambda: requests.get(good.url() + "api/metrics", timeout=10).json(),
+                        lambda d: d["series"] and len(d["series"][0]["points"]) >= 2,
+                        timeout=30)
+        assert page["problem"] == "" and page["source"].startswith("Prometheus")
+        values = [v for _, v in page["series"][0]["points"]]
+        assert 0.25 in values and values[-1] == 0.75, values
+        page = wait_for(lambda: requests.get(bad.url() + "api/metrics", timeout=10).json(),
+                        lambda d: d["series"], timeout=30)
+        assert "Prometheus at http://127.0.0.1:9" in page["problem"]
+        assert "own history" in page["problem"]
+        assert [v for _, v in page["series"][0]["points"]] == [0.75]  # its own, as etcd had it
+    finally:
+        for c in consoles:
+            c.stop()
+        store.close()
+        prom.cleanup()

@@ -336,7 +336,8 @@ const metricsPage = {
     const deferred = d.deferred.length ? table(["APPLICATION", "PLANNED"], d.deferred.map((x) =>
       h("tr", {}, h("td", {}, x.application), h("td", {}, x.reason)))) : h("p", { class: "muted" }, "none");
     setPage(h("h1", {}, "Metrics over time"), h("div", { class: "filters" }, picks), chartBox,
-      h("p", { class: "muted" }, "Values as the metrics-cache wrote them since this console started; dashed: forecasts; vertical lines: moves."),
+      d.problem ? h("p", { class: "error", id: "history-problem" }, d.problem) : null,
+      h("p", { class: "muted", id: "history-source" }, "Values from " + d.source + "; dashed: forecasts; vertical lines: moves."),
       h("h2", {}, "Moves seen"), moves, h("h2", {}, "Deferred applications (planned starts)"), deferred);
     draw(chartBox, shown, d.moves);
   },
