@@ -21,7 +21,8 @@ A submitted decision is assumed in :class:`Decisions` at once; the writer
 then records the revision it landed at, or retracts it.
 
 In a burst, transactions follow each other at least ``SPACING`` apart (a
-write that comes after a quiet spell goes at once): over a large fleet a
+write that comes after a quiet spell goes at once, and so do writes that fill a
+transaction, counted in operations: a Binding with its ledger record is two): over a large fleet a
 decision takes long enough that a transaction written as soon as the last one
 returned would carry a few Bindings only, its HTTP exchange costing the
 deciding thread's core more than the Bindings did.
@@ -268,7 +269,7 @@ class BindingWriter:
                 while not self._pending and not self._groups and not self._stop:
                     self._cond.wait()
                 spaced = ended + SPACING  # more decisions join what waits meanwhile
-                while (not self._stop and not self._groups and len(self._pending) < self.batch
+                while (not self._stop and not self._groups and not self._fills()
                        and (left := spaced - time.monotonic()) > 0):
                     self._cond.wait(left)
                 if self._stop:
@@ -301,6 +302,16 @@ class BindingWriter:
                     said, self._said = self._said, []
                     if self.say is not None:
                         self.say(Lines(said))
+
+    def _fills(self) -> bool:
+        """The pending writes fill a transaction (under the lock), counted as etcd counts:
+        in operations, each Binding's and its ledger records'."""
+        ops = 0
+        for w in self._pending.values():
+            ops += w.ops
+            if ops >= self.batch:
+                return True
+        return False
 
     def _take(self) -> list[Write]:
         """The oldest pending writes that fit in one transaction (under the lock); the first
