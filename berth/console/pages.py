@@ -14,6 +14,7 @@ without credentials, and what the CLI masks is masked.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -317,13 +318,26 @@ def metric_series(snap: Snapshot, prometheus: History | None = None) -> dict[str
         series.append({"key": key, "metric": _metric_name(key),
                        "clusters": sorted(users.get(key, [])),
                        "points": history.get(key, []), "forecast": forecast})
-    deferred = [{"application": app, "reason": b.status.reason}
+    deferred = [{"application": app, "reason": b.status.reason,
+                 "start": planned_start(b.status.reason)}
                 for app, b in sorted(snap.bindings.items()) if b.status.state == "Pending"]
     return {**head(snap), "series": series, "source": source, "problem": problem,
             "moves": [{"at": m.at, "application": m.application, "from": list(m.source),
                        "to": list(m.targets), "decision": m.decision}
                       for m in snap.moves[-MOVES_SHOWN:]],
             "deferred": deferred}
+
+
+_DEFERRED = re.compile(r"deferred until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")
+
+
+def planned_start(reason: str) -> float | None:
+    """When deferred work is planned to start (epoch seconds), as its Binding's reason
+    says it (``deferred until 2026-11-28T03:00:00Z: …``); None if it says no time."""
+    m = _DEFERRED.match(reason)
+    if m is None:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _metric_name(value_key: str) -> str:

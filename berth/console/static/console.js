@@ -333,23 +333,26 @@ const metricsPage = {
       h("tr", {}, h("td", {}, new Date(m.at * 1000).toISOString().replace("T", " ").slice(0, 19)),
         h("td", {}, h("a", { href: "#/application/" + m.application }, m.application)),
         h("td", {}, m.from.join(", ")), h("td", {}, m.to.join(", ")), h("td", { class: "muted" }, m.decision))), { id: "moves" });
-    const deferred = d.deferred.length ? table(["APPLICATION", "PLANNED"], d.deferred.map((x) =>
-      h("tr", {}, h("td", {}, x.application), h("td", {}, x.reason)))) : h("p", { class: "muted" }, "none");
+    const deferred = d.deferred.length ? table(["APPLICATION", "STARTS", "WHY"], d.deferred.map((x) =>
+      h("tr", {}, h("td", {}, x.application),
+        h("td", {}, x.start ? new Date(x.start * 1000).toISOString().replace("T", " ").slice(0, 16) : "-"),
+        h("td", {}, x.reason))), { id: "deferred" }) : h("p", { class: "muted" }, "none");
     setPage(h("h1", {}, "Metrics over time"), h("div", { class: "filters" }, picks), chartBox,
       d.problem ? h("p", { class: "error", id: "history-problem" }, d.problem) : null,
-      h("p", { class: "muted", id: "history-source" }, "Values from " + d.source + "; dashed: forecasts; vertical lines: moves."),
+      h("p", { class: "muted", id: "history-source" }, "Values from " + d.source + "; dashed: forecasts; vertical lines: moves (amber), deferred applications' planned starts (green)."),
       h("h2", {}, "Moves seen"), moves, h("h2", {}, "Deferred applications (planned starts)"), deferred);
-    draw(chartBox, shown, d.moves);
+    draw(chartBox, shown, d.moves, d.deferred.filter((x) => x.start).map((x) => x.start));
   },
 };
 
-function draw(box, series, moves) {
+function draw(box, series, moves, starts) {
   if (state.chart) { state.chart.destroy(); state.chart = null; }
   if (!series.length || typeof uPlot === "undefined") { box.append(h("p", { class: "muted" }, "no metric chosen")); return; }
   const now = Date.now() / 1000;
   const times = new Set([now]);
   for (const s of series) { s.points.forEach((p) => times.add(p[0])); s.forecast.forEach((p) => times.add(p[0])); }
   for (const m of moves) times.add(m.at);
+  for (const t of starts) times.add(t);
   const xs = Array.from(times).sort((a, b) => a - b);
   if (xs.length < 2) { box.append(h("p", { class: "muted" }, "no values yet")); return; }
   // A value holds until the next one (a step line): a measured one until now, a
@@ -367,12 +370,13 @@ function draw(box, series, moves) {
     data.push(stepAt(s.points, now)); opts.push({ label: s.metric, stroke: color, width: 2, paths: uPlot.paths.stepped({ align: 1 }) });
     if (s.forecast.length) { data.push(stepAt(s.forecast, s.forecast[s.forecast.length - 1][0])); opts.push({ label: s.metric + " (forecast)", stroke: color, dash: [6, 4], width: 1, paths: uPlot.paths.stepped({ align: 1 }) }); }
   });
-  const marks = moves.map((m) => m.at);
-  const plugin = { hooks: { draw: [(u) => {
-    const ctx = u.ctx; ctx.save(); ctx.strokeStyle = "#f59e0b"; ctx.lineWidth = 1.5; ctx.setLineDash([3, 3]);
-    for (const t of marks) { const x = u.valToPos(t, "x", true); if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+  const lines = (u, times, color) => {
+    const ctx = u.ctx; ctx.save(); ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.setLineDash([3, 3]);
+    for (const t of times) { const x = u.valToPos(t, "x", true); if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
       ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke(); }
-    ctx.restore(); }] } };
+    ctx.restore();
+  };
+  const plugin = { hooks: { draw: [(u) => { lines(u, moves.map((m) => m.at), "#f59e0b"); lines(u, starts, "#16a34a"); }] } };
   state.chart = new uPlot({ width: Math.max(400, box.clientWidth - 16), height: 320, series: opts, plugins: [plugin],
                             scales: { x: { time: true } } }, data, box);
 }
