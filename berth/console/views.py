@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from berth.store.documents.metrics import ForecastPoint, MetricError
 from berth.store.documents.resources import NO_DEMAND, Demand, QuantityError, demand
 
 
@@ -156,16 +157,6 @@ class MetricSpec(msgspec.Struct):
 class MetricDef(msgspec.Struct):
     metadata: Meta
     spec: MetricSpec = msgspec.field(default_factory=MetricSpec)
-
-
-class MetricError(msgspec.Struct):
-    reason: str = ""
-    message: str = ""
-
-
-class ForecastPoint(msgspec.Struct, array_like=True):
-    at: datetime
-    value: float
 
 
 class MetricValueStatus(msgspec.Struct):
