@@ -186,11 +186,11 @@ class Churn:
         gen = 2
         while not self.stop.is_set():
             due = self.began + (self.written + 100) / self.rate
-            batch = rng.sample(self.apps, 100)
+            batch = rng.sample(self.apps, min(100, len(self.apps)))
             self.store.commit([Put(keys.binding_key("Application", ns, name), json.dumps(
                 _binding(ns, name, [f"c{rng.randrange(self.clusters):04d}"], rng, gen)
             ).encode(), None) for ns, name in batch])
-            self.written += 100
+            self.written += len(batch)
             gen += 1
             self.stop.wait(max(0.0, due - time.monotonic()))
 
@@ -198,13 +198,13 @@ class Churn:
         return self.written / max(1e-9, time.monotonic() - self.began)
 
 
-def browse(url: str, phase: str, clusters: int) -> None:
+def browse(url: str, phase: str, clusters: int, apps: int) -> None:
     """Seconds from asking for each list page in chromium to its rows drawn (median of 5)."""
     from berth_testkit.browser import chromium
 
     with chromium() as driver:
         for page, css, want in (("fleet", "tr[data-cluster]", clusters),
-                                ("applications", "#apps tbody tr", 500)):
+                                ("applications", "#apps tbody tr", min(apps, 500))):
             took = []
             for _ in range(5):
                 driver.get("about:blank")
@@ -212,6 +212,8 @@ def browse(url: str, phase: str, clusters: int) -> None:
                 driver.get(f"{url}#/{page}")
                 while driver.execute_script(
                         "return document.querySelectorAll(arguments[0]).length", css) < want:
+                    if time.perf_counter() - t0 > 60:
+                        raise SystemExit(f"the {page} page did not draw {want} rows in 60 s")
                     time.sleep(0.01)
                 took.append(time.perf_counter() - t0)
             print(f"  {phase:5} {page + ' in chromium':22} p50 "
@@ -274,7 +276,7 @@ def main() -> None:
         print("pages (ratio: p50 against the floor):")
         measure("rest")
         if not args.no_browser:
-            browse(url, "rest", args.clusters)
+            browse(url, "rest", args.clusters, args.apps)
         names = [(k.split("/")[-2], k.split("/")[-1]) for k, _ in apps
                  if k.startswith(keys.resource_prefix("Application"))]
         churn = Churn(store, names, args.clusters, args.churn)
@@ -282,7 +284,7 @@ def main() -> None:
         time.sleep(2)
         measure("churn")
         if not args.no_browser:
-            browse(url, "churn", args.clusters)
+            browse(url, "churn", args.clusters, args.apps)
         deadline = churn.began + args.seconds
         stream = s.get(url + "api/stream", stream=True, timeout=60)
         heard, t_stream = 0, time.monotonic()
