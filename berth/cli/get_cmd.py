@@ -28,6 +28,7 @@ from berth.cli.resources import (
     listed,
     mask,
     one,
+    ready,
     selected,
     selector,
     shown,
@@ -98,16 +99,7 @@ def ready_column(s: Shown, per_cluster: bool = False) -> str:
         return "-"
     targets = {f"{t.namespace or s.namespace or ''}/{t.name}"
                for t in s.binding.spec.targets} if s.binding else set()
-    copies = [(cid, a) for cid, a in sorted(s.status.status.applied.items())
-              if a.generation > 0 and (cid in targets or not targets)]
-    counted = [(cid, a) for cid, a in copies if a.desired is not None]
-    if not counted:
-        return "-"
-    if per_cluster:
-        return ",".join(f"{cid.rsplit('/', 1)[-1]}={a.available or 0}/{a.desired}"
-                        for cid, a in counted)
-    return (f"{sum(a.available or 0 for _, a in counted)}/"
-            f"{sum(a.desired or 0 for _, a in counted)}")
+    return ready(s.status.status.applied, targets, per_cluster)
 
 
 def _selected(s: Shown, which: int) -> str:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -213,6 +213,35 @@ def selected(labels: Mapping[str, str], terms: list[tuple[str, str, str]]) -> bo
                 op == "=" and have != value) or (op == "!=" and have == value):
             return False
     return True
+
+
+class Copy(Protocol):
+    """A copy on one cluster as READY counts it (a ClusterApplied, or a view of one)."""
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def available(self) -> int | None: ...
+
+    @property
+    def desired(self) -> int | None: ...
+
+
+def ready(applied: Mapping[str, Copy], targets: set[str], per_cluster: bool = False) -> str:
+    """kubectl's READY: replicas available / desired, summed over the copies on
+    ``targets`` (cluster ids, ``<namespace>/<name>``; empty: every copy) — or, with
+    ``per_cluster``, each (``east=2/2``); ``-`` for none with replicas (only
+    configuration, say) or not judged yet. ``berth get apps`` and the console."""
+    counted = [(cid, a) for cid, a in sorted(applied.items())
+               if a.generation > 0 and a.desired is not None and (cid in targets or not targets)]
+    if not counted:
+        return "-"
+    if per_cluster:
+        return ",".join(f"{cid.rsplit('/', 1)[-1]}={a.available or 0}/{a.desired}"
+                        for cid, a in counted)
+    return (f"{sum(a.available or 0 for _, a in counted)}/"
+            f"{sum(a.desired or 0 for _, a in counted)}")
 
 
 def target_note(t: Target) -> str:

@@ -25,7 +25,7 @@ import msgspec
 from berth.bootstrap.load import to_document
 from berth.cli import history_cmd
 from berth.cli.explain_cmd import RANKED_HEAD, REJECTED_HEAD, explanation
-from berth.cli.resources import age, decided, selected, selector
+from berth.cli.resources import age, decided, ready, selected, selector
 from berth.cli.rollout_cmd import report
 from berth.console import views as V
 from berth.console.fleet import Snapshot
@@ -152,19 +152,6 @@ def fleet(snap: Snapshot, group_by: str = "") -> dict[str, Any]:
 # -- the applications ---------------------------------------------------------------------
 
 
-def ready(b: V.BindingView | None, st: V.AppStatusView | None) -> str:
-    """kubectl's READY: replicas available / desired over the targets (``-``: none known)."""
-    if st is None:
-        return "-"
-    targets = {t.name for t in b.spec.targets} if b is not None else set()
-    copies = [c for cid, c in st.status.applied.items()
-              if c.generation > 0 and c.desired is not None
-              and (not targets or cid.rsplit("/", 1)[-1] in targets)]
-    if not copies:
-        return "-"
-    return f"{sum(c.available or 0 for c in copies)}/{sum(c.desired or 0 for c in copies)}"
-
-
 def applications(snap: Snapshot, *, namespace: str = "", labels: str = "", state: str = "",
                  offset: int = 0, limit: int = LIST_LIMIT) -> dict[str, Any]:
     """The kubectl-style list: filtered by namespace, a label selector (``-l``'s syntax:
@@ -191,7 +178,10 @@ def applications(snap: Snapshot, *, namespace: str = "", labels: str = "", state
         reason = (st.status.reason if st is not None and st.status.reason
                   else b.status.reason if b is not None else "")
         rows.append({"namespace": m.namespace, "name": m.name, "placement": placement,
-                     "state": shown_state, "ready": ready(b, st),
+                     "state": shown_state,
+                     "ready": ready(st.status.applied, {
+                         f"{t.namespace or m.namespace}/{t.name}" for t in b.spec.targets}
+                         if b is not None else set()) if st is not None else "-",
                      "clusters": [t.name for t in b.spec.targets] if b is not None else [],
                      "reason": reason, "age": age(m.created)})
     rows.sort(key=lambda r: (r["namespace"] or "", r["name"]))
