@@ -1,7 +1,7 @@
 """Applications to available, and moves that keep them available, against direct apply.
 
     python scripts/bench/availability_bench.py [--apps 1000] [--servers 3] [--contexts 4]
-        [--ready-delay 2] [--move 0.3] [--workers 16] [--rollout Rolling]
+        [--ready-delay 2] [--move 0.3] [--workers 16] [--rollout Rolling] [--profile PREFIX]
 
 1. Starts berth's etcd and ``--servers`` working clusters (``berth_testkit.servers.kube``:
    API server, controllers, kube-scheduler, kwok's kubelets: Pods become Ready
@@ -13,16 +13,26 @@
    provider). Starts one scheduler, metrics-cache and propagator.
 2. **Apply**: writes ``--apps`` applications (a Deployment of 2 replicas each) in
    transactions of 128 and times, from a watch on the status keys, each one's
-   write → RUNNING (available on its cluster): p50, p99, all.
+   write → RUNNING (available on its cluster): p50, p99, all; and the lag from each
+   Deployment available on its cluster (the benchmark's own watch) to RUNNING in etcd.
 3. **The floor**: the same Deployments (other names) applied by server-side apply
    from ``--workers`` threads, one client per server, and each watched until
    available (its ``availableReplicas`` from a watch of every server's Deployments):
-   p50, p99, all.
+   p50, p99, all, and berth's ratios to it.
 4. **Moves**: the metric flips for ``--move`` of the pairs. Times each moved
    application's change → RUNNING on its new cluster alone (the old copy removed),
    less the Pods' own readiness delay; a sampler reads every Deployment's available
    replicas on every server every 100 ms and reports the fewest available / desired
    of any application at any moment of the moves (1.0: none ever went below).
+5. **The floor for a move**: as many of the floor's Deployments applied by
+   server-side apply on another server from ``--workers`` threads, each watched
+   until available there, then deleted from its old server (by the same threads):
+   p50, p99, all, and berth's ratios to it.
+
+``--profile PREFIX`` records py-spy profiles of the propagator while the applications
+are placed (``PREFIX-apply.txt``) and while they move (``PREFIX-moves.txt``); the
+propagator's CPU per application in each phase and its status writes per etcd
+transaction are printed either way.
 
 ``--rollout Rolling`` gives every application ``spec.rollout: {strategy: Rolling}``:
 a move is no new generation, so this measures what the rollout's bookkeeping costs
@@ -33,9 +43,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,15 +58,17 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import PatchType
 
+from berth import native
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth_testkit.figures import pct
+from berth_testkit.measure import Profile, cpu_seconds
 from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
 )
-from berth_testkit.servers.etcd import EtcdServer
+from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
 
@@ -71,13 +85,15 @@ def deployment(name: str, namespace: str | None = None) -> dict[str, Any]:
 
 class Available:
     """Every Deployment's available replicas on every server, from watches: per name,
-    when it first had 2; and, while ``sampling``, the fewest any name had in all."""
+    when it first had 2 anywhere; per copy (server, namespace, name), when it first had
+    2 there."""
 
     def __init__(self, kubes: list[KubeCluster]) -> None:
         self.kubes = kubes
         self.lock = threading.Lock()
         self.now: dict[tuple[int, str, str], int] = {}  # (server, namespace, name) → avail
         self.first: dict[str, float] = {}  # name → when 2 were available on some server
+        self.at: dict[tuple[int, str, str], float] = {}  # copy → when 2 were available
         self.stop = threading.Event()
         for i, k in enumerate(kubes):
             threading.Thread(target=self._watch, args=(i, k), daemon=True).start()
@@ -112,6 +128,7 @@ class Available:
                             self.now[key] = n
                             if n >= 2:
                                 self.first.setdefault(key[2], t)
+                                self.at.setdefault(key, t)
             except Exception:
                 since = ""
                 time.sleep(0.5)
@@ -173,7 +190,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--rollout", choices=["All", "Rolling", "Staged"], default="All",
                     help="every application's spec.rollout.strategy (Staged: one stage)")
+    ap.add_argument("--profile", metavar="PREFIX",
+                    help="record py-spy profiles of the propagator: PREFIX-<phase>.txt")
     args = ap.parse_args()
+    native.install()
+    compiled = native.STATUS.startswith("in use")
     rollout: dict[str, Any] = {"strategy": args.rollout}
     if args.rollout == "Staged":
         rollout["stages"] = [{"name": "all"}]
@@ -204,9 +225,14 @@ def main() -> None:
                  SchedulerProcess(server.url, work),
                  PropagatorProcess(server.url, work, config=f"workers: {args.workers}\n"
                                    "probe_interval: 2\n")]
+        port = free_port()
         for p in procs:
             p.args[p.args.index("DEBUG")] = "WARNING"
+            if isinstance(p, PropagatorProcess):
+                p.args[p.args.index("127.0.0.1:0")] = f"127.0.0.1:{port}"
             p.start()
+        propagator = procs[2].proc
+        assert propagator is not None
         time.sleep(5)
         statuses = Statuses(store)
         avail = Available(kubes)
@@ -220,6 +246,8 @@ def main() -> None:
                 "metadata": {"name": name, "namespace": "default", "generation": 1},
                 "spec": {"manifest": [deployment(name)], "constraints": {"cluster": {
                     "labels": [f"pair = p{pair}"]}}, "rollout": rollout}})))
+        profile = Profile(args.profile, "apply", propagator.pid, native=compiled)
+        cpu = cpu_seconds(propagator.pid)
         began = time.perf_counter()
         for start in range(0, len(ops), 128):
             store.commit(ops[start:start + 128])
@@ -229,10 +257,13 @@ def main() -> None:
         if not statuses.wait(lambda: len(statuses.running) >= args.apps,
                              timeout=300 + args.apps):
             raise SystemExit(f"only {len(statuses.running)}/{args.apps} RUNNING; logs in {work}")
+        cpu = cpu_seconds(propagator.pid) - cpu
+        profile.stop()
         took = max(statuses.running.values()) - began
         each = [statuses.running[n] - written[n] for n in written]
         print(f"berth: all {args.apps} available in {took:.1f} s; write → available p50 "
-              f"{pct(each, 0.5):.2f} s, p99 {pct(each, 0.99):.2f} s", flush=True)
+              f"{pct(each, 0.5):.2f} s, p99 {pct(each, 0.99):.2f} s; the propagator's CPU "
+              f"{cpu / args.apps * 1e3:.1f} ms per application; {grouped(port)}", flush=True)
         with avail.lock:  # the cluster's word (its watch) → berth's (the status key)
             lag = [statuses.running[n] - avail.first[n] for n in written if n in avail.first]
         print(f"a Deployment available on its cluster → its application RUNNING in etcd: p50 "
@@ -243,8 +274,9 @@ def main() -> None:
         print(f"floor (direct server-side apply from {args.workers} threads, watched until "
               f"available): all in {direct:.1f} s; apply → available p50 "
               f"{pct(direct_each, 0.5):.2f} s, p99 {pct(direct_each, 0.99):.2f} s", flush=True)
-        print(f"ratio: all {took / direct:.2f}, p99 {pct(each, 0.99) / pct(direct_each, 0.99):.2f}",
-              flush=True)
+        print(f"ratio (target: all ≤ 1.1, p99 ≤ 1.3): all {took / direct:.2f}, p50 "
+              f"{pct(each, 0.5) / pct(direct_each, 0.5):.2f}, p99 "
+              f"{pct(each, 0.99) / pct(direct_each, 0.99):.2f}", flush=True)
 
         flip = list(range(round(args.move * pairs)))
         moved = [f"app-{i:05d}" for i in range(args.apps) if i % pairs in flip]
@@ -268,22 +300,43 @@ def main() -> None:
         time.sleep(0.5)
         for j in flip:
             green[clusters[j]], green[clusters[j + pairs]] = 0.1, 0.9
+        profile = Profile(args.profile, "moves", propagator.pid, native=compiled)
+        cpu = cpu_seconds(propagator.pid)
         changed = time.perf_counter()
         provider(store, green)
         if not statuses.wait(lambda: all(statuses.alone.get(n, ("", 0.0))[0] == target[n]
                                          for n in moved), timeout=600):
             raise SystemExit(f"not every moved application reached its new cluster; logs in "
                              f"{work}")
+        cpu = cpu_seconds(propagator.pid) - cpu
+        profile.stop()
         sampling.set()
         sampler.join()
         done = max(statuses.alone[n][1] for n in moved) - changed
-        extra = [statuses.alone[n][1] - changed - args.ready_delay for n in moved]
+        each = [statuses.alone[n][1] - changed for n in moved]
+        extra = [e - args.ready_delay for e in each]
         print(f"moves: {len(moved)} applications ({len(moved) / args.apps:.0%}); every one "
               f"available on its new cluster and removed from its old one {done:.1f} s after "
               f"the metric changed; beyond the Pods' {args.ready_delay:g} s readiness delay: "
               f"p50 {pct(extra, 0.5):.2f} s, p99 {pct(extra, 0.99):.2f} s", flush=True)
         print(f"fewest available / desired of any application at any sample during the moves: "
-              f"{fewest[0]:.2f}", flush=True)
+              f"{fewest[0]:.2f}; the propagator's CPU {cpu / len(moved) * 1e3:.1f} ms per move; "
+              f"{grouped(port)}", flush=True)
+        # the copy on the new cluster: cluster c<j> is a namespace of server j mod servers
+        copy = {n: (int(target[n][1:]) % len(kubes), target[n], n) for n in moved}
+        with avail.lock:  # available on the new cluster (its watch) → RUNNING there alone
+            lag = [statuses.alone[n][1] - avail.at[copy[n]] for n in moved if copy[n] in avail.at]
+        print(f"a moved Deployment available on its new cluster → its application RUNNING there "
+              f"alone in etcd (the old copy deleted first): p50 {pct(lag, 0.5):.3f} s, p99 "
+              f"{pct(lag, 0.99):.3f} s, max {max(lag, default=0):.3f} s ({len(lag)})", flush=True)
+        f_done, f_each = move_floor(kubes, len(moved), args.workers, avail)
+        print(f"floor for the moves ({len(moved)} of the floor's Deployments applied on another "
+              f"server from {args.workers} threads, each deleted from its old server once "
+              f"available): all in {f_done:.1f} s; p50 {pct(f_each, 0.5):.2f} s, p99 "
+              f"{pct(f_each, 0.99):.2f} s", flush=True)
+        print(f"moves / floor (target: all ≤ 1.3, p99 ≤ 1.5): all {done / f_done:.2f}, p50 "
+              f"{pct(each, 0.5) / pct(f_each, 0.5):.2f}, p99 "
+              f"{pct(each, 0.99) / pct(f_each, 0.99):.2f}", flush=True)
         avail.stop.set()
     finally:
         for p in procs:
@@ -331,10 +384,24 @@ def provider(store: Store, green: dict[str, float]) -> None:
         store.update(key, doc, kv.mod_revision)
 
 
+def grouped(port: int) -> str:
+    """The propagator's status writes per etcd transaction so far (from its metrics)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found = dict(re.findall(r'^berth_store_group_commit_writes_(sum|count)\{writer="'
+                            r'application-status"\} (\S+)$', text, re.MULTILINE))
+    writes, txns = float(found.get("sum", 0)), float(found.get("count", 0))
+    return (f"{writes:.0f} status writes in {txns:.0f} transactions "
+            f"({writes / max(txns, 1):.2f} each)")
+
+
+def clients_of(kubes: list[KubeCluster]) -> list[Client]:
+    return [Client(KubeConfig.from_dict(k.kubeconfig()), trust_env=False) for k in kubes]
+
+
 def floor(kubes: list[KubeCluster], apps: int, workers: int, avail: Available
           ) -> tuple[float, list[float]]:
     """The same Deployments applied directly, each watched until available."""
-    clients = [Client(KubeConfig.from_dict(k.kubeconfig()), trust_env=False) for k in kubes]
+    clients = clients_of(kubes)
     applied: dict[str, float] = {}
 
     def one(i: int) -> None:
@@ -366,6 +433,50 @@ def floor(kubes: list[KubeCluster], apps: int, workers: int, avail: Available
             each = [avail.first[n] - applied[n] for n in applied if n in avail.first]
             last = max((avail.first[n] for n in applied if n in avail.first), default=began)
         return last - began, each
+    finally:
+        for c in clients:
+            c.close()
+
+
+def move_floor(kubes: list[KubeCluster], moves: int, workers: int, avail: Available
+               ) -> tuple[float, list[float]]:
+    """The floor for ``moves`` moves: the floor's first Deployments (``floor-<i>``, on
+    server ``i`` mod the servers) applied on the next server from ``workers`` threads, and
+    each deleted from its old server by the same threads once available on its new one.
+    All the time, and each one's from the start to its old copy deleted."""
+    clients = clients_of(kubes)
+    n = len(kubes)
+    removed: dict[str, float] = {}
+    pending = {f"floor-{i:05d}": ((i + 1) % n, i % n) for i in range(moves)}  # → new, old
+
+    def put(name: str, new: int) -> None:
+        clients[new].patch(Deployment, name, deployment(name, "default"), namespace="default",
+                           patch_type=PatchType.APPLY, field_manager="floor", force=True)
+
+    def remove(name: str, old: int) -> None:
+        clients[old].delete(Deployment, name, namespace="default")
+        removed[name] = time.perf_counter()
+
+    try:
+        began = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            applies = [pool.submit(put, name, new) for name, (new, _) in pending.items()]
+            deadline = time.monotonic() + 300 + moves
+            deletes = []
+            while pending and time.monotonic() < deadline:
+                with avail.lock:
+                    ready = [name for name, (new, _) in pending.items()
+                             if (new, "default", name) in avail.at]
+                for name in ready:
+                    deletes.append(pool.submit(remove, name, pending.pop(name)[1]))
+                time.sleep(0.01)
+            for f in [*applies, *deletes]:
+                f.result()
+        if pending:
+            raise SystemExit(f"the move floor: {len(pending)} Deployments never available on "
+                             "their new server")
+        each = [t - began for t in removed.values()]
+        return max(each), each
     finally:
         for c in clients:
             c.close()

@@ -20,7 +20,6 @@ change every 10 s, measures:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import statistics
@@ -36,16 +35,12 @@ from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import MetricValue
 from berth_testkit.figures import pct
+from berth_testkit.measure import cpu_seconds
 from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.prometheus import PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[2]
-TICKS = os.sysconf("SC_CLK_TCK")
 
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 @dataclass

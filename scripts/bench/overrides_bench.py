@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import tempfile
@@ -48,6 +47,7 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
+from berth_testkit.measure import cpu_seconds
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 
@@ -58,11 +58,6 @@ OVERRIDES: list[dict[str, Any]] = [
     {"rules": [{"labels": {"set": {"berth.dev/zone": "${cluster.labels.zone}"}}}]},
 ]
 
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process so far (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def batch(store: Store, watcher: StatusWatcher, pid: int, prefix: str, apps: int,

@@ -45,7 +45,8 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
-from berth_testkit.servers.etcd import EtcdServer, free_port, peak_rss_mb
+from berth_testkit.measure import rss_mb
+from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,7 +193,7 @@ def main() -> None:
             print(f"only {len(watcher.running)}/{args.apps} applied; see {log_path}")
             sys.exit(1)
         took = max(watcher.running.values()) - began
-        rss = peak_rss_mb(proc.pid)
+        rss = rss_mb(proc.pid)
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
         counted = {m.group(1): float(m.group(2)) for m in re.finditer(
             r'^berth_propagator_(applies_total\{result="\w+"\}|drift_total) (\S+)$', metrics,

@@ -51,7 +51,8 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
-from berth_testkit.servers.etcd import EtcdServer, free_port, peak_rss_mb
+from berth_testkit.measure import cpu_seconds, rss_mb
+from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,20 +85,8 @@ def claimed(store: Store, clusters: int, replicas: int, timeout: float = 120) ->
     raise SystemExit(f"the clusters were not shared by {replicas} replicas in {timeout} s")
 
 
-TICK = os.sysconf("SC_CLK_TCK")
 LOG_LEVEL = os.environ.get("BERTH_BENCH_LOG_LEVEL", "WARNING")
 
-
-def cpu(pids: list[int]) -> float:
-    """CPU seconds (user + system) the processes have used so far."""
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / TICK
-    return total
 
 
 def grouped(port: int) -> tuple[float, float]:
@@ -188,20 +177,21 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
         servers = [k.proc.pid for k in kubes if k.proc] + [
             k.etcd.proc.pid for k in kubes if k.etcd.proc]
         etcd = [server.proc.pid] if server.proc else []
-        used = (cpu(pids), cpu(servers), cpu(etcd))
+        used = (cpu_seconds(pids), cpu_seconds(servers), cpu_seconds(etcd))
         began = time.perf_counter()
         store.commit_chunks(ops)
         if not watcher.wait_for(args.apps, timeout=120 + args.apps * 0.5):
             raise SystemExit(f"only {len(watcher.running)}/{args.apps} applied with "
                              f"{replicas} replicas; logs in {work}")
         took = max(watcher.running.values()) - began
-        spent = (cpu(pids) - used[0], cpu(servers) - used[1], cpu(etcd) - used[2])
+        spent = (cpu_seconds(pids) - used[0], cpu_seconds(servers) - used[1],
+                 cpu_seconds(etcd) - used[2])
         watcher.watch.close()
         writes = txns = 0.0
         for _, port in procs:
             w, t = grouped(port)
             writes, txns = writes + w, txns + t
-        rss = max(peak_rss_mb(p.pid) for p, _ in procs)
+        rss = max(rss_mb(p.pid) for p, _ in procs)
     finally:
         for p, _ in procs:
             p.terminate()

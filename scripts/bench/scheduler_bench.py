@@ -37,8 +37,9 @@ native.install()  # first: what this process decides in-process runs compiled, i
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import Binding
 from berth_testkit.figures import pct
+from berth_testkit.measure import rss_mb
 from berth_testkit.scheduler_env import value
-from berth_testkit.servers.etcd import EtcdServer, free_port, peak_rss_mb
+from berth_testkit.servers.etcd import EtcdServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCATIONS = ["DE", "FR", "IT", "NL", "PL"]
@@ -222,7 +223,7 @@ def main() -> None:
         print(f"floor: etcd writes the same {len(floor_ops)} Bindings in batches of {size} "
               f"(the scheduler's mean) in {floor:.2f}s: {len(floor_ops) / floor:.0f}/s; "
               f"scheduler/floor time ratio {took / floor:.2f}")
-        print(f"scheduler peak RSS: {peak_rss_mb(proc.pid):.0f} MB")
+        print(f"scheduler peak RSS: {rss_mb(proc.pid):.0f} MB")
     finally:
         if proc is not None:
             proc.terminate()

@@ -49,14 +49,6 @@ def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait()
 
 
-def peak_rss_mb(pid: int) -> float:
-    """A live process's peak resident memory (Linux ``VmHWM``), in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def tail(path: Path, lines: int = 30) -> str:
     """The last ``lines`` of a server's log, for error messages."""
     if not path.exists():

@@ -1,0 +1,63 @@
+"""What the benchmarks measure of a running process: its CPU, its memory, a profile.
+
+One place for them, so that every benchmark reads ``/proc`` and records py-spy the
+same way and their figures compare.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: int | Iterable[int]) -> float:
+    """The CPU time (user and system) the process(es) ``pids`` have used so far (a
+    process that is gone counts nothing)."""
+    total = 0.0
+    for pid in [pids] if isinstance(pids, int) else pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
+
+
+def rss_mb(pid: int, field: str = "VmHWM") -> float:
+    """A memory figure of process ``pid`` from ``/proc/<pid>/status`` in MiB (VmHWM: its
+    peak resident set; VmRSS: the resident set now)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Profile:
+    """py-spy recording a process during one phase (raw collapsed stacks, GIL holders
+    only) into ``PREFIX-<phase>.txt``, if a prefix is given (else it does nothing).
+
+    Compiled modules' functions are C: py-spy sees them only when it unwinds native
+    frames too (``native``, which costs it more per sample)."""
+
+    def __init__(self, prefix: str | None, phase: str, pid: int, *, native: bool = False
+                 ) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.path = f"{prefix}-{phase}.txt" if prefix else ""
+        if prefix:
+            self.proc = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                 "--gil", *(["--native"] if native else []), "--output", self.path],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(30)
+            self.proc = None
