@@ -94,6 +94,8 @@ class Available:
         self.now: dict[tuple[int, str, str], int] = {}  # (server, namespace, name) → avail
         self.first: dict[str, float] = {}  # name → when 2 were available on some server
         self.at: dict[tuple[int, str, str], float] = {}  # copy → when 2 were available
+        # name → (when, server, namespace, available) of every event: what a dip shows
+        self.seen: dict[str, list[tuple[float, int, str, int]]] = defaultdict(list)
         self.stop = threading.Event()
         for i, k in enumerate(kubes):
             threading.Thread(target=self._watch, args=(i, k), daemon=True).start()
@@ -126,6 +128,7 @@ class Available:
                         t = time.perf_counter()
                         with self.lock:
                             self.now[key] = n
+                            self.seen[key[2]].append((t, i, key[1], n))
                             if n >= 2:
                                 self.first.setdefault(key[2], t)
                                 self.at.setdefault(key, t)
@@ -228,6 +231,10 @@ def main() -> None:
         port = free_port()
         for p in procs:
             p.args[p.args.index("DEBUG")] = "WARNING"
+            # leases as deployed (10 s), not the tests' 2 s: on two cores carrying three
+            # control planes a refresh can wait 2 s, and a replica that misses one stops
+            # serving its clusters for a while, as it must
+            del p.args[p.args.index("--lease-ttl"):p.args.index("--lease-ttl") + 2]
             if isinstance(p, PropagatorProcess):
                 p.args[p.args.index("127.0.0.1:0")] = f"127.0.0.1:{port}"
             p.start()
@@ -285,14 +292,18 @@ def main() -> None:
                              f"{len(clusters)} clusters: give more clusters or a larger share")
         target = {n: clusters[int(n.split("-")[1]) % pairs + pairs] for n in moved}
         fewest = [float("inf")]
+        dips: dict[str, float] = {}  # application → when it was first seen below 2
         sampling = threading.Event()
 
         def sample() -> None:
             while not sampling.is_set():
                 totals = avail.totals()
-                low = min((totals.get(f"app-{i:05d}", 0) / 2 for i in range(args.apps)),
-                          default=1.0)
-                fewest[0] = min(fewest[0], low)
+                now = time.perf_counter()
+                for i in range(args.apps):
+                    n = totals.get(f"app-{i:05d}", 0)
+                    fewest[0] = min(fewest[0], n / 2)
+                    if n < 2:
+                        dips.setdefault(f"app-{i:05d}", now)
                 sampling.wait(0.1)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -324,6 +335,13 @@ def main() -> None:
               f"{grouped(port)}", flush=True)
         # the copy on the new cluster: cluster c<j> is a namespace of server j mod servers
         copy = {n: (int(target[n][1:]) % len(kubes), target[n], n) for n in moved}
+        for name, when in sorted(dips.items(), key=lambda d: d[1])[:3]:  # what it was
+            with avail.lock:
+                said = ", ".join(f"{w - changed:+.2f} s server {s} {ns}: {n}"
+                                 for w, s, ns, n in avail.seen[name] if w >= changed - 1)
+            print(f"  {name} below its replicas {when - changed:.2f} s after the change; its "
+                  f"copies as the watches told (server, namespace: available): {said}",
+                  flush=True)
         with avail.lock:  # available on the new cluster (its watch) → RUNNING there alone
             lag = [statuses.alone[n][1] - avail.at[copy[n]] for n in moved if copy[n] in avail.at]
         print(f"a moved Deployment available on its new cluster → its application RUNNING there "

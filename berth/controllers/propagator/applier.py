@@ -18,7 +18,9 @@ the executor (``execute.py``: doing it on clusters) and the status writer
 * **Health**: each copy is judged per kind (``health.py``) from what the
   cluster answered to the apply and showed since through the drift watches
   (``objects.py``), with its Pods' reasons from the observer; RUNNING means
-  available on every target.
+  available on every target. A copy whose state turned as its cluster shows
+  it (available now, or failed) queues its application urgent: recorded ahead
+  of the applies that wait, not behind them.
 * **Move** without downtime: once every target's copy is available (and its
   objects checked with a GET), they are deleted from the clusters the
   application left; a target that is not available within ``move_timeout``
@@ -449,10 +451,26 @@ class Applier:
 
     def _on_seen(self, cid: str, owner: str) -> None:
         """What a cluster shows of an application's objects (or pods) changed: judge its
-        copies again."""
+        copies again — before any apply that waits when the copy's state turned."""
         namespace, _, name = owner.partition("/")
         if namespace and name:
-            self.queue.add(keys.resource_key("Application", name, namespace))
+            key = keys.resource_key("Application", name, namespace)
+            self.queue.add(key, urgent=self._turned(key, cid, owner))
+
+    def _turned(self, key: str, cid: str, owner: str) -> bool:
+        """Whether the copy on ``cid``, judged as the cluster shows it now, is in another
+        state than its status records (available now, or failed): what its user and a
+        move wait for, recorded at once. Any other change (one replica more available)
+        waits its turn, and many such changes make one reconcile."""
+        namespace, _, name = owner.partition("/")
+        recorded = self.statuses.get(keys.status_key("Application", namespace, name))
+        have = recorded.status.applied.get(cid) if recorded is not None else None
+        if have is None or have.generation <= 0:
+            return False
+        app = self.apps.get(key)
+        rules = tuple(app.spec.health) if app is not None else ()
+        judged = self._copy(cid, owner, have, rules, self.clock.now())
+        return judged.health.state != (have.health or UNKNOWN)
 
     # -- health, for the executor and the reconcile ---------------------------------
 

@@ -4,13 +4,21 @@ one thread for all).
 
 Each watch selects the objects labelled ``app.kubernetes.io/managed-by:
 berth`` in every namespace and hands every event to ``on_event``, which
-decides whether someone other than berth changed the object. When a watch
-breaks (the cluster went away), it waits until the cluster answers a probe
-again, then calls ``on_back`` — changes made while nobody watched, or a
-cluster that came back empty, are found by re-applying everything on it.
-Otherwise a watch resumes from the last resourceVersion it saw (bookmarks
-keep it fresh), so renewing the request misses nothing. A
-cluster that does not allow watching is left to the periodic resync.
+decides whether someone other than berth changed the object. A watch begins
+with a list of those objects (in pages), each handed on as ``ADDED``, and an
+object the book (``known``) holds there that the list lacks is handed on as
+``DELETED``: what the book knows of the cluster is then what the cluster says,
+whatever happened while no watch ran (an object applied through an earlier
+connection, whose Pods became Ready before this watch began, is seen available
+now — not when the periodic resync applies it again). Then it watches from the
+list's resourceVersion. When a watch breaks (the cluster went away), it waits
+until the cluster answers a probe again, then calls ``on_back`` — changes made
+while nobody watched, or a cluster that came back empty, are also found by
+re-applying everything on it — and lists again. Otherwise a watch resumes
+from the last resourceVersion it saw (bookmarks keep it fresh), so renewing
+the request misses nothing; one the server says is too old (410) lists again.
+A cluster that does not allow listing or watching is left to the periodic
+resync.
 
 The :class:`OwnWrites` tells berth's own writes from someone else's: it holds the
 resourceVersion each of berth's applies stored, and the newest one a watch
@@ -20,6 +28,7 @@ change made right after ours: only the versions can tell).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -29,9 +38,11 @@ import msgspec
 from berth.controllers.propagator.kube import (
     FIELD_MANAGER,
     MANAGED_BY,
+    OWNER,
     Connections,
     Kind,
     KubeObject,
+    ObjectMeta,
     Unavailable,
     WatchEvent,
     WatchRefused,
@@ -44,6 +55,24 @@ from berth.store.documents import KubeObjectRef
 log = logging.getLogger(__name__)
 
 OnEvent = Callable[[str, str, KubeObject], None]  # (cluster id, event type, object)
+# (cluster id, apiVersion, kind) → the objects of that kind the book holds there, by owner
+Known = Callable[[str, str, str], list[tuple[KubeObjectRef, str]]]
+LIST_PAGE = 500  # objects a list asks for at a time
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # ``continue`` is a Python keyword: the field is renamed
+    next: str = msgspec.field(default="", name="continue")
+
+
+class _List(msgspec.Struct):
+    """A page of a LIST: its items carry no apiVersion or kind (the list's own do)."""
+
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[KubeObject] = []
 
 _Where = tuple[str, KubeObjectRef]  # (cluster id, object)
 
@@ -133,36 +162,72 @@ class DriftWatches:
     """The drift watches, one per (cluster, kind), among the cluster's watches (watches.py)."""
 
     def __init__(self, connections: Connections, hub: Hub, on_event: OnEvent,
-                 on_back: Callable[[str], None], *, server_timeout: int,
+                 on_back: Callable[[str], None], *, known: Known, server_timeout: int,
                  probe_timeout: float, max_delay: float = 30.0) -> None:
         self.connections = connections
         self.hub = hub
         self.on_event = on_event
         self.on_back = on_back
+        self.known = known
         self.server_timeout = server_timeout
         self.probe_timeout = probe_timeout
         self.max_delay = max_delay
         self._decoder = decoder(WatchEvent)
+        self._list_decoder = decoder(_List)
 
-    def ensure(self, cid: str, ckey: str, kind: Kind, since: str) -> None:
+    def ensure(self, cid: str, ckey: str, kind: Kind) -> None:
         """Watch ``kind`` on cluster ``cid`` (key ``ckey``) through its current
-        connection (once per connection and kind), from the resourceVersion
-        ``since`` — the apply that asked for it — so that no change made after
-        that apply is missed while the watch connects."""
+        connection (once per connection and kind), beginning with a list."""
         conn = self.connections.current(ckey)
         if conn is None:
             return
         self.hub.of(ckey, conn).add(f"drift {kind.plural} {kind.base}",
-                                    lambda w: self._run(w, cid, kind, since))
+                                    lambda w: self._run(w, cid, kind))
 
-    async def _run(self, w: ClusterWatches, cid: str, kind: Kind, since: str) -> None:
-        delay = 0.5
-        while not w.closed:
-            params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
-                      "timeoutSeconds": str(self.server_timeout), "allowWatchBookmarks": "true"}
-            if since:
-                params["resourceVersion"] = since
+    async def _list(self, w: ClusterWatches, cid: str, kind: Kind) -> str:
+        """Hand on every object of ``kind`` berth manages on the cluster as ADDED, and
+        each the book holds there that is gone as DELETED; the list's resourceVersion."""
+        params = {"labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}", "limit": str(LIST_PAGE)}
+        listed: set[tuple[str, str]] = set()
+        api_version = kind_name = version = ""
+        while True:
+            resp = await w.get(kind.path(), params=params)
+            if resp.status_code in (403, 405):
+                raise WatchRefused(f"list: HTTP {resp.status_code}")
+            if resp.status_code != 200:
+                raise Unavailable(f"list {kind.path()}: HTTP {resp.status_code}")
             try:
+                page = self._list_decoder.decode(resp.content)
+            except msgspec.DecodeError as exc:
+                raise Unavailable(f"list {kind.path()}: an answer berth cannot read "
+                                  f"({exc})") from exc
+            api_version = page.apiVersion
+            kind_name = page.kind.removesuffix("List")
+            version = page.metadata.resourceVersion or version
+            for obj in page.items:
+                obj.apiVersion, obj.kind = obj.apiVersion or api_version, obj.kind or kind_name
+                listed.add((obj.metadata.namespace or "", obj.metadata.name))
+                self.on_event(cid, "ADDED", obj)
+            if not page.metadata.next:
+                break
+            params["continue"] = page.metadata.next
+        for ref, owner in self.known(cid, api_version, kind_name):
+            if (ref.namespace or "", ref.name) not in listed:  # gone while nobody watched
+                self.on_event(cid, "DELETED", KubeObject(ref.api_version, ref.kind, ObjectMeta(
+                    ref.name, ref.namespace, resourceVersion=version,
+                    annotations={OWNER: owner} if owner else {})))
+        return version
+
+    async def _run(self, w: ClusterWatches, cid: str, kind: Kind) -> None:
+        delay = 0.5
+        since = ""  # "": list first
+        while not w.closed:
+            try:
+                if not since:
+                    since = await self._list(w, cid, kind)
+                params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
+                          "timeoutSeconds": str(self.server_timeout),
+                          "allowWatchBookmarks": "true", "resourceVersion": since}
                 async for line in w.lines(kind.path(), params):
                     try:
                         event = self._decoder.decode(line)
@@ -170,16 +235,23 @@ class DriftWatches:
                         log.info("watch %s: an event berth cannot read: %.200s", kind.plural,
                                  line)
                         continue
-                    if event.type == "ERROR":  # e.g. 410: ``since`` is too old
-                        raise Unavailable(f"watch error: {event.object}")
+                    if event.type == "ERROR":  # 410: ``since`` is too old; list again
+                        log.info("watch of %s on cluster %s: %.200s; listing again",
+                                 kind.plural, cid, line)
+                        since = ""
+                        break
                     since = event.object.metadata.resourceVersion or since
                     if event.type != "BOOKMARK":
                         self.on_event(cid, event.type, event.object)
                     delay = 0.5
-                continue  # the server ended the request: resume from ``since``
+                else:
+                    continue  # the server ended the request: resume from ``since``
+                await asyncio.sleep(delay)  # an error, again and again, never spins
+                delay = min(self.max_delay, delay * 2)
+                continue
             except WatchRefused as exc:
-                log.warning("cluster %s does not allow watching %s (%s): drift is found "
-                            "by the periodic resync only", cid, kind.plural, exc)
+                log.warning("cluster %s does not allow listing or watching %s (%s): drift "
+                            "is found by the periodic resync only", cid, kind.plural, exc)
                 return
             except Unavailable as exc:
                 if w.closed:
@@ -188,6 +260,6 @@ class DriftWatches:
                          "back", kind.plural, cid, safe(exc))
             await w.until_back(delay, self.probe_timeout, self.max_delay)
             delay = min(self.max_delay, delay * 2)
-            since = ""  # what happened meanwhile is found by re-applying everything
+            since = ""  # listed again, and everything re-applied
             if not w.closed:
                 self.on_back(cid)

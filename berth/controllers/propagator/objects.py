@@ -84,6 +84,12 @@ class Book:
             seen = self._seen.get((cid, ref))
         return seen[1] if seen is not None else None
 
+    def held(self, cid: str, api_version: str, kind: str) -> list[tuple[KubeObjectRef, str]]:
+        """The objects of ``kind`` the book holds on ``cid``, with their owners."""
+        with self._lock:
+            return [(ref, seen[1]) for (c, ref), seen in self._seen.items()
+                    if c == cid and ref.kind == kind and ref.api_version == api_version]
+
     def forget_cluster(self, cid: str) -> None:
         """A cluster handed over or gone: what it showed is no longer kept current."""
         with self._lock:

@@ -76,10 +76,10 @@ class Propagator:
             drift = DriftWatches(
                 self.connections, self.hub, self.applier.on_drift,
                 lambda cid: self.applier.requeue_cluster(cid, drifted=True),
-                server_timeout=config.drift_watch_timeout, probe_timeout=config.probe_timeout)
+                known=self.applier.book.held, server_timeout=config.drift_watch_timeout,
+                probe_timeout=config.probe_timeout)
             self.applier.on_applied.append(
-                lambda cid, kind, _ref, stored: drift.ensure(
-                    cid, cluster_key(cid), kind, stored.metadata.resourceVersion))
+                lambda cid, kind, _ref, _stored: drift.ensure(cid, cluster_key(cid), kind))
             self.drift = drift
         self._informers: tuple[Informer[Any], ...] = (
             self.clusters, self.cluster_statuses, self.kubeconfigs.informer,

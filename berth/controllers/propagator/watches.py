@@ -111,9 +111,11 @@ class ClusterWatches:
 
     # -- for the watches -----------------------------------------------------------
 
-    async def get(self, path: str, timeout: float | None = None) -> httpx.Response:
+    async def get(self, path: str, timeout: float | None = None,
+                  params: dict[str, str] | None = None) -> httpx.Response:
         try:
-            return await self.client.get(path, timeout=timeout or self.conn.timeout)
+            return await self.client.get(path, params=params,
+                                         timeout=timeout or self.conn.timeout)
         except Exception as exc:
             raise Unavailable(f"GET {path}: {safe(exc)}") from exc
 
@@ -125,9 +127,8 @@ class ClusterWatches:
                     raise WatchRefused(f"HTTP {resp.status_code}")
                 if resp.status_code != 200:
                     raise Unavailable(f"watch {path}: HTTP {resp.status_code}")
-                async for line in resp.aiter_lines():
-                    if line:
-                        yield line.encode()
+                async for line in _lines(resp.aiter_bytes()):
+                    yield line
         except (WatchRefused, Unavailable):
             raise
         except Exception as exc:
@@ -150,6 +151,28 @@ class ClusterWatches:
     def names(self) -> set[str]:
         """The watches running (for tests and health)."""
         return self.hub.call(lambda: set(self._tasks))
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The non-empty lines of a stream of bytes, as bytes (a watch sends an event a line:
+    read as bytes, not decoded to text and encoded again)."""
+    pending: list[bytes] = []  # the start of a line split over chunks
+    async for chunk in chunks:
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        if pending:
+            pending.append(chunk)
+            chunk, pending = b"".join(pending), []
+        *lines, rest = chunk.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+        if rest:
+            pending.append(rest)
+    last = b"".join(pending)
+    if last.strip():
+        yield last
 
 
 class Hub:

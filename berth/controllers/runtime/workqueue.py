@@ -7,6 +7,13 @@ being processed is queued again when the worker says ``done``, never handed
 to a second worker at the same time. Failed keys come back after an
 exponential backoff; ``forget`` resets it.
 
+A key added ``urgent`` goes before every key that is not: for work that is
+short and that someone waits on (a cluster reported an object available:
+judging it takes a moment, and a user is waiting for the application to be
+RUNNING), so that it never waits behind a line of long work (applies). An
+urgent key already waiting in the ordinary line moves ahead; its place there
+is skipped when reached.
+
 The clock is injectable so tests need not sleep.
 """
 
@@ -60,9 +67,13 @@ class WorkQueue(Generic[K]):
         self.clock = clock
         self._cond = threading.Condition()
         self._queue: deque[K] = deque()
+        self._urgent: deque[K] = deque()  # taken first
+        # The keys waiting, and of them those with a place in the urgent line. A key
+        # taken is no longer in ``_queued``: its other place, if any, is skipped.
         self._queued: set[K] = set()
+        self._hurried: set[K] = set()
         self._processing: set[K] = set()
-        self._dirty: set[K] = set()  # re-added while processing
+        self._dirty: dict[K, bool] = {}  # re-added while processing → whether urgent
         self._delayed: list[tuple[float, int, K]] = []
         self._seq = itertools.count()
         self._failures: dict[K, int] = {}
@@ -70,19 +81,32 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue) + len(self._delayed)
+            return len(self._queued) + len(self._delayed)
 
-    def add(self, key: K) -> None:
-        """Queue ``key`` now (a no-op if it is already waiting)."""
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Queue ``key`` now (a no-op if it is already waiting, unless it is ``urgent``
+        and waits in the ordinary line: then it moves ahead)."""
         with self._cond:
             if self._shutdown:
                 return
             if key in self._processing:
-                self._dirty.add(key)
-            elif key not in self._queued:
-                self._queued.add(key)
+                self._dirty[key] = self._dirty.get(key, False) or urgent
+            else:
+                self._enqueue(key, urgent)
+
+    def _enqueue(self, key: K, urgent: bool) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            if urgent:
+                self._hurried.add(key)
+                self._urgent.append(key)
+            else:
                 self._queue.append(key)
-                self._cond.notify()
+            self._cond.notify()
+        elif urgent and key not in self._hurried:
+            self._hurried.add(key)
+            self._urgent.append(key)
+            self._cond.notify()
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` once ``delay`` seconds have passed."""
@@ -127,10 +151,8 @@ class WorkQueue(Generic[K]):
         with self._cond:
             while True:
                 self._promote()
-                if self._queue:
-                    key = self._queue.popleft()
-                    self._queued.discard(key)
-                    self._processing.add(key)
+                key = self._take()
+                if key is not None:
                     return key
                 if self._shutdown:
                     return None
@@ -144,16 +166,24 @@ class WorkQueue(Generic[K]):
                     wait = left if wait is None else min(wait, left)
                 self._cond.wait(wait)
 
+    def _take(self) -> K | None:
+        """The next waiting key, urgent ones first, now in process (None: none waits)."""
+        for line in (self._urgent, self._queue):
+            while line:
+                key = line.popleft()
+                if key in self._queued:  # else taken from its other place already
+                    self._queued.discard(key)
+                    self._hurried.discard(key)
+                    self._processing.add(key)
+                    return key
+        return None
+
     def done(self, key: K) -> None:
         """The worker finished ``key``; queue it again if it changed meanwhile."""
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._dirty.discard(key)
-                if key not in self._queued:
-                    self._queued.add(key)
-                    self._queue.append(key)
-                    self._cond.notify()
+                self._enqueue(key, self._dirty.pop(key))
 
     def shutdown(self) -> None:
         with self._cond:
@@ -165,7 +195,7 @@ class WorkQueue(Generic[K]):
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
             if key in self._processing:
-                self._dirty.add(key)
+                self._dirty.setdefault(key, False)
             elif key not in self._queued:
                 self._queued.add(key)
                 self._queue.append(key)

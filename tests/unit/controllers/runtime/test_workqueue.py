@@ -35,6 +35,49 @@ def test_a_key_is_never_handed_out_twice_at_once() -> None:
     assert q.get(0) is None
 
 
+def test_urgent_keys_go_before_every_ordinary_one() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for k in ("a", "b", "c"):
+        q.add(k)
+    q.add("judge", urgent=True)
+    q.add("b", urgent=True)  # waiting in the ordinary line: it moves ahead
+    q.add("b", urgent=True)  # once
+    assert len(q) == 4
+    assert [q.get(0) for _ in range(5)] == ["judge", "b", "a", "c", None]
+    assert len(q) == 0
+
+
+def test_a_key_taken_from_the_urgent_line_and_added_again_is_processed_once_more() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    q.add("x")
+    q.add("a", urgent=True)
+    assert q.get(0) == "a"  # its place in the ordinary line is now stale
+    q.done("a")
+    q.add("a")  # a new change, queued behind x... or at its old place: once either way
+    got = [q.get(0), q.get(0), q.get(0)]
+    assert sorted(k for k in got if k) == ["a", "x"] and got[2] is None
+
+
+def test_an_urgent_add_while_processing_requeues_urgent() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    assert q.get(0) == "a"
+    q.add("a", urgent=True)  # the cluster reported while "a" was being applied
+    q.add("b")
+    q.done("a")
+    assert [q.get(0), q.get(0)] == ["a", "b"]
+
+
+def test_delayed_keys_come_back_ordinary() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add_after("retry", 1)
+    clock.now += 1
+    q.add("seen", urgent=True)
+    assert [q.get(0), q.get(0)] == ["seen", "retry"]
+
+
 def test_failures_back_off_exponentially_and_forget_resets() -> None:
     clock = Clock()
     q: WorkQueue[str] = WorkQueue(base_delay=1, max_delay=5, clock=clock)
