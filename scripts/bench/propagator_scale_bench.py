@@ -209,7 +209,8 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
           f"{threads} threads {direct:.1f}s; ratio {took / direct:.2f}; clusters shared in "
           f"{shared:.1f}s; status writes {writes:.0f} in {txns:.0f} transactions "
           f"({writes / max(txns, 1):.1f} each); peak RSS {rss:.0f} MB per replica", flush=True)
-    print(f"  CPU while applying: propagator replicas {spent[0]:.0f} s, kube-apiservers and "
+    print(f"  CPU while applying: propagator replicas {spent[0]:.0f} s "
+          f"({spent[0] / args.apps * 1e3:.1f} ms per application), kube-apiservers and "
           f"their etcds {spent[1]:.0f} s, berth's etcd {spent[2]:.0f} s, of "
           f"{took * (os.cpu_count() or 1):.0f} s on {os.cpu_count()} cores", flush=True)
     return took, direct, writes, txns

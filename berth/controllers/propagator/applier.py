@@ -450,12 +450,20 @@ class Applier:
         self.book.put(cid, ref, stored, notify=False)
 
     def _on_seen(self, cid: str, owner: str) -> None:
-        """What a cluster shows of an application's objects (or pods) changed: judge its
-        copies again — before any apply that waits when the copy's state turned."""
+        """What a cluster shows of an application's objects changed: judge its copies
+        again — before any apply that waits when the copy's state turned."""
         namespace, _, name = owner.partition("/")
         if namespace and name:
             key = keys.resource_key("Application", name, namespace)
             self.queue.add(key, urgent=self._turned(key, cid, owner))
+
+    def on_pods(self, cid: str, owner: str) -> None:
+        """An application's Pods on ``cid`` became (not) Ready: judge its copies again,
+        in turn. Not judged here: Pods change many times for each change of their
+        workload's status, which says when the copy is available (``_on_seen``)."""
+        namespace, _, name = owner.partition("/")
+        if namespace and name:
+            self.queue.add(keys.resource_key("Application", name, namespace))
 
     def _turned(self, key: str, cid: str, owner: str) -> bool:
         """Whether the copy on ``cid``, judged as the cluster shows it now, is in another

@@ -2,7 +2,9 @@
 
 Both share the Cluster informer and one connection per cluster. The
 observer writes cluster status keys; the applier's workers reconcile
-applications; a resync loop re-applies everything every ``resync_interval``;
+applications (and one more worker only those whose copy's state just turned:
+available now, or failed); a resync loop re-applies everything every
+``resync_interval``;
 drift watches re-apply an application as soon as someone else changes one of
 its objects on a cluster.
 
@@ -69,7 +71,7 @@ class Propagator:
                                cluster_statuses=self.cluster_statuses,
                                connections=self.connections, kubeconfigs=self.kubeconfigs,
                                shard=self.shard, pods=self.observer)
-        self.observer.on_pods = self.applier.book.on_change
+        self.observer.on_pods = self.applier.on_pods
         self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None
         if config.drift_watch:
@@ -119,8 +121,12 @@ class Propagator:
         self.shard.start(sync_timeout)
         self._started = True
         self.observer.start()
-        self._threads = start_workers(self.applier.queue, self.applier.reconcile,
-                                      self.config.workers, name="apply")
+        self._threads = [
+            *start_workers(self.applier.queue, self.applier.reconcile, self.config.workers,
+                           name="apply"),
+            # judges and records a copy whose state turned while every worker applies
+            *start_workers(self.applier.queue, self.applier.reconcile, 1, name="judge",
+                           urgent_only=True)]
         self._resync.start()
         if self.applier.events is not None:
             self.applier.events.start()

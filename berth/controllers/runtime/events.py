@@ -47,7 +47,6 @@ KNOWN = 4096  # events remembered for correlation (the least recently seen go fi
 class _Known:
     event: Event
     written: float = float("-inf")  # monotonic time it was last written
-    dirty: bool = True
 
 
 class Recorder:
@@ -61,6 +60,7 @@ class Recorder:
         self.clock = clock
         self._lock = threading.Lock()
         self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._dirty: set[str] = set()  # keys of known events changed since written
         self._similar: dict[tuple[str, str | None, str, str, str], deque[tuple[float, str]]] = {}
         self._lease = 0
         self._lease_at = float("-inf")
@@ -91,7 +91,7 @@ class Recorder:
                 self._known[k] = _Known(Event(obj, type_, reason, message, self.source, now,
                                               now))
                 while len(self._known) > KNOWN:
-                    self._known.popitem(last=False)
+                    self._dirty.discard(self._known.popitem(last=False)[0])
                 if len(self._similar) > KNOWN:
                     self._similar.pop(next(iter(self._similar)))
             else:
@@ -99,7 +99,7 @@ class Recorder:
                 e = found.event
                 e.count += 1
                 e.lastTimestamp, e.message = now, message
-                found.dirty = True
+            self._dirty.add(k)
 
     # -- its thread ----------------------------------------------------------------------
 
@@ -123,10 +123,10 @@ class Recorder:
         """Write the events due (``force``: every changed one); returns how many."""
         now_m = self.clock.monotonic()
         with self._lock:
-            due = [(k, k_.event, k_.written) for k, k_ in self._known.items() if k_.dirty and (
-                force or now_m - k_.written >= self.min_interval)]
+            due = [(k, k_.event, k_.written) for k in self._dirty for k_ in [self._known[k]]
+                   if force or now_m - k_.written >= self.min_interval]
             for k, _, _ in due:
-                self._known[k].dirty = False
+                self._dirty.discard(k)
                 self._known[k].written = now_m
             puts = [Put(k, encode(e), None, 0) for k, e, _ in due]  # encoded under the lock
         if not puts:
@@ -140,7 +140,8 @@ class Recorder:
             with self._lock:  # tried again at the next flush (counts kept meanwhile)
                 for k, _, was in due:
                     if k in self._known:
-                        self._known[k].dirty, self._known[k].written = True, was
+                        self._dirty.add(k)
+                        self._known[k].written = was
             if now_m - self._said >= 60.0:
                 self._said = now_m
                 log.warning("%d events of %s not written, tried again at the next flush "

@@ -12,7 +12,8 @@ short and that someone waits on (a cluster reported an object available:
 judging it takes a moment, and a user is waiting for the application to be
 RUNNING), so that it never waits behind a line of long work (applies). An
 urgent key already waiting in the ordinary line moves ahead; its place there
-is skipped when reached.
+is skipped when reached. A worker may take urgent keys only (``urgent_only``):
+then an urgent key waits for no long work to finish either.
 
 The clock is injectable so tests need not sleep.
 """
@@ -65,7 +66,9 @@ class WorkQueue(Generic[K]):
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.clock = clock
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # any worker waits on it
+        self._hurry = threading.Condition(lock)  # workers that take urgent keys only
         self._queue: deque[K] = deque()
         self._urgent: deque[K] = deque()  # taken first
         # The keys waiting, and of them those with a place in the urgent line. A key
@@ -100,12 +103,14 @@ class WorkQueue(Generic[K]):
             if urgent:
                 self._hurried.add(key)
                 self._urgent.append(key)
+                self._hurry.notify()
             else:
                 self._queue.append(key)
             self._cond.notify()
         elif urgent and key not in self._hurried:
             self._hurried.add(key)
             self._urgent.append(key)
+            self._hurry.notify()
             self._cond.notify()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -145,18 +150,26 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return self._failures.get(key, 0)
 
-    def get(self, timeout: float | None = None) -> K | None:
-        """The next key to process, or None on shutdown or timeout."""
+    def get(self, timeout: float | None = None, *, urgent_only: bool = False) -> K | None:
+        """The next key to process (``urgent_only``: the next urgent one), or None on
+        shutdown or timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
                 self._promote()
-                key = self._take()
+                key = self._take(urgent_only)
                 if key is not None:
                     return key
                 if self._shutdown:
                     return None
                 wait = None
+                if urgent_only:
+                    if deadline is not None:
+                        wait = deadline - time.monotonic()
+                        if wait <= 0:
+                            return None
+                    self._hurry.wait(wait)
+                    continue
                 if self._delayed:
                     wait = max(0.0, self._delayed[0][0] - self.clock())
                 if deadline is not None:
@@ -166,9 +179,9 @@ class WorkQueue(Generic[K]):
                     wait = left if wait is None else min(wait, left)
                 self._cond.wait(wait)
 
-    def _take(self) -> K | None:
+    def _take(self, urgent_only: bool = False) -> K | None:
         """The next waiting key, urgent ones first, now in process (None: none waits)."""
-        for line in (self._urgent, self._queue):
+        for line in (self._urgent,) if urgent_only else (self._urgent, self._queue):
             while line:
                 key = line.popleft()
                 if key in self._queued:  # else taken from its other place already
@@ -189,6 +202,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._shutdown = True
             self._cond.notify_all()
+            self._hurry.notify_all()
 
     def _promote(self) -> None:
         now = self.clock()
@@ -209,10 +223,12 @@ def _retry(queue: WorkQueue[K], key: K, reason: str, after: float | None) -> Non
     log.warning("%s: %s; retrying in %.2fs", key, reason, after)
 
 
-def run_worker(queue: WorkQueue[K], process: Callable[[K], Retry | None]) -> None:
-    """Process keys until the queue shuts down; failures are retried with backoff."""
+def run_worker(queue: WorkQueue[K], process: Callable[[K], Retry | None], *,
+               urgent_only: bool = False) -> None:
+    """Process keys (``urgent_only``: urgent ones) until the queue shuts down; failures
+    are retried with backoff."""
     while True:
-        key = queue.get()
+        key = queue.get(urgent_only=urgent_only)
         if key is None:
             return
         try:
@@ -235,10 +251,12 @@ def run_worker(queue: WorkQueue[K], process: Callable[[K], Retry | None]) -> Non
 
 
 def start_workers(
-    queue: WorkQueue[K], process: Callable[[K], Retry | None], count: int = 1, name: str = "worker"
+    queue: WorkQueue[K], process: Callable[[K], Retry | None], count: int = 1,
+    name: str = "worker", *, urgent_only: bool = False
 ) -> list[threading.Thread]:
     threads = [
-        threading.Thread(target=run_worker, args=(queue, process), name=f"{name}-{i}", daemon=True)
+        threading.Thread(target=run_worker, args=(queue, process), name=f"{name}-{i}",
+                         kwargs={"urgent_only": urgent_only}, daemon=True)
         for i in range(count)
     ]
     for t in threads:

@@ -69,6 +69,22 @@ def test_an_urgent_add_while_processing_requeues_urgent() -> None:
     assert [q.get(0), q.get(0)] == ["a", "b"]
 
 
+def test_a_worker_for_urgent_keys_takes_no_other_and_wakes_for_one() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("apply")
+    assert q.get(0, urgent_only=True) is None  # an ordinary key is not its work
+    got: list[str | None] = []
+    waiting = threading.Thread(target=lambda: got.append(q.get(5, urgent_only=True)))
+    waiting.start()
+    q.add("other")  # wakes no one waiting for urgent keys only (or it waits on)
+    q.add("judge", urgent=True)
+    waiting.join(5)
+    assert got == ["judge"]
+    assert [q.get(0), q.get(0), q.get(0)] == ["apply", "other", None]
+    q.shutdown()
+    assert q.get(urgent_only=True) is None
+
+
 def test_delayed_keys_come_back_ordinary() -> None:
     clock = Clock()
     q: WorkQueue[str] = WorkQueue(clock=clock)
