@@ -39,7 +39,7 @@ import msgspec
 
 from berth.bootstrap import history, overrides, stages
 from berth.bootstrap.load import Loaded, LoadErrors
-from berth.store import KV, MAX_TXN_OPS, Delete, Put, Store, StoreError, encode, keys
+from berth.store import KV, Delete, Put, Store, StoreError, encode, keys
 from berth.store.codec import decode
 from berth.store.credentials import STORED, Credentials, same, split
 from berth.store.documents import Metadata
@@ -224,8 +224,9 @@ def write(store: Store, planned: Sequence[Planned], *,
     ops = [Put(p.key, p.value, p.old.mod_revision if p.old else 0) for p in planned]
     done: list[tuple[Sequence[Planned], int]] = []
     revision = 0
-    for start in range(0, len(ops), MAX_TXN_OPS):
-        chunk = ops[start : start + MAX_TXN_OPS]
+    room = store.room
+    for start in range(0, len(ops), room):
+        chunk = ops[start : start + room]
         try:
             revision = store.commit_surely(chunk)
         except StoreError as exc:
@@ -239,9 +240,9 @@ def write(store: Store, planned: Sequence[Planned], *,
             except StoreError as incomplete:
                 raise StoreError(f"{exc}; rolling back {what}: {incomplete}") from exc
             raise StoreError(f"{exc}; {what} were rolled back: nothing was written") from exc
-        done.append((planned[start : start + MAX_TXN_OPS], revision))
+        done.append((planned[start : start + room], revision))
         if progress:
-            progress("written", _documents(planned[:start + MAX_TXN_OPS]),
+            progress("written", _documents(planned[:start + room]),
                      _documents(planned))
     replaced = sum(1 for p in planned if p.old is not None and not p.bookkeeping)
     return Result(_documents(planned) - replaced, replaced, revision, unchanged)
@@ -262,8 +263,9 @@ def _rollback(store: Store, done: list[tuple[Sequence[Planned], int]],
             else:
                 undo.append(Put(p.key, p.old.value, revision, p.old.lease))
     failed: list[str] = []
-    for start in range(0, len(undo), MAX_TXN_OPS):
-        ops = undo[start : start + MAX_TXN_OPS]
+    room = store.room
+    for start in range(0, len(undo), room):
+        ops = undo[start : start + room]
         try:
             store.commit_surely(ops)
         except StoreError:
@@ -274,7 +276,7 @@ def _rollback(store: Store, done: list[tuple[Sequence[Planned], int]],
                 except StoreError as exc:
                     failed.append(f"{op.key} ({exc})")
         if progress:
-            progress("rolled back", min(start + MAX_TXN_OPS, len(undo)), len(undo))
+            progress("rolled back", min(start + room, len(undo)), len(undo))
     if failed:
         raise StoreError("rollback incomplete; changed by someone else meanwhile, or etcd "
                          "unreachable: " + listed(failed, named=10))

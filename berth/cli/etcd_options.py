@@ -5,7 +5,9 @@ tell the user when etcd cannot be reached.
 (``--etcd-ca``, ``--etcd-cert``, ``--etcd-key``, or ``BERTH_ETCD_CA`` /
 ``_CERT`` / ``_KEY``) and credentials (``--etcd-user``/``--etcd-password``, or
 ``BERTH_ETCD_USER`` / ``BERTH_ETCD_PASSWORD``; a password on the command
-line is visible to other users of the machine, prefer the environment).
+line is visible to other users of the machine, prefer the environment);
+``--etcd-max-txn-ops`` (``BERTH_ETCD_MAX_TXN_OPS``): operations per transaction,
+for an etcd started with a higher ``--max-txn-ops`` than its default 128.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ def add_etcd_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--etcd-user", metavar="NAME", help="etcd user (or $BERTH_ETCD_USER)")
     group.add_argument("--etcd-password", metavar="PW",
                        help="etcd password (prefer $BERTH_ETCD_PASSWORD)")
+    group.add_argument("--etcd-max-txn-ops", metavar="N", type=int,
+                       help="operations per transaction, as etcd's own --max-txn-ops allows "
+                            "(or $BERTH_ETCD_MAX_TXN_OPS; default 128, etcd's default)")
 
 
 def etcd_config(args: argparse.Namespace) -> EtcdConfig:
     return EtcdConfig.from_env(
         url=args.etcd, ca=args.etcd_ca, cert=args.etcd_cert, key=args.etcd_key,
         user=args.etcd_user, password=args.etcd_password,
+        max_txn_ops=getattr(args, "etcd_max_txn_ops", None),
     )
 
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_TXN_OPS = 128  # etcd's default --max-txn-ops
+MAX_TXN_OPS = 128  # etcd's default --max-txn-ops (``EtcdConfig.max_txn_ops``: another)
 PAGE = 1000  # keys per range request when listing
 
 T = TypeVar("T")
@@ -139,7 +139,7 @@ class Store:
     def room(self) -> int:
         """How many writes one transaction of this store may carry: etcd's limit, less
         the fence's compare."""
-        return MAX_TXN_OPS - (1 if self.fence is not None else 0)
+        return self.config.max_txn_ops - (1 if self.fence is not None else 0)
 
     def fenced(self, fence: Fence) -> Store:
         """A view of this session whose every write also requires ``fence``: what a
@@ -266,8 +266,9 @@ class Store:
     def get_many(self, keys: Sequence[str]) -> dict[str, KV]:
         """The current values of ``keys`` (missing ones left out), 128 per round trip."""
         found: dict[str, KV] = {}
-        for start in range(0, len(keys), MAX_TXN_OPS):
-            chunk = keys[start : start + MAX_TXN_OPS]
+        limit = self.config.max_txn_ops
+        for start in range(0, len(keys), limit):
+            chunk = keys[start : start + limit]
             reply = self.call(
                 "kv/txn",
                 {"success": [{"request_range": {"key": b64(k)}} for k in chunk]},
@@ -360,9 +361,9 @@ class Store:
             if fence.term <= 0:  # etcd's compare would pass on an absent key: no term
                 raise Deposed(fence.key, fence.term, 0)
         writes = [op for op in ops if not isinstance(op, Fence)]
-        if len(writes) + len(fences) > MAX_TXN_OPS:
+        if len(writes) + len(fences) > self.config.max_txn_ops:
             raise ValueError(f"{len(writes)} writes and {len(fences)} fences exceed etcd's "
-                             f"{MAX_TXN_OPS} operations per transaction")
+                             f"{self.config.max_txn_ops} operations per transaction")
         compare: list[dict[str, Any]] = []
         success: list[dict[str, Any]] = []
         for op in writes:
@@ -489,7 +490,7 @@ class Store:
     def commit_chunks(
         self, ops: Sequence[Op], *, on_chunk: Callable[[int, int], None] | None = None
     ) -> list[int]:
-        """Apply ``ops`` in transactions of at most MAX_TXN_OPS; each chunk is atomic.
+        """Apply ``ops`` in transactions of at most ``room`` writes; each chunk is atomic.
 
         Returns the revision of each chunk; stops at the first failing chunk
         (the earlier ones stay written: callers that need all-or-nothing roll

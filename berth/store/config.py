@@ -41,8 +41,15 @@ class EtcdConfig:
     user: str | None = None
     password: str | None = None
     timeout: float = 10.0
+    # etcd's --max-txn-ops (128 by default): the operations one transaction may carry.
+    # An etcd started with a higher limit lets berth carry more writes in one (a Binding
+    # and its ledger record are two).
+    max_txn_ops: int = 128
 
     def __post_init__(self) -> None:
+        if not 2 <= self.max_txn_ops <= 100_000:
+            raise ValueError(f"--etcd-max-txn-ops {self.max_txn_ops}: expected 2 to 100000, "
+                             "at most etcd's own --max-txn-ops")
         endpoints = self.endpoints
         if not endpoints:
             raise ValueError(f"--etcd {self.url!r}: expected http(s)://host:port[,...]")
@@ -62,9 +69,9 @@ class EtcdConfig:
             raise ValueError("--etcd-user and --etcd-password go together")
 
     @classmethod
-    def from_env(cls, **overrides: str | float | None) -> EtcdConfig:
+    def from_env(cls, **overrides: str | float | int | None) -> EtcdConfig:
         """Settings from ``BERTH_ETCD*`` variables, overridden by non-None arguments."""
-        env: dict[str, str | float | None] = {
+        env: dict[str, str | float | int | None] = {
             "url": os.environ.get("BERTH_ETCD", DEFAULT_URL),
             "ca": os.environ.get("BERTH_ETCD_CA"),
             "cert": os.environ.get("BERTH_ETCD_CERT"),
@@ -72,6 +79,13 @@ class EtcdConfig:
             "user": os.environ.get("BERTH_ETCD_USER"),
             "password": os.environ.get("BERTH_ETCD_PASSWORD"),
         }
+        ops = os.environ.get("BERTH_ETCD_MAX_TXN_OPS")
+        if ops:
+            try:
+                env["max_txn_ops"] = int(ops)
+            except ValueError:
+                raise ValueError(f"$BERTH_ETCD_MAX_TXN_OPS {ops!r}: expected a number of "
+                                 "operations") from None
         env.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**env)  # type: ignore[arg-type]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Histogram
 
-from berth.store.client import MAX_TXN_OPS, Store
+from berth.store.client import Store
 from berth.store.errors import Conflict, Deposed
 from berth.store.ops import Fence, Op
 
@@ -40,9 +40,10 @@ class _Write:
 
 
 class GroupCommit:
-    def __init__(self, store: Store, name: str, *, max_ops: int = MAX_TXN_OPS) -> None:
+    def __init__(self, store: Store, name: str, *, max_ops: int | None = None) -> None:
         self.store = store
-        self.max_ops = min(max_ops, store.room)  # fences count: each write's are in its ops
+        # fences count: each write's are in its ops
+        self.max_ops = min(max_ops or store.room, store.room)
         self._sizes = GROUP.labels(name)
         self._cond = threading.Condition()
         self._waiting: deque[_Write] = deque()

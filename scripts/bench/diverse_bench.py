@@ -3,7 +3,7 @@
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
         [--workloads [--no-requests]] [--changed SHARE] [--log-level LEVEL] [--config FILE]
-        [--no-ledger] [--no-events] [--profile PREFIX]
+        [--no-ledger] [--no-events] [--profile PREFIX] [--max-txn-ops N]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -165,11 +165,12 @@ def seed(store: Store, clusters: int, rng: random.Random, workloads: bool = Fals
 
 
 def start_scheduler(url: str, port: int, store: Store, level: str = "WARNING",
-                    config: str | None = None) -> subprocess.Popen[bytes]:
+                    config: str | None = None, max_txn_ops: int = 128
+                    ) -> subprocess.Popen[bytes]:
     log = open(ROOT / "diverse-bench.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "berth.cli.main", "--log-level", level, "scheduler",
-         "--etcd", url, "--http", f"127.0.0.1:{port}",
+         "--etcd", url, "--http", f"127.0.0.1:{port}", "--etcd-max-txn-ops", str(max_txn_ops),
          *(["--config", config] if config else [])],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(600):
@@ -232,6 +233,8 @@ def main() -> None:
                          "nothing (what issue #26 compares the workloads' rate with)")
     ap.add_argument("--log-level", default="WARNING", help="the scheduler's (diverse-bench.log)")
     ap.add_argument("--config", metavar="FILE", help="the scheduler's configuration")
+    ap.add_argument("--max-txn-ops", type=int, default=128,
+                    help="etcd's --max-txn-ops, and the scheduler's --etcd-max-txn-ops")
     ap.add_argument("--ledger-samples", metavar="FILE",
                     help="append up to 2,000 of the ledger's records to FILE (JSON lines)")
     ap.add_argument("--no-ledger", action="store_true",
@@ -255,7 +258,8 @@ def main() -> None:
     rng = random.Random(args.seed)
 
     server = EtcdServer(progress_interval="1s",
-                        extra=["--quota-backend-bytes", str(8 * 2**30)]).start()
+                        extra=["--quota-backend-bytes", str(8 * 2**30),
+                               "--max-txn-ops", str(args.max_txn_ops)]).start()
     port = free_port()
     proc = None
     figures: dict[str, float] = {}
@@ -266,7 +270,8 @@ def main() -> None:
         print(f"berth.native: {native.STATUS}")
         print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
               f"in {time.perf_counter() - t:.1f}s")
-        proc = start_scheduler(server.url, port, store, args.log_level, args.config)
+        proc = start_scheduler(server.url, port, store, args.log_level, args.config,
+                               args.max_txn_ops)
         time.sleep(1.0)
         watcher = Watcher(store)
 

@@ -1,7 +1,7 @@
 """The ledger's cost and size (docs/ledger.md), measured.
 
     python scripts/bench/ledger_bench.py [--clusters 1000] [--apps 10000] [--rounds 2]
-        [--fleet-apps 10000] [--hours 24] [--skip-cost | --skip-size]
+        [--fleet-apps 10000] [--hours 24] [--skip-cost | --skip-size] [--max-txn-ops N]
 
 1. Cost: runs ``diverse_bench.py --no-latency`` with the ledger on and off,
    alternating, ``--rounds`` times each (the machine's noise is ±8 %: one pair
@@ -42,7 +42,8 @@ SAMPLES = ROOT / "ledger-bench-samples.jsonl"
 
 def diverse(args: argparse.Namespace, on: bool, figures: Path) -> dict[str, float]:
     cmd = [sys.executable, str(BENCH / "diverse_bench.py"), "--clusters", str(args.clusters),
-           "--apps", str(args.apps), "--no-latency", "--figures", str(figures)]
+           "--apps", str(args.apps), "--no-latency", "--figures", str(figures),
+           "--max-txn-ops", str(args.max_txn_ops)]
     if on:
         cmd += ["--ledger-samples", str(SAMPLES)]
     else:
@@ -164,6 +165,8 @@ def main() -> None:
     ap.add_argument("--clusters", type=int, default=1000)
     ap.add_argument("--apps", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=2, help="runs with the ledger on, and off")
+    ap.add_argument("--max-txn-ops", type=int, default=128,
+                    help="etcd's --max-txn-ops and berth's --etcd-max-txn-ops")
     ap.add_argument("--fleet-apps", type=int, default=10000)
     ap.add_argument("--hours", type=int, default=24)
     ap.add_argument("--skip-cost", action="store_true",

@@ -18,6 +18,7 @@ from berth.store import (
     Op,
     Put,
     Store,
+    StoreError,
     Unavailable,
     Watch,
     WatchEvent,
@@ -248,3 +249,23 @@ def test_commit_surely_recognises_its_own_write_whose_answer_was_lost(
     monkeypatch.setattr(Store, "commit", commit_then_lose)
     with pytest.raises(Conflict):  # the first try fails its guard: never read back
         store.commit_surely(theirs, delay=0.01)
+
+
+def test_an_etcd_allowing_more_operations_per_transaction_is_used_so(
+        etcd_server: EtcdServer) -> None:
+    """``--etcd-max-txn-ops`` as etcd's own ``--max-txn-ops``: one transaction carries
+    that many writes; asking more of an etcd that allows fewer is etcd's clear error."""
+    wide = EtcdServer(extra=["--max-txn-ops", "256"]).start()
+    try:
+        store = Store(EtcdConfig(url=wide.url, max_txn_ops=256))
+        assert store.room == 256
+        revs = store.commit_chunks([Put(f"{P}w{i:04d}", b"x") for i in range(512)])
+        assert len(revs) == 2  # 256 a transaction
+        assert GroupCommit(store, "test").max_ops == 256
+        store.close()
+    finally:
+        wide.cleanup()
+    narrow = Store(EtcdConfig(url=etcd_server.url, max_txn_ops=256))  # etcd allows 128
+    with pytest.raises(StoreError, match="too many operations"):
+        narrow.commit([Put(f"{P}n{i:04d}", b"x") for i in range(200)])
+    narrow.close()

@@ -134,13 +134,14 @@ class Write:
 
 class BindingWriter:
     def __init__(self, store: Store, decisions: Assumed, seen: Callable[[str], int], *,
-                 batch: int = 128, retry: Callable[[str], None],
+                 batch: int = 0, retry: Callable[[str], None],
                  say: Callable[[Lines], object] | None = None,
                  written: Callable[[Write], None] | None = None) -> None:
         self.store = store
         self.decisions = decisions
         self.seen = seen  # binding key → the revision the watch last delivered
-        self.batch = min(batch, store.room)  # a fenced store's fence takes one
+        # operations a transaction carries: a fenced store's fence takes one of etcd's
+        self.batch = min(batch, store.room) if batch > 0 else store.room
         self.retry = retry  # schedule the subject again
         self.say = say  # logs the lines of the Bindings written
         self.written = written  # told of each write that landed (its events)

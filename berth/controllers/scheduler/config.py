@@ -49,7 +49,9 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     percentage_of_clusters_to_score: float = 100.0
     backoff: Backoff = msgspec.field(default_factory=Backoff)
     unschedulable_flush: float = 60.0
-    bind_batch: int = 128  # Bindings per etcd transaction
+    # operations per etcd transaction at most (a Binding is one, each ledger record it
+    # carries one more); 0: as many as etcd allows (--etcd-max-txn-ops)
+    bind_batch: int = 0
     explain_limit: int = 3  # best candidates and small rejection groups an explanation keeps
     # Seconds what berth placed on a cluster is assumed there while the cluster's
     # capacity report does not count its pods yet.
@@ -88,8 +90,9 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("metric_picture_grace must not be negative")
         if self.event_ttl < 10:
             raise ValueError("event_ttl must be at least 10 seconds")
-        if not 1 <= self.bind_batch <= 128:
-            raise ValueError("bind_batch must be within 1..128 (etcd's transaction limit)")
+        if self.bind_batch < 0:
+            raise ValueError("bind_batch must be 0 (as many operations as etcd allows) or "
+                             "more")
 
 
 def load_config(path: str | None) -> SchedulerConfig:

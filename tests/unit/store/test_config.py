@@ -45,3 +45,16 @@ def test_a_refused_connection_never_reached_the_server() -> None:
     assert _unsent(also_refused.value)
     assert not _unsent(requests.exceptions.ReadTimeout("read timed out"))
     assert not _unsent(requests.exceptions.ConnectionError("Connection aborted."))
+
+
+def test_operations_per_transaction_from_the_option_or_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert EtcdConfig().max_txn_ops == 128  # etcd's default
+    monkeypatch.setenv("BERTH_ETCD_MAX_TXN_OPS", "512")
+    assert EtcdConfig.from_env().max_txn_ops == 512
+    assert EtcdConfig.from_env(max_txn_ops=256).max_txn_ops == 256  # the option wins
+    monkeypatch.setenv("BERTH_ETCD_MAX_TXN_OPS", "many")
+    with pytest.raises(ValueError, match="BERTH_ETCD_MAX_TXN_OPS 'many'"):
+        EtcdConfig.from_env()
+    with pytest.raises(ValueError, match="--etcd-max-txn-ops 1: expected 2 to 100000"):
+        EtcdConfig(max_txn_ops=1)
