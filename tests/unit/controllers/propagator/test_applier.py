@@ -160,3 +160,53 @@ def test_what_is_applied_names_the_decision_and_health_changes_are_in_the_ledger
     w.applier.events.flush(force=True)
     said = {(e.type, e.reason) for _, e in listed(w.store)[0]}
     assert ("Warning", "Degraded") in said and ("Normal", "Progressing") in said, said
+
+
+def test_a_copy_the_cluster_shows_available_is_judged_ahead_of_waiting_applies() -> None:
+    """The drift watch shows the Deployment available: its application goes to the queue's
+    urgent line (what the judge worker takes); news that turns nothing, and Pods, wait
+    in the ordinary line."""
+    import msgspec
+
+    from berth.controllers.propagator.kube import KubeObject
+
+    w = World()
+    cluster(w.store, "de")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"replicas": 2}}
+    application(w.store, "web", manifest=[deployment])
+    bind(w.store, "web", "de")
+    w.reconcile("web")
+    w.reconcile("web")
+    assert status(w.store, "web").status.state == "PROGRESSING"
+    for inf in w.applier.informers:
+        inf.sync()
+    key = keys.resource_key("Application", "web", "default")
+    queue = w.applier.queue
+    while (queued := queue.get(0)) is not None:  # what the reconciles queued
+        queue.done(queued)
+    stored = w.connections.clusters["de"].get(next(iter(w.connections.clusters["de"].objects)))
+    assert stored is not None
+
+    def shown(available: int) -> KubeObject:
+        """The Deployment's status as its controller writes it (the in-memory cluster
+        keeps no generation nor versions: the same, so that it is no one's change)."""
+        return KubeObject(stored.apiVersion, stored.kind, stored.metadata,
+                          msgspec.Raw(b'{"replicas": 2}'), msgspec.Raw(msgspec.json.encode({
+                              "replicas": 2, "updatedReplicas": 2, "readyReplicas": available,
+                              "availableReplicas": available})))
+
+    w.applier.on_drift("default/de", "MODIFIED", shown(1))  # one of two: still progressing
+    assert queue.get(0, urgent_only=True) is None
+    assert queue.get(0) == key
+    queue.done(key)
+    w.applier.on_pods("default/de", "default/web")  # a Pod Ready: in turn
+    assert queue.get(0, urgent_only=True) is None
+    assert queue.get(0) == key
+    queue.done(key)
+    w.applier.on_drift("default/de", "MODIFIED", shown(2))  # available now: it turned
+    assert queue.get(0, urgent_only=True) == key
+    queue.done(key)
+    w.reconcile("web")
+    st = status(w.store, "web").status
+    assert st.state == "RUNNING", st.reason
