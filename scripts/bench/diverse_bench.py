@@ -264,7 +264,7 @@ def main() -> None:
     proc = None
     figures: dict[str, float] = {}
     try:
-        store = Store(EtcdConfig(url=server.url))
+        store = Store(EtcdConfig(url=server.url, max_txn_ops=args.max_txn_ops))
         t = time.perf_counter()
         metrics = seed(store, args.clusters, rng, args.workloads)
         print(f"berth.native: {native.STATUS}")

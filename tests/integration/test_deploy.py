@@ -217,6 +217,9 @@ def test_the_compose_file_runs_three_etcd_members_and_two_replicas_each() -> Non
         assert s["deploy"]["replicas"] == 2 and s["read_only"] is True
         assert s["environment"]["BERTH_ETCD"] == ",".join(
             f"http://{n}:2379" for n in sorted(members))
+        # berth puts as many operations in a transaction as the members allow
+        assert {services[n]["environment"]["ETCD_MAX_TXN_OPS"] for n in members} == {
+            s["environment"]["BERTH_ETCD_MAX_TXN_OPS"]}
         berth_accepts(s["command"])
     console = services["console"]
     assert console["ports"] == ["127.0.0.1:9190:9190"] and console["read_only"] is True
