@@ -63,7 +63,10 @@ class Propagator:
         self.shard = Shard(store, identity or default_identity(), ttl=lease_ttl,
                            clusters=lambda: self.applier.claimable(), on_gain=self._gain,
                            on_lose=self._lose, idle_timeout=idle)
-        self.hub = Hub()  # every cluster's watches: one thread, one connection per cluster
+        # every cluster's watches, one thread each sort: Nodes and Pods (the observer's),
+        # and the drift watches, whose news (available now) never waits behind a Pod's
+        self.hub = Hub("capacity-watches")
+        self.drift_hub = Hub("drift-watches")
         self.observer = Observer(store, config, clusters=self.clusters,
                                  statuses=self.cluster_statuses, connections=self.connections,
                                  kubeconfigs=self.kubeconfigs, hub=self.hub, shard=self.shard)
@@ -76,7 +79,7 @@ class Propagator:
         self.drift: DriftWatches | None = None
         if config.drift_watch:
             drift = DriftWatches(
-                self.connections, self.hub, self.applier.on_drift,
+                self.connections, self.drift_hub, self.applier.on_drift,
                 lambda cid: self.applier.requeue_cluster(cid, drifted=True),
                 known=self.applier.book.held, server_timeout=config.drift_watch_timeout,
                 probe_timeout=config.probe_timeout)
@@ -109,6 +112,7 @@ class Propagator:
         key = cluster_key(cid)
         self.observer.forget(key)
         self.hub.drop(key)  # its watches end now
+        self.drift_hub.drop(key)
         self.connections.drop(key)
         self.applier.book.forget_cluster(cid)
 
@@ -159,6 +163,7 @@ class Propagator:
         """The resync and the observer loops run, every apply worker and every informer."""
         return (not self._started) or (self._resync.alive() and self.observer.alive()
                                        and self.shard.alive() and self.hub.alive()
+                                       and self.drift_hub.alive()
                                        and all(t.is_alive() for t in self._threads)
                                        and all(inf.alive() for inf in self._informers)
                                        and (self.applier.events is None
@@ -169,6 +174,7 @@ class Propagator:
         if self._started:
             self.shard.stop()  # requests end, then the clusters go to the others at once
         self.hub.stop()
+        self.drift_hub.stop()
         self.applier.queue.shutdown()
         self.observer.stop()
         self._resync.stop()

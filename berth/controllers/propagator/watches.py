@@ -1,19 +1,26 @@
-"""Every watch of a cluster in one place, and every cluster's watches on one thread.
+"""A cluster's watches in one place, and every cluster's watches on one thread.
 
 Kubernetes serves one kind per watch request, and the propagator needs
 several per cluster: the drift watches (each kind berth applied there) and
 the capacity watches (Nodes, Pods). A cluster's :class:`ClusterWatches` holds
-all of them, each once, through one asynchronous client of the cluster's own
-(the cluster's requests to apply go through another); every cluster's
-watches run as tasks of one asyncio loop, on one thread, in :class:`Hub`.
-Before, each watch had a thread of its own: four per cluster, 400 threads
-for 100 clusters.
+those of one sort, each once, through one asynchronous client of the cluster's
+own (the cluster's requests to apply go through another); every cluster's
+watches of that sort run as tasks of one asyncio loop, on one thread, in
+:class:`Hub`. Before, each watch had a thread of its own: four per cluster,
+400 threads for 100 clusters.
 
 Each watch still holds an HTTP/1.1 connection of its own. HTTP/2 would carry
 a cluster's watches as streams of one connection, but with httpcore's
 HTTP/2 a stream's events arrive only when another stream is read: measured
 against a kube-apiserver with four watches open, five ConfigMaps created half
 a second apart were seen 0, 4, 0, 0 and 3 at a time (over HTTP/1.1: 1 each).
+
+The propagator has two hubs: one for the drift watches, whose events say when
+a copy is available, and one for the capacity watches (Nodes and Pods), whose
+events come many times as fast (each Pod of a Deployment changes several
+times); on one loop, an object's availability waited behind every Pod event
+before it (measured: the lag from a Deployment available to its application
+RUNNING, p99 4.9 s with both on one loop, 0.19 s without the Pod watches).
 
 A watch is a coroutine that runs until its cluster's watches close; one that
 raises is logged and started again after a backoff (0.5 s doubling to 30 s),
@@ -176,14 +183,14 @@ async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 
 class Hub:
-    """One asyncio loop on one thread, for every cluster's watches."""
+    """One asyncio loop on one thread, for every cluster's watches (of one sort)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "watches") -> None:
         self.loop = asyncio.new_event_loop()  # closed by its thread, or by stop()
         self._lock = threading.Lock()
         self._sets: dict[str, ClusterWatches] = {}  # cluster key → its watches
         self._beat = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="watches", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._started = False
 
     def start(self) -> Hub:
