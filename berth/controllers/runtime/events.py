@@ -2,8 +2,10 @@
 on a lease that expires it (docs/events.md).
 
 A process calls :meth:`Recorder.emit` wherever something happens that an operator
-should see; it never blocks and never fails. The recorder then does what
-Kubernetes' event correlator does:
+should see; it never blocks and never fails, and costs its caller an append to a
+queue (the scheduler's one Binding writer calls it for every Binding). The
+recorder's thread then does, at each flush, what Kubernetes' event correlator
+does:
 
 * the same event again (object, source, type, reason, message) is one event with
   a ``count`` and its first and last time;
@@ -12,7 +14,13 @@ Kubernetes' event correlator does:
   ``(combined from similar events): <the latest message>`` — a condition that
   flaps, or a reason that carries a changing number, is one line, not a flood;
 * an event is written at most every ``min_interval`` seconds (its count rises in
-  memory meanwhile), in transactions of up to etcd's limit, by one thread.
+  memory meanwhile), in transactions of up to etcd's limit, by one thread;
+* at most ``rate`` events are written a second, the longest waiting first: a
+  burst (10,000 applications placed at once) is told over the seconds after
+  it rather than doubling etcd's writes while it lasts — as Kubernetes' event
+  recorder sheds load. More events waiting than the recorder keeps
+  (:data:`KNOWN`) drops the oldest, counted and said once a minute: the ledger
+  has every decision; events are the recent summary.
 
 Each write is attached to the newest of a rotation of leases (a new one every
 ``ttl / 6`` seconds, of ``ttl + ttl / 6``): etcd deletes an event between
@@ -29,6 +37,7 @@ import logging
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from datetime import datetime
 
 from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.supervise import Loop
@@ -41,6 +50,7 @@ SIMILAR = 10  # different messages of one object and reason before they are comb
 SIMILAR_WINDOW = 600.0  # seconds
 COMBINED = "(combined from similar events)"
 KNOWN = 4096  # events remembered for correlation (the least recently seen go first)
+RATE = 500  # events written a second at most
 
 
 @dataclass(slots=True)
@@ -51,16 +61,25 @@ class _Known:
 
 class Recorder:
     def __init__(self, store: Store, source: str, *, ttl: float = 3600.0,
-                 min_interval: float = 10.0, every: float = 1.0, clock: Clock = SYSTEM) -> None:
+                 min_interval: float = 10.0, every: float = 1.0, rate: int = RATE,
+                 clock: Clock = SYSTEM) -> None:
         self.store = store
         self.source = source
         self.ttl = ttl
         self.min_interval = min_interval
         self.every = every
+        self.rate = rate
         self.clock = clock
         self._lock = threading.Lock()
+        # what was emitted, not yet correlated: (object, type, reason, message, when
+        # monotonic, when); appended by any thread, taken by the flush (deque: no lock)
+        self._incoming: deque[tuple[InvolvedObject, str, str, str, float, datetime]] = deque(
+            maxlen=16 * KNOWN)  # bounded should the flush ever stop
         self._known: OrderedDict[str, _Known] = OrderedDict()
-        self._dirty: set[str] = set()  # keys of known events changed since written
+        # keys of known events changed since written, the longest waiting first
+        self._dirty: dict[str, None] = {}
+        self._dropped = 0  # events evicted before they were written, not yet said
+        self._said_dropped = float("-inf")  # when that was last said
         self._similar: dict[tuple[str, str | None, str, str, str], deque[tuple[float, str]]] = {}
         self._lease = 0
         self._lease_at = float("-inf")
@@ -72,34 +91,45 @@ class Recorder:
 
     def emit(self, obj: InvolvedObject, type_: str, reason: str, message: str) -> None:
         """Record that ``reason`` happened to ``obj`` (``type_``: Normal or Warning)."""
-        now_m = self.clock.monotonic()
-        now = self.clock.now()
-        with self._lock:
-            ident = (obj.kind, obj.namespace, obj.name, type_, reason)
-            seen = self._similar.setdefault(ident, deque())
-            while seen and seen[0][0] < now_m - SIMILAR_WINDOW:
-                seen.popleft()
-            if all(m != message for _, m in seen):
-                seen.append((now_m, message))
-            if len(seen) > SIMILAR:
-                k = key(obj, self.source, type_, reason, COMBINED)
-                message = f"{COMBINED}: {message}"
-            else:
-                k = key(obj, self.source, type_, reason, message)
-            found = self._known.get(k)
-            if found is None:
-                self._known[k] = _Known(Event(obj, type_, reason, message, self.source, now,
-                                              now))
-                while len(self._known) > KNOWN:
-                    self._dirty.discard(self._known.popitem(last=False)[0])
-                if len(self._similar) > KNOWN:
-                    self._similar.pop(next(iter(self._similar)))
-            else:
-                self._known.move_to_end(k)
-                e = found.event
-                e.count += 1
-                e.lastTimestamp, e.message = now, message
-            self._dirty.add(k)
+        self._incoming.append((obj, type_, reason, message, self.clock.monotonic(),
+                               self.clock.now()))
+
+    def _correlate(self) -> None:
+        """Count what was emitted into the events kept (under the lock)."""
+        while self._incoming:
+            self._count(*self._incoming.popleft())
+
+    def _count(self, obj: InvolvedObject, type_: str, reason: str, message: str,
+               now_m: float, now: datetime) -> None:
+        """Count one emitted event into the events kept (under the lock)."""
+        ident = (obj.kind, obj.namespace, obj.name, type_, reason)
+        seen = self._similar.setdefault(ident, deque())
+        while seen and seen[0][0] < now_m - SIMILAR_WINDOW:
+            seen.popleft()
+        if all(m != message for _, m in seen):
+            seen.append((now_m, message))
+        if len(seen) > SIMILAR:
+            k = key(obj, self.source, type_, reason, COMBINED)
+            message = f"{COMBINED}: {message}"
+        else:
+            k = key(obj, self.source, type_, reason, message)
+        found = self._known.get(k)
+        if found is None:
+            self._known[k] = _Known(Event(obj, type_, reason, message, self.source, now,
+                                          now))
+            while len(self._known) > KNOWN:
+                gone = self._known.popitem(last=False)[0]
+                if gone in self._dirty:
+                    del self._dirty[gone]
+                    self._dropped += 1
+            if len(self._similar) > KNOWN:
+                self._similar.pop(next(iter(self._similar)))
+        else:
+            self._known.move_to_end(k)
+            e = found.event
+            e.count += 1
+            e.lastTimestamp, e.message = now, message
+        self._dirty.setdefault(k, None)
 
     # -- its thread ----------------------------------------------------------------------
 
@@ -122,13 +152,27 @@ class Recorder:
     def flush(self, *, force: bool = False) -> int:
         """Write the events due (``force``: every changed one); returns how many."""
         now_m = self.clock.monotonic()
+        most = None if force else max(1, round(self.rate * self.every))
         with self._lock:
-            due = [(k, k_.event, k_.written) for k in self._dirty for k_ in [self._known[k]]
-                   if force or now_m - k_.written >= self.min_interval]
+            self._correlate()
+            due: list[tuple[str, Event, float]] = []
+            for k in self._dirty:
+                k_ = self._known[k]
+                if force or now_m - k_.written >= self.min_interval:
+                    due.append((k, k_.event, k_.written))
+                    if most is not None and len(due) >= most:
+                        break
             for k, _, _ in due:
-                self._dirty.discard(k)
+                del self._dirty[k]
                 self._known[k].written = now_m
             puts = [Put(k, encode(e), None, 0) for k, e, _ in due]  # encoded under the lock
+            dropped = self._dropped if now_m - self._said_dropped >= 60.0 else 0
+            if dropped:
+                self._dropped, self._said_dropped = 0, now_m
+        if dropped:
+            log.warning("%s: %d events dropped unwritten (more waiting than the %d kept, "
+                        "at most %d written a second; said once a minute): the ledger has "
+                        "every decision", self.source, dropped, KNOWN, self.rate)
         if not puts:
             return 0
         try:
@@ -140,7 +184,7 @@ class Recorder:
             with self._lock:  # tried again at the next flush (counts kept meanwhile)
                 for k, _, was in due:
                     if k in self._known:
-                        self._dirty.add(k)
+                        self._dirty.setdefault(k, None)
                         self._known[k].written = was
             if now_m - self._said >= 60.0:
                 self._said = now_m

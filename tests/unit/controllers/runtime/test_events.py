@@ -73,3 +73,29 @@ def test_a_failed_write_is_tried_again_said_once_and_never_raised(
     assert r.flush() == 1  # at once: the failed tries did not count as writes
     [e] = events(store)
     assert e.count == 4  # nothing lost while etcd refused it
+
+
+def test_a_burst_is_written_at_the_rate_longest_waiting_first_and_drops_are_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from berth.controllers.runtime import events as module
+
+    store, clock = MemoryStore(), FakeClock()
+    r = Recorder(store, "scheduler", rate=100, clock=clock)
+    for i in range(250):
+        r.emit(InvolvedObject("Application", f"app-{i:03d}", "default"), NORMAL, "Scheduled",
+               "placed")
+    assert r.flush() == 100  # a second's worth
+    assert sorted(e.involvedObject.name for e in events(store)) == [
+        f"app-{i:03d}" for i in range(100)]  # the longest waiting first
+    clock.advance(1.0)
+    assert r.flush() == 100
+    assert r.flush(force=True) == 50  # stopping writes what is left
+    assert len(events(store)) == 250
+    # more waiting than the recorder keeps: the oldest go, counted and said
+    for i in range(module.KNOWN + 10):
+        r.emit(InvolvedObject("Application", f"b-{i:05d}", "default"), NORMAL, "Scheduled",
+               "placed")
+    with caplog.at_level("WARNING"):
+        r.flush()
+    # the 250 written went first (nothing lost), then the 10 oldest waiting
+    assert "scheduler: 10 events dropped unwritten" in caplog.text
