@@ -31,7 +31,8 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
      [r"latency at 50 apps/s offered", r"scheduler/floor time ratio [\d.]+"]),
     ("diverse_bench.py", ["--clusters", "20", "--apps", "100", "--rate", "50",
                           "--seconds", "1"],
-     [r"latency at 50 apps/s offered .* p99 [\d.]+ ms"]),
+     [r"latency at 50 apps/s offered .* p99 [\d.]+ ms",
+      r"CPU per Binding: the scheduler \d+ µs, etcd \d+ µs .* scheduler/etcd [\d.]+"]),
     ("ledger_bench.py", ["--clusters", "20", "--apps", "100", "--rounds", "1",
                          "--fleet-apps", "50", "--hours", "2"],
      [r"ledger's cost in throughput: -?[\d.]+%",
@@ -56,7 +57,10 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
      [r"ratio with / without: time [\d.]+"]),
     ("availability_bench.py", ["--apps", "6", "--servers", "2", "--contexts", "2",
                                "--move", "0.5", "--workers", "4"],
-     [r"ratio: all [\d.]+, p99 [\d.]+", r"moves: 3 applications \(50%\)"]),
+     [r"ratio \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
+      r"moves: 3 applications \(50%\)",
+      r"moves / floor \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
+      r"alone in etcd .*: p50 [\d.]+ s, p99 [\d.]+ s"]),
 ]
 
 
