@@ -33,6 +33,7 @@ failure said once a minute at most, and nothing waits for it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict, deque
@@ -51,6 +52,7 @@ SIMILAR_WINDOW = 600.0  # seconds
 COMBINED = "(combined from similar events)"
 KNOWN = 4096  # events remembered for correlation (the least recently seen go first)
 RATE = 500  # events written a second at most
+INCOMING = 16 * KNOWN  # emitted and not yet correlated, at most (more are dropped, counted)
 
 
 @dataclass(slots=True)
@@ -73,8 +75,9 @@ class Recorder:
         self._lock = threading.Lock()
         # what was emitted, not yet correlated: (object, type, reason, message, when
         # monotonic, when); appended by any thread, taken by the flush (deque: no lock)
-        self._incoming: deque[tuple[InvolvedObject, str, str, str, float, datetime]] = deque(
-            maxlen=16 * KNOWN)  # bounded should the flush ever stop
+        self._incoming: deque[tuple[InvolvedObject, str, str, str, float, datetime]] = deque()
+        self._overflow = itertools.count()  # emitted while the queue was full (next: atomic)
+        self._overflowed = 0  # of those, already counted into ``_dropped``
         self._known: OrderedDict[str, _Known] = OrderedDict()
         # keys of known events changed since written, the longest waiting first
         self._dirty: dict[str, None] = {}
@@ -91,6 +94,9 @@ class Recorder:
 
     def emit(self, obj: InvolvedObject, type_: str, reason: str, message: str) -> None:
         """Record that ``reason`` happened to ``obj`` (``type_``: Normal or Warning)."""
+        if len(self._incoming) >= INCOMING:  # the flush stopped or fell behind: counted
+            next(self._overflow)
+            return
         self._incoming.append((obj, type_, reason, message, self.clock.monotonic(),
                                self.clock.now()))
 
@@ -98,6 +104,9 @@ class Recorder:
         """Count what was emitted into the events kept (under the lock)."""
         while self._incoming:
             self._count(*self._incoming.popleft())
+        overflowed = next(self._overflow)  # one more than emitted into a full queue
+        self._dropped += overflowed - self._overflowed
+        self._overflowed = overflowed + 1
 
     def _count(self, obj: InvolvedObject, type_: str, reason: str, message: str,
                now_m: float, now: datetime) -> None:

@@ -99,3 +99,23 @@ def test_a_burst_is_written_at_the_rate_longest_waiting_first_and_drops_are_coun
         r.flush()
     # the 250 written went first (nothing lost), then the 10 oldest waiting
     assert "scheduler: 10 events dropped unwritten" in caplog.text
+
+
+def test_emitting_into_a_full_queue_drops_and_counts(caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from berth.controllers.runtime import events as module
+
+    monkeypatch.setattr(module, "INCOMING", 5)
+    store, clock = MemoryStore(), FakeClock()
+    r = Recorder(store, "scheduler", clock=clock)
+    for i in range(8):
+        r.emit(InvolvedObject("Application", f"app-{i}", "default"), NORMAL, "Scheduled", "x")
+    with caplog.at_level("WARNING"):
+        assert r.flush() == 5
+    assert "scheduler: 3 events dropped unwritten" in caplog.text
+    clock.advance(61.0)
+    r.emit(WEB, NORMAL, "Scheduled", "x")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert r.flush() == 1
+    assert "dropped" not in caplog.text  # counted once
