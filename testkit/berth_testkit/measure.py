@@ -7,8 +7,10 @@ same way and their figures compare.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,6 +40,17 @@ def rss_mb(pid: int, field: str = "VmHWM") -> float:
     return 0.0
 
 
+def py_spy() -> str:
+    """The py-spy to run: the one installed beside this Python (a virtualenv's bin is
+    often not on PATH), else the one on PATH; a clear error when there is none."""
+    beside = Path(sys.executable).parent / "py-spy"
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if not found:
+        raise SystemExit("--profile needs py-spy: pip install py-spy (one of the "
+                         "development dependencies in pyproject.toml)")
+    return found
+
+
 class Profile:
     """py-spy recording a process during one phase (raw collapsed stacks, GIL holders
     only) into ``PREFIX-<phase>.txt``, if a prefix is given (else it does nothing).
@@ -51,7 +64,7 @@ class Profile:
         self.path = f"{prefix}-{phase}.txt" if prefix else ""
         if prefix:
             self.proc = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                [py_spy(), "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
                  "--gil", *(["--native"] if native else []), "--output", self.path],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)

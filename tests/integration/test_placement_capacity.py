@@ -10,10 +10,13 @@ the Deployment.
 
 from __future__ import annotations
 
+import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import msgspec
 import pytest
 from lightkube import Client
@@ -148,6 +151,50 @@ def test_the_observer_reports_nodes_and_pods_as_they_change(
     client.patch(Node, "n1", {"spec": {"unschedulable": True}})
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1)
     assert cap.allocatable["cpu"] == 2000
+
+
+def pod_watches(server: KubeCluster) -> int:
+    """How many watches of Pods the API server holds open now (its own gauge)."""
+    crt = server.workdir / "certs" / "apiserver.crt"
+    resp = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {server.token}"},
+                     verify=ssl.create_default_context(cafile=str(crt)), timeout=10)
+    resp.raise_for_status()
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in resp.text.splitlines()
+               if line.startswith("apiserver_longrunning_requests{")
+               and 'resource="pods"' in line and 'verb="WATCH"' in line
+               and 'subresource=""' in line)
+
+
+def test_clusters_that_are_namespaces_of_one_server_share_its_pod_watch(
+        store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
+        processes: None) -> None:
+    server = clusters["small"]
+    wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1, timeout=30)
+    before = pod_watches(server)
+    config = server.kubeconfig()
+    config["contexts"][0]["context"]["namespace"] = "team-b"
+    register(store, "small-b", config)  # the same server, as the same user
+    cap = wait_for(lambda: capacity(store, "small-b"), lambda c: c.nodes == 1, timeout=30)
+    assert cap.allocatable == capacity(store, "small").allocatable
+    # One watch of the server's Pods serves both (kube-scheduler's and the others' are
+    # counted too; berth's would be one more).
+    for _ in range(10):
+        assert pod_watches(server) == before
+        time.sleep(0.2)
+    # The first cluster goes: the second still follows the server.
+    store.delete(keys.resource_key("Cluster", "small", "default"))
+    wait_for(lambda: store.get(keys.status_key("Cluster", "default", "small")) is None or None,
+             timeout=30)
+    server.add_node("n1", cpu="4", memory="8Gi")
+    cap = wait_for(lambda: capacity(store, "small-b"), lambda c: c.nodes == 2, timeout=30)
+    assert cap.allocatable["cpu"] == 6000
+    pods(kube["small"], "shop", 1, "250m", owner="default/shop")
+    cap = wait_for(lambda: capacity(store, "small-b"),
+                   lambda c: c.placed.get("default/shop") == 1, timeout=30)
+    assert cap.requested["cpu"] == 250
+    # The last one goes: nothing of berth's watches the server's Pods any more.
+    store.delete(keys.resource_key("Cluster", "small-b", "default"))
+    wait_for(lambda: pod_watches(server), lambda n: n == before - 1, timeout=30)
 
 
 def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(

@@ -457,8 +457,8 @@ class Applier:
             key = keys.resource_key("Application", name, namespace)
             self.queue.add(key, urgent=self._turned(key, cid, owner))
 
-    def on_pods(self, cid: str, owner: str) -> None:
-        """An application's Pods on ``cid`` became (not) Ready: judge its copies again,
+    def on_pods(self, owner: str) -> None:
+        """An application's Pods on a cluster became (not) Ready: judge its copies again,
         in turn. Not judged here: Pods change many times for each change of their
         workload's status, which says when the copy is available (``_on_seen``)."""
         namespace, _, name = owner.partition("/")

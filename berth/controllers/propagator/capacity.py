@@ -1,11 +1,14 @@
 """What each cluster has and what is asked of it, from its Nodes and Pods, watched.
 
-Per cluster, two list-then-watch loops (Nodes, Pods), among the cluster's
-other watches (``watches.py``), keep a small summary in memory — a node's
+Per API server, two list-then-watch loops (Nodes, Pods), among the
+capacity watches (``watches.py``), keep a small summary in memory — a node's
 allocatable resources, a pod's requests and the application that owns it —
 so that a probe costs no list: the observer reads the summary
-(:meth:`Tracker.capacity`) into the cluster's status key. A watch that breaks
-or expires (410 Gone) lists again. Counted:
+(:meth:`Tracker.capacity`) into the cluster's status key. Clusters that are
+namespaces of one API server, reached as the same user, share one tracker
+(the observer keeps them by :attr:`Connection.server`): they see the same
+Nodes and Pods, and one watch of each serves them all rather than one per
+cluster. A watch that breaks or expires (410 Gone) lists again. Counted:
 
 * **allocatable**: the sum over Nodes that are Ready and not cordoned (the others
   are kept too: their Pods are on Nodes that exist);
@@ -18,7 +21,9 @@ or expires (410 Gone) lists again. Counted:
 The same watch says why an application's Pods are not Ready (:meth:`Tracker.trouble`:
 a container waiting in ``CrashLoopBackOff``, a Pod the scheduler cannot
 place), which the applier gives as the reason a copy is not available; a
-change in that calls ``on_pods`` with the application.
+change in that calls ``on_pods`` with the application (once, however many
+clusters share the tracker: the applier judges all of the application's
+copies).
 
 A cluster that lists no Node (an API server without workers) reports no
 capacity: the scheduler does not judge it.
@@ -239,11 +244,11 @@ class _Watched:
             except Unavailable as exc:
                 if not self.tracker.alive():
                     return
-                log.info("cluster %s: %s (listing again in %.1f s)", self.tracker.cid,
+                log.info("%s: %s (listing again in %.1f s)", self.tracker.name,
                          safe(exc), delay)
             except msgspec.DecodeError as exc:
-                log.warning("cluster %s: %s answered something berth cannot read (%s)",
-                            self.tracker.cid, self.path, exc)
+                log.warning("%s: %s answered something berth cannot read (%s)",
+                            self.tracker.name, self.path, exc)
                 delay = 30.0
             await asyncio.sleep(delay)
             delay = min(30.0, delay * 2)
@@ -292,13 +297,17 @@ class _Watched:
 
 
 class Tracker:
-    """Nodes and Pods of one cluster, among the cluster's watches, as a summary."""
+    """Nodes and Pods of one API server, watched through ``watches``, as a summary.
 
-    def __init__(self, cid: str, watches: ClusterWatches,
-                 on_change: Callable[[str], None],
-                 on_pods: Callable[[str, str], None] | None = None) -> None:
-        self.cid, self.watches, self.on_change = cid, watches, on_change
-        self.on_pods = on_pods  # (cluster id, application): its pods' readiness changed
+    ``name`` names it in the log (the server's URL); ``on_change()`` is called when
+    the summary changed, ``on_pods(application)`` when that application's Pods
+    became (not) Ready or lost their Node."""
+
+    def __init__(self, name: str, watches: ClusterWatches,
+                 on_change: Callable[[], None],
+                 on_pods: Callable[[str], None] | None = None) -> None:
+        self.name, self.watches, self.on_change = name, watches, on_change
+        self.on_pods = on_pods
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry)
@@ -321,28 +330,28 @@ class Tracker:
                 ) -> None:
         """An entry changed: the capacity is to be written; an application whose pod
         became (not) Ready, or whose pods' Node came or went, is told."""
-        self.on_change(self.cid)
+        self.on_change()
         if self.on_pods is None:
             return
         if (was is None or now is None) and len(was or now) == 1:  # a Node came or went
             with self.lock:
                 owners = {e[1] for e in self.pods.entries.values() if e[1] and e[3] == key[1]}
             for owner in owners:
-                self.on_pods(self.cid, owner)
+                self.on_pods(owner)
             return
         for entry in (was, now):
             if isinstance(entry, tuple) and len(entry) == 4 and entry[1] and (
                     was is None or now is None or was[2:] != now[2:]):
-                self.on_pods(self.cid, entry[1])
+                self.on_pods(entry[1])
 
     def relisted(self, was: dict[Any, Any], now: dict[Any, Any]) -> None:
-        self.on_change(self.cid)
+        self.on_change()
         if self.on_pods is None:
             return
         owners = {e[1] for e in (*was.values(), *now.values())
                   if isinstance(e, tuple) and len(e) == 4 and e[1]}
         for owner in owners:
-            self.on_pods(self.cid, owner)
+            self.on_pods(owner)
 
     def trouble(self, owner: str) -> str:
         """Why the first of ``owner``'s pods that is not Ready is not ("" if all are)."""

@@ -167,6 +167,11 @@ class Connection:
             raise ValueError("the kubeconfig names no current context")
         self.namespace: str = single.namespace or "default"
         self.config, self.timeout = single, timeout  # watches.py makes its client from them
+        # which API server, reached as which user: Clusters that are namespaces of one
+        # API server, with the same credentials, see the same Nodes and Pods (a digest:
+        # the credentials are kept nowhere else)
+        self.server = "server " + hashlib.sha256(
+            repr((single.cluster, single.user, single.fname)).encode()).hexdigest()[:32]
         self.http = HttpClient(single, ConnectionParams(
             timeout=httpx.Timeout(timeout), trust_env=False))
         self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind

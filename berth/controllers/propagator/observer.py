@@ -11,8 +11,9 @@ A failing cluster keeps its state until ``grace`` probes in a row have failed:
 one blip does not make the scheduler move everything away. A status is
 rewritten only when it changes. Kubeconfigs and tokens are never logged.
 
-An ONLINE cluster's Nodes and Pods are watched (``capacity.py``) and their
-summary — allocatable and requested CPU, memory, pods and every other resource
+An ONLINE cluster's Nodes and Pods are watched (``capacity.py``; once per
+API server and user, whatever the number of clusters that are namespaces of
+it) and their summary — allocatable and requested CPU, memory, pods and every other resource
 by name, and how many pods each application has — goes into the status as
 ``capacity``: with each probe, and between probes at most every
 ``capacity_interval`` seconds when it changed.
@@ -88,13 +89,15 @@ class Observer:
         self._garbage: dict[str, int] = {}
         statuses.add_invalid_handler(self._garbage_seen)
         statuses.add_cleared_handler(self._garbage_gone)
-        self._trackers: dict[str, Tracker] = {}  # cluster key → its Nodes and Pods
+        self._trackers: dict[str, Tracker] = {}  # server → its Nodes and Pods
+        self._server_of: dict[str, str] = {}  # cluster key → the server it is tracked by
+        self._sharing: dict[str, set[str]] = {}  # server → the cluster keys it tracks
         self._dirty: set[str] = set()  # cluster keys whose capacity changed since written
         self._dirty_wake = threading.Event()
         self._capacity_loop = Loop("capacity", self._capacity_step,
                                    deadline=config.capacity_interval + 60.0)
-        # (cluster id, application): that application's pods became (not) Ready there
-        self.on_pods: Callable[[str, str], None] | None = None
+        # (application): that application's pods became (not) Ready on a cluster
+        self.on_pods: Callable[[str], None] | None = None
 
     def start(self) -> None:
         """Start probing (the informers are started and synced by the caller)."""
@@ -117,50 +120,86 @@ class Observer:
         self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             trackers, self._trackers = list(self._trackers.values()), {}
+            self._server_of, self._sharing = {}, {}
         for t in trackers:
             t.stop()
 
     # -- capacity ----------------------------------------------------------------
 
-    def _track(self, key: str, cid: str, conn: Connection) -> Tracker | None:
-        """The tracker of ``key``'s Nodes and Pods through ``conn`` (a new one for a new
-        connection)."""
+    def _track(self, key: str, conn: Connection) -> Tracker | None:
+        """The tracker of the Nodes and Pods ``conn`` sees, shared by every cluster on
+        the same server as the same user (a new one when it stopped: the connection
+        that started it was replaced or dropped)."""
         if not self.config.capacity:
             return None
-        watches = self.hub.of(key, conn)
+        server = conn.server
+        stale: Tracker | None = None
         with self._lock:
-            tracker = self._trackers.get(key)
-            if tracker is not None and tracker.watches is watches and tracker.alive():
-                return tracker
-            fresh = self._trackers[key] = Tracker(cid, watches, lambda _: self._changed(key),
-                                                  self.on_pods)
-        if tracker is not None:
-            tracker.stop()
-        return fresh.start()
+            left = self._server_of.get(key)
+            self._server_of[key] = server
+            self._sharing.setdefault(server, set()).add(key)
+            tracker = self._trackers.get(server)
+            if tracker is None or not tracker.alive():
+                stale = tracker
+                tracker = self._trackers[server] = Tracker(
+                    conn.config.cluster.server, self.hub.of(server, conn),
+                    lambda: self._changed(server), self._pods)
+                fresh = True
+            else:
+                fresh = False
+        if stale is not None:
+            stale.stop()
+        if left is not None and left != server:  # its credentials or server changed
+            self._leave(key, left)
+        return tracker.start() if fresh else tracker
+
+    def _tracker_of(self, cid: str) -> Tracker | None:
+        with self._lock:
+            server = self._server_of.get(cluster_key(cid))
+            return self._trackers.get(server) if server is not None else None
 
     def trouble(self, cid: str, owner: str) -> str:
         """Why the application ``owner``'s pods on cluster ``cid`` are not Ready ("": all
         are, or the cluster's pods are not watched)."""
-        with self._lock:
-            tracker = self._trackers.get(cluster_key(cid))
+        tracker = self._tracker_of(cid)
         return tracker.trouble(owner) if tracker is not None else ""
 
     def lost(self, cid: str, owner: str) -> int:
         """How many of ``owner``'s pods on ``cid`` are bound to Nodes that are gone."""
-        with self._lock:
-            tracker = self._trackers.get(cluster_key(cid))
+        tracker = self._tracker_of(cid)
         return tracker.lost(owner) if tracker is not None else 0
 
     def _untrack(self, key: str) -> None:
         with self._lock:
-            tracker = self._trackers.pop(key, None)
+            server = self._server_of.pop(key, None)
+        if server is not None:
+            self._leave(key, server)
+
+    def _leave(self, key: str, server: str) -> None:
+        """Cluster ``key`` no longer reads ``server``'s tracker; the last one to leave
+        stops it."""
+        with self._lock:
+            if self._server_of.get(key) == server:
+                return  # it came back to it meanwhile
+            sharing = self._sharing.get(server, set())
+            sharing.discard(key)
+            if sharing:
+                return
+            self._sharing.pop(server, None)
+            tracker = self._trackers.pop(server, None)
         if tracker is not None:
             tracker.stop()
+        self.hub.drop(server)
 
-    def _changed(self, key: str) -> None:
+    def _changed(self, server: str) -> None:
+        """The summary of ``server`` changed: every cluster on it is to be written."""
         with self._lock:
-            self._dirty.add(key)
+            self._dirty.update(self._sharing.get(server, ()))
         self._dirty_wake.set()
+
+    def _pods(self, owner: str) -> None:
+        if self.on_pods is not None:
+            self.on_pods(owner)
 
     def _capacity_step(self) -> None:
         """Write the capacity of clusters whose Nodes or Pods changed (ONLINE ones)."""
@@ -171,7 +210,7 @@ class Observer:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             self._dirty_wake.clear()
-            trackers = {k: self._trackers.get(k) for k in dirty}
+            trackers = {k: self._trackers.get(self._server_of.get(k, "")) for k in dirty}
         for key, tracker in trackers.items():
             view = self.clusters.get(key)
             if tracker is None or view is None or (
@@ -231,7 +270,7 @@ class Observer:
             if keys.resource_key_of(key) not in live:
                 self._remove(key)  # the cluster is gone: so is what we observed of it
         with self._lock:
-            gone = [k for k in self._trackers if k not in live]
+            gone = [k for k in self._server_of if k not in live]
         for key in gone:
             self._untrack(key)
 
@@ -255,7 +294,7 @@ class Observer:
             probe = conn.probe(self.config.probe_timeout)
         capacity = None
         if conn is not None and probe.state == "ONLINE":
-            tracker = self._track(key, cluster_id(view), conn)
+            tracker = self._track(key, conn)
             capacity = tracker.capacity() if tracker is not None else None
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)

@@ -110,9 +110,8 @@ class Propagator:
     def _lose(self, cid: str) -> None:
         """A cluster handed over (its requests have ended): stop watching it."""
         key = cluster_key(cid)
-        self.observer.forget(key)
-        self.hub.drop(key)  # its watches end now
-        self.drift_hub.drop(key)
+        self.observer.forget(key)  # and its server's capacity watches, if it was the last
+        self.drift_hub.drop(key)  # its watches end now
         self.connections.drop(key)
         self.applier.book.forget_cluster(cid)
 

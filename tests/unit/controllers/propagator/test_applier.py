@@ -200,7 +200,7 @@ def test_a_copy_the_cluster_shows_available_is_judged_ahead_of_waiting_applies()
     assert queue.get(0, urgent_only=True) is None
     assert queue.get(0) == key
     queue.done(key)
-    w.applier.on_pods("default/de", "default/web")  # a Pod Ready: in turn
+    w.applier.on_pods("default/web")  # a Pod Ready: in turn
     assert queue.get(0, urgent_only=True) is None
     assert queue.get(0) == key
     queue.done(key)

@@ -14,10 +14,10 @@ from berth.controllers.propagator.watches import _lines
 from berth.store.documents.resources import NOTHING, Resources
 
 
-def _tracker() -> tuple[Tracker, list[tuple[str, str]]]:
-    told: list[tuple[str, str]] = []
-    tracker = Tracker("ns/c", None, lambda _cid: None,  # type: ignore[arg-type]
-                      lambda cid, owner: told.append((cid, owner)))
+def _tracker() -> tuple[Tracker, list[str]]:
+    told: list[str] = []
+    tracker = Tracker("https://api.example", None, lambda: None,  # type: ignore[arg-type]
+                      told.append)
     return tracker, told
 
 
@@ -64,7 +64,7 @@ def test_a_pod_becoming_ready_tells_its_application() -> None:
     tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "not ready", "n1"))
     tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "not ready", "n1"))  # same
     tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "", "n1"))
-    assert told == [("ns/c", "ns/app"), ("ns/c", "ns/app"), ("ns/c", "ns/app")]
+    assert told == ["ns/app", "ns/app", "ns/app"]
     assert tracker.trouble("ns/app") == ""
 
 
