@@ -110,7 +110,7 @@ class EtcdConfig:
         """The same TLS settings for urllib3 itself: what unary calls go through (through
         requests, a call costs half as much CPU again). The CA bundle without ``ca`` is
         requests' own, as :meth:`session`."""
-        return urllib3.PoolManager(
-            num_pools=4, maxsize=64, cert_reqs="CERT_REQUIRED",
+        return urllib3.PoolManager(  # one pool a member: none is ever evicted
+            num_pools=max(4, len(self.endpoints)), maxsize=64, cert_reqs="CERT_REQUIRED",
             ca_certs=self.ca or DEFAULT_CA_BUNDLE_PATH, cert_file=self.cert,
             key_file=self.key)
