@@ -6,9 +6,10 @@ writer read (``create_revision == 0`` for a create): a lost race raises
 larger than etcd's per-transaction limit (128 operations by default) are split;
 each chunk is atomic.
 
-Calls go to the gateway endpoints through urllib3 and watches through a
-requests session, both built with exactly the configured TLS settings; what
-fails is translated at one boundary (:func:`~store.errors.translate`).
+Calls go to the gateway endpoints through berth's own HTTP/1.1 client
+(``store/http.py``) and watches through a requests session, both built with
+exactly the configured TLS settings; what fails is translated at one boundary
+(:func:`~store.errors.translate`).
 The gateway sends every int64 as a JSON string and omits false booleans.
 """
 
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import requests
-import urllib3
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from berth.store.config import EtcdConfig
@@ -38,6 +38,7 @@ from berth.store.errors import (
     Unreached,
     translate,
 )
+from berth.store.http import Member, NotConnected
 from berth.store.keys import ROOT
 from berth.store.link import Link
 from berth.store.ops import KV, Delete, Fence, Op, Put, b64, key_text, prefix_end, unb64
@@ -76,7 +77,8 @@ def _unsent(exc: BaseException) -> bool:
     (refused, no route, connect timeout), so repeating it elsewhere cannot apply it twice."""
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, requests.exceptions.ConnectTimeout | ConnectTimeoutError):
+        if isinstance(cause, NotConnected | requests.exceptions.ConnectTimeout
+                      | ConnectTimeoutError):
             return True
         reason = getattr(cause, "reason", None)  # urllib3's MaxRetryError
         if isinstance(reason, NewConnectionError | ConnectTimeoutError):
@@ -93,12 +95,8 @@ class _Members:
 
     def __init__(self, config: EtcdConfig) -> None:
         self.session = config.session()  # watches (streamed); its headers hold the token
-        self.pool = config.pool()  # every other call
         self.endpoints = config.endpoints
-        # each member's connections, looked up once: through the manager, every call
-        # parsed its URL and took the manager's lock to find them (half of a call's
-        # own CPU with 16 threads writing)
-        self.members = {e: self.pool.connection_from_url(e) for e in self.endpoints}
+        self.members = {e: Member(e, config.tls) for e in self.endpoints}  # every other call
         self.current = 0  # the member requests go to: changed under member_lock
         self.member_lock = threading.Lock()
         self.auth_lock = threading.Lock()  # one authentication at a time
@@ -132,8 +130,8 @@ class Store:
         return self._m.session
 
     @property
-    def pool(self) -> urllib3.PoolManager:
-        return self._m.pool
+    def members(self) -> dict[str, Member]:
+        return self._m.members
 
     @property
     def link(self) -> Link:
@@ -235,15 +233,14 @@ class Store:
         if isinstance(token, str) and token:
             headers = {**_JSON, "Authorization": token}
         try:
-            resp = self._m.members[endpoint].request(
-                "POST", f"/v3/{path}", body=_ENCODE(body), headers=headers,
-                timeout=self.config.timeout, retries=False)
-        except urllib3.exceptions.HTTPError as exc:  # refused, no route, reset, timed out
+            resp = self._m.members[endpoint].post(f"/v3/{path}", _ENCODE(body), headers,
+                                                  self.config.timeout)
+        except OSError as exc:  # refused, no route, reset, timed out, not HTTP
             raise Unreached(str(exc)) from exc
-        content = resp.data
+        content = resp.body
         if resp.status != 200:
             text = content.decode("utf-8", "replace")
-            if not _is_json(resp.headers.get("Content-Type", ""), content):
+            if not _is_json(resp.headers.get("content-type", ""), content):
                 raise Invalid(f"{endpoint}/v3/{path} answered HTTP {resp.status} {resp.reason}"
                               f"{_title(text)}, not etcd's JSON: is it etcd's gateway?")
             if resp.status in _UNREACHED:
@@ -543,4 +540,5 @@ class Store:
 
     def close(self) -> None:
         self.session.close()
-        self.pool.clear()
+        for member in self.members.values():
+            member.close()

@@ -149,7 +149,7 @@ def test_fenced_views_share_one_session(store: Store) -> None:
     a move to another member made through one is seen by every view."""
     term = store.create(KEY, b"{}")
     fenced = store.fenced(Fence(KEY, term))
-    assert fenced.link is store.link and fenced.pool is store.pool
+    assert fenced.link is store.link and fenced.members is store.members
     assert fenced.endpoint == store.endpoint
     assert fenced.fence == Fence(KEY, term) and store.fence is None
     assert fenced.room == store.room - 1

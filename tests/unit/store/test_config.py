@@ -6,10 +6,10 @@ import socket
 
 import pytest
 import requests
-import urllib3
 
 from berth.store.client import _unsent
 from berth.store.config import EtcdConfig
+from berth.store.http import Member, NotConnected
 
 
 def test_members_are_comma_separated_in_the_order_given() -> None:
@@ -39,10 +39,10 @@ def test_a_refused_connection_never_reached_the_server() -> None:
     with pytest.raises(requests.exceptions.ConnectionError) as refused:
         session.post(f"http://127.0.0.1:{port}/v3/kv/range", timeout=2)
     assert _unsent(refused.value)
-    with pytest.raises(urllib3.exceptions.NewConnectionError) as also_refused:  # unary calls
-        EtcdConfig().pool().request("POST", f"http://127.0.0.1:{port}/v3/kv/range",
-                                    timeout=2, retries=False)
-    assert _unsent(also_refused.value)
+    member = Member(f"http://127.0.0.1:{port}", EtcdConfig().tls)  # unary calls
+    with pytest.raises(NotConnected) as also_refused:
+        member.post("/v3/kv/range", b"{}", {}, timeout=2)
+    assert _unsent(also_refused.value) and "refused" in str(also_refused.value).lower()
     assert not _unsent(requests.exceptions.ReadTimeout("read timed out"))
     assert not _unsent(requests.exceptions.ConnectionError("Connection aborted."))
 
