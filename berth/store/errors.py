@@ -11,7 +11,7 @@
     └── Invalid        etcd refused the request, or a value does not decode
 
 What one gateway call raises before translation (:class:`Unreached`,
-:class:`Answered`, urllib3's and requests' errors) is translated here and only
+:class:`Answered`, requests' errors for the watches) is translated here and only
 here, so that callers never see it.
 """
 
@@ -130,7 +130,8 @@ def classify(code: int | None, message: str, context: str) -> StoreError:
     return StoreError(text)
 
 
-# What urllib3's long messages boil down to, in the words an operator searches for.
+# What long socket, TLS and urllib3 messages boil down to, in the words an operator
+# searches for.
 _CAUSES = (("connection refused", "connection refused"),
            ("timed out", "timed out"), ("timeout", "timed out"),
            ("name or service not known", "unknown host"),
@@ -146,7 +147,7 @@ _CAUSES = (("connection refused", "connection refused"),
 
 
 def why(exc: object) -> str:
-    """A connection failure in a few words, not urllib3's pool internals."""
+    """A connection failure in a few words, not a library's internals."""
     text = str(exc)
     lowered = text.lower()
     for needle, said in _CAUSES:
