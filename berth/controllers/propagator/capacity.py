@@ -328,8 +328,11 @@ class Tracker:
 
     def changed(self, was: Any = None, now: Any = None, key: tuple[str, str] = ("", "")
                 ) -> None:
-        """An entry changed: the capacity is to be written; an application whose pod
-        became (not) Ready, or whose pods' Node came or went, is told."""
+        """An entry changed: the capacity is to be written. An application is told when
+        what its copy would say of a pod changed — why the pod is not Ready, whether its
+        Node is gone — not when a pod merely came, was scheduled or went: its
+        workload's status says that, and a reconcile for each such step of every pod
+        kept the workers busy while copies waited to be recorded available."""
         self.on_change()
         if self.on_pods is None:
             return
@@ -339,10 +342,16 @@ class Tracker:
             for owner in owners:
                 self.on_pods(owner)
             return
-        for entry in (was, now):
-            if isinstance(entry, tuple) and len(entry) == 4 and entry[1] and (
-                    was is None or now is None or was[2:] != now[2:]):
-                self.on_pods(entry[1])
+        if self._said(was) != self._said(now):
+            for owner in {e[1] for e in (was, now) if isinstance(e, tuple) and e[1]}:
+                self.on_pods(owner)
+
+    def _said(self, entry: _PodEntry | None) -> tuple[str, bool]:
+        """What a copy's reason reads of a pod: why it is not Ready, and whether the Node
+        it is bound to is gone."""
+        if entry is None:
+            return "", False
+        return entry[2], bool(entry[3]) and ("", entry[3]) not in self.nodes.entries
 
     def relisted(self, was: dict[Any, Any], now: dict[Any, Any]) -> None:
         self.on_change()

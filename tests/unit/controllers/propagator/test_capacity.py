@@ -64,8 +64,20 @@ def test_a_pod_becoming_ready_tells_its_application() -> None:
     tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "not ready", "n1"))
     tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "not ready", "n1"))  # same
     tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "", "n1"))
-    assert told == ["ns/app", "ns/app", "ns/app"]
+    assert told == ["ns/app", "ns/app"]  # not Ready for a reason, then Ready
     assert tracker.trouble("ns/app") == ""
+
+
+def test_a_pod_that_comes_is_scheduled_and_goes_without_trouble_tells_nobody() -> None:
+    tracker, told = _tracker()
+    tracker.nodes.listed({("", "n1"): (Resources(4000, 2**34, 110),)})
+    tracker.pods.listed({})
+    tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "", ""))  # created
+    tracker.pods.keep(("ns", "p"), (Resources(pods=1), "ns/app", "", "n1"))  # scheduled
+    tracker.pods.keep(("ns", "p"), None)  # gone
+    assert told == []
+    tracker.pods.keep(("ns", "q"), (Resources(pods=1), "ns/app", "", "n9"))  # Node gone
+    assert told == ["ns/app"] and tracker.lost("ns/app") == 1
 
 
 async def _chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
