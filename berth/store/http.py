@@ -60,11 +60,12 @@ class _Connection:
         """Whether the server closed it, or it holds bytes nobody asked for."""
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return True
+        poller = select.poll()  # not select(): a busy process has fds beyond 1024
+        poller.register(self.sock, select.POLLIN)
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
+            return bool(poller.poll(0))
+        except OSError:
             return True
-        return bool(readable)
 
     def exchange(self, request: bytes, timeout: float) -> tuple[Answer, bool]:
         """Send ``request``; the answer, and whether the connection may be kept."""

@@ -4,6 +4,8 @@ and one the peer closed; what is not HTTP."""
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import ssl
 import threading
@@ -157,3 +159,21 @@ def test_tls_to_a_peer_that_does_not_speak_it_never_sent_anything() -> None:
     m = Member(peer.url.replace("http://", "https://"), ssl.create_default_context)
     with pytest.raises(NotConnected):
         m.post("/v3/a", b"{}", {}, 2)
+
+
+def test_a_kept_connection_is_reused_in_a_process_with_many_files_open() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard >= 1200, f"this test opens 1,100 files: raise the open files limit ({hard})"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # fds beyond 1024
+    try:
+        peer = Peer([OK, OK])
+        m = _member(peer)
+        m.post("/v3/a", b"{}", {}, 5)
+        m.post("/v3/a", b"{}", {}, 5)
+        assert peer.connections == 1
+        m.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
