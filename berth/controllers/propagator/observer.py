@@ -187,9 +187,11 @@ class Observer:
                 return
             self._sharing.pop(server, None)
             tracker = self._trackers.pop(server, None)
+            # under the lock: a tracker made for the server next gets watches of its own,
+            # never these, which are closing
+            self.hub.drop(server)
         if tracker is not None:
             tracker.stop()
-        self.hub.drop(server)
 
     def _changed(self, server: str) -> None:
         """The summary of ``server`` changed: every cluster on it is to be written."""
