@@ -5,11 +5,12 @@ that is gone as deleted, and then every change."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 
 import pytest
 from lightkube import Client, KubeConfig
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Secret
 from lightkube.types import PatchType
 
 from berth.controllers.propagator import drift as drift_module
@@ -53,8 +54,8 @@ def test_a_watch_begins_with_the_cluster_as_it_is(cluster: KubeCluster,
     seen: list[tuple[str, str, str, str]] = []  # (type, name, owner, value or "")
     cond = threading.Condition()
 
-    def on_event(cid: str, type_: str, obj: KubeObject) -> None:
-        assert cid == CID
+    def on_event(cids: Collection[str], type_: str, obj: KubeObject) -> None:
+        assert set(cids) == {CID}
         with cond:
             seen.append((type_, obj.metadata.name, obj.metadata.annotations.get(OWNER, ""),
                          f"{obj.apiVersion} {obj.kind}"))
@@ -84,6 +85,70 @@ def test_a_watch_begins_with_the_cluster_as_it_is(cluster: KubeCluster,
         with cond:
             listed = [s for s in seen if s[0] == "ADDED"]
         assert len(listed) == 5, seen  # each once: the watch began where the list ended
+    finally:
+        hub.stop()
+        connections.close()
+        client.close()
+
+
+def test_clusters_that_are_namespaces_of_one_server_share_its_watch(
+        cluster: KubeCluster) -> None:
+    """Two Clusters reaching one API server as one user (two contexts, two namespaces)
+    read one watch of a kind: every event is read once, handed on with both. The watch
+    lives while either does."""
+    seen: list[tuple[frozenset[str], str, str]] = []  # (clusters, type, name)
+    cond = threading.Condition()
+
+    def on_event(cids: Collection[str], type_: str, obj: KubeObject) -> None:
+        with cond:
+            seen.append((frozenset(cids), type_, obj.metadata.name))
+            cond.notify_all()
+
+    def until(what: tuple[frozenset[str], str, str]) -> None:
+        with cond:
+            assert cond.wait_for(lambda: what in seen, 20), (what, seen)
+
+    def watching(n: int) -> None:
+        deadline = time.monotonic() + 20
+        while cluster.watches("secrets") != n:
+            assert time.monotonic() < deadline, (cluster.watches("secrets"), n)
+            time.sleep(0.1)
+
+    client = Client(KubeConfig.from_dict(cluster.kubeconfig()), trust_env=False)
+    before = cluster.watches("secrets")
+    connections, hub = Connections(5.0), Hub()
+    backs: list[str] = []
+    watches = DriftWatches(connections, hub, on_event, backs.append,
+                           known=lambda cid, av, kind: [], server_timeout=30,
+                           probe_timeout=2.0)
+    a, b = "default/team-a", "default/team-b"
+    try:
+        for cid, namespace in ((a, "team-a"), (b, "team-b")):
+            config = cluster.kubeconfig()
+            config["contexts"][0]["context"]["namespace"] = namespace
+            conn = connections.get(f"k/{namespace}", config)
+            watches.ensure(cid, f"k/{namespace}", conn.kind("v1", "Secret"))
+        watching(before + 1)
+        assert watches.clusters(conn.server) == {a, b}
+        secret = {"apiVersion": "v1", "kind": "Secret",
+                  "metadata": {"name": "shared", "namespace": "default",
+                               "labels": {MANAGED_BY: FIELD_MANAGER},
+                               "annotations": {OWNER: "default/a"}}}
+        client.patch(Secret, "shared", secret, namespace="default",
+                     patch_type=PatchType.APPLY, field_manager="test")
+        until((frozenset({a, b}), "ADDED", "shared"))
+        for _ in range(10):  # still one watch, not one per cluster
+            assert cluster.watches("secrets") == before + 1
+            time.sleep(0.1)
+        watches.leave(a)  # the other still reads it
+        client.delete(Secret, "shared", namespace="default")
+        until((frozenset({b}), "DELETED", "shared"))
+        assert cluster.watches("secrets") == before + 1
+        watches.leave(b)  # the last: the server's watch ends
+        watching(before)
+        with cond:
+            assert [s for s in seen if s[2] == "shared"] == [
+                (frozenset({a, b}), "ADDED", "shared"), (frozenset({b}), "DELETED", "shared")]
     finally:
         hub.stop()
         connections.close()

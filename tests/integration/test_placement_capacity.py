@@ -10,13 +10,11 @@ the Deployment.
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import msgspec
 import pytest
 from lightkube import Client
@@ -153,24 +151,12 @@ def test_the_observer_reports_nodes_and_pods_as_they_change(
     assert cap.allocatable["cpu"] == 2000
 
 
-def pod_watches(server: KubeCluster) -> int:
-    """How many watches of Pods the API server holds open now (its own gauge)."""
-    crt = server.workdir / "certs" / "apiserver.crt"
-    resp = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {server.token}"},
-                     verify=ssl.create_default_context(cafile=str(crt)), timeout=10)
-    resp.raise_for_status()
-    return sum(int(float(line.rsplit(" ", 1)[1])) for line in resp.text.splitlines()
-               if line.startswith("apiserver_longrunning_requests{")
-               and 'resource="pods"' in line and 'verb="WATCH"' in line
-               and 'subresource=""' in line)
-
-
 def test_clusters_that_are_namespaces_of_one_server_share_its_pod_watch(
         store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
         processes: None) -> None:
     server = clusters["small"]
     wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1, timeout=30)
-    before = pod_watches(server)
+    before = server.watches("pods")
     config = server.kubeconfig()
     config["contexts"][0]["context"]["namespace"] = "team-b"
     register(store, "small-b", config)  # the same server, as the same user
@@ -179,7 +165,7 @@ def test_clusters_that_are_namespaces_of_one_server_share_its_pod_watch(
     # One watch of the server's Pods serves both (kube-scheduler's and the others' are
     # counted too; berth's would be one more).
     for _ in range(10):
-        assert pod_watches(server) == before
+        assert server.watches("pods") == before
         time.sleep(0.2)
     # The first cluster goes: the second still follows the server.
     store.delete(keys.resource_key("Cluster", "small", "default"))
@@ -194,7 +180,7 @@ def test_clusters_that_are_namespaces_of_one_server_share_its_pod_watch(
     assert cap.requested["cpu"] == 250
     # The last one goes: nothing of berth's watches the server's Pods any more.
     store.delete(keys.resource_key("Cluster", "small-b", "default"))
-    wait_for(lambda: pod_watches(server), lambda n: n == before - 1, timeout=30)
+    wait_for(lambda: server.watches("pods"), lambda n: n == before - 1, timeout=30)
 
 
 def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(

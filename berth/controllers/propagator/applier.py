@@ -48,6 +48,7 @@ import dataclasses
 import logging
 import random
 import threading
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -407,12 +408,34 @@ class Applier:
                 self._drifted.setdefault(app_key, {})[drifted] = self._seen
         self.queue.add(app_key)
 
-    def on_drift(self, cid: str, event_type: str, obj: KubeObject) -> None:
-        """A watch saw an object berth manages: note what it shows (its health), and
+    def on_drift(self, cids: Collection[str], event_type: str, obj: KubeObject) -> None:
+        """A watch of a server saw an object berth manages there: for each of the clusters
+        ``cids`` on that server it concerns, note what it shows (its health), and
         re-apply it if someone other than berth changed or deleted it."""
         meta = obj.metadata
         owner = meta.annotations.get(OWNER, "")
         ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
+        for cid in self._concerned(cids, ref, owner):
+            self._drift(cid, ref, owner, event_type, obj)
+
+    def _concerned(self, cids: Collection[str], ref: KubeObjectRef, owner: str) -> list[str]:
+        """The clusters among ``cids`` (all on one server) where ``ref`` is berth's: the
+        book holds it there, an apply of it there is recorded or running, or its owner's
+        status lists it there. Not the others: it is another namespace's of that server,
+        a cluster's that another replica serves, or no application's any more."""
+        applied: dict[str, ClusterApplied] = {}
+        namespace, _, name = owner.partition("/")
+        if namespace and name:
+            item = self.statuses.get(keys.status_key("Application", namespace, name))
+            if item is not None:
+                applied = item.status.applied
+        return [cid for cid in cids
+                if self.book.holds(cid, ref) or self.own_writes.knows(cid, ref)
+                or (cid in applied and ref in applied[cid].objects)]
+
+    def _drift(self, cid: str, ref: KubeObjectRef, owner: str, event_type: str,
+               obj: KubeObject) -> None:
+        meta = obj.metadata
         deleted = event_type == "DELETED"
         if deleted:
             self.book.drop(cid, ref)
@@ -425,7 +448,7 @@ class Applier:
         if "/" not in owner:
             return
         if not self.own_writes.someone_else(cid, ref, meta.resourceVersion, meta.generation,
-                                        deleted=deleted):
+                                            deleted=deleted):
             return
         namespace, _, name = owner.partition("/")
         key = keys.resource_key("Application", name, namespace)

@@ -1,10 +1,13 @@
-"""Drift watches: one Kubernetes watch per (cluster, kind) berth has applied there,
-among the cluster's other watches (``watches.py``: one HTTP/2 connection per cluster,
-one thread for all).
+"""Drift watches: one Kubernetes watch per API server (as one user) and kind berth
+has applied there, shared by the clusters that reach that server (``watches.py``:
+every watch of the propagator's drift hub on one thread).
 
 Each watch selects the objects labelled ``app.kubernetes.io/managed-by:
-berth`` in every namespace and hands every event to ``on_event``, which
-decides whether someone other than berth changed the object. A watch begins
+berth`` in every namespace and hands every event to ``on_event`` with the
+clusters this replica serves on that server; the applier keeps those the
+object concerns (applied there, or being applied) and decides whether someone
+other than berth changed it. Clusters that are namespaces of one server used
+to watch it each, every event read and decoded once per cluster. A watch begins
 with a list of those objects (in pages), each handed on as ``ADDED``, and an
 object the book (``known``) holds there that the list lacks is handed on as
 ``DELETED``: what the book knows of the cluster is then what the cluster says,
@@ -14,7 +17,7 @@ now — not when the periodic resync applies it again). Then it watches from the
 list's resourceVersion. When a watch breaks (the cluster went away), it waits
 until the cluster answers a probe again, then calls ``on_back`` — changes made
 while nobody watched, or a cluster that came back empty, are also found by
-re-applying everything on it — and lists again. Otherwise a watch resumes
+re-applying everything on it, for every cluster on it — and lists again. Otherwise a watch resumes
 from the last resourceVersion it saw (bookmarks keep it fresh), so renewing
 the request misses nothing; one the server says is too old (410) lists again.
 A cluster that does not allow listing or watching is left to the periodic
@@ -31,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import msgspec
 
@@ -48,13 +51,14 @@ from berth.controllers.propagator.kube import (
     WatchRefused,
     safe,
 )
-from berth.controllers.propagator.watches import ClusterWatches, Hub
+from berth.controllers.propagator.watches import ClusterWatches, Hub, Sharing
 from berth.store.codec import decoder
 from berth.store.documents import KubeObjectRef
 
 log = logging.getLogger(__name__)
 
-OnEvent = Callable[[str, str, KubeObject], None]  # (cluster id, event type, object)
+# (the clusters on the watch's server, event type, object)
+OnEvent = Callable[[Collection[str], str, KubeObject], None]
 # (cluster id, apiVersion, kind) → the objects of that kind the book holds there, by owner
 Known = Callable[[str, str, str], list[tuple[KubeObjectRef, str]]]
 LIST_PAGE = 500  # objects a list asks for at a time
@@ -124,6 +128,13 @@ class OwnWrites:
             self._stored[(cid, ref)] = (stored, generation)
             return seen is not None and _changed(seen, (stored, generation), deleted=False)
 
+    def knows(self, cid: str, ref: KubeObjectRef) -> bool:
+        """Whether berth applies ``ref`` on ``cid`` now, or recorded what its apply
+        stored there."""
+        where = (cid, ref)
+        with self._lock:
+            return where in self._in_flight or where in self._stored
+
     def forget(self, cid: str, ref: KubeObjectRef) -> None:
         """berth deletes the object: whatever a watch shows next is not drift."""
         with self._lock:
@@ -159,7 +170,8 @@ def _changed(seen: tuple[str, int], stored: tuple[str, int], *, deleted: bool) -
 
 
 class DriftWatches:
-    """The drift watches, one per (cluster, kind), among the cluster's watches (watches.py)."""
+    """The drift watches, one per (API server and user, kind), shared by the clusters on
+    that server (watches.py)."""
 
     def __init__(self, connections: Connections, hub: Hub, on_event: OnEvent,
                  on_back: Callable[[str], None], *, known: Known, server_timeout: int,
@@ -174,19 +186,34 @@ class DriftWatches:
         self.max_delay = max_delay
         self._decoder = decoder(WatchEvent)
         self._list_decoder = decoder(_List)
+        # server → its watches, read by the clusters (ids) that reach it
+        self._shared: Sharing[ClusterWatches] = Sharing(lambda server, _w: hub.drop(server))
 
     def ensure(self, cid: str, ckey: str, kind: Kind) -> None:
-        """Watch ``kind`` on cluster ``cid`` (key ``ckey``) through its current
-        connection (once per connection and kind), beginning with a list."""
+        """Watch ``kind`` on the server cluster ``cid`` (key ``ckey``) reaches through its
+        current connection (once per server and kind), beginning with a list."""
         conn = self.connections.current(ckey)
         if conn is None:
             return
-        self.hub.of(ckey, conn).add(f"drift {kind.plural} {kind.base}",
-                                    lambda w: self._run(w, cid, kind))
+        server = conn.server
+        watches, _ = self._shared.join(cid, server, lambda: self.hub.of(server, conn),
+                                       lambda w: not w.closed)
+        watches.add(f"drift {kind.plural} {kind.base}",
+                    lambda w: self._run(w, server, kind))
 
-    async def _list(self, w: ClusterWatches, cid: str, kind: Kind) -> str:
-        """Hand on every object of ``kind`` berth manages on the cluster as ADDED, and
-        each the book holds there that is gone as DELETED; the list's resourceVersion."""
+    def leave(self, cid: str) -> None:
+        """Cluster ``cid`` is no longer watched here (handed over, or gone); the last on
+        its server ends the server's watches."""
+        self._shared.leave(cid)
+
+    def clusters(self, server: str) -> frozenset[str]:
+        """The clusters (ids) reading ``server``'s watches."""
+        return self._shared.members(server)
+
+    async def _list(self, w: ClusterWatches, server: str, kind: Kind) -> str:
+        """Hand on every object of ``kind`` berth manages on the server as ADDED, and
+        each the book holds on a cluster there that is gone as DELETED; the list's
+        resourceVersion."""
         params = {"labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}", "limit": str(LIST_PAGE)}
         listed: set[tuple[str, str]] = set()
         api_version = kind_name = version = ""
@@ -207,24 +234,26 @@ class DriftWatches:
             for obj in page.items:
                 obj.apiVersion, obj.kind = obj.apiVersion or api_version, obj.kind or kind_name
                 listed.add((obj.metadata.namespace or "", obj.metadata.name))
-                self.on_event(cid, "ADDED", obj)
+                self.on_event(self.clusters(server), "ADDED", obj)
             if not page.metadata.next:
                 break
             params["continue"] = page.metadata.next
-        for ref, owner in self.known(cid, api_version, kind_name):
-            if (ref.namespace or "", ref.name) not in listed:  # gone while nobody watched
-                self.on_event(cid, "DELETED", KubeObject(ref.api_version, ref.kind, ObjectMeta(
-                    ref.name, ref.namespace, resourceVersion=version,
-                    annotations={OWNER: owner} if owner else {})))
+        for cid in self.clusters(server):
+            for ref, owner in self.known(cid, api_version, kind_name):
+                if (ref.namespace or "", ref.name) not in listed:  # gone while unwatched
+                    self.on_event((cid,), "DELETED", KubeObject(
+                        ref.api_version, ref.kind, ObjectMeta(
+                            ref.name, ref.namespace, resourceVersion=version,
+                            annotations={OWNER: owner} if owner else {})))
         return version
 
-    async def _run(self, w: ClusterWatches, cid: str, kind: Kind) -> None:
+    async def _run(self, w: ClusterWatches, server: str, kind: Kind) -> None:
         delay = 0.5
         since = ""  # "": list first
         while not w.closed:
             try:
                 if not since:
-                    since = await self._list(w, cid, kind)
+                    since = await self._list(w, server, kind)
                 params = {"watch": "true", "labelSelector": f"{MANAGED_BY}={FIELD_MANAGER}",
                           "timeoutSeconds": str(self.server_timeout),
                           "allowWatchBookmarks": "true", "resourceVersion": since}
@@ -236,13 +265,13 @@ class DriftWatches:
                                  line)
                         continue
                     if event.type == "ERROR":  # 410: ``since`` is too old; list again
-                        log.info("watch of %s on cluster %s: %.200s; listing again",
-                                 kind.plural, cid, line)
+                        log.info("watch of %s on %s: %.200s; listing again",
+                                 kind.plural, w.conn.config.cluster.server, line)
                         since = ""
                         break
                     since = event.object.metadata.resourceVersion or since
                     if event.type != "BOOKMARK":
-                        self.on_event(cid, event.type, event.object)
+                        self.on_event(self.clusters(server), event.type, event.object)
                     delay = 0.5
                 else:
                     continue  # the server ended the request: resume from ``since``
@@ -250,16 +279,18 @@ class DriftWatches:
                 delay = min(self.max_delay, delay * 2)
                 continue
             except WatchRefused as exc:
-                log.warning("cluster %s does not allow listing or watching %s (%s): drift "
-                            "is found by the periodic resync only", cid, kind.plural, exc)
+                log.warning("%s does not allow listing or watching %s (%s): drift is "
+                            "found by the periodic resync only", w.conn.config.cluster.server,
+                            kind.plural, exc)
                 return
             except Unavailable as exc:
                 if w.closed:
                     return
-                log.info("watch of %s on cluster %s broke (%s); re-applying when it is "
-                         "back", kind.plural, cid, safe(exc))
+                log.info("watch of %s on %s broke (%s); re-applying when it is back",
+                         kind.plural, w.conn.config.cluster.server, safe(exc))
             await w.until_back(delay, self.probe_timeout, self.max_delay)
             delay = min(self.max_delay, delay * 2)
             since = ""  # listed again, and everything re-applied
             if not w.closed:
-                self.on_back(cid)
+                for cid in self.clusters(server):
+                    self.on_back(cid)

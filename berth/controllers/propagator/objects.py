@@ -1,7 +1,8 @@
 """What each cluster last showed of the objects berth applied there.
 
 The apply's answer and every drift-watch event after it (one watch per
-cluster and kind, ``drift.py``) land here: the object's generation, its
+API server and kind, ``drift.py``, its events handed to the clusters they
+concern) land here: the object's generation, its
 ``spec`` and ``status`` undecoded, and the application its annotation names.
 The applier judges an application's copies from this book (``health.py``)
 when it reconciles, and is told (``on_change``) when an object's status,
@@ -77,6 +78,10 @@ class Book:
         with self._lock:
             seen = self._seen.get((cid, ref))
         return seen[0] if seen is not None else None
+
+    def holds(self, cid: str, ref: KubeObjectRef) -> bool:
+        with self._lock:
+            return (cid, ref) in self._seen
 
     def owner(self, cid: str, ref: KubeObjectRef) -> str | None:
         """The application the object last named (None: not seen)."""

@@ -35,7 +35,7 @@ from berth.controllers.propagator.kube import Connection, Connections, Probe, sa
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.views import ClusterView, cluster_key
 from berth.controllers.propagator.views import cluster_id as view_id
-from berth.controllers.propagator.watches import Hub
+from berth.controllers.propagator.watches import Hub, Sharing
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode, keys
@@ -89,9 +89,8 @@ class Observer:
         self._garbage: dict[str, int] = {}
         statuses.add_invalid_handler(self._garbage_seen)
         statuses.add_cleared_handler(self._garbage_gone)
-        self._trackers: dict[str, Tracker] = {}  # server → its Nodes and Pods
-        self._server_of: dict[str, str] = {}  # cluster key → the server it is tracked by
-        self._sharing: dict[str, set[str]] = {}  # server → the cluster keys it tracks
+        # server → its Nodes and Pods, read by the cluster keys that reach it
+        self._trackers: Sharing[Tracker] = Sharing(self._close_tracker)
         self._dirty: set[str] = set()  # cluster keys whose capacity changed since written
         self._dirty_wake = threading.Event()
         self._capacity_loop = Loop("capacity", self._capacity_step,
@@ -118,10 +117,7 @@ class Observer:
         self._loop.stop()
         self._capacity_loop.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            trackers, self._trackers = list(self._trackers.values()), {}
-            self._server_of, self._sharing = {}, {}
-        for t in trackers:
+        for t in self._trackers.clear():
             t.stop()
 
     # -- capacity ----------------------------------------------------------------
@@ -133,30 +129,19 @@ class Observer:
         if not self.config.capacity:
             return None
         server = conn.server
-        stale: Tracker | None = None
-        with self._lock:
-            left = self._server_of.get(key)
-            self._server_of[key] = server
-            self._sharing.setdefault(server, set()).add(key)
-            tracker = self._trackers.get(server)
-            if tracker is None or not tracker.alive():
-                stale = tracker
-                tracker = self._trackers[server] = Tracker(
-                    conn.config.cluster.server, self.hub.of(server, conn),
-                    lambda: self._changed(server), self._pods)
-                fresh = True
-            else:
-                fresh = False
-        if stale is not None:
-            stale.stop()
-        if left is not None and left != server:  # its credentials or server changed
-            self._leave(key, left)
+        tracker, fresh = self._trackers.join(
+            key, server, lambda: Tracker(conn.config.cluster.server, self.hub.of(server, conn),
+                                         lambda: self._changed(server), self._pods),
+            Tracker.alive)
         return tracker.start() if fresh else tracker
 
+    def _close_tracker(self, server: str, tracker: Tracker) -> None:
+        """The last cluster left ``server`` (or its tracker stopped): its watches end."""
+        tracker.stop()
+        self.hub.drop(server)
+
     def _tracker_of(self, cid: str) -> Tracker | None:
-        with self._lock:
-            server = self._server_of.get(cluster_key(cid))
-            return self._trackers.get(server) if server is not None else None
+        return self._trackers.of(cluster_key(cid))
 
     def trouble(self, cid: str, owner: str) -> str:
         """Why the application ``owner``'s pods on cluster ``cid`` are not Ready ("": all
@@ -169,34 +154,11 @@ class Observer:
         tracker = self._tracker_of(cid)
         return tracker.lost(owner) if tracker is not None else 0
 
-    def _untrack(self, key: str) -> None:
-        with self._lock:
-            server = self._server_of.pop(key, None)
-        if server is not None:
-            self._leave(key, server)
-
-    def _leave(self, key: str, server: str) -> None:
-        """Cluster ``key`` no longer reads ``server``'s tracker; the last one to leave
-        stops it."""
-        with self._lock:
-            if self._server_of.get(key) == server:
-                return  # it came back to it meanwhile
-            sharing = self._sharing.get(server, set())
-            sharing.discard(key)
-            if sharing:
-                return
-            self._sharing.pop(server, None)
-            tracker = self._trackers.pop(server, None)
-            # under the lock: a tracker made for the server next gets watches of its own,
-            # never these, which are closing
-            self.hub.drop(server)
-        if tracker is not None:
-            tracker.stop()
-
     def _changed(self, server: str) -> None:
         """The summary of ``server`` changed: every cluster on it is to be written."""
+        members = self._trackers.members(server)
         with self._lock:
-            self._dirty.update(self._sharing.get(server, ()))
+            self._dirty.update(members)
         self._dirty_wake.set()
 
     def _pods(self, owner: str) -> None:
@@ -212,7 +174,7 @@ class Observer:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             self._dirty_wake.clear()
-            trackers = {k: self._trackers.get(self._server_of.get(k, "")) for k in dirty}
+        trackers = {k: self._trackers.of(k) for k in dirty}
         for key, tracker in trackers.items():
             view = self.clusters.get(key)
             if tracker is None or view is None or (
@@ -246,7 +208,7 @@ class Observer:
 
     def forget(self, key: str) -> None:
         """A cluster handed over: stop watching its Nodes and Pods."""
-        self._untrack(key)
+        self._trackers.leave(key)
         with self._failures_lock:
             self._failures.pop(key, None)
 
@@ -271,10 +233,9 @@ class Observer:
         for key in self.statuses.list_keys():
             if keys.resource_key_of(key) not in live:
                 self._remove(key)  # the cluster is gone: so is what we observed of it
-        with self._lock:
-            gone = [k for k in self._server_of if k not in live]
-        for key in gone:
-            self._untrack(key)
+        for key in self._trackers.clusters():
+            if key not in live:
+                self._trackers.leave(key)
 
     def _probe_one(self, key: str, view: ClusterView) -> None:
         try:

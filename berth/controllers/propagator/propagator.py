@@ -111,7 +111,8 @@ class Propagator:
         """A cluster handed over (its requests have ended): stop watching it."""
         key = cluster_key(cid)
         self.observer.forget(key)  # and its server's capacity watches, if it was the last
-        self.drift_hub.drop(key)  # its watches end now
+        if self.drift is not None:
+            self.drift.leave(cid)  # its server's watches end with the last cluster there
         self.connections.drop(key)
         self.applier.book.forget_cluster(cid)
 

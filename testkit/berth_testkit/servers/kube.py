@@ -384,6 +384,18 @@ class KubeCluster:
             raise ServerUnavailable(f"{method} {path}: HTTP {exc.code}: "
                                     f"{exc.read()[:300]!r}") from None
 
+    def watches(self, resource: str) -> int:
+        """How many watches of ``resource`` (a plural: "pods") the API server holds open
+        now, by its own gauge ``apiserver_longrunning_requests`` (every client's)."""
+        req = urllib.request.Request(f"{self.url}/metrics",
+                                     headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(req, timeout=10, context=self._context()) as r:
+            text = r.read().decode()
+        return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+                   if line.startswith("apiserver_longrunning_requests{")
+                   and f'resource="{resource}"' in line and 'verb="WATCH"' in line
+                   and 'subresource=""' in line)
+
     def ready(self) -> bool:
         req = urllib.request.Request(f"{self.url}/readyz",
                                      headers={"Authorization": f"Bearer {self.token}"})

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from berth.controllers.propagator.applier import Applier
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import Kubeconfigs
-from berth.controllers.propagator.kube import Connection, Connections
+from berth.controllers.propagator.kube import OWNER, Connection, Connections, KubeObject, ObjectMeta
 from berth.controllers.propagator.views import ClusterView
 from berth.controllers.runtime import Informer
 from berth.store import decode, keys
@@ -22,6 +24,7 @@ from berth.store.documents import (
     BindingSpec,
     BindingStatus,
     ClusterStatus,
+    KubeObjectRef,
     ObjectRef,
     Target,
 )
@@ -166,10 +169,6 @@ def test_a_copy_the_cluster_shows_available_is_judged_ahead_of_waiting_applies()
     """The drift watch shows the Deployment available: its application goes to the queue's
     urgent line (what the judge worker takes); news that turns nothing, and Pods, wait
     in the ordinary line."""
-    import msgspec
-
-    from berth.controllers.propagator.kube import KubeObject
-
     w = World()
     cluster(w.store, "de")
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
@@ -196,7 +195,7 @@ def test_a_copy_the_cluster_shows_available_is_judged_ahead_of_waiting_applies()
                               "replicas": 2, "updatedReplicas": 2, "readyReplicas": available,
                               "availableReplicas": available})))
 
-    w.applier.on_drift("default/de", "MODIFIED", shown(1))  # one of two: still progressing
+    w.applier.on_drift(("default/de",), "MODIFIED", shown(1))  # one of two: still progressing
     assert queue.get(0, urgent_only=True) is None
     assert queue.get(0) == key
     queue.done(key)
@@ -204,9 +203,49 @@ def test_a_copy_the_cluster_shows_available_is_judged_ahead_of_waiting_applies()
     assert queue.get(0, urgent_only=True) is None
     assert queue.get(0) == key
     queue.done(key)
-    w.applier.on_drift("default/de", "MODIFIED", shown(2))  # available now: it turned
+    w.applier.on_drift(("default/de",), "MODIFIED", shown(2))  # available now: it turned
     assert queue.get(0, urgent_only=True) == key
     queue.done(key)
     w.reconcile("web")
     st = status(w.store, "web").status
     assert st.state == "RUNNING", st.reason
+
+
+def test_a_servers_watch_event_reaches_only_the_clusters_where_the_object_is_berths() -> None:
+    """de and fr stand for two namespaces of one API server: its one drift watch hands
+    every event to both, and each keeps only what was applied through it — also after
+    a restart, when only the status says where what is."""
+    w = World()
+    cluster(w.store, "de")
+    cluster(w.store, "fr")
+    application(w.store, "web")
+    bind(w.store, "web", "de")
+    w.reconcile("web")
+    [ref] = w.connections.clusters["de"].objects
+    stored = w.connections.clusters["de"].get(ref)
+    assert stored is not None
+    both = ("default/de", "default/fr")
+    w.applier.book.forget_cluster("default/de")  # what the apply's answer put there
+
+    w.applier.on_drift(both, "MODIFIED", stored)
+    assert w.applier.book.holds("default/de", ref)
+    assert not w.applier.book.holds("default/fr", ref)
+
+    restarted = World()  # a new process on the same etcd: its book and writes are empty
+    restarted.store = w.store
+    restarted.applier = Applier(w.store, PropagatorConfig(), clusters=w.clusters,
+                                cluster_statuses=w.statuses, connections=w.connections,
+                                kubeconfigs=w.kubeconfigs, clock=w.clock)
+    for inf in restarted.applier.informers:
+        inf.sync()
+    restarted.applier.on_drift(both, "ADDED", stored)  # the watch's first list
+    assert restarted.applier.book.holds("default/de", ref)
+    assert not restarted.applier.book.holds("default/fr", ref)
+
+    # an object no application of these clusters lists (another replica's, or left over)
+    stray = KubeObject(stored.apiVersion, stored.kind, ObjectMeta(
+        "stray", stored.metadata.namespace, annotations={OWNER: "default/elsewhere"}))
+    restarted.applier.on_drift(both, "ADDED", stray)
+    stray_ref = KubeObjectRef(stored.apiVersion, stored.kind, "stray",
+                              stored.metadata.namespace)
+    assert not any(restarted.applier.book.holds(c, stray_ref) for c in both)
