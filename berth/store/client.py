@@ -7,7 +7,7 @@ larger than etcd's per-transaction limit (128 operations by default) are split;
 each chunk is atomic.
 
 Calls go to the gateway endpoints through berth's own HTTP/1.1 client
-(``store/http.py``) and watches through a requests session, both built with
+(``berth/http.py``) and watches through a requests session, both built with
 exactly the configured TLS settings; what fails is translated at one boundary
 (:func:`~store.errors.translate`).
 The gateway sends every int64 as a JSON string and omits false booleans.
@@ -26,6 +26,7 @@ import msgspec
 import requests
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
+from berth.http import Member, NotConnected
 from berth.store.config import EtcdConfig
 from berth.store.errors import (
     Answered,
@@ -38,7 +39,6 @@ from berth.store.errors import (
     Unreached,
     translate,
 )
-from berth.store.http import Member, NotConnected
 from berth.store.keys import ROOT
 from berth.store.link import Link
 from berth.store.ops import KV, Delete, Fence, Op, Put, b64, key_text, prefix_end, unb64

@@ -107,7 +107,7 @@ class EtcdConfig:
         return s
 
     def tls(self) -> ssl.SSLContext:
-        """The same TLS settings for the unary calls' own client (``store/http.py``). The
+        """The same TLS settings for the unary calls' own client (``berth/http.py``). The
         CA bundle without ``ca`` is requests' own, as :meth:`session`."""
         context = ssl.create_default_context(cafile=self.ca or DEFAULT_CA_BUNDLE_PATH)
         if self.cert and self.key:

@@ -1,7 +1,7 @@
 """The propagator scaled out: clusters shared by 1, 2 and 4 replicas, against direct apply.
 
     python scripts/bench/propagator_scale_bench.py [--clusters 100] [--apps 5000]
-        [--servers 4] [--replicas 1,2,4] [--workers 16]
+        [--servers 4] [--replicas 1,2,4] [--workers 16] [--profile PREFIX]
 
 1. Starts etcd and ``--servers`` bare kube-apiservers (each with its own etcd; no
    Nodes, no controllers: this measures applying) and
@@ -22,7 +22,11 @@
 4. Prints, per R: time to all applied, apps/s, the floor, the ratio, how many
    status writes went per etcd transaction, the replicas' peak RSS, and the CPU
    the replicas, the kube-apiservers (with their etcds) and berth's etcd used
-   while applying (on a small machine they share its cores).
+   while applying (on a small machine they share its cores), and the
+   kube-apiservers' CPU for the floor's same objects.
+
+``--profile PREFIX`` records py-spy profiles (GIL holders) of the first replica
+while it applies: ``PREFIX-<replicas>.txt``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import msgspec
 from lightkube import Client, KubeConfig
 from propagator_bench import StatusWatcher, floor, manifest
 
+from berth import native
 from berth.controllers.propagator.shard import CLAIMS, MEMBERS
 from berth.store import EtcdConfig, Put, Store, encode, keys
 from berth.store.documents import (
@@ -51,7 +56,7 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
-from berth_testkit.measure import cpu_seconds, rss_mb
+from berth_testkit.measure import Profile, cpu_seconds, rss_mb
 from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
@@ -109,6 +114,8 @@ def main() -> None:
     ap.add_argument("--servers", type=int, default=4)
     ap.add_argument("--replicas", default="1,2,4")
     ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--profile", metavar="PREFIX",
+                    help="record py-spy profiles of the first replica: PREFIX-<replicas>.txt")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="berth-propagator-scale-"))
     names = [f"c{i:03d}" for i in range(args.clusters)]
@@ -116,10 +123,9 @@ def main() -> None:
           f"applications (Deployment + Service) per run, {args.workers} workers per replica; "
           "every run on a fresh etcd and fresh kube-apiservers", flush=True)
     print(f"note: each kube-apiserver serves {args.clusters / args.servers:.0f} of the cluster "
-          "contexts, so each drift watch (every berth object of a kind, in every namespace) "
-          f"sees the objects of all {args.clusters / args.servers:.0f}: the propagators' CPU "
-          "includes that much more watch traffic than separate clusters would cause",
-          flush=True)
+          "contexts (as one user): berth watches each server once per kind and hands each "
+          "event to the contexts it concerns, as separate clusters would each be watched "
+          "once; the kube-apiservers do the work of that many clusters each", flush=True)
     rows = []
     for replicas in (int(r) for r in args.replicas.split(",")):
         server = EtcdServer().start()
@@ -178,12 +184,15 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
             k.etcd.proc.pid for k in kubes if k.etcd.proc]
         etcd = [server.proc.pid] if server.proc else []
         used = (cpu_seconds(pids), cpu_seconds(servers), cpu_seconds(etcd))
+        profile = Profile(args.profile, str(replicas), pids[0],
+                          native=native.STATUS.startswith("in use"))
         began = time.perf_counter()
         store.commit_chunks(ops)
         if not watcher.wait_for(args.apps, timeout=120 + args.apps * 0.5):
             raise SystemExit(f"only {len(watcher.running)}/{args.apps} applied with "
                              f"{replicas} replicas; logs in {work}")
         took = max(watcher.running.values()) - began
+        profile.stop()
         spent = (cpu_seconds(pids) - used[0], cpu_seconds(servers) - used[1],
                  cpu_seconds(etcd) - used[2])
         watcher.watch.close()
@@ -201,7 +210,9 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
     try:
         floor(clients, 1, 1)  # lightkube's models decoded once before threads do it at once
         threads = replicas * args.workers
+        used_floor = cpu_seconds(servers)
         direct = floor(clients, args.apps, threads)
+        floor_servers = cpu_seconds(servers) - used_floor
     finally:
         for c in clients:
             c.close()
@@ -212,7 +223,8 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
     print(f"  CPU while applying: propagator replicas {spent[0]:.0f} s "
           f"({spent[0] / args.apps * 1e3:.1f} ms per application), kube-apiservers and "
           f"their etcds {spent[1]:.0f} s, berth's etcd {spent[2]:.0f} s, of "
-          f"{took * (os.cpu_count() or 1):.0f} s on {os.cpu_count()} cores", flush=True)
+          f"{took * (os.cpu_count() or 1):.0f} s on {os.cpu_count()} cores; direct apply: "
+          f"kube-apiservers and their etcds {floor_servers:.0f} s", flush=True)
     return took, direct, writes, txns
 
 

@@ -1,11 +1,12 @@
 """A cluster's Kubernetes API, reached with the kubeconfig stored in the Cluster.
 
-lightkube turns the kubeconfig into an authenticated HTTP client (token,
-client certificate or exec plugin users; the cluster's CA; ``trust_env``
-off). berth speaks the REST API over it itself — discovery, server-side
-apply, get, delete, watch — and decodes only the few fields it reads with its
-own small msgspec types. It does not use lightkube's typed models: decoding
-them for the first time from two threads at once crashes the process
+lightkube reads the kubeconfig: the cluster's CA, the user's token, token
+file, client certificate or exec plugin (``trust_env`` off). berth speaks the
+REST API itself — discovery, server-side apply, get and delete through its
+own HTTP/1.1 client (``kubehttp.py``), watches through httpx — and decodes
+only the few fields it reads with its own small msgspec types. It does not
+use lightkube's typed models: decoding them for the first time from two
+threads at once crashes the process
 (msgspec 0.22 with lightkube 1.0.1; docs/architecture.md "Decoding from
 threads"), and a kind-agnostic path needs discovery anyway. One mechanism
 serves every kind: the group/version's resource list (``/api/v1``,
@@ -27,13 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2 as httpx
 import msgspec
 from lightkube import KubeConfig
 from lightkube.config import models as _kubeconfig_models
-from lightkube.config.client_adapter import Client as HttpClient
-from lightkube.config.client_adapter import ConnectionParams
 
+from berth.controllers.propagator.kubehttp import KubeHttp
+from berth.http import Answer
 from berth.store.codec import decoder, typed
 from berth.store.documents import KubeObjectRef
 
@@ -148,13 +148,13 @@ class _NamedList(msgspec.Struct):
     items: list[_Named] = []
 
 
-def _error(resp: httpx.Response) -> str:
+def _error(resp: Answer) -> str:
     try:
-        status = typed(resp.content, _Status)
+        status = typed(resp.body, _Status)
         text = status.message or status.reason
     except msgspec.DecodeError:
-        text = resp.text[:200]
-    return f"HTTP {resp.status_code}: {text}"[:500]
+        text = resp.body[:200].decode("utf-8", "replace")
+    return f"HTTP {resp.status}: {text}"[:500]
 
 
 class Connection:
@@ -172,15 +172,16 @@ class Connection:
         # the credentials are kept nowhere else)
         self.server = "server " + hashlib.sha256(
             repr((single.cluster, single.user, single.fname)).encode()).hexdigest()[:32]
-        self.http = HttpClient(single, ConnectionParams(
-            timeout=httpx.Timeout(timeout), trust_env=False))
+        self.http = KubeHttp(single, timeout)
         self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind
         self._lock = threading.Lock()
         self.closed = False
 
-    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    def _request(self, method: str, path: str, *, params: dict[str, str] | None = None,
+                 body: bytes = b"", content_type: str = "") -> Answer:
         try:
-            return self.http.request(method, path, **kw)
+            return self.http.request(method, path, params=params, body=body,
+                                     content_type=content_type)
         except Exception as exc:
             raise Unavailable(f"{method} {path}: {safe(exc)}") from exc
 
@@ -188,20 +189,20 @@ class Connection:
 
     def probe(self, timeout: float) -> Probe:
         try:
-            resp = self.http.get("/readyz", timeout=timeout)
-            if resp.status_code == 404:  # older API servers: /version answers if it is up
-                resp = self.http.get("/version", timeout=timeout)
+            resp = self.http.request("GET", "/readyz", timeout=timeout)
+            if resp.status == 404:  # older API servers: /version answers if it is up
+                resp = self.http.request("GET", "/version", timeout=timeout)
         except Exception as exc:
             return Probe("OFFLINE", f"unreachable: {safe(exc)}")
-        if resp.status_code in (401, 403):
-            return Probe("UNHEALTHY", f"credentials refused (HTTP {resp.status_code})")
-        if resp.status_code != 200:
-            return Probe("UNHEALTHY", f"not ready (HTTP {resp.status_code})")
+        if resp.status in (401, 403):
+            return Probe("UNHEALTHY", f"credentials refused (HTTP {resp.status})")
+        if resp.status != 200:
+            return Probe("UNHEALTHY", f"not ready (HTTP {resp.status})")
         try:
-            resp = self.http.get(CRDS, timeout=timeout)
-            if resp.status_code != 200:
+            resp = self.http.request("GET", CRDS, timeout=timeout)
+            if resp.status != 200:
                 return Probe("ONLINE", f"custom resources unknown: {_error(resp)}")
-            crds = typed(resp.content, _NamedList).items
+            crds = typed(resp.body, _NamedList).items
         except Exception as exc:
             return Probe("ONLINE", f"custom resources unknown: {safe(exc)}")
         return Probe("ONLINE", "", tuple(sorted(c.metadata.name for c in crds
@@ -218,12 +219,12 @@ class Connection:
         group, _, version = api_version.rpartition("/")
         base = f"/apis/{api_version}" if group else f"/api/{version}"
         resp = self._request("GET", base)
-        if resp.status_code == 404:
+        if resp.status == 404:
             raise NotServed(f"the cluster serves no {api_version}")
-        if resp.status_code != 200:
+        if resp.status != 200:
             raise Unavailable(f"discovery of {api_version}: {_error(resp)}")
         try:
-            listed = typed(resp.content, _ResourceList).resources
+            listed = typed(resp.body, _ResourceList).resources
         except msgspec.DecodeError as exc:
             raise Unavailable(f"discovery of {api_version}: {exc}") from exc
         kinds = {r.kind: Kind(base, r.name, r.namespaced) for r in listed if "/" not in r.name}
@@ -254,28 +255,28 @@ class Connection:
         if dry_run:
             params |= {"dryRun": "All", "fieldValidation": "Strict"}
 
-        def patch(namespace: str | None) -> httpx.Response:
+        def patch(namespace: str | None) -> Answer:
             if namespace is not None:
                 meta["namespace"] = namespace
             return self._request(
                 "PATCH", kind.path(ref.name, namespace), params=params,
-                headers={"Content-Type": "application/apply-patch+yaml"},
-                content=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
+                content_type="application/apply-patch+yaml",
+                body=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
 
         resp = patch(ref.namespace)
-        if (resp.status_code == 404 and ref.namespace is not None
+        if (resp.status == 404 and ref.namespace is not None
                 and f'namespaces "{ref.namespace}" not found' in _error(resp)):
             if not dry_run:
                 self._create_namespace(ref.namespace)
             resp = patch("default" if dry_run else ref.namespace)
-        if resp.status_code in (200, 201):
+        if resp.status in (200, 201):
             try:
-                return typed(resp.content, KubeObject)
+                return typed(resp.body, KubeObject)
             except msgspec.DecodeError as exc:
                 raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
         text = _error(resp)
-        if resp.status_code in (400, 422) or (
-                resp.status_code == 500 and _INVALID_500 in text):
+        if resp.status in (400, 422) or (
+                resp.status == 500 and _INVALID_500 in text):
             raise Rejected(f"{ref}: {text}")
         raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
 
@@ -284,12 +285,12 @@ class Connection:
         resp = self._request(
             "PATCH", f"/api/v1/namespaces/{name}",
             params={"fieldManager": FIELD_MANAGER},
-            headers={"Content-Type": "application/apply-patch+yaml"},
-            content=msgspec.json.encode({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            content_type="application/apply-patch+yaml",
+            body=msgspec.json.encode({"apiVersion": "v1", "kind": "Namespace", "metadata": {
                 "name": name, "labels": {"app.kubernetes.io/created-by": FIELD_MANAGER}}}))
-        if resp.status_code in (400, 422):
+        if resp.status in (400, 422):
             raise Rejected(f"namespace {name}: {_error(resp)}")
-        if resp.status_code not in (200, 201, 409):
+        if resp.status not in (200, 201, 409):
             raise Unavailable(f"namespace {name}: {_error(resp)}")
 
     def get(self, ref: KubeObjectRef) -> KubeObject | None:
@@ -299,12 +300,12 @@ class Connection:
         except NotServed:
             return None
         resp = self._request("GET", kind.path(ref.name, ref.namespace))
-        if resp.status_code == 404:
+        if resp.status == 404:
             return None
-        if resp.status_code != 200:
+        if resp.status != 200:
             raise Unavailable(f"{ref}: {_error(resp)}")
         try:
-            return typed(resp.content, KubeObject)
+            return typed(resp.body, KubeObject)
         except msgspec.DecodeError as exc:
             raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
 
@@ -326,11 +327,11 @@ class Connection:
         if uid:
             options["preconditions"] = {"uid": uid}
         resp = self._request("DELETE", kind.path(ref.name, ref.namespace),
-                             content=msgspec.json.encode(options),
-                             headers={"Content-Type": "application/json"})
-        if resp.status_code == 409 and uid:
+                             body=msgspec.json.encode(options),
+                             content_type="application/json")
+        if resp.status == 409 and uid:
             return  # replaced by another object of that name: not berth's to delete
-        if resp.status_code not in (200, 202, 404):
+        if resp.status not in (200, 202, 404):
             raise Unavailable(f"deleting {ref}: {_error(resp)}")
 
     def close(self) -> None:

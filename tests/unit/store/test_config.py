@@ -7,9 +7,9 @@ import socket
 import pytest
 import requests
 
+from berth.http import Member, NotConnected
 from berth.store.client import _unsent
 from berth.store.config import EtcdConfig
-from berth.store.http import Member, NotConnected
 
 
 def test_members_are_comma_separated_in_the_order_given() -> None:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from berth.store.http import Member, NotConnected, NotHttp
+from berth.http import Member, NotConnected, NotHttp
 
 CLOSE = b"close after: "
 
@@ -50,7 +50,9 @@ class Peer:
                         return
                     buf += data
                 head, _, buf = buf.partition(b"\r\n\r\n")
-                size = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                lowered = head.lower()
+                size = int(lowered.split(b"content-length: ")[1].split(b"\r\n")[0]) \
+                    if b"content-length: " in lowered else 0
                 while len(buf) < size:
                     buf += conn.recv(65536)
                 self.requests.append(head + b"\r\n\r\n" + buf[:size])
@@ -177,3 +179,20 @@ def test_a_kept_connection_is_reused_in_a_process_with_many_files_open() -> None
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_any_method_a_get_without_a_length_and_a_delete_with_its_body() -> None:
+    peer = Peer([OK, b"HTTP/1.1 204 No Content\r\n\r\n", OK])
+    m = _member(peer)
+    assert m.request("GET", "/api/v1?limit=1", b"", {"Accept": "application/json"},
+                     5).body == b"{}"
+    gone = m.request("DELETE", "/api/v1/namespaces/default/configmaps/x", b'{"k":1}',
+                     {"Content-Type": "application/json"}, 5)
+    assert (gone.status, gone.body) == (204, b"")  # no body, whatever follows
+    assert m.request("PATCH", "/x", b"{}", {}, 5).status == 200
+    get, delete, patch = peer.requests
+    assert get.startswith(b"GET /api/v1?limit=1 HTTP/1.1\r\n")
+    assert b"content-length" not in get.lower() and b"Accept: application/json" in get
+    assert delete.startswith(b"DELETE ") and delete.endswith(b'\r\n\r\n{"k":1}')
+    assert b"Content-Length: 2\r\n" in patch
+    assert peer.connections == 1  # a 204 without a length still keeps the connection

@@ -1,20 +1,22 @@
-"""etcd's gateway over HTTP/1.1, for the unary calls: one request, one answer, on kept
-connections.
+"""A small HTTP/1.1 client for unary calls: one request, one answer, on kept
+connections. It serves etcd's gateway (the store's calls but its watches) and the
+Kubernetes API servers (the propagator's applies, reads, deletes and probes; its
+watches stream through httpx).
 
-Every call but a watch is a small JSON POST answered by a small JSON body with a
-Content-Length. Through urllib3, whose responses http.client parses with the e-mail
-package's header parser, a call cost the calling process about ten times the CPU
-that the socket's own work does; the propagator's sixteen workers spent a quarter of
-their time there. This client reads what the gateway (and a proxy in front of it)
-answers and nothing more: a status line, headers, and a body by Content-Length, by
-chunks, or to the connection's end.
+Every such call is a small request answered by a small JSON body. Through urllib3,
+whose responses http.client parses with the e-mail package's header parser, an etcd
+call cost the calling process about ten times the CPU that the socket's own work
+does; through httpx, a Kubernetes call spent more in building its URL and request
+than in the exchange. This client sends what it is given and reads what a server
+(and a proxy in front of it) answers and nothing more: a status line, headers, and
+a body by Content-Length, by chunks, or to the connection's end.
 
 A connection is used by one thread at a time and kept for the next call unless the
 answer closes it. A kept connection that the server has closed, or that holds
 unread bytes, is dropped before use. A failure before the request could be sent
 (no connection, TLS refused) is :class:`NotConnected`: the caller may repeat the
-request on another member, it cannot have been applied. Any later failure may have
-reached etcd.
+request elsewhere, it cannot have been applied. Any later failure may have reached
+the server.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-MAX_LINE = 65536  # a status line or header longer than this is not etcd's
+MAX_LINE = 65536  # a status line or header longer than this is not an API server's
 MAX_HEADERS = 100
 
 
@@ -88,7 +90,9 @@ class _Connection:
             name, _, value = h.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        if int(code) in (204, 304) or 100 <= int(code) < 200:
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
             body = self._chunks()
         elif "content-length" in headers:
             try:
@@ -98,8 +102,6 @@ class _Connection:
             body = self.rfile.read(size)
             if len(body) != size:
                 raise NotHttp(f"the response ended after {len(body)} of {size} bytes")
-        elif int(code) in (204, 304) or 100 <= int(code) < 200:
-            body = b""
         else:  # the body runs to the connection's end
             body, keep = self.rfile.read(), False
         return Answer(int(code), reason, headers, body), keep
@@ -145,8 +147,16 @@ class Member:
     def post(self, path: str, body: bytes, headers: dict[str, str],
              timeout: float) -> Answer:
         """POST ``body`` to ``path``; the answer. NotConnected, or another OSError."""
-        head = [b"POST ", path.encode("latin-1"), b" HTTP/1.1\r\nHost: ", self._authority,
-                b"\r\nContent-Length: ", str(len(body)).encode(), b"\r\n"]
+        return self.request("POST", path, body, headers, timeout)
+
+    def request(self, method: str, path: str, body: bytes, headers: dict[str, str],
+                timeout: float) -> Answer:
+        """``method`` ``path`` (with its query) with ``body`` (not HEAD: its answer has no
+        body whatever its headers say); the answer. NotConnected, or another OSError."""
+        head = [method.encode("latin-1"), b" ", path.encode("latin-1"),
+                b" HTTP/1.1\r\nHost: ", self._authority, b"\r\n"]
+        if body or method != "GET":
+            head += [b"Content-Length: ", str(len(body)).encode(), b"\r\n"]
         for name, value in headers.items():
             head += [name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
         request = b"".join([*head, b"\r\n", body])

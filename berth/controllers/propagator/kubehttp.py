@@ -1,0 +1,102 @@
+"""A cluster's unary API calls (discovery, apply, get, delete, the probe) through berth's
+own HTTP/1.1 client (``berth/http.py``), authenticated as lightkube reads the
+kubeconfig.
+
+Through httpx a call cost the propagator more CPU in building its URL and request,
+and in httpcore's and h11's bookkeeping, than in the exchange: measured in
+``propagator_scale_bench.py`` (py-spy, GIL holders), httpx's ``Client.request`` held
+55 % of the propagator's samples while it applied 5,000 applications.
+
+What lightkube gives: the TLS settings (the cluster's CA, a client certificate,
+``insecure-skip-tls-verify``; read when the connection is made, so a file that
+cannot be read makes the kubeconfig unusable at once) and the user's
+authentication (a token, a token file, an exec plugin, a user name and password).
+The authentication is lightkube's own flow, driven here once for the header it
+sets, which is then kept and sent with every call; an answer 401 drives the flow
+on, as httpx would, so that a token file is read again, or an exec plugin run
+again, and the call is made once more with what it gives. That is when lightkube
+itself renews them.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from urllib.parse import urlencode, urlsplit
+
+import httpx2 as httpx
+from lightkube.config.client_adapter import user_auth, verify_cluster
+from lightkube.config.kubeconfig import SingleConfig
+
+from berth.http import Answer, Member
+
+AUTHORIZATION = "Authorization"
+
+
+class KubeHttp:
+    """One cluster's API server, as the user its kubeconfig names (thread-safe)."""
+
+    def __init__(self, config: SingleConfig, timeout: float) -> None:
+        server = config.cluster.server
+        parts = urlsplit(server)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the cluster's server is not an http(s) URL: {server!r}")
+        self._prefix = parts.path.rstrip("/")
+        self.timeout = timeout
+        if config.user is None:
+            raise ValueError("the kubeconfig's context names no user")
+        tls = verify_cluster(config.cluster, config.user, config.abs_file, trust_env=False) \
+            if parts.scheme == "https" else None
+        self._member = Member(f"{parts.scheme}://{parts.netloc}",
+                              lambda: tls or ssl.create_default_context())
+        self._auth = user_auth(config.user)
+        self._lock = threading.Lock()  # renewing the authentication, once at a time
+        self._said: dict[str, str] | None = None  # the header the flow set, until a 401
+
+    def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
+                body: bytes = b"", content_type: str = "", timeout: float | None = None
+                ) -> Answer:
+        """One call; its answer (any status). OSError when it could not be made."""
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        headers = {"Accept": "application/json", "User-Agent": "berth"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        said = self._said if self._said is not None else self._renew(None)
+        answer = self._member.request(method, target, body, {**headers, **said},
+                                      timeout or self.timeout)
+        if answer.status == 401 and self._auth is not None:
+            again = self._renew(said)
+            if again != said:
+                answer = self._member.request(method, target, body, {**headers, **again},
+                                              timeout or self.timeout)
+        return answer
+
+    def _renew(self, refused: dict[str, str] | None) -> dict[str, str]:
+        """The header to authenticate with: the flow's first (``refused`` None), or what
+        it offers after ``refused`` was answered 401 (the same again when it offers
+        nothing new)."""
+        with self._lock:
+            if self._said is not None and self._said != refused:
+                return self._said  # another thread renewed it meanwhile
+            if self._auth is None:
+                self._said = {}
+                return self._said
+            flow = self._auth.sync_auth_flow(httpx.Request("GET", "http://berth.invalid/"))
+            try:
+                sent = next(flow)
+                if refused is not None:
+                    sent = flow.send(httpx.Response(401, request=sent))
+            except StopIteration:
+                return refused or {}
+            except Exception as exc:  # a token file gone, an exec plugin failing
+                raise OSError(f"authenticating: {type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from exc
+            value = sent.headers.get(AUTHORIZATION)
+            self._said = {AUTHORIZATION: value} if value else {}
+            return self._said
+
+    def close(self) -> None:
+        self._member.close()
+
+
+__all__ = ["KubeHttp"]

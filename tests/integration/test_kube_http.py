@@ -1,0 +1,129 @@
+"""A cluster's unary calls through berth's own HTTP client against a real kube-apiserver,
+authenticated each way a kubeconfig says: a token, a token file read again after a
+401 (rotated), an exec plugin run once and again after a 401; TLS by the embedded CA,
+skipped when the kubeconfig says so, refused with the wrong CA."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from berth.controllers.propagator.kube import Connection, KubeObject, Rejected
+from berth.store.documents import KubeObjectRef
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving_all
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[KubeCluster]:
+    for servers in serving_all(KubeCluster, ("auth",)):
+        yield servers["auth"]
+
+
+def with_user(cluster: KubeCluster, user: dict[str, Any], **server: Any) -> dict[str, Any]:
+    config = cluster.kubeconfig()
+    config["users"][0]["user"] = user
+    config["clusters"][0]["cluster"].update(server)
+    return config
+
+
+def config_map(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {"v": "1"}}
+
+
+def test_a_token_applies_reads_and_deletes(cluster: KubeCluster) -> None:
+    conn = Connection(cluster.kubeconfig(), 5.0)
+    try:
+        assert conn.probe(5.0).state == "ONLINE"
+        kind, ref = conn.locate(config_map("by-token"))
+        stored = conn.apply(kind, ref, config_map("by-token"))
+        assert isinstance(stored, KubeObject) and stored.metadata.resourceVersion
+        got = conn.get(ref)
+        assert got is not None and got.metadata.uid == stored.metadata.uid
+        with pytest.raises(Rejected, match="by-token"):  # the server's own message
+            conn.apply(kind, ref, {**config_map("by-token"), "data": {"v": 1}})
+        conn.delete(ref)
+        assert conn.get(ref) is None
+        assert conn.get(KubeObjectRef("v1", "ConfigMap", "never", "default")) is None
+    finally:
+        conn.close()
+
+
+def test_a_token_file_is_read_again_when_the_server_refuses_it(
+        cluster: KubeCluster, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("not-the-token\n")
+    conn = Connection(with_user(cluster, {"tokenFile": str(token)}), 5.0)
+    try:
+        probe = conn.probe(5.0)
+        assert (probe.state, probe.reason) == ("UNHEALTHY", "credentials refused (HTTP 401)")
+        token.write_text(cluster.token + "\n")  # rotated, as the kubelet does
+        assert conn.probe(5.0).state == "ONLINE"
+        assert conn.get(KubeObjectRef("v1", "ConfigMap", "none", "default")) is None
+    finally:
+        conn.close()
+
+
+def test_an_exec_plugin_runs_once_and_again_after_a_401(cluster: KubeCluster,
+                                                        tmp_path: Path) -> None:
+    token, runs = tmp_path / "token", tmp_path / "runs"
+    token.write_text(cluster.token)
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib, sys\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "runs.write_text(runs.read_text() + 'x' if runs.exists() else 'x')\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1',\n"
+        "                  'kind': 'ExecCredential', 'status': {'token':\n"
+        f"                  pathlib.Path({str(token)!r}).read_text()}}}}))\n")
+    conn = Connection(with_user(cluster, {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+        "args": [str(plugin)]}}), 5.0)
+    try:
+        for _ in range(3):
+            assert conn.probe(5.0).state == "ONLINE"
+        assert runs.read_text() == "x"  # its credential kept
+        token.write_text("expired")
+        bad = Connection(with_user(cluster, {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable, "args": [str(plugin)]}}), 5.0)
+        try:  # a plugin that gives a refused token: refused, once run again
+            assert bad.probe(5.0).reason == "credentials refused (HTTP 401)"
+            token.write_text(cluster.token)
+            assert bad.probe(5.0).state == "ONLINE"  # the 401 ran it again
+        finally:
+            bad.close()
+    finally:
+        conn.close()
+
+
+def test_tls_by_the_ca_skipped_when_said_and_refused_with_another_ca(
+        cluster: KubeCluster, tmp_path: Path) -> None:
+    insecure = cluster.kubeconfig()
+    insecure["clusters"][0]["cluster"] = {"server": cluster.url,
+                                          "insecure-skip-tls-verify": True}
+    conn = Connection(insecure, 5.0)
+    try:
+        assert conn.probe(5.0).state == "ONLINE"
+    finally:
+        conn.close()
+    # CAs that did not sign the server's certificate: the system's (Debian's ca-certificates)
+    wrong_ca = Path(ssl.get_default_verify_paths().openssl_cafile)
+    assert wrong_ca.exists(), f"{wrong_ca}: install ca-certificates"
+    wrong = with_user(cluster, {"token": cluster.token}, **{
+        "certificate-authority-data": base64.b64encode(wrong_ca.read_bytes()).decode()})
+    conn = Connection(wrong, 5.0)
+    try:
+        probe = conn.probe(5.0)
+        assert probe.state == "OFFLINE" and "CERTIFICATE_VERIFY_FAILED" in probe.reason, probe
+    finally:
+        conn.close()
+    assert json.dumps(probe.reason).find(cluster.token) == -1  # never the credentials
