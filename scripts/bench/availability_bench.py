@@ -18,7 +18,9 @@
 3. **The floor**: the same Deployments (other names) applied by server-side apply
    from ``--workers`` threads, one client per server, and each watched until
    available (its ``availableReplicas`` from a watch of every server's Deployments):
-   p50, p99, all, and berth's ratios to it.
+   p50, p99, all, and berth's ratios to it; and where berth's time went, p50 and
+   p99 of each step (write → its Binding written, Binding → the Deployment on its
+   cluster, there → available), against the floor's last step.
 4. **Moves**: the metric flips for ``--move`` of the pairs. Times each moved
    application's change → RUNNING on its new cluster alone (the old copy removed),
    less the Pods' own readiness delay; a sampler reads every Deployment's available
@@ -93,6 +95,7 @@ class Available:
         self.lock = threading.Lock()
         self.now: dict[tuple[int, str, str], int] = {}  # (server, namespace, name) → avail
         self.first: dict[str, float] = {}  # name → when 2 were available on some server
+        self.created: dict[str, float] = {}  # name → when a server first showed it
         self.at: dict[tuple[int, str, str], float] = {}  # copy → when 2 were available
         # name → (when, server, namespace, available) of every event: what a dip shows
         self.seen: dict[str, list[tuple[float, int, str, int]]] = defaultdict(list)
@@ -127,6 +130,7 @@ class Available:
                             obj.get("status") or {}).get("availableReplicas", 0)
                         t = time.perf_counter()
                         with self.lock:
+                            self.created.setdefault(key[2], t)
                             self.now[key] = n
                             self.seen[key[2]].append((t, i, key[1], n))
                             if n >= 2:
@@ -142,6 +146,22 @@ class Available:
             for (_, _, name), n in self.now.items():
                 out[name] += n
         return out
+
+
+class Bound:
+    """From a watch of the Bindings: per application, when its first Binding was written."""
+
+    def __init__(self, store: Store) -> None:
+        self.at: dict[str, float] = {}
+        self.watch = Watch(store, keys.binding_prefix("Application"), store.revision() + 1)
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        for batch in self.watch:
+            t = time.perf_counter()
+            for ev in batch.events:
+                if ev.type == "PUT":
+                    self.at.setdefault(ev.key.rsplit("/", 1)[1], t)
 
 
 class Statuses:
@@ -242,6 +262,7 @@ def main() -> None:
         assert propagator is not None
         time.sleep(5)
         statuses = Statuses(store)
+        bound = Bound(store)
         avail = Available(kubes)
         written: dict[str, float] = {}
         ops = []
@@ -277,10 +298,25 @@ def main() -> None:
               f"{pct(lag, 0.5):.3f} s, p99 {pct(lag, 0.99):.3f} s, max {max(lag):.3f} s "
               f"({len(lag)} applications)", flush=True)
 
+        with avail.lock:  # where berth's time goes: to the Binding, to the cluster, to ready
+            steps = [(bound.at[n] - written[n], avail.created[n] - bound.at[n],
+                      avail.first[n] - avail.created[n]) for n in written
+                     if n in bound.at and n in avail.created and n in avail.first]
         direct, direct_each = floor(kubes, args.apps, args.workers, avail)
         print(f"floor (direct server-side apply from {args.workers} threads, watched until "
               f"available): all in {direct:.1f} s; apply → available p50 "
               f"{pct(direct_each, 0.5):.2f} s, p99 {pct(direct_each, 0.99):.2f} s", flush=True)
+        with avail.lock:
+            shown = [avail.first[n] - avail.created[n] for n in avail.created
+                     if n.startswith("floor") and n in avail.first]
+        if steps and shown:
+            cols = list(zip(*steps, strict=True))
+            print("berth's steps, p50 / p99: write → Bound "
+                  f"{pct(cols[0], 0.5):.2f} / {pct(cols[0], 0.99):.2f} s; Bound → on its "
+                  f"cluster {pct(cols[1], 0.5):.2f} / {pct(cols[1], 0.99):.2f} s; on its "
+                  f"cluster → available {pct(cols[2], 0.5):.2f} / {pct(cols[2], 0.99):.2f} s "
+                  f"(the floor's {pct(shown, 0.5):.2f} / {pct(shown, 0.99):.2f} s)",
+                  flush=True)
         print(f"ratio (target: all ≤ 1.1, p99 ≤ 1.3): all {took / direct:.2f}, p50 "
               f"{pct(each, 0.5) / pct(direct_each, 0.5):.2f}, p99 "
               f"{pct(each, 0.99) / pct(direct_each, 0.99):.2f}", flush=True)

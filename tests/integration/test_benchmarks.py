@@ -58,6 +58,7 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("availability_bench.py", ["--apps", "6", "--servers", "2", "--contexts", "2",
                                "--move", "0.5", "--workers", "4"],
      [r"ratio \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
+      r"berth's steps, p50 / p99: write → Bound [\d.]+ / [\d.]+ s; Bound → on its cluster",
       r"moves: 3 applications \(50%\)",
       r"moves / floor \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
       r"alone in etcd .*: p50 [\d.]+ s, p99 [\d.]+ s"]),

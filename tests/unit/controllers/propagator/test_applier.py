@@ -75,6 +75,16 @@ class World:
                                cluster_statuses=self.statuses, connections=self.connections,
                                kubeconfigs=self.kubeconfigs, clock=self.clock)
 
+    def restarted(self) -> Applier:
+        """An applier as a new process makes it, on the same etcd and clusters: nothing
+        in memory but what it reads."""
+        applier = Applier(self.store, PropagatorConfig(), clusters=self.clusters,
+                          cluster_statuses=self.statuses, connections=self.connections,
+                          kubeconfigs=self.kubeconfigs, clock=self.clock)
+        for inf in applier.informers:
+            inf.sync()
+        return applier
+
     def reconcile(self, app: str) -> None:
         """Read etcd as the informers would now, then reconcile ``app`` once."""
         for inf in (self.clusters, self.statuses, self.kubeconfigs.informer,
@@ -83,13 +93,19 @@ class World:
         self.applier.reconcile(keys.resource_key("Application", app, "default"))
 
 
-def test_an_application_is_applied_where_its_binding_says_and_moved_without_downtime() -> None:
+def web_on_de() -> World:
+    """Clusters de and fr; application web applied on de."""
     w = World()
     cluster(w.store, "de")
     cluster(w.store, "fr")
     application(w.store, "web")
     bind(w.store, "web", "de")
     w.reconcile("web")
+    return w
+
+
+def test_an_application_is_applied_where_its_binding_says_and_moved_without_downtime() -> None:
+    w = web_on_de()
     de = w.connections.clusters["de"]
     assert [r.name for r in de.objects] == ["web"]
     st = status(w.store, "web")
@@ -215,12 +231,7 @@ def test_a_servers_watch_event_reaches_only_the_clusters_where_the_object_is_ber
     """de and fr stand for two namespaces of one API server: its one drift watch hands
     every event to both, and each keeps only what was applied through it — also after
     a restart, when only the status says where what is."""
-    w = World()
-    cluster(w.store, "de")
-    cluster(w.store, "fr")
-    application(w.store, "web")
-    bind(w.store, "web", "de")
-    w.reconcile("web")
+    w = web_on_de()
     [ref] = w.connections.clusters["de"].objects
     stored = w.connections.clusters["de"].get(ref)
     assert stored is not None
@@ -231,21 +242,15 @@ def test_a_servers_watch_event_reaches_only_the_clusters_where_the_object_is_ber
     assert w.applier.book.holds("default/de", ref)
     assert not w.applier.book.holds("default/fr", ref)
 
-    restarted = World()  # a new process on the same etcd: its book and writes are empty
-    restarted.store = w.store
-    restarted.applier = Applier(w.store, PropagatorConfig(), clusters=w.clusters,
-                                cluster_statuses=w.statuses, connections=w.connections,
-                                kubeconfigs=w.kubeconfigs, clock=w.clock)
-    for inf in restarted.applier.informers:
-        inf.sync()
-    restarted.applier.on_drift(both, "ADDED", stored)  # the watch's first list
-    assert restarted.applier.book.holds("default/de", ref)
-    assert not restarted.applier.book.holds("default/fr", ref)
+    restarted = w.restarted()  # its book and its record of its writes are empty
+    restarted.on_drift(both, "ADDED", stored)  # the watch's first list
+    assert restarted.book.holds("default/de", ref)
+    assert not restarted.book.holds("default/fr", ref)
 
     # an object no application of these clusters lists (another replica's, or left over)
     stray = KubeObject(stored.apiVersion, stored.kind, ObjectMeta(
         "stray", stored.metadata.namespace, annotations={OWNER: "default/elsewhere"}))
-    restarted.applier.on_drift(both, "ADDED", stray)
+    restarted.on_drift(both, "ADDED", stray)
     stray_ref = KubeObjectRef(stored.apiVersion, stored.kind, "stray",
                               stored.metadata.namespace)
-    assert not any(restarted.applier.book.holds(c, stray_ref) for c in both)
+    assert not any(restarted.book.holds(c, stray_ref) for c in both)
