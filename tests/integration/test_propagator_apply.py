@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -281,6 +282,63 @@ def test_drift_is_reapplied(
     wait_for(lambda: east.get(Deployment, "drift", namespace="default"),
              lambda d: d.spec is not None and d.spec.replicas == 2, timeout=15)
     wait_for(lambda: "was changed by someone else" in propagator.output() or None, timeout=5)
+
+
+def test_namespaces_of_one_server_share_its_watch_and_each_sees_only_its_own_drift(
+    store: Store, propagator: PropagatorProcess, kube: dict[str, Client],
+    clusters: dict[str, KubeCluster]
+) -> None:
+    """east-b is a second context of east's server (namespace team-b), as the same user:
+    one watch of ConfigMaps serves both, and a change by hand to one application's
+    object re-applies that application on its own cluster only — also after a
+    restart, when only the statuses say which cluster applied what."""
+    server = clusters["east"]
+    others = server.watches("configmaps")  # the control plane's own
+    app(store, "one", [{**config_map("one", v="1"), "metadata": {"name": "one"}}])
+    bind(store, "one", 1, "east")
+    wait_for(lambda: status(store, "one"), running("RUNNING", "east"), timeout=30)
+    wait_for(lambda: server.watches("configmaps"), lambda n: n == others + 1, timeout=15)
+    config = clusters["east"].kubeconfig()
+    config["contexts"][0]["context"]["namespace"] = "team-b"
+    register(store, "east-b", config)
+    app(store, "two", [{**config_map("two", v="2"), "metadata": {"name": "two"}}])
+    bind(store, "two", 1, "east-b")
+    wait_for(lambda: status(store, "two"), running("RUNNING", "east-b"), timeout=30)
+    east = kube["east"]
+    assert present(east, ConfigMap, "two", "team-b") and present(east, ConfigMap, "one")
+    for _ in range(10):  # no second watch
+        assert server.watches("configmaps") == others + 1
+        time.sleep(0.2)
+
+    def applied(proc: PropagatorProcess) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in proc.metrics().splitlines()
+                   if line.startswith('berth_propagator_applies_total{result="applied"}'))
+
+    def reapplied(name: str) -> list[str]:
+        return [line for line in propagator.output(since_start=True).splitlines()
+                if "by someone else" in line and f"re-applying default/{name}" in line]
+
+    for round_ in ("running", "restarted"):
+        east.delete(ConfigMap, "two", namespace="team-b")
+        wait_for(lambda: present(east, ConfigMap, "two", "team-b") or None, timeout=15)
+        lines = wait_for(lambda: reapplied("two") or None, timeout=5)
+        assert all("on cluster default/east-b " in line for line in lines), (round_, lines)
+        east.patch(ConfigMap, "one", {"data": {"v": "changed"}}, namespace="default",
+                   patch_type=PatchType.MERGE, field_manager="someone")
+        wait_for(lambda: east.get(ConfigMap, "one", namespace="default"),
+                 lambda c: c.data == {"v": "1"}, timeout=15)
+        lines = wait_for(lambda: reapplied("one") or None, timeout=5)
+        assert all("on cluster default/east " in line for line in lines), (round_, lines)
+        assert status(store, "two") is not None
+        if round_ == "running":
+            propagator.kill()
+            propagator.start()  # serves once the killed one's claims expire; re-applies
+            # what runs on its clusters within GAINED_SPREAD (30 s), which opens the watch
+            # and records its writes: a change after that is told from berth's own
+            wait_for(lambda: applied(propagator), lambda n: n >= 2, timeout=45)
+            wait_for(lambda: server.watches("configmaps"), lambda n: n == others + 1,
+                     timeout=15)
+    store.delete(keys.resource_key("Cluster", "east-b", "default"))
 
 
 def test_a_manifest_the_cluster_refuses_is_failed_until_the_spec_changes(
