@@ -423,18 +423,21 @@ class Applier:
         book holds it there, an apply of it there is recorded or running, or its owner's
         status lists it there. Not the others: it is another namespace's of that server,
         a cluster's that another replica serves, or no application's any more."""
-        applied: dict[str, ClusterApplied] = {}
-        namespace, _, name = owner.partition("/")
-        if namespace and name:
-            item = self.statuses.get(keys.status_key("Application", namespace, name))
-            if item is not None:
-                applied = item.status.applied
-        return [cid for cid in cids
-                if self.book.holds(cid, ref) or self.own_writes.knows(cid, ref)
-                or (cid in applied and ref in applied[cid].objects)]
+        ours = [cid for cid in cids
+                if self.book.holds(cid, ref) or self.own_writes.knows(cid, ref)]
+        if len(ours) == len(cids):
+            return ours
+        namespace, _, name = owner.partition("/")  # the others: as the status says
+        item = self.statuses.get(keys.status_key("Application", namespace, name)) \
+            if namespace and name else None
+        applied: dict[str, ClusterApplied] = item.status.applied if item is not None else {}
+        return ours + [cid for cid in cids if cid not in ours and cid in applied
+                       and ref in applied[cid].objects]
 
     def _drift(self, cid: str, ref: KubeObjectRef, owner: str, event_type: str,
                obj: KubeObject) -> None:
+        """What cluster ``cid`` shows of ``ref`` now: into the book, and a re-apply if
+        someone other than berth changed or deleted it."""
         meta = obj.metadata
         deleted = event_type == "DELETED"
         if deleted:
