@@ -58,7 +58,9 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("availability_bench.py", ["--apps", "6", "--servers", "2", "--contexts", "2",
                                "--move", "0.5", "--workers", "4"],
      [r"ratio \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
-      r"berth's steps, p50 / p99: write → Bound [\d.]+ / [\d.]+ s; Bound → on its cluster",
+      r"handed over → available p50 [\d.]+ s, p99 [\d.]+ s; its apply returned",
+      r"berth's steps, p50 / p99: write → Bound [\d.]+ / [\d.]+ s; Bound → on its cluster"
+      r" [\d.]+ / [\d.]+ s \(the floor's handed over → on its cluster [\d.]+ / [\d.]+ s\)",
       r"moves: 3 applications \(50%\)",
       r"moves / floor \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
       r"alone in etcd .*: p50 [\d.]+ s, p99 [\d.]+ s"]),
