@@ -71,12 +71,11 @@ def trigger(subject: Subject, binding: BindingView | None, evaluation: Evaluatio
         return "new", ""
     if binding.spec.generation != subject.generation:
         return "spec", f"generation {binding.spec.generation} → {subject.generation}"
-    rejected = evaluation.rejected if evaluation is not None else {}
     for t in binding.spec.targets:
         key = _key(t)
         if key in failed:
             return "failed-target", key
-        status = rejected.get(key)
+        status = evaluation.rejection(key) if evaluation is not None else None
         if status is not None:
             return ("taint" if status.plugin == TAINTS else "cluster",
                     f"{key}: {status.plugin}: {status.reason}" if status.plugin
@@ -104,10 +103,8 @@ def candidates(doc: Binding, before: list[Target], evaluation: Evaluation | None
         out.append(L.Candidate(name=name, score=round(entry["score"], 4),
                                chosen=name in chosen,
                                metrics=_values(entry.get("metrics"))))
-    gone = sorted(was - seen)
-    rejected = evaluation.rejected if gone and evaluation is not None else {}  # built once:
-    for name in gone:  # a map of every rejected candidate, asked only when one is needed
-        status = rejected.get(name)
+    for name in sorted(was - seen):
+        status = evaluation.rejection(name) if evaluation is not None else None
         out.append(L.Candidate(name=name, rejected=(
             f"{status.plugin}: {status.reason}" if status is not None else "not feasible")))
     return out

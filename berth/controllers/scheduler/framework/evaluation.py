@@ -72,6 +72,18 @@ class Evaluation:
             merged[status] = merged.get(status, 0) | bits
         return sorted(merged.items(), key=lambda g: (g[1] & -g[1]).bit_length())
 
+    def rejection(self, key: str) -> Status | None:
+        """The status that rejected candidate ``key`` (None: not rejected, or not in the
+        fleet): one look in each group, where :attr:`rejected` maps every candidate."""
+        i = self.fleet.by_key.get(key)
+        if i is None:
+            return None
+        bit = 1 << i
+        for status, bits in self.rejections:
+            if bits & bit:
+                return status
+        return None
+
     @property
     def rejected(self) -> dict[str, Status]:
         """Candidate key → the status that rejected it (built on first use)."""

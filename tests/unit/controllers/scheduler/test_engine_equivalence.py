@@ -242,6 +242,10 @@ def test_the_engine_decides_as_the_reference(seed: int, monkeypatch: pytest.Monk
     assert bin(fast.feasible) == bin(ref.feasible)
     assert dict(fast.groups()) == dict(ref.groups())
     assert fast.rejected == ref.rejected
+    # one candidate's rejection, as the ledger's records ask it, agrees with the map
+    assert {k: fast.rejection(k) for k in fast.fleet.keys} == {
+        k: ref.rejected.get(k) for k in fast.fleet.keys}
+    assert fast.rejection("Cluster:nowhere/none") is None
     assert fast.counts == ref.counts
     assert summary("Cluster", fast) == summary("Cluster", ref)
     assert len(fast.ranked) == len(ref.ranked)
