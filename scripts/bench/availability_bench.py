@@ -63,7 +63,10 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import PatchType
 
-from berth import native
+from berth_testkit import compiled
+
+NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
+
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth_testkit.figures import pct
@@ -219,8 +222,6 @@ def main() -> None:
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the propagator: PREFIX-<phase>.txt")
     args = ap.parse_args()
-    native.install()
-    compiled = native.STATUS.startswith("in use")
     rollout: dict[str, Any] = {"strategy": args.rollout}
     if args.rollout == "Staged":
         rollout["stages"] = [{"name": "all"}]
@@ -277,7 +278,7 @@ def main() -> None:
                 "metadata": {"name": name, "namespace": "default", "generation": 1},
                 "spec": {"manifest": [deployment(name)], "constraints": {"cluster": {
                     "labels": [f"pair = p{pair}"]}}, "rollout": rollout}})))
-        profile = Profile(args.profile, "apply", propagator.pid, native=compiled)
+        profile = Profile(args.profile, "apply", propagator.pid, native=NATIVE)
         cpu = cpu_seconds(propagator.pid)
         began = time.perf_counter()
         for start in range(0, len(ops), 128):
@@ -353,7 +354,7 @@ def main() -> None:
         time.sleep(0.5)
         for j in flip:
             green[clusters[j]], green[clusters[j + pairs]] = 0.1, 0.9
-        profile = Profile(args.profile, "moves", propagator.pid, native=compiled)
+        profile = Profile(args.profile, "moves", propagator.pid, native=NATIVE)
         cpu = cpu_seconds(propagator.pid)
         changed = time.perf_counter()
         provider(store, green)

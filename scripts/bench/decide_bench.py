@@ -22,9 +22,9 @@ import gc
 import random
 import time
 
-from berth import native
+from berth_testkit import compiled
 
-native.install()  # first: what this process decides in-process runs compiled, if built
+compiled.load()  # first: what this process decides in-process runs compiled
 
 import msgspec
 from workload import app_doc, cluster_capacity, cluster_doc
@@ -123,7 +123,6 @@ def main() -> None:
     ap.add_argument("--apps", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    print(f"berth.native: {native.STATUS}")
     rng = random.Random(7)
     snap = fleet_snapshot(args.clusters, rng)
     plain = subjects(args.apps, rng, workloads=False)

@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from berth import native
+from berth_testkit import compiled
 
-native.install()  # first: what this process decides in-process runs compiled, if built
+compiled.load()  # first: what this process decides in-process runs compiled
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, decide

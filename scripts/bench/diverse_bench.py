@@ -46,10 +46,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from berth import native
+from berth_testkit import compiled
 
-native.install()  # first: what this process decides in-process runs compiled, if built
-COMPILED = native.STATUS.startswith("in use")  # profiles unwind native frames then
+COMPILED = compiled.load()  # first; profiles unwind native frames when compiled
 
 import msgspec
 from scheduler_bench import batch_mean
@@ -267,7 +266,6 @@ def main() -> None:
         store = Store(EtcdConfig(url=server.url, max_txn_ops=args.max_txn_ops))
         t = time.perf_counter()
         metrics = seed(store, args.clusters, rng, args.workloads)
-        print(f"berth.native: {native.STATUS}")
         print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
               f"in {time.perf_counter() - t:.1f}s")
         proc = start_scheduler(server.url, port, store, args.log_level, args.config,

@@ -31,6 +31,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from berth_testkit import compiled
+
+NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
+
 from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import MetricValue

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from berth import native
+from berth_testkit import compiled
 
-native.install()  # first: what this process decides in-process runs compiled, if built
+compiled.load()  # first: what this process decides in-process runs compiled
 
 import msgspec
 from propagator_bench import CLUSTERS, StatusWatcher, launch, manifest
@@ -99,7 +99,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--workers", type=int, default=16)
     args = ap.parse_args()
-    print(f"berth.native: {native.STATUS}")
     work = Path(tempfile.mkdtemp(prefix="berth-overrides-bench-"))
     server = EtcdServer().start()
     kubes: list[KubeCluster] = []

@@ -35,6 +35,10 @@ from lightkube import Client, KubeConfig
 from lightkube.core.resource_registry import resource_registry
 from lightkube.types import PatchType
 
+from berth_testkit import compiled
+
+NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
+
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import (
     ApplicationStatus,

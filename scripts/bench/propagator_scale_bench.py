@@ -43,9 +43,13 @@ from pathlib import Path
 
 import msgspec
 from lightkube import Client, KubeConfig
+
+from berth_testkit import compiled
+
+NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
+
 from propagator_bench import StatusWatcher, floor, manifest
 
-from berth import native
 from berth.controllers.propagator.shard import CLAIMS, MEMBERS
 from berth.store import EtcdConfig, Put, Store, encode, keys
 from berth.store.documents import (
@@ -185,7 +189,7 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
         etcd = [server.proc.pid] if server.proc else []
         used = (cpu_seconds(pids), cpu_seconds(servers), cpu_seconds(etcd))
         profile = Profile(args.profile, str(replicas), pids[0],
-                          native=native.STATUS.startswith("in use"))
+                          native=NATIVE)
         began = time.perf_counter()
         store.commit_chunks(ops)
         if not watcher.wait_for(args.apps, timeout=120 + args.apps * 0.5):

@@ -30,9 +30,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from berth import native
+from berth_testkit import compiled
 
-native.install()  # first: what this process decides in-process runs compiled, if built
+compiled.load()  # first: what this process decides in-process runs compiled
 
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import Binding
@@ -143,7 +143,6 @@ def main() -> None:
         store = Store(EtcdConfig(url=server.url))
         t = time.perf_counter()
         n_metrics = seed(store, args.clusters)
-        print(f"berth.native: {native.STATUS}")
         print(f"seeded {args.clusters} clusters, {n_metrics} metric values "
               f"in {time.perf_counter() - t:.1f}s")
         log = open(ROOT / "scheduler-bench.log", "wb")  # noqa: SIM115

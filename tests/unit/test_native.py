@@ -112,3 +112,35 @@ def test_a_module_imported_before_install_keeps_every_module_plain(
     assert said.startswith("not loaded: berth.") and said.endswith(
         " was imported before (install first)"), said
     assert sys.meta_path == finders
+
+
+@pytest.mark.parametrize(("status", "compiled"), [
+    ("in use (41 modules compiled)", True), ("off (BERTH_NATIVE=0)", False)])
+def test_a_benchmark_measures_the_build_or_plain_python_on_purpose(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], status: str,
+        compiled: bool) -> None:
+    from berth_testkit import compiled as benchmark
+
+    monkeypatch.setattr(native, "_install", lambda: status)
+    monkeypatch.setattr(native, "STATUS", native.STATUS)  # install() sets it
+    monkeypatch.setattr(benchmark, "_SAID", [])
+    assert benchmark.load() is compiled
+    assert benchmark.load() is compiled  # a benchmark importing another's helpers
+    assert capsys.readouterr().out == f"berth.native: {status}\n"
+
+
+@pytest.mark.parametrize("status", [
+    f"stale: {EDITED} changed since the build (build again)", "not built (scripts/build-native.py)",
+    "not loaded: berth.store.keys was imported before (install first)"])
+def test_a_benchmark_refuses_a_build_its_processes_would_not_use(
+        monkeypatch: pytest.MonkeyPatch, status: str) -> None:
+    """Its processes would run plain Python, a third slower, behind one line of output."""
+    from berth_testkit import compiled as benchmark
+
+    monkeypatch.setattr(native, "_install", lambda: status)
+    monkeypatch.setattr(native, "STATUS", native.STATUS)
+    with pytest.raises(SystemExit) as exited:
+        benchmark.load()
+    said = str(exited.value.code)
+    assert said.startswith(f"berth.native: {status}.")
+    assert "scripts/build-native.py" in said and "BERTH_NATIVE=0" in said
