@@ -1,7 +1,8 @@
 """A cluster's unary calls through berth's own HTTP client against a real kube-apiserver,
 authenticated each way a kubeconfig says: a token, a token file read again after a
 401 (rotated), an exec plugin run once and again after a 401; TLS by the embedded CA,
-skipped when the kubeconfig says so, refused with the wrong CA."""
+skipped when the kubeconfig says so, refused with the wrong CA. An apply without
+force creates, and meets a namesake someone else made as Contested."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from berth.controllers.propagator.kube import Connection, KubeObject, Rejected
+from berth.controllers.propagator.kube import Connection, Contested, KubeObject, Rejected
 from berth.store.documents import KubeObjectRef
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
@@ -53,6 +54,33 @@ def test_a_token_applies_reads_and_deletes(cluster: KubeCluster) -> None:
         conn.delete(ref)
         assert conn.get(ref) is None
         assert conn.get(KubeObjectRef("v1", "ConfigMap", "never", "default")) is None
+    finally:
+        conn.close()
+
+
+def test_an_apply_without_force_creates_and_overwrites_no_one_elses_fields(
+        cluster: KubeCluster) -> None:
+    """What berth read as absent it applies without force (execute.py): created if it
+    is still absent (the watch cache, read first, shows it then), applied again over
+    berth's own fields, refused where someone else set a field otherwise."""
+    conn = Connection(cluster.kubeconfig(), 5.0)
+    try:
+        kind, ref = conn.locate(config_map("unforced"))
+        assert conn.get(ref, cached=True) is None
+        made = conn.apply(kind, ref, config_map("unforced"), force=False)
+        assert conn.apply(kind, ref, config_map("unforced"), force=False).metadata.uid == (
+            made.metadata.uid)
+        cluster.request("POST", "/api/v1/namespaces/default/configmaps?fieldManager=someone",
+                        {**config_map("theirs"), "data": {"v": "theirs"}})
+        kind, theirs = conn.locate(config_map("theirs"))
+        with pytest.raises(Contested, match="conflict"):
+            conn.apply(kind, theirs, config_map("theirs"), force=False)
+        path = "/api/v1/namespaces/default/configmaps/theirs"
+        assert cluster.request("GET", path)["data"] == {"v": "theirs"}  # untouched
+        conn.apply(kind, theirs, config_map("theirs"))  # with force: taken over
+        assert cluster.request("GET", path)["data"] == {"v": "1"}
+        for name in ("unforced", "theirs"):
+            conn.delete(KubeObjectRef("v1", "ConfigMap", name, "default"))
     finally:
         conn.close()
 

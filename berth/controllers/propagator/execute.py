@@ -12,7 +12,9 @@ only the cluster client raises, and only the executor catches.
 An object has one owner (the annotation ``berth.dev/application``): one that
 exists on a cluster before berth applies it there, managed by another
 application or by nobody berth knows, is not taken over unless the
-application says ``conflictResolution: Overwrite``; berth deletes only
+application says ``conflictResolution: Overwrite`` — nor one made between
+berth's read of the cluster and its apply (an object read as absent is applied
+without force, and the cluster refuses it where someone else's fields differ); berth deletes only
 objects that still say they are the application's, with the uid it read (a
 namesake made meanwhile is left alone), and with the application's
 ``deletionPropagation`` (Background: what the object's controllers made goes
@@ -35,7 +37,14 @@ from prometheus_client import Counter
 
 from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.health import HEALTHY, Health, copy_of
-from berth.controllers.propagator.kube import OWNER, Kind, KubeObject, Rejected, Unavailable
+from berth.controllers.propagator.kube import (
+    OWNER,
+    Contested,
+    Kind,
+    KubeObject,
+    Rejected,
+    Unavailable,
+)
 from berth.controllers.propagator.plan import (
     CONFIRM,
     App,
@@ -67,11 +76,14 @@ class ClusterClient(Protocol):
         """The kind of a manifest object and where it lives; NotServed/Unavailable."""
         ...
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
-        """Server-side apply; the object as stored. Rejected or Unavailable."""
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
+              force: bool = True) -> KubeObject:
+        """Server-side apply; the object as stored. Rejected or Unavailable; without
+        ``force``, Contested where another field manager holds a field otherwise."""
         ...
 
-    def get(self, ref: KubeObjectRef) -> KubeObject | None:
+    def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
+        """The object, None if absent; ``cached``: from the API server's watch cache."""
         ...
 
     def exists(self, ref: KubeObjectRef) -> bool:
@@ -183,9 +195,10 @@ class Executor:
                 located.append((*client.locate(body), body))
             except Unavailable:  # e.g. a custom resource whose CRD comes first
                 located.append((None, None, body))
+        there: dict[KubeObjectRef, bool] = {}  # whether each exists: applied with force
         for _, ref, _ in located:  # refused before anything is recorded or applied
             if ref is not None and ref not in skip:
-                self._check_owner(client, cid, ref, step.owner, app.adopt)
+                there[ref] = self._check_owner(client, cid, ref, step.owner, app.adopt)
         halt = self._record(cid, gen, [ref for _, ref, _ in located if ref], progress, record)
         if halt is not None:
             return halt
@@ -195,7 +208,7 @@ class Executor:
             if kind is None or ref is None:
                 kind, ref = client.locate(body)
                 if ref not in skip:
-                    self._check_owner(client, cid, ref, step.owner, app.adopt)
+                    there[ref] = self._check_owner(client, cid, ref, step.owner, app.adopt)
                 halt = self._record(cid, gen, [ref], progress, record)
                 if halt is not None:
                     return halt
@@ -207,7 +220,8 @@ class Executor:
                     ref.api_version == "batch/v1"):
                 self.own_writes.forget(cid, ref)  # a Job's template cannot change: run it anew
                 client.delete(ref, propagation=app.propagation)
-            stored = self._apply_one(client, cid, kind, ref, body, progress)
+            stored = self._apply_one(client, cid, kind, ref, body, progress,
+                                     None if there.get(ref, True) else (step.owner, app.adopt))
             done.append(ref)
             judged.append((ref, self.clients.judge(cid, ref, stored, app.rules)))
         left = self._remove(cid, client, [o for o in before.objects if o not in done],
@@ -225,10 +239,21 @@ class Executor:
         return None
 
     def _apply_one(self, client: ClusterClient, cid: str, kind: Kind, ref: KubeObjectRef,
-                   body: dict[str, Any], progress: Progress) -> KubeObject:
+                   body: dict[str, Any], progress: Progress,
+                   absent: tuple[str, bool] | None) -> KubeObject:
+        """Apply one object. ``absent``: it was read as absent (the owner and whether
+        the application may take another's over): applied without force, so that one
+        someone made in the meantime is not overwritten unless it may be."""
         self.own_writes.begin(cid, ref)
         try:
-            stored = client.apply(kind, ref, body)
+            try:
+                stored = client.apply(kind, ref, body, force=absent is None)
+            except Contested:
+                if absent is None:
+                    raise
+                owner, adopt = absent  # made meanwhile: whose? read past the cache
+                self._check_owner(client, cid, ref, owner, adopt, cached=False)
+                stored = client.apply(kind, ref, body)
         except BaseException:
             APPLIES.labels("failed").inc()
             self.own_writes.end(cid, ref, None)
@@ -244,27 +269,32 @@ class Executor:
         return stored
 
     def _check_owner(self, client: ClusterClient, cid: str, ref: KubeObjectRef, owner: str,
-                     adopt: bool) -> None:
+                     adopt: bool, *, cached: bool = True) -> bool:
         """An object that exists already is applied only if it is the application's own,
-        or the application may take it over; Conflicted otherwise.
+        or the application may take it over; Conflicted otherwise. Returns whether it
+        exists (then applied with force: berth's fields win over others' edits).
 
         The owner is read from the cluster before every apply, whatever berth recorded
         (a record is written before the apply it announces, and survives a refusal and
         a restart): from the cluster's watch when it shows the object as the
-        application's, else by reading the object."""
+        application's, else by reading the object — from the API server's watch cache
+        (``cached``), which spares its etcd a read. Whatever the read, someone may make
+        the object between it and the apply: an object read as absent is applied
+        without force, and one made meanwhile with other values is met as Contested and
+        read again past the cache (:meth:`_apply_one`), never overwritten unseen."""
         if self.clients.seen_owner(cid, ref) == owner:
-            return
-        existing = client.get(ref)
+            return True
+        existing = client.get(ref, cached=cached)
         if existing is None:
-            return
+            return False
         theirs = existing.metadata.annotations.get(OWNER, "")
         if theirs == owner:
-            return
+            return True
         who = f"application {theirs}" if theirs else "someone outside berth"
         if adopt:
             log.warning("%s on cluster %s was managed by %s: taken over by application %s "
                         "(conflictResolution: Overwrite)", ref, cid, who, owner)
-            return
+            return True
         raise Conflicted(f"{ref} on cluster {cid} is managed by {who}: not taken over "
                          "(conflictResolution: Abort)")
 

@@ -77,6 +77,11 @@ class NotServed(Unavailable):
     """The cluster serves no such apiVersion or kind (yet: its CRD may come)."""
 
 
+class Contested(Unavailable):
+    """An apply without force met fields another field manager holds with other values:
+    the object exists, made or changed by someone else, and was left as it was."""
+
+
 @dataclass(frozen=True, slots=True)
 class Probe:
     state: str  # ONLINE, UNHEALTHY, OFFLINE
@@ -244,14 +249,18 @@ class Connection:
     # -- acting ----------------------------------------------------------------
 
     def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
-              dry_run: bool = False) -> KubeObject:
+              dry_run: bool = False, force: bool = True) -> KubeObject:
         """Server-side apply one located object; the object as stored. A namespace it
         lives in that the cluster does not have is created first (as Karmada does;
         berth never deletes one: other things may live there). ``dry_run``: judged
         with strict field validation and written nowhere (a missing namespace is not
-        created: the object is judged in ``default``)."""
+        created: the object is judged in ``default``). ``force=False``: for an object
+        read as absent — Contested if it exists now with fields another manager set
+        otherwise, nothing of theirs overwritten."""
         meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
-        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        params = {"fieldManager": FIELD_MANAGER}
+        if force:
+            params["force"] = "true"
         if dry_run:
             params |= {"dryRun": "All", "fieldValidation": "Strict"}
 
@@ -270,11 +279,17 @@ class Connection:
                 self._create_namespace(ref.namespace)
             resp = patch("default" if dry_run else ref.namespace)
         if resp.status in (200, 201):
+            if resp.status == 200 and not force and not dry_run:
+                log.info("%s existed when berth made it: made a moment before by someone "
+                         "else, with what berth sets alike, or by an apply of berth's whose "
+                         "answer was lost; applied beside theirs", ref)
             try:
                 return typed(resp.body, KubeObject)
             except msgspec.DecodeError as exc:
                 raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
         text = _error(resp)
+        if resp.status == 409 and not force:
+            raise Contested(f"{ref}: {text}")
         if resp.status in (400, 422) or (
                 resp.status == 500 and _INVALID_500 in text):
             raise Rejected(f"{ref}: {text}")
@@ -293,13 +308,16 @@ class Connection:
         if resp.status not in (200, 201, 409):
             raise Unavailable(f"namespace {name}: {_error(resp)}")
 
-    def get(self, ref: KubeObjectRef) -> KubeObject | None:
-        """The object as stored now; None if there is none."""
+    def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
+        """The object as stored now; None if there is none. ``cached``: as the API
+        server's watch cache holds it (``resourceVersion=0``: no read of its etcd,
+        and possibly a moment behind)."""
         try:
             kind = self.kind(ref.api_version, ref.kind)
         except NotServed:
             return None
-        resp = self._request("GET", kind.path(ref.name, ref.namespace))
+        resp = self._request("GET", kind.path(ref.name, ref.namespace),
+                             params={"resourceVersion": "0"} if cached else None)
         if resp.status == 404:
             return None
         if resp.status != 200:

@@ -11,6 +11,7 @@ import msgspec
 from berth.controllers.propagator.health import HEALTHY, Health
 from berth.controllers.propagator.kube import (
     OWNER,
+    Contested,
     Kind,
     KubeObject,
     NotServed,
@@ -40,6 +41,8 @@ class FakeCluster:
     version: int = 100
     health: Health = field(default_factory=lambda: Health(HEALTHY))  # every object judged so
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
+    uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
+    forced: list[tuple[str, bool]] = field(default_factory=list)  # (name, force) per apply
 
     def _up(self) -> None:
         if self.down:
@@ -53,10 +56,15 @@ class FakeCluster:
         ns = (body["metadata"].get("namespace") or "default") if kind.namespaced else None
         return kind, KubeObjectRef(body["apiVersion"], body["kind"], body["metadata"]["name"], ns)
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
+              force: bool = True) -> KubeObject:
         self._up()
         if ref.name in self.refuse:
             raise Rejected(f"{ref}: spec.replicas: Invalid value")
+        self.forced.append((ref.name, force))
+        if not force and ref in self.objects and _owner(self.objects[ref]) != _owner(body):
+            raise Contested(f"{ref}: Apply failed with 1 conflict: .metadata.annotations")
+        self.uncached.discard(ref)
         self.version += 1
         self.objects[ref] = body
         self.uids.setdefault(ref, f"uid-{self.version}")
@@ -69,10 +77,10 @@ class FakeCluster:
         assert stored is not None
         return stored
 
-    def get(self, ref: KubeObjectRef) -> KubeObject | None:
+    def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
         self._up()
         body = self.objects.get(ref)
-        if body is None:
+        if body is None or (cached and ref in self.uncached):
             return None
         meta = body.get("metadata") or {}
         return KubeObject(ref.api_version, ref.kind, ObjectMeta(
@@ -91,13 +99,20 @@ class FakeCluster:
         self.uids.pop(ref, None)
         self.journal.append(("delete", self.name, ref.name))
 
-    def place(self, ref: KubeObjectRef, owner: str) -> None:
+    def place(self, ref: KubeObjectRef, owner: str, *, cached: bool = True) -> None:
         """An object someone else made (``owner``: the application its annotation
-        names, "" for none)."""
+        names, "" for none); ``cached=False``: a moment ago, so that the API server's
+        watch cache does not show it yet."""
+        if not cached:
+            self.uncached.add(ref)
         meta: dict[str, Any] = {"name": ref.name, "annotations": {OWNER: owner} if owner else {}}
         self.objects[ref] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
         self.version += 1
         self.uids[ref] = f"uid-{self.version}"
+
+
+def _owner(body: dict[str, Any]) -> str:
+    return str(((body.get("metadata") or {}).get("annotations") or {}).get(OWNER, ""))
 
 
 @dataclass

@@ -246,6 +246,53 @@ def test_an_object_another_application_manages_is_not_taken_over() -> None:
     assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
 
 
+def test_an_object_read_as_absent_is_applied_without_force_and_its_own_again_with() -> None:
+    """Berth creates what it read as absent without forcing anything; what exists and is
+    the application's is applied with force (berth's fields win over others' edits)."""
+    fleet = Fleet().add("a")
+    end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    end, _, _ = reconcile(fleet, App(2, bodies=(cm("x"),)), end.state, ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert fleet["a"].forced == [("x", False), ("x", True)]
+
+
+def test_a_namesake_made_between_the_read_and_the_apply_is_not_taken_over() -> None:
+    """The read comes from the API server's watch cache, a moment behind, and anyone may
+    make the object after any read: the apply without force meets the other's fields,
+    the object is read again past the cache, and it is taken over only as the
+    application says."""
+    for theirs, said in (("default/other", "managed by application default/other"),
+                         ("", "someone outside berth")):
+        fleet = Fleet().add("a")
+        fleet["a"].place(ref("x"), theirs, cached=False)
+        end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(),
+                                     ("a",))
+        assert isinstance(end, Finish) and end.retry and end.state is not None
+        assert end.state.state == "FAILED" and said in progress.errors["default/a"]
+        annotations = fleet["a"].objects[ref("x")]["metadata"]["annotations"]
+        assert annotations == ({"berth.dev/application": theirs} if theirs else {})
+        assert fleet["a"].forced == [("x", False)]  # refused by the cluster: untouched
+        fleet["a"].uncached.add(ref("x"))
+        end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),), adopt=True),
+                                     ApplicationState(), ("a",))
+        assert isinstance(end, Finish) and end.state is not None
+        assert end.state.state == "RUNNING"  # conflictResolution: Overwrite
+        assert fleet["a"].forced[1:] == [("x", False), ("x", True)]
+        assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
+            "berth.dev/application": OWNER}
+
+
+def test_the_applications_own_object_unseen_by_the_cache_is_applied() -> None:
+    """An apply of berth's that landed unseen (its answer lost, the cache behind): the
+    apply without force finds berth's own fields, and nothing is refused."""
+    fleet = Fleet().add("a")
+    fleet["a"].place(ref("x"), OWNER, cached=False)
+    end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert fleet["a"].forced == [("x", False)]
+
+
 def test_only_objects_still_the_applications_are_deleted() -> None:
     fleet = Fleet().add("a")
     app = App(1, bodies=(cm("x"), cm("y")))
