@@ -14,13 +14,13 @@ exists on a cluster before berth applies it there, managed by another
 application or by nobody berth knows, is not taken over unless the
 application says ``conflictResolution: Overwrite`` — nor one made between
 berth's read of the cluster and its apply (an object read as absent is applied
-without force, and the cluster refuses it where someone else's fields differ); berth deletes only
-objects that still say they are the application's, with the uid it read (a
-namesake made meanwhile is left alone), and with the application's
-``deletionPropagation`` (Background: what the object's controllers made goes
-too). A Job complete at the current generation, on any cluster, is not
-created again — not by a resync, a restart or a move; a new generation deletes
-and creates it, so it runs again.
+without force, and the cluster refuses it where someone else's fields differ);
+berth deletes only objects that still say they are the application's, with
+the uid it read (a namesake made meanwhile is left alone), and with the
+application's ``deletionPropagation`` (Background: what the object's
+controllers made goes too). A Job complete at the current generation, on any
+cluster, is not created again — not by a resync, a restart or a move; a new
+generation deletes and creates it, so it runs again.
 
 :func:`run` asks the plan for a step, executes it, and asks again until the
 plan finishes; status writes go through a :class:`StatusSink`.
