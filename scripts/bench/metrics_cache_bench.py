@@ -33,7 +33,7 @@ from pathlib import Path
 
 from berth_testkit import compiled
 
-NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
+compiled.load()  # first: the processes it starts run compiled (it refuses a stale build)
 
 from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys

@@ -37,7 +37,7 @@ from lightkube.types import PatchType
 
 from berth_testkit import compiled
 
-NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
+compiled.load()  # first: the processes it starts run compiled (it refuses a stale build)
 
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import (
