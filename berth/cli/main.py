@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
-PROCESSES = {"scheduler", "metrics-cache", "propagator"}  # the rest are one-shot tools
+PROCESSES = {"scheduler", "metrics-cache", "propagator", "agent"}  # the rest: one-shot tools
 COMPILED = PROCESSES | {"explain"}  # run the compiled hot path if it is built (berth.native)
 
 COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line help)
@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "metrics-cache": ("metrics_cache_cmd", "run the metrics-cache"),
     "propagator": ("propagator_cmd",
                    "run the propagator: apply placed applications, observe clusters"),
+    "agent": ("agent_cmd", "run a pull cluster's agent: carry out its work from inside it"),
     "get": ("get_cmd", "list resources as a table (kubectl's manner)"),
     "describe": ("describe_cmd", "one resource with its Binding, status and history"),
     "explain": ("explain_cmd", "explain a scheduling decision"),

@@ -387,7 +387,9 @@ class Store:
                         }
                     )
                 put: dict[str, Any] = {"key": key, "value": b64(op.value)}
-                if op.lease:
+                if op.keep_lease:
+                    put["ignore_lease"] = True
+                elif op.lease:
                     put["lease"] = str(op.lease)
                 success.append({"request_put": put})
             else:
@@ -481,7 +483,8 @@ class Store:
             if isinstance(op, Delete):
                 if kv is not None:
                     return None
-            elif kv is None or kv.value != op.value or kv.lease != op.lease:
+            elif kv is None or kv.value != op.value or (
+                    kv.lease != op.lease and not op.keep_lease):
                 return None
             else:
                 revisions.add(kv.mod_revision)

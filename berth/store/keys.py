@@ -16,9 +16,15 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/rollouts/applications/<namespace>/<name> what an operator says of a rollout
     /berth/v1/ledger/<plural>/<namespace>/<name>/<id>.<by>.<bytes>   what happened, why
     /berth/v1/events/<plural>/[<namespace>/]<name>/<source>.<reason>.<digest>   lately
+    /berth/v1/work/<cluster ns>/<cluster>/<namespace>/<name>   what a pull cluster runs
+    /berth/v1/agents/<cluster ns>/<cluster>/heartbeat          its leading agent, alive
+    /berth/v1/agents/<cluster ns>/<cluster>/reports/<namespace>/<name>   what it did of a work
+    /berth/v1/registrations/<cluster ns>/<cluster>             an agent's request to join
 
 Secrets live apart so that etcd's roles can keep each kind's from every
-process but the one that uses it (scripts/etcd-secure.sh).
+process but the one that uses it (scripts/etcd-secure.sh). So does a pull
+cluster's work (it carries the Secrets' data): each agent's role reads its own
+cluster's work prefix and writes its own agent prefix, and nothing else.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ SECRETS = ROOT + "secrets/"
 CLUSTER_CREDENTIALS = SECRETS + "clusters/"
 HISTORY = ROOT + "history/"
 ROLLOUTS = ROOT + "rollouts/"
+WORK = ROOT + "work/"
+AGENTS = ROOT + "agents/"
+REGISTRATIONS = ROOT + "registrations/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
 # Whole strings (fullmatch): "$" would also match before a final newline ("evil\n").
@@ -183,6 +192,97 @@ def lease_key(process: str) -> str:
     return LEASES + process
 
 
+def _cluster_path(cid: str) -> str:
+    """``<namespace>/<name>`` of a Cluster, checked (ValueError otherwise)."""
+    namespace, sep, name = cid.partition("/")
+    if not sep:
+        raise ValueError(f"{cid!r} is no cluster id (<namespace>/<name>)")
+    check_namespace(namespace)
+    check_name(name)
+    return cid
+
+
+def work_prefix(cid: str) -> str:
+    """The prefix of everything pull cluster ``cid`` (``<namespace>/<name>``) is to run:
+    its agent's role reads this and no other work."""
+    return f"{WORK}{_cluster_path(cid)}/"
+
+
+def work_key(cid: str, namespace: str, name: str) -> str:
+    """The key of what cluster ``cid`` runs of the application ``namespace/name``."""
+    return work_prefix(cid) + _tail(kind("Application"), name, namespace).split("/", 1)[1]
+
+
+def agent_prefix(cid: str) -> str:
+    """The prefix pull cluster ``cid``'s agent writes under, and only there."""
+    return f"{AGENTS}{_cluster_path(cid)}/"
+
+
+def heartbeat_key(cid: str) -> str:
+    """The agent's heartbeat, which is also its replicas' election key: created by the
+    one that leads, on its lease, so it goes when that agent does."""
+    return agent_prefix(cid) + "heartbeat"
+
+
+def report_key(cid: str, namespace: str, name: str) -> str:
+    """What the agent of ``cid`` did of the application ``namespace/name``'s work."""
+    return agent_prefix(cid) + "reports/" + _tail(kind("Application"), name,
+                                                  namespace).split("/", 1)[1]
+
+
+def registration_key(cid: str) -> str:
+    """An agent's request to join as cluster ``cid`` (and the answer to it)."""
+    return REGISTRATIONS + _cluster_path(cid)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterKeyRef:
+    """A parsed work, agent or registration key: the cluster it is about, what it is
+    (``work``, ``heartbeat``, ``report``, ``registration``) and, for a work
+    or a report, the application's namespace and name."""
+
+    what: str
+    cluster: str  # "<namespace>/<name>"
+    namespace: str = ""
+    name: str = ""
+
+
+def parse_cluster_key(key: str) -> ClusterKeyRef:
+    """Parse a key under ``work/``, ``agents/`` or ``registrations/``; ValueError else."""
+    for family in (WORK, AGENTS, REGISTRATIONS):
+        if key.startswith(family):
+            parts = key[len(family):].split("/")
+            break
+    else:
+        raise ValueError(f"{key!r} is no work, agent or registration key")
+    if len(parts) < 2:
+        raise ValueError(f"{key!r}: expected <cluster namespace>/<cluster>")
+    cid = _cluster_path(f"{parts[0]}/{parts[1]}")
+    rest = parts[2:]
+    if family == REGISTRATIONS and not rest:
+        return ClusterKeyRef("registration", cid)
+    if family == AGENTS and rest == ["heartbeat"]:
+        return ClusterKeyRef("heartbeat", cid)
+    app = rest[1:] if family == AGENTS and rest[:1] == ["reports"] else rest
+    if family != REGISTRATIONS and len(app) == 2 and (family == WORK or rest[0] == "reports"):
+        check_namespace(app[0])
+        check_name(app[1])
+        return ClusterKeyRef("work" if family == WORK else "report", cid, app[0], app[1])
+    raise ValueError(f"{key!r}: not a key berth makes under {family}")
+
+
+def cluster_key_problem(key: str) -> str | None:
+    """Why ``key`` under ``work/``, ``agents/`` or ``registrations/`` is none of berth's
+    (None when it is): what an informer of those prefixes ignores, once, with a warning."""
+    if not key.isascii() or "\\" in key:
+        return "not an ASCII key (names are ASCII)"
+    try:
+        parse_cluster_key(key)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class KeyRef:
     """A parsed key: which family, kind, namespace and name it addresses."""
@@ -233,6 +333,8 @@ def problem(key: str) -> str | None:
         return "not an ASCII key (names are ASCII)"
     if key == METRIC_PICTURE:
         return None
+    if key.startswith((WORK, AGENTS, REGISTRATIONS)):
+        return cluster_key_problem(key)
     try:
         if key.startswith(LEASES):
             parts = key[len(LEASES):].split("/")

@@ -80,6 +80,7 @@ class Put:
     value: bytes
     mod_revision: int | None = 0
     lease: int = 0
+    keep_lease: bool = False  # stay on the lease the key is on (etcd's ignore_lease)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -219,6 +220,22 @@ class MetricsCacheProcess(BerthProcess):
 
 class PropagatorProcess(BerthProcess):
     command = "propagator"
+
+
+class AgentProcess(BerthProcess):
+    """``berth agent`` for one pull cluster, reaching it with ``kubeconfig`` (written to a
+    file of its own) and etcd as ``env`` says (its own user, in the secure tests)."""
+
+    command = "agent"
+
+    def __init__(self, url: str, workdir: Path, *, cluster: str, kubeconfig: dict[str, Any],
+                 config: str = "", name: str = "a", env: dict[str, str] | None = None,
+                 lease_ttl: int = 2) -> None:
+        super().__init__(url, workdir, config=config, name=name, env=env)
+        path = workdir / f"agent-{name}.kubeconfig"
+        path.write_text(json.dumps(kubeconfig))
+        self.args += ["--cluster", cluster, "--kubeconfig", str(path)]
+        self.args[self.args.index("--lease-ttl") + 1] = str(lease_ttl)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from lightkube import ApiError, Client
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Service
 from lightkube.types import PatchType
@@ -30,7 +30,13 @@ from berth.store.documents import (
     Target,
 )
 from berth_testkit.cli import berth
-from berth_testkit.scheduler_env import PropagatorProcess, put, record_puts, wait_for
+from berth_testkit.scheduler_env import (
+    AgentProcess,
+    PropagatorProcess,
+    put,
+    record_puts,
+    wait_for,
+)
 from berth_testkit.servers.etcd import ROOT, EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import kube_clients, serving_all
@@ -51,18 +57,90 @@ def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
     yield from kube_clients(clusters)
 
 
-@pytest.fixture
-def propagator(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-               clusters: dict[str, KubeCluster]) -> Iterator[PropagatorProcess]:
+AGENT = ("probe_interval: 0.5\nprobe_timeout: 1\nrequest_timeout: 3\nretry_base_delay: 0.2\n"
+         "retry_max_delay: 1\nresync_interval: 600\nuntracked_after: 3\ncapacity_interval: 0.2\n")
+
+
+def register_pull(store: Store, name: str, labels: dict[str, str] | None = None) -> None:
+    """A Cluster in Pull mode: its agent has its credentials, etcd none."""
+    put(store, keys.resource_key("Cluster", name, "default"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "spec": {"mode": "Pull"}}))
+
+
+class Plane:
+    """What puts applications on the clusters: the propagator, and in pull mode an agent
+    per cluster (#61: every promise holds in both modes, so these tests run in both).
+    Its log is theirs together; killing or restarting it is the propagator's."""
+
+    def __init__(self, mode: str, propagator: Plane,
+                 agents: dict[str, AgentProcess]) -> None:
+        self.mode = mode
+        self.propagator = propagator
+        self.agents = agents
+
+    def output(self, *, since_start: bool = False) -> str:
+        return "".join(p.output(since_start=since_start)
+                       for p in (self.propagator, *self.agents.values()))
+
+    def start(self) -> Plane:
+        self.propagator.start()
+        return self
+
+    def kill(self) -> None:
+        self.propagator.kill()
+
+    def stop(self) -> int:
+        return self.propagator.stop()
+
+    def metrics(self) -> str:
+        return self.propagator.metrics()
+
+
+def wipe(server: KubeCluster) -> None:
+    """Remove what berth left on a cluster the module's tests share (the push and pull
+    runs of one test place the same names)."""
+    from lightkube.resources.batch_v1 import Job
+    from lightkube.resources.core_v1 import Secret
+
+    client = Client(KubeConfig.from_dict(server.kubeconfig()), trust_env=False)
+    try:
+        for kind in (Deployment, ConfigMap, Service, Job, Secret):
+            for obj in client.list(kind, namespace="*",
+                                   labels={"app.kubernetes.io/managed-by": "berth"}):
+                assert obj.metadata is not None and obj.metadata.name is not None
+                client.delete(kind, obj.metadata.name, namespace=obj.metadata.namespace,
+                              grace_period=0)
+    finally:
+        client.close()
+
+
+@pytest.fixture(params=["push", "pull"])
+def propagator(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
+               tmp_path: Path, clusters: dict[str, KubeCluster]) -> Iterator[Plane]:
+    mode = request.param
+    agents: dict[str, AgentProcess] = {}
+    for server in clusters.values():
+        wipe(server)
     for name, server in clusters.items():
-        register(store, name, server.kubeconfig())
+        if mode == "pull":
+            register_pull(store, name)
+            agents[name] = AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
+                                        kubeconfig=server.kubeconfig(), config=AGENT,
+                                        name=name).start()
+        else:
+            register(store, name, server.kubeconfig())
     proc = PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG).start()
-    yield proc
+    yield Plane(mode, proc, agents)
     proc.stop()
-    out = proc.output()
-    print(out[-4000:])
+    for agent in agents.values():
+        agent.stop()
+    out = "".join(p.output() for p in (proc, *agents.values()))
+    print(out[-6000:])
     for server in clusters.values():
         assert server.token not in out  # credentials are never logged
+    assert "Traceback" not in out
 
 
 def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
@@ -125,7 +203,7 @@ def present(client: Client, kind: Any, name: str, namespace: str | None = "defau
 
 
 def test_apply_move_make_before_break_and_delete(
-    etcd_server: EtcdServer, store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    etcd_server: EtcdServer, store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     app(store, "web", [deployment("web"), service("web")])
     bind(store, "web", 1, "east")
@@ -169,7 +247,7 @@ def test_apply_move_make_before_break_and_delete(
 
 
 def test_a_generation_waits_for_its_binding_and_prunes_dropped_objects(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     app(store, "gen", [config_map("gen-a", v="1"), config_map("gen-b", v="1")])
     bind(store, "gen", 1, "east", "west")
@@ -188,7 +266,7 @@ def test_a_generation_waits_for_its_binding_and_prunes_dropped_objects(
 
 
 def test_an_application_whose_key_vanished_is_cleaned_up(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     app(store, "gone", [config_map("gone")])
     bind(store, "gone", 1, "west")
@@ -199,7 +277,7 @@ def test_an_application_whose_key_vanished_is_cleaned_up(
 
 
 def test_a_namespace_the_cluster_lacks_is_created_and_kept(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     """As Karmada: an object in a Kubernetes namespace the cluster does not have gets
     the namespace (it used to be FAILED and retried for ever); deleting the application
@@ -264,7 +342,7 @@ def berth_err(*argv: str) -> tuple[int, str]:
 
 
 def test_drift_is_reapplied(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     app(store, "drift", [deployment("drift", replicas=2), config_map("drift", v="mine")])
     bind(store, "drift", 1, "east")
@@ -284,8 +362,9 @@ def test_drift_is_reapplied(
     wait_for(lambda: "was changed by someone else" in propagator.output() or None, timeout=5)
 
 
+@pytest.mark.parametrize("propagator", ["push"], indirect=True)  # the propagator's watches
 def test_namespaces_of_one_server_share_its_watch_and_each_sees_only_its_own_drift(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client],
+    store: Store, propagator: Plane, kube: dict[str, Client],
     clusters: dict[str, KubeCluster]
 ) -> None:
     """east-b is a second context of east's server (namespace team-b), as the same user:
@@ -342,7 +421,7 @@ def test_namespaces_of_one_server_share_its_watch_and_each_sees_only_its_own_dri
 
 
 def test_a_manifest_the_cluster_refuses_is_failed_until_the_spec_changes(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     broken = deployment("refused")
     del broken["spec"]["selector"]
@@ -372,7 +451,7 @@ def test_a_manifest_the_cluster_refuses_is_failed_until_the_spec_changes(
 
 
 def test_a_malformed_manifest_names_the_field(
-    store: Store, propagator: PropagatorProcess
+    store: Store, propagator: Plane
 ) -> None:
     app(store, "nameless", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}])
     bind(store, "nameless", 1, "east")
@@ -382,7 +461,7 @@ def test_a_malformed_manifest_names_the_field(
 
 
 def test_custom_resources_apply_with_their_crd_and_are_discovered(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     cron = {"apiVersion": "stable.example.com/v1", "kind": "CronTab",
             "metadata": {"name": "nightly"}, "spec": {"cronSpec": "0 3 * * *"}}
@@ -411,7 +490,7 @@ def test_custom_resources_apply_with_their_crd_and_are_discovered(
 
 
 def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client],
+    store: Store, propagator: Plane, kube: dict[str, Client],
     clusters: dict[str, KubeCluster]
 ) -> None:
     app(store, "away", [config_map("away", v="1")])
@@ -441,7 +520,7 @@ def test_a_cluster_going_away_is_retried_and_others_are_unaffected(
 
 
 def test_an_application_on_a_cluster_gone_offline_is_not_running(
-    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeCluster]
+    store: Store, propagator: Plane, clusters: dict[str, KubeCluster]
 ) -> None:
     """#10 item 4: nothing about the application changes, its cluster's API goes away: as
     soon as the observer says OFFLINE, the status says so (it said RUNNING for 45 s+)."""
@@ -457,13 +536,15 @@ def test_an_application_on_a_cluster_gone_offline_is_not_running(
         assert [r.name for r in gone.status.running_on] == ["east"]  # its objects stay there
         assert ("WARNING berth.controllers.propagator.observer: cluster default/east is OFFLINE"
                 in propagator.output())
+        if propagator.mode == "pull":  # the agent lives: it says why
+            assert "its agent reports: unreachable" in gone.status.reason
     finally:
         clusters["east"].start()
     wait_for(lambda: status(store, "quiet"), running("RUNNING", "east"), timeout=60)
 
 
 def test_garbage_in_etcd_loses_nothing(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     app(store, "kept", [config_map("kept")])
     bind(store, "kept", 1, "east")
@@ -522,7 +603,7 @@ def test_without_watches_the_resync_repairs_drift(
 
 
 def test_a_killed_propagator_resumes_from_etcd_alone(
-    store: Store, propagator: PropagatorProcess, kube: dict[str, Client]
+    store: Store, propagator: Plane, kube: dict[str, Client]
 ) -> None:
     app(store, "resume", [config_map("resume")])
     bind(store, "resume", 1, "east")
@@ -539,7 +620,7 @@ def test_a_killed_propagator_resumes_from_etcd_alone(
 
 
 def test_get_and_describe_show_both_sides_and_never_a_secret(
-    store: Store, propagator: PropagatorProcess, clusters: dict[str, KubeCluster]
+    store: Store, propagator: Plane, clusters: dict[str, KubeCluster]
 ) -> None:
     """#11 item 8, with the real command against the real propagator and clusters."""
     url = store.config.url
@@ -574,6 +655,13 @@ def test_get_and_describe_show_both_sides_and_never_a_secret(
     code, out = berth("get", "clusters", "--etcd", url)
     assert [line.split()[:2] for line in out.splitlines()[1:]] == [
         ["east", "ONLINE"], ["west", "ONLINE"]]
+    code, out = berth("describe", "cluster", "default/east", "--etcd", url)
+    assert "State:       ONLINE" in out and "Applications: 1 (default/shop)" in out
+    if propagator.mode == "pull":  # no credential of a pull cluster is in etcd at all
+        code, out = berth("get", "cluster", "east", "-o", "yaml", "--show-secrets",
+                          "--etcd", url)
+        assert "mode: Pull" in out and "kubeconfig" not in out
+        return
     token = clusters["east"].token
     code, out = berth("get", "cluster", "east", "-o", "yaml", "--etcd", url)
     assert token not in out and "token: <masked>" in out
@@ -606,7 +694,7 @@ def test_get_and_describe_show_both_sides_and_never_a_secret(
 
 
 def test_get_watch_prints_a_row_at_each_change(
-    etcd_server: EtcdServer, store: Store, propagator: PropagatorProcess
+    etcd_server: EtcdServer, store: Store, propagator: Plane
 ) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "berth.cli.main", "get", "apps", "--watch",
                              "--etcd", etcd_server.url], cwd=ROOT, stdout=subprocess.PIPE,

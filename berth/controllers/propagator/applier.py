@@ -50,7 +50,7 @@ import random
 import threading
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 
@@ -62,13 +62,15 @@ from berth.controllers.propagator.execute import (
     ClusterClient,
     Executor,
     OnApplied,
+    Router,
     run,
 )
-from berth.controllers.propagator.health import HEALTHY, UNKNOWN, Copy, Health, copy_of, judge
+from berth.controllers.propagator.health import UNKNOWN, Copy, Health, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
 from berth.controllers.propagator.manifest import ManifestError, objects, remark
-from berth.controllers.propagator.objects import Book, observed
+from berth.controllers.propagator.objects import Book, NoPods, Pods, judge_copy, observed
 from berth.controllers.propagator.plan import CONFIRM, App, Facts, Finish, Progress
+from berth.controllers.propagator.pull import PullClusters
 from berth.controllers.propagator.rollout import Inputs, Manifests, Version, rolls, stable_of
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
@@ -99,6 +101,7 @@ from berth.store.documents.render import (
     selects_application,
 )
 from berth.store.documents.rollouts import RolloutControl, RolloutPolicy
+from berth.store.documents.work import Report
 
 log = logging.getLogger(__name__)
 
@@ -114,26 +117,6 @@ FINALIZER = "berth.dev/propagator"
 GAINED_SPREAD = 30.0  # seconds over which a gained cluster's settled applications re-apply
 
 
-class Pods(Protocol):
-    """What the observer's Pod watch says of an application's pods on a cluster."""
-
-    def trouble(self, cid: str, owner: str) -> str:
-        """Why its first pod that is not Ready is not ("": all are, or not watched)."""
-        ...
-
-    def lost(self, cid: str, owner: str) -> int:
-        """How many are bound to Nodes that no longer exist."""
-        ...
-
-
-class _NoPods:
-    def trouble(self, cid: str, owner: str) -> str:
-        return ""
-
-    def lost(self, cid: str, owner: str) -> int:
-        return 0
-
-
 def _tail(key: str) -> str:
     """``<namespace>/<name>`` of an application's resource, Binding or status key."""
     return "/".join(key.rsplit("/", 2)[-2:])
@@ -147,7 +130,7 @@ class Applier:
                  clock: Clock = SYSTEM) -> None:
         self.store = store
         self.clock = clock  # what a reconcile's facts are dated by (moves' and rollouts' times)
-        self.pods = pods or _NoPods()  # what the observer's Pod watch says
+        self.pods = pods or NoPods()  # what the observer's Pod watch says
         self.shard = shard  # None: this replica serves every cluster
         self.config = config
         self.clusters = clusters
@@ -190,8 +173,15 @@ class Applier:
         # stored): the drift watches start there.
         self.on_applied: list[OnApplied] = [
             lambda cid, _kind, ref, stored: self._seen_applied(cid, ref, stored)]
-        self.executor = Executor(self, self.own_writes, self.on_applied,
-                                 **({"gate": shard.serving} if shard is not None else {}))
+        gate = {"gate": shard.serving} if shard is not None else {}
+        # pull clusters: their work written, their agents' reports read (pull.py)
+        self.pull = PullClusters(store, is_pull=self.is_pull,
+                                 exists=lambda cid: cluster_key(cid) in self.clusters,
+                                 fence=shard.fence if shard is not None else lambda _c: None,
+                                 idle_timeout=idle, **gate)
+        self.pull.on_report.append(self._on_report)
+        self.executor = Router(Executor(self, self.own_writes, self.on_applied, **gate),
+                               self.pull, self.is_pull)
         self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
         self._lock = threading.Lock()
         # application key → cluster id → when drift was last seen there (a sequence)
@@ -214,7 +204,13 @@ class Applier:
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
         return (self.apps, self.bindings, self.statuses, self.secrets.informer,
-                self.overrides, self.global_overrides, self.controls, self.paces)
+                self.overrides, self.global_overrides, self.controls, self.paces,
+                *self.pull.informers)
+
+    def is_pull(self, cid: str) -> bool:
+        """Whether cluster ``cid`` is reached by its agent alone (``spec.mode: Pull``)."""
+        view = self.clusters.get(cluster_key(cid))
+        return view is not None and view.pull
 
     # -- events ----------------------------------------------------------------
 
@@ -327,7 +323,8 @@ class Applier:
         self.queue.add(keys.resource_key_of(key))
 
     def claimable(self) -> list[str]:
-        """The clusters some replica can serve: with a kubeconfig, not deleted."""
+        """The clusters some replica can serve: with a kubeconfig or an agent (Pull), not
+        deleted."""
         with self._lock:
             return list(self._claimable)
 
@@ -335,8 +332,7 @@ class Applier:
         meta = event.obj.metadata
         cid = cluster_id(meta.namespace, meta.name)
         with self._lock:
-            if event.type is not EventType.DELETED and event.obj.spec.kubeconfig \
-                    and meta.deleted is None:
+            if event.type is not EventType.DELETED and event.obj.servable:
                 self._claimable.add(cid)
             else:
                 self._claimable.discard(cid)
@@ -352,8 +348,11 @@ class Applier:
         if now == was:
             return
         meta = event.obj.metadata
-        # Back ONLINE: retry what failed there. Gone OFFLINE: the applications on it say so.
-        self.requeue_cluster(cluster_id(meta.namespace, meta.name), only_failed=now == "ONLINE")
+        cid = cluster_id(meta.namespace, meta.name)
+        # Back ONLINE: retry what failed there (a push cluster's drift watches re-apply
+        # the rest when they are back; a pull cluster's applications are judged again
+        # from its agent's reports). Gone OFFLINE: the applications on it say so.
+        self.requeue_cluster(cid, only_failed=now == "ONLINE" and not self.is_pull(cid))
 
     def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
                         ) -> None:
@@ -491,6 +490,17 @@ class Applier:
         if namespace and name:
             self.queue.add(keys.resource_key("Application", name, namespace))
 
+    def _on_report(self, key: str, cid: str, report: Report, old: Report | None) -> None:
+        """A pull cluster's agent reported on the application's work: what it says is
+        progress — recorded at once when the copy's state turned, as a push cluster's
+        is when its watch shows it (:meth:`_on_seen`)."""
+        got = report.status.applied
+        was = old.status.applied if old is not None else None
+        turned = (got is not None and (was is None or (got.generation, got.health) != (
+            was.generation, was.health))) or report.status.cleared or bool(
+            report.status.error or report.status.refused)
+        self.queue.add(key, urgent=turned)
+
     def _turned(self, key: str, cid: str, owner: str) -> bool:
         """Whether the copy on ``cid``, judged as the cluster shows it now, is in another
         state than its status records (available now, or failed): what its user and a
@@ -525,28 +535,20 @@ class Applier:
         return have is not None and have.generation > 0 and any(
             ref not in have.done and self.book.get(cid, ref) is None for ref in have.objects)
 
+    def _judged(self, cid: str, owner: str, have: ClusterApplied,
+                rules: tuple[HealthRule, ...], now: datetime) -> Copy:
+        """A served cluster's copy: as the book shows it, or as its agent reported it."""
+        if not self.is_pull(cid):
+            return self._copy(cid, owner, have, rules, now)
+        namespace, _, name = owner.partition("/")
+        return self.pull.copy(cid, namespace, name, have) or Copy(
+            Health(UNKNOWN, "not reported by its agent yet"))
+
     def _copy(self, cid: str, owner: str, have: ClusterApplied, rules: tuple[HealthRule, ...],
               now: datetime) -> Copy:
         """A served cluster's copy as the book shows it now."""
-        age = (now - have.since).total_seconds() if have.since else 0.0
-        pods, lost = self.pods.trouble(cid, owner), self.pods.lost(cid, owner)
-        judged: list[tuple[KubeObjectRef, Health]] = []
-        for ref in have.objects:
-            if ref in have.done:
-                judged.append((ref, Health(HEALTHY, "Complete")))
-                continue
-            seen = self.book.get(cid, ref)
-            if seen is None:
-                judged.append((ref, Health(UNKNOWN, "not observed yet")))
-            elif seen.stamp is not None and seen.stamp != have.generation:
-                # a reading of another generation's object never counts for this one
-                judged.append((ref, Health(UNKNOWN, f"generation {have.generation} not "
-                                           "observed yet")))
-            else:
-                judged.append((ref, judge(seen, age=age, pods=pods, rules=rules,
-                                          untracked_after=self.config.untracked_after,
-                                          lost=lost)))
-        return copy_of(judged)
+        return judge_copy(self.book, self.pods, cid, owner, have, rules, now,
+                          self.config.untracked_after)
 
     def resync(self) -> None:
         """Re-apply every application once (and clean up after vanished ones)."""
@@ -680,7 +682,7 @@ class Applier:
                   rules, spec.conflictResolution == "Overwrite", spec.deletionPropagation)
         now = self.clock.now()
         owner = f"{ns}/{name}"
-        health = {cid: self._copy(cid, owner, have, rules, now)
+        health = {cid: self._judged(cid, owner, have, rules, now)
                   for cid, have in recorded.applied.items()
                   if have.generation > 0 and (owned is None or cid in owned)}
         if binding is None:
@@ -696,6 +698,7 @@ class Applier:
                   if t.replicas is not None}
         with self._lock:
             stale = frozenset(c for c in targets if (owned is None or c in owned) and (
+                not self.is_pull(c)) and (  # an agent keeps its own cluster as its work says
                 c in drifted or self._applied_epoch.get((key, c)) != epoch
                 or self._unobserved(c, recorded.applied.get(c))))
         return Facts(app, recorded, binding.spec.generation, targets,

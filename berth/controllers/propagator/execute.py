@@ -135,13 +135,13 @@ Gate = Callable[[str], AbstractContextManager[bool]]
 HANDED_OVER = "served by another propagator replica now"
 
 
-def _always(_cid: str) -> AbstractContextManager[bool]:
+def always(_cid: str) -> AbstractContextManager[bool]:
     return nullcontext(True)
 
 
 class Executor:
     def __init__(self, clients: Clients, own_writes: OwnWrites,
-                 on_applied: list[OnApplied] | None = None, gate: Gate = _always) -> None:
+                 on_applied: list[OnApplied] | None = None, gate: Gate = always) -> None:
         self.clients = clients
         self.own_writes = own_writes
         self.on_applied = on_applied if on_applied is not None else []
@@ -396,7 +396,50 @@ class Executor:
         return left
 
 
-def run(facts: Facts, progress: Progress, executor: Executor, sink: StatusSink
+class Steps(Protocol):
+    """What carries out a plan's steps: the :class:`Executor` on the clusters' API, the
+    pull clusters' works (``pull.py``), or a :class:`Router` between them."""
+
+    def apply(self, step: Apply, app: App, progress: Progress,
+              record: Callable[[ApplicationState], Retry | None]) -> Retry | None: ...
+
+    def confirm(self, step: Confirm, progress: Progress) -> None: ...
+
+    def clear(self, step: Clear, progress: Progress, propagation: str = "Background"
+              ) -> None: ...
+
+
+class Router:
+    """Each step to where its cluster is reached: its API (``push``), or its agent's
+    work (``pull``) when ``is_pull`` says so."""
+
+    def __init__(self, push: Steps, pull: Steps, is_pull: Callable[[str], bool]) -> None:
+        self.push = push
+        self.pull = pull
+        self.is_pull = is_pull
+
+    def _of(self, cid: str) -> Steps:
+        return self.pull if self.is_pull(cid) else self.push
+
+    def apply(self, step: Apply, app: App, progress: Progress,
+              record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
+        return self._of(step.cluster).apply(step, app, progress, record)
+
+    def confirm(self, step: Confirm, progress: Progress) -> None:
+        pulled = tuple(c for c in step.clusters if self.is_pull(c))
+        pushed = tuple(c for c in step.clusters if c not in pulled)
+        for steps, clusters in ((self.push, pushed), (self.pull, pulled)):
+            if clusters and progress.confirmed is not False:
+                progress.confirmed = None
+                steps.confirm(Confirm(clusters, step.owner), progress)
+        if progress.confirmed is None:
+            progress.confirmed = True  # nothing to check
+
+    def clear(self, step: Clear, progress: Progress, propagation: str = "Background") -> None:
+        self._of(step.cluster).clear(step, progress, propagation)
+
+
+def run(facts: Facts, progress: Progress, executor: Steps, sink: StatusSink
         ) -> Finish | Retry:
     """Execute the plan's steps until it finishes; a status write that failed ends it
     early with its Retry."""

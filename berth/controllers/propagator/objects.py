@@ -17,10 +17,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
 
-from berth.controllers.propagator.health import Observed
+from berth.controllers.propagator.health import (
+    HEALTHY,
+    UNKNOWN,
+    Copy,
+    Health,
+    Observed,
+    copy_of,
+    judge,
+)
 from berth.controllers.propagator.kube import GENERATION, OWNER, KubeObject
-from berth.store.documents import KubeObjectRef
+from berth.store.documents import ClusterApplied, HealthRule, KubeObjectRef
 
 _Where = tuple[str, KubeObjectRef]  # (cluster id, object)
 
@@ -100,3 +110,50 @@ class Book:
         with self._lock:
             for where in [w for w in self._seen if w[0] == cid]:
                 del self._seen[where]
+
+
+class Pods(Protocol):
+    """What a Pod watch says of an application's pods on a cluster."""
+
+    def trouble(self, cid: str, owner: str) -> str:
+        """Why its first pod that is not Ready is not ("": all are, or not watched)."""
+        ...
+
+    def lost(self, cid: str, owner: str) -> int:
+        """How many are bound to Nodes that no longer exist."""
+        ...
+
+
+class NoPods:
+    """Pods not watched: nothing to say of them."""
+
+    def trouble(self, cid: str, owner: str) -> str:
+        return ""
+
+    def lost(self, cid: str, owner: str) -> int:
+        return 0
+
+
+def judge_copy(book: Book, pods: Pods, cid: str, owner: str, have: ClusterApplied,
+               rules: tuple[HealthRule, ...], now: datetime, untracked_after: float) -> Copy:
+    """The copy of ``owner`` on ``cid`` as the book shows it now: each object judged per
+    kind (a reading of another generation's object never counts for this one), Jobs
+    done at this generation healthy. The propagator judges its push clusters' copies
+    with it, an agent its own cluster's: one rule for both."""
+    age = (now - have.since).total_seconds() if have.since else 0.0
+    trouble, lost = pods.trouble(cid, owner), pods.lost(cid, owner)
+    judged: list[tuple[KubeObjectRef, Health]] = []
+    for ref in have.objects:
+        if ref in have.done:
+            judged.append((ref, Health(HEALTHY, "Complete")))
+            continue
+        seen = book.get(cid, ref)
+        if seen is None:
+            judged.append((ref, Health(UNKNOWN, "not observed yet")))
+        elif seen.stamp is not None and seen.stamp != have.generation:
+            judged.append((ref, Health(UNKNOWN, f"generation {have.generation} not "
+                                       "observed yet")))
+        else:
+            judged.append((ref, judge(seen, age=age, pods=trouble, rules=rules,
+                                      untracked_after=untracked_after, lost=lost)))
+    return copy_of(judged)

@@ -7,6 +7,8 @@ key, ``/berth/v1/status/clusters/<ns>/<name>``, which only this process
 writes: ``state`` ONLINE, UNHEALTHY (reachable but not ready) or OFFLINE
 (unreachable), ``reason``, and ``custom_resources`` as ``<plural>.<group>``
 (so Krake's custom-resource constraint also matches CRDs nobody declared).
+A pull cluster is not probed: its agent does that, and its heartbeat (on the
+agent's lease) says what it found; no heartbeat is a failed probe.
 A failing cluster keeps its state until ``grace`` probes in a row have failed:
 one blip does not make the scheduler move everything away. A status is
 rewritten only when it changes. Kubeconfigs and tokens are never logged.
@@ -40,6 +42,7 @@ from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode, keys
 from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
+from berth.store.documents.work import AgentState
 from berth.store.group import GroupCommit
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,8 @@ class Observer:
                                    deadline=config.capacity_interval + 60.0)
         # (application): that application's pods became (not) Ready on a cluster
         self.on_pods: Callable[[str], None] | None = None
+        # (cluster id) → what its agent's heartbeat says, for pull clusters (pull.py)
+        self.heartbeat: Callable[[str], AgentState | None] | None = None
 
     def start(self) -> None:
         """Start probing (the informers are started and synced by the caller)."""
@@ -223,7 +228,7 @@ class Observer:
         items = self.clusters.items()
         live = {item.key for item in items}
         for item in items:
-            if item.obj.spec.kubeconfig and item.obj.metadata.deleted is None and (
+            if item.obj.servable and (
                     self.shard is None or self.shard.owns(cluster_id(item.obj))):
                 with self._lock:
                     if item.key in self._in_flight:
@@ -242,7 +247,10 @@ class Observer:
             with (self.shard.serving(cluster_id(view)) if self.shard is not None
                   else nullcontext(True)) as serving:
                 if serving and not self._stop.is_set():
-                    self._observe(key, view)
+                    if view.pull:
+                        self._hear(key, view)
+                    else:
+                        self._observe(key, view)
         finally:
             with self._lock:
                 self._in_flight.discard(key)
@@ -259,6 +267,26 @@ class Observer:
         if conn is not None and probe.state == "ONLINE":
             tracker = self._track(key, conn)
             capacity = tracker.capacity() if tracker is not None else None
+        self._settle(key, view, probe, capacity)
+
+    def _hear(self, key: str, view: ClusterView) -> None:
+        """A pull cluster is what its agent's heartbeat says: the agent probes it, and
+        counts its Nodes and Pods. No heartbeat (its lease ended: the agent died, or
+        cannot reach etcd) is a failed probe."""
+        beat = self.heartbeat(cluster_id(view)) if self.heartbeat is not None else None
+        if beat is not None and not beat.state:
+            return  # an agent began to lead, and has not probed yet: nothing to say
+        if beat is None:
+            probe = Probe("OFFLINE", "no heartbeat from its agent (stopped, cut off from "
+                          "etcd, or never joined)")
+        else:
+            probe = Probe(beat.state, f"its agent reports: {beat.reason}" if beat.reason
+                          else "", tuple(beat.custom_resources))
+        self._settle(key, view, probe, beat.capacity if beat is not None else None)
+
+    def _settle(self, key: str, view: ClusterView, probe: Probe, capacity: Capacity | None
+                ) -> None:
+        """Write what a probe found, once ``grace`` probes in a row agree it failed."""
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
         if probe.state != "ONLINE":

@@ -119,6 +119,9 @@ class Progress:
     refused_copies: dict[str, str] = field(default_factory=dict)
     # the rollout as last decided: recorded, then as each Apply step carried it
     rollout: RolloutState | None = None
+    # pull clusters whose agent has not yet reported this reconcile's work, and what
+    # it is to do: not an error (its report reconciles the application again)
+    waiting: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls, recorded: ApplicationState, owned: frozenset[str] | None = None
@@ -153,9 +156,11 @@ class Apply:
 
 @dataclass(frozen=True, slots=True)
 class Confirm:
-    """Check with a GET that every recorded object exists on each of ``clusters``."""
+    """Check with a GET that every recorded object exists on each of ``clusters`` (a
+    pull cluster's agent reports it)."""
 
     clusters: tuple[str, ...]
+    owner: str = ""  # "<namespace>/<name>" of the application
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +248,7 @@ def plan(facts: Facts, progress: Progress) -> Step:
     removable = [c for c in leaving if available or _serves_nothing(facts, progress, c)]
     if removable and len(placed) == len(facts.targets):
         if progress.confirmed is None:  # others' targets: their owners applied and recorded
-            return Confirm(tuple(c for c in placed if facts.mine(c)))
+            return Confirm(tuple(c for c in placed if facts.mine(c)), facts.owner)
         if progress.confirmed:
             if progress.status != now and not progress.cleared:
                 return Write(now)  # recorded as running on both before anything is removed
@@ -528,7 +533,11 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
     late = [c for c in waiting if _late(facts, progress, c)]
     failed = _failed(facts, progress, gen, late)
     still = f"; still running on {', '.join(leaving)}" if leaving else ""
-    if missing:
+    if missing and all(c in progress.waiting for c in missing):  # their agents' to do
+        older = placed or any(applied[c].generation > 0 for c in targets if c in applied)
+        name = "MIGRATING" if leaving else "PROGRESSING" if older else "PENDING"
+        reason = listed((progress.waiting[c] for c in missing), "; ") + still
+    elif missing:
         if placed or any(applied[c].generation > 0 for c in targets if c in applied):
             # an older generation still runs
             name, reason = "DEGRADED", f"generation {gen} not applied on {listed(missing)}"

@@ -75,6 +75,8 @@ class Propagator:
                                connections=self.connections, kubeconfigs=self.kubeconfigs,
                                shard=self.shard, pods=self.observer)
         self.observer.on_pods = self.applier.on_pods
+        self.observer.heartbeat = self.applier.pull.heartbeat  # pull clusters' state
+        self.applier.pull.on_heartbeat.append(lambda _cid: self.observer.wake())
         self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None
         if config.drift_watch:

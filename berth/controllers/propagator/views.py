@@ -34,11 +34,22 @@ class _Meta(msgspec.Struct):
 
 class _ClusterSpec(msgspec.Struct):
     kubeconfig: dict[str, Any] | None = None
+    mode: str = "Push"  # Pull: its agent carries out its work (pull.py)
 
 
 class ClusterView(msgspec.Struct):
     metadata: _Meta
     spec: _ClusterSpec = msgspec.field(default_factory=_ClusterSpec)
+
+    @property
+    def pull(self) -> bool:
+        """Whether only its agent reaches it (``spec.mode: Pull``)."""
+        return self.spec.mode == "Pull"
+
+    @property
+    def servable(self) -> bool:
+        """Whether a replica can serve it: through its kubeconfig, or its agent's work."""
+        return self.metadata.deleted is None and (self.pull or bool(self.spec.kubeconfig))
 
 
 class _AppSpec(msgspec.Struct):

@@ -58,14 +58,20 @@ class LeaderElection:
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         about: Mapping[str, Any] | None = None,
+        key: str | None = None,
+        body: Callable[[str, float], bytes] | None = None,
     ) -> None:
         """``about``: more for the lease key's value, next to the holder (what the leader
-        runs with: the scheduler's configuration, which what-if decides with)."""
+        runs with: the scheduler's configuration, which what-if decides with). ``key``:
+        the election key, if not ``/berth/v1/leases/<process>``; ``body(identity,
+        since)``: its value, if not ``{"holder": ..., "since": ..., **about}`` (an
+        agent's election key is its heartbeat, a document of its own)."""
         if ttl < 2:
             raise ValueError("a lease TTL below 2 seconds cannot be kept alive reliably")
         self.store = store
         self.process = process
-        self.key = keys.lease_key(process)
+        self.key = key or keys.lease_key(process)
+        self.body = body
         self.identity = identity or default_identity()
         self.ttl = ttl
         self.on_started_leading = on_started_leading
@@ -159,8 +165,9 @@ class LeaderElection:
 
     def _campaign(self) -> bool:
         lease = self.store.grant(self.ttl)
-        body = json.dumps({**self.about, "holder": self.identity, "since": time.time()}
-                          ).encode()
+        since = time.time()
+        body = self.body(self.identity, since) if self.body is not None else json.dumps(
+            {**self.about, "holder": self.identity, "since": since}).encode()
         try:
             term = self.store.create(self.key, body, lease=lease)
         except Conflict:
@@ -239,9 +246,15 @@ class LeaderElection:
 
 
 def _holder(value: bytes) -> str:
-    """Who holds the lease key, from its value (``{"holder": ...}``)."""
+    """Who holds the lease key, from its value (``{"holder": ...}``, or a heartbeat's
+    ``{"status": {"agent": ...}}``)."""
     try:
         doc = json.loads(value)
     except ValueError:
         return "?"
-    return str(doc.get("holder", "?")) if isinstance(doc, dict) else "?"
+    if not isinstance(doc, dict):
+        return "?"
+    status = doc.get("status")
+    if "holder" not in doc and isinstance(status, dict):
+        return str(status.get("agent", "?"))
+    return str(doc.get("holder", "?"))

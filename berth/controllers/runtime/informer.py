@@ -137,7 +137,7 @@ class Informer(Generic[T]):
         self,
         store: Store,
         prefix: str,
-        type_: type[Any],
+        type_: Any,  # a msgspec type: a Struct, or a tagged union of them
         *,
         convert: Callable[[str, Any], T] | None = None,
         idle_timeout: float = 30.0,

@@ -100,13 +100,16 @@ def run_process(
     retry_delay: float = 1.0,
     elect: bool = True,
     about: Mapping[str, Any] | None = None,
+    election_key: str | None = None,
+    campaign: Callable[[str, float], bytes] | None = None,
 ) -> int:
     """Serve health, and run the controller ``make`` builds while this replica leads
     (``elect=False``: always — the controller shares the work among replicas itself).
 
     ``make`` is given the store to write with: fenced by this leader's term, so that
     nothing it writes lands once another replica leads (or nobody does). ``about``
-    goes into the leader's lease key (its configuration, for what-if)."""
+    goes into the leader's lease key (its configuration, for what-if); ``election_key``
+    and ``campaign`` replace that key and its value (an agent's heartbeat)."""
     # Controllers hold large caches of small objects: collect the young
     # generation rarely, so that what lives a while (decisions in flight, queued
     # writes, a watch's batch) is mostly gone by then and is never traversed.
@@ -125,7 +128,8 @@ def run_process(
 
     election: LeaderElection | _EveryReplica = (
         LeaderElection(store, name, ttl=lease_ttl, on_started_leading=wake,
-                       on_stopped_leading=wake, about=about) if elect else _EveryReplica())
+                       on_stopped_leading=wake, about=about, key=election_key, body=campaign)
+        if elect else _EveryReplica())
     try:
         health = HealthServer(*listen)
     except OSError as exc:  # e.g. the port is taken: say so, no traceback

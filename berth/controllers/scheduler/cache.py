@@ -103,7 +103,7 @@ class Cache:
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
         self.values: Informer[ValueView | MetricPicture] = Informer(
-            store, keys.METRIC_VALUES, MetricValue | MetricPicture,  # type: ignore[arg-type]
+            store, keys.METRIC_VALUES, MetricValue | MetricPicture,
             convert=compact_value, idle_timeout=idle_timeout)
         self._published: dict[str, ValueView] = {}  # the values of the last whole picture
         self._picture: tuple[int, int] | None = None  # its (revision, generation)

@@ -387,7 +387,7 @@ class Scheduler:
 
     def _on_subject(self, event: Event[Any]) -> None:
         obj = event.obj
-        if isinstance(obj, ClusterView) and obj.has_kubeconfig:
+        if isinstance(obj, ClusterView) and obj.existing:
             return  # an existing Kubernetes cluster: a candidate, not a subject
         if event.type is EventType.DELETED:
             self.queue.forget(event.key)
@@ -479,7 +479,7 @@ class Scheduler:
             return "other-scheduler"
         if subject.ref.kind == "Cluster":
             view = self.cache.clusters.get(key)
-            if view is None or view.has_kubeconfig:
+            if view is None or view.existing:
                 return "not-a-subject"
         binding, _ = self.cache.binding(subject)
         current = self._current(subject, binding)

@@ -86,17 +86,18 @@ def compact_value(key: str, doc: MetricValue | MetricPicture) -> ValueView | Met
     return ValueView(s.value, s.error, tuple(s.forecast) if s.forecast else ())
 
 
-_KUBECONFIG = msgspec.Raw(b"true")  # kept in place of a kubeconfig: there is one
+_KUBECONFIG = msgspec.Raw(b"true")  # kept in place of a kubeconfig: an existing cluster
 _NO_KUBECONFIG = msgspec.Raw(b"null")
 
 
 def compact_cluster(key: str, c: ClusterView) -> ClusterView:
-    """A Cluster as the scheduler keeps it: whether it has a kubeconfig, not the
-    kubeconfig. A decoded Raw is a view into the whole stored document, which stays
-    in memory as long as the Raw does: every cluster's document, certificates and
-    all, for a scheduler that only asks whether there is one. Its labels' keys and
+    """A Cluster as the scheduler keeps it: whether it is an existing cluster (a
+    kubeconfig, or an agent: :attr:`ClusterView.existing`), not the kubeconfig. A
+    decoded Raw is a view into the whole stored document, which stays in memory as
+    long as the Raw does: every cluster's document, certificates and all, for a
+    scheduler that only asks whether there is one. Its labels' keys and
     values, and its metric references, are shared with every other cluster's."""
-    raw = _KUBECONFIG if c.has_kubeconfig else _NO_KUBECONFIG
+    raw = _KUBECONFIG if c.existing else _NO_KUBECONFIG
     m = c.metadata
     labels = {sys.intern(k): sys.intern(v) for k, v in m.labels.items()}
     return msgspec.structs.replace(

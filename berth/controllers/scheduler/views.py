@@ -72,6 +72,7 @@ class ObjectHeader(msgspec.Struct):
 
 class ClusterSpec(msgspec.Struct):
     kubeconfig: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    mode: str = "Push"  # Pull: reached by its agent, without a kubeconfig here
     metrics: list[MetricRef] = []
     custom_resources: list[str] = []
     taints: list[Taint] = []
@@ -83,8 +84,11 @@ class ClusterView(msgspec.Struct):
     spec: ClusterSpec = msgspec.field(default_factory=ClusterSpec)
 
     @property
-    def has_kubeconfig(self) -> bool:
-        return bytes(self.spec.kubeconfig).strip() not in (b"", b"null", b"{}")
+    def existing(self) -> bool:
+        """An existing Kubernetes cluster, a candidate: it has a kubeconfig, or an agent
+        reaches it (Pull). Any other Cluster is to be placed on a Cloud itself."""
+        return self.spec.mode == "Pull" or bytes(self.spec.kubeconfig).strip() not in (
+            b"", b"null", b"{}")
 
 
 class CloudSpec(msgspec.Struct):

@@ -43,7 +43,14 @@ from berth.store.documents.decisions import (
     StatusMeta,
     Target,
 )
-from berth.store.documents.infrastructure import Cloud, Cluster, ClusterSpec, GlobalCloud, Taint
+from berth.store.documents.infrastructure import (
+    Cloud,
+    Cluster,
+    ClusterMode,
+    ClusterSpec,
+    GlobalCloud,
+    Taint,
+)
 from berth.store.documents.metrics import (
     ForecastPoint,
     GlobalMetric,
@@ -113,6 +120,7 @@ __all__ = [
     "ClusterAffinity",
     "ClusterApplied",
     "ClusterGroup",
+    "ClusterMode",
     "ClusterSelector",
     "ClusterSelectorTerm",
     "ClusterSpec",

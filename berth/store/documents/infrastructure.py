@@ -7,6 +7,7 @@ on. A Cluster without one is itself waiting to be placed on a Cloud (Krake
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 import msgspec
@@ -33,8 +34,18 @@ class Taint(CamelStrict):
     value: str | None = None
 
 
+class ClusterMode(StrEnum):
+    """How berth reaches a cluster (docs/agents.md): ``Push``, the propagator dials its
+    API with the kubeconfig stored here; ``Pull``, an agent in the cluster dials etcd
+    and carries out the cluster's work, and the Cluster holds no credential."""
+
+    PUSH = "Push"
+    PULL = "Pull"
+
+
 class ClusterSpec(Strict):
     kubeconfig: dict[str, Any] | None = None
+    mode: ClusterMode = ClusterMode.PUSH
     metrics: list[MetricRef] = []
     custom_resources: list[str] = []
     constraints: ClusterConstraints | None = None

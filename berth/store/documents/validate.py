@@ -27,7 +27,7 @@ from berth.store.documents.application import (
     Placement,
 )
 from berth.store.documents.durations import DurationError, seconds
-from berth.store.documents.infrastructure import Cloud, Cluster
+from berth.store.documents.infrastructure import Cloud, Cluster, ClusterMode
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
@@ -60,6 +60,9 @@ def problems(doc: Resource) -> list[Problem]:
         case Metric():
             found += _metric(doc)
         case Cluster():
+            if doc.spec.mode is ClusterMode.PULL and doc.spec.kubeconfig is not None:
+                found.append(Problem("spec.kubeconfig", "a Pull cluster holds no credential: "
+                                     "its agent has the cluster's own (docs/agents.md)"))
             found += _metric_refs(doc.spec.metrics, "spec.metrics")
             found += _custom_resources(doc.spec.custom_resources, "spec.custom_resources")
             if doc.spec.constraints and doc.spec.constraints.cloud:

@@ -72,3 +72,46 @@ def test_the_key_is_the_name() -> None:
         assert keys.misplaced(key, "web", "default") is None
         assert keys.misplaced(key, "other", "default") is not None
     assert keys.misplaced(keys.METRIC_PICTURE, "anything", None) is None  # no document key
+
+
+def test_a_pull_clusters_keys_sit_under_its_own_prefixes() -> None:
+    """Everything an agent may read (its work) and write (its reports, its heartbeat)
+    sits under one prefix of its own: etcd grants by prefix and has no deny rule."""
+    work = keys.work_key("edge/site-1", "shop", "web")
+    report = keys.report_key("edge/site-1", "shop", "web")
+    assert work.startswith(keys.work_prefix("edge/site-1"))
+    assert report.startswith(keys.agent_prefix("edge/site-1"))
+    assert keys.heartbeat_key("edge/site-1").startswith(keys.agent_prefix("edge/site-1"))
+    # a cluster whose name begins with another's reads nothing of the other's
+    assert not keys.work_key("edge/site-10", "shop", "web").startswith(
+        keys.work_prefix("edge/site-1"))
+    assert keys.parse_cluster_key(work) == keys.ClusterKeyRef("work", "edge/site-1", "shop",
+                                                              "web")
+    assert keys.parse_cluster_key(report) == keys.ClusterKeyRef("report", "edge/site-1",
+                                                                "shop", "web")
+    assert keys.parse_cluster_key(keys.heartbeat_key("edge/site-1")).what == "heartbeat"
+    assert keys.parse_cluster_key(keys.registration_key("edge/site-1")).what == "registration"
+    for key in (work, report, keys.heartbeat_key("edge/site-1"),
+                keys.registration_key("edge/site-1")):
+        assert keys.problem(key) is None
+
+
+@pytest.mark.parametrize("key", [
+    "/berth/v1/work/edge/site-1/shop",  # no application name
+    "/berth/v1/work/edge/site-1/shop/web/extra",
+    "/berth/v1/work/Edge/site-1/shop/web",  # not a namespace
+    "/berth/v1/agents/edge/site-1/leader",  # not a key berth makes
+    "/berth/v1/agents/edge/site-1/reports/shop",
+    "/berth/v1/agents/edge",
+    "/berth/v1/registrations/edge/site-1/x",
+])
+def test_keys_written_by_hand_under_the_agents_prefixes_are_named(key: str) -> None:
+    assert keys.problem(key) is not None
+    with pytest.raises(ValueError):
+        keys.parse_cluster_key(key)
+
+
+def test_a_cluster_id_must_name_a_namespace_and_a_name() -> None:
+    for bad in ("site-1", "edge/", "/site-1", "edge/site 1"):
+        with pytest.raises(ValueError):
+            keys.work_prefix(bad)

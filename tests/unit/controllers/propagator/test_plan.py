@@ -82,6 +82,7 @@ class Done:
     confirmed: bool | None = None
     refused: tuple[str, str] | None = None
     status: ApplicationState | None = None  # None: as recorded
+    waiting: tuple[str, ...] = ()  # pull clusters whose agent has not reported the work
 
     def progress(self, f: Facts) -> Progress:
         p = Progress.start(f.recorded, f.owned)
@@ -91,6 +92,8 @@ class Done:
         p.tried = {f"default/{c}" for c in self.tried}
         p.cleared = {f"default/{c}" for c in self.cleared}
         p.confirmed, p.refused = self.confirmed, self.refused
+        p.waiting = {f"default/{c}": f"waiting for the agent of cluster default/{c} to apply "
+                     "generation 1" for c in self.waiting}
         if self.status is not None:
             p.status = self.status
         return p
@@ -155,6 +158,17 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
     ("placed on a cluster not seen ONLINE: DEGRADED",
      facts(was=MOVED, unseen={"default/a": "OFFLINE (unreachable)"}), Done(),
      "Finish DEGRADED on a", "not observed: cluster default/a is OFFLINE (unreachable)"),
+    # pull clusters: a work written, its agent not yet reporting it
+    ("pull: the agent has not reported its work: PENDING, nothing retried", facts(),
+     Done(tried=("a",), waiting=("a",)), "Finish PENDING on -",
+     "waiting for the agent of cluster default/a to apply generation 1"),
+    ("pull: a new generation waits for the agent: the old one runs, PROGRESSING",
+     facts(App(2, bodies=APP.bodies), MOVED, binding=2), Done(tried=("a",), waiting=("a",)),
+     "Finish PROGRESSING on a", "waiting for the agent of cluster default/a"),
+    ("pull move: the new cluster's agent has not applied it: nothing removed",
+     facts(was=MOVED, targets=("b",)), Done(tried=("b",), waiting=("b",)),
+     "Finish MIGRATING on a", "waiting for the agent of cluster default/b to apply "
+     "generation 1; still running on default/a"),
     # moving, make before break
     ("move: apply on the new cluster first", facts(was=MOVED, targets=("b",)), Done(),
      "Apply b gen 1", ""),

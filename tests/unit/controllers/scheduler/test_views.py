@@ -97,7 +97,7 @@ def test_a_cluster_keeps_whether_it_has_a_kubeconfig_and_not_its_document(
     kept = compact_cluster("/berth/v1/clusters/default/fr-1", decoded)
     del decoded
     assert sys.getrefcount(doc) == held  # what is kept does not
-    assert kept.has_kubeconfig is has
+    assert kept.existing is has
     assert kept.metadata.labels == {"location": "FR"}
     assert [m.name for m in kept.spec.metrics] == ["price"]
     other = compact_cluster("/berth/v1/clusters/default/fr-1", msgspec.json.decode(

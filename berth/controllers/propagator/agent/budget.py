@@ -1,0 +1,54 @@
+"""How much of its cluster an agent removes at once (docs/agents.md "Coming back").
+
+An agent that comes back after a long time away may find many of its works
+saying Delete — the applications were moved away while it was cut off, or a
+mistake upstream emptied its work. Karmada's agent, coming back, carried out
+every queued deletion at once and emptied its member cluster (karmada #5406).
+berth's removes at most a share of the applications on the cluster within a
+window (never fewer than a few); the rest wait for the window to move on, and
+the agent says why in each held work's report and in its heartbeat.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+
+class Budget:
+    def __init__(self, share: float, least: int, window: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.share = share
+        self.least = least
+        self.window = window
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._taken: deque[float] = deque()  # when each removal in the window began
+
+    def allowed(self, on_cluster: int) -> int:
+        """Removals allowed per window with ``on_cluster`` applications there."""
+        return max(self.least, math.floor(self.share * on_cluster))
+
+    def take(self, on_cluster: int) -> str:
+        """Take one removal; "" if it may go on now, else why it is held."""
+        now = self.clock()
+        with self._lock:
+            while self._taken and self._taken[0] <= now - self.window:
+                self._taken.popleft()
+            allowed = self.allowed(on_cluster)
+            if len(self._taken) < allowed:
+                self._taken.append(now)
+                return ""
+            wait = self._taken[0] + self.window - now
+        return (f"held: {len(self._taken)} applications removed in the last "
+                f"{self.window:g} s, at most {allowed} at once ({self.share:.0%} of the "
+                f"{on_cluster} here); the next in {wait:.0f} s")
+
+    def retry_after(self) -> float:
+        """Seconds until a removal may be taken again."""
+        now = self.clock()
+        with self._lock:
+            return max(0.5, self._taken[0] + self.window - now) if self._taken else 0.5
