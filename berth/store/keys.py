@@ -18,6 +18,7 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/events/<plural>/[<namespace>/]<name>/<source>.<reason>.<digest>   lately
     /berth/v1/work/<cluster ns>/<cluster>/<namespace>/<name>   what a pull cluster runs
     /berth/v1/agents/<cluster ns>/<cluster>/heartbeat          its leading agent, alive
+    /berth/v1/agents/<cluster ns>/<cluster>/removals           its removals of late
     /berth/v1/agents/<cluster ns>/<cluster>/reports/<namespace>/<name>   what it did of a work
     /berth/v1/registrations/<cluster ns>/<cluster>             an agent's request to join
 
@@ -224,6 +225,11 @@ def heartbeat_key(cid: str) -> str:
     return agent_prefix(cid) + "heartbeat"
 
 
+def removals_key(cid: str) -> str:
+    """When the agent of ``cid`` last removed applications (its bounded share at once)."""
+    return agent_prefix(cid) + "removals"
+
+
 def report_key(cid: str, namespace: str, name: str) -> str:
     """What the agent of ``cid`` did of the application ``namespace/name``'s work."""
     return agent_prefix(cid) + "reports/" + _tail(kind("Application"), name,
@@ -238,7 +244,7 @@ def registration_key(cid: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ClusterKeyRef:
     """A parsed work, agent or registration key: the cluster it is about, what it is
-    (``work``, ``heartbeat``, ``report``, ``registration``) and, for a work
+    (``work``, ``heartbeat``, ``removals``, ``report``, ``registration``) and, for a work
     or a report, the application's namespace and name."""
 
     what: str
@@ -261,8 +267,8 @@ def parse_cluster_key(key: str) -> ClusterKeyRef:
     rest = parts[2:]
     if family == REGISTRATIONS and not rest:
         return ClusterKeyRef("registration", cid)
-    if family == AGENTS and rest == ["heartbeat"]:
-        return ClusterKeyRef("heartbeat", cid)
+    if family == AGENTS and rest in (["heartbeat"], ["removals"]):
+        return ClusterKeyRef(rest[0], cid)
     app = rest[1:] if family == AGENTS and rest[:1] == ["reports"] else rest
     if family != REGISTRATIONS and len(app) == 2 and (family == WORK or rest[0] == "reports"):
         check_namespace(app[0])

@@ -5,6 +5,9 @@ real kube-apiservers with kwok nodes (Pods become Ready)."""
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,26 +27,18 @@ from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import kube_clients, serving_all
 from tests.integration.test_propagator import register
 from tests.integration.test_propagator_apply import (
+    AGENT,
     CONFIG,
     app,
     bind,
     config_map,
     deployment,
     present,
+    register_pull,
     running,
     status,
+    wipe,
 )
-
-AGENT = ("probe_interval: 0.5\nprobe_timeout: 1\nrequest_timeout: 3\nretry_base_delay: 0.2\n"
-         "retry_max_delay: 1\nresync_interval: 600\nuntracked_after: 3\ncapacity_interval: 0.2\n")
-
-
-def register_pull(store: Store, name: str, labels: dict[str, str] | None = None) -> None:
-    """A Cluster in Pull mode: no credential of it in etcd."""
-    put(store, keys.resource_key("Cluster", name, "default"), msgspec.json.encode({
-        "api": "kubernetes", "kind": "Cluster",
-        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
-        "spec": {"mode": "Pull"}}))
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +52,22 @@ def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
 
 
 @pytest.fixture
-def fleet(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-          clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Any]]:
-    """east in push mode (the propagator dials it), west in pull mode (its agent)."""
+def fleet(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
+          tmp_path: Path, clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Any]]:
+    """east in push mode (the propagator dials it), west in pull mode (its agent); more
+    of the agent's configuration from the test's ``agent_config`` mark."""
+    for server in clusters.values():
+        wipe(server)
+    mark = request.node.get_closest_marker("agent_config")
     register(store, "east", clusters["east"].kubeconfig())
     register_pull(store, "west")
     prop = PropagatorProcess(etcd_server.url, tmp_path, config=CONFIG).start()
     agent = AgentProcess(etcd_server.url, tmp_path, cluster="default/west",
-                         kubeconfig=clusters["west"].kubeconfig(), config=AGENT).start()
+                         kubeconfig=clusters["west"].kubeconfig(),
+                         config=AGENT + (mark.args[0] if mark else "")).start()
     yield {"propagator": prop, "agent": agent}
+    if agent.proc is not None and agent.proc.poll() is None:
+        agent.proc.send_signal(signal.SIGCONT)  # a test that paused it and failed
     agent.stop()
     prop.stop()
     for p in (prop, agent):
@@ -174,3 +176,113 @@ def test_the_work_holds_the_manifest_as_the_cluster_runs_it(
     assert work.spec.objects[0]["spec"]["replicas"] == 1  # the share, set in the object
     assert kube["west"].get(Deployment, "split", namespace="default").spec.replicas == 1
     assert kube["east"].get(Deployment, "split", namespace="default").spec.replicas == 3
+
+
+def uids(client: Client, prefix: str) -> dict[str, str]:
+    """name → uid of the ConfigMaps named ``prefix...`` in default."""
+    return {cm.metadata.name: str(cm.metadata.uid) for cm in client.list(
+        ConfigMap, namespace="default") if cm.metadata is not None and cm.metadata.name
+        and cm.metadata.name.startswith(prefix)}
+
+
+def test_an_agent_killed_and_restarted_keeps_what_runs(
+    store: Store, fleet: dict[str, Any], kube: dict[str, Client]
+) -> None:
+    """kill -9: the cluster goes OFFLINE when its lease ends, its applications say so
+    and keep running (nothing is deleted or made anew); a new agent takes up the work
+    as it stands."""
+    app(store, "kept", [config_map("kept-a", v="1"), deployment("kept-web", replicas=2)])
+    bind(store, "kept", 1, "west")
+    wait_for(lambda: status(store, "kept"), running("RUNNING", "west"), timeout=60)
+    before = uids(kube["west"], "kept-")
+    web = kube["west"].get(Deployment, "kept-web", namespace="default").metadata
+    fleet["agent"].kill()
+    wait_for(lambda: cluster_state(store, "west"), lambda s: s == "OFFLINE", timeout=30)
+    gone = wait_for(lambda: status(store, "kept"), lambda s: s.status.state == "DEGRADED",
+                    timeout=30)
+    assert gone.status.reason.startswith("not observed: cluster default/west is OFFLINE "
+                                         "(no heartbeat from its agent")
+    app(store, "kept", [config_map("kept-a", v="2"), deployment("kept-web", replicas=2)],
+        generation=2)  # changed while no agent ran
+    bind(store, "kept", 2, "west")
+    assert uids(kube["west"], "kept-") == before  # the cluster keeps what it has
+    fleet["agent"].start()
+    wait_for(lambda: status(store, "kept"), running("RUNNING", "west", generation=2),
+             timeout=60)
+    assert uids(kube["west"], "kept-") == before
+    assert kube["west"].get(ConfigMap, "kept-a", namespace="default").data == {"v": "2"}
+    now = kube["west"].get(Deployment, "kept-web", namespace="default").metadata
+    assert web is not None and now is not None and now.uid == web.uid
+
+
+@pytest.mark.agent_config("delete_least: 2\ndelete_share: 0.25\ndelete_window: 5\n")
+def test_an_agent_cut_off_comes_back_and_removes_a_bounded_share_at_once(
+    etcd_server: EtcdServer, store: Store, fleet: dict[str, Any], kube: dict[str, Client]
+) -> None:
+    """The agent paused (SIGSTOP) past its lease: west goes OFFLINE, five of its six
+    applications move to east (made there, their old copies marked Delete, not deleted:
+    west keeps serving what it has), etcd compacts while it is away. Back (SIGCONT), it
+    lists the works as they are and removes the five — at most two in any five seconds,
+    holding the rest and saying so — and keeps the sixth, changed meanwhile."""
+    names = [f"mv{i}" for i in range(5)]
+    for name in [*names, "stay"]:
+        app(store, name, [config_map(f"{name}-cm", v="1")])
+        bind(store, name, 1, "west")
+    for name in [*names, "stay"]:
+        wait_for(lambda n=name: status(store, n), running("RUNNING", "west"), timeout=60)
+    before = uids(kube["west"], "")
+    agent = fleet["agent"]
+    assert agent.proc is not None
+    agent.proc.send_signal(signal.SIGSTOP)
+    wait_for(lambda: cluster_state(store, "west"), lambda s: s == "OFFLINE", timeout=30)
+    for name in names:
+        bind(store, name, 1, "east")
+    app(store, "stay", [config_map("stay-cm", v="2")], generation=2)
+    bind(store, "stay", 2, "west")
+    for name in names:  # running on east; west's copy is marked for deletion, kept
+        wait_for(lambda n=name: status(store, n), lambda s: s.status.state == "MIGRATING"
+                 and "waiting for the agent of cluster default/west to remove it"
+                 in s.status.reason, timeout=60)
+        assert present(kube["east"], ConfigMap, f"{name}-cm")
+    assert uids(kube["west"], "") == before  # nothing deleted while it was away
+    store.compact(store.revision())  # the agent's watches cannot resume from before
+
+    gone: dict[str, float] = {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while True:
+            there = uids(kube["west"], "mv")
+            for name in names:
+                if f"{name}-cm" not in there and name not in gone:
+                    gone[name] = time.monotonic()
+            if stop.is_set():
+                return  # one look after the last status: its copy was removed before
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        agent.proc.send_signal(signal.SIGCONT)
+        held = wait_for(lambda: store.get(keys.status_key("Cluster", "default", "west")),
+                        lambda kv: "held: 2 applications removed in the last 5 s" in decode(
+                            kv.value, ClusterStatus, kv.key).status.held, timeout=30)
+        assert held is not None
+        for name in names:
+            wait_for(lambda n=name: status(store, n), running("RUNNING", "east"), timeout=60)
+    finally:
+        stop.set()
+        sampler.join()
+    times = sorted(gone.values())
+    assert len(times) == 5, gone
+    for i, t in enumerate(times):  # at most two removals begin within any 5 s
+        assert len([u for u in times[i:] if u - t < 4.5]) <= 2, times
+    # the sixth stays where it was, at its new generation; nothing else was made anew
+    wait_for(lambda: status(store, "stay"), running("RUNNING", "west", generation=2),
+             timeout=30)
+    assert uids(kube["west"], "stay") == {"stay-cm": before["stay-cm"]}
+    assert kube["west"].get(ConfigMap, "stay-cm", namespace="default").data == {"v": "2"}
+    out = agent.output()
+    assert "removals held: 2 applications removed in the last 5 s" in out
+    events = store.list_prefix(keys.ROOT + "events/clusters/default/west/")[0]
+    assert any(b"RemovalsHeld" in kv.value for kv in events)

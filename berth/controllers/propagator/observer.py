@@ -39,10 +39,12 @@ from berth.controllers.propagator.views import ClusterView, cluster_key
 from berth.controllers.propagator.views import cluster_id as view_id
 from berth.controllers.propagator.watches import Hub, Sharing
 from berth.controllers.runtime import Event, EventType, Informer
+from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode, keys
 from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
 from berth.store.documents.work import AgentState
+from berth.store.events import InvolvedObject
 from berth.store.group import GroupCommit
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,7 @@ class Observer:
         self.on_pods: Callable[[str], None] | None = None
         # (cluster id) → what its agent's heartbeat says, for pull clusters (pull.py)
         self.heartbeat: Callable[[str], AgentState | None] | None = None
+        self.events: Recorder | None = None  # where a pull cluster's held removals are said
 
     def start(self) -> None:
         """Start probing (the informers are started and synced by the caller)."""
@@ -282,10 +285,18 @@ class Observer:
         else:
             probe = Probe(beat.state, f"its agent reports: {beat.reason}" if beat.reason
                           else "", tuple(beat.custom_resources))
-        self._settle(key, view, probe, beat.capacity if beat is not None else None)
+        held = beat.held if beat is not None else ""
+        if held and self.events is not None:
+            current = self.statuses.get(keys.status_key("Cluster", view.metadata.namespace or "",
+                                                        view.metadata.name))
+            if current is None or not current.status.held:
+                self.events.emit(InvolvedObject("Cluster", view.metadata.name,
+                                                view.metadata.namespace), "Warning",
+                                 "RemovalsHeld", f"its agent holds removals back: {held}")
+        self._settle(key, view, probe, beat.capacity if beat is not None else None, held)
 
-    def _settle(self, key: str, view: ClusterView, probe: Probe, capacity: Capacity | None
-                ) -> None:
+    def _settle(self, key: str, view: ClusterView, probe: Probe, capacity: Capacity | None,
+                held: str = "") -> None:
         """Write what a probe found, once ``grace`` probes in a row agree it failed."""
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
@@ -302,18 +313,20 @@ class Observer:
                 self._failures.pop(key, None)
         if capacity is None and current is not None and probe.state == current.status.state:
             capacity = current.status.capacity  # not listed yet, or failing: as it was
-        self._write(skey, view, probe, current, capacity)
+        self._write(skey, view, probe, current, capacity, held)
 
     def _write(self, skey: str, view: ClusterView, probe: Probe,
-               current: ClusterStatus | None, capacity: Capacity | None) -> None:
+               current: ClusterStatus | None, capacity: Capacity | None, held: str = ""
+               ) -> None:
         item = self.statuses.item(skey)
         with self._lock:
             garbage = self._garbage.get(skey, 0)
         if garbage <= (item.mod_revision if item else 0):
             garbage = 0  # replaced since (by us, or it was deleted and written anew)
-        if not garbage and current is not None and (current.status.state, current.status.reason,
-                                    tuple(current.status.custom_resources)) == (
-                probe.state, probe.reason, probe.custom_resources) and same(
+        if not garbage and current is not None and (
+                current.status.state, current.status.reason,
+                tuple(current.status.custom_resources), current.status.held) == (
+                probe.state, probe.reason, probe.custom_resources, held) and same(
                 current.status.capacity, capacity):
             return
         if not probe.state:
@@ -322,7 +335,7 @@ class Observer:
         doc = ClusterStatus(
             StatusMeta(view.metadata.name, view.metadata.namespace),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
-                         now, capacity, _returned(current, probe.state, now)))
+                         now, capacity, _returned(current, probe.state, now), held))
         guard = garbage or (item.mod_revision if item else 0)
         fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
         if self.shard is not None and fence is None:  # handed over since the probe

@@ -555,8 +555,11 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
     elif waiting:
         name = "MIGRATING" if leaving else "PROGRESSING"
         reason = listed((_copy(facts, progress, c) for c in waiting), "; ") + still
-    elif leaving:
-        name, reason = "MIGRATING", f"removing from {listed(leaving)}"
+    elif leaving:  # a pull cluster's agent removes its copy
+        rest = [c for c in leaving if c not in progress.waiting]
+        name, reason = "MIGRATING", "; ".join(
+            [progress.waiting[c] for c in leaving if c in progress.waiting]
+            + ([f"removing from {listed(rest)}"] if rest else []))
     else:
         name, reason = "RUNNING", ""
     if errors:

@@ -76,6 +76,7 @@ class Propagator:
                                shard=self.shard, pods=self.observer)
         self.observer.on_pods = self.applier.on_pods
         self.observer.heartbeat = self.applier.pull.heartbeat  # pull clusters' state
+        self.observer.events = self.applier.events
         self.applier.pull.on_heartbeat.append(lambda _cid: self.observer.wake())
         self.kubeconfigs.informer.add_handler(self._on_credentials)
         self.drift: DriftWatches | None = None

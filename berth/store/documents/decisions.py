@@ -97,6 +97,8 @@ class ClusterState(msgspec.Struct, omit_defaults=True):
     # stays ONLINE. What the scheduler's ``settle`` counts from, whichever scheduler
     # leads (a new leader did not see the cluster come back).
     returned: datetime | None = None
+    # A pull cluster's agent holds removals back (a bounded share at once), and why.
+    held: str = ""
 
 
 class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):

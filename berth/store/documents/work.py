@@ -112,7 +112,16 @@ class Heartbeat(msgspec.Struct, tag_field="kind", tag="Heartbeat"):
     api: str = "kubernetes"
 
 
-AgentDocument = Report | Heartbeat  # what an informer of the agents' prefix decodes
+class Removals(msgspec.Struct, tag_field="kind", tag="Removals"):
+    """``/berth/v1/agents/<cluster ns>/<cluster>/removals``: when the agent began each
+    removal of its window (its bounded share at once), kept across its restarts."""
 
-__all__ = ["AgentDocument", "AgentState", "Heartbeat", "Intent", "Report", "ReportState",
-           "Work", "WorkMeta", "WorkSpec"]
+    metadata: StatusMeta
+    times: list[datetime] = []
+    api: str = "kubernetes"
+
+
+AgentDocument = Report | Heartbeat | Removals  # what an informer of the agents' prefix reads
+
+__all__ = ["AgentDocument", "AgentState", "Heartbeat", "Intent", "Removals", "Report",
+           "ReportState", "Work", "WorkMeta", "WorkSpec"]

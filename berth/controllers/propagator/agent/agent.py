@@ -17,8 +17,9 @@ heartbeat, on the leader's lease; every write is fenced by its term).
   else changed or deleted (a Job deleted after it completed is not run
   again); every ``resync_interval`` every work is applied again.
 * **Delete** only what a work says to delete, at most a bounded share of the
-  cluster at once (``budget.py``). A work that vanished without saying Delete
-  deletes nothing: its objects stay, its report says so.
+  cluster at once (``budget.py``; the window's removals kept in etcd first). A
+  work that vanished without saying Delete deletes nothing: its objects stay,
+  its report says so.
 * **Heartbeat**: every ``probe_interval`` (and when the capacity changed) the
   cluster is probed and the heartbeat rewritten when what it says changed;
   its lease, kept alive by the election, is the agent's liveness.
@@ -73,6 +74,7 @@ from berth.store.documents.work import (
     AgentState,
     Heartbeat,
     Intent,
+    Removals,
     Report,
     ReportState,
     Work,
@@ -123,6 +125,8 @@ class Agent:
                                   probe_timeout=config.probe_timeout)
         self.executor = Executor(self, self.own_writes, [self._applied])
         self.budget = Budget(config.delete_share, config.delete_least, config.delete_window)
+        self._removals_lock = threading.Lock()
+        self._removals_revision = 0
         self.tracker: Tracker | None = None
         self._lock = threading.Lock()
         self._epoch = 1  # bumped by every resync: every work is applied again once
@@ -150,6 +154,9 @@ class Agent:
             if not inf.wait_synced(sync_timeout):
                 raise TimeoutError(f"the agent did not sync {inf.prefix} with etcd")
         self.connection()  # an unusable kubeconfig is said now
+        taken, self._removals_revision = self._read_removals()
+        self.budget = Budget(self.config.delete_share, self.config.delete_least,
+                             self.config.delete_window, taken=taken)
         if self.config.capacity:
             self._track()
         self._started = True
@@ -170,17 +177,18 @@ class Agent:
             and self.works.alive() and self.reports.informer.alive())
 
     def stop(self) -> None:
+        """Works in flight end first (they may start watches), then the watches."""
         self._stop.set()
         self._heartbeat.halt()
         self._resync.halt()
         self._beat_wake.set()
         self.queue.shutdown()
+        for t in self._threads:
+            t.join(timeout=self.config.request_timeout + 5)
         self.drift_hub.stop()
         self.capacity_hub.stop()
         self._heartbeat.stop()
         self._resync.stop()
-        for t in self._threads:
-            t.join(timeout=self.config.request_timeout + 5)
         for inf in (self.works, self.reports.informer):
             inf.stop(wait=False)
         for inf in (self.works, self.reports.informer):
@@ -233,7 +241,8 @@ class Agent:
 
     def _applied(self, cid: str, kind: Any, ref: KubeObjectRef, stored: KubeObject) -> None:
         self.book.put(cid, ref, stored, notify=False)
-        self.drift.ensure(cid, self.ckey, kind)
+        if not self._stop.is_set():
+            self.drift.ensure(cid, self.ckey, kind)
 
     def _track(self) -> None:
         conn = self.connection()
@@ -401,7 +410,10 @@ class Agent:
         if have is None or not have.objects:
             self._report(rkey, meta, revision, None, intent=Intent.DELETE, cleared=True)
             return None
-        held = self.budget.take(self._on_cluster())
+        held, at = self.budget.take(self._on_cluster())
+        if not held and not self._kept_removals():
+            self.budget.give_back(at)  # not recorded: not begun
+            return Retry("the removal could not be recorded in etcd")
         self._hold(held)
         if held:
             self._report(rkey, meta, st.work, have, intent=st.intent, held=held)
@@ -418,6 +430,38 @@ class Agent:
         if left is None:
             log.info("%s/%s removed from cluster %s", meta.namespace, meta.name, self.cid)
         return Retry(error) if error else None
+
+    def _kept_removals(self) -> bool:
+        """Keep the window's removals in etcd before one more begins (fenced: a deposed
+        agent removes nothing)."""
+        key = keys.removals_key(self.cid)
+        namespace, _, name = self.cid.partition("/")
+        body = encode(Removals(StatusMeta(name, namespace), [
+            datetime.fromtimestamp(t, UTC) for t in self.budget.times()]))
+        with self._removals_lock:
+            try:
+                self._removals_revision = self.store.commit(
+                    [Put(key, body, self._removals_revision)])
+            except Conflict:
+                self._removals_revision = self._read_removals()[1]
+                return False
+            except StoreError as exc:
+                log.warning("%s not written: %s", key, exc)
+                return False
+        return True
+
+    def _read_removals(self) -> tuple[list[float], int]:
+        """The removals kept in etcd, and the revision to guard the next write with."""
+        key = keys.removals_key(self.cid)
+        kv = self.store.get(key)
+        if kv is None:
+            return [], 0
+        try:
+            kept = msgspec.json.decode(kv.value, type=Removals)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.error("%s held a value that is not the agent's removals: replaced", key)
+            return [], kv.mod_revision
+        return [t.timestamp() for t in kept.times], kv.mod_revision
 
     def _on_cluster(self) -> int:
         """How many applications have objects on the cluster (as reported)."""

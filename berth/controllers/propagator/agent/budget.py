@@ -7,33 +7,40 @@ every queued deletion at once and emptied its member cluster (karmada #5406).
 berth's removes at most a share of the applications on the cluster within a
 window (never fewer than a few); the rest wait for the window to move on, and
 the agent says why in each held work's report and in its heartbeat.
+
+The removals of the window are kept in etcd (``/berth/v1/agents/<cluster>/removals``,
+written before each removal begins, fenced by the leader's term): a restarted
+agent, or one that lost and won its lease again, starts from them, not afresh
+— else an agent that restarts again and again would remove a share each time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 
 class Budget:
     def __init__(self, share: float, least: int, window: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.time, taken: Iterable[float] = ()) -> None:
         self.share = share
         self.least = least
         self.window = window
-        self.clock = clock
+        self.clock = clock  # wall time: what is kept in etcd outlives the process
         self._lock = threading.Lock()
-        self._taken: deque[float] = deque()  # when each removal in the window began
+        # when each removal in the window began (seconds since the epoch)
+        self._taken: deque[float] = deque(sorted(taken))
 
     def allowed(self, on_cluster: int) -> int:
         """Removals allowed per window with ``on_cluster`` applications there."""
         return max(self.least, math.floor(self.share * on_cluster))
 
-    def take(self, on_cluster: int) -> str:
-        """Take one removal; "" if it may go on now, else why it is held."""
+    def take(self, on_cluster: int) -> tuple[str, float]:
+        """Take one removal: ("", when) if it may go on now, else (why it is held, 0)."""
         now = self.clock()
         with self._lock:
             while self._taken and self._taken[0] <= now - self.window:
@@ -41,11 +48,21 @@ class Budget:
             allowed = self.allowed(on_cluster)
             if len(self._taken) < allowed:
                 self._taken.append(now)
-                return ""
+                return "", now
             wait = self._taken[0] + self.window - now
         return (f"held: {len(self._taken)} applications removed in the last "
                 f"{self.window:g} s, at most {allowed} at once ({self.share:.0%} of the "
-                f"{on_cluster} here); the next in {wait:.0f} s")
+                f"{on_cluster} here); the next in {wait:.0f} s"), 0.0
+
+    def times(self) -> list[float]:
+        """The removals of the window, to keep."""
+        with self._lock:
+            return list(self._taken)
+
+    def give_back(self, at: float) -> None:
+        """A removal taken at ``at`` that was not recorded (so not begun)."""
+        with self._lock, contextlib.suppress(ValueError):
+            self._taken.remove(at)
 
     def retry_after(self) -> float:
         """Seconds until a removal may be taken again."""
