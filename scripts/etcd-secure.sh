@@ -25,6 +25,7 @@
 #                        histories and rollout controls (etcd has no
 #                        delete-only grant) and only deletes those it has
 #                        cleaned up; cannot write Bindings
+#                        (and the work of pull clusters, which it alone writes)
 #   berth-metrics-cache  reads everything but secrets, and the secrets of
 #                        metrics providers; writes metric values and events
 # (etcd grants by prefix, and a ledger key names its resource before its writer:
@@ -36,7 +37,10 @@
 #                        reads everything; writes user resources, secrets,
 #                        applications' histories and rollout controls only
 # and each process its own leader-election key. Leases need no grant. No
-# process reads a Project's or a Cloud's secrets (berth never calls OpenStack).
+# process reads a Project's or a Cloud's secrets (berth never calls OpenStack),
+# and none but the propagator a pull cluster's work (/berth/v1/work/): each pull
+# cluster's agent gets a user and role of its own, confined to its cluster's
+# prefixes, from `berth cluster approve` (run as root; docs/agents.md).
 # Passwords reach etcdctl on its standard input, never on a command line.
 set -euo pipefail
 if [ $# -ne 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
@@ -89,11 +93,14 @@ grant() {  # grant ROLE read|write|readwrite KEY [--prefix | END]
 }
 
 R=/berth/v1/
-# Everything but secrets: [/berth/v1/, /berth/v1/secrets/) and
-# [/berth/v1/secrets0, /berth/v10), "0" being the byte after "/".
+# Everything but secrets and pull clusters' work (which carries Secrets' data):
+# [/berth/v1/, /berth/v1/secrets/), [/berth/v1/secrets0, /berth/v1/work/) and
+# [/berth/v1/work0, /berth/v10), "0" being the byte after "/".
 no_secrets() {
+  ctl role revoke-permission "$1" "${R}secrets0" /berth/v10 >/dev/null 2>&1 || true
   grant "$1" read "$R" "${R}secrets/"
-  grant "$1" read "${R}secrets0" /berth/v10
+  grant "$1" read "${R}secrets0" "${R}work/"
+  grant "$1" read "${R}work0" /berth/v10
 }
 
 role berth-scheduler
@@ -118,6 +125,8 @@ grant berth-propagator readwrite "${R}applications/" --prefix
 grant berth-propagator readwrite "${R}history/applications/" --prefix
 grant berth-propagator readwrite "${R}rollouts/applications/" --prefix
 grant berth-propagator readwrite "${R}leases/propagator" --prefix
+# pull clusters: it writes their work (and reads their agents' reports, registrations)
+grant berth-propagator readwrite "${R}work/" --prefix
 grant berth-propagator readwrite "${R}ledger/" --prefix
 grant berth-propagator readwrite "${R}events/" --prefix
 

@@ -1,10 +1,16 @@
 """``berth agent``: carry out one pull cluster's work, from inside (or next to) it.
 
-``berth agent --cluster NAMESPACE/NAME [--kubeconfig FILE]`` reaches its
-cluster with that kubeconfig, or in a Pod with the service account's token
-(``/var/run/secrets/kubernetes.io/serviceaccount``), and etcd with the user
-its registration gave it (``$BERTH_ETCD_USER``/``$BERTH_ETCD_PASSWORD``).
-Replicas elect a leader on the cluster's heartbeat key; only the leader works
+``berth agent join ENDPOINTS --token T --ca-hash sha256:...`` asks to join as
+the token's cluster, waits for ``berth cluster approve``, and writes the
+agent's etcd credential to ``--credentials FILE`` (mode 0600; the password is
+made here and only its hash is sent). ``berth agent --credentials FILE``
+then runs the agent: it reaches its cluster with ``--kubeconfig FILE``, or in
+a Pod with the service account's token
+(``/var/run/secrets/kubernetes.io/serviceaccount``), and etcd as the
+credential says (renewing it when a quarter of its life is left). Without
+``--credentials``, ``--cluster`` names the cluster and the etcd options (or
+``$BERTH_ETCD_USER``/``$BERTH_ETCD_PASSWORD``) the credential. Replicas elect
+a leader on the cluster's heartbeat key; only the leader works
 (docs/agents.md).
 """
 
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,36 +62,97 @@ def _cluster(value: str) -> str:
     return cid
 
 
+def _kubeconfig(args: argparse.Namespace) -> dict[str, Any]:
+    from berth.cli.cluster_cmd import kubeconfig
+
+    return kubeconfig(args.kubeconfig, args.context) if args.kubeconfig else in_cluster()
+
+
 def configure(p: argparse.ArgumentParser, _name: str) -> None:
     """``berth agent``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
-    p.add_argument("--cluster", required=True, type=_cluster, metavar="[NAMESPACE/]NAME",
-                   help="the Cluster (spec.mode: Pull) whose work this agent carries out")
+    p.add_argument("action", nargs="?", choices=["join"],
+                   help="join: ask to join with a bootstrap token, and write the credential")
+    p.add_argument("endpoints", nargs="?", metavar="ENDPOINTS",
+                   help="join: etcd's members, as berth cluster token create printed them")
+    p.add_argument("--cluster", type=_cluster, metavar="[NAMESPACE/]NAME",
+                   help="the Cluster (spec.mode: Pull) whose work this agent carries out "
+                   "(default: the one --credentials names)")
+    p.add_argument("--credentials", metavar="FILE",
+                   help="the agent's etcd credential, as join wrote it (and renewal rewrites "
+                   "it); join: where to write it (default berth-agent.json)")
     p.add_argument("--kubeconfig", metavar="FILE",
                    help="the cluster's own credentials (default: the Pod's service account)")
     p.add_argument("--context", help="the kubeconfig context to use (default: its current)")
+    p.add_argument("--token", help="join: the bootstrap token")
+    p.add_argument("--ca-hash", metavar="sha256:HEX",
+                   help="join: the hash of etcd's CA, as the token's minting printed it")
+    p.add_argument("--join-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="join: how long to wait for approval (default 600)")
     state: dict[str, Any] = {}  # what ``prepare`` read, for ``make``
 
     def prepare(args: argparse.Namespace) -> dict[str, Any]:
-        """Before etcd is dialled: the cluster's credentials (or why not), and the
-        election on the cluster's heartbeat key."""
-        from berth.cli.cluster_cmd import kubeconfig
+        """Before etcd is dialled: the cluster's credentials (or why not), the agent's
+        etcd credential, and the election on the cluster's heartbeat key."""
         from berth.controllers.propagator.agent.agent import heartbeat_body
+        from berth.controllers.propagator.agent.join import Credentials
 
+        if args.credentials:
+            path = Path(args.credentials)
+            made = Credentials.load(path)
+            state["credentials"], state["path"] = made, path
+            args.etcd = args.etcd or made.endpoints
+            args.etcd_user, args.etcd_password = made.user, made.password
+            args.etcd_ca = args.etcd_ca or made.ca
+            args.etcd_cert = args.etcd_cert or made.cert
+            args.etcd_key = args.etcd_key or made.key
+            args.cluster = args.cluster or made.cluster
+        if not args.cluster:
+            raise ValueError("name the cluster: --cluster NAMESPACE/NAME, or --credentials FILE")
         state["cluster"] = cid = args.cluster
-        state["kubeconfig"] = (kubeconfig(args.kubeconfig, args.context) if args.kubeconfig
-                               else in_cluster())
+        state["kubeconfig"] = _kubeconfig(args)
         return {"election_key": keys.heartbeat_key(cid),
                 "campaign": lambda identity, since: heartbeat_body(cid, identity, since)}
 
     def make(store: Store, config: Any, _lease_ttl: int) -> Controller:
         from berth.controllers.propagator.agent.agent import Agent
 
-        return Agent(store, config, cluster=state["cluster"], kubeconfig=state["kubeconfig"])
+        return Agent(store, config, cluster=state["cluster"], kubeconfig=state["kubeconfig"],
+                     credentials=state.get("credentials"), credentials_path=state.get("path"))
 
     add_controller(
         p, name="agent",
         description="Carry out a pull cluster's work (/berth/v1/work/<cluster>/) on that "
         "cluster with its own credentials; report each work and a heartbeat under "
-        "/berth/v1/agents/<cluster>/. Replicas elect a leader on the heartbeat key.",
+        "/berth/v1/agents/<cluster>/. Replicas elect a leader on the heartbeat key. "
+        "`berth agent join ENDPOINTS --token T --ca-hash H` joins first.",
         port=9104, load=load_config, dump_defaults=lambda: dump_config(AgentConfig()),
         make=make, lease_ttl=15, prepare=prepare)
+    run = p.get_default("run")
+    p.set_defaults(run=lambda args: join(args) if args.action == "join" else run(args))
+
+
+def join(args: argparse.Namespace) -> int:
+    """``berth agent join``: ask, wait for approval, write the credential."""
+    from berth.cli.etcd_options import etcd_config
+    from berth.controllers.propagator.agent.join import JoinError, trusted_ca
+    from berth.controllers.propagator.agent.join import join as ask
+    from berth.store.agents import Token
+
+    if not args.endpoints or not args.token:
+        raise ValueError("join: give ENDPOINTS and --token")
+    token = Token.parse(args.token)
+    out = Path(args.credentials or "berth-agent.json")
+    first = args.endpoints.split(",")[0].strip()
+    tls = etcd_config(args)  # --etcd-ca/-cert/-key, or $BERTH_ETCD_CA/_CERT/_KEY
+    try:
+        ca = trusted_ca(first, args.ca_hash, tls.ca, out.with_suffix(".ca.crt"))
+        made = ask(args.endpoints, token, kubeconfig=_kubeconfig(args), ca=ca,
+                   cert=tls.cert, key=tls.key, timeout=args.join_timeout,
+                   out=out, say=lambda line: print(line, file=sys.stderr, flush=True))
+    except JoinError as exc:
+        print(f"berth agent join: {exc}", file=sys.stderr)
+        return 1
+    print(f"joined as cluster {made.cluster}; credential in {out} (keep it secret); run: "
+          f"berth agent --credentials {out}" + (
+              f" --kubeconfig {args.kubeconfig}" if args.kubeconfig else ""))
+    return 0

@@ -1,4 +1,5 @@
-"""``berth cluster register`` and ``berth cordon``/``uncordon``: the cluster chores.
+"""``berth cluster register`` and ``berth cordon``/``uncordon``: the cluster chores
+(and an agent's ``token create``, ``approve`` and ``revoke``: ``registration_cmd.py``).
 
 ``register NAME --kubeconfig FILE`` writes a Cluster from a kubeconfig file:
 only the chosen context, its cluster and its user are kept (the other
@@ -36,7 +37,8 @@ CORDON = "berth.dev/cordoned"
 def configure(p: argparse.ArgumentParser, name: str) -> None:
     """``berth cluster register``, ``berth cordon`` and ``berth uncordon``."""
     if name == "cluster":
-        p.description = "Register a Kubernetes cluster from a kubeconfig file."
+        p.description = ("Register a Kubernetes cluster from a kubeconfig file; mint, approve "
+                         "and revoke a pull cluster's agent.")
         chores = p.add_subparsers(dest="chore", required=True, metavar="CHORE")
         r = chores.add_parser("register", help="create or update a Cluster from a kubeconfig")
         r.add_argument("name", metavar="[NAMESPACE/]NAME")
@@ -48,6 +50,9 @@ def configure(p: argparse.ArgumentParser, name: str) -> None:
                        help="a GlobalMetric (or ns/NAME=WEIGHT for a namespaced Metric) and its "
                        "weight in the score")
         r.set_defaults(run=register)
+        from berth.cli.registration_cmd import add_chores
+
+        add_chores(chores)
         return
     p.description = (
         "Keep applications off a cluster (a taint)." if name == "cordon"

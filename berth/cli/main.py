@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "apply": ("apply_cmd", "create or update resources from YAML"),
     "delete": ("delete_cmd", "delete resources (an Application via the propagator)"),
     "wait": ("wait_cmd", "wait until resources meet a condition (kubectl's manner)"),
-    "cluster": ("cluster_cmd", "cluster chores: register"),
+    "cluster": ("cluster_cmd", "cluster chores: register; an agent's token, approve, revoke"),
     "cordon": ("cluster_cmd", "keep applications off a cluster (a taint)"),
     "uncordon": ("cluster_cmd", "take the cordon's taint away"),
     "completion": ("completion_cmd", "a bash or zsh completion script"),

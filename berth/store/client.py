@@ -100,6 +100,7 @@ class _Members:
         self.current = 0  # the member requests go to: changed under member_lock
         self.member_lock = threading.Lock()
         self.auth_lock = threading.Lock()  # one authentication at a time
+        self.password = config.password  # changed by use_password, under auth_lock
         self.link = Link(self.endpoints)
 
 
@@ -184,13 +185,20 @@ class Store:
         """Exchange user and password for a token; the stale token is dropped first."""
         with self._m.auth_lock:
             self.session.headers.pop("Authorization", None)
-            body = {"name": self.config.user, "password": self.config.password}
+            body = {"name": self.config.user, "password": self._m.password}
             reply = self._request("auth/authenticate", body, f"authenticating as "
                                   f"{self.config.user!r}")
             token = reply.get("token")
             if not token:
                 raise Unauthorized(f"authenticating as {self.config.user!r}: no token returned")
             self.session.headers["Authorization"] = token
+
+    def use_password(self, password: str) -> None:
+        """Authenticate from now on with ``password`` (an agent's renewed credential), for
+        every view of this session; Unauthorized if etcd does not take it yet."""
+        with self._m.auth_lock:
+            self._m.password = password
+        self.authenticate()
 
     def call(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
         """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token

@@ -20,7 +20,8 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/agents/<cluster ns>/<cluster>/heartbeat          its leading agent, alive
     /berth/v1/agents/<cluster ns>/<cluster>/removals           its removals of late
     /berth/v1/agents/<cluster ns>/<cluster>/reports/<namespace>/<name>   what it did of a work
-    /berth/v1/registrations/<cluster ns>/<cluster>             an agent's request to join
+    /berth/v1/registrations/<cluster ns>/<cluster>             its agent's registration
+    /berth/v1/registrations/<cluster ns>/<cluster>/request     ... a request to join, or renew
 
 Secrets live apart so that etcd's roles can keep each kind's from every
 process but the one that uses it (scripts/etcd-secure.sh). So does a pull
@@ -237,15 +238,21 @@ def report_key(cid: str, namespace: str, name: str) -> str:
 
 
 def registration_key(cid: str) -> str:
-    """An agent's request to join as cluster ``cid`` (and the answer to it)."""
+    """What berth says of the agent of cluster ``cid``: its bootstrap token, the identity
+    it joined with, its credential's expiry, whether it was revoked (written by admins)."""
     return REGISTRATIONS + _cluster_path(cid)
+
+
+def registration_request_key(cid: str) -> str:
+    """An agent's request to join as cluster ``cid``, or to renew its credential."""
+    return registration_key(cid) + "/request"
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterKeyRef:
     """A parsed work, agent or registration key: the cluster it is about, what it is
-    (``work``, ``heartbeat``, ``removals``, ``report``, ``registration``) and, for a work
-    or a report, the application's namespace and name."""
+    (``work``, ``heartbeat``, ``removals``, ``report``, ``registration``, ``request``)
+    and, for a work or a report, the application's namespace and name."""
 
     what: str
     cluster: str  # "<namespace>/<name>"
@@ -265,8 +272,8 @@ def parse_cluster_key(key: str) -> ClusterKeyRef:
         raise ValueError(f"{key!r}: expected <cluster namespace>/<cluster>")
     cid = _cluster_path(f"{parts[0]}/{parts[1]}")
     rest = parts[2:]
-    if family == REGISTRATIONS and not rest:
-        return ClusterKeyRef("registration", cid)
+    if family == REGISTRATIONS and rest in ([], ["request"]):
+        return ClusterKeyRef("request" if rest else "registration", cid)
     if family == AGENTS and rest in (["heartbeat"], ["removals"]):
         return ClusterKeyRef(rest[0], cid)
     app = rest[1:] if family == AGENTS and rest[:1] == ["reports"] else rest

@@ -230,11 +230,15 @@ class AgentProcess(BerthProcess):
 
     def __init__(self, url: str, workdir: Path, *, cluster: str, kubeconfig: dict[str, Any],
                  config: str = "", name: str = "a", env: dict[str, str] | None = None,
-                 lease_ttl: int = 2) -> None:
+                 lease_ttl: int = 2, credentials: Path | None = None) -> None:
+        """``credentials``: as ``berth agent join`` wrote them (then ``cluster`` is the one
+        they name, and etcd is reached as they say)."""
         super().__init__(url, workdir, config=config, name=name, env=env)
         path = workdir / f"agent-{name}.kubeconfig"
         path.write_text(json.dumps(kubeconfig))
-        self.args += ["--cluster", cluster, "--kubeconfig", str(path)]
+        self.args += ["--kubeconfig", str(path)]
+        self.args += ["--credentials", str(credentials)] if credentials else [
+            "--cluster", cluster]
         self.args[self.args.index("--lease-ttl") + 1] = str(lease_ttl)
 
 

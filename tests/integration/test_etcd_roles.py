@@ -5,18 +5,14 @@ shows in a log or the CLI."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import requests
 import yaml
 
-from berth.store import EtcdConfig, Put, Store, Unauthorized, encode, keys
+from berth.store import Put, Store, Unauthorized, encode, keys
 from berth_testkit.scheduler_env import (
     ConsoleProcess,
     MetricsCacheProcess,
@@ -24,58 +20,12 @@ from berth_testkit.scheduler_env import (
     SchedulerProcess,
     wait_for,
 )
-from berth_testkit.servers.etcd import ROOT, EtcdServer, ServerUnavailable, Tls, make_tls
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving
+from tests.integration.conftest import Secure
 
 USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-console",
          "berth-admin")
-
-
-@dataclass
-class Secure:
-    etcd: EtcdServer
-    tls: Tls
-    passwords: Path
-
-    def env(self, user: str) -> dict[str, str]:
-        return {"BERTH_ETCD": self.etcd.url, "BERTH_ETCD_CA": self.tls.ca,
-                "BERTH_ETCD_CERT": self.tls.client_cert, "BERTH_ETCD_KEY": self.tls.client_key,
-                "BERTH_ETCD_USER": user,
-                "BERTH_ETCD_PASSWORD": (self.passwords / user).read_text().strip()}
-
-    def store(self, user: str) -> Store:
-        env = self.env(user)
-        return Store(EtcdConfig(url=self.etcd.url, ca=self.tls.ca, cert=self.tls.client_cert,
-                                key=self.tls.client_key, user=user,
-                                password=env["BERTH_ETCD_PASSWORD"], timeout=5))
-
-    def berth(self, user: str, *args: str, stdin: str | None = None) -> str:
-        done = subprocess.run([sys.executable, "-m", "berth.cli.main", *args], input=stdin,
-                              capture_output=True, text=True, timeout=60, cwd=ROOT,
-                              env={**os.environ, **self.env(user)})
-        assert done.returncode == 0, done.stderr
-        return done.stdout + done.stderr
-
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
-    tls = make_tls(tmp_path_factory.mktemp("tls"))
-    try:
-        etcd = EtcdServer(tls=tls, client_cert_auth=True).start()
-    except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    passwords = tmp_path_factory.mktemp("passwords")
-    env = {**os.environ, "ETCDCTL_ENDPOINTS": etcd.url, "ETCDCTL_CACERT": tls.ca,
-           "ETCDCTL_CERT": tls.client_cert, "ETCDCTL_KEY": tls.client_key,
-           "ETCDCTL": str(etcd.bindir / "etcdctl")}
-    for _ in range(2):  # a second run changes nothing and succeeds
-        done = subprocess.run(["bash", str(ROOT / "scripts/etcd-secure.sh"), str(passwords)],
-                              env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-    assert oct(passwords.stat().st_mode)[-3:] == "700"
-    yield Secure(etcd, tls, passwords)
-    etcd.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -46,6 +47,7 @@ from berth.controllers.propagator.plan import (
 from berth.controllers.runtime import Event, EventType, Informer, Retry
 from berth.store import Conflict, Delete, Fence, Put, Store, StoreError, encode, keys
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.store.documents.registration import JoinRequest, Registration
 from berth.store.documents.resources import with_replicas
 from berth.store.documents.work import (
     AgentDocument,
@@ -115,6 +117,10 @@ class PullClusters:
         self.agents: Informer[AgentDocument] = Informer(
             store, keys.AGENTS, AgentDocument, idle_timeout=idle_timeout,
             layout=keys.cluster_key_problem)
+        # which agents were revoked: no work is written where their watch could see it
+        self.registrations: Informer[Registration | JoinRequest] = Informer(
+            store, keys.REGISTRATIONS, Registration | JoinRequest, idle_timeout=idle_timeout,
+            layout=keys.cluster_key_problem)
         self._lock = threading.Lock()
         self._sent: dict[str, Sent] = {}  # work key → what this replica wrote there last
         # (application key, whether the copy's state may have turned): a report changed
@@ -123,8 +129,16 @@ class PullClusters:
         self.agents.add_handler(self._on_agent)
 
     @property
-    def informers(self) -> tuple[Informer[_Sent], Informer[AgentDocument]]:
-        return self.works, self.agents
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return self.works, self.agents, self.registrations
+
+    def revoked(self, cid: str) -> str:
+        """Why no work may be written for ``cid`` ("": it may): its agent was revoked."""
+        doc = self.registrations.get(keys.registration_key(cid))
+        if isinstance(doc, Registration) and doc.status.revoked is not None:
+            return (f"its agent was revoked at {doc.status.revoked:%Y-%m-%d %H:%M:%S} UTC "
+                    "(berth cluster revoke): no work is written for it")
+        return ""
 
     # -- reading ---------------------------------------------------------------------
 
@@ -203,6 +217,10 @@ class PullClusters:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
                 return None
+            revoked = self.revoked(cid)
+            if revoked:
+                progress.errors[cid] = revoked
+                return None
             if cid not in progress.applied:  # recorded before it is sent (nothing forgotten)
                 progress.applied[cid] = ClusterApplied(0, refs_of(bodies), step.replicas)
                 written = intent(progress.status, progress.applied, cid, step.generation,
@@ -272,9 +290,10 @@ class PullClusters:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
                 return
-            if not self.exists(cid):
-                log.warning("cluster %s no longer exists: its agent is not asked to remove "
-                            "%s", cid, step.owner)
+            gone = "no longer exists" if not self.exists(cid) else self.revoked(cid)
+            if gone:
+                log.warning("cluster %s %s: its agent is not asked to remove %s (its objects "
+                            "stay there)", cid, gone, step.owner)
                 self._drop(cid, key)
                 progress.applied.pop(cid, None)
                 return

@@ -32,15 +32,19 @@ lists the works as they are then and carries them out.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Collection
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from berth.controllers.propagator.agent.budget import Budget
 from berth.controllers.propagator.agent.config import AgentConfig
+from berth.controllers.propagator.agent.join import Credentials, Renewal
 from berth.controllers.propagator.agent.reports import Reports
 from berth.controllers.propagator.capacity import Tracker
 from berth.controllers.propagator.drift import DriftWatches, OwnWrites
@@ -96,13 +100,16 @@ def heartbeat_body(cid: str, identity: str, since: float) -> bytes:
 class Agent:
     def __init__(self, store: Store, config: AgentConfig, *, cluster: str,
                  kubeconfig: dict[str, Any], identity: str | None = None,
-                 expires: datetime | None = None) -> None:
+                 credentials: Credentials | None = None,
+                 credentials_path: Path | None = None) -> None:
         keys.work_prefix(cluster)  # a valid cluster id, or ValueError now
         self.store = store
         self.config = config
         self.cid = cluster
         self.identity = identity or default_identity()
-        self.expires = expires  # when this agent's etcd credential does (the heartbeat says)
+        # the etcd credential: when it expires (the heartbeat says), renewed in time
+        self.renewal = Renewal(store, credentials, credentials_path)
+        self._renew_checked = -math.inf
         self.kubeconfig = kubeconfig
         self.ckey = keys.resource_key("Cluster", *reversed(cluster.split("/", 1)))
         idle = config.watch_idle_timeout
@@ -497,12 +504,15 @@ class Agent:
     def _heartbeat_step(self) -> None:
         """Probe the cluster and say what was found (when it changed), then wait for the
         interval or a change of capacity (at most every ``capacity_interval``)."""
+        if time.monotonic() - self._renew_checked >= self.config.renew_check_interval:
+            self._renew_checked = time.monotonic()
+            self.renewal.step(datetime.now(UTC))
         probe = self._probe()
         capacity: Capacity | None = self.tracker.capacity() if (
             self.tracker is not None and probe.state == "ONLINE") else None
         state = AgentState(self.identity, probe.state, probe.reason,
                            list(probe.custom_resources), capacity, self._since,
-                           expires=self.expires, held=self._held, version=VERSION)
+                           expires=self.renewal.expires, held=self._held, version=VERSION)
         if state != self._beat_said:
             self._beat(state)
         if self._beat_wake.wait(self.config.probe_interval) and not self._stop.is_set():

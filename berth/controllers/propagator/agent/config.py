@@ -26,11 +26,12 @@ class AgentConfig(msgspec.Struct, forbid_unknown_fields=True):
     delete_share: float = 0.25
     delete_least: int = 5
     delete_window: float = 300.0
+    renew_check_interval: float = 30.0  # seconds between looks at the credential's expiry
 
     def __post_init__(self) -> None:
         for name in ("probe_interval", "probe_timeout", "request_timeout", "resync_interval",
                      "capacity_interval", "retry_base_delay", "retry_max_delay",
-                     "watch_idle_timeout", "delete_window"):
+                     "watch_idle_timeout", "delete_window", "renew_check_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.untracked_after < 0:

@@ -1,0 +1,290 @@
+"""An agent joins berth, keeps its credential, and renews it (docs/agents.md).
+
+* :func:`identity`: the cluster's identity, its ``kube-system`` namespace's uid
+  (as Karmada's and OCM's agents use): a second cluster asking for a name
+  already joined has another, and is refused.
+* :func:`trusted_ca`: etcd's CA, found in its TLS handshake and trusted only if
+  its hash is the one ``berth cluster token create`` printed (as ``kubeadm
+  join --discovery-token-ca-cert-hash``), or a CA file given and checked.
+* :func:`join`: a password made here, its bcrypt hash sent as the request (the
+  password never leaves the agent), and the answer awaited; the credential is
+  written to a file of its own (mode 0600) that ``berth agent --credentials``
+  reads.
+* :class:`Renewal`: with a quarter of the credential's life left, the agent
+  asks again with a new password's hash; once etcd takes the new password
+  (``berth cluster approve --watch`` approved it), the agent uses it and writes
+  it to its credentials file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import secrets
+import socket
+import ssl
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+
+from berth.controllers.propagator.kube import Connection, Unavailable
+from berth.store import EtcdConfig, Put, Store, StoreError, Unauthorized, encode, keys
+from berth.store import agents as reg
+from berth.store.auth import hashed
+from berth.store.documents import KubeObjectRef, StatusMeta
+from berth.store.documents.registration import JoinRequest, Registration
+
+log = logging.getLogger(__name__)
+
+
+class JoinError(Exception):
+    """Joining failed; the message says why and what to do."""
+
+
+def identity(kubeconfig: dict[str, Any], timeout: float = 10.0) -> str:
+    """The uid of the cluster's ``kube-system`` namespace."""
+    conn = Connection(kubeconfig, timeout)
+    try:
+        ns = conn.get(KubeObjectRef("v1", "Namespace", "kube-system"))
+    except Unavailable as exc:
+        raise JoinError(f"the cluster did not answer: {exc}") from exc
+    finally:
+        conn.close()
+    if ns is None or not ns.metadata.uid:
+        raise JoinError("the cluster has no kube-system namespace to identify it by")
+    return ns.metadata.uid
+
+
+def _pem(der: bytes) -> str:
+    lines = base64.encodebytes(der).decode().replace("\n", "")
+    body = "\n".join(lines[i:i + 64] for i in range(0, len(lines), 64))
+    return f"-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n"
+
+
+def _der_of(pem: str) -> bytes:
+    begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
+    if begin not in pem:
+        raise JoinError("no certificate in the CA file")
+    return base64.b64decode("".join(pem.split(begin, 1)[1].split(end, 1)[0].split()))
+
+
+def _hash(der: bytes) -> str:
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def trusted_ca(endpoint: str, ca_hash: str | None, ca_file: str | None, write_to: Path
+               ) -> str | None:
+    """The CA file to trust etcd with (None: plain http). A CA file given is checked
+    against ``ca_hash``; without one, the certificates etcd shows in its handshake are
+    searched for the one with that hash (etcd's ``--cert-file`` then holds the
+    server's certificate followed by its CA), which is written to ``write_to``."""
+    parts = urlsplit(endpoint)
+    if parts.scheme != "https":
+        return None
+    if ca_file:
+        if ca_hash and _hash(_der_of(Path(ca_file).read_text())) != ca_hash:
+            raise JoinError(f"{ca_file}: its hash is not {ca_hash}: not the CA the token was "
+                            "minted for")
+        return ca_file
+    if not ca_hash:
+        raise JoinError("etcd speaks TLS: give --ca-hash (berth cluster token create prints "
+                        "it) or --etcd-ca FILE")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # nothing is sent before the CA is checked below
+    with socket.create_connection((parts.hostname or "", parts.port or 2379), timeout=10) as raw, \
+            ctx.wrap_socket(raw) as tls:
+        # Python 3.13 names it get_unverified_chain(); 3.11 has it on the SSL object.
+        sslobj: Any = getattr(tls, "_sslobj", None)
+        chain = sslobj.get_unverified_chain() if sslobj is not None else []
+    for cert in chain:
+        der = cert.public_bytes(ssl._ssl.ENCODING_DER)  # type: ignore[attr-defined]
+        if _hash(der) == ca_hash:
+            write_to.write_text(_pem(der))
+            return str(write_to)
+    raise JoinError(f"etcd at {endpoint} shows no certificate with hash {ca_hash} among "
+                    f"its {len(chain)}: give the CA file with --etcd-ca (its hash is "
+                    "checked)")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What ``berth agent join`` writes and ``berth agent --credentials`` reads."""
+
+    cluster: str
+    endpoints: str
+    user: str
+    password: str
+    identity: str
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def config(self) -> EtcdConfig:
+        return EtcdConfig(url=self.endpoints, ca=self.ca, cert=self.cert, key=self.key,
+                          user=self.user, password=self.password)
+
+    def save(self, path: Path) -> None:
+        """Written whole or not at all, readable by its owner alone."""
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(msgspec.to_builtins(self), f, indent=1)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: Path) -> Credentials:
+        try:
+            return msgspec.json.decode(path.read_bytes(), type=cls)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ValueError(f"--credentials {path}: {exc}") from None
+
+
+def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: str | None,
+         cert: str | None, key: str | None, timeout: float, out: Path,
+         say: Callable[[str], None] = print) -> Credentials:
+    """Ask to join as the token's cluster, wait for the answer, write the credential."""
+    cid = token.cluster
+    who = identity(kubeconfig)
+    password = secrets.token_hex(24)
+    digest = hashed(password)
+    config = EtcdConfig(url=endpoints, ca=ca, cert=cert, key=key, user=token.user,
+                        password=token.secret, timeout=10)
+    try:
+        store = Store(config)
+    except Unauthorized as exc:
+        raise JoinError(f"etcd refused the token ({exc}): it expired, was spent, or was "
+                        "never minted") from exc
+    namespace, _, name = cid.partition("/")
+    try:
+        before, _ = _registration(store, cid)
+        store.commit([Put(keys.registration_request_key(cid), encode(JoinRequest(
+            StatusMeta(name, namespace), who, digest, datetime.now(UTC))), None)])
+        say(f"asked to join as cluster {cid} (identity {who}); waiting for approval "
+            f"(berth cluster approve {cid})")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                now, _ = _registration(store, cid)
+                pending = store.get(keys.registration_request_key(cid)) is not None
+            except Unauthorized:  # the token was spent: approved (or revoked) meanwhile
+                break
+            if now is not None and now.status.granted == reg.granted(digest):
+                break
+            if now is not None and not pending and now.status.refused and (
+                    before is None or now != before):
+                raise JoinError(f"refused: {now.status.refused}")
+        else:
+            raise JoinError(f"not approved within {timeout:g} s (berth cluster approve {cid})")
+    finally:
+        store.close()
+    made = Credentials(cid, endpoints, reg.agent_user(cid), password, who, ca, cert, key)
+    try:
+        Store(made.config()).close()  # the credential works
+    except Unauthorized as exc:
+        raise JoinError(f"etcd does not take the new credential: refused, or revoked ({exc})"
+                        ) from exc
+    made.save(out)
+    return made
+
+
+def _registration(store: Store, cid: str) -> tuple[Registration | None, int]:
+    kv = store.get(keys.registration_key(cid))
+    if kv is None:
+        return None, 0
+    return msgspec.json.decode(kv.value, type=Registration), kv.mod_revision
+
+
+class Renewal:
+    """Keeps an agent's credential alive: asks to renew with a quarter of its life left,
+    and uses the new password once etcd takes it."""
+
+    def __init__(self, store: Store, credentials: Credentials | None, path: Path | None
+                 ) -> None:
+        self.store = store
+        self.credentials = credentials
+        self.path = path
+        self.expires: datetime | None = None
+        self.approved: datetime | None = None
+        self._pending: tuple[str, str] | None = None  # (password, its hash) asked for
+
+    def step(self, now: datetime) -> None:
+        """Read the registration; ask to renew when due; switch to a renewed password."""
+        if self.credentials is None or self.path is None:
+            return  # given on the command line or the environment: nothing to renew into
+        cid = self.credentials.cluster
+        try:
+            current, _ = _registration(self.store, cid)
+        except Unauthorized:
+            current = None
+            if self._pending is not None and self._switch():  # approved: the old one is gone
+                current, _ = _registration(self.store, cid)
+        except (StoreError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.info("registration of %s not read: %s", cid, exc)
+            return
+        if current is None:
+            return
+        st = current.status
+        self.expires, self.approved = st.expires, st.approved
+        if self._pending is not None and st.granted == reg.granted(self._pending[1]):
+            self._switch()
+            return
+        if self._pending is None and st.expires is not None and st.approved is not None:
+            life = (st.expires - st.approved).total_seconds()
+            if (st.expires - now).total_seconds() <= life * reg.RENEW_AT:
+                self._ask(cid)
+
+    def _ask(self, cid: str) -> None:
+        assert self.credentials is not None
+        password = secrets.token_hex(24)
+        digest = hashed(password)
+        namespace, _, name = cid.partition("/")
+        try:
+            self.store.commit([Put(keys.registration_request_key(cid), encode(JoinRequest(
+                StatusMeta(name, namespace), self.credentials.identity, digest,
+                datetime.now(UTC), renewal=True)), None)])
+        except StoreError as exc:
+            log.warning("cluster %s: asking to renew the agent's credential: %s", cid, exc)
+            return
+        self._pending = (password, digest)
+        log.info("cluster %s: the agent's credential expires at %s: asked to renew it", cid,
+                 self.expires)
+
+    def _switch(self) -> bool:
+        """Use the password asked for; True if etcd takes it."""
+        assert self._pending is not None and self.credentials is not None
+        password = self._pending[0]
+        try:
+            self.store.use_password(password)
+        except StoreError as exc:
+            log.info("the renewed password is not taken yet: %s", exc)
+            try:
+                self.store.use_password(self.credentials.password)
+            except StoreError as again:
+                log.warning("neither the agent's password nor the renewed one is taken: "
+                            "%s", again)
+            return False
+        self.credentials = replace(self.credentials, password=password)
+        assert self.path is not None
+        self.credentials.save(self.path)
+        self._pending = None
+        log.info("cluster %s: the agent's credential was renewed", self.credentials.cluster)
+        return True
+
+
+__all__ = ["Credentials", "JoinError", "Renewal", "identity", "join", "trusted_ca"]

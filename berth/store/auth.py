@@ -1,0 +1,114 @@
+"""etcd's users and roles, through the gateway: what confines a pull cluster's agent.
+
+etcd grants a role read or write on a key or a ``[key, range_end)`` range and
+has no deny rule; only a user with the root role manages users and roles (a
+user cannot even change its own password: tried on etcd 3.6). A user's
+password may be set from a bcrypt hash of it (``hashedPassword``, etcd 3.5 on):
+an agent makes its password and sends only the hash, so its password never
+leaves it. Deleting a user refuses its next request at once — but a watch's
+permission is checked only when the watch is created, and etcd has no way to
+end another client's stream: what a revoked agent's open watch could still
+see must not be written (docs/agents.md "Revoking").
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import bcrypt
+
+from berth.store.client import Store
+from berth.store.errors import NotFound, StoreError
+from berth.store.ops import b64, prefix_end
+
+
+class Access(StrEnum):
+    READ = "READ"
+    WRITE = "WRITE"
+    READWRITE = "READWRITE"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """``access`` to ``key``, or to every key under it when ``prefix``."""
+
+    access: Access
+    key: str
+    prefix: bool = False
+
+
+def hashed(password: str, rounds: int = 10) -> str:
+    """What etcd keeps of a password: a bcrypt hash (etcd's own cost is 10)."""
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds)).decode()
+
+
+def _call(store: Store, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+    return store.call(f"auth/{path}", body, what)
+
+
+def users(store: Store) -> list[str]:
+    reply = _call(store, "user/list", {}, "listing users")
+    return [str(u) for u in reply.get("users") or []]
+
+
+def roles(store: Store) -> list[str]:
+    reply = _call(store, "role/list", {}, "listing roles")
+    return [str(r) for r in reply.get("roles") or []]
+
+
+def add_user(store: Store, name: str, password_hash: str) -> None:
+    """Create ``name`` (or give it a new password, if it exists) from a bcrypt hash.
+
+    etcd 3.6's server hashes the ``password`` of a user it adds, whatever hash comes
+    with it (an empty password gets an empty password's hash); only a password change
+    takes a hash as given, base64-encoded. So a new user is added with a password
+    nobody knows, then given the hash."""
+    if name not in users(store):
+        _call(store, "user/add", {"name": name, "password": secrets.token_hex(32)},
+              f"adding user {name}")
+    _call(store, "user/changepw", {
+        "name": name, "hashedPassword": base64.b64encode(password_hash.encode()).decode()},
+        f"giving {name} its password")
+
+
+def delete_user(store: Store, name: str) -> bool:
+    """Delete ``name``; False if there was none."""
+    try:
+        _call(store, "user/delete", {"name": name}, f"deleting user {name}")
+    except (NotFound, StoreError) as exc:
+        if "not found" in str(exc):
+            return False
+        raise
+    return True
+
+
+def set_role(store: Store, name: str, grants: list[Grant], user: str) -> None:
+    """Make role ``name`` hold exactly ``grants``, and give it to ``user`` alone."""
+    if name in roles(store):
+        _call(store, "role/delete", {"role": name}, f"deleting role {name}")
+    _call(store, "role/add", {"name": name}, f"adding role {name}")
+    for g in grants:
+        perm: dict[str, str] = {"permType": g.access.value, "key": b64(g.key)}
+        if g.prefix:
+            perm["range_end"] = b64(prefix_end(g.key))
+        _call(store, "role/grant", {"name": name, "perm": perm},
+              f"granting {g.access.value} on {g.key}{'*' if g.prefix else ''} to {name}")
+    _call(store, "user/grant", {"user": user, "role": name}, f"giving {user} role {name}")
+
+
+def delete_role(store: Store, name: str) -> bool:
+    try:
+        _call(store, "role/delete", {"role": name}, f"deleting role {name}")
+    except (NotFound, StoreError) as exc:
+        if "not found" in str(exc):
+            return False
+        raise
+    return True
+
+
+__all__ = ["Access", "Grant", "add_user", "delete_role", "delete_user", "hashed", "roles",
+           "set_role", "users"]

@@ -1,0 +1,55 @@
+"""How an agent joins, renews and is revoked (docs/agents.md "Joining a cluster").
+
+``/berth/v1/registrations/<ns>/<name>`` is the :class:`Registration`, written by
+an administrator's commands alone (``berth cluster token create``, ``approve``,
+``revoke``): the bootstrap token's etcd user and expiry, and once approved the
+cluster's identity (its ``kube-system`` namespace's uid), the agent's etcd
+user and when its credential expires. ``.../request`` is the
+:class:`JoinRequest` the bootstrap user (to join) or the agent itself (to
+renew) writes: the identity, and a bcrypt hash of a password the agent made
+and keeps — the password itself never leaves the agent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from berth.store.documents.decisions import StatusMeta
+
+
+class RegistrationSpec(msgspec.Struct, omit_defaults=True):
+    token_user: str = ""  # the bootstrap credential's etcd user ("": none now)
+    token_expires: datetime | None = None
+    credential_ttl: float = 30 * 86400.0  # seconds an approved credential lives
+    auto: bool = False  # approved by `berth cluster approve --watch` without an operator
+
+
+class RegistrationStatus(msgspec.Struct, omit_defaults=True):
+    identity: str = ""  # the cluster's kube-system namespace uid, once approved
+    user: str = ""  # the agent's etcd user
+    approved: datetime | None = None
+    expires: datetime | None = None  # the agent renews when a quarter of its life is left
+    granted: str = ""  # a digest of the password hash last approved: the agent's cue
+    refused: str = ""  # why the last request was refused
+    revoked: datetime | None = None  # berth cluster revoke: no work is written for it
+
+
+class Registration(msgspec.Struct, tag_field="kind", tag="Registration"):
+    metadata: StatusMeta
+    spec: RegistrationSpec = msgspec.field(default_factory=RegistrationSpec)
+    status: RegistrationStatus = msgspec.field(default_factory=RegistrationStatus)
+    api: str = "kubernetes"
+
+
+class JoinRequest(msgspec.Struct, tag_field="kind", tag="JoinRequest", omit_defaults=True):
+    metadata: StatusMeta
+    identity: str  # the cluster's kube-system namespace uid
+    password_hash: str  # bcrypt; the password stays with the agent
+    at: datetime | None = None
+    renewal: bool = False  # from the agent, with its credential: not a first join
+    api: str = "kubernetes"
+
+
+__all__ = ["JoinRequest", "Registration", "RegistrationSpec", "RegistrationStatus"]

@@ -1,0 +1,263 @@
+"""An agent joins with a bootstrap token, works under an etcd role confined to its own
+cluster's prefixes, renews its credential, and is cut off when revoked (#61 items 4
+and 5). On a real etcd with mutual TLS and authentication (scripts/etcd-secure.sh),
+and real kube-apiservers: the agent's cluster and an impostor under the same name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from berth.cli import registration_cmd
+from berth.controllers.propagator.agent.join import Credentials
+from berth.store import Delete, Fence, Put, Store, Unauthorized, decode, keys
+from berth.store.agents import agent_user, join_user
+from berth.store.documents.registration import Registration
+from berth.store.documents.work import Heartbeat
+from berth_testkit.scheduler_env import AgentProcess, PropagatorProcess, wait_for
+from berth_testkit.servers.etcd import ROOT
+from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.serving import serving_all
+from tests.integration.conftest import Secure
+from tests.integration.test_propagator_apply import AGENT, app, bind, config_map, status
+
+CID = "default/edge"
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[dict[str, KubeCluster]]:
+    yield from serving_all(KubeCluster, ("edge", "impostor"))
+
+
+def berth(secure: Secure, user: str | None, *args: str, check: bool = True,
+          ) -> subprocess.CompletedProcess[str]:
+    """The command as ``user`` (None: no etcd user, as an agent that only has a token)."""
+    env = {**os.environ, **secure.env(user or "root")}
+    if user is None:
+        env.pop("BERTH_ETCD_USER")
+        env.pop("BERTH_ETCD_PASSWORD")
+    done = subprocess.run([sys.executable, "-m", "berth.cli.main", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env=env)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def join(secure: Secure, tmp_path: Path, token: str, kube: KubeCluster, name: str
+         ) -> tuple[subprocess.Popen[str], Path]:
+    """``berth agent join`` in the background, with the cluster's own kubeconfig and
+    etcd's CA checked against the hash the token came with."""
+    kubeconfig = tmp_path / f"{name}.kubeconfig"
+    kubeconfig.write_text(json.dumps(kube.kubeconfig()))
+    out = tmp_path / f"{name}.credentials.json"
+    env = {k: v for k, v in {**os.environ, **secure.env("root")}.items()
+           if k not in ("BERTH_ETCD_USER", "BERTH_ETCD_PASSWORD")}
+    ca_hash = registration_cmd.ca_hash(secure.tls.ca)  # as token create printed it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", "agent", "join", secure.etcd.url,
+         "--token", token, "--ca-hash", ca_hash, "--kubeconfig", str(kubeconfig),
+         "--credentials", str(out), "--join-timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    return proc, out
+
+
+def asked(store: Store, joining: subprocess.Popen[str]) -> None:
+    """Wait for the join's request (or say why the join ended without one)."""
+    def request() -> object:
+        if joining.poll() is not None:
+            raise AssertionError(f"berth agent join ended: {joining.communicate()}")
+        return store.get(keys.registration_request_key(CID))
+    wait_for(request, timeout=30)
+
+
+def registration(store: Store) -> Registration:
+    kv = store.get(keys.registration_key(CID))
+    assert kv is not None
+    return decode(kv.value, Registration, kv.key)
+
+
+def refused(call: Callable[[], Any]) -> bool:
+    try:
+        result = call()
+        if hasattr(result, "__iter__") and not isinstance(result, (bytes, str, tuple, list)):
+            next(iter(result))  # a watch is refused when it is opened
+    except Unauthorized:
+        return True
+    return False
+
+
+def test_an_agent_joins_works_confined_to_its_prefixes_and_is_revoked(
+    secure: Secure, clusters: dict[str, KubeCluster], tmp_path: Path
+) -> None:
+    root = secure.store("root")
+    minted = berth(secure, "root", "cluster", "token", "create", CID, "--ttl", "10m")
+    token = minted.stdout.strip()
+    assert token.startswith("default.edge.")
+    assert f"--ca-hash {registration_cmd.ca_hash(secure.tls.ca)}" in minted.stderr
+    joining, creds = join(secure, tmp_path, token, clusters["edge"], "edge")
+    asked(root, joining)
+    said = berth(secure, "root", "cluster", "approve", CID).stdout
+    assert f"cluster {CID}: joined as " in said and f"etcd user {agent_user(CID)}" in said
+    assert "cluster/default/edge created (mode Pull)" in said
+    out, err = joining.communicate(timeout=60)
+    assert joining.returncode == 0, err
+    assert oct(creds.stat().st_mode)[-3:] == "600"
+    made = Credentials.load(creds)
+    assert made.user == agent_user(CID) and made.password not in said + err + out
+    uid = clusters["edge"].request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"]
+    assert registration(root).status.identity == uid == made.identity
+    # the bootstrap credential is spent: its user and role are gone
+    users = root.call("auth/user/list", {}, "users").get("users", [])
+    assert join_user(CID) not in users and agent_user(CID) in users
+    assert made.password not in json.dumps(root.list_prefix(keys.REGISTRATIONS)[0],
+                                           default=str)  # only its hash was sent
+
+    prop = PropagatorProcess(secure.etcd.url, tmp_path, config="probe_interval: 0.5\n",
+                             env=secure.env("berth-propagator")).start()
+    agent = AgentProcess(secure.etcd.url, tmp_path, cluster=CID, credentials=creds,
+                         kubeconfig=clusters["edge"].kubeconfig(), config=AGENT, name="edge",
+                         env={k: v for k, v in secure.env("root").items()
+                              if k.startswith("BERTH_ETCD_C") or k == "BERTH_ETCD_KEY"}).start()
+    edge = clusters["edge"]
+    try:
+        app(root, "web", [config_map("web", a="1")])
+        bind(root, "web", 1, "edge")
+        wait_for(lambda: status(root, "web"), lambda s: s.status.state == "RUNNING",
+                 timeout=90)
+        assert edge.request("GET", "/api/v1/namespaces/default/configmaps/web")["data"] == {
+            "a": "1"}
+
+        # What the agent may do, and every verb outside its prefixes, refused by etcd.
+        mine = Store(made.config())
+        own_work = keys.work_key(CID, "default", "web")
+        assert mine.get(own_work) is not None
+        assert mine.list_prefix(keys.work_prefix(CID))[0]
+        other = "default/other"
+        lease = mine.grant(30)  # leases need no grant: attaching one to a key does
+        attempts: dict[str, Callable[[], Any]] = {
+            "get an application": lambda: mine.get(keys.resource_key("Application", "web",
+                                                                     "default")),
+            "get another cluster's work": lambda: mine.get(keys.work_key(other, "default",
+                                                                         "web")),
+            "range everything": lambda: mine.list_prefix(keys.ROOT),
+            "range the secrets": lambda: mine.list_prefix(keys.SECRETS),
+            "range every work": lambda: mine.list_prefix(keys.WORK),
+            "watch every work": lambda: mine.watch(keys.WORK, mine.revision()),
+            "watch another agent's prefix": lambda: mine.watch(keys.agent_prefix(other),
+                                                               mine.revision()),
+            "write an application": lambda: mine.commit([Put(keys.resource_key(
+                "Application", "evil", "default"), b"{}", None)]),
+            "write its own work": lambda: mine.commit([Put(own_work, b"{}", None)]),
+            "write another agent's report": lambda: mine.commit([Put(keys.report_key(
+                other, "default", "web"), b"{}", None)]),
+            "write its registration": lambda: mine.commit([Put(keys.registration_key(CID),
+                                                               b"{}", None)]),
+            "delete a status": lambda: mine.commit([Delete(keys.status_key(
+                "Application", "default", "web"))]),
+            "delete its work": lambda: mine.commit([Delete(own_work)]),
+            "a transaction comparing a foreign key": lambda: mine.commit([
+                Put(keys.report_key(CID, "default", "x"), b"{}", None),
+                Fence(keys.lease_key("scheduler"), 1)]),
+            "a lease attached to a foreign key": lambda: mine.commit([Put(keys.resource_key(
+                "Application", "evil", "default"), b"{}", None, lease)]),
+            "add a user": lambda: mine.call("auth/user/add", {"name": "evil",
+                                                              "password": "x"}, "add"),
+            "grant itself a role": lambda: mine.call("auth/user/grant", {
+                "user": agent_user(CID), "role": "root"}, "grant"),
+        }
+        allowed = [what for what, call in attempts.items() if not refused(call)]
+        assert not allowed, f"the agent may {allowed}"
+        assert root.get(keys.resource_key("Application", "evil", "default")) is None
+        assert "permission denied" not in agent.output()  # its own work never is
+
+        # Revoked: every new request refused at once, its work gone, none written again.
+        said = berth(secure, "root", "cluster", "revoke", CID).stdout
+        assert f"cluster {CID}: revoked (user {agent_user(CID)}, role {agent_user(CID)}" in said
+        assert refused(lambda: Store(made.config()).get(own_work))
+        assert refused(lambda: mine.get(own_work))  # the session it had, too
+        assert root.list_prefix(keys.work_prefix(CID))[0] == []
+        app(root, "web", [config_map("web", a="2")], generation=2)
+        bind(root, "web", 2, "edge")
+        failed = wait_for(lambda: status(root, "web"), lambda s: "revoked" in s.status.errors.get(
+            "default/edge", ""), timeout=30)
+        assert "berth cluster revoke" in failed.status.errors["default/edge"]
+        time.sleep(1)
+        assert root.list_prefix(keys.work_prefix(CID))[0] == []  # nothing for its open watch
+        # the cluster keeps what it had: revoking removes nothing there
+        assert edge.request("GET", "/api/v1/namespaces/default/configmaps/web")["data"] == {
+            "a": "1"}
+        mine.close()
+    finally:
+        for p in (agent, prop):
+            p.stop()
+            print(p.output()[-3000:])
+        root.close()
+    assert made.password not in agent.output() + prop.output()
+
+
+def test_a_taken_name_is_refused_and_a_credential_is_renewed_before_it_expires(
+    secure: Secure, clusters: dict[str, KubeCluster], tmp_path: Path
+) -> None:
+    root = secure.store("root")
+    token = berth(secure, "root", "cluster", "token", "create", CID, "--ttl", "10m",
+                  "--credential-ttl", "24s", "--approve").stdout.strip()
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", "cluster", "approve", "--watch",
+         "--interval", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT, env={**os.environ, **secure.env("root")})
+    agent: AgentProcess | None = None
+    try:
+        # the first test's cluster joined as edge: another cluster may not take the name
+        impostor, _ = join(secure, tmp_path, token, clusters["impostor"], "impostor")
+        _, err = impostor.communicate(timeout=60)
+        assert impostor.returncode == 1
+        assert "refused: the name is taken: it joined as cluster identity" in err, err
+        # the cluster itself may join again (tokens minted with --approve need nobody)
+        token = berth(secure, "root", "cluster", "token", "create", CID, "--ttl", "10m",
+                      "--credential-ttl", "24s", "--approve").stdout.strip()
+        joining, creds = join(secure, tmp_path, token, clusters["edge"], "edge2")
+        _out, err = joining.communicate(timeout=60)
+        assert joining.returncode == 0, err
+        first = Credentials.load(creds)
+        expires = registration(root).status.expires
+        assert expires is not None
+        agent = AgentProcess(secure.etcd.url, tmp_path, cluster=CID, credentials=creds,
+                             kubeconfig=clusters["edge"].kubeconfig(),
+                             config=AGENT + "renew_check_interval: 0.5\n", name="edge2",
+                             env={k: v for k, v in secure.env("root").items()
+                                  if k.startswith("BERTH_ETCD_C") or k == "BERTH_ETCD_KEY"})
+        agent.start()
+        # renewed with a quarter of its life left (6 s), before it expires
+        renewed = wait_for(lambda: Credentials.load(creds), lambda c: c.password !=
+                           first.password, timeout=40)
+        assert registration(root).status.expires > expires  # type: ignore[operator]
+        wait_for(lambda: agent.output() if agent else "",
+                 lambda o: "the agent's credential was renewed" in o, timeout=10)
+        time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 1)
+        # past the first credential's end: the old password is refused, the agent works
+        assert refused(lambda: Store(first.config()).get(keys.heartbeat_key(CID)))
+        beat = Store(renewed.config()).get(keys.heartbeat_key(CID))
+        assert beat is not None and decode(beat.value, Heartbeat, beat.key).status.state == (
+            "ONLINE")
+        # the auth change made etcd reject every token once (re-authenticated, said at
+        # INFO); nothing failed for it, and the agent led throughout
+        out = agent.output()
+        assert not [line for line in out.splitlines() if "permission denied" in line and (
+            " WARNING " in line or " ERROR " in line)], out
+        assert "lost leadership" not in out and out.count("leading; starting") == 1
+    finally:
+        watcher.terminate()
+        print(watcher.communicate(timeout=10)[0][-3000:])
+        if agent is not None:
+            agent.stop()
+            print(agent.output()[-3000:])
+        root.close()
