@@ -22,7 +22,7 @@ from berth.cli.events_view import described
 from berth.cli.get_cmd import document
 from berth.cli.history_cmd import lines, read
 from berth.cli.kinds import resolve
-from berth.cli.resources import Shown, age, decided, one, target_note
+from berth.cli.resources import Shown, age, decided, one, target_note, until
 from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
 
@@ -170,8 +170,20 @@ def _cluster(store: Store, s: Shown) -> list[str]:
     spec = s.doc.spec
     st = s.status.status if isinstance(s.status, ClusterStatus) else None
     on = _placed_on(store, s)
+    pull = spec.mode == "Pull"
+    reg = s.registration.status if s.registration is not None else None
     return [
+        "Mode:        " + ("Pull: its agent carries out its work (docs/agents.md)" if pull
+                           else "Push: the propagator dials its API"),
+        *(["Agent:       " + (
+            "not joined (berth cluster token create, berth agent join)" if reg is None
+            or not (reg.user or reg.revoked) else
+            f"revoked {age(reg.revoked)} ago" if reg.revoked and not reg.user else
+            f"etcd user {reg.user}, cluster identity {reg.identity}, credential expires in "
+            f"{until(reg.expires)}")] if pull else []),
+        *([f"Removals:    held by its agent: {st.held}"] if st is not None and st.held else []),
         "Kubeconfig:  " + ("present (masked)" if spec.kubeconfig else
+                           "none: its agent has the cluster's credentials" if pull else
                            "none: placed on a cloud by the scheduler"),
         "Metrics:     " + (", ".join(f"{m.name} (weight {m.weight:g})" for m in spec.metrics)
                            or "-"),

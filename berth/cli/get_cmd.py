@@ -33,6 +33,7 @@ from berth.cli.resources import (
     selector,
     shown,
     table,
+    until,
 )
 from berth.store import Store, Watch, keys
 from berth.store.documents import ApplicationStatus
@@ -116,6 +117,19 @@ def _reason(s: Shown) -> str:
     return s.binding.status.reason if s.binding is not None and s.binding.status.reason else "-"
 
 
+def _credential(s: Shown) -> str:
+    """A pull cluster's agent's etcd credential: when it expires (it renews itself with
+    a quarter of its life left), or that it was revoked, or never approved."""
+    if str(_doc(s, "spec.mode", "Push")) != "Pull":
+        return "-"
+    st = s.registration.status if s.registration is not None else None
+    if st is None or not (st.user or st.revoked):
+        return "not joined"
+    if st.revoked is not None and not st.user:
+        return f"revoked {age(st.revoked)} ago"
+    return f"expires in {until(st.expires)}" if st.expires is not None else "never expires"
+
+
 COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, -o wide adds)
     "Application": (
         [("PLACEMENT", _placement), ("STATE", _state), ("READY", ready_column),
@@ -127,7 +141,9 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
           if isinstance(s.status, ApplicationStatus) else "-"),
          ("REASON", _reason)]),
     "Cluster": (
-        [("STATE", _state), ("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
+        [("STATE", _state), ("MODE", lambda s: str(_doc(s, "spec.mode", "Push"))),
+         ("CREDENTIAL", _credential),
+         ("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
          ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"
                                         for m in _doc(s, "spec.metrics", [])) or "-"),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],

@@ -28,6 +28,7 @@ from berth.store.documents import (
     MetricValue,
     Target,
 )
+from berth.store.documents.registration import Registration
 from berth.store.documents.render import Where, selects_application, selects_cluster
 
 MASK = "<masked>"
@@ -54,6 +55,13 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
     return f"{max(0, int(seconds))}s"
 
 
+def until(when: datetime | None, now: datetime | None = None) -> str:
+    """How long until ``when``, in :func:`age`'s units ("0s" once it passed)."""
+    if when is None:
+        return "-"
+    return age(now or datetime.now(UTC), when)
+
+
 @dataclass(slots=True)
 class Shown:
     """One resource and what the processes say of it."""
@@ -71,6 +79,7 @@ class Shown:
     notes: list[str] = field(default_factory=list)  # the joined keys that did not decode
     # an override's: how many applications and clusters it selects now
     selects: tuple[int, int] | None = None
+    registration: Registration | None = None  # a pull cluster's agent's (docs/agents.md)
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -101,6 +110,8 @@ def _joins(kind: keys.Kind, ref: keys.KeyRef) -> list[tuple[str, str, type[Any]]
     if kind.name in ("Application", "Cluster"):
         out.append(("status", keys.status_key(kind.name, ns, ref.name),
                     ApplicationStatus if kind.name == "Application" else ClusterStatus))
+    if kind.name == "Cluster" and ns:
+        out.append(("registration", keys.registration_key(f"{ns}/{ref.name}"), Registration))
     if kind.name in ("Metric", "GlobalMetric"):
         out.append(("value", keys.metric_value_key(ref.name, ref.namespace), MetricValue))
     return out

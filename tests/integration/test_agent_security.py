@@ -178,6 +178,12 @@ def test_an_agent_joins_works_confined_to_its_prefixes_and_is_revoked(
         assert not allowed, f"the agent may {allowed}"
         assert root.get(keys.resource_key("Application", "evil", "default")) is None
         assert "permission denied" not in agent.output()  # its own work never is
+        shown = secure.berth("berth-admin", "get", "clusters")
+        assert shown.splitlines()[0].split()[:4] == ["NAME", "STATE", "MODE", "CREDENTIAL"]
+        assert shown.splitlines()[1].split()[:6] == ["edge", "ONLINE", "Pull", "expires",
+                                                     "in", "29d"]
+        shown = secure.berth("berth-admin", "describe", "cluster", "edge")
+        assert f"Agent:       etcd user {agent_user(CID)}, cluster identity {uid}" in shown
 
         # Revoked: every new request refused at once, its work gone, none written again.
         said = berth(secure, "root", "cluster", "revoke", CID).stdout
@@ -192,6 +198,8 @@ def test_an_agent_joins_works_confined_to_its_prefixes_and_is_revoked(
         assert "berth cluster revoke" in failed.status.errors["default/edge"]
         time.sleep(1)
         assert root.list_prefix(keys.work_prefix(CID))[0] == []  # nothing for its open watch
+        row = secure.berth("berth-admin", "get", "clusters").splitlines()[1].split()
+        assert row[0] == "edge" and row[2:4] == ["Pull", "revoked"], row
         # the cluster keeps what it had: revoking removes nothing there
         assert edge.request("GET", "/api/v1/namespaces/default/configmaps/web")["data"] == {
             "a": "1"}
