@@ -19,13 +19,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berth.cli.controller_cmd import add_controller
 from berth.controllers.propagator.agent.config import AgentConfig, dump_config, load_config
 from berth.controllers.runtime.process import Controller
 from berth.store import Store, keys
+
+if TYPE_CHECKING:
+    from berth.controllers.propagator.agent.join import Keeper
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -80,6 +84,9 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--credentials", metavar="FILE",
                    help="the agent's etcd credential, as join wrote it (and renewal rewrites "
                    "it); join: where to write it (default berth-agent.json)")
+    p.add_argument("--credentials-secret", metavar="NAMESPACE/NAME",
+                   help="the same, kept in a Secret of the agent's own cluster (in a Pod: "
+                   "its files do not outlive it, a renewed password must)")
     p.add_argument("--kubeconfig", metavar="FILE",
                    help="the cluster's own credentials (default: the Pod's service account)")
     p.add_argument("--context", help="the kubeconfig context to use (default: its current)")
@@ -94,22 +101,24 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
         """Before etcd is dialled: the cluster's credentials (or why not), the agent's
         etcd credential, and the election on the cluster's heartbeat key."""
         from berth.controllers.propagator.agent.agent import heartbeat_body
-        from berth.controllers.propagator.agent.join import Credentials
 
-        if args.credentials:
-            path = Path(args.credentials)
-            made = Credentials.load(path)
-            state["credentials"], state["path"] = made, path
-            args.etcd = args.etcd or made.endpoints
+        state["kubeconfig"] = _kubeconfig(args)
+        keeper = _keeper(args, state["kubeconfig"])
+        if keeper is not None:
+            made = keeper.load()
+            state["credentials"], state["keeper"] = made, keeper
+            # the credential's, unless the options or the environment say otherwise (in a
+            # Pod: etcd's CA and client pair are files mounted there)
+            args.etcd = args.etcd or os.environ.get("BERTH_ETCD") or made.endpoints
             args.etcd_user, args.etcd_password = made.user, made.password
-            args.etcd_ca = args.etcd_ca or made.ca
-            args.etcd_cert = args.etcd_cert or made.cert
-            args.etcd_key = args.etcd_key or made.key
+            for attr, var, value in (("etcd_ca", "BERTH_ETCD_CA", made.ca),
+                                     ("etcd_cert", "BERTH_ETCD_CERT", made.cert),
+                                     ("etcd_key", "BERTH_ETCD_KEY", made.key)):
+                setattr(args, attr, getattr(args, attr) or os.environ.get(var) or value)
             args.cluster = args.cluster or made.cluster
         if not args.cluster:
             raise ValueError("name the cluster: --cluster NAMESPACE/NAME, or --credentials FILE")
         state["cluster"] = cid = args.cluster
-        state["kubeconfig"] = _kubeconfig(args)
         return {"election_key": keys.heartbeat_key(cid),
                 "campaign": lambda identity, since: heartbeat_body(cid, identity, since)}
 
@@ -117,7 +126,7 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
         from berth.controllers.propagator.agent.agent import Agent
 
         return Agent(store, config, cluster=state["cluster"], kubeconfig=state["kubeconfig"],
-                     credentials=state.get("credentials"), credentials_path=state.get("path"))
+                     credentials=state.get("credentials"), keeper=state.get("keeper"))
 
     add_controller(
         p, name="agent",
@@ -141,18 +150,40 @@ def join(args: argparse.Namespace) -> int:
     if not args.endpoints or not args.token:
         raise ValueError("join: give ENDPOINTS and --token")
     token = Token.parse(args.token)
-    out = Path(args.credentials or "berth-agent.json")
+    kubeconfig = _kubeconfig(args)
+    if not args.credentials_secret:
+        args.credentials = args.credentials or "berth-agent.json"
+    keeper = _keeper(args, kubeconfig)
+    assert keeper is not None
     first = args.endpoints.split(",")[0].strip()
     tls = etcd_config(args)  # --etcd-ca/-cert/-key, or $BERTH_ETCD_CA/_CERT/_KEY
     try:
-        ca = trusted_ca(first, args.ca_hash, tls.ca, out.with_suffix(".ca.crt"))
-        made = ask(args.endpoints, token, kubeconfig=_kubeconfig(args), ca=ca,
+        ca = trusted_ca(first, args.ca_hash, tls.ca, Path(args.credentials).with_suffix(
+            ".ca.crt") if args.credentials else Path(tempfile.gettempdir()) / "berth-ca.crt")
+        made = ask(args.endpoints, token, kubeconfig=kubeconfig, ca=ca,
                    cert=tls.cert, key=tls.key, timeout=args.join_timeout,
-                   out=out, say=lambda line: print(line, file=sys.stderr, flush=True))
+                   out=keeper, say=lambda line: print(line, file=sys.stderr, flush=True))
     except JoinError as exc:
         print(f"berth agent join: {exc}", file=sys.stderr)
         return 1
-    print(f"joined as cluster {made.cluster}; credential in {out} (keep it secret); run: "
-          f"berth agent --credentials {out}" + (
+    how = (f"--credentials-secret {args.credentials_secret}" if args.credentials_secret
+           else f"--credentials {args.credentials}")
+    print(f"joined as cluster {made.cluster}; credential in {keeper.where} (keep it "
+          f"secret); run: berth agent {how}" + (
               f" --kubeconfig {args.kubeconfig}" if args.kubeconfig else ""))
     return 0
+
+
+def _keeper(args: argparse.Namespace, kubeconfig: dict[str, Any]) -> Keeper | None:
+    """Where the agent's credential is kept: a file, or a Secret of its own cluster."""
+    from berth.controllers.propagator.agent.join import FileKeeper, SecretKeeper
+
+    if args.credentials and args.credentials_secret:
+        raise ValueError("--credentials or --credentials-secret, not both")
+    if args.credentials_secret:
+        namespace, sep, name = args.credentials_secret.partition("/")
+        if not sep or not namespace or not name:
+            raise ValueError(f"--credentials-secret {args.credentials_secret!r}: expected "
+                             "NAMESPACE/NAME")
+        return SecretKeeper(kubeconfig, namespace, name)
+    return FileKeeper(Path(args.credentials)) if args.credentials else None

@@ -5,6 +5,7 @@ real kube-apiservers with kwok nodes (Pods become Ready)."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -286,3 +287,25 @@ def test_an_agent_cut_off_comes_back_and_removes_a_bounded_share_at_once(
     assert "removals held: 2 applications removed in the last 5 s" in out
     events = store.list_prefix(keys.ROOT + "events/clusters/default/west/")[0]
     assert any(b"RemovalsHeld" in kv.value for kv in events)
+
+
+def test_a_credential_is_kept_in_a_secret_of_the_agents_own_cluster(
+    clusters: dict[str, KubeCluster]
+) -> None:
+    """In a Pod, the agent's files do not outlive it: its credential (and a renewed one)
+    is kept in a Secret of its cluster, read and written with its own credentials."""
+    from berth.controllers.propagator.agent.join import Credentials, SecretKeeper
+
+    west = clusters["west"]
+    keeper = SecretKeeper(west.kubeconfig(), "default", "berth-agent-test")
+    with pytest.raises(ValueError, match="Secret default/berth-agent-test: not read"):
+        keeper.load()
+    made = Credentials("edge/site-1", "https://etcd:2379", "berth-agent.edge.site-1", "pw-1",
+                       "uid-1", "/etc/berth/ca.crt")
+    keeper.save(made)
+    assert keeper.load() == made
+    keeper.save(dataclasses.replace(made, password="pw-2"))  # a renewal overwrites it
+    assert keeper.load().password == "pw-2"
+    stored = west.request("GET", "/api/v1/namespaces/default/secrets/berth-agent-test")
+    assert set(stored["data"]) == {"credentials.json"}
+    west.request("DELETE", "/api/v1/namespaces/default/secrets/berth-agent-test")

@@ -199,6 +199,51 @@ def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeCluster,
         "berth-console-token", "berth-etcd-tls"]
 
 
+def test_the_agents_manifests_pass_server_side_dry_run_and_confine_it(
+    kustomize: str, kube: KubeCluster
+) -> None:
+    """deploy/kubernetes/agent, for a pull cluster: its Deployment runs `berth agent` with
+    the cluster's own service account and its credential's Secret (which it alone may
+    update), and its NetworkPolicy lets in nothing but scrapes and out nothing but DNS,
+    the API server and etcd. The join Job's arguments parse too."""
+    docs = render(kustomize, "agent")
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    api = Api(kube)
+    for doc in docs:
+        if doc["kind"] == "Namespace":
+            assert api.apply(doc, dry_run=False).status_code in (200, 201)
+    for doc in docs:
+        reply = api.apply(doc, dry_run=True)
+        assert reply.status_code in (200, 201), (doc["kind"], doc["metadata"]["name"],
+                                                 reply.text[:1000])
+    agent = by[("Deployment", "berth-agent")]
+    spec = agent["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    assert spec["serviceAccountName"] == "berth-agent" and agent["spec"]["replicas"] == 2
+    assert c["args"][:3] == ["agent", "--credentials-secret", "berth-agent/berth-agent"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    done = subprocess.run([sys.executable, "-c", "import sys; from berth.cli.main import "
+                           "parser; parser('agent').parse_args(sys.argv[1:])", *c["args"]],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    own = by[("Role", "berth-agent-credential")]["rules"]
+    assert own == [{"apiGroups": [""], "resources": ["secrets"],
+                    "resourceNames": ["berth-agent"], "verbs": ["get", "update", "patch"]}]
+    policy = by[("NetworkPolicy", "berth-agent")]["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert sorted(p["port"] for rule in policy["egress"] for p in rule["ports"]) == [
+        53, 53, 443, 2379, 6443]
+    job = yaml.safe_load((DEPLOY / "kubernetes" / "agent" / "join-job.yaml").read_text())
+    args = [a.replace("$(TOKEN)", "default.edge.00ff") for a in
+            job["spec"]["template"]["spec"]["containers"][0]["args"]]
+    done = subprocess.run([sys.executable, "-c", "import sys; from berth.cli.main import "
+                           "parser; parser('agent').parse_args(sys.argv[1:])", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    reply = api.apply(job, dry_run=True)
+    assert reply.status_code in (200, 201), reply.text[:1000]
+
+
 # -- compose ---------------------------------------------------------------------------
 
 

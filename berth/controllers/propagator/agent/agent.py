@@ -37,14 +37,13 @@ import threading
 import time
 from collections.abc import Collection
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from berth.controllers.propagator.agent.budget import Budget
 from berth.controllers.propagator.agent.config import AgentConfig
-from berth.controllers.propagator.agent.join import Credentials, Renewal
+from berth.controllers.propagator.agent.join import Credentials, Keeper, Renewal
 from berth.controllers.propagator.agent.reports import Reports
 from berth.controllers.propagator.capacity import Tracker
 from berth.controllers.propagator.drift import DriftWatches, OwnWrites
@@ -100,15 +99,15 @@ def heartbeat_body(cid: str, identity: str, since: float) -> bytes:
 class Agent:
     def __init__(self, store: Store, config: AgentConfig, *, cluster: str,
                  kubeconfig: dict[str, Any], identity: str | None = None,
-                 credentials: Credentials | None = None,
-                 credentials_path: Path | None = None) -> None:
+                 credentials: Credentials | None = None, keeper: Keeper | None = None
+                 ) -> None:
         keys.work_prefix(cluster)  # a valid cluster id, or ValueError now
         self.store = store
         self.config = config
         self.cid = cluster
         self.identity = identity or default_identity()
         # the etcd credential: when it expires (the heartbeat says), renewed in time
-        self.renewal = Renewal(store, credentials, credentials_path)
+        self.renewal = Renewal(store, credentials, keeper)
         self._renew_checked = -math.inf
         self.kubeconfig = kubeconfig
         self.ckey = keys.resource_key("Cluster", *reversed(cluster.split("/", 1)))

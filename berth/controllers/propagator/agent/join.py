@@ -12,8 +12,8 @@
   reads.
 * :class:`Renewal`: with a quarter of the credential's life left, the agent
   asks again with a new password's hash; once etcd takes the new password
-  (``berth cluster approve --watch`` approved it), the agent uses it and writes
-  it to its credentials file.
+  (``berth cluster approve --watch`` approved it), the agent uses it and keeps
+  it where its credential is kept (a file, or a Secret of its own cluster).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import msgspec
@@ -135,27 +135,100 @@ class Credentials:
                           user=self.user, password=self.password)
 
     def save(self, path: Path) -> None:
-        """Written whole or not at all, readable by its owner alone."""
+        FileKeeper(path).save(self)
+
+    @classmethod
+    def load(cls, path: Path) -> Credentials:
+        return FileKeeper(path).load()
+
+
+class Keeper(Protocol):
+    """Where an agent's credential is kept between runs (renewal writes it there)."""
+
+    where: str
+
+    def load(self) -> Credentials: ...
+
+    def save(self, made: Credentials) -> None: ...
+
+
+class FileKeeper:
+    """A file of its own, written whole or not at all, readable by its owner alone."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.where = str(path)
+
+    def load(self) -> Credentials:
+        try:
+            return msgspec.json.decode(self.path.read_bytes(), type=Credentials)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ValueError(f"--credentials {self.path}: {exc}") from None
+
+    def save(self, made: Credentials) -> None:
+        path = self.path
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(msgspec.to_builtins(self), f, indent=1)
+                json.dump(msgspec.to_builtins(made), f, indent=1)
             os.chmod(tmp, 0o600)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    @classmethod
-    def load(cls, path: Path) -> Credentials:
+
+SECRET_KEY = "credentials.json"
+
+
+class SecretKeeper:
+    """A Kubernetes Secret in the agent's own cluster (``credentials.json``), read and
+    written with the agent's service account: a Pod's files are gone with it, and a
+    renewed password must outlive the Pod that renewed it."""
+
+    def __init__(self, kubeconfig: dict[str, Any], namespace: str, name: str,
+                 timeout: float = 10.0) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace, self.name = namespace, name
+        self.where = f"Secret {namespace}/{name}"
+        self.timeout = timeout
+
+    def _path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/secrets/{self.name}"
+
+    def load(self) -> Credentials:
+        conn = Connection(self.kubeconfig, self.timeout)
         try:
-            return msgspec.json.decode(path.read_bytes(), type=cls)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise ValueError(f"--credentials {path}: {exc}") from None
+            resp = conn.http.request("GET", self._path())
+        except Exception as exc:
+            raise ValueError(f"{self.where}: not read: {exc}") from None
+        finally:
+            conn.close()
+        if resp.status != 200:
+            raise ValueError(f"{self.where}: not read (HTTP {resp.status})")
+        try:
+            data = msgspec.json.decode(resp.body)["data"][SECRET_KEY]
+            return msgspec.json.decode(base64.b64decode(data), type=Credentials)
+        except (KeyError, TypeError, ValueError, msgspec.DecodeError,
+                msgspec.ValidationError) as exc:
+            raise ValueError(f"{self.where}: no {SECRET_KEY} in it ({exc})") from None
+
+    def save(self, made: Credentials) -> None:
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "data": {SECRET_KEY: base64.b64encode(msgspec.json.encode(made)).decode()}}
+        conn = Connection(self.kubeconfig, self.timeout)
+        try:
+            kind, ref = conn.locate(body)
+            conn.apply(kind, ref, body)
+        except Unavailable as exc:
+            raise JoinError(f"{self.where}: not written: {exc}") from exc
+        finally:
+            conn.close()
 
 
 def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: str | None,
-         cert: str | None, key: str | None, timeout: float, out: Path,
+         cert: str | None, key: str | None, timeout: float, out: Keeper,
          say: Callable[[str], None] = print) -> Credentials:
     """Ask to join as the token's cluster, wait for the answer, write the credential."""
     cid = token.cluster
@@ -199,7 +272,7 @@ def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: st
     except Unauthorized as exc:
         raise JoinError(f"etcd does not take the new credential: refused, or revoked ({exc})"
                         ) from exc
-    made.save(out)
+    out.save(made)
     return made
 
 
@@ -214,18 +287,18 @@ class Renewal:
     """Keeps an agent's credential alive: asks to renew with a quarter of its life left,
     and uses the new password once etcd takes it."""
 
-    def __init__(self, store: Store, credentials: Credentials | None, path: Path | None
+    def __init__(self, store: Store, credentials: Credentials | None, keeper: Keeper | None
                  ) -> None:
         self.store = store
         self.credentials = credentials
-        self.path = path
+        self.keeper = keeper
         self.expires: datetime | None = None
         self.approved: datetime | None = None
         self._pending: tuple[str, str] | None = None  # (password, its hash) asked for
 
     def step(self, now: datetime) -> None:
         """Read the registration; ask to renew when due; switch to a renewed password."""
-        if self.credentials is None or self.path is None:
+        if self.credentials is None or self.keeper is None:
             return  # given on the command line or the environment: nothing to renew into
         cid = self.credentials.cluster
         try:
@@ -280,11 +353,17 @@ class Renewal:
                             "%s", again)
             return False
         self.credentials = replace(self.credentials, password=password)
-        assert self.path is not None
-        self.credentials.save(self.path)
+        assert self.keeper is not None
+        try:
+            self.keeper.save(self.credentials)
+        except (OSError, ValueError, JoinError) as exc:  # it runs on; a restart would not
+            log.error("cluster %s: the renewed credential could not be kept in %s (%s): "
+                      "the agent works on, but a restart would find the old one, no longer "
+                      "valid", self.credentials.cluster, self.keeper.where, exc)
         self._pending = None
         log.info("cluster %s: the agent's credential was renewed", self.credentials.cluster)
         return True
 
 
-__all__ = ["Credentials", "JoinError", "Renewal", "identity", "join", "trusted_ca"]
+__all__ = ["Credentials", "FileKeeper", "JoinError", "Keeper", "Renewal", "SecretKeeper",
+           "identity", "join", "trusted_ca"]
