@@ -56,6 +56,7 @@ from berth_testkit.servers.kube import KubeCluster
 ROOT = Path(__file__).resolve().parents[1]
 STATE = Path(os.environ.get("BERTH_DEMO_DIR", Path.home() / ".cache" / "berth" / "demo"))
 CLUSTERS = {"dresden": "DE", "paris": "FR", "helsinki": "FI"}
+PULL = {"helsinki"}  # reached by its agent, which dials etcd (docs/agents.md); no credential
 SHARE = {"dresden": 0.3, "paris": 0.8, "helsinki": 0.5}  # renewable share: higher is better
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
        "metadata": {"name": "crontabs.stable.example.com"},
@@ -94,10 +95,12 @@ def documents(kube: dict[str, KubeCluster]) -> list[dict[str, Any]]:
         docs.append({"api": "core", "kind": "GlobalMetric", "metadata": {"name": f"renewable_{c}"},
                      "spec": {"min": 0, "max": 1,
                               "provider": {"name": "energy", "metric": f"renewable_{c}"}}})
+        reach: dict[str, Any] = {"mode": "Pull"} if c in PULL else {
+            "kubeconfig": kube[c].kubeconfig()}
         docs.append({"api": "kubernetes", "kind": "Cluster",
                      "metadata": {"name": c, "namespace": "default",
                                   "labels": {"location": location}},
-                     "spec": {"kubeconfig": kube[c].kubeconfig(),
+                     "spec": {**reach,
                               "metrics": [{"name": f"renewable_{c}", "weight": 1.0}],
                               "custom_resources": (["crontabs.stable.example.com"]
                                                    if c == "dresden" else [])}})
@@ -359,8 +362,23 @@ def start() -> int:
                      "--etcd", etcd.url, "--http", "127.0.0.1:0", "--config", str(path)],
                     stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
             state["pids"].append(proc.pid)
+    for c in sorted(PULL):  # its agent, with the cluster's own credentials alone
+        kubeconfig = STATE / f"{c}.kubeconfig"
+        fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(kube[c].kubeconfig(), f)
+        path = STATE / "agent.yaml"
+        path.write_text("probe_interval: 2\nuntracked_after: 5\n")
+        with open(logs / f"agent-{c}.log", "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "berth.cli.main", "--log-level", "INFO", "agent",
+                 "--cluster", f"default/{c}", "--kubeconfig", str(kubeconfig),
+                 "--etcd", etcd.url, "--http", "127.0.0.1:0", "--config", str(path)],
+                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        state["pids"].append(proc.pid)
     remember()
-    say(f"berth: scheduler, propagator, metrics-cache, two replicas each (logs in {logs})")
+    say(f"berth: scheduler, propagator, metrics-cache, two replicas each; "
+        f"{', '.join(sorted(PULL))} in Pull mode, reached by its agent alone (logs in {logs})")
     console_url = start_console(etcd.url, logs, state)
     remember()
     say(f"berth console: {console_url} (its token, for approvals: {STATE / 'console-token'})")

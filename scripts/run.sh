@@ -5,7 +5,8 @@
 #                            three-member etcd cluster, the scheduler, the
 #                            propagator and the metrics-cache (two replicas
 #                            each) and three local Kubernetes API servers as
-#                            clusters in three locations; apply four example
+#                            clusters in three locations (helsinki in Pull mode:
+#                            reached by its agent alone); apply four example
 #                            applications, show where each runs and why, then
 #                            change a metric and show an application move
 #                            (made before broken); print the web console's URL

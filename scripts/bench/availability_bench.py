@@ -2,6 +2,7 @@
 
     python scripts/bench/availability_bench.py [--apps 1000] [--servers 3] [--contexts 4]
         [--ready-delay 2] [--move 0.3] [--workers 16] [--rollout Rolling] [--profile PREFIX]
+        [--mode Pull]
 
 1. Starts berth's etcd and ``--servers`` working clusters (``berth_testkit.servers.kube``:
    API server, controllers, kube-scheduler, kwok's kubelets: Pods become Ready
@@ -39,6 +40,11 @@ are placed (``PREFIX-apply.txt``) and while they move (``PREFIX-moves.txt``); th
 propagator's CPU per application in each phase and its status writes per etcd
 transaction are printed either way.
 
+``--mode Pull`` registers every cluster in Pull mode and starts an agent of its own
+for each (``berth agent``, one process each, with that cluster's kubeconfig): the
+propagator writes their work to etcd and reads their reports (docs/agents.md); the
+agents' CPU per application is printed beside the propagator's.
+
 ``--rollout Rolling`` gives every application ``spec.rollout: {strategy: Rolling}``:
 a move is no new generation, so this measures what the rollout's bookkeeping costs
 the propagator on every reconcile (docs/rollouts.md); run it with and without.
@@ -72,6 +78,7 @@ from berth.store.documents import ApplicationStatus
 from berth_testkit.figures import pct
 from berth_testkit.measure import Profile, cpu_seconds
 from berth_testkit.scheduler_env import (
+    AgentProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -221,6 +228,9 @@ def main() -> None:
                     help="every application's spec.rollout.strategy (Staged: one stage)")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the propagator: PREFIX-<phase>.txt")
+    ap.add_argument("--mode", choices=["Push", "Pull"], default="Push",
+                    help="Pull: every cluster reached by an agent of its own (a process "
+                    "each, with that cluster's kubeconfig), its work through etcd")
     args = ap.parse_args()
     rollout: dict[str, Any] = {"strategy": args.rollout}
     if args.rollout == "Staged":
@@ -232,7 +242,8 @@ def main() -> None:
           f"clusters: {args.contexts} kubeconfig contexts (each its own namespace) on each of "
           f"{args.servers} working control planes (this 2-core machine does not hold "
           f"{n_clusters}); Pods Ready {args.ready_delay:g} s after they are placed; rollout "
-          f"strategy {args.rollout}", flush=True)
+          f"strategy {args.rollout}; clusters in {args.mode} mode" + (
+              f" ({n_clusters} agents)" if args.mode == "Pull" else ""), flush=True)
     server = EtcdServer().start()
     pods = 2 * args.apps // args.servers + 200
     t = time.perf_counter()
@@ -244,7 +255,7 @@ def main() -> None:
             k.start()
         print(f"control planes ready in {time.perf_counter() - t:.1f} s", flush=True)
         store = Store(EtcdConfig(url=server.url))
-        clusters = register(store, kubes, args.contexts)
+        clusters, configs = register(store, kubes, args.contexts, pull=args.mode == "Pull")
         # pairs on different servers: cluster j and j + pairs (the contexts are round robin)
         green = {c: (0.9 if j < pairs else 0.1) for j, c in enumerate(clusters)}
         provider(store, green)
@@ -252,6 +263,10 @@ def main() -> None:
                  SchedulerProcess(server.url, work),
                  PropagatorProcess(server.url, work, config=f"workers: {args.workers}\n"
                                    "probe_interval: 2\n")]
+        agents = [AgentProcess(server.url, work, cluster=f"default/{c}", kubeconfig=configs[c],
+                               name=c, config="probe_interval: 2\n")
+                  for c in clusters] if args.mode == "Pull" else []
+        procs += agents
         port = free_port()
         for p in procs:
             p.args[p.args.index("DEBUG")] = "WARNING"
@@ -280,6 +295,7 @@ def main() -> None:
                     "labels": [f"pair = p{pair}"]}}, "rollout": rollout}})))
         profile = Profile(args.profile, "apply", propagator.pid, native=NATIVE)
         cpu = cpu_seconds(propagator.pid)
+        agents_cpu = _cpu(agents)
         began = time.perf_counter()
         for start in range(0, len(ops), 128):
             store.commit(ops[start:start + 128])
@@ -290,12 +306,15 @@ def main() -> None:
                              timeout=300 + args.apps):
             raise SystemExit(f"only {len(statuses.running)}/{args.apps} RUNNING; logs in {work}")
         cpu = cpu_seconds(propagator.pid) - cpu
+        agents_cpu = _cpu(agents) - agents_cpu
         profile.stop()
         took = max(statuses.running.values()) - began
         each = [statuses.running[n] - written[n] for n in written]
         print(f"berth: all {args.apps} available in {took:.1f} s; write → available p50 "
               f"{pct(each, 0.5):.2f} s, p99 {pct(each, 0.99):.2f} s; the propagator's CPU "
-              f"{cpu / args.apps * 1e3:.1f} ms per application; {grouped(port)}", flush=True)
+              f"{cpu / args.apps * 1e3:.1f} ms per application" + (
+                  f", the agents' {agents_cpu / args.apps * 1e3:.1f} ms" if agents else "")
+              + f"; {grouped(port)}", flush=True)
         with avail.lock:  # the cluster's word (its watch) → berth's (the status key)
             lag = [statuses.running[n] - avail.first[n] for n in written if n in avail.first]
         print(f"a Deployment available on its cluster → its application RUNNING in etcd: p50 "
@@ -408,30 +427,36 @@ def main() -> None:
     print(f"logs in {work}; {os.cpu_count()} cores")
 
 
-def register(store: Store, kubes: list[KubeCluster], contexts: int) -> list[str]:
+def _cpu(procs: list[Any]) -> float:
+    return sum(cpu_seconds(p.proc.pid) for p in procs if p.proc is not None)
+
+
+def register(store: Store, kubes: list[KubeCluster], contexts: int, *, pull: bool = False
+             ) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """``contexts`` Clusters per server, each a context with a namespace of its own;
     labelled with the pair they belong to. Returns their names, round robin over the
-    servers."""
+    servers, and each one's kubeconfig (``pull``: not in etcd, its agent's)."""
     names = [f"c{j:02d}" for j in range(len(kubes) * contexts)]
     pairs = len(names) // 2
+    configs: dict[str, dict[str, Any]] = {}
     for j, name in enumerate(names):
         kube = kubes[j % len(kubes)]
         kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                     "metadata": {"name": name}}, ok=(201, 409))
-        config = kube.kubeconfig()
+        config = configs[name] = kube.kubeconfig()
         config["contexts"][0]["context"]["namespace"] = name
+        reach: dict[str, Any] = {"mode": "Pull"} if pull else {"kubeconfig": config}
         store.commit([Put(keys.resource_key("Cluster", name, "default"), encode({
             "api": "kubernetes", "kind": "Cluster",
             "metadata": {"name": name, "namespace": "default",
                          "labels": {"pair": f"p{j % pairs}"}},
-            "spec": {"kubeconfig": config, "metrics": [{"name": f"green-{name}",
-                                                        "weight": 1.0}]}})),
+            "spec": {**reach, "metrics": [{"name": f"green-{name}", "weight": 1.0}]}})),
                       Put(keys.resource_key("GlobalMetric", f"green-{name}"), encode({
                           "api": "core", "kind": "GlobalMetric",
                           "metadata": {"name": f"green-{name}"},
                           "spec": {"min": 0, "max": 1,
                                    "provider": {"name": "green", "metric": name}}}))])
-    return names
+    return names, configs
 
 
 def provider(store: Store, green: dict[str, float]) -> None:

@@ -1,6 +1,7 @@
 """A whole berth on real servers, for the fault table.
 
-Three kube-apiservers (clusters ``a``, ``b``, ``c``), Prometheus with a
+Three kube-apiservers (clusters ``a``, ``b``, ``c``; ``b`` in Pull mode, reached by
+two replicas of its agent alone), Prometheus with a
 Pushgateway and a Kafka broker as metric providers, berth's own three-member etcd
 cluster (every process is given all three members), and two
 replicas of each berth process. 2,000 applications, each one ConfigMap, with
@@ -44,6 +45,7 @@ from berth.store import (
 )
 from berth.store.documents import ApplicationStatus, Binding, MetricPicture
 from berth_testkit.scheduler_env import (
+    AgentProcess,
     BerthProcess,
     MetricsCacheProcess,
     PropagatorProcess,
@@ -75,6 +77,10 @@ PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout:
               "retry_base_delay: 0.2\nretry_max_delay: 2\nresync_interval: 600\n"
               f"move_timeout: {MOVE_TIMEOUT}\n")
 METRICS_CACHE = "poll_interval: 0.5\nlease_ttl: 3\nstale_after: 60\ntimeout: 1\nretries: 0\n"
+PULL = "b"  # reached by its agents alone (docs/agents.md): every fault meets both modes
+AGENT = ("probe_interval: 0.5\nprobe_timeout: 1\nrequest_timeout: 3\nretry_base_delay: 0.2\n"
+         "retry_max_delay: 2\nresync_interval: 600\ncapacity_interval: 0.5\n"
+         "delete_share: 0.25\ndelete_least: 5\ndelete_window: 2\n")
 
 
 def app_name(i: int) -> str:
@@ -244,6 +250,9 @@ class System:
                                      ("metrics-cache", MetricsCacheProcess, METRICS_CACHE)):
             self.procs[command] = [cls(url, self.workdir, config=config, name=str(i)).start()
                                    for i in range(2)]
+        self.procs["agent"] = [AgentProcess(
+            url, self.workdir, cluster=f"default/{PULL}", config=AGENT, name=str(i),
+            kubeconfig=self.clusters[PULL].kubeconfig()).start() for i in range(2)]
         # As in a running fleet, the metric values are whole before applications come
         # (else the first placements are made without them, and corrected once).
         deadline = time.monotonic() + 120
@@ -277,11 +286,12 @@ class System:
             put(db, keys.resource_key("GlobalMetric", metric), encode({
                 "api": "core", "kind": "GlobalMetric", "metadata": {"name": metric},
                 "spec": {"min": 0, "max": 5, "provider": {"name": provider, "metric": metric}}}))
+            reach: dict[str, Any] = {"mode": "Pull"} if name == PULL else {
+                "kubeconfig": self.clusters[name].kubeconfig()}
             put(db, keys.resource_key("Cluster", name, "default"), encode({
                 "api": "kubernetes", "kind": "Cluster",
                 "metadata": {"name": name, "namespace": "default", "labels": LABELS[name]},
-                "spec": {"kubeconfig": self.clusters[name].kubeconfig(),
-                         "metrics": [{"name": metric, "weight": 1.0}]}}))
+                "spec": {**reach, "metrics": [{"name": metric, "weight": 1.0}]}}))
 
     def _record(self) -> None:
         start = self.db.revision() + 1
@@ -438,12 +448,14 @@ class System:
         """The replica holding ``command``'s lease (waits for one); for the propagator,
         whose replicas all work, the one serving cluster a."""
         deadline = time.monotonic() + 30
-        lease = (CLAIMS + "default/a" if command == "propagator"
+        lease = (CLAIMS + "default/a" if command == "propagator" else
+                 keys.heartbeat_key(f"default/{PULL}") if command == "agent"
                  else keys.lease_key(command))
         while time.monotonic() < deadline:
             kv = self.db.get(lease)
             if kv is not None:
-                holder = msgspec.json.decode(kv.value, type=dict[str, Any])["holder"]
+                doc = msgspec.json.decode(kv.value, type=dict[str, Any])
+                holder = doc["status"]["agent"] if command == "agent" else doc["holder"]
                 pid = int(str(holder).rsplit("-", 1)[1])
                 for p in self.procs[command]:
                     if p.proc is not None and p.proc.pid == pid and p.proc.poll() is None:

@@ -9,19 +9,23 @@ does not hold fails its test and the next faults still run.
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
+from lightkube.resources.core_v1 import ConfigMap
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
-from berth.store import encode, keys, ledger
+from berth.store import KV, Put, encode, keys, ledger
 from berth.store.ops import prefix_end
 from berth_testkit.scheduler_env import BerthProcess
 from tests.faults.system import (
+    MANAGED,
     MOVE_TIMEOUT,
     N_APPS,
+    PULL,
     ROWS,
     Row,
     System,
@@ -128,7 +132,14 @@ def test_the_etcd_member_in_use_killed_mid_burst(system: System) -> None:
           act, extra=then)
 
 
-@pytest.mark.parametrize("command", ["propagator", "metrics-cache"])
+LEADER_ROWS = {"propagator": "propagator replica serving cluster a kill -9 (the other claims "
+               "its clusters), restart",
+               "metrics-cache": "metrics-cache leader kill -9 (standby takes over), restart",
+               "agent": f"pull cluster {PULL}'s agent: its leader kill -9 (the standby takes "
+               "over), restart"}
+
+
+@pytest.mark.parametrize("command", ["propagator", "metrics-cache", "agent"])
 def test_the_leader_killed(system: System, command: str) -> None:
     def act() -> None:
         system.bump()
@@ -137,22 +148,22 @@ def test_the_leader_killed(system: System, command: str) -> None:
         time.sleep(5)  # the standby takes over (lease TTL 2 s)
         system.restart_dead(command)
 
-    fault(system, f"{command} leader kill -9 (standby takes over), restart"
-          if command != "propagator" else "propagator replica serving cluster a kill -9 "
-          "(the other claims its clusters), restart", act)
+    fault(system, LEADER_ROWS[command], act)
 
 
-@pytest.mark.parametrize("command", ["scheduler", "propagator", "metrics-cache"])
+@pytest.mark.parametrize("command", ["scheduler", "propagator", "metrics-cache", "agent"])
 def test_every_replica_killed_and_restarted(system: System, command: str) -> None:
     def act() -> None:
         system.bump()
         for p in system.procs[command]:
             p.kill()
         system.bump()
-        time.sleep(5)  # longer than the leases: the metrics-cache's values expire too
+        if command != "agent":  # an agent restarted at once: within its lease
+            time.sleep(5)  # longer than the leases: the metrics-cache's values expire too
         system.restart_dead(command)
 
-    fault(system, f"{command}: every replica kill -9, restart", act)
+    fault(system, f"{command}: every replica kill -9, restart" if command != "agent" else
+          f"pull cluster {PULL}'s agent: every replica kill -9, restarted at once", act)
 
 
 def test_an_etcd_restart(system: System) -> None:
@@ -201,6 +212,11 @@ GARBAGE = {  # key → what someone writes there by hand
     # a member with no lease behind it, and one of the wrong shape
     keys.LEASES + "propagator/members/ghost": b'{"holder": "ghost"}',
     keys.LEASES + "propagator/members/odd/ghost": b'{"holder": "odd/ghost"}',
+    # ... under a pull cluster's work, its agent's prefix and the registrations
+    keys.WORK + f"default/{PULL}/odd-work": b"{}",
+    keys.AGENTS + f"default/{PULL}/reports/odd-report": b"{}",
+    keys.AGENTS + f"default/{PULL}/odd": b"{}",
+    keys.REGISTRATIONS + f"default/{PULL}/odd/x": b"{}",
 }
 # Names that are not UTF-8, under every prefix a process watches (written raw).
 NOT_UTF8 = [prefix.encode() + f"junk-{i}".encode() + b"\xff\xfe" for i, prefix in enumerate((
@@ -230,8 +246,22 @@ def test_garbage_in_every_kind_of_key(system: System) -> None:
 
     from berth_testkit.scheduler_env import put
 
+    # a pull cluster's work (the propagator's), the report of it and the heartbeat (its
+    # agent's), of an application there now
+    on_pull = next(n for n, on in sorted(system.targets().items()) if on == (PULL,)
+                   and n.startswith("app-"))
+    cid = f"default/{PULL}"
+    owned = {**OWNED, keys.work_key(cid, "default", on_pull): b'{"kind": "Work"}',
+             keys.report_key(cid, "default", on_pull): b"[1, 2]",
+             keys.heartbeat_key(cid): b"not a heartbeat"}
+
     def act() -> None:
-        for key, data in {**GARBAGE, **OWNED}.items():
+        for key, data in {**GARBAGE, **owned}.items():
+            if key == keys.heartbeat_key(cid):  # on the agent's lease, as it was
+                kv = system.db.get(key)
+                assert kv is not None
+                system.db.commit([Put(key, data, kv.mod_revision, kv.lease)])
+                continue
             put(system.db, key, data)
         for raw in NOT_UTF8:
             system.db.call("kv/put", {"key": base64.b64encode(raw).decode(),
@@ -243,17 +273,17 @@ def test_garbage_in_every_kind_of_key(system: System) -> None:
 
     def repaired() -> tuple[bool, str]:
         deadline = time.monotonic() + 30
-        left = dict(OWNED)
+        left = dict(owned)
         while left and time.monotonic() < deadline:
             for key, data in list(left.items()):
                 kv = system.db.get(key)
                 if kv is not None and kv.value != data:
                     del left[key]
             time.sleep(0.2)
-        needles = [*GARBAGE, *OWNED, *(f"junk-{i}" for i in range(len(NOT_UTF8)))]
+        needles = [*GARBAGE, *owned, *(f"junk-{i}" for i in range(len(NOT_UTF8)))]
         lines = sum(system.log_lines(k) for k in needles)
         return (not left and lines <= 8 * len(needles),
-                f"own keys put right {len(OWNED) - len(left)}/{len(OWNED)}"
+                f"own keys put right {len(owned) - len(left)}/{len(owned)}"
                 + (f" (not: {', '.join(left)})" if left else "")
                 + f"; {len(GARBAGE)} keys outside the layout and {len(NOT_UTF8)} not UTF-8 "
                 f"ignored; {lines} log lines about them ({len(needles)} keys)")
@@ -315,6 +345,78 @@ def test_a_cluster_api_stopped_then_back(system: System, cluster: str, empty: bo
 
         fault(system, f"{cluster}'s settle over: the moves held back land", settled,
               expect_moves=holding, extra=lambda: held_back(system))
+
+
+def _configmaps(system: System, cluster: str) -> set[str]:
+    return {cm.metadata.name for cm in system.kube[cluster].list(
+        ConfigMap, namespace="default", labels=MANAGED) if cm.metadata and cm.metadata.name}
+
+
+def test_an_agent_cut_off_past_its_lease_and_back(system: System) -> None:
+    """Both agents of b paused (SIGSTOP) past their lease, as a site cut off from etcd: b
+    goes OFFLINE and what may go elsewhere moves, its old copies marked for deletion but
+    kept — b keeps serving what it has — while etcd compacts. Thawed, the agent lists the
+    works anew and removes what moved, never more than its share at once."""
+    expected = _movable(system, PULL)
+    removed: dict[str, float] = {}
+    counts: list[tuple[float, int]] = []
+    facts: dict[str, object] = {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        names: set[str] = facts["names"]  # type: ignore[assignment]
+        while not stop.wait(0.1):
+            there = _configmaps(system, PULL)
+            counts.append((time.monotonic(), len(there)))
+            for name in names - there:
+                removed.setdefault(name, time.monotonic())
+
+    def act() -> None:
+        facts["before"] = len(_configmaps(system, PULL))
+        for p in system.procs["agent"]:
+            assert p.proc is not None
+            p.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 60
+        while b'"OFFLINE"' not in (system.db.get(keys.status_key(
+                "Cluster", "default", PULL)) or KV("", b"", 0, 0, 0)).value:
+            assert time.monotonic() < deadline, f"{PULL} never seen OFFLINE"
+            time.sleep(0.2)
+        while _movable(system, PULL):  # every application that may go elsewhere went
+            assert time.monotonic() < deadline + 120, f"{_movable(system, PULL)} not moved"
+            time.sleep(0.5)
+        time.sleep(3)  # and their copies elsewhere made, the old ones marked for deletion
+        names = _configmaps(system, PULL)
+        facts["kept"], facts["names"] = len(names), names
+        system.db.compact(system.db.revision())
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        facts["sampler"] = sampler
+        for p in system.procs["agent"]:
+            assert p.proc is not None
+            p.proc.send_signal(signal.SIGCONT)
+
+    def then() -> tuple[bool, str]:
+        stop.set()
+        sampler = facts.get("sampler")
+        if isinstance(sampler, threading.Thread):
+            sampler.join()
+        # at most max(5, 25 % of the applications there) removals begin within any
+        # window of the agent's 2 s (read as they vanish, every 0.1 s: 1.8 s here)
+        times = sorted(removed.values())
+        over = 0
+        for i, t in enumerate(times):
+            there = max((n for at, n in counts if at <= t), default=len(times))
+            within = len([u for u in times[i:] if u - t < 1.8])
+            over = max(over, within - max(5, int(0.25 * there)))
+        kept, before = facts.get("kept", 0), facts.get("before", 0)
+        ok = kept == before and len(removed) == expected and over <= 0
+        return ok, (f"on {PULL} while away: {kept}/{before} objects kept; after: "
+                    f"{len(removed)} removed in {times[-1] - times[0] if times else 0:.1f} s, "
+                    f"over the share at once {over}; 'removals held' said "
+                    f"{system.log_lines('removals held:')} times")
+
+    fault(system, f"pull cluster {PULL}'s agents cut off (SIGSTOP) past their lease, etcd "
+          "compacted meanwhile, back", act, expect_moves=expected, extra=then)
 
 
 def _attempts(p: BerthProcess) -> float:

@@ -70,7 +70,7 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     pids: list[int] = state["pids"]
     # etcd members; per cluster its etcd, API server, controller manager, scheduler and
     # kwok; berth's processes
-    assert len(pids) == 3 + 3 * 5 + 6 + 1  # and the console
+    assert len(pids) == 3 + 3 * 5 + 6 + 1 + 1  # the console, helsinki's agent
     assert all(alive(p) for p in pids), "the demo leaves everything running"
 
     # where each application runs, as the propagator recorded it, with the reasons
@@ -83,6 +83,12 @@ def test_the_demo_places_moves_and_stops(demo_env: dict[str, str]) -> None:
     assert running["web"] == ("RUNNING", ["dresden"])
     assert running["reports"] == ("RUNNING", ["dresden"])  # the only one with the CRD
     assert running["batch"] == ("RUNNING", ["helsinki"])
+    # helsinki is a pull cluster: no credential of it in etcd, its agent's heartbeat and
+    # work there, and the staged rollout below went through it all the same
+    assert store.get(keys.secrets_key("Cluster", "helsinki", "default")) is None
+    assert store.get(keys.heartbeat_key("default/helsinki")) is not None
+    assert store.list_prefix(keys.work_prefix("default/helsinki"))[0]
+    assert "helsinki in Pull mode, reached by its agent alone" in out
     state_api, on_api = running["api"]
     assert state_api == "RUNNING" and len(on_api) == 2  # two locations, spread
     # the move as the demo watched it on both clusters: the new Pods scheduled and Ready

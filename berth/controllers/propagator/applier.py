@@ -180,6 +180,7 @@ class Applier:
                                  fence=shard.fence if shard is not None else lambda _c: None,
                                  idle_timeout=idle, **gate)
         self.pull.on_report.append(self._on_report)
+        self.pull.on_garbage.append(self.queue.add)  # a work written over by hand
         self.executor = Router(Executor(self, self.own_writes, self.on_applied, **gate),
                                self.pull, self.is_pull)
         self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
@@ -697,10 +698,12 @@ class Applier:
         shares = {cluster_id(t.namespace or ns, t.name): t.replicas for t in placed
                   if t.replicas is not None}
         with self._lock:
+            # an agent keeps its own cluster as its work says: a pull cluster's copy is
+            # written again only when its work was written over by hand
             stale = frozenset(c for c in targets if (owned is None or c in owned) and (
-                not self.is_pull(c)) and (  # an agent keeps its own cluster as its work says
-                c in drifted or self._applied_epoch.get((key, c)) != epoch
-                or self._unobserved(c, recorded.applied.get(c))))
+                self.pull.garbled(c, ns, name) if self.is_pull(c) else (
+                    c in drifted or self._applied_epoch.get((key, c)) != epoch
+                    or self._unobserved(c, recorded.applied.get(c)))))
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason, stale=stale, unseen=self._unseen(targets),
                      shares=shares, owned=owned, health=health, now=now,

@@ -123,6 +123,12 @@ class PullClusters:
             layout=keys.cluster_key_problem)
         self._lock = threading.Lock()
         self._sent: dict[str, Sent] = {}  # work key → what this replica wrote there last
+        # work key → the revision of a value there that is not a work (written by hand):
+        # the next reconcile of its application writes the work over it
+        self._garbage: dict[str, int] = {}
+        self.works.add_invalid_handler(self._garbage_seen)
+        self.works.add_cleared_handler(self._garbage_gone)
+        self.on_garbage: list[Callable[[str], None]] = []  # (application key)
         # (application key, whether the copy's state may have turned): a report changed
         self.on_report: list[Callable[[str, str, Report, Report | None], None]] = []
         self.on_heartbeat: list[Callable[[str], None]] = []
@@ -158,6 +164,30 @@ class PullClusters:
                 report(app, ref.cluster, obj, old if event.type is not EventType.ADDED
                        else None)
 
+    def _garbage_seen(self, key: str, revision: int) -> None:
+        with self._lock:
+            self._garbage[key] = revision
+        try:
+            ref = keys.parse_cluster_key(key)
+        except ValueError:
+            return
+        for requeue in self.on_garbage:
+            requeue(keys.resource_key("Application", ref.name, ref.namespace))
+
+    def _garbage_gone(self, key: str, revision: int) -> None:
+        with self._lock:
+            if self._garbage.get(key, 0) <= revision:
+                self._garbage.pop(key, None)
+
+    def garbled(self, cid: str, namespace: str, name: str) -> bool:
+        """Whether the work of ``namespace/name`` on ``cid`` holds a value that is not a
+        work (written by hand): it is to be written again."""
+        key = keys.work_key(cid, namespace, name)
+        with self._lock:
+            garbage = self._garbage.get(key, 0)
+        sent = self.sent(key) if garbage else None
+        return sent is not None and sent.revision == garbage
+
     def heartbeat(self, cid: str) -> AgentState | None:
         """What the leading agent of ``cid`` says (None: no agent leads it now)."""
         doc = self.agents.get(keys.heartbeat_key(cid))
@@ -173,6 +203,9 @@ class PullClusters:
         item = self.works.item(key)
         seen = Sent(item.obj.metadata.digest, item.mod_revision) if item is not None else None
         with self._lock:
+            garbage = self._garbage.get(key, 0)
+            if garbage and garbage > (seen.revision if seen is not None else 0):
+                seen = Sent("", garbage)  # not a work: what is written next replaces it
             mine = self._sent.get(key)
             if mine is None or (seen is not None and seen.revision >= mine.revision):
                 return seen
@@ -346,6 +379,8 @@ class PullClusters:
                 raise _NotSent(f"work for {cid} not written: {exc}") from exc
             with self._lock:
                 self._sent[key] = Sent(digest, revision)
+                if self._garbage.pop(key, None):
+                    log.error("%s held a value that is not a work: replaced", key)
             return revision
         raise _NotSent(f"work for {cid} not written: it changed meanwhile")
 

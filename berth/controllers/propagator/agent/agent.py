@@ -117,6 +117,12 @@ class Agent:
             layout=keys.cluster_key_problem)
         self.works.add_handler(self._on_work)
         self.reports = Reports(store, cluster, idle_timeout=idle)
+        self.reports.on_garbage.append(lambda rkey: self.queue.add(_work_of(rkey)))
+        # its own heartbeat, watched: one written over by hand is written again at once
+        self.beats: Informer[Heartbeat] = Informer(
+            store, keys.heartbeat_key(cluster), Heartbeat, idle_timeout=idle,
+            layout=keys.cluster_key_problem)
+        self.beats.add_invalid_handler(self._beat_garbage)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         self.connections = Connections(config.request_timeout)
@@ -154,9 +160,9 @@ class Agent:
     # -- running ------------------------------------------------------------------------
 
     def start(self, sync_timeout: float = 60.0) -> None:
-        for inf in (self.works, self.reports.informer):
+        for inf in self.informers:
             inf.start()
-        for inf in (self.works, self.reports.informer):
+        for inf in self.informers:
             if not inf.wait_synced(sync_timeout):
                 raise TimeoutError(f"the agent did not sync {inf.prefix} with etcd")
         self.connection()  # an unusable kubeconfig is said now
@@ -173,6 +179,18 @@ class Agent:
         self.requeue()
         log.info("agent %s of cluster %s: %d works", self.identity, self.cid, len(self.works))
 
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return self.works, self.reports.informer, self.beats
+
+    def _beat_garbage(self, _key: str, _revision: int) -> None:
+        """Its heartbeat was written over by hand: say what it says again, at once."""
+        log.error("the heartbeat of cluster %s held a value that is not a heartbeat: "
+                  "writing it again", self.cid)
+        self._beat_revision = 0
+        self._beat_said = None
+        self._beat_wake.set()
+
     def ready(self) -> bool:
         return self._started and self.works.synced.is_set()
 
@@ -180,7 +198,7 @@ class Agent:
         return (not self._started) or (
             self._heartbeat.alive() and self._resync.alive() and self.drift_hub.alive()
             and self.capacity_hub.alive() and all(t.is_alive() for t in self._threads)
-            and self.works.alive() and self.reports.informer.alive())
+            and all(inf.alive() for inf in self.informers))
 
     def stop(self) -> None:
         """Works in flight end first (they may start watches), then the watches."""
@@ -195,9 +213,9 @@ class Agent:
         self.capacity_hub.stop()
         self._heartbeat.stop()
         self._resync.stop()
-        for inf in (self.works, self.reports.informer):
+        for inf in self.informers:
             inf.stop(wait=False)
-        for inf in (self.works, self.reports.informer):
+        for inf in self.informers:
             inf.join()
         self.connections.close()
 
@@ -352,7 +370,7 @@ class Agent:
                or self._applied_epoch.get(key) != epoch or st.intent is not Intent.APPLY)
         if not due and have is not None:  # nothing to apply: judge what is there
             judged = self._judged(have, owner, rules)
-            if judged != have:
+            if judged != have or self.reports.garbled(rkey):
                 self._report(rkey, meta, revision, judged)
             self._recheck(key, judged)
             return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from berth.controllers.runtime import Informer
 from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
@@ -29,10 +30,13 @@ class Reports:
         self._lock = threading.Lock()
         self._mine: dict[str, tuple[Report | None, int]] = {}  # key → written, at revision
         self._garbage: dict[str, int] = {}  # key → revision of a value that is no report
+        self.on_garbage: list[Callable[[str], None]] = []  # (report key): write it anew
 
     def _garbage_seen(self, key: str, revision: int) -> None:
         with self._lock:
             self._garbage[key] = revision
+        for seen in self.on_garbage:
+            seen(key)
 
     def read(self, key: str) -> tuple[Report | None, int]:
         """The report at ``key`` and the revision to guard a write with (0: none)."""
@@ -50,7 +54,7 @@ class Reports:
         """Write ``report`` if it differs from what is there; False if it could not be
         (another write came first: the caller reads again and decides again)."""
         old, revision = self.read(key)
-        if old == report:
+        if old == report and not self.garbled(key):
             return True
         try:
             landed = self.store.commit([Put(key, encode(report), revision)])
@@ -65,6 +69,15 @@ class Reports:
                 log.error("%s held a value that is not a report: replaced", key)
             self._mine[key] = (report, landed)
         return True
+
+    def garbled(self, key: str) -> bool:
+        """Whether ``key`` holds a value that is not a report (written by hand), newer
+        than any report there: what is written next replaces it."""
+        item = self.informer.item(key)
+        with self._lock:
+            garbage = self._garbage.get(key, 0)
+            mine = self._mine.get(key)
+        return garbage > max(item.mod_revision if item else 0, mine[1] if mine else 0)
 
     def remove(self, key: str) -> None:
         _, revision = self.read(key)
