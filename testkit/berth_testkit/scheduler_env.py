@@ -222,6 +222,17 @@ class PropagatorProcess(BerthProcess):
     command = "propagator"
 
 
+AGENT_CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\nrequest_timeout: 3\n"
+                "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
+                "capacity_interval: 0.2\n")
+
+
+def reached(mode: str, kubeconfig: dict[str, Any]) -> dict[str, Any]:
+    """A Cluster's spec fields for how berth reaches it: ``Push`` (its kubeconfig) or
+    ``Pull`` (its agent has it; etcd holds no credential)."""
+    return {"mode": "Pull"} if mode == "Pull" else {"kubeconfig": kubeconfig}
+
+
 class AgentProcess(BerthProcess):
     """``berth agent`` for one pull cluster, reaching it with ``kubeconfig`` (written to a
     file of its own) and etcd as ``env`` says (its own user, in the secure tests)."""

@@ -23,11 +23,14 @@ from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, Binding
 from berth_testkit.availability import Sampler
 from berth_testkit.scheduler_env import (
+    AGENT_CONFIG,
+    AgentProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
     binding,
     put,
+    reached,
     record_puts,
     targets,
     wait_for,
@@ -51,9 +54,9 @@ def clusters() -> Iterator[dict[str, KubeCluster]]:
     yield from serving_all(make, NAMES)
 
 
-@pytest.fixture
-def berth(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-          clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Any]]:
+@pytest.fixture(params=["Push", "Pull"])  # every promise holds in both modes (#61)
+def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
+          tmp_path: Path, clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Any]]:
     """The three processes, and the clusters as berth Clusters with a metric each."""
     for name, kube in clusters.items():
         # what an earlier test left on the module's clusters goes first
@@ -64,7 +67,7 @@ def berth(etcd_server: EtcdServer, store: Store, tmp_path: Path,
             "api": "kubernetes", "kind": "Cluster",
             "metadata": {"name": name, "namespace": "default",
                          "labels": {"zone": "test", "broken": str(name == "broken").lower()}},
-            "spec": {"kubeconfig": kube.kubeconfig(),
+            "spec": {**reached(request.param, kube.kubeconfig()),
                      "metrics": [{"name": f"green-{name}", "weight": 1.0}]}}))
         put(store, keys.resource_key("GlobalMetric", f"green-{name}"), encode({
             "api": "core", "kind": "GlobalMetric", "metadata": {"name": f"green-{name}"},
@@ -77,6 +80,10 @@ def berth(etcd_server: EtcdServer, store: Store, tmp_path: Path,
             "probe_interval: 0.5\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
             f"move_timeout: {MOVE_TIMEOUT}\n")),
     ]
+    if request.param == "Pull":  # an agent per cluster, with its kubeconfig alone
+        procs += [AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
+                               kubeconfig=kube.kubeconfig(), name=name,
+                               config=AGENT_CONFIG + 'untracked_after: 3\\n') for name, kube in clusters.items()]
     for p in procs:
         p.start()
     for name in NAMES:

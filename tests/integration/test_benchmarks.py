@@ -64,6 +64,17 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
       r"moves: 3 applications \(50%\)",
       r"moves / floor \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+",
       r"alone in etcd .*: p50 [\d.]+ s, p99 [\d.]+ s"]),
+    ("availability_bench.py", ["--apps", "6", "--servers", "2", "--contexts", "1",
+                               "--move", "0.5", "--workers", "4", "--mode", "Pull"],
+     [r"clusters in Pull mode \(2 agents\)",
+      r"the propagator's CPU [\d.]+ ms per application, the agents' [\d.]+ ms",
+      r"moves / floor \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+"]),
+    ("agents_scale_bench.py", ["--agents", "4", "--apps", "20", "--move", "0.5",
+                               "--servers", "1"],
+     [r"pull: 4 agents authenticated, heartbeating and watching",
+      r"pull, first placements: 20 RUNNING in [\d.]+ s; .* Binding → its agent's report "
+      r"p50 [\d.]+ s",
+      r"pull / push: first placements all [\d.]+, p99 [\d.]+; moves p99 [\d.]+; etcd CPU"]),
 ]
 
 
@@ -72,7 +83,8 @@ def test_every_benchmark_is_run_here() -> None:
     assert scripts == {name for name, _, _ in RUNS}
 
 
-@pytest.mark.parametrize(("script", "args", "printed"), RUNS, ids=[r[0] for r in RUNS])
+@pytest.mark.parametrize(("script", "args", "printed"), RUNS,
+                         ids=[r[0] + (" pull" if "Pull" in r[1] else "") for r in RUNS])
 def test_a_benchmark_completes_and_prints_its_figures(script: str, args: list[str],
                                                       printed: list[str]) -> None:
     began = time.monotonic()

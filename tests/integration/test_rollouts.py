@@ -26,10 +26,13 @@ from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth.store.documents.rollouts import HALTED, ROLLED_BACK
 from berth_testkit.scheduler_env import (
+    AGENT_CONFIG,
+    AgentProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
     put,
+    reached,
     wait_for,
 )
 from berth_testkit.servers.etcd import EtcdServer
@@ -47,16 +50,16 @@ def clusters() -> Iterator[dict[str, KubeCluster]]:
                                                     nodes=1), NAMES)
 
 
-@pytest.fixture
-def berth(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-          clusters: dict[str, KubeCluster]) -> Iterator[list[Any]]:
+@pytest.fixture(params=["Push", "Pull"])  # every promise holds in both modes (#61)
+def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
+          tmp_path: Path, clusters: dict[str, KubeCluster]) -> Iterator[list[Any]]:
     for name, kube in clusters.items():
         kube.request("DELETE", "/apis/apps/v1/namespaces/default/deployments?"
                      "propagationPolicy=Background", ok=(200, 404))
         put(store, keys.resource_key("Cluster", name, "default"), encode({
             "api": "kubernetes", "kind": "Cluster",
             "metadata": {"name": name, "namespace": "default", "labels": {"zone": "roll"}},
-            "spec": {"kubeconfig": kube.kubeconfig(), "metrics": []}}))
+            "spec": {**reached(request.param, kube.kubeconfig()), "metrics": []}}))
     procs = [
         MetricsCacheProcess(etcd_server.url, tmp_path, config="poll_interval: 0.5\n"),
         SchedulerProcess(etcd_server.url, tmp_path, config="reschedule_after: 2\n"),
@@ -64,6 +67,10 @@ def berth(etcd_server: EtcdServer, store: Store, tmp_path: Path,
             f"probe_interval: {PROBE}\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
             "move_timeout: 60\n")),
     ]
+    if request.param == "Pull":  # an agent per cluster, with its kubeconfig alone
+        procs += [AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
+                               kubeconfig=kube.kubeconfig(), name=name,
+                               config=AGENT_CONFIG + '') for name, kube in clusters.items()]
     for p in procs:
         p.start()
     for name in NAMES:

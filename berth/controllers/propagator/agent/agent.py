@@ -498,11 +498,16 @@ class Agent:
         return count
 
     def _hold(self, why: str) -> None:
-        if why != self._held:
-            self._held = why
-            if why:
-                log.warning("cluster %s: removals %s", self.cid, why)
-            self._beat_wake.set()
+        """Say that removals wait (once as they begin to, once as they go on again); the
+        heartbeat carries the latest count."""
+        if why == self._held:
+            return
+        if why and not self._held:
+            log.warning("cluster %s: removals %s", self.cid, why)
+        elif self._held and not why:
+            log.info("cluster %s: removals go on (the window moved on)", self.cid)
+        self._held = why
+        self._beat_wake.set()
 
     def _judged(self, have: ClusterApplied, owner: str, rules: tuple[HealthRule, ...]
                 ) -> ClusterApplied:

@@ -49,10 +49,9 @@ class Budget:
             if len(self._taken) < allowed:
                 self._taken.append(now)
                 return "", now
-            wait = self._taken[0] + self.window - now
         return (f"held: {len(self._taken)} applications removed in the last "
                 f"{self.window:g} s, at most {allowed} at once ({self.share:.0%} of the "
-                f"{on_cluster} here); the next in {wait:.0f} s"), 0.0
+                f"{on_cluster} here)"), 0.0
 
     def times(self) -> list[float]:
         """The removals of the window, to keep."""
