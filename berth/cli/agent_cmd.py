@@ -100,7 +100,7 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     def prepare(args: argparse.Namespace) -> dict[str, Any]:
         """Before etcd is dialled: the cluster's credentials (or why not), the agent's
         etcd credential, and the election on the cluster's heartbeat key."""
-        from berth.controllers.propagator.agent.agent import heartbeat_body
+        from berth.controllers.propagator.agent.beat import heartbeat_body
 
         state["kubeconfig"] = _kubeconfig(args)
         keeper = _keeper(args, state["kubeconfig"])

@@ -83,16 +83,19 @@ def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
     if request.param == "Pull":  # an agent per cluster, with its kubeconfig alone
         procs += [AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
                                kubeconfig=kube.kubeconfig(), name=name,
-                               config=AGENT_CONFIG + 'untracked_after: 3\\n') for name, kube in clusters.items()]
-    for p in procs:
-        p.start()
-    for name in NAMES:
-        wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
-                 lambda kv: b'"ONLINE"' in kv.value, timeout=30)
-    yield {"procs": procs}
-    for p in procs:
-        p.stop()
-        print(p.output()[-4000:])
+                               config=AGENT_CONFIG)
+                  for name, kube in clusters.items()]
+    try:  # stopped also when the fixture fails before its yield (else they outlive it)
+        for p in procs:
+            p.start()
+        for name in NAMES:
+            wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
+                     lambda kv: b'"ONLINE"' in kv.value, timeout=30)
+        yield {"procs": procs}
+    finally:
+        for p in procs:
+            p.stop()
+            print(p.output()[-4000:])
 
 
 def greens(store: Store, **values: float) -> None:
@@ -433,7 +436,7 @@ def deployment_on(clusters: dict[str, KubeCluster], on: str, name: str) -> dict[
 
 
 def applies(proc: Any) -> float:
-    """Objects the propagator applied so far (its metrics)."""
+    """Objects a propagator or an agent applied so far (its metrics)."""
     import re
 
     found = re.search(r'^berth_propagator_applies_total\{result="applied"\} (\S+)$',
@@ -476,16 +479,17 @@ def test_overrides_make_each_clusters_copy_and_explain_themselves(
     assert "  -        image: example/app:1\n  +        image: north.registry.example/example/app:1" \
         in text
     assert "Override default/registry-north rule 1 (north registry)" in text
-    # south's override changes: south alone is applied again
-    propagator = berth["procs"][2]
-    before = applies(propagator)
+    # south's override changes: south alone is applied again (by the propagator, or in
+    # pull mode by south's agent: every process that applies is counted)
+    appliers = [p for p in berth["procs"] if p.command in ("propagator", "agent")]
+    before = sum(applies(p) for p in appliers)
     override(store, "registry-south", {"clusters": {"names": ["south"]}, "rules": [
         {"image": {"registry": "south.registry.example", "tag": "3"}}]}, generation=2)
     wait_for(lambda: deployment_on(clusters, "south", "ov-web"),
              lambda d: d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":3"),
              timeout=30)
     time.sleep(2)
-    assert applies(propagator) - before == 1  # one Deployment, on south
+    assert sum(applies(p) for p in appliers) - before == 1  # one Deployment, on south
     # a patch north's API refuses: north's copy fails, naming the override; south runs on
     override(store, "bad-north", {"clusters": {"names": ["north"]}, "rules": [
         {"patch": {"object": {"kind": "Deployment", "name": "ov-web"}, "operations": [

@@ -70,16 +70,18 @@ def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
     if request.param == "Pull":  # an agent per cluster, with its kubeconfig alone
         procs += [AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
                                kubeconfig=kube.kubeconfig(), name=name,
-                               config=AGENT_CONFIG + '') for name, kube in clusters.items()]
-    for p in procs:
-        p.start()
-    for name in NAMES:
-        wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
-                 lambda kv: b'"ONLINE"' in kv.value, timeout=30)
-    yield procs
-    for p in procs:
-        p.stop()
-        print(p.output()[-4000:])
+                               config=AGENT_CONFIG) for name, kube in clusters.items()]
+    try:  # stopped also when the fixture fails before its yield (else they outlive it)
+        for p in procs:
+            p.start()
+        for name in NAMES:
+            wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
+                     lambda kv: b'"ONLINE"' in kv.value, timeout=30)
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()
+            print(p.output()[-4000:])
 
 
 def deployment(name: str, tag: int, *, crash_on: str = "") -> dict[str, Any]:

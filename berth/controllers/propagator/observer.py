@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -81,6 +82,7 @@ class Observer:
         self.connections = connections
         self.kubeconfigs = kubeconfigs
         self._failures: dict[str, int] = {}  # cluster key → failed probes in a row
+        self._missing: dict[str, float] = {}  # pull cluster key → since when no heartbeat
         self._failures_lock = threading.Lock()
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
@@ -219,6 +221,7 @@ class Observer:
         self._trackers.leave(key)
         with self._failures_lock:
             self._failures.pop(key, None)
+            self._missing.pop(key, None)
 
     def _step(self) -> None:
         if self._stop.is_set():
@@ -275,7 +278,10 @@ class Observer:
     def _hear(self, key: str, view: ClusterView) -> None:
         """A pull cluster is what its agent's heartbeat says: the agent probes it, and
         counts its Nodes and Pods. No heartbeat (its lease ended: the agent died, or
-        cannot reach etcd) is a failed probe."""
+        cannot reach etcd) is a failed probe. A failure is written once it lasted
+        ``grace`` probe intervals (not probes: a heartbeat is read without waiting on
+        anything, and the observer wakes at every change of one — a standby taking
+        over is a moment without any)."""
         beat = self.heartbeat(cluster_id(view)) if self.heartbeat is not None else None
         if beat is not None and not beat.state:
             return  # an agent began to lead, and has not probed yet: nothing to say
@@ -285,18 +291,27 @@ class Observer:
         else:
             probe = Probe(beat.state, f"its agent reports: {beat.reason}" if beat.reason
                           else "", tuple(beat.custom_resources))
+        now = time.monotonic()
+        with self._failures_lock:
+            if probe.state == "ONLINE":
+                self._missing.pop(key, None)
+                failing = 0.0
+            else:
+                failing = now - self._missing.setdefault(key, now)
+        if probe.state != "ONLINE" and failing < self.config.grace * self.config.probe_interval:
+            return  # failing for less than the grace: what is written stands
         held = beat.held if beat is not None else ""
-        if held and self.events is not None:
-            current = self.statuses.get(keys.status_key("Cluster", view.metadata.namespace or "",
-                                                        view.metadata.name))
-            if current is None or not current.status.held:
-                self.events.emit(InvolvedObject("Cluster", view.metadata.name,
-                                                view.metadata.namespace), "Warning",
-                                 "RemovalsHeld", f"its agent holds removals back: {held}")
-        self._settle(key, view, probe, beat.capacity if beat is not None else None, held)
+        skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
+        current = self.statuses.get(skey)
+        if held and self.events is not None and (current is None or not current.status.held):
+            self.events.emit(InvolvedObject("Cluster", view.metadata.name,
+                                            view.metadata.namespace), "Warning",
+                             "RemovalsHeld", f"its agent holds removals back: {held}")
+        self._write(skey, view, probe, current, beat.capacity if beat is not None else None,
+                    held)
 
-    def _settle(self, key: str, view: ClusterView, probe: Probe, capacity: Capacity | None,
-                held: str = "") -> None:
+    def _settle(self, key: str, view: ClusterView, probe: Probe, capacity: Capacity | None
+                ) -> None:
         """Write what a probe found, once ``grace`` probes in a row agree it failed."""
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
@@ -313,7 +328,7 @@ class Observer:
                 self._failures.pop(key, None)
         if capacity is None and current is not None and probe.state == current.status.state:
             capacity = current.status.capacity  # not listed yet, or failing: as it was
-        self._write(skey, view, probe, current, capacity, held)
+        self._write(skey, view, probe, current, capacity)
 
     def _write(self, skey: str, view: ClusterView, probe: Probe,
                current: ClusterStatus | None, capacity: Capacity | None, held: str = ""

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from berth.controllers.propagator.execute import HANDED_OVER, Gate, always
-from berth.controllers.propagator.health import Copy, Health
+from berth.controllers.propagator.health import UNKNOWN, Copy, Health
 from berth.controllers.propagator.plan import (
     CONFIRM,
     App,
@@ -220,11 +220,13 @@ class PullClusters:
         return self.report(cid, namespace, name), sent.revision if sent is not None else 0
 
     def copy(self, cid: str, namespace: str, name: str, have: ClusterApplied) -> Copy | None:
-        """The copy on ``cid`` as its agent judged it, if the agent reports the
-        generation recorded there (None: it does not, or has not judged it)."""
-        report = self.report(cid, namespace, name)
+        """The copy on ``cid`` as its agent judged it: of the work as it stands now, at
+        the generation recorded there (None: the agent has not reported that yet — a
+        work rewritten for a new share, say, is not judged by the report of the old)."""
+        report, revision = self.current(cid, namespace, name)
         got = report.status.applied if report is not None else None
-        if got is None or got.generation != have.generation or not got.health:
+        if (got is None or report is None or report.status.work != revision
+                or got.generation != have.generation or not got.health):
             return None
         return _copy(got)
 
@@ -270,6 +272,7 @@ class PullClusters:
         report = self.report(cid, namespace, name)
         if report is None or report.status.work != revision:
             progress.waiting[cid] = waiting_for(cid, f"apply generation {step.generation}")
+            progress.health[cid] = Copy(Health(UNKNOWN, progress.waiting[cid]))
             return None
         st = report.status
         if st.refused:
@@ -292,6 +295,7 @@ class PullClusters:
             progress.errors[cid] = st.error
         elif got is None or got.generation != step.generation:
             progress.waiting[cid] = waiting_for(cid, f"apply generation {step.generation}")
+            progress.health[cid] = Copy(Health(UNKNOWN, progress.waiting[cid]))
         else:
             progress.refused_copies.pop(cid, None)
         return None

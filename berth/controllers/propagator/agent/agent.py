@@ -16,13 +16,13 @@ heartbeat, on the leader's lease; every write is fenced by its term).
 * **Drift**: the same drift watches re-apply a work whose objects someone
   else changed or deleted (a Job deleted after it completed is not run
   again); every ``resync_interval`` every work is applied again.
-* **Delete** only what a work says to delete, at most a bounded share of the
-  cluster at once (``budget.py``; the window's removals kept in etcd first). A
-  work that vanished without saying Delete deletes nothing: its objects stay,
-  its report says so.
-* **Heartbeat**: every ``probe_interval`` (and when the capacity changed) the
-  cluster is probed and the heartbeat rewritten when what it says changed;
-  its lease, kept alive by the election, is the agent's liveness.
+* **Delete** only what a work says to delete — what was decided before this
+  agent began to lead (a backlog: it was away, or restarting), at most a bounded
+  share of the cluster at once (``budget.py``); every removal is written down in
+  etcd first, fenced, so a deposed agent begins none. A work that vanished
+  without saying Delete deletes nothing: its objects stay, its report says so.
+* **Heartbeat** (``beat.py``): the cluster probed and said, on the leader's
+  lease, which is the agent's liveness.
 
 Cut off from etcd, the agent stops when its lease ends (the election), and
 its cluster keeps running what it has; when etcd answers again a new agent
@@ -32,16 +32,15 @@ lists the works as they are then and carries them out.
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
 from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
-from berth.controllers.propagator.agent.budget import Budget
+from berth.controllers.propagator.agent.beat import Beat
+from berth.controllers.propagator.agent.budget import Budget, Kept
 from berth.controllers.propagator.agent.config import AgentConfig
 from berth.controllers.propagator.agent.join import Credentials, Keeper, Renewal
 from berth.controllers.propagator.agent.reports import Reports
@@ -64,20 +63,15 @@ from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, Informer, Retry, WorkQueue, start_workers
 from berth.controllers.runtime.election import default_identity
 from berth.controllers.runtime.supervise import Loop
-from berth.store import Conflict, Put, Store, StoreError, encode, keys
+from berth.store import Store, keys
 from berth.store.documents import (
     ApplicationState,
-    Capacity,
     ClusterApplied,
     HealthRule,
     KubeObjectRef,
-    StatusMeta,
 )
 from berth.store.documents.work import (
-    AgentState,
-    Heartbeat,
     Intent,
-    Removals,
     Report,
     ReportState,
     Work,
@@ -85,16 +79,6 @@ from berth.store.documents.work import (
 )
 
 log = logging.getLogger(__name__)
-
-VERSION = "berth-agent/1"
-
-
-def heartbeat_body(cid: str, identity: str, since: float) -> bytes:
-    """The heartbeat a replica campaigns with (nothing probed yet)."""
-    namespace, _, name = cid.partition("/")
-    return encode(Heartbeat(StatusMeta(name, namespace), AgentState(
-        identity, since=datetime.fromtimestamp(since, UTC), version=VERSION)))
-
 
 class Agent:
     def __init__(self, store: Store, config: AgentConfig, *, cluster: str,
@@ -108,7 +92,6 @@ class Agent:
         self.identity = identity or default_identity()
         # the etcd credential: when it expires (the heartbeat says), renewed in time
         self.renewal = Renewal(store, credentials, keeper)
-        self._renew_checked = -math.inf
         self.kubeconfig = kubeconfig
         self.ckey = keys.resource_key("Cluster", *reversed(cluster.split("/", 1)))
         idle = config.watch_idle_timeout
@@ -118,11 +101,9 @@ class Agent:
         self.works.add_handler(self._on_work)
         self.reports = Reports(store, cluster, idle_timeout=idle)
         self.reports.on_garbage.append(lambda rkey: self.queue.add(_work_of(rkey)))
-        # its own heartbeat, watched: one written over by hand is written again at once
-        self.beats: Informer[Heartbeat] = Informer(
-            store, keys.heartbeat_key(cluster), Heartbeat, idle_timeout=idle,
-            layout=keys.cluster_key_problem)
-        self.beats.add_invalid_handler(self._beat_garbage)
+        self.beat = Beat(store, config, cluster, self.identity, probe=self._probe,
+                         capacity=lambda: self.tracker.capacity() if self.tracker else None,
+                         held=lambda: self._held, renewal=self.renewal)
         self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         self.connections = Connections(config.request_timeout)
@@ -137,8 +118,8 @@ class Agent:
                                   probe_timeout=config.probe_timeout)
         self.executor = Executor(self, self.own_writes, [self._applied])
         self.budget = Budget(config.delete_share, config.delete_least, config.delete_window)
-        self._removals_lock = threading.Lock()
-        self._removals_revision = 0
+        self.kept = Kept(store, cluster)  # the budget's removals, in etcd
+        self._listed = 0  # the works' revision when this agent began: its backlog's end
         self.tracker: Tracker | None = None
         self._lock = threading.Lock()
         self._epoch = 1  # bumped by every resync: every work is applied again once
@@ -146,14 +127,8 @@ class Agent:
         self._drifted: set[str] = set()  # work keys someone else changed on the cluster
         self._kept: set[str] = set()  # works that vanished, their objects kept (said once)
         self._held = ""  # why removals wait, for the heartbeat
-        self._beat_wake = threading.Event()
-        self._beat_revision = 0
-        self._beat_said: AgentState | None = None
-        self._since = datetime.now(UTC)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._heartbeat = Loop("heartbeat", self._heartbeat_step,
-                               deadline=config.probe_interval + 60.0)
         self._resync = Loop("resync", self._resync_step, deadline=config.resync_interval + 60)
         self._started = False
 
@@ -166,52 +141,42 @@ class Agent:
             if not inf.wait_synced(sync_timeout):
                 raise TimeoutError(f"the agent did not sync {inf.prefix} with etcd")
         self.connection()  # an unusable kubeconfig is said now
-        taken, self._removals_revision = self._read_removals()
+        self._listed = self.works.revision  # what was decided before this agent led
         self.budget = Budget(self.config.delete_share, self.config.delete_least,
-                             self.config.delete_window, taken=taken)
+                             self.config.delete_window, taken=self.kept.read())
         if self.config.capacity:
             self._track()
         self._started = True
         self._threads = start_workers(self.queue, self.reconcile, self.config.workers,
                                       name="apply")
-        self._heartbeat.start()
+        self.beat.start()
         self._resync.start()
         self.requeue()
         log.info("agent %s of cluster %s: %d works", self.identity, self.cid, len(self.works))
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return self.works, self.reports.informer, self.beats
-
-    def _beat_garbage(self, _key: str, _revision: int) -> None:
-        """Its heartbeat was written over by hand: say what it says again, at once."""
-        log.error("the heartbeat of cluster %s held a value that is not a heartbeat: "
-                  "writing it again", self.cid)
-        self._beat_revision = 0
-        self._beat_said = None
-        self._beat_wake.set()
+        return self.works, self.reports.informer, self.beat.informer
 
     def ready(self) -> bool:
         return self._started and self.works.synced.is_set()
 
     def alive(self) -> bool:
         return (not self._started) or (
-            self._heartbeat.alive() and self._resync.alive() and self.drift_hub.alive()
+            self.beat.alive() and self._resync.alive() and self.drift_hub.alive()
             and self.capacity_hub.alive() and all(t.is_alive() for t in self._threads)
             and all(inf.alive() for inf in self.informers))
 
     def stop(self) -> None:
         """Works in flight end first (they may start watches), then the watches."""
         self._stop.set()
-        self._heartbeat.halt()
         self._resync.halt()
-        self._beat_wake.set()
         self.queue.shutdown()
         for t in self._threads:
             t.join(timeout=self.config.request_timeout + 5)
         self.drift_hub.stop()
         self.capacity_hub.stop()
-        self._heartbeat.stop()
+        self.beat.stop()
         self._resync.stop()
         for inf in self.informers:
             inf.stop(wait=False)
@@ -271,7 +236,7 @@ class Agent:
     def _track(self) -> None:
         conn = self.connection()
         self.tracker = Tracker(conn.config.cluster.server, self.capacity_hub.of(conn.server, conn),
-                               self._beat_wake.set, self._on_pods).start()
+                               self.beat.wake.set, self._on_pods).start()
 
     # -- events ---------------------------------------------------------------------------
 
@@ -434,9 +399,15 @@ class Agent:
         if have is None or not have.objects:
             self._report(rkey, meta, revision, None, intent=Intent.DELETE, cleared=True)
             return None
-        held, at = self.budget.take(self._on_cluster())
-        if not held and not self._kept_removals():
-            self.budget.give_back(at)  # not recorded: not begun
+        # Bounded: what was decided before this agent began to lead (its backlog, found
+        # when it listed the works: after a restart, a lost lease, a time cut off). A
+        # removal decided while it leads is the fleet's pace's to bound, upstream.
+        backlog = revision <= self._listed
+        held, at = self.budget.take(self._on_cluster()) if backlog else ("", 0.0)
+        if not held and not self.kept.write(self.budget.times()):  # fenced: a deposed
+            # agent removes nothing
+            if backlog:
+                self.budget.give_back(at)  # not recorded: not begun
             return Retry("the removal could not be recorded in etcd")
         self._hold(held)
         if held:
@@ -454,38 +425,6 @@ class Agent:
         if left is None:
             log.info("%s/%s removed from cluster %s", meta.namespace, meta.name, self.cid)
         return Retry(error) if error else None
-
-    def _kept_removals(self) -> bool:
-        """Keep the window's removals in etcd before one more begins (fenced: a deposed
-        agent removes nothing)."""
-        key = keys.removals_key(self.cid)
-        namespace, _, name = self.cid.partition("/")
-        body = encode(Removals(StatusMeta(name, namespace), [
-            datetime.fromtimestamp(t, UTC) for t in self.budget.times()]))
-        with self._removals_lock:
-            try:
-                self._removals_revision = self.store.commit(
-                    [Put(key, body, self._removals_revision)])
-            except Conflict:
-                self._removals_revision = self._read_removals()[1]
-                return False
-            except StoreError as exc:
-                log.warning("%s not written: %s", key, exc)
-                return False
-        return True
-
-    def _read_removals(self) -> tuple[list[float], int]:
-        """The removals kept in etcd, and the revision to guard the next write with."""
-        key = keys.removals_key(self.cid)
-        kv = self.store.get(key)
-        if kv is None:
-            return [], 0
-        try:
-            kept = msgspec.json.decode(kv.value, type=Removals)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            log.error("%s held a value that is not the agent's removals: replaced", key)
-            return [], kv.mod_revision
-        return [t.timestamp() for t in kept.times], kv.mod_revision
 
     def _on_cluster(self) -> int:
         """How many applications have objects on the cluster (as reported)."""
@@ -507,7 +446,7 @@ class Agent:
         elif self._held and not why:
             log.info("cluster %s: removals go on (the window moved on)", self.cid)
         self._held = why
-        self._beat_wake.set()
+        self.beat.wake.set()
 
     def _judged(self, have: ClusterApplied, owner: str, rules: tuple[HealthRule, ...]
                 ) -> ClusterApplied:
@@ -521,63 +460,13 @@ class Agent:
         return self.reports.write(rkey, Report(meta, ReportState(
             revision, intent, applied, error, refused, cleared, held)))
 
-    # -- the heartbeat --------------------------------------------------------------------
-
-    def _heartbeat_step(self) -> None:
-        """Probe the cluster and say what was found (when it changed), then wait for the
-        interval or a change of capacity (at most every ``capacity_interval``)."""
-        if time.monotonic() - self._renew_checked >= self.config.renew_check_interval:
-            self._renew_checked = time.monotonic()
-            self.renewal.step(datetime.now(UTC))
-        probe = self._probe()
-        capacity: Capacity | None = self.tracker.capacity() if (
-            self.tracker is not None and probe.state == "ONLINE") else None
-        state = AgentState(self.identity, probe.state, probe.reason,
-                           list(probe.custom_resources), capacity, self._since,
-                           expires=self.renewal.expires, held=self._held, version=VERSION)
-        if state != self._beat_said:
-            self._beat(state)
-        if self._beat_wake.wait(self.config.probe_interval) and not self._stop.is_set():
-            self._beat_wake.clear()
-            self._stop.wait(self.config.capacity_interval)
-
     def _probe(self) -> Probe:
+        """What the heartbeat says of the cluster: its probe."""
         try:
             conn = self.connection()
         except Unavailable as exc:
             return Probe("OFFLINE", str(exc))
         return conn.probe(self.config.probe_timeout)
-
-    def _beat(self, state: AgentState) -> None:
-        """Rewrite the heartbeat (on the lease it was created on, guarded by its
-        revision; the store fences it with this agent's term)."""
-        key = keys.heartbeat_key(self.cid)
-        namespace, _, name = self.cid.partition("/")
-        body = encode(Heartbeat(StatusMeta(name, namespace), state))
-        for _ in range(2):
-            if not self._beat_revision:
-                try:
-                    kv = self.store.get(key)
-                except StoreError as exc:
-                    log.info("heartbeat not read: %s", exc)
-                    return
-                if kv is None:
-                    return  # not leading any more: the process stops this agent
-                self._beat_revision = kv.mod_revision
-            try:
-                self._beat_revision = self.store.commit(
-                    [Put(key, body, self._beat_revision, keep_lease=True)])
-            except Conflict:
-                self._beat_revision = 0
-                continue
-            except StoreError as exc:
-                log.info("heartbeat not written: %s", exc)
-                return
-            if self._beat_said is None or self._beat_said.state != state.state:
-                log.info("cluster %s is %s%s", self.cid, state.state,
-                         f" ({state.reason})" if state.reason else "")
-            self._beat_said = state
-            return
 
 
 def _with(have: ClusterApplied, copy: Copy) -> ClusterApplied:
@@ -600,4 +489,4 @@ def _work_of(report_key: str) -> str:
     return keys.work_key(ref.cluster, ref.namespace, ref.name)
 
 
-__all__ = ["VERSION", "Agent", "heartbeat_body"]
+__all__ = ["Agent"]

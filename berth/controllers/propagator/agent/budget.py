@@ -17,11 +17,21 @@ agent, or one that lost and won its lease again, starts from them, not afresh
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+import msgspec
+
+from berth.store import Conflict, Put, Store, StoreError, encode, keys
+from berth.store.documents import StatusMeta
+from berth.store.documents.work import Removals
+
+log = logging.getLogger(__name__)
 
 
 class Budget:
@@ -68,3 +78,47 @@ class Budget:
         now = self.clock()
         with self._lock:
             return max(0.5, self._taken[0] + self.window - now) if self._taken else 0.5
+
+
+class Kept:
+    """The window's removals in etcd (``/berth/v1/agents/<cluster>/removals``): read when
+    an agent begins to lead, written — fenced by its term — before each removal."""
+
+    def __init__(self, store: Store, cid: str) -> None:
+        self.store = store
+        self.cid = cid
+        self.key = keys.removals_key(cid)
+        self._lock = threading.Lock()  # one write at a time, and the revision it guards
+        self._revision = 0
+
+    def read(self) -> list[float]:
+        """The removals kept (seconds since the epoch); the next write is guarded by
+        what was read."""
+        kv = self.store.get(self.key)
+        with self._lock:
+            self._revision = kv.mod_revision if kv is not None else 0
+        if kv is None:
+            return []
+        try:
+            kept = msgspec.json.decode(kv.value, type=Removals)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.error("%s held a value that is not the agent's removals: replaced", self.key)
+            return []
+        return [t.timestamp() for t in kept.times]
+
+    def write(self, times: list[float]) -> bool:
+        """Keep ``times``; False if that could not be done (then nothing is removed)."""
+        namespace, _, name = self.cid.partition("/")
+        body = encode(Removals(StatusMeta(name, namespace),
+                               [datetime.fromtimestamp(t, UTC) for t in times]))
+        with self._lock:
+            try:
+                self._revision = self.store.commit([Put(self.key, body, self._revision)])
+            except Conflict:
+                kv = self.store.get(self.key)
+                self._revision = kv.mod_revision if kv is not None else 0
+                return False
+            except StoreError as exc:
+                log.warning("%s not written: %s", self.key, exc)
+                return False
+        return True
