@@ -280,6 +280,15 @@ def main() -> None:
         propagator = procs[2].proc
         assert propagator is not None
         time.sleep(5)
+        # every cluster ONLINE before applications come, as in a running fleet (a pull
+        # cluster's agent may take longer to start than the sleep above on two cores:
+        # else its pair's other cluster takes the first placements, moved back later)
+        deadline = time.monotonic() + 120
+        while sum(b'"ONLINE"' in kv.value for kv in store.list_prefix(
+                keys.STATUS + "clusters/")[0]) < len(clusters):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"not every cluster ONLINE after 120 s; logs in {work}")
+            time.sleep(0.5)
         statuses = Statuses(store)
         bound = Bound(store)
         avail = Available(kubes)

@@ -147,8 +147,10 @@ class Agent:
         if self.config.capacity:
             self._track()
         self._started = True
-        self._threads = start_workers(self.queue, self.reconcile, self.config.workers,
-                                      name="apply")
+        self._threads = [
+            *start_workers(self.queue, self.reconcile, self.config.workers, name="apply"),
+            # reports a copy whose state turned while every worker applies
+            *start_workers(self.queue, self.reconcile, 1, name="judge", urgent_only=True)]
         self.beat.start()
         self._resync.start()
         self.requeue()
@@ -249,7 +251,26 @@ class Agent:
             self.queue.add(keys.work_key(self.cid, namespace, name))
 
     def _on_seen(self, cid: str, owner: str) -> None:
-        self._on_pods(owner)
+        """What the cluster shows of an application's objects changed: judged again —
+        ahead of every work that waits when its copy's state turned (available now, or
+        failed), as the propagator records a push cluster's (its queue's urgent line):
+        the application's status waits for this report."""
+        namespace, _, name = owner.partition("/")
+        if not (namespace and name):
+            return
+        key = keys.work_key(self.cid, namespace, name)
+        self.queue.add(key, urgent=self._turned(key, owner))
+
+    def _turned(self, key: str, owner: str) -> bool:
+        """Whether the copy, judged as the cluster shows it now, is in another state than
+        its report says."""
+        report, _ = self.reports.read(_report_of(key))
+        have = report.status.applied if report is not None else None
+        item = self.works.item(key)
+        if have is None or have.generation <= 0 or item is None:
+            return False
+        judged = self._judged(have, owner, tuple(item.obj.spec.rules))
+        return judged.health != have.health
 
     def _on_drift(self, cids: Collection[str], event_type: str, obj: KubeObject) -> None:
         """What the cluster shows of an object berth manages: into the book, and the
