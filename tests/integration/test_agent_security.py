@@ -269,3 +269,59 @@ def test_a_taken_name_is_refused_and_a_credential_is_renewed_before_it_expires(
             agent.stop()
             print(agent.output()[-3000:])
         root.close()
+
+
+def test_join_trusts_etcd_only_through_the_ca_whose_hash_it_was_given(tmp_path: Path) -> None:
+    """`berth agent join --ca-hash`: the CA is found among the certificates the server shows
+    in its TLS handshake (its certificate file holding its chain), and trusted only if its
+    hash is the one given; a CA file given is checked the same way (kubeadm's
+    --discovery-token-ca-cert-hash, for etcd)."""
+    import socket
+    import ssl
+    import threading
+
+    import pytest
+
+    from berth.controllers.propagator.agent.join import JoinError, trusted_ca
+    from berth_testkit.servers.etcd import make_tls
+
+    tls = make_tls(tmp_path)
+    chained = tmp_path / "server-chain.crt"
+    chained.write_text(Path(tls.server_cert).read_text() + Path(tls.ca).read_text())
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(chained), tls.server_key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                with ctx.wrap_socket(conn, server_side=True):
+                    pass
+            except (ssl.SSLError, OSError):
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        right = registration_cmd.ca_hash(tls.ca)
+        found = trusted_ca(f"https://127.0.0.1:{port}", right, None, tmp_path / "found.crt")
+        assert found == str(tmp_path / "found.crt")
+        assert registration_cmd.ca_hash(found) == right  # the CA itself, written down
+        wrong = "sha256:" + "0" * 64
+        with pytest.raises(JoinError, match="shows no certificate with hash"):
+            trusted_ca(f"https://127.0.0.1:{port}", wrong, None, tmp_path / "no.crt")
+        with pytest.raises(JoinError, match="its hash is not"):
+            trusted_ca(f"https://127.0.0.1:{port}", wrong, tls.ca, tmp_path / "no.crt")
+        assert trusted_ca(f"https://127.0.0.1:{port}", right, tls.ca, tmp_path / "x") == tls.ca
+        with pytest.raises(JoinError, match="give --ca-hash"):
+            trusted_ca(f"https://127.0.0.1:{port}", None, None, tmp_path / "x")
+        assert trusted_ca("http://127.0.0.1:1", None, None, tmp_path / "x") is None
+    finally:
+        stop.set()
+        listener.close()
