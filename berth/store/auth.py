@@ -22,7 +22,7 @@ from typing import Any
 import bcrypt
 
 from berth.store.client import Store
-from berth.store.errors import NotFound, StoreError
+from berth.store.errors import StoreError
 from berth.store.ops import b64, prefix_end
 
 
@@ -77,9 +77,13 @@ def add_user(store: Store, name: str, password_hash: str) -> None:
 
 def delete_user(store: Store, name: str) -> bool:
     """Delete ``name``; False if there was none."""
+    return _delete(store, "user/delete", {"name": name}, f"user {name}")
+
+
+def _delete(store: Store, path: str, body: dict[str, Any], what: str) -> bool:
     try:
-        _call(store, "user/delete", {"name": name}, f"deleting user {name}")
-    except (NotFound, StoreError) as exc:
+        _call(store, path, body, f"deleting {what}")
+    except StoreError as exc:
         if "not found" in str(exc):
             return False
         raise
@@ -101,13 +105,8 @@ def set_role(store: Store, name: str, grants: list[Grant], user: str) -> None:
 
 
 def delete_role(store: Store, name: str) -> bool:
-    try:
-        _call(store, "role/delete", {"role": name}, f"deleting role {name}")
-    except (NotFound, StoreError) as exc:
-        if "not found" in str(exc):
-            return False
-        raise
-    return True
+    """Delete role ``name``; False if there was none."""
+    return _delete(store, "role/delete", {"role": name}, f"role {name}")
 
 
 __all__ = ["Access", "Grant", "add_user", "delete_role", "delete_user", "hashed", "roles",

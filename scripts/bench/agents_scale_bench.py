@@ -240,6 +240,30 @@ def phase(store: Store, times: Times, ops: list[Put], etcd: int, prop: int, labe
             "etcd_cpu": used[0]}
 
 
+def measure(args: argparse.Namespace, store: Store, clusters: list[str], times: Times,
+            stop: threading.Event, etcd_pid: int, prop_pid: int, mode: str
+            ) -> dict[str, Any]:
+    """The applications placed, then a share of them moved; each phase's figures, and
+    etcd's peak RSS and database size."""
+    pull = mode == "pull"
+    watch = watch_running(store, times, stop)
+    apps, bindings = app_ops(args.apps, clusters)
+    store.commit_chunks(apps)
+    first = phase(store, times, bindings, etcd_pid, prop_pid, f"{mode}, first placements",
+                  args.apps, 600 + args.apps * 0.2, pull)
+    moving = int(args.apps * args.move)
+    times.reset()
+    _, moved = app_ops(moving, clusters, offset=1)
+    second = phase(store, times, moved, etcd_pid, prop_pid, f"{mode}, {moving} moves",
+                   moving, 600, pull)
+    first["rss"] = rss_mb(etcd_pid)
+    print(f"{mode}: etcd's peak RSS {first['rss']:.0f} MB; its database "
+          f"{int(store.call('maintenance/status', {}, 'status')['dbSize']) / 1e6:.0f} MB",
+          flush=True)
+    watch.close()
+    return {"first": first, "moves": second}
+
+
 def pull(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     server = EtcdServer().start()
     agents: list[SimAgent] = []
@@ -297,22 +321,7 @@ def pull(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise SystemExit("the propagator did not see every agent ONLINE")
             time.sleep(1)
-        watch = watch_running(root, times, stop)
-        apps, bindings = app_ops(args.apps, clusters)
-        root.commit_chunks(apps)
-        first = phase(root, times, bindings, etcd_pid, prop_pid, "pull, first placements",
-                      args.apps, 600 + args.apps * 0.1, True)
-        moving = int(args.apps * args.move)
-        times.reset()
-        _, moved = app_ops(moving, clusters, offset=1)
-        second = phase(root, times, moved, etcd_pid, prop_pid, f"pull, {moving} moves",
-                       moving, 600, True)
-        first["rss"] = rss_mb(etcd_pid)
-        print(f"pull: etcd's peak RSS {first['rss']:.0f} MB; its database "
-              f"{int(root.call('maintenance/status', {}, 'status')['dbSize']) / 1e6:.0f} MB",
-              flush=True)
-        watch.close()
-        return {"first": first, "moves": second}
+        return measure(args, root, clusters, times, stop, etcd_pid, prop_pid, "pull")
     finally:
         stop.set()
         if prop is not None:
@@ -349,21 +358,7 @@ def push(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise SystemExit("the propagator did not probe every cluster")
             time.sleep(1)
-        times = Times()
-        watch = watch_running(store, times, stop)
-        apps, bindings = app_ops(args.apps, clusters)
-        store.commit_chunks(apps)
-        first = phase(store, times, bindings, etcd_pid, prop_pid, "push, first placements",
-                      args.apps, 600 + args.apps * 0.2, False)
-        moving = int(args.apps * args.move)
-        times.reset()
-        _, moved = app_ops(moving, clusters, offset=1)
-        second = phase(store, times, moved, etcd_pid, prop_pid, f"push, {moving} moves",
-                       moving, 600, False)
-        first["rss"] = rss_mb(etcd_pid)
-        print(f"push: etcd's peak RSS {first['rss']:.0f} MB", flush=True)
-        watch.close()
-        return {"first": first, "moves": second}
+        return measure(args, store, clusters, Times(), stop, etcd_pid, prop_pid, "push")
     finally:
         stop.set()
         if prop is not None:

@@ -12,14 +12,15 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import msgspec
 
-from berth.store import Store, Watch, decode, encode, keys
+from berth.store import KV, Store, Watch, decode, encode, keys
 from berth.store.documents import (
     Binding,
     MetricError,
@@ -268,6 +269,39 @@ def in_memory(store: Store, clock: Clock, config: SchedulerConfig | None = None
     finally:
         s.stop()
 
+
+
+@contextlib.contextmanager
+def started(procs: list[BerthProcess], store: Store, clusters: Iterable[str],
+            timeout: float = 30.0) -> Iterator[list[BerthProcess]]:
+    """Start ``procs`` and wait until the observer says every cluster (in ``default``) is
+    ONLINE; stop them when the block ends — also when a process or the wait failed
+    before it began (else they outlive the test, and the module's later tests meet
+    them)."""
+    def online(name: str) -> KV | None:
+        return store.get(keys.status_key("Cluster", "default", name))
+
+    try:
+        for p in procs:
+            p.start()
+        for name in clusters:
+            wait_for(partial(online, name), lambda kv: b'"ONLINE"' in kv.value,
+                     timeout=timeout)
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()
+            print(p.output()[-4000:])
+
+
+def agents_for(mode: str, url: str, workdir: Path, kubeconfigs: Mapping[str, dict[str, Any]],
+               config: str = AGENT_CONFIG) -> list[BerthProcess]:
+    """In ``Pull`` mode, an agent per cluster (``default/<name>``), each with that cluster's
+    kubeconfig alone; none in ``Push`` mode."""
+    if mode != "Pull":
+        return []
+    return [AgentProcess(url, workdir, cluster=f"default/{name}", kubeconfig=kubeconfig,
+                         name=name, config=config) for name, kubeconfig in kubeconfigs.items()]
 
 
 class ConsoleProcess(BerthProcess):

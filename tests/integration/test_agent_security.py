@@ -307,7 +307,8 @@ def test_join_trusts_etcd_only_through_the_ca_whose_hash_it_was_given(tmp_path: 
             except (ssl.SSLError, OSError):
                 pass
 
-    threading.Thread(target=serve, daemon=True).start()
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
     try:
         right = registration_cmd.ca_hash(tls.ca)
         found = trusted_ca(f"https://127.0.0.1:{port}", right, None, tmp_path / "found.crt")
@@ -324,4 +325,5 @@ def test_join_trusts_etcd_only_through_the_ca_whose_hash_it_was_given(tmp_path: 
         assert trusted_ca("http://127.0.0.1:1", None, None, tmp_path / "x") is None
     finally:
         stop.set()
+        server.join()  # closing the socket under a waiting accept() raises in the thread
         listener.close()

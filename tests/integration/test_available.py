@@ -23,15 +23,15 @@ from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, Binding
 from berth_testkit.availability import Sampler
 from berth_testkit.scheduler_env import (
-    AGENT_CONFIG,
-    AgentProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
+    agents_for,
     binding,
     put,
     reached,
     record_puts,
+    started,
     targets,
     wait_for,
 )
@@ -80,22 +80,10 @@ def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
             "probe_interval: 0.5\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
             f"move_timeout: {MOVE_TIMEOUT}\n")),
     ]
-    if request.param == "Pull":  # an agent per cluster, with its kubeconfig alone
-        procs += [AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
-                               kubeconfig=kube.kubeconfig(), name=name,
-                               config=AGENT_CONFIG)
-                  for name, kube in clusters.items()]
-    try:  # stopped also when the fixture fails before its yield (else they outlive it)
-        for p in procs:
-            p.start()
-        for name in NAMES:
-            wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
-                     lambda kv: b'"ONLINE"' in kv.value, timeout=30)
+    procs += agents_for(request.param, etcd_server.url, tmp_path,
+                        {name: kube.kubeconfig() for name, kube in clusters.items()})
+    with started(procs, store, NAMES):
         yield {"procs": procs}
-    finally:
-        for p in procs:
-            p.stop()
-            print(p.output()[-4000:])
 
 
 def greens(store: Store, **values: float) -> None:

@@ -156,20 +156,27 @@ class Api:
                                   headers={"Content-Type": "application/apply-patch+yaml"})
 
 
-@pytest.mark.parametrize("overlay", ["base", "overlays/production", "overlays/small"])
-def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeCluster,
-                                            overlay: str) -> None:
-    docs = render(kustomize, overlay)
-    kinds = sorted(d["kind"] for d in docs)
-    assert kinds.count("Deployment") == 4 and "NetworkPolicy" in kinds, kinds
+def dry_run_all(kube: KubeCluster, docs: list[dict[str, Any]]) -> Api:
+    """Every object submitted with server-side dry-run (its namespace made for real:
+    dry-run objects need it to exist), each accepted."""
     api = Api(kube)
-    for doc in docs:  # the namespace for real: dry-run objects need it to exist
+    for doc in docs:
         if doc["kind"] == "Namespace":
             assert api.apply(doc, dry_run=False).status_code in (200, 201)
     for doc in docs:
         reply = api.apply(doc, dry_run=True)
         assert reply.status_code in (200, 201), (doc["kind"], doc["metadata"]["name"],
                                                  reply.text[:1000])
+    return api
+
+
+@pytest.mark.parametrize("overlay", ["base", "overlays/production", "overlays/small"])
+def test_manifests_pass_server_side_dry_run(kustomize: str, kube: KubeCluster,
+                                            overlay: str) -> None:
+    docs = render(kustomize, overlay)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds.count("Deployment") == 4 and "NetworkPolicy" in kinds, kinds
+    api = dry_run_all(kube, docs)
     # The check has teeth: a wrong field or type is refused by the same call.
     broken = json.loads(json.dumps(next(d for d in docs if d["kind"] == "Deployment")))
     broken["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["prot"] = 1
@@ -208,14 +215,7 @@ def test_the_agents_manifests_pass_server_side_dry_run_and_confine_it(
     the API server and etcd. The join Job's arguments parse too."""
     docs = render(kustomize, "agent")
     by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
-    api = Api(kube)
-    for doc in docs:
-        if doc["kind"] == "Namespace":
-            assert api.apply(doc, dry_run=False).status_code in (200, 201)
-    for doc in docs:
-        reply = api.apply(doc, dry_run=True)
-        assert reply.status_code in (200, 201), (doc["kind"], doc["metadata"]["name"],
-                                                 reply.text[:1000])
+    api = dry_run_all(kube, docs)
     agent = by[("Deployment", "berth-agent")]
     spec = agent["spec"]["template"]["spec"]
     c = spec["containers"][0]

@@ -26,13 +26,13 @@ from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth.store.documents.rollouts import HALTED, ROLLED_BACK
 from berth_testkit.scheduler_env import (
-    AGENT_CONFIG,
-    AgentProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
+    agents_for,
     put,
     reached,
+    started,
     wait_for,
 )
 from berth_testkit.servers.etcd import EtcdServer
@@ -67,21 +67,10 @@ def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
             f"probe_interval: {PROBE}\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
             "move_timeout: 60\n")),
     ]
-    if request.param == "Pull":  # an agent per cluster, with its kubeconfig alone
-        procs += [AgentProcess(etcd_server.url, tmp_path, cluster=f"default/{name}",
-                               kubeconfig=kube.kubeconfig(), name=name,
-                               config=AGENT_CONFIG) for name, kube in clusters.items()]
-    try:  # stopped also when the fixture fails before its yield (else they outlive it)
-        for p in procs:
-            p.start()
-        for name in NAMES:
-            wait_for(lambda name=name: store.get(keys.status_key("Cluster", "default", name)),
-                     lambda kv: b'"ONLINE"' in kv.value, timeout=30)
+    procs += agents_for(request.param, etcd_server.url, tmp_path,
+                        {name: kube.kubeconfig() for name, kube in clusters.items()})
+    with started(procs, store, NAMES):
         yield procs
-    finally:
-        for p in procs:
-            p.stop()
-            print(p.output()[-4000:])
 
 
 def deployment(name: str, tag: int, *, crash_on: str = "") -> dict[str, Any]:
