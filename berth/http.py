@@ -193,6 +193,11 @@ class Member:
                     raise NotConnected(f"the TLS settings: {exc}") from exc
             return self._tls
 
+    def forget_tls(self) -> None:
+        """Make the TLS settings again at the next connection (their files changed)."""
+        with self._lock:
+            self._tls = None
+
     def _connect(self, timeout: float) -> _Connection:
         tls = self._context() if self.https else None
         try:

@@ -108,13 +108,18 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
             made = keeper.load()
             state["credentials"], state["keeper"] = made, keeper
             # the credential's, unless the options or the environment say otherwise (in a
-            # Pod: etcd's CA and client pair are files mounted there)
+            # Pod: etcd's CA and the client pair it joined with are files mounted there);
+            # a client certificate signed for the agent itself is used before the
+            # environment's pair, renewed with the credential
             args.etcd = args.etcd or os.environ.get("BERTH_ETCD") or made.endpoints
             args.etcd_user, args.etcd_password = made.user, made.password
-            for attr, var, value in (("etcd_ca", "BERTH_ETCD_CA", made.ca),
-                                     ("etcd_cert", "BERTH_ETCD_CERT", made.cert),
-                                     ("etcd_key", "BERTH_ETCD_KEY", made.key)):
-                setattr(args, attr, getattr(args, attr) or os.environ.get(var) or value)
+            pair = made.config() if made.cert_pem else None
+            for attr, var, value in (
+                    ("etcd_ca", "BERTH_ETCD_CA", made.ca),
+                    ("etcd_cert", "BERTH_ETCD_CERT", made.cert),
+                    ("etcd_key", "BERTH_ETCD_KEY", made.key)):
+                own = getattr(pair, attr[5:]) if pair and attr != "etcd_ca" else None
+                setattr(args, attr, getattr(args, attr) or own or os.environ.get(var) or value)
             args.cluster = args.cluster or made.cluster
         if not args.cluster:
             raise ValueError("name the cluster: --cluster NAMESPACE/NAME, or --credentials FILE")

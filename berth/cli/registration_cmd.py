@@ -6,7 +6,9 @@ Each manages etcd users and roles, so it runs as a user with etcd's root role
 only ask to join as NAME; ``approve NAME`` gives the asking agent its own etcd
 user (with the password hash it sent) and a role confined to its cluster's
 prefixes, spends the token, and creates the Cluster in Pull mode if there is
-none; ``approve --watch`` does so for tokens minted with ``--approve`` and for
+none (with ``--signer-cert``/``--signer-key``, the CA etcd trusts for client
+certificates, it also signs the certificate the agent asked for); ``approve
+--watch`` does so for tokens minted with ``--approve`` and for
 renewals, and removes credentials that expired unrenewed; ``revoke NAME``
 removes the agent's user and its cluster's work.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 from berth.bootstrap import LoadErrors, plan, write
 from berth.bootstrap.load import to_document
 from berth.cli.etcd_options import etcd_config, open_store
-from berth.store import Invalid, Store, StoreError, keys
+from berth.store import Invalid, Store, StoreError, certs, keys
 from berth.store import agents as reg
 from berth.store.documents.durations import DurationError, seconds
 
@@ -50,6 +52,10 @@ def add_chores(chores: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     a.add_argument("--watch", action="store_true",
                    help="keep approving renewals and tokens minted with --approve, and "
                    "removing credentials that expired")
+    a.add_argument("--signer-cert", type=Path, metavar="FILE",
+                   help="the CA etcd trusts for client certificates (--trusted-ca-file): "
+                   "sign a client certificate for the key the agent asks with")
+    a.add_argument("--signer-key", type=Path, metavar="FILE", help="that CA's key")
     a.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     a.set_defaults(run=approve)
     r = chores.add_parser("revoke", help="cut an agent off: its etcd user and its work go "
@@ -104,14 +110,27 @@ def token_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _signer(args: argparse.Namespace) -> certs.Signer | None:
+    if (args.signer_cert is None) != (args.signer_key is None):
+        raise ValueError("give --signer-cert and --signer-key together")
+    if args.signer_cert is None:
+        return None
+    return certs.Signer.load(args.signer_cert, args.signer_key)
+
+
 def approve(args: argparse.Namespace) -> int:
+    try:
+        signer = _signer(args)
+    except ValueError as exc:  # CertificateError among them, naming the file
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     store = open_store(args)
     if not args.watch:
         if not args.name:
             print("error: name the cluster, or give --watch", file=sys.stderr)
             return 2
         try:
-            said = reg.approve(store, _cluster(args), now=datetime.now(UTC))
+            said = reg.approve(store, _cluster(args), now=datetime.now(UTC), signer=signer)
         except reg.Refused as exc:
             print(f"error: refused: {exc}", file=sys.stderr)
             return 1
@@ -125,13 +144,13 @@ def approve(args: argparse.Namespace) -> int:
           file=sys.stderr)
     while not stop.wait(args.interval):
         try:
-            _round(store, args.name and _cluster(args))
+            _round(store, args.name and _cluster(args), signer)
         except StoreError as exc:
             print(f"warning: {exc}", file=sys.stderr)
     return 0
 
 
-def _round(store: Store, only: str | None) -> None:
+def _round(store: Store, only: str | None, signer: certs.Signer | None) -> None:
     """Approve what may be approved without an operator; expire what was not renewed."""
     now = datetime.now(UTC)
     for cid in reg.requests(store):
@@ -143,7 +162,7 @@ def _round(store: Store, only: str | None) -> None:
                 request.renewal or registration.spec.auto or only):
             continue  # an operator approves it
         try:
-            print(reg.approve(store, cid, now=now), flush=True)
+            print(reg.approve(store, cid, now=now, signer=signer), flush=True)
         except reg.Refused as exc:
             print(f"refused: {cid}: {exc}", file=sys.stderr, flush=True)
             continue

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from berth.store import auth, keys
+from berth.store import auth, certs, keys
 from berth.store.auth import Access, Grant
 from berth.store.client import Store
 from berth.store.codec import encode
@@ -150,11 +150,15 @@ def mint(store: Store, cid: str, *, ttl: float, credential_ttl: float, auto: boo
     return token
 
 
-def approve(store: Store, cid: str, *, now: datetime) -> str:
+def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | None = None
+            ) -> str:
     """Approve ``cid``'s request: its agent's etcd user with the password hash it sent,
-    its role, and the registration; the bootstrap user is gone afterwards. Refused (and
-    the refusal written for the agent to read) if the token expired or was never
-    minted, or the cluster asks with another identity than the one that joined."""
+    its role, the registration, and — given the ``signer`` etcd trusts for client
+    certificates — a certificate for the key the request names, for as long as the
+    credential lives; the bootstrap user is gone afterwards. Refused (and the refusal
+    written for the agent to read) if the token expired or was never minted, the
+    cluster asks with another identity than the one that joined, or its signing request
+    cannot be signed."""
     reg, revision = read(store, cid)
     req, req_revision = request_of(store, cid)
     if reg is None:
@@ -162,7 +166,13 @@ def approve(store: Store, cid: str, *, now: datetime) -> str:
                       "(berth cluster token create)")
     if req is None:
         raise Refused(f"cluster {cid} has not asked to join (berth agent join)")
-    why = _refusal(reg, req, now)
+    expires = now + timedelta(seconds=reg.spec.credential_ttl)
+    certificate, why = "", _refusal(reg, req, now)
+    if not why and req.csr and signer is not None:
+        try:
+            certificate = certs.sign(req.csr, signer, now=now, until=expires)
+        except certs.CertificateError as exc:
+            why = f"its certificate signing request: {exc}"
     drop = Delete(keys.registration_request_key(cid), req_revision)
     if why:
         reg.status = msgspec.structs.replace(reg.status, refused=why)
@@ -175,13 +185,16 @@ def approve(store: Store, cid: str, *, now: datetime) -> str:
         auth.delete_user(store, reg.spec.token_user)
         auth.delete_role(store, reg.spec.token_user)
         reg.spec = msgspec.structs.replace(reg.spec, token_user="", token_expires=None)
-    expires = now + timedelta(seconds=reg.spec.credential_ttl)
     reg.status = msgspec.structs.replace(
         reg.status, identity=req.identity, user=user, approved=now, expires=expires,
-        granted=granted(req.password_hash), refused="", revoked=None)
+        granted=granted(req.password_hash), refused="", revoked=None,
+        certificate=certificate)
     _write(store, cid, reg, revision, drop)
+    cert = ("; a client certificate signed for its key" if certificate else
+            "; no client certificate signed (give --signer-cert and --signer-key): it "
+            "keeps the one it has" if req.csr else "")
     return (f"cluster {cid}: {'renewed' if req.renewal else 'joined'} as {req.identity}; "
-            f"etcd user {user} until {expires:%Y-%m-%d %H:%M:%S} UTC")
+            f"etcd user {user} until {expires:%Y-%m-%d %H:%M:%S} UTC{cert}")
 
 
 def _refusal(reg: Registration, req: JoinRequest, now: datetime) -> str:
@@ -218,7 +231,8 @@ def revoke(store: Store, cid: str, *, now: datetime) -> list[str]:
     namespace, _, name = cid.partition("/")
     reg = reg or Registration(StatusMeta(name, namespace))
     reg.spec = msgspec.structs.replace(reg.spec, token_user="", token_expires=None)
-    reg.status = msgspec.structs.replace(reg.status, user="", granted="", revoked=now)
+    reg.status = msgspec.structs.replace(reg.status, user="", granted="", revoked=now,
+                                         certificate="")
     _write(store, cid, reg, revision)
     prefix = keys.work_prefix(cid)
     reply = store.call("kv/deleterange", {"key": b64(prefix), "range_end": b64(

@@ -200,6 +200,12 @@ class Store:
             self._m.password = password
         self.authenticate()
 
+    def reload_tls(self) -> None:
+        """Read the TLS files again at the next connection (an agent's renewed client
+        certificate, written over the old one); open connections stay as they are."""
+        for member in self._m.members.values():
+            member.forget_tls()
+
     def call(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
         """POST ``body`` to a gateway endpoint; re-authenticate once on an expired token
         (tokens of etcd's ``simple`` kind are valid on one member only)."""

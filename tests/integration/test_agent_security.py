@@ -5,6 +5,7 @@ and real kube-apiservers: the agent's cluster and an impostor under the same nam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 from berth.cli import registration_cmd
 from berth.controllers.propagator.agent.join import Credentials
-from berth.store import Delete, Fence, Put, Store, Unauthorized, decode, keys
+from berth.store import Delete, Fence, Put, Store, StoreError, Unauthorized, certs, decode, keys
 from berth.store.agents import agent_user, join_user
 from berth.store.documents.registration import Registration
 from berth.store.documents.work import Heartbeat
@@ -107,12 +108,14 @@ def test_an_agent_joins_works_confined_to_its_prefixes_and_is_revoked(
     asked(root, joining)
     said = berth(secure, "root", "cluster", "approve", CID).stdout
     assert f"cluster {CID}: joined as " in said and f"etcd user {agent_user(CID)}" in said
+    assert "no client certificate signed (give --signer-cert" in said  # it asked for one
     assert "cluster/default/edge created (mode Pull)" in said
     out, err = joining.communicate(timeout=60)
     assert joining.returncode == 0, err
     assert oct(creds.stat().st_mode)[-3:] == "600"
     made = Credentials.load(creds)
     assert made.user == agent_user(CID) and made.password not in said + err + out
+    assert not made.cert_pem and made.cert == secure.tls.client_cert  # the pair it joined with
     uid = clusters["edge"].request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"]
     assert registration(root).status.identity == uid == made.identity
     # the bootstrap credential is spent: its user and role are gone
@@ -218,10 +221,14 @@ def test_a_taken_name_is_refused_and_a_credential_is_renewed_before_it_expires(
     root = secure.store("root")
     token = berth(secure, "root", "cluster", "token", "create", CID, "--ttl", "10m",
                   "--credential-ttl", "24s", "--approve").stdout.strip()
+    # etcd wants client certificates: the watcher, given the CA etcd trusts for them,
+    # signs one for the key each agent asks with
+    signer = Path(secure.tls.ca).parent / "ca.key"
     watcher = subprocess.Popen(
         [sys.executable, "-m", "berth.cli.main", "cluster", "approve", "--watch",
-         "--interval", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        cwd=ROOT, env={**os.environ, **secure.env("root")})
+         "--interval", "0.5", "--signer-cert", secure.tls.ca, "--signer-key", str(signer)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        env={**os.environ, **secure.env("root")})
     agent: AgentProcess | None = None
     try:
         # the first test's cluster joined as edge: another cluster may not take the name
@@ -238,11 +245,15 @@ def test_a_taken_name_is_refused_and_a_credential_is_renewed_before_it_expires(
         first = Credentials.load(creds)
         expires = registration(root).status.expires
         assert expires is not None
+        assert "a client certificate of its own, valid until" in err, err
+        assert certs.belongs(first.cert_pem, first.key_pem)
+        assert abs((certs.expiry(first.cert_pem) - expires).total_seconds()) < 1  # X.509: s
+        # the agent has its own pair and no other: the one it joined with is forgotten
+        Credentials.save(dataclasses.replace(first, cert=None, key=None), creds)
         agent = AgentProcess(secure.etcd.url, tmp_path, cluster=CID, credentials=creds,
                              kubeconfig=clusters["edge"].kubeconfig(),
                              config=AGENT + "renew_check_interval: 0.5\n", name="edge2",
-                             env={k: v for k, v in secure.env("root").items()
-                                  if k.startswith("BERTH_ETCD_C") or k == "BERTH_ETCD_KEY"})
+                             env={"BERTH_ETCD_CA": secure.tls.ca})
         agent.start()
         # renewed with a quarter of its life left (6 s), before it expires
         renewed = wait_for(lambda: Credentials.load(creds), lambda c: c.password !=
@@ -252,10 +263,19 @@ def test_a_taken_name_is_refused_and_a_credential_is_renewed_before_it_expires(
                  lambda o: "the agent's credential was renewed" in o, timeout=10)
         time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 1)
         # past the first credential's end: the old password is refused, the agent works
-        assert refused(lambda: Store(first.config()).get(keys.heartbeat_key(CID)))
+        old_password = dataclasses.replace(first, cert_pem=renewed.cert_pem)
+        assert refused(lambda: Store(old_password.config()).get(keys.heartbeat_key(CID)))
         beat = Store(renewed.config()).get(keys.heartbeat_key(CID))
         assert beat is not None and decode(beat.value, Heartbeat, beat.key).status.state == (
             "ONLINE")
+        # its certificate was renewed with it, for the same key; the first one has expired
+        # and etcd refuses a connection that shows it
+        assert renewed.key_pem == first.key_pem and renewed.cert_pem != first.cert_pem
+        renewal = registration(root).status.expires
+        assert renewal is not None and abs((certs.expiry(renewed.cert_pem) - renewal
+                                            ).total_seconds()) < 1
+        with pytest.raises(StoreError):
+            Store(dataclasses.replace(renewed, cert_pem=first.cert_pem).config())
         # the auth change made etcd reject every token once (re-authenticated, said at
         # INFO); nothing failed for it, and the agent led throughout
         out = agent.output()

@@ -6,8 +6,10 @@ an administrator's commands alone (``berth cluster token create``, ``approve``,
 cluster's identity (its ``kube-system`` namespace's uid), the agent's etcd
 user and when its credential expires. ``.../request`` is the
 :class:`JoinRequest` the bootstrap user (to join) or the agent itself (to
-renew) writes: the identity, and a bcrypt hash of a password the agent made
-and keeps — the password itself never leaves the agent.
+renew) writes: the identity, a bcrypt hash of a password the agent made and
+keeps — the password itself never leaves the agent — and, where etcd wants client
+certificates, a signing request for a key the agent made and keeps; the approved
+registration carries the certificate back (``berth.store.certs``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class RegistrationStatus(msgspec.Struct, omit_defaults=True):
     granted: str = ""  # a digest of the password hash last approved: the agent's cue
     refused: str = ""  # why the last request was refused
     revoked: datetime | None = None  # berth cluster revoke: no work is written for it
+    certificate: str = ""  # PEM: the agent's etcd client certificate, signed for its key
 
 
 class Registration(msgspec.Struct, tag_field="kind", tag="Registration"):
@@ -49,6 +52,7 @@ class JoinRequest(msgspec.Struct, tag_field="kind", tag="JoinRequest", omit_defa
     password_hash: str  # bcrypt; the password stays with the agent
     at: datetime | None = None
     renewal: bool = False  # from the agent, with its credential: not a first join
+    csr: str = ""  # PEM: a signing request for a key the agent keeps (etcd with mTLS)
     api: str = "kubernetes"
 
 

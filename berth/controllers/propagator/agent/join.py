@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from berth.controllers.propagator.kube import Connection, Unavailable
-from berth.store import EtcdConfig, Put, Store, StoreError, Unauthorized, encode, keys
+from berth.store import EtcdConfig, Put, Store, StoreError, Unauthorized, certs, encode, keys
 from berth.store import agents as reg
 from berth.store.auth import hashed
 from berth.store.documents import KubeObjectRef, StatusMeta
@@ -119,7 +119,10 @@ def trusted_ca(endpoint: str, ca_hash: str | None, ca_file: str | None, write_to
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """What ``berth agent join`` writes and ``berth agent --credentials`` reads."""
+    """What ``berth agent join`` writes and ``berth agent --credentials`` reads: the
+    etcd user and password, and the TLS files given to join with — or, once
+    ``berth cluster approve`` signed one, the agent's own client certificate and
+    key, held here whole (a Secret keeps them as a file does)."""
 
     cluster: str
     endpoints: str
@@ -129,9 +132,17 @@ class Credentials:
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
+    cert_pem: str = ""
+    key_pem: str = ""
 
     def config(self) -> EtcdConfig:
-        return EtcdConfig(url=self.endpoints, ca=self.ca, cert=self.cert, key=self.key,
+        """The connection's settings; the agent's own certificate written to files only
+        this process reads (the same files again after a renewal: a new connection
+        takes the renewed one)."""
+        cert, key = self.cert, self.key
+        if self.cert_pem and self.key_pem:
+            cert, key = _pem_files(self.cluster, self.cert_pem, self.key_pem)
+        return EtcdConfig(url=self.endpoints, ca=self.ca, cert=cert, key=key,
                           user=self.user, password=self.password)
 
     def save(self, path: Path) -> None:
@@ -140,6 +151,23 @@ class Credentials:
     @classmethod
     def load(cls, path: Path) -> Credentials:
         return FileKeeper(path).load()
+
+
+_PRIVATE: list[Path] = []  # this process's directory for keys (mode 0700), made once
+
+
+def _pem_files(cluster: str, cert_pem: str, key_pem: str) -> tuple[str, str]:
+    if not _PRIVATE:
+        _PRIVATE.append(Path(tempfile.mkdtemp(prefix="berth-agent-")))
+    base = _PRIVATE[0] / cluster.replace("/", "_")
+    paths = []
+    for suffix, text in ((".crt", cert_pem), (".key", key_pem)):
+        fd, tmp = tempfile.mkstemp(dir=_PRIVATE[0])
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, f"{base}{suffix}")  # whole or not at all, as a connection reads it
+        paths.append(f"{base}{suffix}")
+    return paths[0], paths[1]
 
 
 class Keeper(Protocol):
@@ -235,6 +263,7 @@ def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: st
     who = identity(kubeconfig)
     password = secrets.token_hex(24)
     digest = hashed(password)
+    own_key = certs.new_key() if cert else ""  # etcd wants client certificates
     config = EtcdConfig(url=endpoints, ca=ca, cert=cert, key=key, user=token.user,
                         password=token.secret, timeout=10)
     try:
@@ -246,10 +275,12 @@ def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: st
     try:
         before, _ = _registration(store, cid)
         store.commit([Put(keys.registration_request_key(cid), encode(JoinRequest(
-            StatusMeta(name, namespace), who, digest, datetime.now(UTC))), None)])
+            StatusMeta(name, namespace), who, digest, datetime.now(UTC),
+            csr=certs.request(own_key, cid) if own_key else "")), None)])
         say(f"asked to join as cluster {cid} (identity {who}); waiting for approval "
             f"(berth cluster approve {cid})")
         deadline = time.monotonic() + timeout
+        signed = ""
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
@@ -258,6 +289,7 @@ def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: st
             except Unauthorized:  # the token was spent: approved (or revoked) meanwhile
                 break
             if now is not None and now.status.granted == reg.granted(digest):
+                signed = now.status.certificate
                 break
             if now is not None and not pending and now.status.refused and (
                     before is None or now != before):
@@ -268,10 +300,29 @@ def join(endpoints: str, token: reg.Token, *, kubeconfig: dict[str, Any], ca: st
         store.close()
     made = Credentials(cid, endpoints, reg.agent_user(cid), password, who, ca, cert, key)
     try:
-        Store(made.config()).close()  # the credential works
+        mine = Store(made.config())  # the password works (with the certificate joined with)
     except Unauthorized as exc:
         raise JoinError(f"etcd does not take the new credential: refused, or revoked ({exc})"
                         ) from exc
+    try:
+        if own_key and not signed:  # the token was spent before the answer was read
+            now, _ = _registration(mine, cid)
+            if now is not None and now.status.granted == reg.granted(digest):
+                signed = now.status.certificate
+    finally:
+        mine.close()
+    if signed and certs.belongs(signed, own_key):
+        made = replace(made, cert_pem=signed, key_pem=own_key)
+        try:
+            Store(made.config()).close()  # and so does the certificate signed for it
+        except StoreError as exc:
+            raise JoinError(f"etcd does not take the client certificate signed for the "
+                            f"agent: was it signed by the CA etcd trusts? ({exc})") from exc
+        until = certs.expiry(signed)
+        say(f"a client certificate of its own, valid until {until:%Y-%m-%d %H:%M} UTC")
+    elif own_key:
+        say("no client certificate was signed for it (berth cluster approve without "
+            "--signer-cert): it keeps using the one it joined with")
     out.save(made)
     return made
 
@@ -297,16 +348,17 @@ class Renewal:
         self._pending: tuple[str, str] | None = None  # (password, its hash) asked for
 
     def step(self, now: datetime) -> None:
-        """Read the registration; ask to renew when due; switch to a renewed password."""
+        """Read the registration; ask to renew when due; switch to a renewed password (and
+        certificate)."""
         if self.credentials is None or self.keeper is None:
             return  # given on the command line or the environment: nothing to renew into
         cid = self.credentials.cluster
         try:
             current, _ = _registration(self.store, cid)
-        except Unauthorized:
-            current = None
-            if self._pending is not None and self._switch():  # approved: the old one is gone
-                current, _ = _registration(self.store, cid)
+        except Unauthorized:  # approved: the old password is gone
+            if self._pending is not None and self._use_password():
+                self._renewed(self._certificate(cid))
+            return
         except (StoreError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.info("registration of %s not read: %s", cid, exc)
             return
@@ -315,7 +367,8 @@ class Renewal:
         st = current.status
         self.expires, self.approved = st.expires, st.approved
         if self._pending is not None and st.granted == reg.granted(self._pending[1]):
-            self._switch()
+            if self._use_password():
+                self._renewed(st.certificate)
             return
         if self._pending is None and st.expires is not None and st.approved is not None:
             life = (st.expires - st.approved).total_seconds()
@@ -327,10 +380,12 @@ class Renewal:
         password = secrets.token_hex(24)
         digest = hashed(password)
         namespace, _, name = cid.partition("/")
+        key = self.credentials.key_pem  # a certificate of its own: renewed for the same key
         try:
             self.store.commit([Put(keys.registration_request_key(cid), encode(JoinRequest(
                 StatusMeta(name, namespace), self.credentials.identity, digest,
-                datetime.now(UTC), renewal=True)), None)])
+                datetime.now(UTC), renewal=True,
+                csr=certs.request(key, cid) if key else "")), None)])
         except StoreError as exc:
             log.warning("cluster %s: asking to renew the agent's credential: %s", cid, exc)
             return
@@ -338,12 +393,12 @@ class Renewal:
         log.info("cluster %s: the agent's credential expires at %s: asked to renew it", cid,
                  self.expires)
 
-    def _switch(self) -> bool:
-        """Use the password asked for; True if etcd takes it."""
+    def _use_password(self) -> bool:
+        """Authenticate with the password asked for; True if etcd takes it (else the old
+        one stays in use)."""
         assert self._pending is not None and self.credentials is not None
-        password = self._pending[0]
         try:
-            self.store.use_password(password)
+            self.store.use_password(self._pending[0])
         except StoreError as exc:
             log.info("the renewed password is not taken yet: %s", exc)
             try:
@@ -352,17 +407,37 @@ class Renewal:
                 log.warning("neither the agent's password nor the renewed one is taken: "
                             "%s", again)
             return False
-        self.credentials = replace(self.credentials, password=password)
+        return True
+
+    def _certificate(self, cid: str) -> str:
+        """The certificate the registration carries now ("" if it cannot be read)."""
+        try:
+            current, _ = _registration(self.store, cid)
+        except (StoreError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("cluster %s: the renewed registration not read: %s", cid, exc)
+            return ""
+        return current.status.certificate if current is not None else ""
+
+    def _renewed(self, certificate: str) -> None:
+        """The new password is in use: take the certificate renewed with it (new
+        connections present it), and keep both."""
+        assert self._pending is not None and self.credentials is not None
+        made = replace(self.credentials, password=self._pending[0])
+        if (made.key_pem and certificate and certificate != made.cert_pem
+                and certs.belongs(certificate, made.key_pem)):
+            made = replace(made, cert_pem=certificate)
+            made.config()  # rewrites this process's certificate file
+            self.store.reload_tls()
+        self.credentials = made
+        self._pending = None
         assert self.keeper is not None
         try:
-            self.keeper.save(self.credentials)
+            self.keeper.save(made)
         except (OSError, ValueError, JoinError) as exc:  # it runs on; a restart would not
             log.error("cluster %s: the renewed credential could not be kept in %s (%s): "
                       "the agent works on, but a restart would find the old one, no longer "
-                      "valid", self.credentials.cluster, self.keeper.where, exc)
-        self._pending = None
-        log.info("cluster %s: the agent's credential was renewed", self.credentials.cluster)
-        return True
+                      "valid", made.cluster, self.keeper.where, exc)
+        log.info("cluster %s: the agent's credential was renewed", made.cluster)
 
 
 __all__ = ["Credentials", "FileKeeper", "JoinError", "Keeper", "Renewal", "SecretKeeper",
