@@ -22,8 +22,8 @@ cluster's kwok kubelet so, standing for a bad regional setting): the rollout
 halts at its deadline before paris is reached, and rolls helsinki back on
 its own. ``berth console`` shows it all in a browser (its URL is printed, its
 token in ``console-token`` beside the state). Everything keeps running; the
-state (pids, directories) is in ``$BERTH_DEMO_DIR`` (default
-``~/.cache/berth/demo``).
+state (pids, directories) is in ``$BERTH_DEMO_DIR`` (default ``demo`` in
+setup's cache, ``$BERTH_CACHE`` or ``~/.cache/berth``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ from berth_testkit.servers.etcd import EtcdCluster
 from berth_testkit.servers.kube import KubeCluster
 
 ROOT = Path(__file__).resolve().parents[1]
-STATE = Path(os.environ.get("BERTH_DEMO_DIR", Path.home() / ".cache" / "berth" / "demo"))
+STATE = Path(os.environ.get("BERTH_DEMO_DIR") or Path(  # in the cache setup.sh used
+    os.environ.get("BERTH_CACHE") or Path.home() / ".cache" / "berth") / "demo")
 CLUSTERS = {"dresden": "DE", "paris": "FR", "helsinki": "FI"}
 PULL = {"helsinki"}  # reached by its agent, which dials etcd (docs/agents.md); no credential
 SHARE = {"dresden": 0.3, "paris": 0.8, "helsinki": 0.5}  # renewable share: higher is better
