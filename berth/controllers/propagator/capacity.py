@@ -216,8 +216,10 @@ class _Watched:
     for Pods, their :class:`_Totals`)."""
 
     def __init__(self, tracker: Tracker, path: str, item: type,
-                 entry: Callable[[Any], Any], *, totals: bool = False) -> None:
+                 entry: Callable[[Any], Any], changed: Callable[[Any, Any, _Key], None], *,
+                 totals: bool = False) -> None:
         self.tracker, self.path, self.entry = tracker, path, entry
+        self.changed = changed  # the tracker's, for this kind: (was, now, key)
         self.list_decoder = decoder(_LISTS[item])
         self.event_decoder = decoder(_EVENTS[item])
         self.entries: dict[_Key, Any] = {}
@@ -284,7 +286,7 @@ class _Watched:
                 if e is not None:
                     self.totals.add(key, e)
         if was != e:
-            self.tracker.changed(was, e, key)
+            self.changed(was, e, key)
 
     def listed(self, entries: dict[_Key, Any]) -> dict[_Key, Any]:
         """A list's answer replaces every entry; the ones it replaced."""
@@ -310,8 +312,9 @@ class Tracker:
         self.on_pods = on_pods
         self.lock = threading.Lock()
         self.stopped = threading.Event()
-        self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry)
-        self.pods = _Watched(self, "/api/v1/pods", _Pod, _pod_entry, totals=True)
+        self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry, self.node_changed)
+        self.pods = _Watched(self, "/api/v1/pods", _Pod, _pod_entry, self.pod_changed,
+                             totals=True)
 
     def start(self) -> Tracker:
         self.watches.add("capacity nodes", self.nodes.run)
@@ -326,24 +329,30 @@ class Tracker:
         self.watches.cancel("capacity nodes")
         self.watches.cancel("capacity pods")
 
-    def changed(self, was: Any = None, now: Any = None, key: tuple[str, str] = ("", "")
-                ) -> None:
-        """An entry changed: the capacity is to be written. An application is told when
-        what its copy would say of a pod changed — why the pod is not Ready, whether its
-        Node is gone — not when a pod merely came, was scheduled or went: its
+    def node_changed(self, was: Any, now: Any, key: _Key) -> None:
+        """A Node's entry changed: the capacity is to be written; when the Node came or
+        went, the applications with pods bound to it are told (their copies say whether
+        a pod's Node is gone). A Node that changed in place — Ready or not, cordoned,
+        its allocatable — changes only the capacity."""
+        self.on_change()
+        if self.on_pods is None or (was is not None and now is not None):
+            return
+        with self.lock:
+            owners = {e[1] for e in self.pods.entries.values() if e[1] and e[3] == key[1]}
+        for owner in owners:
+            self.on_pods(owner)
+
+    def pod_changed(self, was: _PodEntry | None, now: _PodEntry | None, _key: _Key) -> None:
+        """A pod's entry changed: the capacity is to be written. Its application is told
+        when what its copy would say of the pod changed — why it is not Ready, whether
+        its Node is gone — not when a pod merely came, was scheduled or went: its
         workload's status says that, and a reconcile for each such step of every pod
         kept the workers busy while copies waited to be recorded available."""
         self.on_change()
         if self.on_pods is None:
             return
-        if (was is None or now is None) and len(was or now) == 1:  # a Node came or went
-            with self.lock:
-                owners = {e[1] for e in self.pods.entries.values() if e[1] and e[3] == key[1]}
-            for owner in owners:
-                self.on_pods(owner)
-            return
         if self._said(was) != self._said(now):
-            for owner in {e[1] for e in (was, now) if isinstance(e, tuple) and e[1]}:
+            for owner in {e[1] for e in (was, now) if e is not None and e[1]}:
                 self.on_pods(owner)
 
     def _said(self, entry: _PodEntry | None) -> tuple[str, bool]:

@@ -80,6 +80,25 @@ def test_a_pod_that_comes_is_scheduled_and_goes_without_trouble_tells_nobody() -
     assert told == ["ns/app"] and tracker.lost("ns/app") == 1
 
 
+def test_a_node_changed_in_place_changes_the_capacity_and_tells_nobody() -> None:
+    """A Node going NotReady and back (or cordoned, or its allocatable changed) keeps
+    its entry: only the capacity changes. The robustness run found the tracker reading
+    such a change as a pod's (an IndexError that ended its watch); a Node that comes or
+    goes tells the applications with pods bound to it."""
+    tracker, told = _tracker()
+    changes: list[int] = []
+    tracker.on_change = lambda: changes.append(1)
+    tracker.nodes.listed({("", "n1"): (Resources(4000, 2**34, 110),)})
+    tracker.pods.listed({("ns", "p"): (Resources(pods=1), "ns/app", "", "n1")})
+    tracker.nodes.keep(("", "n1"), (None,))  # NotReady
+    tracker.nodes.keep(("", "n1"), (Resources(2000, 2**34, 110),))  # back, smaller
+    assert told == [] and len(changes) == 2
+    tracker.nodes.keep(("", "n1"), None)  # gone: its pod's application is told
+    assert told == ["ns/app"] and tracker.lost("ns/app") == 1
+    tracker.nodes.keep(("", "n1"), (Resources(4000, 2**34, 110),))  # back
+    assert told == ["ns/app", "ns/app"] and tracker.lost("ns/app") == 0
+
+
 async def _chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
     for p in parts:
         yield p

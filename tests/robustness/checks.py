@@ -1,0 +1,289 @@
+"""The robustness run's invariants, checked from what was recorded, after the run.
+
+Each violation names the invariant, the application (or process), the time and the
+last fault begun before it. What each checks:
+
+* ``binding-regressed``: no Binding goes back to an older generation while its
+  application lives.
+* ``outside-term``: every Binding landed in the scheduler leader's term it carries
+  (the election key's create revision in force at the revision it landed at).
+* ``ledger``: every decision a live application's Binding carried has its ledger
+  record, and no placement record names a decision no Binding carried.
+* ``never-down``: a Deployment placed on one cluster (rollout All, PickOne) that was
+  available in full never had fewer available across every cluster — unless a fault
+  was under way or had ended less than ``GRACE`` seconds before (a forced move off a
+  faulted cluster is excepted, as the docs say).
+* ``job-again``: no copy of a Job is made after another copy of it (the same
+  application and generation, on any cluster) completed.
+* ``final``: after the last fault, within the bound, every live application runs its
+  latest generation where its Binding says (as many targets as its policy wants,
+  all allowed, RUNNING), its objects are there with that generation (and the
+  Override's labels where it selects them, but on a Job: it ran as it was) and
+  nowhere else; every deleted one is
+  gone from etcd and from every cluster.
+* ``crash``: no process died but those the faults killed, and no log holds a
+  traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from berth.store import keys, ledger
+from berth.store.documents import ApplicationStatus, Binding
+from tests.faults.system import System
+from tests.robustness.faults import Happened
+from tests.robustness.history import Event, Sample
+from tests.robustness.traffic import Traffic
+
+GRACE = 30.0  # seconds after a fault during which a copy may still be short
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    subject: str
+    at: float  # seconds since the run began (0: at the end)
+    what: str
+    fault: str = ""  # the last fault begun before ``at``
+
+    def line(self) -> str:
+        after = f" (after: {self.fault})" if self.fault else ""
+        return f"[{self.at:7.1f} s] {self.invariant}: {self.subject}: {self.what}{after}"
+
+
+def before(faults: list[Happened], at: float) -> str:
+    """The last fault begun before ``at``, with its time."""
+    last = [f for f in faults if f.began <= at]
+    return f"{last[-1].what} at {last[-1].began:.1f} s" if last else ""
+
+
+def _name(key: str, prefix: str) -> str | None:
+    return key[len(prefix):] if key.startswith(prefix) and "/" not in key[len(prefix):] else None
+
+
+def bindings(events: list[Event]) -> list[tuple[Event, str, Binding | None]]:
+    """Every Binding write of a namespace ``default`` application (None: deleted or not
+    a Binding)."""
+    prefix = keys.binding_prefix("Application") + "default/"
+    out = []
+    for ev in events:
+        name = _name(ev.key, prefix)
+        if name is None:
+            continue
+        b = None
+        if ev.type == "PUT":
+            try:
+                b = msgspec.json.decode(ev.value, type=Binding)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                b = None
+        out.append((ev, name, b))
+    return out
+
+
+def check_bindings(events: list[Event], faults: list[Happened], term: int
+                   ) -> list[Violation]:
+    """``term``: the scheduler leader's when the history began."""
+    out: list[Violation] = []
+    election = keys.lease_key("scheduler")
+    terms = [(0, term)] + [(ev.revision, ev.create_revision) for ev in events
+                           if ev.key == election]
+
+    def term_at(revision: int) -> int:
+        now = 0
+        for rev, term in terms:
+            if rev > revision:
+                break
+            now = term
+        return now
+
+    seen: dict[str, int] = {}
+    for ev, name, b in bindings(events):
+        if b is None:
+            if ev.type == "DELETE":
+                seen.pop(name, None)
+            continue
+        if b.spec.generation < seen.get(name, 0):
+            out.append(Violation("binding-regressed", name, ev.at,
+                                 f"generation {seen[name]} → {b.spec.generation} at revision "
+                                 f"{ev.revision}", before(faults, ev.at)))
+        seen[name] = max(seen.get(name, 0), b.spec.generation)
+        if b.status.term and b.status.term != term_at(ev.revision):
+            out.append(Violation("outside-term", name, ev.at,
+                                 f"written in term {b.status.term}, landed at revision "
+                                 f"{ev.revision} in term {term_at(ev.revision)}",
+                                 before(faults, ev.at)))
+    return out
+
+
+def check_ledger(system: System, events: list[Event], live: Iterable[str]) -> list[Violation]:
+    alive = set(live)
+    carried = {(name, b.spec.decision) for _, name, b in bindings(events)
+               if b is not None and b.spec.decision and name in alive}
+    recorded: set[tuple[str, str]] = set()
+    out: list[Violation] = []
+    for name in sorted(alive):
+        found, problems = ledger.history(system.db, "Application", "default", name)
+        out += [Violation("ledger", name, 0.0, f"unreadable record: {p}") for p in problems]
+        recorded |= {(name, e.id) for e, r in found
+                     if e.by == "scheduler" and r.event in ("Placed", "Moved")}
+    out += [Violation("ledger", n, 0.0, f"decision {d} has no record")
+            for n, d in sorted(carried - recorded)]
+    out += [Violation("ledger", n, 0.0, f"record {d} names a decision no Binding carried")
+            for n, d in sorted(recorded - carried)]
+    return out
+
+
+def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffic,
+                     faults: list[Happened], deleted_at: dict[str, float]
+                     ) -> list[Violation]:
+    """PickOne Deployments with rollout All: the sum of available replicas over every
+    cluster, in each sampling pass every cluster answered, once it first reached 2."""
+    watched = {n for n, a in list(traffic.apps.items()) + list(traffic.deleted.items())
+               if a.shape == "deploy" and a.strategy == "All"}
+    passes: dict[int, dict[str, int]] = defaultdict(dict)  # pass → app → available
+    began: dict[int, float] = {}
+    for s in samples:
+        began.setdefault(s.round, s.at)
+        if s.kind == "Deployment" and s.name in watched and s.round not in unreached:
+            passes[s.round][s.name] = passes[s.round].get(s.name, 0) + s.available
+
+    def faulted(at: float) -> bool:
+        return any(f.began - 1.0 <= at <= (f.ended or 1e9) + GRACE for f in faults)
+
+    full: set[str] = set()
+    out: list[Violation] = []
+    for n in sorted(passes):
+        at = began[n]
+        for name in watched:
+            have = passes[n].get(name, 0)
+            if have >= 2:
+                full.add(name)
+            elif name in full and not faulted(at) and at < deleted_at.get(name, 1e9):
+                out.append(Violation("never-down", name, at, f"{have}/2 available",
+                                     before(faults, at)))
+                full.discard(name)  # once per outage
+    return out
+
+
+def check_jobs(samples: list[Sample], faults: list[Happened]) -> list[Violation]:
+    """A Job made (its creationTimestamp, by the API servers' clocks: one machine here)
+    after another copy of it — the same application and generation, on any cluster —
+    had completed."""
+    copies: dict[tuple[str, str], dict[str, Sample]] = defaultdict(dict)  # uid → last
+    for s in samples:
+        if s.kind == "Job":
+            copies[(s.name, s.image)][s.uid] = s
+    out: list[Violation] = []
+    for (name, image), by_uid in sorted(copies.items()):
+        done = [c for c in by_uid.values() if c.completed]
+        if not done:
+            continue
+        first = min(done, key=lambda c: c.completed)
+        for c in by_uid.values():
+            if c.created > first.completed:  # RFC 3339 UTC: ordered as text
+                out.append(Violation("job-again", name, c.at,
+                                     f"made on {c.cluster} at {c.created} ({image}), after its "
+                                     f"copy on {first.cluster} completed at {first.completed}",
+                                     before(faults, c.at)))
+    return out
+
+
+def final(system: System, traffic: Traffic) -> list[str]:
+    """Every way etcd and the clusters differ from the model now (empty: converged)."""
+    db = system.db
+    out: list[str] = []
+    objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for cname, server in system.clusters.items():
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for path, kind in (("/api/v1/namespaces/default/configmaps", "ConfigMap"),
+                           ("/apis/apps/v1/namespaces/default/deployments", "Deployment"),
+                           ("/apis/batch/v1/namespaces/default/jobs", "Job")):
+            try:
+                listed = server.request("GET", path + "?labelSelector=app.kubernetes.io%2F"
+                                        "managed-by%3Dberth")
+            except Exception as exc:
+                out.append(f"cluster {cname}: {exc}")
+                continue
+            for o in listed.get("items", []):
+                found[(kind, o["metadata"]["name"])] = o
+        objects[cname] = found
+    labels = traffic.labels
+    for name, app in sorted(traffic.apps.items()):
+        kv = db.get(keys.binding_key("Application", "default", name))
+        if kv is None:
+            out.append(f"{name}: no Binding")
+            continue
+        b = msgspec.json.decode(kv.value, type=Binding)
+        on = {t.name for t in b.spec.targets}
+        skv = db.get(keys.status_key("Application", "default", name))
+        st = msgspec.json.decode(skv.value, type=ApplicationStatus) if skv else None
+        count, allowed = app.expected(labels)
+        if st is not None and st.status.finished == app.generation:
+            allowed = set(labels)  # done: not moved, not for a changed label (the docs)
+        if len(on) != count or not on <= allowed:
+            out.append(f"{name}: bound to {sorted(on)}, want {count} of {sorted(allowed)}")
+        if b.spec.generation != app.generation:
+            out.append(f"{name}: Binding of generation {b.spec.generation}, not "
+                       f"{app.generation}")
+        if st is None or st.status.state != "RUNNING" or st.status.generation != app.generation:
+            out.append(f"{name}: status {st.status.state if st else None} generation "
+                       f"{st.status.generation if st else None}: "
+                       f"{st.status.reason if st else ''}")
+        kind = {"deploy": "Deployment", "job": "Job"}.get(app.shape, "ConfigMap")
+        for cname, found in objects.items():
+            obj = found.get((kind, name))
+            if cname not in on:
+                if obj is not None:
+                    out.append(f"{name}: left behind on {cname}")
+                continue
+            if obj is None:
+                if kind != "Job":  # a Job may be gone with its TTL: 600 s, not within a run
+                    out.append(f"{name}: missing on {cname}")
+                continue
+            have = (obj.get("data", {}).get("generation") if kind == "ConfigMap"
+                    else obj["spec"]["template"]["spec"]["containers"][0]["image"])
+            want = str(app.generation) if kind == "ConfigMap" else f"x:{app.generation}"
+            if have != want:
+                out.append(f"{name}: on {cname} {have}, not {want}")
+            if app.overridden and traffic.override_rev and kind != "Job":  # a Job ran as it was
+                got = obj["metadata"].get("labels", {})
+                if (got.get("robust-rev") != str(traffic.override_rev)
+                        or got.get("robust-cluster") != cname):
+                    out.append(f"{name}: on {cname} the Override's labels are "
+                               f"{got.get('robust-rev')}/{got.get('robust-cluster')}, not "
+                               f"{traffic.override_rev}/{cname}")
+    for name, app in sorted(traffic.deleted.items()):
+        if db.get(keys.binding_key("Application", "default", name)) is not None:
+            out.append(f"{name} (deleted): its Binding is left")
+        if db.get(keys.resource_key("Application", name, "default")) is not None:
+            out.append(f"{name} (deleted): its application is not removed")
+        kind = {"deploy": "Deployment", "job": "Job"}.get(app.shape, "ConfigMap")
+        out += [f"{name} (deleted): left on {c}" for c, found in objects.items()
+                if (kind, name) in found]
+    return out
+
+
+TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.M)
+
+
+def check_processes(system: System, crashed: list[str]) -> list[Violation]:
+    out = [Violation("crash", name, 0.0, "died without being killed") for name in crashed]
+    for procs in system.procs.values():
+        for p in procs:
+            text = p.output()
+            for m in TRACEBACK.finditer(text):
+                out.append(Violation("crash", p.log.name, 0.0,
+                                     "a traceback: " + text[m.start():m.start() + 600]
+                                     .replace("\n", " | ")))
+    return out
+
+
+__all__ = ["GRACE", "Violation", "check_bindings", "check_jobs", "check_ledger",
+           "check_never_down", "check_processes", "final"]

@@ -1,0 +1,137 @@
+"""What the robustness run records while it runs, for the invariants to read after.
+
+* :class:`Recorder`: every write under ``/berth/`` from the run's start revision, kept
+  whole (a watch; the faults' compactions never go past what it has read).
+* :class:`Sampler`: each cluster's Deployments and Jobs twice a second (available
+  replicas and image; a Job's uid and whether it succeeded), with the time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.store import Store, Watch
+from berth_testkit.servers.kube import KubeCluster
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    revision: int
+    type: str  # PUT or DELETE
+    key: str
+    value: bytes
+    create_revision: int  # 0 for a DELETE
+    at: float  # seconds since the run began, when the recorder read it
+
+
+@dataclass
+class Recorder:
+    store: Store
+    t0: float
+    events: list[Event] = field(default_factory=list)
+    last: int = 0  # the last revision read
+    error: str = ""
+    _watch: Watch | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, revision: int) -> None:
+        self._watch = Watch(self.store, "/berth/", revision)
+        self.last = revision - 1
+        threading.Thread(target=self._run, daemon=True, name="history").start()
+
+    def _run(self) -> None:
+        assert self._watch is not None
+        try:
+            for batch in self._watch:
+                at = time.monotonic() - self.t0
+                with self._lock:
+                    self.events.extend(Event(
+                        ev.mod_revision, ev.type, ev.key,
+                        ev.value if ev.type == "PUT" else b"",
+                        ev.create_revision if ev.type == "PUT" else 0, at)
+                        for ev in batch.events)
+                    if batch.events:
+                        self.last = max(self.last, batch.events[-1].mod_revision)
+        except Exception as exc:  # the history is no longer whole: the run says so
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def read_up_to(self) -> int:
+        with self._lock:
+            return self.last
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+
+    def snapshot(self) -> list[Event]:
+        with self._lock:
+            return list(self.events)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    at: float
+    round: int  # the sampling pass: every cluster once
+    cluster: str
+    kind: str  # Deployment or Job
+    name: str
+    image: str
+    available: int = 0  # a Deployment's available replicas
+    uid: str = ""  # a Job's
+    created: str = ""  # a Job's creationTimestamp (RFC 3339, to the second)
+    completed: str = ""  # a Job's status.completionTime ("": not complete)
+
+
+@dataclass
+class Sampler:
+    clusters: dict[str, KubeCluster]
+    t0: float
+    samples: list[Sample] = field(default_factory=list)
+    unreached: set[int] = field(default_factory=set)  # passes a cluster did not answer in
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="sampler")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(0.5):
+            n += 1
+            for name, server in list(self.clusters.items()):
+                at = time.monotonic() - self.t0
+                try:
+                    deps = server.request("GET", "/apis/apps/v1/namespaces/default/deployments")
+                    jobs = server.request("GET", "/apis/batch/v1/namespaces/default/jobs")
+                except Exception:
+                    self.unreached.add(n)
+                    continue
+                for d in deps.get("items", []):
+                    self.samples.append(Sample(
+                        at, n, name, "Deployment", d["metadata"]["name"], _image(d),
+                        available=int(d.get("status", {}).get("availableReplicas") or 0)))
+                for j in jobs.get("items", []):
+                    self.samples.append(Sample(
+                        at, n, name, "Job", j["metadata"]["name"], _image(j),
+                        uid=j["metadata"].get("uid", ""),
+                        created=j["metadata"].get("creationTimestamp", ""),
+                        completed=j.get("status", {}).get("completionTime") or ""))
+
+
+def _image(obj: dict[str, Any]) -> str:
+    try:
+        return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+    except (KeyError, IndexError, TypeError):
+        return ""
+
+
+__all__ = ["Event", "Recorder", "Sample", "Sampler"]

@@ -1,0 +1,193 @@
+"""The robustness run: berth on real servers under seeded traffic and random faults, its
+promises checked from the recorded history afterwards (docs/faults.md, "Robustness").
+
+    python -m tests.robustness.run --seed 7 --minutes 30     # a long run
+    python -m tests.robustness.run --seed 7 --minutes 2      # the same seed, replayed
+
+The system is the fault table's (tests/faults/system.py): a three-member etcd, three
+kube-apiservers with kwok nodes (cluster b in Pull mode, reached by its two agents),
+Prometheus and Kafka, two replicas of every berth process. Traffic
+(:mod:`tests.robustness.traffic`) and faults (:mod:`tests.robustness.faults`) each
+draw from a random stream of the seed, so a seed replays the same operations and
+faults in the same order. After the time given, every fault is healed, the run waits
+for the system to converge (within ``--bound`` seconds), and the invariants
+(:mod:`tests.robustness.checks`) read the history. The report — faults by kind,
+operations, invariants checked, violations — goes to ``build/robustness/``; a run
+with violations prints its seed and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from berth.store import keys
+from berth_testkit.servers.etcd import ROOT
+from tests.faults.system import System
+from tests.robustness import checks
+from tests.robustness.faults import Injector
+from tests.robustness.history import Recorder, Sampler
+from tests.robustness.traffic import Traffic
+
+INVARIANTS = ["binding-regressed", "outside-term", "ledger", "never-down", "job-again",
+              "final", "crash", "history-whole"]
+
+
+@dataclass
+class Report:
+    seed: int
+    seconds: float
+    ops: dict[str, int]
+    faults: dict[str, int]
+    happened: list[str]
+    converged_in: float | None
+    checked: dict[str, int]
+    violations: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"robustness run, seed {self.seed}: {self.seconds:.0f} s of traffic and faults",
+                 f"operations: {sum(self.ops.values())} "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(self.ops.items())),
+                 f"faults: {sum(self.faults.values())} "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())),
+                 "converged after the last fault in "
+                 + (f"{self.converged_in:.1f} s" if self.converged_in is not None
+                    else "NOT within the bound"),
+                 "invariants checked: " + ", ".join(f"{k} ({v})" for k, v in
+                                                    self.checked.items()),
+                 f"violations: {len(self.violations)}"]
+        lines += ["  " + v for v in self.violations]
+        lines += ["faults, in order:"] + ["  " + h for h in self.happened]
+        return "\n".join(lines) + "\n"
+
+
+def run(seed: int, seconds: float, *, workdir: Path, bound: float = 240.0,
+        interval: float = 0.3, log: Callable[[str], None] = print) -> Report:
+    system = System(workdir, log=log)
+    try:
+        system.start()
+        return _run(system, seed, seconds, bound=bound, interval=interval, log=log)
+    finally:
+        system.stop()
+
+
+def _run(system: System, seed: int, seconds: float, *, bound: float, interval: float,
+         log: Callable[[str], None]) -> Report:
+    t0 = time.monotonic()
+    recorder = Recorder(system.db, t0)
+    election = system.db.get(keys.lease_key("scheduler"))  # the term the history begins in
+    recorder.start(election.mod_revision + 1 if election else system.db.revision() + 1)
+    sampler = Sampler(system.clusters, t0)
+    sampler.start()
+    traffic = Traffic(system, random.Random(f"traffic {seed}"))
+    injector = Injector(system, random.Random(f"faults {seed}"), t0, log=log,
+                        compact_below=recorder.read_up_to)
+    stop = threading.Event()
+    harness: list[str] = []
+
+    def drive() -> None:
+        while not stop.wait(interval):
+            try:
+                traffic.step()
+            except Exception as exc:  # the harness's own failure: reported, not hidden
+                harness.append(f"{type(exc).__name__}: {exc}")
+                if len(harness) > 20:
+                    return
+
+    driver = threading.Thread(target=drive, daemon=True, name="traffic")
+    faulter = threading.Thread(target=injector.run, args=(stop,), daemon=True, name="faults")
+    driver.start()
+    faulter.start()
+    time.sleep(seconds)
+    stop.set()
+    driver.join()
+    faulter.join()
+    crashed = injector.heal()
+    healed = time.monotonic()
+    log(f"[{healed - t0:7.1f} s] every fault healed; waiting for the system to converge")
+    wrong: list[str] = []
+    converged: float | None = None
+    while time.monotonic() - healed < bound:
+        wrong = checks.final(system, traffic)
+        if not wrong:
+            converged = time.monotonic() - healed
+            break
+        time.sleep(2)
+    time.sleep(2)
+    sampler.stop()
+    recorder.close()
+    events = recorder.snapshot()
+    faults = injector.happened
+    deleted_at = {n: at - t0 for n, at in traffic.deleted_at.items()}
+    violations = (checks.check_bindings(events, faults,
+                                        election.create_revision if election else 0)
+                  + checks.check_ledger(system, events, traffic.apps)
+                  + checks.check_never_down(sampler.samples, sampler.unreached, traffic, faults,
+                                           deleted_at)
+                  + checks.check_jobs(sampler.samples, faults)
+                  + checks.check_processes(system, crashed))
+    violations += [checks.Violation("final", w.split(":", 1)[0], 0.0,
+                                    w.split(":", 1)[-1].strip() + f" ({bound:g} s after the "
+                                    "last fault)") for w in wrong]
+    if recorder.error:
+        violations.append(checks.Violation("history-whole", "the recorder", 0.0,
+                                           recorder.error))
+    violations += [checks.Violation("harness", "traffic", 0.0, h) for h in harness]
+    if violations:  # for the one who reads the report: every write, and the logs beside
+        with open(system.workdir / "history.jsonl", "w") as f:
+            for ev in events:
+                f.write(json.dumps({"revision": ev.revision, "type": ev.type, "key": ev.key,
+                                    "value": ev.value.decode(errors="replace"),
+                                    "at": round(ev.at, 3)}) + "\n")
+    n_bindings = len(checks.bindings(events))
+    return Report(
+        seed=seed, seconds=seconds, ops=dict(traffic.ops), faults=dict(injector.kinds),
+        happened=[f"{h.began:7.1f} to {h.ended:7.1f} s  {h.what}" for h in faults],
+        converged_in=converged,
+        checked={"Binding writes": n_bindings, "etcd events": len(events),
+                 "cluster samples": len(sampler.samples),
+                 "live applications": len(traffic.apps),
+                 "deleted applications": len(traffic.deleted)},
+        violations=[v.line() for v in violations])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.robustness.run",
+                                description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--bound", type=float, default=240.0,
+                   help="seconds after the last fault to converge within (default 240)")
+    p.add_argument("--out", type=Path, default=ROOT / "build" / "robustness")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    began = time.strftime("%Y%m%d-%H%M%S")
+    print(f"robustness run: seed {args.seed}, {args.minutes:g} minutes", flush=True)
+    base = args.out / f"{began}-seed{args.seed}"
+    work = base.with_suffix(".work")  # the processes' logs (and the history): kept on failure
+    work.mkdir()
+    report = run(args.seed, args.minutes * 60, workdir=work, bound=args.bound,
+                 log=lambda line: print(line, flush=True))
+    if not report.violations:
+        shutil.rmtree(work, ignore_errors=True)
+    base.with_suffix(".txt").write_text(report.text())
+    base.with_suffix(".json").write_text(json.dumps(asdict(report), indent=1))
+    print(report.text())
+    print(f"report: {base.with_suffix('.txt')}")
+    if report.violations:
+        print(f"VIOLATIONS: replay with --seed {args.seed}; the logs and the history are in "
+              f"{work}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

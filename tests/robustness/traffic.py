@@ -1,0 +1,214 @@
+"""The robustness run's traffic: a steady, seeded stream of what users and the world do.
+
+Applications are made, given new generations, relabelled into forced moves, deleted;
+metric values change (optional moves); an Override is changed. Each application has
+one of a few shapes — a ConfigMap placed PickOne under a label constraint, PickN(2),
+PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts), a Job — and
+the model keeps what each should be, so the run's end can be checked against it.
+
+Every choice comes from the run's seeded ``random.Random``: the same seed makes the
+same operations in the same order (their timing follows the machine).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from berth.store import Put, encode, keys
+from tests.faults.system import System
+
+# Cluster a is z1/gold, b (Pull) z2/gold, c z2/silver; a relabel moves c between zones.
+RULES: list[tuple[list[str], str]] = [
+    ([], ""),
+    (["tier is gold"], "tier=gold"),
+    (["zone is z2"], "zone=z2"),
+    (["zone is z1"], "zone=z1"),
+    (["tier is silver"], "tier=silver"),
+]
+SHAPES = ["cm", "cm", "cm", "pickn", "all", "deploy", "deploy", "job"]
+STRATEGIES = ["All", "Rolling", "Staged"]
+OVERRIDE = "robust"  # the one Override the traffic changes: a label on selected objects
+MAX_LIVE = 60
+
+
+@dataclass
+class App:
+    """What one application should be."""
+
+    name: str
+    shape: str
+    rule: int
+    strategy: str = "All"
+    generation: int = 1
+    overridden: bool = False  # selected by the Override (label robust=yes)
+
+    @property
+    def policy(self) -> dict[str, Any]:
+        if self.shape == "pickn":
+            return {"policy": "PickN", "numberOfClusters": 2}
+        if self.shape == "all" or (self.shape == "deploy" and self.strategy != "All"):
+            return {"policy": "PickAll"}
+        return {}
+
+    def allowed(self, labels: dict[str, dict[str, str]]) -> set[str]:
+        """The clusters its constraint allows under ``labels``."""
+        want = RULES[self.rule][1]
+        if not want:
+            return set(labels)
+        key, _, value = want.partition("=")
+        return {c for c, ls in labels.items() if ls.get(key) == value}
+
+    def expected(self, labels: dict[str, dict[str, str]]) -> tuple[int, set[str]]:
+        """How many targets it should have, and the set they must be part of (all of it
+        for PickAll)."""
+        allowed = self.allowed(labels)
+        p = self.policy.get("policy", "PickOne")
+        if p == "PickAll":
+            return len(allowed), allowed
+        if p == "PickN":
+            return min(2, len(allowed)), allowed
+        return min(1, len(allowed)), allowed
+
+    def manifest(self) -> list[dict[str, Any]]:
+        meta = {"name": self.name, "namespace": "default"}
+        if self.shape == "deploy":
+            return [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": self.name}},
+                              "template": {"metadata": {"labels": {"app": self.name}},
+                                           "spec": {"containers": [{
+                                               "name": "c", "image": f"x:{self.generation}",
+                                               "resources": {"requests": {"cpu": "10m"}}}]}}}}]
+        if self.shape == "job":
+            return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+                     "spec": {"ttlSecondsAfterFinished": 600, "template": {"spec": {
+                         "restartPolicy": "Never",
+                         "containers": [{"name": "c", "image": f"x:{self.generation}"}]}}}}]
+        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                 "data": {"generation": str(self.generation)}}]
+
+    def document(self, *, deleted: bool = False) -> bytes:
+        spec: dict[str, Any] = {"manifest": self.manifest()}
+        if RULES[self.rule][0]:
+            spec["constraints"] = {"cluster": {"labels": RULES[self.rule][0]}}
+        if self.policy:
+            spec["placement"] = self.policy
+        if self.shape == "deploy" and self.strategy != "All":
+            rollout: dict[str, Any] = {"strategy": self.strategy, "progressDeadline": "60s"}
+            if self.strategy == "Staged":
+                rollout["stages"] = [{"name": "first", "clusters": {"names": ["a"]}},
+                                     {"name": "then", "clusters": {}}]
+            spec["rollout"] = rollout
+        metadata: dict[str, Any] = {"name": self.name, "namespace": "default",
+                                    "generation": self.generation}
+        if self.overridden:
+            metadata["labels"] = {"robust": "yes"}
+        if deleted:
+            metadata["deleted"] = "2026-01-01T00:00:00Z"
+        return encode({"api": "kubernetes", "kind": "Application", "metadata": metadata,
+                       "spec": spec})
+
+
+@dataclass
+class Traffic:
+    """The seeded stream; :meth:`step` makes one operation."""
+
+    system: System
+    rng: random.Random
+    apps: dict[str, App] = field(default_factory=dict)
+    deleted: dict[str, App] = field(default_factory=dict)
+    ops: Counter[str] = field(default_factory=Counter)
+    labels: dict[str, dict[str, str]] = field(default_factory=lambda: {
+        "a": {"zone": "z1", "tier": "gold"}, "b": {"zone": "z2", "tier": "gold"},
+        "c": {"zone": "z2", "tier": "silver"}})
+    override_rev: int = 0
+    made: int = 0
+    deleted_at: dict[str, float] = field(default_factory=dict)  # time.monotonic()
+    prices: dict[str, float] = field(default_factory=lambda: {"price_a": 2, "price_b": 2})
+
+    def step(self) -> str:
+        """One operation, chosen by the seed; what it was."""
+        live = list(self.apps)
+        weights = {"create": 6 if len(live) < MAX_LIVE else 0, "update": 5 if live else 0,
+                   "metric": 2, "relabel": 1, "override": 1, "delete": 2 if live else 0}
+        kinds = [k for k, w in weights.items() for _ in range(w)]
+        op = self.rng.choice(kinds)
+        getattr(self, "_" + op)(live)
+        self.ops[op] += 1
+        return op
+
+    def _write(self, key: str, value: bytes) -> None:
+        """Write ``value`` at ``key`` whatever it holds (as a user's apply); the model
+        changes only once it is written."""
+        self.system._commit([Put(key, value, None)])
+
+    def _create(self, _live: list[str]) -> None:
+        shape = self.rng.choice(SHAPES)
+        name = f"r-{shape}-{self.made:04d}"
+        self.made += 1
+        rule = self.rng.randrange(len(RULES)) if shape in ("cm", "job") else self.rng.choice(
+            [0, 1, 2])
+        app = App(name, shape, rule, strategy=self.rng.choice(STRATEGIES),
+                  overridden=self.rng.random() < 0.3)
+        self._write(keys.resource_key("Application", name, "default"), app.document())
+        self.apps[name] = app
+
+    def _update(self, live: list[str]) -> None:
+        app = self.apps[self.rng.choice(live)]
+        if app.shape == "job" and self.rng.random() < 0.7:  # a Job runs again: rarely
+            return self._metric(live)
+        app.generation += 1
+        try:
+            self._write(keys.resource_key("Application", app.name, "default"), app.document())
+        except BaseException:
+            app.generation -= 1
+            raise
+
+    def _metric(self, _live: list[str]) -> None:
+        from berth_testkit.servers.kafka import produce
+
+        which = self.rng.choice(["price_a", "price_b", "wind_c"])
+        value = round(self.rng.uniform(0.5, 4.5), 2)
+        if which == "wind_c":
+            produce(self.system.kafka.bootstrap, "energy", [("wind_c", str(value).encode())])
+        else:  # the Pushgateway's group is replaced whole: both prices, always
+            self.prices[which] = value
+            self.system.prometheus.push(**self.prices)
+
+    def _relabel(self, _live: list[str]) -> None:
+        """Cluster c between zones z2 and z1: the zone rules' applications there must
+        move (forced), others may now go there."""
+        c = dict(self.labels["c"], zone="z1" if self.labels["c"]["zone"] == "z2" else "z2")
+        key = keys.resource_key("Cluster", "c", "default")
+        doc = self.system.db.get(key)
+        assert doc is not None
+        body = msgspec.json.decode(doc.value)
+        body["metadata"]["labels"] = c
+        self._write(key, encode(body))
+        self.labels["c"] = c
+
+    def _override(self, _live: list[str]) -> None:
+        rev = self.override_rev + 1
+        self._write(keys.resource_key("Override", OVERRIDE, "default"), encode({
+            "api": "core", "kind": "Override",
+            "metadata": {"name": OVERRIDE, "namespace": "default", "generation": rev},
+            "spec": {"applications": {"matchLabels": {"robust": "yes"}}, "clusters": {},
+                     "rules": [{"labels": {"set": {
+                         "robust-rev": str(rev), "robust-cluster": "${cluster.name}"}}}]}}))
+        self.override_rev = rev
+
+    def _delete(self, live: list[str]) -> None:
+        app = self.apps[self.rng.choice(live)]
+        self._write(keys.resource_key("Application", app.name, "default"),
+                    app.document(deleted=True))
+        del self.apps[app.name]
+        self.deleted[app.name] = app
+        self.deleted_at[app.name] = time.monotonic()
+
+
+__all__ = ["RULES", "App", "Traffic"]
