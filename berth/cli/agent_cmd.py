@@ -113,12 +113,11 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
             # environment's pair, renewed with the credential
             args.etcd = args.etcd or os.environ.get("BERTH_ETCD") or made.endpoints
             args.etcd_user, args.etcd_password = made.user, made.password
-            pair = made.config() if made.cert_pem else None
-            for attr, var, value in (
-                    ("etcd_ca", "BERTH_ETCD_CA", made.ca),
-                    ("etcd_cert", "BERTH_ETCD_CERT", made.cert),
-                    ("etcd_key", "BERTH_ETCD_KEY", made.key)):
-                own = getattr(pair, attr[5:]) if pair and attr != "etcd_ca" else None
+            pair = made.config() if made.cert_pem else None  # its own, written to files
+            for attr, var, own, value in (
+                    ("etcd_ca", "BERTH_ETCD_CA", None, made.ca),
+                    ("etcd_cert", "BERTH_ETCD_CERT", pair and pair.cert, made.cert),
+                    ("etcd_key", "BERTH_ETCD_KEY", pair and pair.key, made.key)):
                 setattr(args, attr, getattr(args, attr) or own or os.environ.get(var) or value)
             args.cluster = args.cluster or made.cluster
         if not args.cluster:

@@ -236,7 +236,7 @@ def final(system: System, traffic: Traffic) -> list[str]:
             out.append(f"{name}: status {st.status.state if st else None} generation "
                        f"{st.status.generation if st else None}: "
                        f"{st.status.reason if st else ''}")
-        kind = {"deploy": "Deployment", "job": "Job"}.get(app.shape, "ConfigMap")
+        kind = app.kind
         for cname, found in objects.items():
             obj = found.get((kind, name))
             if cname not in on:
@@ -264,7 +264,7 @@ def final(system: System, traffic: Traffic) -> list[str]:
             out.append(f"{name} (deleted): its Binding is left")
         if db.get(keys.resource_key("Application", name, "default")) is not None:
             out.append(f"{name} (deleted): its application is not removed")
-        kind = {"deploy": "Deployment", "job": "Job"}.get(app.shape, "ConfigMap")
+        kind = app.kind
         out += [f"{name} (deleted): left on {c}" for c, found in objects.items()
                 if (kind, name) in found]
     return out

@@ -47,6 +47,7 @@ class Injector:
     log: Callable[[str], None] = print
     happened: list[Happened] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)  # faults that could not be done
     compact_below: Callable[[], int] = lambda: 0  # the history's last revision
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _busy: set[str] = field(default_factory=set)  # "etcd", "cluster": one at a time
@@ -97,6 +98,9 @@ class Injector:
         self.log(f"[{h.began:7.1f} s] fault begins: {what}")
         try:
             act()
+        except Exception as exc:  # the harness's own failure: reported, not a dead thread
+            with self._lock:
+                self.errors.append(f"{what}: {type(exc).__name__}: {exc}")
         finally:
             h.ended = self.now()
             self.log(f"[{h.ended:7.1f} s] fault ends: {what}")

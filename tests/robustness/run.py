@@ -141,6 +141,7 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
         violations.append(checks.Violation("history-whole", "the recorder", 0.0,
                                            recorder.error))
     violations += [checks.Violation("harness", "traffic", 0.0, h) for h in harness]
+    violations += [checks.Violation("harness", "faults", 0.0, e) for e in injector.errors]
     if violations:  # for the one who reads the report: every write, and the logs beside
         with open(system.workdir / "history.jsonl", "w") as f:
             for ev in events:

@@ -75,6 +75,11 @@ class App:
             return min(2, len(allowed)), allowed
         return min(1, len(allowed)), allowed
 
+    @property
+    def kind(self) -> str:
+        """The kind of its one object."""
+        return {"deploy": "Deployment", "job": "Job"}.get(self.shape, "ConfigMap")
+
     def manifest(self) -> list[dict[str, Any]]:
         meta = {"name": self.name, "namespace": "default"}
         if self.shape == "deploy":
