@@ -123,8 +123,9 @@ def _application(store: Store, s: Shown) -> list[str]:
             out.append(f"  {cid}: {state}: {health}")
             for obj in applied.objects:
                 said = applied.unhealthy.get(str(obj)) or (
-                    "Complete" if obj in applied.done else
-                    "Healthy" if applied.generation and applied.health else "not judged yet")
+                    "Complete" if obj in applied.done else "not judged yet"
+                    if not (applied.generation and applied.health) else
+                    "Running (not complete)" if obj.job else "Healthy")
                 out.append(f"    {obj}: {said}")
         for cid, failed in sorted(st.failed.items()):
             out.append(f"  Failed on {cid}: not available in time at generation "

@@ -36,7 +36,7 @@ from berth_testkit.scheduler_env import (
     wait_for,
 )
 from berth_testkit.servers.etcd import EtcdServer
-from berth_testkit.servers.kube import CRASH, KubeCluster
+from berth_testkit.servers.kube import CRASH, RUNS, KubeCluster
 from berth_testkit.servers.serving import serving_all
 
 READY_DELAY = 3.0
@@ -287,7 +287,8 @@ def test_a_job_runs_once_and_leaves_nothing_behind(
            "spec": {"ttlSecondsAfterFinished": 2, "template": {"spec": {
                "restartPolicy": "Never", "containers": [{"name": "c", "image": "x:1"}]}}}}
     application(store, "once", [job])
-    done = wait_for(lambda: status(store, "once"), state("RUNNING", "north"), timeout=60)
+    done = wait_for(lambda: status(store, "once"), lambda s: state("RUNNING", "north")(s)
+                    and s.status.finished == 1, timeout=60)  # RUNNING from its Pod Ready
     assert [o.name for o in done.status.applied["default/north"].done] == ["once"]
     north = clusters["north"]
 
@@ -317,14 +318,15 @@ def test_a_job_runs_once_and_leaves_nothing_behind(
 
 class JobSampler:
     """Every 100 ms, the Jobs and the Job Pods on each cluster: every (cluster, Job) and
-    (cluster, Pod) ever seen."""
+    (cluster, Pod) ever seen, and the Jobs seen (not being deleted) on two clusters in
+    two samples in a row (``together``: one sample reads the clusters one after the
+    other, so a single one may straddle a stop and a start)."""
 
     def __init__(self, clusters: dict[str, KubeCluster]) -> None:
-        import threading
-
         self.clusters = clusters
         self.jobs: set[tuple[str, str]] = set()
         self.pods: set[tuple[str, str]] = set()
+        self.together: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="jobs")
 
@@ -337,7 +339,9 @@ class JobSampler:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        was: set[str] = set()
         while not self._stop.wait(0.1):
+            live: dict[str, int] = {}
             for name, kube in self.clusters.items():
                 try:
                     jobs = kube.request("GET", "/apis/batch/v1/namespaces/default/jobs")
@@ -348,12 +352,22 @@ class JobSampler:
                 self.jobs |= {(name, j["metadata"]["name"]) for j in jobs.get("items", [])}
                 self.pods |= {(name, p["metadata"]["labels"]["job-name"])
                               for p in pods.get("items", [])}
+                for j in jobs.get("items", []):
+                    if "deletionTimestamp" not in j["metadata"]:
+                        live[j["metadata"]["name"]] = live.get(j["metadata"]["name"], 0) + 1
+            twice = {j for j, n in live.items() if n > 1}
+            self.together |= twice & was
+            was = twice
 
 
-def job(name: str) -> dict[str, Any]:
+def job(name: str, *, runs: bool = False) -> dict[str, Any]:
+    """``runs``: its Pod runs Ready and never completes."""
+    template: dict[str, Any] = {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "x:1"}]}}
+    if runs:
+        template["metadata"] = {"annotations": {RUNS: "yes"}}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"ttlSecondsAfterFinished": 600, "template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "c", "image": "x:1"}]}}}}
+            "spec": {"ttlSecondsAfterFinished": 600, "template": template}}
 
 
 def relabel(store: Store, name: str, zone: str) -> None:
@@ -387,6 +401,37 @@ def test_a_finished_application_is_not_moved_and_its_job_never_runs_twice(
     assert sampler.pods <= {("north", "batch-done")}
     st = status(store, "batch-done")
     assert st is not None and state("RUNNING", "north")(st) and st.status.finished == 1
+
+
+def test_a_running_job_moves_only_by_force_and_never_runs_twice_at_once(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
+) -> None:
+    """A Job not complete yet (its Pod runs Ready and never completes here) is RUNNING,
+    past ``move_timeout`` too (it started: it is no target that failed); it stays where
+    it runs when another cluster scores better, as a move would stop the work and start
+    it again; when its cluster no longer fits, it is stopped there before it is made on
+    the next one: never two copies at once."""
+    application(store, "batch-long", [job("batch-long", runs=True)])
+    wait_for(lambda: status(store, "batch-long"), lambda s: state("RUNNING", "north")(s)
+             and s.status.working == 1 and not s.status.finished, timeout=60)
+    with JobSampler(clusters) as sampler:
+        greens(store, north=0.1, south=0.95, broken=0.1)  # south scores best
+        try:
+            time.sleep(MOVE_TIMEOUT + 3)  # sweeps every 2 s, and past the move deadline
+            b = binding(store, "batch-long")
+            st = status(store, "batch-long")
+            assert b is not None and targets(b) == ["north"]
+            assert st is not None and state("RUNNING", "north")(st) and not st.status.failed
+            relabel(store, "north", "elsewhere")  # north no longer fits: a forced move
+            moved = wait_for(lambda: status(store, "batch-long"), state("RUNNING", "south"),
+                             timeout=60)
+            time.sleep(1)
+        finally:
+            relabel(store, "north", "test")
+            greens(store, north=0.9, south=0.2, broken=0.1)
+    assert moved.status.working == 1 and list(moved.status.applied) == ["default/south"]
+    assert {("north", "batch-long"), ("south", "batch-long")} <= sampler.jobs
+    assert not sampler.together
 
 
 def test_a_move_never_runs_a_done_job_again(

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from berth.controllers.propagator.drift import OwnWrites
-from berth.controllers.propagator.health import HEALTHY, Health, copy_of
+from berth.controllers.propagator.health import JOB_DONE, Health, copy_of
 from berth.controllers.propagator.kube import (
     OWNER,
     Contested,
@@ -188,7 +188,9 @@ class Executor:
         client = self._client(cid)
         before = progress.applied.get(cid) or ClusterApplied(0)
         renew = before.generation not in (0, gen)  # a new generation: its Jobs run again
-        skip = set(step.skip)
+        skip = set(step.skip)  # and those the cluster's own record says are done
+        if before.generation == gen:
+            skip.update(before.done)
         located: list[tuple[Kind | None, KubeObjectRef | None, dict[str, Any]]] = []
         for body in bodies:
             try:
@@ -214,10 +216,9 @@ class Executor:
                     return halt
             if ref in skip:  # complete at this generation: never created again
                 done.append(ref)
-                judged.append((ref, Health(HEALTHY, "Complete")))
+                judged.append((ref, JOB_DONE))
                 continue
-            if renew and ref in before.objects and ref.kind == "Job" and (
-                    ref.api_version == "batch/v1"):
+            if renew and ref in before.objects and ref.job:
                 self.own_writes.forget(cid, ref)  # a Job's template cannot change: run it anew
                 client.delete(ref, propagation=app.propagation)
             stored = self._apply_one(client, cid, kind, ref, body, progress,

@@ -17,8 +17,11 @@ health interpreters where both judge a kind):
   are available (a StatefulSet's and a ReplicaSet's every replica); a
   Deployment whose ``Progressing`` condition says ``ProgressDeadlineExceeded``
   is Unhealthy. DaemonSet: the same over ``desiredNumberScheduled``.
-* Job: ``Complete`` is Healthy, ``Failed`` Unhealthy (the condition's message)
-  — Karmada has no Job rule; berth's is ``kubectl wait --for=condition=complete``'s.
+* Job: Healthy while its pods run Ready (as a Pod is) and once ``Complete`` —
+  only then done (``Health.done``: never run again); ``Failed`` Unhealthy (the
+  condition's message). Karmada has no Job rule; Argo CD calls a running Job
+  Progressing, which would let ``move_timeout`` take any Job that runs longer
+  for one that cannot start.
 * Pod: Running and Ready, or Succeeded; Failed is Unhealthy.
 * PersistentVolumeClaim: Bound (Lost is Unhealthy). Service of type
   LoadBalancer and Ingress: an ingress with an IP or a hostname.
@@ -48,7 +51,7 @@ from typing import Any
 import msgspec
 
 from berth.store.codec import typed
-from berth.store.documents import HealthRule, KubeObjectRef
+from berth.store.documents import ClusterApplied, HealthRule, KubeObjectRef
 
 HEALTHY, PROGRESSING, UNHEALTHY, UNKNOWN = "Healthy", "Progressing", "Unhealthy", "Unknown"
 # Worst first: a copy is as healthy as its least healthy object.
@@ -77,10 +80,14 @@ class Health(msgspec.Struct, frozen=True, omit_defaults=True):
     reason: str = ""
     available: int | None = None  # replicas available, for kinds that have replicas
     desired: int | None = None
+    done: bool = False  # a Job complete: its work is done, never to be run again
 
     @property
     def healthy(self) -> bool:
         return self.state == HEALTHY
+
+
+JOB_DONE = Health(HEALTHY, "Complete", done=True)  # a Job complete at its generation
 
 
 class Observed(msgspec.Struct, frozen=True):
@@ -137,6 +144,11 @@ class _Conditions(msgspec.Struct):
     phase: str = ""
     observedGeneration: int = 0
     conditions: list[_Condition] = []
+
+
+class _JobStatus(msgspec.Struct):
+    conditions: list[_Condition] = []
+    ready: int = 0  # its pods Ready (Kubernetes 1.29 and later say so)
 
 
 class _Ingress(msgspec.Struct):
@@ -230,12 +242,16 @@ def _daemonset(o: Observed, pods: str, lost: int) -> Health:
 
 
 def _job(o: Observed, pods: str) -> Health:
-    st = _decode(o.status, _Conditions)
-    for type_, state in (("Failed", UNHEALTHY), ("Complete", HEALTHY)):
-        c = _condition(st.conditions, type_)
-        if c is not None and c.status == "True":
-            return Health(state, "Complete" if state == HEALTHY else _says(c) or "Failed")
-    return _troubled(Health(PROGRESSING, "running"), pods)
+    st = _decode(o.status, _JobStatus)
+    failed = _condition(st.conditions, "Failed")
+    if failed is not None and failed.status == "True":
+        return Health(UNHEALTHY, _says(failed) or "Failed")
+    complete = _condition(st.conditions, "Complete")
+    if complete is not None and complete.status == "True":
+        return JOB_DONE
+    if st.ready:  # its pods run, Ready: available as a Pod is, its work not done yet
+        return Health(HEALTHY, "running")
+    return _troubled(Health(PROGRESSING, "starting"), pods)
 
 
 def _pod(o: Observed, pods: str) -> Health:
@@ -392,10 +408,21 @@ class Copy(msgspec.Struct, frozen=True):
     complete: tuple[KubeObjectRef, ...] = ()
 
 
+def with_copy(have: ClusterApplied, copy: Copy) -> ClusterApplied:
+    """``have`` with its health as judged: Jobs complete now counted done, and a copy
+    that became available no longer ``new``."""
+    h = copy.health
+    done = sorted({*have.done, *copy.complete}, key=str) if h.healthy or copy.complete \
+        else have.done
+    return msgspec.structs.replace(
+        have, health=h.state, reason=h.reason, available=h.available, desired=h.desired,
+        unhealthy=dict(copy.unhealthy), new=have.new and not h.healthy, done=list(done))
+
+
 def copy_of(judged: Iterable[tuple[KubeObjectRef, Health]]) -> Copy:
     """A copy's judgement from its objects' (in apply order)."""
     pairs = list(judged)
     unhealthy = {str(ref): f"{h.state}: {h.reason}" if h.reason else h.state
                  for ref, h in pairs if not h.healthy}
-    complete = tuple(ref for ref, h in pairs if ref.kind == "Job" and h.healthy)
+    complete = tuple(ref for ref, h in pairs if h.done)
     return Copy(worst(h for _, h in pairs), unhealthy, complete)

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Protocol
 
 from berth.controllers.propagator.health import (
-    HEALTHY,
+    JOB_DONE,
     UNKNOWN,
     Copy,
     Health,
@@ -145,7 +145,7 @@ def judge_copy(book: Book, pods: Pods, cid: str, owner: str, have: ClusterApplie
     judged: list[tuple[KubeObjectRef, Health]] = []
     for ref in have.objects:
         if ref in have.done:
-            judged.append((ref, Health(HEALTHY, "Complete")))
+            judged.append((ref, JOB_DONE))
             continue
         seen = book.get(cid, ref)
         if seen is None:

@@ -24,7 +24,9 @@ The rules (docs/propagator.md):
   not seen ONLINE). A target that does not become available in time keeps
   the old copy running, and the target is recorded as ``failed``: the
   scheduler avoids it for the application. A divided application's shrinking
-  share is lowered only once the growing shares are available;
+  share is lowered only once the growing shares are available; a Job still
+  running is the exception: stopped where it leaves before it starts anew, as
+  two copies would both run the work;
 * an application marked deleted, or whose key vanished, has its objects
   removed from every cluster before its status (and its key) go.
 """
@@ -38,7 +40,8 @@ from typing import Any
 
 import msgspec
 
-from berth.controllers.propagator.health import UNKNOWN, Copy, Health
+from berth.controllers.propagator.health import UNKNOWN, Copy, Health, with_copy
+from berth.controllers.propagator.jobs import done_at, finished, running_job, working
 from berth.controllers.propagator.rollout import Inputs, Version, Wave, decide
 from berth.store.documents import (
     ApplicationState,
@@ -228,6 +231,9 @@ def plan(facts: Facts, progress: Progress) -> Step:
                   lambda c: _health(facts, progress, c), progress.rollout, facts.now,
                   facts.move_timeout)
     want = wave.want
+    stopping = _stop_jobs_first(facts, progress)
+    if stopping is not None:
+        return stopping
     # Make before break for shares too: clusters whose share grows (or that are new)
     # first; one whose share shrinks only once they all have theirs, available.
     raising = [c for c in facts.targets if not _lowers(facts, c)]
@@ -284,23 +290,6 @@ def _apply(facts: Facts, cid: str, gen: int, rollout: RolloutState | None = None
                  None if current or version is None else version.bodies, rollout)
 
 
-def done_at(applied: Mapping[str, ClusterApplied], gen: int) -> tuple[KubeObjectRef, ...]:
-    """The Jobs complete at generation ``gen`` on any cluster: done work, never created
-    again — not on the cluster where they ran, and not on one a move or a new share
-    brings in (only a new generation runs them again)."""
-    return tuple(sorted({r for a in applied.values() if a.generation == gen for r in a.done},
-                        key=str))
-
-
-def finished(applied: Mapping[str, ClusterApplied]) -> int:
-    """The generation whose work is all done (0: none): on some cluster, every object
-    of it is a Job complete at that generation. The scheduler does not move such an
-    application, as the Kubernetes scheduler never moves a finished Pod."""
-    return max((a.generation for a in applied.values()
-                if a.generation > 0 and a.objects and set(a.objects) <= set(a.done)),
-               default=0)
-
-
 def _not_yet(facts: Facts, progress: Progress, cid: str, gen: int) -> bool:
     """Whether a growing share's cluster does not have its replicas available yet."""
     return (cid in progress.errors or (_needs_apply(facts, cid, gen) and cid not in progress.tried)
@@ -317,6 +306,28 @@ def _health(facts: Facts, progress: Progress, cid: str) -> Health:
     if have is None or not have.health:
         return Health(UNKNOWN, "not observed yet")
     return Health(have.health, have.reason, have.available, have.desired)
+
+
+def _stop_jobs_first(facts: Facts, progress: Progress) -> Step | None:
+    """A Job still running on a cluster the application leaves is moved break before
+    make: stopped there first (two copies would both run the work), then started on
+    the target. Only a forced move moves one (the scheduler keeps a running Job where
+    it runs while that is allowed). A cluster that cannot be reached (an error this
+    reconcile, or not seen ONLINE) does not hold the move: its copy is another
+    fault's, as on a dead node. None: nothing to stop first."""
+    for cid in sorted(progress.applied):
+        have = progress.applied[cid]
+        if (cid in facts.targets or not running_job(have) or cid in progress.errors
+                or cid in facts.unseen):
+            continue
+        if cid not in progress.cleared and facts.mine(cid):
+            return Clear(cid, facts.owner)
+        gen = facts.app.generation if facts.app is not None else have.generation
+        now = summary(facts, progress, gen)
+        return Finish(msgspec.structs.replace(
+            now, state="MIGRATING", reason=f"a running Job is stopped on {cid} before it "
+            f"starts on {listed(facts.targets)}"))
+    return None
 
 
 def _serves_nothing(facts: Facts, progress: Progress, cid: str) -> bool:
@@ -460,7 +471,7 @@ def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generat
     return ApplicationState(name, reason, [cluster_ref(c) for c in placed_on(applied)],
                             generation, dict(errors), copy_applied(applied), rejected,
                             dict(failed or {}), finished(applied), dict(refused or {}),
-                            rollout)
+                            rollout, working(applied))
 
 
 def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], cid: str,
@@ -486,12 +497,7 @@ def judged(facts: Facts, progress: Progress) -> dict[str, ClusterApplied]:
         copy = progress.health.get(cid) or facts.health.get(cid)
         if copy is None or have.generation == 0:
             continue
-        h = copy.health
-        done = sorted({*have.done, *copy.complete}, key=str) if h.healthy or copy.complete \
-            else have.done
-        out[cid] = msgspec.structs.replace(
-            have, health=h.state, reason=h.reason, available=h.available, desired=h.desired,
-            unhealthy=dict(copy.unhealthy), new=have.new and not h.healthy, done=list(done))
+        out[cid] = with_copy(have, copy)
     return out
 
 

@@ -503,6 +503,16 @@ class Cache:
             return NO_FAILURES
         return self.failures.get(subject.status_key) or NO_FAILURES
 
+    def keeps(self, subject: Subject, decided_for: int | None) -> bool:
+        """Whether the subject keeps the current targets that still fit (``decided_for``:
+        the generation its Binding was decided for, None: no Binding):
+        ``placement.ignoredDuringExecution`` until the spec changes, and a Job of this
+        generation still running — moved only by force, as a move stops the work and
+        starts it again."""
+        return (subject.placement.ignored_during_execution
+                and decided_for == subject.generation) or (
+            self.failures_of(subject).working == subject.generation > 0)
+
     def failed(self, subject: Subject) -> Mapping[str, float]:
         return {key: at for key, (at, gen) in self.failures_of(subject).failed.items()
                 if gen == subject.generation}

@@ -21,7 +21,8 @@ no other attempt waits), subjects with workload affinity last; stickiness
 keeps a subject where it is unless another candidate is better by more than
 the stickiness. ``spec.migration: false`` (or Krake's
 ``constraints.migration: false``) never moves a placed subject, nor is an
-application moved whose work is done (every Job complete at its generation), and
+application moved whose work is done (every Job complete at its generation) — nor
+one whose Job still runs, but by force (its cluster gone or no longer fit) — and
 ``placement.ignoredDuringExecution`` keeps feasible targets until the spec
 changes. A Cluster, once placed on a Cloud, stays there (Krake).
 
@@ -363,7 +364,7 @@ class Scheduler:
             self.queue.add(key)
             return "queued"
         outcome = decide(self.framework, subject, self.cache, current,
-                         keep_current=subject.placement.ignored_during_execution,
+                         keep_current=self.cache.keeps(subject, binding.spec.generation),
                          defer=self.deferral, now=self.clock.time())
         if (isinstance(outcome, Decision)
                 and shares(outcome.targets) == shares(binding.spec.targets)
@@ -495,8 +496,7 @@ class Scheduler:
             current = []  # everything it ran on is gone: it has to be placed anew
 
         self._waiting.pop(key, None)  # a new attempt replaces a held one
-        keep = (subject.placement.ignored_during_execution and binding is not None
-                and binding.spec.generation == subject.generation)
+        keep = self.cache.keeps(subject, binding.spec.generation if binding else None)
         return self._act(subject, binding, current,
                          decide(self.framework, subject, self.cache, current, keep_current=keep,
                                 defer=self.deferral, now=self.clock.time()))

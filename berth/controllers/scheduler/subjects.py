@@ -285,13 +285,15 @@ def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
 @dataclass(frozen=True, slots=True)
 class Failures:
     """Candidate key → (when, for which generation) it failed; where it still runs; the
-    generation whose work is all done (0: none)."""
+    generation whose work is all done, and the newest with a Job still running (0:
+    none)."""
 
     failed: Mapping[str, tuple[float, int]]
     running_on: tuple[Target, ...]
     finished: int = 0
     # Where its copies are not in transition (None: it runs nowhere yet): the pace.
     steady: frozenset[str] | None = None
+    working: int = 0
 
 
 NO_FAILURES = Failures({}, ())
@@ -306,7 +308,7 @@ def compact_failures(key: str, view: FailuresView) -> Failures:
     ok = steady(st.applied, rollout.generation if rollout is not None else 0,
                 rollout.phase if rollout is not None else "")
     here = frozenset(ok) if ok is not None else None
-    if not st.failed and not st.finished:
+    if not st.failed and not st.finished and not st.working:
         if here is None:
             return NO_FAILURES
         shared = _STEADY.get(here)
@@ -319,4 +321,4 @@ def compact_failures(key: str, view: FailuresView) -> Failures:
         failed[candidate_key("Cluster", namespace or None, name)] = (f.at.timestamp(),
                                                                     f.generation)
     return Failures(failed, tuple(Target(r.kind, r.name, r.namespace) for r in st.running_on),
-                    st.finished, here)
+                    st.finished, here, st.working)

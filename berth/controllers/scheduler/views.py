@@ -171,6 +171,7 @@ class _FailedState(msgspec.Struct):
     failed: dict[str, _Failed] = {}
     running_on: list[ObjectRef] = []
     finished: int = 0
+    working: int = 0
     applied: dict[str, _CopyView] = {}
     rollout: _RolloutView | None = None
 
@@ -178,7 +179,8 @@ class _FailedState(msgspec.Struct):
 class FailuresView(msgspec.Struct):
     """Of the propagator's application status, only what the scheduler reads: the clusters
     the application could not become available on, where it runs, the generation whose
-    work is all done (its Jobs complete), and where its copies are steady (the pace:
+    work is all done (its Jobs complete) or still runs (a Job not complete), and where
+    its copies are steady (the pace:
     :func:`berth.store.documents.pace.steady`)."""
 
     status: _FailedState = msgspec.field(default_factory=_FailedState)

@@ -152,8 +152,7 @@ def _decided(cache: Cache, framework: Framework, defer: Deferral, subject: Subje
     """Where a stored application would run if decided now, from where it runs."""
     binding, _ = cache.binding(subject)
     current = list(binding.spec.targets) if binding is not None else []
-    keep = (subject.placement.ignored_during_execution and binding is not None
-            and binding.spec.generation == subject.generation)
+    keep = cache.keeps(subject, binding.spec.generation if binding is not None else None)
     outcome = decide(framework, subject, cache, current, keep_current=keep, defer=defer)
     if isinstance(outcome, Decision):
         return [t.name + (f" ({t.replicas})" if t.replicas is not None else "")
@@ -171,8 +170,7 @@ def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, 
     if not exists:
         binding = None  # a Binding left by a deleted application is not its
     current = list(binding.spec.targets) if binding is not None else []
-    keep = (subject.placement.ignored_during_execution and binding is not None
-            and binding.spec.generation == subject.generation)
+    keep = cache.keeps(subject, binding.spec.generation if binding is not None else None)
     outcome = decide(framework, subject, cache, current, keep_current=keep,
                      defer=defer)
     evaluation = outcome.evaluation

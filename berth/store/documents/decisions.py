@@ -124,6 +124,11 @@ class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name}"
 
+    @property
+    def job(self) -> bool:
+        """A Job (``batch/v1``): work that ends, done once complete."""
+        return self.kind == "Job" and self.api_version == "batch/v1"
+
 
 class ClusterApplied(msgspec.Struct, omit_defaults=True):
     """What is on one cluster: the generation applied there, its objects, the share of a
@@ -180,6 +185,10 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     # refused: not applied again until the application or an override changes it.
     refused: dict[str, str] = {}
     rollout: RolloutState | None = None  # where a new generation's rollout stands
+    # The newest generation with a Job not complete yet on some cluster (0: none): the
+    # scheduler moves it only by force, and the propagator stops it before it starts it
+    # elsewhere (a running Job is moved break before make).
+    working: int = 0
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

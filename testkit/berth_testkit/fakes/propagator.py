@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from berth.controllers.propagator.health import HEALTHY, Health
+from berth.controllers.propagator.health import HEALTHY, JOB_DONE, Health
 from berth.controllers.propagator.kube import (
     OWNER,
     Contested,
@@ -40,6 +40,7 @@ class FakeCluster:
     refuse: set[str] = field(default_factory=set)  # object names refused as invalid
     version: int = 100
     health: Health = field(default_factory=lambda: Health(HEALTHY))  # every object judged so
+    jobs: Health = JOB_DONE  # but Jobs (batch/v1): complete
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
     forced: list[tuple[str, bool]] = field(default_factory=list)  # (name, force) per apply
@@ -138,7 +139,9 @@ class Fleet:
 
     def judge(self, cid: str, ref: KubeObjectRef, obj: KubeObject,
               rules: tuple[HealthRule, ...]) -> Health:
-        return self.clusters[cid].health
+        cluster = self.clusters[cid]
+        return cluster.jobs if (ref.api_version, ref.kind) == ("batch/v1", "Job") else (
+            cluster.health)
 
     def seen_owner(self, cid: str, ref: KubeObjectRef) -> str | None:
         return None

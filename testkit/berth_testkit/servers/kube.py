@@ -18,7 +18,8 @@ kube-scheduler from one k8s.io/kubernetes release and kwok (cached in
   deleted when asked. A Pod whose template carries the annotation
   ``kwok.berth.dev/crash`` (or every Pod, with ``pods="crash"``), or
   ``kwok.berth.dev/crash-on-<the cluster's name>`` on that cluster only, runs
-  but never becomes Ready: its container waits in ``CrashLoopBackOff``.
+  but never becomes Ready: its container waits in ``CrashLoopBackOff``. A Job's
+  Pod annotated ``kwok.berth.dev/runs`` runs Ready and never completes.
 
 So a Deployment applied there gets Pods, and they become Ready: what berth
 calls available can be observed, not assumed. ``stop`` and ``start`` keep the
@@ -55,6 +56,7 @@ HOW = ("a Kubernetes control plane and kwok are needed: run scripts/install-kube
        "(builds them from source with Go, about six minutes the first time)")
 CRASH = "kwok.berth.dev/crash"  # a Pod annotated so runs, but never becomes Ready
 CRASH_ON = CRASH + "-on-"  # + a cluster's name: ... on that cluster only
+RUNS = "kwok.berth.dev/runs"  # a Job's Pod annotated so runs Ready and never completes
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
                "daemonset-controller", "job-controller", "ttl-after-finished-controller",
                "garbage-collector-controller", "namespace-controller",
@@ -219,7 +221,8 @@ def stages(ready_delay: float, pods: str, name: str = "") -> list[dict[str, Any]
                delay_ms=100, delete=True, empty_finalizers=True),
         _stage("pod-complete", "Pod", [
             _lacks(".metadata.deletionTimestamp"), _is(".status.phase", "Running"),
-            _is(_READY, "True"), _is(".metadata.ownerReferences.[].kind", "Job")],
+            _is(_READY, "True"), _is(".metadata.ownerReferences.[].kind", "Job"),
+            _lacks(f'.metadata.annotations["{RUNS}"]')],
             _POD_DONE, delay_ms=1000),
     ]
     if pods != "crash":

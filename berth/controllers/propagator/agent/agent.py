@@ -47,7 +47,7 @@ from berth.controllers.propagator.agent.reports import Reports
 from berth.controllers.propagator.capacity import Tracker
 from berth.controllers.propagator.drift import DriftWatches, OwnWrites
 from berth.controllers.propagator.execute import Executor
-from berth.controllers.propagator.health import HEALTHY, Copy, Health, judge
+from berth.controllers.propagator.health import HEALTHY, Health, judge, with_copy
 from berth.controllers.propagator.kube import (
     OWNER,
     Connection,
@@ -58,7 +58,13 @@ from berth.controllers.propagator.kube import (
     safe,
 )
 from berth.controllers.propagator.objects import Book, judge_copy, observed
-from berth.controllers.propagator.plan import RECHECK, App, Apply, Clear, Progress
+from berth.controllers.propagator.plan import (
+    RECHECK,
+    App,
+    Apply,
+    Clear,
+    Progress,
+)
 from berth.controllers.propagator.watches import Hub
 from berth.controllers.runtime import Event, Informer, Retry, WorkQueue, start_workers
 from berth.controllers.runtime.election import default_identity
@@ -393,7 +399,7 @@ class Agent:
         if got is not None:
             copy = progress.health.get(self.cid)
             got = msgspec.structs.replace(got, since=since)
-            got = _with(got, copy) if copy is not None else self._judged(got, owner, rules)
+            got = with_copy(got, copy) if copy is not None else self._judged(got, owner, rules)
         if not self._report(rkey, meta, revision, got, error=error):
             return Retry("the report changed meanwhile")
         if error:
@@ -473,7 +479,7 @@ class Agent:
                 ) -> ClusterApplied:
         copy = judge_copy(self.book, self, self.cid, owner, have, rules, datetime.now(UTC),
                           self.config.untracked_after)
-        return _with(have, copy)
+        return with_copy(have, copy)
 
     def _report(self, rkey: str, meta: WorkMeta, revision: int, applied: ClusterApplied | None,
                 *, intent: Intent = Intent.APPLY, error: str = "", refused: str = "",
@@ -488,16 +494,6 @@ class Agent:
         except Unavailable as exc:
             return Probe("OFFLINE", str(exc))
         return conn.probe(self.config.probe_timeout)
-
-
-def _with(have: ClusterApplied, copy: Copy) -> ClusterApplied:
-    """``have`` with its health as judged (Jobs complete now counted done)."""
-    h = copy.health
-    done = sorted({*have.done, *copy.complete}, key=str) if h.healthy or copy.complete \
-        else have.done
-    return msgspec.structs.replace(
-        have, health=h.state, reason=h.reason, available=h.available, desired=h.desired,
-        unhealthy=dict(copy.unhealthy), done=list(done))
 
 
 def _report_of(work_key: str) -> str:

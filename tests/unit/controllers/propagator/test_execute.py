@@ -7,8 +7,9 @@ from typing import Any
 
 from berth.controllers.propagator.drift import OwnWrites, newer
 from berth.controllers.propagator.execute import Executor, run
+from berth.controllers.propagator.health import HEALTHY, Health
 from berth.controllers.propagator.kube import Kind
-from berth.controllers.propagator.plan import App, Facts, Finish, Progress, state
+from berth.controllers.propagator.plan import App, Apply, Facts, Finish, Progress, state
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
 from berth_testkit.fakes.propagator import Fleet, Sink
@@ -366,6 +367,55 @@ def test_a_done_job_is_not_created_again_by_a_move() -> None:
     alone["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
     only, _, _ = reconcile(alone, App(1, bodies=(job,)), ApplicationState(), ("a",))
     assert isinstance(only, Finish) and only.state is not None and only.state.finished == 1
+
+
+JOB = {"apiVersion": "batch/v1", "kind": "Job",
+       "metadata": {"name": "once", "annotations": {"berth.dev/application": OWNER}}}
+JOB_REF = KubeObjectRef("batch/v1", "Job", "once", "default")
+
+
+def test_a_running_job_is_stopped_before_it_starts_elsewhere() -> None:
+    """A forced move of a Job not complete yet is break before make: two copies would
+    both run the work (the robustness run, seed 1, found both complete)."""
+    fleet = Fleet().add("a", "b")
+    for c in ("a", "b"):
+        fleet[c].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
+        fleet[c].jobs = Health(HEALTHY, "running")  # its pods run: available, not done
+    end, _, _ = reconcile(fleet, App(1, bodies=(JOB,)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None
+    assert end.state.working == 1 and end.state.finished == 0  # the scheduler reads it
+    fleet.journal.clear()
+    moved, _, _ = reconcile(fleet, App(1, bodies=(JOB,)), end.state, ("b",))
+    assert isinstance(moved, Finish) and moved.state is not None
+    steps = [j for j in fleet.journal if j[0] in ("apply", "delete")]
+    assert steps == [("delete", "a", "once"), ("apply", "b", "once")]
+    assert list(moved.state.applied) == ["default/b"] and moved.state.working == 1
+    # a cluster that cannot be reached does not hold the move (a dead node's pod)
+    fleet["b"].down = True
+    fleet.journal.clear()
+    again, progress, _ = reconcile(fleet, App(1, bodies=(JOB,)), moved.state, ("a",))
+    assert isinstance(again, Finish) and ("apply", "a", "once") in fleet.journal
+    assert progress.errors["default/b"] == "could not remove Job default/once"
+
+
+def test_a_job_its_cluster_recorded_done_is_not_made_again() -> None:
+    """The agent carries out a work whose ``skip`` was written before its Job completed:
+    its own record (the report) says done at this generation, and that is enough — a
+    cluster back empty does not run it again (the robustness run, seed 2)."""
+    fleet = Fleet().add("a")
+    fleet["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
+    had = ClusterApplied(1, [JOB_REF, ref("x")], done=[JOB_REF])
+    progress = Progress({"default/a": had}, ApplicationState(applied={"default/a": had}))
+    step = Apply("default/a", 1, owner=OWNER)  # no skip in the step
+    halt = Executor(fleet, OwnWrites()).apply(step, App(1, bodies=(JOB, cm("x"))), progress,
+                                              lambda _: None)
+    assert halt is None and not progress.errors
+    assert ("apply", "a", "once") not in fleet.journal and ("apply", "a", "x") in fleet.journal
+    assert progress.applied["default/a"].done == [JOB_REF]  # still done
+    # a new generation runs it again
+    step = Apply("default/a", 2, owner=OWNER)
+    Executor(fleet, OwnWrites()).apply(step, App(2, bodies=(JOB,)), progress, lambda _: None)
+    assert ("apply", "a", "once") in fleet.journal
 
 
 def rendered_facts(app: App, was: ApplicationState, targets: tuple[str, ...],

@@ -140,8 +140,13 @@ BERTH: list[tuple[str, Observed, dict[str, Any], str, str]] = [
     ("a Job that failed", obj("batch/v1", "Job", 1, status={"conditions": [
         cond("Failed", "True", "BackoffLimitExceeded", "Job has reached the backoff limit")]}),
      {}, UNHEALTHY, "BackoffLimitExceeded: Job has reached the backoff limit"),
-    ("a Job still running", obj("batch/v1", "Job", 1, status={"active": 1}), {}, PROGRESSING,
-     "running"),
+    ("a Job whose pod starts", obj("batch/v1", "Job", 1, status={"active": 1}), {},
+     PROGRESSING, "starting"),
+    ("a Job whose pod runs Ready: available, not done",
+     obj("batch/v1", "Job", 1, status={"active": 1, "ready": 1}), {}, HEALTHY, "running"),
+    ("a Job whose pod cannot start", obj("batch/v1", "Job", 1, status={"active": 1}),
+     {"pods": "pod once-x: CrashLoopBackOff: back-off"}, UNHEALTHY,
+     "starting; pod once-x: CrashLoopBackOff: back-off"),
     ("a pod that failed", obj("v1", "Pod", status={"phase": "Failed"}), {}, UNHEALTHY, "Failed"),
     ("a pvc Lost", obj("v1", "PersistentVolumeClaim", status={"phase": "Lost"}), {}, UNHEALTHY,
      "phase Lost"),
@@ -205,7 +210,9 @@ def test_a_copy_is_as_healthy_as_its_least_healthy_object() -> None:
     web = KubeObjectRef("apps/v1", "Deployment", "web", "default")
     job = KubeObjectRef("batch/v1", "Job", "once", "default")
     copy = copy_of([(cm, Health(HEALTHY)), (web, Health(PROGRESSING, "1/2 replicas", 1, 2)),
-                    (job, Health(HEALTHY, "Complete"))])
+                    (job, Health(HEALTHY, "Complete", done=True)),
+                    (KubeObjectRef("batch/v1", "Job", "long", "default"),
+                     Health(HEALTHY, "running"))])
     assert (copy.health.state, copy.health.reason) == (PROGRESSING, "1/2 replicas")
     assert (copy.health.available, copy.health.desired) == (1, 2)
     assert copy.unhealthy == {"Deployment default/web": "Progressing: 1/2 replicas"}
