@@ -216,6 +216,38 @@ def test_an_agent_killed_and_restarted_keeps_what_runs(
     assert web is not None and now is not None and now.uid == web.uid
 
 
+def test_an_application_back_before_its_removal_was_done_runs_there_again(
+    store: Store, fleet: dict[str, Any], kube: dict[str, Client]
+) -> None:
+    """Moved off the pull cluster and back before its agent carried out the removal (the
+    robustness run, seed 14: the agent's removals held by its share while a metric sent
+    the application away and back): the work saying Delete is written over with the
+    copy to apply, and the application runs there again — not recorded as there while
+    the agent removes it."""
+    app(store, "back", [config_map("back-a", v="1")])
+    bind(store, "back", 1, "west")
+    wait_for(lambda: status(store, "back"), running("RUNNING", "west"), timeout=60)
+    agent = fleet["agent"].proc
+    assert agent is not None
+    agent.send_signal(signal.SIGSTOP)  # the removal waits
+    try:
+        bind(store, "back", 1, "east")
+        wait_for(lambda: store.get(keys.work_key("default/west", "default", "back")),
+                 lambda kv: decode(kv.value, Work, kv.key).spec.intent == "Delete",
+                 timeout=30)
+        bind(store, "back", 1, "west")
+        time.sleep(1)
+    finally:
+        agent.send_signal(signal.SIGCONT)
+    wait_for(lambda: status(store, "back"), running("RUNNING", "west"), timeout=30)
+    wait_for(lambda: present(kube["west"], ConfigMap, "back-a") or None, timeout=30)
+    wait_for(lambda: not present(kube["east"], ConfigMap, "back-a") or None, timeout=30)
+    time.sleep(2)
+    assert present(kube["west"], ConfigMap, "back-a")
+    st = status(store, "back")
+    assert st is not None and running("RUNNING", "west")(st)
+
+
 @pytest.mark.agent_config("delete_least: 2\ndelete_share: 0.25\ndelete_window: 5\n")
 def test_an_agent_cut_off_comes_back_and_removes_a_bounded_share_at_once(
     etcd_server: EtcdServer, store: Store, fleet: dict[str, Any], kube: dict[str, Client]

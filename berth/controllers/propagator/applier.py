@@ -699,9 +699,9 @@ class Applier:
                   if t.replicas is not None}
         with self._lock:
             # an agent keeps its own cluster as its work says: a pull cluster's copy is
-            # written again only when its work was written over by hand
+            # sent again only when its work no longer says to apply it
             stale = frozenset(c for c in targets if (owned is None or c in owned) and (
-                self.pull.garbled(c, ns, name) if self.is_pull(c) else (
+                self.pull.resend(c, ns, name) if self.is_pull(c) else (
                     c in drifted or self._applied_epoch.get((key, c)) != epoch
                     or self._unobserved(c, recorded.applied.get(c)))))
         return Facts(app, recorded, binding.spec.generation, targets,

@@ -67,16 +67,22 @@ class _SentMeta(msgspec.Struct):
     digest: str = ""
 
 
+class _SentSpec(msgspec.Struct):
+    intent: str = Intent.APPLY
+
+
 class _Sent(msgspec.Struct):
     """Of a work as stored, what tells whether it is what would be written now."""
 
     metadata: _SentMeta = msgspec.field(default_factory=_SentMeta)
+    spec: _SentSpec = msgspec.field(default_factory=_SentSpec)
 
 
 @dataclass(frozen=True, slots=True)
 class Sent:
     digest: str
     revision: int
+    removing: bool = False  # it says Delete
 
 
 def digest_of(spec: WorkSpec) -> str:
@@ -179,14 +185,16 @@ class PullClusters:
             if self._garbage.get(key, 0) <= revision:
                 self._garbage.pop(key, None)
 
-    def garbled(self, cid: str, namespace: str, name: str) -> bool:
-        """Whether the work of ``namespace/name`` on ``cid`` holds a value that is not a
-        work (written by hand): it is to be written again."""
+    def resend(self, cid: str, namespace: str, name: str) -> bool:
+        """Whether the copy of ``namespace/name`` on ``cid``, recorded as applied, is to be
+        sent again: its work holds a value that is not a work (written by hand), says
+        Delete (the application left the cluster and came back before the removal was
+        done) or is gone. An agent otherwise keeps its cluster as its work says."""
         key = keys.work_key(cid, namespace, name)
         with self._lock:
             garbage = self._garbage.get(key, 0)
-        sent = self.sent(key) if garbage else None
-        return sent is not None and sent.revision == garbage
+        sent = self.sent(key)
+        return sent is None or sent.removing or (bool(garbage) and sent.revision == garbage)
 
     def heartbeat(self, cid: str) -> AgentState | None:
         """What the leading agent of ``cid`` says (None: no agent leads it now)."""
@@ -201,7 +209,8 @@ class PullClusters:
         """The work at ``key`` as last written by anyone: the newer of what the watch
         delivered and what this replica wrote."""
         item = self.works.item(key)
-        seen = Sent(item.obj.metadata.digest, item.mod_revision) if item is not None else None
+        seen = Sent(item.obj.metadata.digest, item.mod_revision,
+                    item.obj.spec.intent == Intent.DELETE) if item is not None else None
         with self._lock:
             garbage = self._garbage.get(key, 0)
             if garbage and garbage > (seen.revision if seen is not None else 0):
@@ -382,7 +391,7 @@ class PullClusters:
             except StoreError as exc:
                 raise _NotSent(f"work for {cid} not written: {exc}") from exc
             with self._lock:
-                self._sent[key] = Sent(digest, revision)
+                self._sent[key] = Sent(digest, revision, spec.intent is Intent.DELETE)
                 if self._garbage.pop(key, None):
                     log.error("%s held a value that is not a work: replaced", key)
             return revision
@@ -396,11 +405,11 @@ class PullClusters:
         if kv is None:
             return None
         try:
-            digest = msgspec.json.decode(kv.value, type=_Sent).metadata.digest
+            got = msgspec.json.decode(kv.value, type=_Sent)
         except (msgspec.DecodeError, msgspec.ValidationError):
             log.error("%s held a value that is not a work: replaced", key)
-            digest = ""
-        return Sent(digest, kv.mod_revision)
+            return Sent("", kv.mod_revision)
+        return Sent(got.metadata.digest, kv.mod_revision, got.spec.intent == Intent.DELETE)
 
     def _drop(self, cid: str, key: str) -> None:
         """Remove a work the agent has carried out (its report then goes too)."""
