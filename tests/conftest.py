@@ -21,12 +21,14 @@ from berth.store import EtcdConfig, Store  # noqa: E402
 from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable  # noqa: E402
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
-           "faults": ("integration", "faults")}  # a test's markers, by its folder
+           "faults": ("integration", "faults"),
+           "robustness": ("integration", "robustness")}  # a test's markers, by its folder
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers by folder: ``-m unit`` runs what needs no server, ``-m integration``
-    what starts real ones (the fault table among them), ``-m faults`` the table."""
+    what starts real ones (the fault table and the robustness run among them), ``-m
+    faults`` the table, ``-m robustness`` the short robustness runs."""
     for item in items:
         parts = item.path.parts
         folder = parts[parts.index("tests") + 1] if "tests" in parts else ""

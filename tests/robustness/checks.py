@@ -15,6 +15,15 @@ last fault begun before it. What each checks:
   faulted cluster is excepted, as the docs say).
 * ``job-again``: no copy of a Job is made after another copy of it (the same
   application and generation, on any cluster) completed.
+* ``job-twice``: no two copies of a Job (the same application and generation) run
+  at once — seen, neither complete nor being deleted, on two clusters in two
+  sampling passes in a row — unless a fault was under way or had just ended (a
+  Job cut off with its cluster runs on there, as on a dead node).
+* ``stage-order``: a Staged rollout (stage ``first`` is cluster ``a``, then the
+  rest) never brings a new generation to ``b`` or ``c`` before ``a``'s copy of it
+  was available — seen with the new image and every replica available by the
+  next sampling pass (one pass reads the clusters in turn). A first placement is
+  no rollout; a generation whose Binding, then, lacks ``a`` has no first stage.
 * ``final``: after the last fault, within the bound, every live application runs its
   latest generation where its Binding says (as many targets as its policy wants,
   all allowed, RUNNING), its objects are there with that generation (and the
@@ -154,9 +163,6 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
         if s.kind == "Deployment" and s.name in watched and s.round not in unreached:
             passes[s.round][s.name] = passes[s.round].get(s.name, 0) + s.available
 
-    def faulted(at: float) -> bool:
-        return any(f.began - 1.0 <= at <= (f.ended or 1e9) + GRACE for f in faults)
-
     full: set[str] = set()
     out: list[Violation] = []
     for n in sorted(passes):
@@ -165,7 +171,7 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
             have = passes[n].get(name, 0)
             if have >= 2:
                 full.add(name)
-            elif name in full and not faulted(at) and at < deleted_at.get(name, 1e9):
+            elif name in full and not _faulted(faults, at) and at < deleted_at.get(name, 1e9):
                 out.append(Violation("never-down", name, at, f"{have}/2 available",
                                      before(faults, at)))
                 full.discard(name)  # once per outage
@@ -192,6 +198,67 @@ def check_jobs(samples: list[Sample], faults: list[Happened]) -> list[Violation]
                                      f"made on {c.cluster} at {c.created} ({image}), after its "
                                      f"copy on {first.cluster} completed at {first.completed}",
                                      before(faults, c.at)))
+    return out
+
+
+def _faulted(faults: list[Happened], at: float) -> bool:
+    """Whether a fault was under way at ``at``, or had ended less than ``GRACE`` before."""
+    return any(f.began - 1.0 <= at <= (f.ended or 1e9) + GRACE for f in faults)
+
+
+def check_jobs_twice(samples: list[Sample], faults: list[Happened]) -> list[Violation]:
+    passes: dict[int, dict[tuple[str, str], set[str]]] = defaultdict(lambda: defaultdict(set))
+    began: dict[int, float] = {}
+    for s in samples:
+        began.setdefault(s.round, s.at)
+        if s.kind == "Job" and not s.completed and not s.deleting:
+            passes[s.round][(s.name, s.image)].add(s.cluster)
+    out: list[Violation] = []
+    said: set[tuple[str, str]] = set()
+    for n in sorted(passes):
+        for job, on in passes[n].items():
+            if (len(on) > 1 and len(passes.get(n - 1, {}).get(job, ())) > 1
+                    and job not in said and not _faulted(faults, began[n])):
+                said.add(job)
+                out.append(Violation("job-twice", job[0], began[n],
+                                     f"{job[1]} running on {', '.join(sorted(on))} at once",
+                                     before(faults, began[n])))
+    return out
+
+
+def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
+                 faults: list[Happened]) -> list[Violation]:
+    staged = {n for n, a in list(traffic.apps.items()) + list(traffic.deleted.items())
+              if a.shape == "deploy" and a.strategy == "Staged"}
+    decided: dict[str, list[tuple[float, int, set[str]]]] = defaultdict(list)
+    for ev, name, b in bindings(events):
+        if name in staged and b is not None:
+            decided[name].append((ev.at, b.spec.generation, {t.name for t in b.spec.targets}))
+
+    def a_first(name: str, gen: int, at: float) -> bool:
+        """Whether the Binding of ``gen`` in force at ``at`` has ``a`` (its first stage)."""
+        now = [on for t, g, on in decided[name] if t <= at and g == gen]
+        return bool(now) and "a" in now[-1]
+
+    ready_on_a: dict[tuple[str, str], int] = {}  # (app, image) → first pass available on a
+    later: dict[tuple[str, str], tuple[int, float, str]] = {}  # first pass on b or c
+    for s in samples:
+        if s.kind != "Deployment" or s.name not in staged or not s.image.startswith("x:"):
+            continue
+        key = (s.name, s.image)
+        if s.cluster == "a":
+            if s.available >= 2:
+                ready_on_a.setdefault(key, s.round)
+        else:
+            later.setdefault(key, (s.round, s.at, s.cluster))
+    out: list[Violation] = []
+    for (name, image), (n, at, cluster) in sorted(later.items()):
+        if image == "x:1" or not a_first(name, int(image[2:]), at):
+            continue  # a first placement; or no first stage (a is no target)
+        if ready_on_a.get((name, image), 1 << 30) > n + 1:
+            out.append(Violation("stage-order", name, at,
+                                 f"{image} on {cluster} before cluster a had it available",
+                                 before(faults, at)))
     return out
 
 
@@ -285,5 +352,5 @@ def check_processes(system: System, crashed: list[str]) -> list[Violation]:
     return out
 
 
-__all__ = ["GRACE", "Violation", "check_bindings", "check_jobs", "check_ledger",
-           "check_never_down", "check_processes", "final"]
+__all__ = ["GRACE", "Violation", "check_bindings", "check_jobs", "check_jobs_twice",
+           "check_ledger", "check_never_down", "check_processes", "check_stages", "final"]

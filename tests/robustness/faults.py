@@ -36,6 +36,10 @@ class Happened:
     revision: int = 0  # etcd's revision when it began (0: etcd did not answer)
 
 
+KINDS = ("kill", "pause", "etcd", "cluster", "compact", "garbage")  # every fault's kind
+WEIGHTED = ["kill", *KINDS]  # as the seed draws them: a process killed twice as often
+
+
 @dataclass
 class Injector:
     """Begins a fault every few seconds (``gap``), each in a thread of its own."""
@@ -59,8 +63,7 @@ class Injector:
     def run(self, stop: threading.Event) -> None:
         """Until ``stop``: wait a seeded gap, begin a seeded fault."""
         while not stop.wait(self.rng.uniform(*self.gap)):
-            kind = self.rng.choice(["kill", "kill", "pause", "etcd", "cluster", "compact",
-                                    "garbage"])
+            kind = self.rng.choice(WEIGHTED)
             # every random number is drawn here, in this thread, in order: a replay
             # makes the same choices whatever the faults' threads do meanwhile
             plan = self._plan(kind)
@@ -210,4 +213,4 @@ def garbage_keys() -> list[str]:
     ]
 
 
-__all__ = ["COMMANDS", "Happened", "Injector", "garbage_keys"]
+__all__ = ["COMMANDS", "KINDS", "Happened", "Injector", "garbage_keys"]

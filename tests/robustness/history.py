@@ -83,6 +83,7 @@ class Sample:
     uid: str = ""  # a Job's
     created: str = ""  # a Job's creationTimestamp (RFC 3339, to the second)
     completed: str = ""  # a Job's status.completionTime ("": not complete)
+    deleting: bool = False  # a Job's deletionTimestamp is set
 
 
 @dataclass
@@ -124,7 +125,8 @@ class Sampler:
                         at, n, name, "Job", j["metadata"]["name"], _image(j),
                         uid=j["metadata"].get("uid", ""),
                         created=j["metadata"].get("creationTimestamp", ""),
-                        completed=j.get("status", {}).get("completionTime") or ""))
+                        completed=j.get("status", {}).get("completionTime") or "",
+                        deleting="deletionTimestamp" in j["metadata"]))
 
 
 def _image(obj: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ from tests.robustness.history import Recorder, Sampler
 from tests.robustness.traffic import Traffic
 
 INVARIANTS = ["binding-regressed", "outside-term", "ledger", "never-down", "job-again",
-              "final", "crash", "history-whole"]
+              "job-twice", "stage-order", "final", "crash", "history-whole"]
 
 
 @dataclass
@@ -61,8 +61,8 @@ class Report:
                  "converged after the last fault in "
                  + (f"{self.converged_in:.1f} s" if self.converged_in is not None
                     else "NOT within the bound"),
-                 "invariants checked: " + ", ".join(f"{k} ({v})" for k, v in
-                                                    self.checked.items()),
+                 "invariants checked: " + ", ".join(INVARIANTS),
+                 "over: " + ", ".join(f"{k} {v}" for k, v in self.checked.items()),
                  f"violations: {len(self.violations)}"]
         lines += ["  " + v for v in self.violations]
         lines += ["faults, in order:"] + ["  " + h for h in self.happened]
@@ -133,6 +133,8 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                   + checks.check_never_down(sampler.samples, sampler.unreached, traffic, faults,
                                            deleted_at)
                   + checks.check_jobs(sampler.samples, faults)
+                  + checks.check_jobs_twice(sampler.samples, faults)
+                  + checks.check_stages(sampler.samples, events, traffic, faults)
                   + checks.check_processes(system, crashed))
     violations += [checks.Violation("final", w.split(":", 1)[0], 0.0,
                                     w.split(":", 1)[-1].strip() + f" ({bound:g} s after the "
