@@ -231,7 +231,7 @@ def plan(facts: Facts, progress: Progress) -> Step:
                   lambda c: _health(facts, progress, c), progress.rollout, facts.now,
                   facts.move_timeout)
     want = wave.want
-    stopping = _stop_jobs_first(facts, progress)
+    stopping = _stop_jobs_first(facts, progress, gen)
     if stopping is not None:
         return stopping
     # Make before break for shares too: clusters whose share grows (or that are new)
@@ -308,7 +308,7 @@ def _health(facts: Facts, progress: Progress, cid: str) -> Health:
     return Health(have.health, have.reason, have.available, have.desired)
 
 
-def _stop_jobs_first(facts: Facts, progress: Progress) -> Step | None:
+def _stop_jobs_first(facts: Facts, progress: Progress, gen: int) -> Step | None:
     """A Job still running on a cluster the application leaves is moved break before
     make: stopped there first (two copies would both run the work), then started on
     the target. Only a forced move moves one (the scheduler keeps a running Job where
@@ -322,11 +322,9 @@ def _stop_jobs_first(facts: Facts, progress: Progress) -> Step | None:
             continue
         if cid not in progress.cleared and facts.mine(cid):
             return Clear(cid, facts.owner)
-        gen = facts.app.generation if facts.app is not None else have.generation
-        now = summary(facts, progress, gen)
-        return Finish(msgspec.structs.replace(
-            now, state="MIGRATING", reason=f"a running Job is stopped on {cid} before it "
-            f"starts on {listed(facts.targets)}"))
+        why = f"a running Job is stopped on {cid} before it starts on {listed(facts.targets)}"
+        return Finish(msgspec.structs.replace(summary(facts, progress, gen),
+                                              state="MIGRATING", reason=why), retry=why)
     return None
 
 
