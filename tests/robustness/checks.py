@@ -24,6 +24,11 @@ last fault begun before it. What each checks:
   was available — seen with the new image and every replica available by the
   next sampling pass (one pass reads the clusters in turn). A first placement is
   no rollout; a generation whose Binding, then, lacks ``a`` has no first stage.
+* ``untouched``: the ConfigMap ``foreign`` that someone else made on each cluster
+  (a "thief" application names it) never gets berth's owner, never changes and
+  never goes — unless its cluster came back empty.
+* ``one-owner``: one that berth made (a thief's, on a cluster back empty) never
+  changes owner while it lives.
 * ``final``: after the last fault, within the bound, every live application runs its
   latest generation where its Binding says (as many targets as its policy wants,
   all allowed, RUNNING), its objects are there with that generation (and the
@@ -36,6 +41,7 @@ last fault begun before it. What each checks:
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -48,7 +54,7 @@ from berth.store import keys, ledger
 from berth.store.documents import ApplicationStatus, Binding
 from tests.faults.system import System
 from tests.robustness.faults import Happened
-from tests.robustness.history import Event, Sample
+from tests.robustness.history import PLANTED, Event, Sample
 from tests.robustness.traffic import Traffic
 
 GRACE = 30.0  # seconds after a fault during which a copy may still be short
@@ -262,6 +268,51 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
     return out
 
 
+def check_foreign(samples: list[Sample], unreached: set[int], planted: set[str],
+                  faults: list[Happened]) -> list[Violation]:
+    out: list[Violation] = []
+    wanted = json.dumps(PLANTED, sort_keys=True)
+    owners: dict[str, str] = {}  # a uid berth made → its first owner
+    seen: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    said: set[tuple[str, str]] = set()
+
+    def say(invariant: str, s: Sample, what: str) -> None:
+        if (invariant, s.uid) not in said:
+            said.add((invariant, s.uid))
+            out.append(Violation(invariant, f"{s.cluster}/{s.name}", s.at, what,
+                                 before(faults, s.at)))
+
+    began: dict[int, float] = {}
+    for s in samples:
+        began.setdefault(s.round, s.at)
+        if s.kind != "ConfigMap":
+            continue
+        seen[s.cluster][s.round].add(s.uid)
+        if s.uid in planted:
+            if s.owner or s.data != wanted:
+                say("untouched", s, f"someone else's, now owner {s.owner!r}, data {s.data}")
+        elif s.owner:
+            first = owners.setdefault(s.uid, s.owner)
+            if s.owner != first:
+                say("one-owner", s, f"made for {first}, now {s.owner}")
+    for cluster, rounds in seen.items():
+        emptied = [f.began for f in faults
+                   if f.what.startswith(f"cluster {cluster}'s") and "back empty" in f.what]
+        had: dict[str, float] = {}  # a planted uid → when last seen
+        for n in sorted(set(began) - unreached):
+            now = rounds.get(n, set())
+            for uid in list(had):
+                if uid not in now and not any(had[uid] - 1 <= t <= began[n] for t in emptied):
+                    out.append(Violation("untouched", f"{cluster}/foreign", began[n],
+                                         "someone else's ConfigMap is gone",
+                                         before(faults, began[n])))
+                if uid not in now:
+                    del had[uid]
+            for uid in now & planted:
+                had[uid] = began[n]
+    return out
+
+
 def final(system: System, traffic: Traffic) -> list[str]:
     """Every way etcd and the clusters differ from the model now (empty: converged)."""
     db = system.db
@@ -283,6 +334,8 @@ def final(system: System, traffic: Traffic) -> list[str]:
         objects[cname] = found
     labels = traffic.labels
     for name, app in sorted(traffic.apps.items()):
+        if app.shape == "thief":
+            continue  # refused where the foreign ConfigMap is: "untouched" checks it
         kv = db.get(keys.binding_key("Application", "default", name))
         if kv is None:
             out.append(f"{name}: no Binding")
@@ -352,5 +405,6 @@ def check_processes(system: System, crashed: list[str]) -> list[Violation]:
     return out
 
 
-__all__ = ["GRACE", "Violation", "check_bindings", "check_jobs", "check_jobs_twice",
-           "check_ledger", "check_never_down", "check_processes", "check_stages", "final"]
+__all__ = ["GRACE", "Violation", "check_bindings", "check_foreign", "check_jobs",
+           "check_jobs_twice", "check_ledger", "check_never_down", "check_processes",
+           "check_stages", "final"]

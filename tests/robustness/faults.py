@@ -53,6 +53,7 @@ class Injector:
     kinds: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)  # faults that could not be done
     compact_below: Callable[[], int] = lambda: 0  # the history's last revision
+    back_empty: Callable[[str], None] = lambda _: None  # the world puts back its own
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _busy: set[str] = field(default_factory=set)  # "etcd", "cluster": one at a time
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -173,6 +174,8 @@ class Injector:
                     s.clusters[name].stop()
                     time.sleep(down)
                     s.cluster_up(name, empty=empty)
+                    if empty:
+                        self.back_empty(name)
                 finally:
                     self._release("cluster")
 

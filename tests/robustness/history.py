@@ -3,18 +3,24 @@
 * :class:`Recorder`: every write under ``/berth/`` from the run's start revision, kept
   whole (a watch; the faults' compactions never go past what it has read).
 * :class:`Sampler`: each cluster's Deployments and Jobs twice a second (available
-  replicas and image; a Job's uid and whether it succeeded), with the time.
+  replicas and image; a Job's uid and whether it succeeded), and the ConfigMap
+  ``foreign`` (its uid, owner and data), with the time.
+* :class:`Foreign`: that ConfigMap, made on every cluster by someone other than
+  berth (again when a cluster comes back empty), and the uids it had.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.controllers.propagator.kube import OWNER
 from berth.store import Store, Watch
 from berth_testkit.servers.kube import KubeCluster
+from tests.robustness.traffic import FOREIGN
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,8 @@ class Sample:
     created: str = ""  # a Job's creationTimestamp (RFC 3339, to the second)
     completed: str = ""  # a Job's status.completionTime ("": not complete)
     deleting: bool = False  # a Job's deletionTimestamp is set
+    owner: str = ""  # the ConfigMap's berth owner annotation ("": none)
+    data: str = ""  # the ConfigMap's data, as JSON
 
 
 @dataclass
@@ -113,6 +121,7 @@ class Sampler:
                 try:
                     deps = server.request("GET", "/apis/apps/v1/namespaces/default/deployments")
                     jobs = server.request("GET", "/apis/batch/v1/namespaces/default/jobs")
+                    cm = server.request("GET", f"{CONFIGMAPS}/{FOREIGN}", ok=(200, 404))
                 except Exception:
                     self.unreached.add(n)
                     continue
@@ -120,6 +129,12 @@ class Sampler:
                     self.samples.append(Sample(
                         at, n, name, "Deployment", d["metadata"]["name"], _image(d),
                         available=int(d.get("status", {}).get("availableReplicas") or 0)))
+                if cm.get("kind") == "ConfigMap":
+                    meta = cm["metadata"]
+                    self.samples.append(Sample(
+                        at, n, name, "ConfigMap", meta["name"], "", uid=meta.get("uid", ""),
+                        owner=(meta.get("annotations") or {}).get(OWNER, ""),
+                        data=json.dumps(cm.get("data") or {}, sort_keys=True)))
                 for j in jobs.get("items", []):
                     self.samples.append(Sample(
                         at, n, name, "Job", j["metadata"]["name"], _image(j),
@@ -129,6 +144,35 @@ class Sampler:
                         deleting="deletionTimestamp" in j["metadata"]))
 
 
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+PLANTED = {"owner": "someone else"}  # the foreign ConfigMap's data
+
+
+@dataclass
+class Foreign:
+    """The ConfigMap ``foreign`` that someone other than berth made on each cluster: a
+    "thief" application names it, and berth must neither take it nor change it."""
+
+    clusters: dict[str, KubeCluster]
+    uids: set[str] = field(default_factory=set)  # every one planted
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def plant(self, name: str) -> None:
+        """Make it on cluster ``name`` (nothing if one is there: berth may have made one
+        for a thief while the cluster was empty — then that one is berth's)."""
+        got = self.clusters[name].request("POST", CONFIGMAPS, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": FOREIGN, "namespace": "default"}, "data": PLANTED},
+            ok=(200, 201, 409))
+        if got.get("kind") == "ConfigMap":
+            with self._lock:
+                self.uids.add(got["metadata"]["uid"])
+
+    def planted(self) -> set[str]:
+        with self._lock:
+            return set(self.uids)
+
+
 def _image(obj: dict[str, Any]) -> str:
     try:
         return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
@@ -136,4 +180,4 @@ def _image(obj: dict[str, Any]) -> str:
         return ""
 
 
-__all__ = ["Event", "Recorder", "Sample", "Sampler"]
+__all__ = ["PLANTED", "Event", "Foreign", "Recorder", "Sample", "Sampler"]

@@ -34,11 +34,12 @@ from berth_testkit.servers.etcd import ROOT
 from tests.faults.system import System
 from tests.robustness import checks
 from tests.robustness.faults import Injector
-from tests.robustness.history import Recorder, Sampler
+from tests.robustness.history import Foreign, Recorder, Sampler
 from tests.robustness.traffic import Traffic
 
 INVARIANTS = ["binding-regressed", "outside-term", "ledger", "never-down", "job-again",
-              "job-twice", "stage-order", "final", "crash", "history-whole"]
+              "job-twice", "stage-order", "untouched", "one-owner", "final", "crash",
+              "history-whole"]
 
 
 @dataclass
@@ -85,11 +86,14 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
     recorder = Recorder(system.db, t0)
     election = system.db.get(keys.lease_key("scheduler"))  # the term the history begins in
     recorder.start(election.mod_revision + 1 if election else system.db.revision() + 1)
+    foreign = Foreign(system.clusters)
+    for name in system.clusters:
+        foreign.plant(name)
     sampler = Sampler(system.clusters, t0)
     sampler.start()
     traffic = Traffic(system, random.Random(f"traffic {seed}"))
     injector = Injector(system, random.Random(f"faults {seed}"), t0, log=log,
-                        compact_below=recorder.read_up_to)
+                        compact_below=recorder.read_up_to, back_empty=foreign.plant)
     stop = threading.Event()
     harness: list[str] = []
 
@@ -135,6 +139,8 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                   + checks.check_jobs(sampler.samples, faults)
                   + checks.check_jobs_twice(sampler.samples, faults)
                   + checks.check_stages(sampler.samples, events, traffic, faults)
+                  + checks.check_foreign(sampler.samples, sampler.unreached,
+                                         foreign.planted(), faults)
                   + checks.check_processes(system, crashed))
     violations += [checks.Violation("final", w.split(":", 1)[0], 0.0,
                                     w.split(":", 1)[-1].strip() + f" ({bound:g} s after the "
@@ -157,6 +163,10 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
         converged_in=converged,
         checked={"Binding writes": n_bindings, "etcd events": len(events),
                  "cluster samples": len(sampler.samples),
+                 "samples of the foreign ConfigMap": sum(
+                     1 for x in sampler.samples if x.kind == "ConfigMap"),
+                 "thieves": sum(1 for a in list(traffic.apps.values())
+                                + list(traffic.deleted.values()) if a.shape == "thief"),
                  "live applications": len(traffic.apps),
                  "deleted applications": len(traffic.deleted)},
         violations=[v.line() for v in violations])

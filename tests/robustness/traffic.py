@@ -3,7 +3,8 @@
 Applications are made, given new generations, relabelled into forced moves, deleted;
 metric values change (optional moves); an Override is changed. Each application has
 one of a few shapes — a ConfigMap placed PickOne under a label constraint, PickN(2),
-PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts), a Job — and
+PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts), a Job, a
+"thief" whose ConfigMap has the name of one berth did not make — and
 the model keeps what each should be, so the run's end can be checked against it.
 
 Every choice comes from the run's seeded ``random.Random``: the same seed makes the
@@ -31,7 +32,8 @@ RULES: list[tuple[list[str], str]] = [
     (["zone is z1"], "zone=z1"),
     (["tier is silver"], "tier=silver"),
 ]
-SHAPES = ["cm", "cm", "cm", "pickn", "all", "deploy", "deploy", "job"]
+SHAPES = ["cm", "cm", "cm", "pickn", "all", "deploy", "deploy", "job", "thief"]
+FOREIGN = "foreign"  # a ConfigMap on every cluster that berth did not make: a thief names it
 STRATEGIES = ["All", "Rolling", "Staged"]
 OVERRIDE = "robust"  # the one Override the traffic changes: a label on selected objects
 MAX_LIVE = 60
@@ -94,6 +96,8 @@ class App:
                      "spec": {"ttlSecondsAfterFinished": 600, "template": {"spec": {
                          "restartPolicy": "Never",
                          "containers": [{"name": "c", "image": f"x:{self.generation}"}]}}}}]
+        if self.shape == "thief":  # another's object by name: refused, never taken
+            meta = {"name": FOREIGN, "namespace": "default"}
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
                  "data": {"generation": str(self.generation)}}]
 
@@ -156,7 +160,7 @@ class Traffic:
         shape = self.rng.choice(SHAPES)
         name = f"r-{shape}-{self.made:04d}"
         self.made += 1
-        rule = self.rng.randrange(len(RULES)) if shape in ("cm", "job") else self.rng.choice(
+        rule = self.rng.randrange(len(RULES)) if shape in ("cm", "job", "thief") else self.rng.choice(
             [0, 1, 2])
         app = App(name, shape, rule, strategy=self.rng.choice(STRATEGIES),
                   overridden=self.rng.random() < 0.3)
@@ -216,4 +220,4 @@ class Traffic:
         self.deleted_at[app.name] = time.monotonic()
 
 
-__all__ = ["RULES", "App", "Traffic"]
+__all__ = ["FOREIGN", "RULES", "App", "Traffic"]

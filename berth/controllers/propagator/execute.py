@@ -29,6 +29,7 @@ plan finishes; status writes go through a :class:`StatusSink`.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
@@ -133,6 +134,7 @@ OnApplied = Callable[[str, Kind, KubeObjectRef, KubeObject], None]
 # Whether this replica serves a cluster, held while requests go there (shard.py).
 Gate = Callable[[str], AbstractContextManager[bool]]
 HANDED_OVER = "served by another propagator replica now"
+MAKING_STRIPES = 64  # locks that serialize creations of one object (by hash)
 
 
 def always(_cid: str) -> AbstractContextManager[bool]:
@@ -146,6 +148,10 @@ class Executor:
         self.own_writes = own_writes
         self.on_applied = on_applied if on_applied is not None else []
         self.gate = gate
+        # Creations of one object on one cluster, one at a time (striped by its name):
+        # two applications of berth's naming it apply as one field manager, so the
+        # cluster would not say that the second overwrote the first's.
+        self._making = tuple(threading.Lock() for _ in range(MAKING_STRIPES))
 
     def apply(self, step: Apply, app: App, progress: Progress,
               record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
@@ -243,18 +249,28 @@ class Executor:
                    body: dict[str, Any], progress: Progress,
                    absent: tuple[str, bool] | None) -> KubeObject:
         """Apply one object. ``absent``: it was read as absent (the owner and whether
-        the application may take another's over): applied without force, so that one
-        someone made in the meantime is not overwritten unless it may be."""
+        the application may take another's over): made without force, so that one
+        someone made in the meantime is not overwritten unless it may be — one of
+        another application of berth's neither: read again past the cache first, one
+        creation of it at a time in this process (the cluster cannot tell two of
+        berth's applications apart: one field manager)."""
+        making = (self._making[hash((cid, ref)) % MAKING_STRIPES] if absent is not None
+                  else nullcontext())
         self.own_writes.begin(cid, ref)
         try:
-            try:
-                stored = client.apply(kind, ref, body, force=absent is None)
-            except Contested:
-                if absent is None:
-                    raise
-                owner, adopt = absent  # made meanwhile: whose? read past the cache
-                self._check_owner(client, cid, ref, owner, adopt, cached=False)
-                stored = client.apply(kind, ref, body)
+            with making:
+                if absent is not None:
+                    owner, adopt = absent
+                    if self._check_owner(client, cid, ref, owner, adopt, cached=False):
+                        absent = None  # made meanwhile, and the application's to apply
+                try:
+                    stored = client.apply(kind, ref, body, force=absent is None)
+                except Contested:
+                    if absent is None:
+                        raise
+                    owner, adopt = absent  # made meanwhile: whose? read past the cache
+                    self._check_owner(client, cid, ref, owner, adopt, cached=False)
+                    stored = client.apply(kind, ref, body)
         except BaseException:
             APPLIES.labels("failed").inc()
             self.own_writes.end(cid, ref, None)
@@ -280,9 +296,10 @@ class Executor:
         a restart): from the cluster's watch when it shows the object as the
         application's, else by reading the object — from the API server's watch cache
         (``cached``), which spares its etcd a read. Whatever the read, someone may make
-        the object between it and the apply: an object read as absent is applied
-        without force, and one made meanwhile with other values is met as Contested and
-        read again past the cache (:meth:`_apply_one`), never overwritten unseen."""
+        the object between it and the apply: an object read as absent is read again
+        past the cache before it is made, and made without force — one made meanwhile
+        by someone else's field manager is met as Contested and read again
+        (:meth:`_apply_one`), never overwritten unseen."""
         if self.clients.seen_owner(cid, ref) == owner:
             return True
         existing = client.get(ref, cached=cached)

@@ -44,6 +44,7 @@ class FakeCluster:
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
     forced: list[tuple[str, bool]] = field(default_factory=list)  # (name, force) per apply
+    berths: set[KubeObjectRef] = field(default_factory=set)  # applied as berth's manager
 
     def _up(self) -> None:
         if self.down:
@@ -63,8 +64,11 @@ class FakeCluster:
         if ref.name in self.refuse:
             raise Rejected(f"{ref}: spec.replicas: Invalid value")
         self.forced.append((ref.name, force))
-        if not force and ref in self.objects and _owner(self.objects[ref]) != _owner(body):
+        if (not force and ref in self.objects and ref not in self.berths
+                and _owner(self.objects[ref]) != _owner(body)):  # as server-side apply:
+            # a conflict with another field manager's values; none with berth's own
             raise Contested(f"{ref}: Apply failed with 1 conflict: .metadata.annotations")
+        self.berths.add(ref)
         self.uncached.discard(ref)
         self.version += 1
         self.objects[ref] = body
@@ -98,14 +102,20 @@ class FakeCluster:
             return
         self.objects.pop(ref, None)
         self.uids.pop(ref, None)
+        self.berths.discard(ref)
         self.journal.append(("delete", self.name, ref.name))
 
     def place(self, ref: KubeObjectRef, owner: str, *, cached: bool = True) -> None:
-        """An object someone else made (``owner``: the application its annotation
-        names, "" for none); ``cached=False``: a moment ago, so that the API server's
-        watch cache does not show it yet."""
+        """An object someone else made (``owner``: the application of berth's its
+        annotation names, applied as berth's field manager; "" for none: someone
+        outside berth); ``cached=False``: a moment ago, so that the API server's watch
+        cache does not show it yet."""
         if not cached:
             self.uncached.add(ref)
+        if owner:
+            self.berths.add(ref)
+        else:
+            self.berths.discard(ref)
         meta: dict[str, Any] = {"name": ref.name, "annotations": {OWNER: owner} if owner else {}}
         self.objects[ref] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
         self.version += 1

@@ -260,9 +260,8 @@ def test_an_object_read_as_absent_is_applied_without_force_and_its_own_again_wit
 
 def test_a_namesake_made_between_the_read_and_the_apply_is_not_taken_over() -> None:
     """The read comes from the API server's watch cache, a moment behind, and anyone may
-    make the object after any read: the apply without force meets the other's fields,
-    the object is read again past the cache, and it is taken over only as the
-    application says."""
+    make the object after any read: an object read as absent is read again past the
+    cache before it is made, and taken over only as the application says."""
     for theirs, said in (("default/other", "managed by application default/other"),
                          ("", "someone outside berth")):
         fleet = Fleet().add("a")
@@ -273,25 +272,67 @@ def test_a_namesake_made_between_the_read_and_the_apply_is_not_taken_over() -> N
         assert end.state.state == "FAILED" and said in progress.errors["default/a"]
         annotations = fleet["a"].objects[ref("x")]["metadata"]["annotations"]
         assert annotations == ({"berth.dev/application": theirs} if theirs else {})
-        assert fleet["a"].forced == [("x", False)]  # refused by the cluster: untouched
+        assert fleet["a"].forced == []  # read again before it was made: untouched
         fleet["a"].uncached.add(ref("x"))
         end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),), adopt=True),
                                      ApplicationState(), ("a",))
         assert isinstance(end, Finish) and end.state is not None
         assert end.state.state == "RUNNING"  # conflictResolution: Overwrite
-        assert fleet["a"].forced[1:] == [("x", False), ("x", True)]
+        assert fleet["a"].forced == [("x", True)]
         assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
             "berth.dev/application": OWNER}
 
 
 def test_the_applications_own_object_unseen_by_the_cache_is_applied() -> None:
-    """An apply of berth's that landed unseen (its answer lost, the cache behind): the
-    apply without force finds berth's own fields, and nothing is refused."""
+    """An apply of berth's that landed unseen (its answer lost, the cache behind): read
+    again past the cache, it is the application's own, and nothing is refused."""
     fleet = Fleet().add("a")
     fleet["a"].place(ref("x"), OWNER, cached=False)
     end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
     assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
-    assert fleet["a"].forced == [("x", False)]
+    assert fleet["a"].forced == [("x", True)]
+
+
+def test_two_applications_making_one_object_at_once_never_both_own_it() -> None:
+    """Two workers, two applications naming one object, both read it as absent: berth's
+    applications apply as one field manager, so the cluster would let the second
+    overwrite the first's owner. The creations take turns, each reading the object
+    again past the cache: one makes it, the other is refused (the robustness run,
+    seed 14: "one-owner")."""
+    import threading
+
+    fleet = Fleet().add("a")
+    executor = Executor(fleet, OwnWrites())
+    gate = threading.Barrier(2)
+    real_get = fleet["a"].get
+
+    def get(r: KubeObjectRef, *, cached: bool = False) -> Any:
+        got = real_get(r, cached=cached)
+        if cached:
+            gate.wait(timeout=5)  # both have read it as absent before either makes it
+        return got
+
+    fleet["a"].get = get  # type: ignore[method-assign]
+    outcomes: dict[str, Progress] = {}
+
+    def make(owner: str) -> None:
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "x", "annotations": {"berth.dev/application": owner}}}
+        progress = Progress({}, ApplicationState())
+        executor.apply(Apply("default/a", 1, owner=owner), App(1, bodies=(body,)), progress,
+                       lambda _: None)
+        outcomes[owner] = progress
+
+    threads = [threading.Thread(target=make, args=(o,)) for o in ("default/p", "default/q")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    made = [o for o, p in outcomes.items() if "default/a" in p.applied and not p.errors]
+    refused = [o for o, p in outcomes.items() if "managed by application" in str(p.errors)]
+    assert len(made) == 1 and len(refused) == 1, outcomes
+    assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
+        "berth.dev/application": made[0]}
 
 
 def test_only_objects_still_the_applications_are_deleted() -> None:
