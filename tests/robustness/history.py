@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from berth.controllers.propagator.kube import OWNER
@@ -102,6 +103,12 @@ class Sampler:
     unreached: set[int] = field(default_factory=set)  # passes a cluster did not answer in
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+
+    def run_time(self, stamp: str) -> float:
+        """An RFC 3339 time a cluster wrote (this machine's clock) in seconds since the
+        run began."""
+        wall = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        return wall - (time.time() - (time.monotonic() - self.t0))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True, name="sampler")

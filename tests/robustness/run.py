@@ -136,7 +136,7 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                   + checks.check_ledger(system, events, traffic.apps)
                   + checks.check_never_down(sampler.samples, sampler.unreached, traffic, faults,
                                            deleted_at)
-                  + checks.check_jobs(sampler.samples, faults)
+                  + checks.check_jobs(sampler.samples, faults, sampler.run_time)
                   + checks.check_jobs_twice(sampler.samples, faults)
                   + checks.check_stages(sampler.samples, events, traffic, faults)
                   + checks.check_foreign(sampler.samples, sampler.unreached,

@@ -3,8 +3,10 @@
 Applications are made, given new generations, relabelled into forced moves, deleted;
 metric values change (optional moves); an Override is changed. Each application has
 one of a few shapes — a ConfigMap placed PickOne under a label constraint, PickN(2),
-PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts), a Job, a
-"thief" whose ConfigMap has the name of one berth did not make — and
+PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts; now and
+then a generation whose Pods never become Ready on the first stage's cluster, so
+that the rollout halts), a Job, a "thief" whose ConfigMap has the name of one berth
+did not make — and
 the model keeps what each should be, so the run's end can be checked against it.
 
 Every choice comes from the run's seeded ``random.Random``: the same seed makes the
@@ -22,6 +24,7 @@ from typing import Any
 import msgspec
 
 from berth.store import Put, encode, keys
+from berth_testkit.servers.kube import CRASH_ON
 from tests.faults.system import System
 
 # Cluster a is z1/gold, b (Pull) z2/gold, c z2/silver; a relabel moves c between zones.
@@ -49,6 +52,7 @@ class App:
     strategy: str = "All"
     generation: int = 1
     overridden: bool = False  # selected by the Override (label robust=yes)
+    bad: bool = False  # its latest generation's Pods never become Ready on cluster a
 
     @property
     def policy(self) -> dict[str, Any]:
@@ -87,7 +91,9 @@ class App:
         if self.shape == "deploy":
             return [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                      "spec": {"replicas": 2, "selector": {"matchLabels": {"app": self.name}},
-                              "template": {"metadata": {"labels": {"app": self.name}},
+                              "template": {"metadata": {"labels": {"app": self.name}, **(
+                                  {"annotations": {CRASH_ON + "fault-a": "yes"}}
+                                  if self.bad else {})},
                                            "spec": {"containers": [{
                                                "name": "c", "image": f"x:{self.generation}",
                                                "resources": {"requests": {"cpu": "10m"}}}]}}}}]
@@ -171,11 +177,17 @@ class Traffic:
         app = self.apps[self.rng.choice(live)]
         if app.shape == "job" and self.rng.random() < 0.7:  # a Job runs again: rarely
             return self._metric(live)
+        was = app.bad
         app.generation += 1
+        # a Staged rollout whose first stage (a) is among its targets: now and then a
+        # generation that cannot become available there, so that the rollout halts
+        app.bad = (app.shape == "deploy" and app.strategy == "Staged" and app.rule in (0, 1)
+                   and self.rng.random() < 0.25)
         try:
             self._write(keys.resource_key("Application", app.name, "default"), app.document())
         except BaseException:
             app.generation -= 1
+            app.bad = was
             raise
 
     def _metric(self, _live: list[str]) -> None:

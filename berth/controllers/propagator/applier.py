@@ -19,8 +19,8 @@ the executor (``execute.py``: doing it on clusters) and the status writer
   cluster answered to the apply and showed since through the drift watches
   (``objects.py``), with its Pods' reasons from the observer; RUNNING means
   available on every target. A copy whose state turned as its cluster shows
-  it (available now, or failed) queues its application urgent: recorded ahead
-  of the applies that wait, not behind them.
+  it (available now, or failed, or a Job complete) queues its application
+  urgent: recorded ahead of the applies that wait, not behind them.
 * **Move** without downtime: once every target's copy is available (and its
   objects checked with a GET), they are deleted from the clusters the
   application left; a target that is not available within ``move_timeout``
@@ -498,15 +498,16 @@ class Applier:
         got = report.status.applied
         was = old.status.applied if old is not None else None
         turned = (got is not None and (was is None or (got.generation, got.health) != (
-            was.generation, was.health))) or report.status.cleared or bool(
-            report.status.error or report.status.refused)
+            was.generation, was.health) or not set(got.done) <= set(was.done))) or (
+            report.status.cleared or bool(report.status.error or report.status.refused))
         self.queue.add(key, urgent=turned)
 
     def _turned(self, key: str, cid: str, owner: str) -> bool:
         """Whether the copy on ``cid``, judged as the cluster shows it now, is in another
-        state than its status records (available now, or failed): what its user and a
-        move wait for, recorded at once. Any other change (one replica more available)
-        waits its turn, and many such changes make one reconcile."""
+        state than its status records (available now, or failed) or has a Job complete
+        that it does not record done: what its user and a move wait for, and what keeps
+        a Job from running again, recorded at once. Any other change (one replica more
+        available) waits its turn, and many such changes make one reconcile."""
         namespace, _, name = owner.partition("/")
         recorded = self.statuses.get(keys.status_key("Application", namespace, name))
         have = recorded.status.applied.get(cid) if recorded is not None else None
@@ -515,7 +516,8 @@ class Applier:
         app = self.apps.get(key)
         rules = tuple(app.spec.health) if app is not None else ()
         judged = self._copy(cid, owner, have, rules, self.clock.now())
-        return judged.health.state != (have.health or UNKNOWN)
+        return judged.health.state != (have.health or UNKNOWN) or not (
+            set(judged.complete) <= set(have.done))
 
     # -- health, for the executor and the reconcile ---------------------------------
 

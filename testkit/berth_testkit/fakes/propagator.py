@@ -26,6 +26,7 @@ Journal = list[tuple[str, ...]]
 
 BUILT_IN = {("v1", "ConfigMap"): Kind("/api/v1", "configmaps", True),
             ("apps/v1", "Deployment"): Kind("/apis/apps/v1", "deployments", True),
+            ("batch/v1", "Job"): Kind("/apis/batch/v1", "jobs", True),
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
                 Kind("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False)}
 

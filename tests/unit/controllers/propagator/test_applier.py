@@ -227,6 +227,48 @@ def test_a_copy_the_cluster_shows_available_is_judged_ahead_of_waiting_applies()
     assert st.state == "RUNNING", st.reason
 
 
+def test_a_job_that_completes_is_recorded_done_ahead_of_waiting_applies() -> None:
+    """A running Job is available (its Pod Ready) and stays so when it completes: what
+    turns is that its work is done, and that is what keeps it from running again when
+    its cluster is cut off next — urgent (the robustness run, seed 41: a completion
+    waited its turn behind a restarted replica's resync, its cluster went away, and a
+    forced move ran the Job again)."""
+    w = World()
+    cluster(w.store, "de")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never"}}}}
+    application(w.store, "batch", manifest=[job])
+    bind(w.store, "batch", "de")
+    w.reconcile("batch")
+    for inf in w.applier.informers:
+        inf.sync()
+    key = keys.resource_key("Application", "batch", "default")
+    queue = w.applier.queue
+    stored = w.connections.clusters["de"].get(next(iter(w.connections.clusters["de"].objects)))
+    assert stored is not None
+
+    def shown(st: dict[str, object]) -> KubeObject:
+        return KubeObject(stored.apiVersion, stored.kind, stored.metadata, stored.spec,
+                          msgspec.Raw(msgspec.json.encode(st)))
+
+    w.applier.on_drift(("default/de",), "MODIFIED", shown({"active": 1, "ready": 1}))
+    w.reconcile("batch")
+    st = status(w.store, "batch").status
+    assert st.state == "RUNNING" and st.working == 1 and not st.applied["default/de"].done
+    for inf in w.applier.informers:
+        inf.sync()  # the applier reads that status
+    while (queued := queue.get(0)) is not None:
+        queue.done(queued)
+    w.applier.on_drift(("default/de",), "MODIFIED", shown({"succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True"}]}))
+    assert queue.get(0, urgent_only=True) == key
+    queue.done(key)
+    w.reconcile("batch")
+    st = status(w.store, "batch").status
+    assert [r.name for r in st.applied["default/de"].done] == ["once"]
+    assert st.finished == 1 and st.working == 0
+
+
 def test_a_servers_watch_event_reaches_only_the_clusters_where_the_object_is_berths() -> None:
     """de and fr stand for two namespaces of one API server: its one drift watch hands
     every event to both, and each keeps only what was applied through it — also after

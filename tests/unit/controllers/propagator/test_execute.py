@@ -8,7 +8,6 @@ from typing import Any
 from berth.controllers.propagator.drift import OwnWrites, newer
 from berth.controllers.propagator.execute import Executor, run
 from berth.controllers.propagator.health import HEALTHY, Health
-from berth.controllers.propagator.kube import Kind
 from berth.controllers.propagator.plan import App, Apply, Facts, Finish, Progress, state
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
@@ -350,7 +349,6 @@ def test_a_job_runs_again_only_for_a_new_generation() -> None:
     fleet = Fleet().add("a")
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "once", "annotations": {"berth.dev/application": OWNER}}}
-    fleet["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
     end, _, _ = reconcile(fleet, App(1, bodies=(job,)), ApplicationState(), ("a",))
     assert isinstance(end, Finish) and end.state is not None
     assert [r.name for r in end.state.applied["default/a"].done] == ["once"]  # complete
@@ -390,8 +388,6 @@ def test_a_done_job_is_not_created_again_by_a_move() -> None:
     fleet = Fleet().add("a", "b")
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "once", "annotations": {"berth.dev/application": OWNER}}}
-    for c in ("a", "b"):
-        fleet[c].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
     end, _, _ = reconcile(fleet, App(1, bodies=(job, cm("x"))), ApplicationState(), ("a",))
     assert isinstance(end, Finish) and end.state is not None
     assert [r.name for r in end.state.applied["default/a"].done] == ["once"]
@@ -405,7 +401,6 @@ def test_a_done_job_is_not_created_again_by_a_move() -> None:
     assert [r.name for r in moved.state.applied["default/b"].done] == ["once"]  # still done
     # an application that is only Jobs, all complete: finished at its generation
     alone = Fleet().add("a")
-    alone["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
     only, _, _ = reconcile(alone, App(1, bodies=(job,)), ApplicationState(), ("a",))
     assert isinstance(only, Finish) and only.state is not None and only.state.finished == 1
 
@@ -420,7 +415,6 @@ def test_a_running_job_is_stopped_before_it_starts_elsewhere() -> None:
     both run the work (the robustness run, seed 1, found both complete)."""
     fleet = Fleet().add("a", "b")
     for c in ("a", "b"):
-        fleet[c].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
         fleet[c].jobs = Health(HEALTHY, "running")  # its pods run: available, not done
     end, _, _ = reconcile(fleet, App(1, bodies=(JOB,)), ApplicationState(), ("a",))
     assert isinstance(end, Finish) and end.state is not None
@@ -444,7 +438,6 @@ def test_a_job_its_cluster_recorded_done_is_not_made_again() -> None:
     its own record (the report) says done at this generation, and that is enough — a
     cluster back empty does not run it again (the robustness run, seed 2)."""
     fleet = Fleet().add("a")
-    fleet["a"].kinds[("batch/v1", "Job")] = Kind("/apis/batch/v1", "jobs", True)
     had = ClusterApplied(1, [JOB_REF, ref("x")], done=[JOB_REF])
     progress = Progress({"default/a": had}, ApplicationState(applied={"default/a": had}))
     step = Apply("default/a", 1, owner=OWNER)  # no skip in the step
