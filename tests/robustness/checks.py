@@ -8,9 +8,12 @@ last fault begun before it. What each checks:
 * ``outside-term``: every Binding landed in the scheduler leader's term it carries
   (the election key's create revision in force at the revision it landed at).
 * ``ledger``: every decision a live application's Binding carried has its ledger
-  record, and no placement record names a decision no Binding carried.
+  record, and no placement record names a decision no Binding carried — but one
+  replaced before it was written, whose record lands with the Binding that
+  replaced it.
 * ``never-down``: a Deployment placed on one cluster (rollout All, PickOne) that was
-  available in full never had fewer available across every cluster — unless a fault
+  available in full never had fewer available across every cluster, in two sampling
+  passes in a row (one pass reads a move's two clusters a moment apart) — unless a fault
   was under way or had ended less than ``GRACE`` seconds before (a forced move off a
   faulted cluster is excepted, as the docs say).
 * ``job-again``: no copy of a Job is made after another copy of it (the same
@@ -156,8 +159,16 @@ def check_ledger(system: System, events: list[Event], live: Iterable[str]) -> li
                      if e.by == "scheduler" and r.event in ("Placed", "Moved")}
     out += [Violation("ledger", n, 0.0, f"decision {d} has no record")
             for n, d in sorted(carried - recorded)]
+    # a decision replaced before it was written has its record in the transaction of
+    # the one that replaced it (docs/ledger.md): made, not carried
+    prefix = keys.binding_prefix("Application") + "default/"
+    landed = {(ev.key[len(prefix):], ev.revision) for ev in events
+              if ev.key.startswith(prefix)}
+    with_binding = {(n, ev.key.rsplit("/", 1)[-1].rsplit(".scheduler.", 1)[0]) for ev in events
+                    for n in [ev.key.split("/")[-2]] if "/ledger/" in ev.key
+                    and ".scheduler." in ev.key and (n, ev.revision) in landed}
     out += [Violation("ledger", n, 0.0, f"record {d} names a decision no Binding carried")
-            for n, d in sorted(recorded - carried)]
+            for n, d in sorted(recorded - carried - with_binding)]
     return out
 
 
@@ -165,7 +176,10 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
                      faults: list[Happened], deleted_at: dict[str, float]
                      ) -> list[Violation]:
     """PickOne Deployments with rollout All: the sum of available replicas over every
-    cluster, in each sampling pass every cluster answered, once it first reached 2."""
+    cluster, in each sampling pass every cluster answered, once it first reached 2 —
+    short in two passes in a row: one pass reads the clusters in turn, so a move
+    between them (the new copy read a moment before it was available, the old one
+    just after it went) reads short once."""
     watched = {n for n, a in list(traffic.apps.items()) + list(traffic.deleted.items())
                if a.shape == "deploy" and a.strategy == "All"}
     passes: dict[int, dict[str, int]] = defaultdict(dict)  # pass → app → available
@@ -176,6 +190,7 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
             passes[s.round][s.name] = passes[s.round].get(s.name, 0) + s.available
 
     full: set[str] = set()
+    short: dict[str, int] = {}  # app → the pass it was last read short in
     out: list[Violation] = []
     for n in sorted(passes):
         at = began[n]
@@ -184,9 +199,11 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
             if have >= 2:
                 full.add(name)
             elif name in full and not _faulted(faults, at) and at < deleted_at.get(name, 1e9):
-                out.append(Violation("never-down", name, at, f"{have}/2 available",
-                                     before(faults, at)))
-                full.discard(name)  # once per outage
+                if short.get(name) == n - 1:
+                    out.append(Violation("never-down", name, at, f"{have}/2 available",
+                                         before(faults, at)))
+                    full.discard(name)  # once per outage
+                short[name] = n
     return out
 
 
