@@ -24,9 +24,8 @@ The rules (docs/propagator.md):
   not seen ONLINE). A target that does not become available in time keeps
   the old copy running, and the target is recorded as ``failed``: the
   scheduler avoids it for the application. A divided application's shrinking
-  share is lowered only once the growing shares are available; a Job still
-  running is the exception: stopped where it leaves before it starts anew, as
-  two copies would both run the work;
+  share is lowered only once the growing shares are available; a running Job
+  is stopped where it leaves before it starts anew (``jobs.py``);
 * an application marked deleted, or whose key vanished, has its objects
   removed from every cluster before its status (and its key) go.
 """
@@ -243,7 +242,7 @@ def plan(facts: Facts, progress: Progress) -> Step:
                                            for c in raising):
                 break
             if facts.mine(cid):
-                return _apply(facts, cid, want[cid], wave.state)
+                return _apply(facts, progress, cid, want[cid], wave.state)
     errors = progress.errors
     placed = [c for c in facts.targets if c not in errors and c in progress.applied
               and progress.applied[c].generation == want[c]]
@@ -275,7 +274,8 @@ def _version(facts: Facts, gen: int) -> Version | None:
     return prior if prior is not None and prior.generation == gen else None
 
 
-def _apply(facts: Facts, cid: str, gen: int, rollout: RolloutState | None = None) -> Apply:
+def _apply(facts: Facts, progress: Progress, cid: str, gen: int,
+           rollout: RolloutState | None = None) -> Apply:
     """Apply generation ``gen`` on ``cid``: when the generation or share there changes,
     its deadline starts now; Jobs complete at this generation are left alone."""
     have = facts.recorded.applied.get(cid)
@@ -285,7 +285,8 @@ def _apply(facts: Facts, cid: str, gen: int, rollout: RolloutState | None = None
     new = have is None or have.generation == 0 or have.new
     version = _version(facts, gen)
     current = facts.app is not None and gen == facts.app.generation
-    return Apply(cid, gen, share, since, new, done_at(facts.recorded.applied, gen),
+    done = done_at({c: _seen(facts, progress, c) for c in progress.applied}, gen)
+    return Apply(cid, gen, share, since, new, done,
                  facts.owner, version.rendered.get(cid) if version is not None else None,
                  None if current or version is None else version.bodies, rollout)
 
@@ -294,6 +295,13 @@ def _not_yet(facts: Facts, progress: Progress, cid: str, gen: int) -> bool:
     """Whether a growing share's cluster does not have its replicas available yet."""
     return (cid in progress.errors or (_needs_apply(facts, cid, gen) and cid not in progress.tried)
             or not _health(facts, progress, cid).healthy)
+
+
+def _seen(facts: Facts, progress: Progress, cid: str) -> ClusterApplied:
+    """The copy on ``cid`` as recorded, with the Jobs its cluster shows complete done."""
+    have = progress.applied[cid]
+    copy = progress.health.get(cid) or facts.health.get(cid)
+    return with_copy(have, copy) if copy is not None and have.generation else have
 
 
 def _health(facts: Facts, progress: Progress, cid: str) -> Health:
@@ -309,17 +317,13 @@ def _health(facts: Facts, progress: Progress, cid: str) -> Health:
 
 
 def _stop_jobs_first(facts: Facts, progress: Progress, gen: int) -> Step | None:
-    """A Job still running on a cluster the application leaves is moved break before
-    make: stopped there first (two copies would both run the work), then started on
-    the target. Only a forced move moves one (the scheduler keeps a running Job where
-    it runs while that is allowed). A cluster that cannot be reached (an error this
-    reconcile, or not seen ONLINE) does not hold the move: its copy is another
-    fault's, as on a dead node. None: nothing to stop first."""
+    """A Job still running where the application leaves (a forced move) is stopped there
+    before it starts on the target: break before make. A cluster that cannot be reached
+    does not hold the move, as a dead node does not. None: nothing to stop first."""
     for cid in sorted(progress.applied):
-        have = progress.applied[cid]
-        if (cid in facts.targets or not running_job(have) or cid in progress.errors
-                or cid in facts.unseen):
-            continue
+        if (cid in facts.targets or not running_job(_seen(facts, progress, cid))
+                or cid in progress.errors or cid in facts.unseen):
+            continue  # (a Job its cluster shows complete is done: left there)
         if cid not in progress.cleared and facts.mine(cid):
             return Clear(cid, facts.owner)
         why = f"a running Job is stopped on {cid} before it starts on {listed(facts.targets)}"

@@ -433,6 +433,28 @@ def test_a_running_job_is_stopped_before_it_starts_elsewhere() -> None:
     assert progress.errors["default/b"] == "could not remove Job default/once"
 
 
+def test_a_job_its_cluster_shows_complete_is_done_though_not_recorded_yet() -> None:
+    """A forced move a moment after the Job completed, before its status said so (the
+    robustness run, seed 43: the replica serving the cluster had been killed): the
+    cluster's own view counts — the Job is left where it completed, not stopped, and
+    not made on the target."""
+    from berth.controllers.propagator.health import JOB_DONE, Copy
+    from berth.controllers.propagator.plan import Clear, plan
+
+    fleet = Fleet().add("a", "b")
+    fleet["a"].jobs = Health(HEALTHY, "running")
+    end, _, _ = reconcile(fleet, App(1, bodies=(JOB,)), ApplicationState(), ("a",))
+    assert isinstance(end, Finish) and end.state is not None and end.state.working == 1
+    seen = {"default/a": Copy(JOB_DONE, complete=(JOB_REF,))}  # as the drift watch shows
+    facts = Facts(App(1, bodies=(JOB,)), end.state, 1, ("default/b",), owner=OWNER,
+                  health=seen)
+    step = plan(facts, Progress.start(end.state))
+    assert isinstance(step, Apply) and step.cluster == "default/b", step
+    assert step.skip == (JOB_REF,)  # done: never made on b
+    blind = Facts(App(1, bodies=(JOB,)), end.state, 1, ("default/b",), owner=OWNER)
+    assert isinstance(plan(blind, Progress.start(end.state)), Clear)  # running, as known
+
+
 def test_a_job_its_cluster_recorded_done_is_not_made_again() -> None:
     """The agent carries out a work whose ``skip`` was written before its Job completed:
     its own record (the report) says done at this generation, and that is enough — a
