@@ -68,7 +68,7 @@ class _SentMeta(msgspec.Struct):
 
 
 class _SentSpec(msgspec.Struct):
-    intent: str = Intent.APPLY
+    intent: Intent = Intent.APPLY
 
 
 class _Sent(msgspec.Struct):
@@ -210,7 +210,7 @@ class PullClusters:
         delivered and what this replica wrote."""
         item = self.works.item(key)
         seen = Sent(item.obj.metadata.digest, item.mod_revision,
-                    item.obj.spec.intent == Intent.DELETE) if item is not None else None
+                    item.obj.spec.intent is Intent.DELETE) if item is not None else None
         with self._lock:
             garbage = self._garbage.get(key, 0)
             if garbage and garbage > (seen.revision if seen is not None else 0):
@@ -409,7 +409,7 @@ class PullClusters:
         except (msgspec.DecodeError, msgspec.ValidationError):
             log.error("%s held a value that is not a work: replaced", key)
             return Sent("", kv.mod_revision)
-        return Sent(got.metadata.digest, kv.mod_revision, got.spec.intent == Intent.DELETE)
+        return Sent(got.metadata.digest, kv.mod_revision, got.spec.intent is Intent.DELETE)
 
     def _drop(self, cid: str, key: str) -> None:
         """Remove a work the agent has carried out (its report then goes too)."""
