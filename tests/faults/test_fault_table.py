@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +41,17 @@ CONVERGE = 180.0  # seconds a fault may take to settle, on a busy 2-core machine
 def fault(system: System, name: str, act: Callable[[], None], *,
           expect_moves: int | None = 0, down: frozenset[str] = frozenset(),
           extra: Callable[[], tuple[bool, str]] | None = None) -> None:
-    """Run ``act``, wait for convergence, read the window's writes, add the row."""
+    """Run ``act``, wait for convergence, read the window's writes, add the row.
+
+    A process an earlier row left dead (that row failed for it) is started first, so
+    one failure does not fail every row after it; a row that does not hold is written
+    to the terminal at once, with what was wrong (the suite may be stopped before its
+    summary)."""
+    revived = system.dead()
+    for command in system.procs:
+        system.restart_dead(command)
+    if revived:
+        system.converge(CONVERGE)
     revision = system.db.revision()
     before = system.targets()
     act()
@@ -59,6 +70,12 @@ def fault(system: System, name: str, act: Callable[[], None], *,
               f"Bindings, {len(w.status_twice)} statuses" + (f"; {more}" if more else "")
               + (f"; dead: {', '.join(dead)}" if dead else ""))
     ROWS.append(Row(name, figure, held))
+    if not held:
+        print(f"\nfault table: {name}: does not hold: {figure}"
+              + (f"; still wrong, e.g. {wrong[:5]}" if wrong else "")
+              + (f"; moved back and forth: {w.flaps[:3]}" if w.flaps else "")
+              + (f"; started first (left dead before): {', '.join(revived)}" if revived else ""),
+              file=sys.__stderr__, flush=True)
     assert not wrong, f"{len(wrong)} wrong, e.g. {wrong[:5]}"
     assert not w.flaps, f"moved back and forth: {w.flaps[:5]}"
     assert not w.binding_twice and not w.status_twice, (w.binding_twice[:5], w.status_twice[:5])
