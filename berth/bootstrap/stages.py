@@ -1,10 +1,12 @@
 """Checks of a Staged rollout's stages against the clusters there are, at apply.
 
 A cluster chosen by two stages of one application is refused, naming both:
-which stage it rolls in would otherwise depend on their order, silently.
-A stage that chooses no cluster is said (clusters may join later), not
-refused. The propagator applies the same rule at run time: a cluster whose
-labels change into two stages rolls in the first (docs/rollouts.md).
+which stage it rolls in would otherwise depend on their order, silently. A
+stage with neither names nor labels (``clusters: {}``) takes every target no
+stage before it chose, so it doubles none. A stage that chooses no cluster is
+said (clusters may join later), not refused. The propagator applies the same
+rule at run time: a cluster whose labels change into two stages rolls in the
+first (docs/rollouts.md).
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> tuple[list[str], list[st
         where = f"{item.where}: spec.rollout.stages"
         first: dict[str, str] = {}
         for stage in item.doc.spec.rollout.stages:
+            c = stage.clusters
+            rest = not (c.names or c.match_labels or c.match_expressions)
             chosen = [cid for cid, labels in sorted(known.items())
-                      if stage.clusters.selects(cid, labels)]
+                      if c.selects(cid, labels) and not (rest and cid in first)]
             if not chosen:
                 warnings.append(f"{where}: stage {stage.name!r} chooses no cluster now "
                                 "(skipped until one matches)")

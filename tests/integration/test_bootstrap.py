@@ -287,10 +287,14 @@ def test_each_generation_keeps_its_manifest_in_a_bounded_history(
     assert berth(etcd_server, "--force", str(f)) == 1
     assert ("spec.rollout.stages: cluster default/a is in stage 'one' and in stage 'two': "
             "a cluster rolls in one stage") in capsys.readouterr().err
-    f.write_text(staged_app(6, limit=0) + clusters)
+    # the last stage with neither names nor labels takes the rest: no cluster is doubled
+    f.write_text(staged_app(6, second="[a]").replace(
+        "{name: two, clusters: {names: [a]}}", "{name: two, clusters: {}}") + clusters)
+    assert berth(etcd_server, "--force", str(f)) == 0, capsys.readouterr().err
+    f.write_text(staged_app(7, limit=0) + clusters)
     assert berth(etcd_server, "--force", str(f)) == 1
     assert "spec.rollout.historyLimit: must be >= 1" in capsys.readouterr().err
-    assert [r.generation for r in stored(store, "default", "staged").revisions] == [3, 4, 5]
+    assert [r.generation for r in stored(store, "default", "staged").revisions] == [4, 5, 6]
 
 
 def test_the_pace_is_one_document_and_get_shows_it(
