@@ -166,7 +166,8 @@ class Applier:
         self.events = Recorder(store, "propagator", ttl=config.event_ttl, clock=clock) if (
             config.events) else None
         self.writer = StatusWriter(store, self.statuses, ledger=config.ledger,
-                                   events=self.events, clock=clock)
+                                   events=self.events, clock=clock,
+                                   identity=shard.identity if shard is not None else "")
         self.own_writes = OwnWrites()
         self.book = Book(self._on_seen)  # what the clusters showed of berth's objects
         # Called after each object applied (cluster id, kind, the resourceVersion

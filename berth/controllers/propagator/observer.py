@@ -348,7 +348,8 @@ class Observer:
             return  # never probed successfully and still within the grace: nothing to say
         now = datetime.now(UTC)
         doc = ClusterStatus(
-            StatusMeta(view.metadata.name, view.metadata.namespace),
+            StatusMeta(view.metadata.name, view.metadata.namespace,
+                       self.shard.identity if self.shard is not None else ""),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
                          now, capacity, _returned(current, probe.state, now), held))
         guard = garbage or (item.mod_revision if item else 0)

@@ -59,8 +59,9 @@ class Doc:
 class StatusWriter:
     def __init__(self, store: Store, statuses: Informer[ApplicationStatus], *,
                  ledger: bool = True, events: Recorder | None = None,
-                 clock: Clock = SYSTEM) -> None:
+                 clock: Clock = SYSTEM, identity: str = "") -> None:
         self.store = store
+        self.identity = identity  # the replica's, as its claims name it (StatusMeta.writer)
         self.statuses = statuses
         self.ledger = ledger  # write records with the statuses
         self.events = events  # and say what they record as events
@@ -103,7 +104,7 @@ class StatusWriter:
         """Write the status if it changed (guarded by the revision read), or over garbage."""
         if not doc.garbage and doc.old is not None and doc.old.status == new:
             return None
-        written = ApplicationStatus(StatusMeta(doc.name, doc.namespace), new)
+        written = ApplicationStatus(StatusMeta(doc.name, doc.namespace, self.identity), new)
         if doc.garbage:
             log.error("%s held a value that is not a status document; replacing it", doc.key)
         ops: list[Put | Fence] = [Put(doc.key, encode(written), doc.garbage or (

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -203,6 +203,19 @@ class AntiFlap:
         if len(self._left) > self._prune_at:  # drop what aged out, now and then
             self._left = {k: v for k, v in self._left.items() if t - v[1] <= window}
             self._prune_at = 2 * len(self._left) + 1024
+
+    def started_before(self, when: Iterable[datetime]) -> None:
+        """Moves an earlier leader started (its Bindings' ``spec.moved``, wall clock):
+        those of the last minute count for ``perMinute`` here too, and for the
+        ``budget`` within its interval (forced ones among them: a Binding does not say
+        which were optional; none older than a minute: a Binding keeps no more), so a
+        new leader does not spend them again."""
+        now, t = self.now(), self.clock()
+        ago = sorted((now - w).total_seconds() for w in when)
+        self._started.extendleft(t - a for a in ago if 0.0 <= a < 60.0)
+        if self.config.budget:
+            self._moves.extendleft(t - a for a in ago
+                                   if 0.0 <= a < self.config.budget_interval)
 
     def forget(self, key: str) -> None:
         self._better.pop(key, None)

@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -192,14 +193,20 @@ class Scheduler:
         # ``stop`` unfreezes, so a stopped scheduler's objects can be collected.
         gc.collect()
         gc.freeze()
-        for item in self.cache.bindings.items():  # Bindings whose subject is gone go
-            ref = item.obj.spec.resource
+        # Bindings whose subject is gone go; the moves an earlier leader started count
+        # for the pace here too
+        moved: list[datetime] = []
+        for item in self.cache.bindings.items():
+            spec = item.obj.spec
+            moved += spec.moved
+            ref = spec.resource
             try:
                 key = keys.resource_key(ref.kind, ref.name, ref.namespace)
             except (KeyError, ValueError):
                 continue
             if self.cache.subject(key) is None:
                 self.queue.add(key)
+        self.antiflap.started_before(moved)
         self.writer.start()
         if self.events is not None:
             self.events.start()
@@ -566,10 +573,11 @@ class Scheduler:
     def _optional(self, subject: Subject, binding: BindingView | None,
                   decision: Decision) -> bool:
         """A move only because another candidate scores better now: the spec is the one
-        decided and every current target is still feasible."""
+        decided and every current target is feasible now — whatever the Binding said when
+        it was written (one kept Unschedulable on a cluster that fits again is where it
+        may stay: leaving is optional, and paced)."""
         if binding is None or not binding.spec.targets or (
-                binding.spec.generation != subject.generation
-                or binding.status.state != "Scheduled"):
+                binding.spec.generation != subject.generation):
             return False
         ranking = decision.evaluation.ranked
         return all(ranking.get(candidate_key(t.kind, t.namespace, t.name)) is not None

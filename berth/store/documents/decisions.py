@@ -35,6 +35,9 @@ class BindingSpec(msgspec.Struct, omit_defaults=True):
     # The ledger id of the decision that last changed targets or shares (its time):
     # the propagator annotates what it applies with it (docs/ledger.md).
     decision: str = ""
+    # When its targets changed from some clusters to others, within the minute before
+    # the Binding was last written: the moves a new leader counts for the pace.
+    moved: list[datetime] = []
 
 
 class BindingStatus(msgspec.Struct, omit_defaults=True):
@@ -64,6 +67,10 @@ class Binding(msgspec.Struct, tag_field="kind", tag="Binding"):
 class StatusMeta(msgspec.Struct, omit_defaults=True):
     name: str
     namespace: str | None = None
+    # The propagator replica that wrote this version of an application's or a cluster's
+    # status (its identity, as its claims name it; "": one replica serves every cluster):
+    # the write required its claims of the clusters it wrote about.
+    writer: str = ""
 
 
 # Amounts by resource name: ``cpu`` in millicores, ``memory``, ``ephemeral-storage``

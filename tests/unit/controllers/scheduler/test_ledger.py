@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.trim import LedgerConfig, Trimmer
-from berth.store import Fence, ledger
+from berth.store import Fence, Put, keys, ledger
 from berth.store.documents.ledger import Record
+from berth.store.documents.pace import PaceSpec
 from berth.store.errors import Deposed
 from berth_testkit.memory import FakeClock, MemoryStore
 from berth_testkit.scheduler_env import (
@@ -24,8 +26,11 @@ from berth_testkit.scheduler_env import (
     in_memory,
     metric,
     picture,
+    put,
     value,
+    wait_for,
 )
+from tests.unit.controllers.scheduler.test_antiflap import B
 
 
 def records(store: MemoryStore, name: str, n: int) -> list[tuple[ledger.Entry, Record]]:
@@ -65,6 +70,92 @@ def test_a_placement_and_a_move_off_a_tainted_cluster_are_recorded_with_the_bind
         assert moved.time == clock.now() and entry2.id == binding(store, "web").spec.decision
         [was] = [c for c in moved.candidates if c.name == f"Cluster/default/{there}"]
         assert was.rejected.startswith("TaintToleration")
+
+
+def test_a_new_generation_on_the_same_clusters_keeps_the_decision_once_it_was_seen(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """The decision's id rides on while the targets stay — also once the scheduler
+    holds the Binding as its watch delivered it (compacted for memory), not as it
+    wrote it."""
+    cluster(store, "de")
+    application(store, "web")
+    with in_memory(store, clock) as leader:
+        [(entry, _)] = records(store, "web", 1)
+        store.memory.wait_until(lambda: leader.cache.decisions.assumed() == 0)
+        clock.advance(1.0)
+        application(store, "web", generation=2)
+        b = wait_for(lambda: binding(store, "web"), lambda b: b.spec.generation == 2)
+        assert b.spec.decision == entry.id
+
+
+def test_a_new_leader_counts_its_predecessors_moves_of_the_last_minute_for_the_pace(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """``perMinute`` counts moves started in the last minute, whoever led then: a new
+    leader reads them from the Bindings' ``spec.moved`` (two moves of one application
+    are two; a first placement is none)."""
+    cluster(store, "de")
+    cluster(store, "fr")
+    application(store, "web")
+    taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    with in_memory(store, clock):
+        records(store, "web", 1)
+        there = binding(store, "web").spec.targets[0].name
+        other = "fr" if there == "de" else "de"
+        clock.advance(5.0)
+        cluster(store, there, taints=taint)
+        records(store, "web", 2)  # moved off
+        clock.advance(5.0)
+        cluster(store, there)
+        cluster(store, other, taints=taint)
+        records(store, "web", 3)  # and back
+    pace = PaceSpec(per_minute=2)
+    with in_memory(store, clock) as leader:  # a new leader: both moves count
+        held = leader.antiflap.check("x", B, "b", 1.0, None, None, pace, 0)
+        assert held is not None and held.rule == "per_minute"
+        assert held.retry_after == pytest.approx(55.0)  # the first, 5 s ago
+        assert leader.antiflap.check("x", B, "b", 1.0, None, None, PaceSpec(per_minute=3),
+                                     0) is None
+    clock.advance(61.0)
+    with in_memory(store, clock) as leader:  # over a minute on, it no longer does
+        assert leader.antiflap.check("x", B, "b", 1.0, None, None, pace, 0) is None
+
+
+def test_leaving_a_cluster_that_fits_again_is_optional_though_the_binding_said_unschedulable(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """An application kept Unschedulable on its cluster, which fits again as a better one
+    appears: it may stay, so leaving is an optional move and waits for the pace (the
+    robustness run, seed 29: such moves started in a window)."""
+    for name in ("price_de", "price_fr"):
+        metric(store, name)
+    value(store, "price_de", 0.9)
+    value(store, "price_fr", 0.1)
+    picture(store)
+    cluster(store, "de", labels={"zone": "z1"}, metrics={"price_de": 1.0})
+    cluster(store, "fr", labels={"zone": "z3"}, metrics={"price_fr": 1.0})
+    application(store, "web", constraints={"cluster": {"labels": ["zone is z1"]}})
+    with in_memory(store, clock):
+        records(store, "web", 1)
+        cluster(store, "de", labels={"zone": "z2"}, metrics={"price_de": 1.0})
+        wait_for(lambda: binding(store, "web"), lambda b: b.status.state == "Unschedulable"
+                 and [t.name for t in b.spec.targets] == ["de"])
+        put(store, keys.resource_key("Pace", "fleet"), msgspec.json.encode({
+            "api": "core", "kind": "Pace", "metadata": {"name": "fleet"},
+            "spec": {"windows": [{"start": "00:00", "end": "24:00"}]}}))
+        value(store, "price_de", 0.1)
+        value(store, "price_fr", 0.9)
+        picture(store)
+        store.commit([Put(keys.resource_key("Cluster", c, "default"), msgspec.json.encode({
+            "api": "kubernetes", "kind": "Cluster",
+            "metadata": {"name": c, "namespace": "default", "labels": {"zone": "z1"},
+                         "generation": 2},
+            "spec": {"metrics": [{"name": f"price_{c}", "weight": 1.0}],
+                     "kubeconfig": {"apiVersion": "v1", "kind": "Config"}}}), None)
+            for c in ("de", "fr")])  # both fit at once: de again, fr better
+        b = wait_for(lambda: binding(store, "web"), lambda b: b.status.state == "Scheduled")
+        assert [t.name for t in b.spec.targets] == ["de"]
+        assert "pace window" in b.status.reason
+        assert [r.event for _, r in ledger.history(store, "Application", "default", "web")[0]
+                ][-1] == "Held"
 
 
 def test_a_move_for_metrics_is_recorded_with_their_values_and_a_held_one_with_its_rule(

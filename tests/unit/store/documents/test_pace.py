@@ -3,7 +3,7 @@ as Bindings and statuses change, windows, and the scheduler's rules for moves.""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -107,6 +107,27 @@ def test_an_optional_move_waits_for_the_pace_and_a_forced_one_counts() -> None:
     held = p.check("x", B, "b", 1.0, None, None, window, 0)  # T0 + 160 s is 00:02:40
     assert held is not None and held.rule == "window"
     assert held.retry_after == pytest.approx(3600 - 160)
+
+
+def test_a_new_leader_counts_the_moves_its_predecessor_started_in_the_last_minute() -> None:
+    """Its Bindings' ``scheduled`` times: a leader change resets neither ``perMinute``
+    nor the budget."""
+    p, clock = paced()
+    now = clock.wall()
+    p.started_before([now - timedelta(seconds=s) for s in (50, 20, 5, 90)])  # 90: too old
+    pace = PaceSpec(per_minute=3)
+    held = p.check("x", B, "b", 1.0, None, None, pace, 0)
+    assert held is not None and held.rule == "per_minute"
+    assert held.retry_after == pytest.approx(10)  # the oldest of the three, 50 s ago
+    clock.t += 10
+    assert p.check("x", B, "b", 1.0, None, None, pace, 0) is None
+    # ... and for the anti-flap budget, over its interval
+    budgeted = AntiFlap(AntiFlapConfig(settle=0, budget=2, budget_interval=120), clock=clock,
+                        now=clock.wall)
+    budgeted.started_before([clock.wall() - timedelta(seconds=s) for s in (100, 30, 130)])
+    held = budgeted.check("x", B, "b", 1.0, None, None)
+    assert held is not None and held.rule == "budget"
+    assert held.retry_after == pytest.approx(20)
 
 
 def test_an_applications_own_pace_replaces_the_fleets_field_by_field() -> None:
