@@ -5,8 +5,23 @@ last fault begun before it. What each checks:
 
 * ``binding-regressed``: no Binding goes back to an older generation while its
   application lives.
+* ``decision-kept``: a Binding rewritten on the same targets and shares (a new
+  generation, a held move) keeps the decision's id it had (docs/ledger.md).
 * ``outside-term``: every Binding landed in the scheduler leader's term it carries
   (the election key's create revision in force at the revision it landed at).
+* ``outside-claim``: what a status says of a copy on a cluster — an application's
+  ``applied`` for it, a ``failed`` or ``refused`` verdict given on it — or the
+  cluster's own status changes only in a write by the propagator replica that held
+  that cluster's claim at the revision it landed at (``metadata.writer``, against the
+  claims' history). A verdict dropped, and ``errors``, are bookkeeping any replica
+  does (the application left the cluster, or is deleted).
+* ``pace``: no optional move (a Moved record the scheduler wrote for ``metrics`` or
+  ``scores``) started in one of the fleet Pace's windows, when ``perMinute`` moves
+  (any, forced included) had started in the minute before it, or while
+  ``inTransition`` copies were in transition — counted from the Bindings and statuses
+  in the history as docs/pace.md defines it (:func:`berth.store.documents.pace.steady`),
+  and only if they were in every state of the ``LAG`` seconds before (the scheduler
+  decides on what it has seen, a moment behind etcd).
 * ``ledger``: every decision a live application's Binding carried has its ledger
   record, and no placement record names a decision no Binding carried — but one
   replaced before it was written, whose record lands with the Binding that
@@ -31,7 +46,7 @@ last fault begun before it. What each checks:
   next sampling pass (one pass reads the clusters in turn). A first placement is
   no rollout; a generation whose Binding, then, lacks ``a`` has no first stage.
   The traffic makes now and then a generation that cannot become available on
-  ``a``: its rollout halts there, and never reaches ``b`` or ``c``.
+  ``a``: its rollout halts there (or rolls back), and never reaches ``b`` or ``c``.
 * ``untouched``: the ConfigMap ``foreign`` that someone else made on each cluster
   (a "thief" application names it) never gets berth's owner, never changes and
   never goes — unless its cluster came back empty.
@@ -41,7 +56,9 @@ last fault begun before it. What each checks:
   latest generation where its Binding says (as many targets as its policy wants,
   all allowed, RUNNING), its objects are there with that generation (and the
   Override's labels where it selects them, but on a Job: it ran as it was) and
-  nowhere else; every deleted one is
+  nowhere else — but a generation that failed on ``a`` and rolls back: its rollout
+  says RolledBack and every target runs the generation it rolled from; every deleted
+  one is
   gone from etcd and from every cluster.
 * ``crash``: no process died but those the faults killed, and no log holds a
   traceback.
@@ -54,17 +71,22 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
 
 import msgspec
 
-from berth.store import keys, ledger
-from berth.store.documents import ApplicationStatus, Binding
+from berth.store import Store, keys, ledger
+from berth.store.documents import ApplicationState, ApplicationStatus, Binding, ClusterStatus
+from berth.store.documents.ledger import HELD, MOVED, Record
+from berth.store.documents.pace import PaceSpec, closed_until, steady
+from berth.store.documents.rollouts import ROLLED_BACK
 from tests.faults.system import System
 from tests.robustness.faults import Happened
 from tests.robustness.history import PLANTED, Event, Sample
-from tests.robustness.traffic import Traffic
+from tests.robustness.traffic import App, Traffic
 
+T = TypeVar("T")
 GRACE = 30.0  # seconds after a fault during which a copy may still be short
 SEEN = 5.0  # seconds within which berth records a Job complete (urgent: applier.py)
 
@@ -128,11 +150,21 @@ def check_bindings(events: list[Event], faults: list[Happened], term: int
         return now
 
     seen: dict[str, int] = {}
+    last: dict[str, Binding] = {}
     for ev, name, b in bindings(events):
         if b is None:
             if ev.type == "DELETE":
                 seen.pop(name, None)
+                last.pop(name, None)
             continue
+        was = last.get(name)
+        last[name] = b
+        if (was is not None and was.spec.decision and b.spec.targets
+                and _shares(was) == _shares(b) and b.spec.decision != was.spec.decision):
+            out.append(Violation("decision-kept", name, ev.at,
+                                 f"decision {was.spec.decision!r} → {b.spec.decision!r} on "
+                                 f"the same targets at revision {ev.revision}",
+                                 before(faults, ev.at)))
         if b.spec.generation < seen.get(name, 0):
             out.append(Violation("binding-regressed", name, ev.at,
                                  f"generation {seen[name]} → {b.spec.generation} at revision "
@@ -144,6 +176,189 @@ def check_bindings(events: list[Event], faults: list[Happened], term: int
                                  f"{ev.revision} in term {term_at(ev.revision)}",
                                  before(faults, ev.at)))
     return out
+
+
+CLAIMS = keys.LEASES + "propagator/clusters/"
+
+
+def holder(value: bytes) -> str:
+    """Who a claim's value names ("": not a claim, written by hand)."""
+    try:
+        got = msgspec.json.decode(value, type=dict[str, Any]).get("holder")
+    except msgspec.DecodeError:
+        return ""
+    return got if isinstance(got, str) else ""
+
+
+def _entries(st: ApplicationState) -> dict[str, tuple[Any, ...]]:
+    """What an application's status says its copy on each cluster is: what was applied
+    there and judged (``applied``), that it failed there in time (``failed``), that the
+    cluster refused it (``refused``) — what only the replica serving that cluster can
+    know."""
+    cids = set(st.applied) | set(st.failed) | set(st.refused)
+    return {c: (st.applied.get(c), st.failed.get(c), st.refused.get(c)) for c in cids}
+
+
+def _said(was: tuple[Any, ...] | None, now: tuple[Any, ...] | None) -> bool:
+    """Whether a write changed what only a cluster's owner knows: its copy (made,
+    changed or gone), or a verdict on it given anew. A verdict dropped is bookkeeping
+    any replica does (the application left the cluster, or is deleted); ``errors``,
+    likewise carried on and dropped by whichever replica writes, is not checked."""
+    applied_was, applied_now = (was or (None,))[0], (now or (None,))[0]
+    if applied_was != applied_now:
+        return True
+    return any(n is not None and n != w for w, n in zip((was or (None,) * 3)[1:],
+                                                        (now or (None,) * 3)[1:],
+                                                        strict=True))
+
+
+def check_claims(events: list[Event], faults: list[Happened], start: dict[str, str]
+                 ) -> list[Violation]:
+    """``start``: each cluster's claim holder when the history began."""
+    holders = dict(start)
+    apps = keys.status_prefix("Application") + "default/"
+    clusters = keys.status_prefix("Cluster") + "default/"
+    last: dict[str, dict[str, tuple[Any, ...]]] = {}  # status key → entries, last good
+    out: list[Violation] = []
+    said: set[tuple[str, str, str]] = set()
+
+    def check(subject: str, ev: Event, writer: str, cid: str) -> None:
+        now = holders.get(cid, "")
+        if writer and now != writer and (subject, writer, cid) not in said:
+            said.add((subject, writer, cid))
+            out.append(Violation("outside-claim", subject, ev.at,
+                                 f"{writer} wrote of {cid} at revision {ev.revision} while "
+                                 f"{now or 'nobody'} held its claim", before(faults, ev.at)))
+
+    for ev in events:
+        if ev.key.startswith(CLAIMS):
+            cid = ev.key[len(CLAIMS):]
+            if ev.type == "DELETE":
+                holders.pop(cid, None)
+            else:
+                holders[cid] = holder(ev.value)
+        elif (name := _name(ev.key, clusters)) is not None and ev.type == "PUT":
+            try:
+                cs = msgspec.json.decode(ev.value, type=ClusterStatus)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # garbage, written by hand
+            check(f"cluster {name}", ev, cs.metadata.writer, f"default/{name}")
+        elif (name := _name(ev.key, apps)) is not None:
+            if ev.type == "DELETE":
+                last.pop(ev.key, None)
+                continue
+            try:
+                st = msgspec.json.decode(ev.value, type=ApplicationStatus)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # garbage: the next write is compared with the last good one
+            was, now = last.get(ev.key, {}), _entries(st.status)
+            last[ev.key] = now
+            for cid in sorted(set(was) | set(now)):
+                if _said(was.get(cid), now.get(cid)):
+                    check(name, ev, st.metadata.writer, cid)
+    return out
+
+
+LAG = 2.0  # seconds the scheduler's view may be behind etcd when it decides
+OPTIONAL = ("metrics", "scores")  # the triggers of an optional move (ledger.TRIGGERS)
+
+
+def _record(ev: Event) -> Record | None:
+    """The scheduler's ledger record an event wrote (None: another key, or not one)."""
+    if ev.type != "PUT" or not ev.key.startswith(ledger.LEDGER) or ".scheduler." not in ev.key:
+        return None
+    try:
+        return msgspec.json.decode(ev.value, type=Record)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def check_pace(events: list[Event], faults: list[Happened], pace: PaceSpec
+               ) -> tuple[list[Violation], dict[str, int]]:
+    """Also what was counted: optional moves checked, and the moves the pace held back."""
+    bprefix = keys.binding_prefix("Application") + "default/"
+    sprefix = keys.status_prefix("Application") + "default/"
+    targets: dict[str, frozenset[str]] = {}
+    ok: dict[str, frozenset[str]] = {}  # only applications that run somewhere
+    # (revision, time, copies in transition once its events were read), as they changed
+    counts: list[tuple[int, float, int]] = [(0, 0.0, 0)]
+
+    def total() -> int:
+        return sum(len(t - ok[n]) for n, t in targets.items() if n in ok)
+
+    started: list[datetime] = []  # every move's record time
+    out: list[Violation] = []
+    seen = {"optional moves": 0, "held by the pace": 0}
+    changed = False
+    for ev in events:
+        if changed and ev.revision != counts[-1][0]:  # the revision before is whole
+            counts[-1] = (counts[-1][0], counts[-1][1], total())
+            changed = False
+        if (name := _name(ev.key, bprefix)) is not None:
+            b = _decoded(ev, Binding)
+            if b is None:
+                targets.pop(name, None)
+            else:
+                targets[name] = frozenset(f"{t.namespace or ''}/{t.name}" for t in b.spec.targets)
+        elif (name := _name(ev.key, sprefix)) is not None:
+            st = _decoded(ev, ApplicationStatus)
+            r = st.status.rollout if st is not None else None
+            now = steady(st.status.applied, r.generation if r else 0,
+                         r.phase if r else "") if st is not None else None
+            if now is None:
+                ok.pop(name, None)
+            else:
+                ok[name] = frozenset(now)
+        elif (rec := _record(ev)) is not None:
+            app = ev.key[len(ledger.LEDGER):].split("/")[-2]
+            if rec.event == HELD and rec.rule in ("window", "in_transition",
+                                                        "per_minute"):
+                seen["held by the pace"] += 1
+            if rec.event != MOVED:
+                continue
+            t = rec.time
+            if rec.trigger in OPTIONAL:
+                seen["optional moves"] += 1
+                why = []
+                if pace.windows and closed_until(pace.windows, t) is not None:
+                    why.append(f"in a window ({t:%H:%M:%S} UTC)")
+                last = [s for s in started if (t - s).total_seconds() < 59.0]
+                if pace.per_minute and len(last) >= pace.per_minute:
+                    why.append(f"{len(last)} moves started in the minute before "
+                               f"(perMinute {pace.per_minute})")
+                # the count before this revision, in every state of the last LAG seconds
+                before_it = [c for rev, at, c in counts if rev < ev.revision
+                             and at >= ev.at - LAG] or [
+                    next(c for rev, _, c in reversed(counts) if rev < ev.revision)]
+                if pace.in_transition and min(before_it) >= pace.in_transition:
+                    why.append(f"{min(before_it)} copies in transition "
+                               f"(inTransition {pace.in_transition})")
+                if why:
+                    out.append(Violation("pace", app, ev.at, "optional move to "
+                                         + ",".join(t.name for t in rec.targets) + " started "
+                                         + "; ".join(why), before(faults, ev.at)))
+            started.append(t)
+            continue
+        else:
+            continue
+        if counts[-1][0] != ev.revision:
+            counts.append((ev.revision, ev.at, -1))  # its count once it is whole
+        changed = True
+    return out, seen
+
+
+def _decoded(ev: Event, kind: type[T]) -> T | None:
+    """The document a PUT wrote (None: a delete, or garbage written by hand)."""
+    if ev.type != "PUT":
+        return None
+    try:
+        return msgspec.json.decode(ev.value, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _shares(b: Binding) -> dict[tuple[str, str | None], int | None]:
+    return {(t.name, t.namespace): t.replicas for t in b.spec.targets}
 
 
 def check_ledger(system: System, events: list[Event], live: Iterable[str]) -> list[Violation]:
@@ -369,9 +584,12 @@ def final(system: System, traffic: Traffic) -> list[str]:
         objects[cname] = found
     labels = traffic.labels
     for name, app in sorted(traffic.apps.items()):
-        if app.shape == "thief" or app.bad:
-            continue  # refused where the foreign ConfigMap is ("untouched" checks it);
-            # or halted at its first stage ("stage-order" checks it)
+        if app.shape == "thief":
+            continue  # refused where the foreign ConfigMap is ("untouched" checks it)
+        if app.bad:  # halted at its first stage ("stage-order" checks it), or rolled back
+            if app.rollback:
+                out += rolled_back(db, name, app, objects)
+            continue
         kv = db.get(keys.binding_key("Application", "default", name))
         if kv is None:
             out.append(f"{name}: no Binding")
@@ -426,6 +644,33 @@ def final(system: System, traffic: Traffic) -> list[str]:
     return out
 
 
+def rolled_back(db: Store, name: str, app: App,
+                objects: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> list[str]:
+    """A generation that failed on ``a`` rolled back (docs/rollouts.md): the status says
+    so, and every target runs the generation it rolled from again."""
+    kv = db.get(keys.binding_key("Application", "default", name))
+    skv = db.get(keys.status_key("Application", "default", name))
+    if kv is None or skv is None:
+        return [f"{name}: rolled back, but {'no Binding' if kv is None else 'no status'}"]
+    on = {t.name for t in msgspec.json.decode(kv.value, type=Binding).spec.targets}
+    if "a" not in on:
+        return []  # not placed on a (it failed there, or a was away): nothing failed
+    r = msgspec.json.decode(skv.value, type=ApplicationStatus).status.rollout
+    if r is None or r.generation != app.generation or r.phase != ROLLED_BACK:
+        return [f"{name}: generation {app.generation} failed on a, and its rollout is "
+                + (f"{r.phase} of generation {r.generation}" if r else "none")
+                + ", not rolled back"]
+    want = f"x:{r.stable}"
+    return [f"{name}: rolled back to {r.stable}, but on {c} "
+            + (f"image {have}" if (have := _image_on(objects[c], name)) else "nothing")
+            for c in sorted(on) if c in objects and _image_on(objects[c], name) != want]
+
+
+def _image_on(found: dict[tuple[str, str], dict[str, Any]], name: str) -> str:
+    obj = found.get(("Deployment", name))
+    return str(obj["spec"]["template"]["spec"]["containers"][0]["image"]) if obj else ""
+
+
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.M)
 
 
@@ -441,6 +686,6 @@ def check_processes(system: System, crashed: list[str]) -> list[Violation]:
     return out
 
 
-__all__ = ["GRACE", "Violation", "check_bindings", "check_foreign", "check_jobs",
-           "check_jobs_twice", "check_ledger", "check_never_down", "check_processes",
-           "check_stages", "final"]
+__all__ = ["GRACE", "Violation", "check_bindings", "check_claims", "check_foreign",
+           "check_jobs", "check_jobs_twice", "check_ledger", "check_never_down", "check_pace",
+           "check_processes", "check_stages", "final"]

@@ -27,9 +27,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from berth.store import keys
+from berth.store import Put, encode, keys
+from berth.store.documents.base import Metadata
+from berth.store.documents.pace import FLEET, Pace, PaceSpec, PaceWindow
 from berth_testkit.servers.etcd import ROOT
 from tests.faults.system import System
 from tests.robustness import checks
@@ -37,9 +40,10 @@ from tests.robustness.faults import Injector
 from tests.robustness.history import Foreign, Recorder, Sampler
 from tests.robustness.traffic import Traffic
 
-INVARIANTS = ["binding-regressed", "outside-term", "ledger", "never-down", "job-again",
-              "job-twice", "stage-order", "untouched", "one-owner", "final", "crash",
-              "history-whole"]
+IN_TRANSITION, PER_MINUTE = 8, 30  # the fleet's pace during a run (docs/pace.md)
+INVARIANTS = ["binding-regressed", "decision-kept", "outside-term", "outside-claim", "pace",
+              "ledger", "never-down", "job-again", "job-twice", "stage-order", "untouched",
+              "one-owner", "final", "crash", "history-whole"]
 
 
 @dataclass
@@ -70,6 +74,23 @@ class Report:
         return "\n".join(lines) + "\n"
 
 
+def fleet_pace(seconds: float) -> PaceSpec:
+    """The fleet's pace for a run of ``seconds`` from now: tight enough to hold some of
+    the traffic's optional moves back, and a one-minute window (no optional change) every
+    five minutes — the first at the first whole minute at least ten seconds in, the last
+    ending at least ten seconds before the traffic does (a run of two minutes holds one
+    two times in three)."""
+    now = datetime.now(UTC)
+    first = (now + timedelta(seconds=70)).replace(second=0, microsecond=0)
+    windows = []
+    while first + timedelta(minutes=1) <= now + timedelta(seconds=seconds - 10):
+        end = first + timedelta(minutes=1)
+        windows.append(PaceWindow(start=f"{first:%H:%M}",
+                                  end="24:00" if end.day != first.day else f"{end:%H:%M}"))
+        first += timedelta(minutes=5)
+    return PaceSpec(in_transition=IN_TRANSITION, per_minute=PER_MINUTE, windows=windows)
+
+
 def run(seed: int, seconds: float, *, workdir: Path, bound: float = 240.0,
         interval: float = 0.3, log: Callable[[str], None] = print) -> Report:
     system = System(workdir, log=log)
@@ -85,7 +106,13 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
     t0 = time.monotonic()
     recorder = Recorder(system.db, t0)
     election = system.db.get(keys.lease_key("scheduler"))  # the term the history begins in
-    recorder.start(election.mod_revision + 1 if election else system.db.revision() + 1)
+    start = election.mod_revision + 1 if election else system.db.revision() + 1
+    claims = {kv.key[len(checks.CLAIMS):]: checks.holder(kv.value)  # held when it begins
+              for kv in system.db.list_prefix(checks.CLAIMS, revision=start - 1)[0]}
+    recorder.start(start)
+    pace = fleet_pace(seconds)
+    system._commit([Put(keys.resource_key("Pace", FLEET), encode(
+        Pace(Metadata(name=FLEET), pace)), None)])
     foreign = Foreign(system.clusters)
     for name in system.clusters:
         foreign.plant(name)
@@ -131,9 +158,12 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
     events = recorder.snapshot()
     faults = injector.happened
     deleted_at = {n: at - t0 for n, at in traffic.deleted_at.items()}
+    paced, pace_seen = checks.check_pace(events, faults, pace)
     violations = (checks.check_bindings(events, faults,
                                         election.create_revision if election else 0)
+                  + checks.check_claims(events, faults, claims)
                   + checks.check_ledger(system, events, traffic.apps)
+                  + paced
                   + checks.check_never_down(sampler.samples, sampler.unreached, traffic, faults,
                                            deleted_at)
                   + checks.check_jobs(sampler.samples, faults, sampler.run_time)
@@ -167,6 +197,8 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                      1 for x in sampler.samples if x.kind == "ConfigMap"),
                  "thieves": sum(1 for a in list(traffic.apps.values())
                                 + list(traffic.deleted.values()) if a.shape == "thief"),
+                 **pace_seen,
+                 "pace windows": len(pace.windows),
                  "live applications": len(traffic.apps),
                  "deleted applications": len(traffic.deleted)},
         violations=[v.line() for v in violations])

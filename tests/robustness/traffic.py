@@ -3,11 +3,11 @@
 Applications are made, given new generations, relabelled into forced moves, deleted;
 metric values change (optional moves); an Override is changed. Each application has
 one of a few shapes — a ConfigMap placed PickOne under a label constraint, PickN(2),
-PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts; now and
-then a generation whose Pods never become Ready on the first stage's cluster, so
-that the rollout halts), a Job, a "thief" whose ConfigMap has the name of one berth
-did not make — and
-the model keeps what each should be, so the run's end can be checked against it.
+PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts; now and then a
+generation whose Pods never become Ready on the first stage's cluster, so that the
+rollout halts — or, for every other application, rolls back), a Job, a "thief" whose
+ConfigMap has the name of one berth did not make — and the model keeps what each
+should be, so the run's end can be checked against it.
 
 Every choice comes from the run's seeded ``random.Random``: the same seed makes the
 same operations in the same order (their timing follows the machine).
@@ -23,6 +23,8 @@ from typing import Any
 
 import msgspec
 
+from berth.bootstrap.load import to_document
+from berth.bootstrap.write import plan, write
 from berth.store import Put, encode, keys
 from berth_testkit.servers.kube import CRASH_ON
 from tests.faults.system import System
@@ -53,6 +55,7 @@ class App:
     generation: int = 1
     overridden: bool = False  # selected by the Override (label robust=yes)
     bad: bool = False  # its latest generation's Pods never become Ready on cluster a
+    rollback: bool = False  # a Staged rollout that fails rolls back (else it halts)
 
     @property
     def policy(self) -> dict[str, Any]:
@@ -118,6 +121,8 @@ class App:
             if self.strategy == "Staged":
                 rollout["stages"] = [{"name": "first", "clusters": {"names": ["a"]}},
                                      {"name": "then", "clusters": {}}]
+                if self.rollback:
+                    rollout["onFailure"] = "Rollback"
             spec["rollout"] = rollout
         metadata: dict[str, Any] = {"name": self.name, "namespace": "default",
                                     "generation": self.generation}
@@ -157,6 +162,14 @@ class Traffic:
         self.ops[op] += 1
         return op
 
+    def _apply(self, app: App) -> None:
+        """Write the application as ``berth apply --force`` does: its generation and,
+        in the same transaction, its manifest added to its history (which a rollout
+        holds clusters back on and rolls back to)."""
+        db = self.system.db
+        write(db, plan(db, [to_document(app.name, msgspec.json.decode(app.document()))],
+                       force=True))
+
     def _write(self, key: str, value: bytes) -> None:
         """Write ``value`` at ``key`` whatever it holds (as a user's apply); the model
         changes only once it is written."""
@@ -169,8 +182,9 @@ class Traffic:
         rule = self.rng.randrange(len(RULES)) if shape in ("cm", "job", "thief") else self.rng.choice(
             [0, 1, 2])
         app = App(name, shape, rule, strategy=self.rng.choice(STRATEGIES),
-                  overridden=self.rng.random() < 0.3)
-        self._write(keys.resource_key("Application", name, "default"), app.document())
+                  overridden=self.rng.random() < 0.3,
+                  rollback=self.made % 2 == 0)  # not a draw: the seed's stream stays
+        self._apply(app)
         self.apps[name] = app
 
     def _update(self, live: list[str]) -> None:
@@ -180,11 +194,12 @@ class Traffic:
         was = app.bad
         app.generation += 1
         # a Staged rollout whose first stage (a) is among its targets: now and then a
-        # generation that cannot become available there, so that the rollout halts
+        # generation that cannot become available there, so that the rollout halts (or
+        # rolls back)
         app.bad = (app.shape == "deploy" and app.strategy == "Staged" and app.rule in (0, 1)
                    and self.rng.random() < 0.25)
         try:
-            self._write(keys.resource_key("Application", app.name, "default"), app.document())
+            self._apply(app)
         except BaseException:
             app.generation -= 1
             app.bad = was

@@ -1,0 +1,178 @@
+"""The robustness run's checks themselves (tests/robustness/checks.py), on histories
+written out by hand: each one that should fire does, and a history that keeps the
+promise passes. (The run, on real servers, is tests/robustness.)"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from berth.store import encode, keys, ledger
+from berth.store.documents import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    ClusterApplied,
+    FailedTarget,
+    StatusMeta,
+    Target,
+)
+from berth.store.documents.base import ObjectRef
+from berth.store.documents.ledger import HELD, MOVED, Record
+from berth.store.documents.pace import PaceSpec, PaceWindow
+from tests.robustness.checks import CLAIMS, check_bindings, check_claims, check_pace
+from tests.robustness.history import Event
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+class History:
+    """Events as etcd's watch would deliver them: one revision per write."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.revision = 100
+
+    def put(self, key: str, doc: object, at: float, *, same: bool = False) -> None:
+        if not same:
+            self.revision += 1
+        self.events.append(Event(self.revision, "PUT", key, encode(doc), self.revision, at))
+
+    def binding(self, app: str, *on: str, at: float, decision: str = "", gen: int = 1
+                ) -> None:
+        self.put(keys.binding_key("Application", "default", app), Binding(
+            metadata=BindingMeta(app, "default"),
+            spec=BindingSpec(ObjectRef("Application", app, "default"), gen,
+                             [Target("Cluster", c, "default") for c in on],
+                             decision=decision)), at)
+
+    def status(self, app: str, at: float, copies: dict[str, tuple[str, bool]],
+               writer: str = "") -> None:
+        """``copies``: cluster → (health, new)."""
+        self.put(keys.status_key("Application", "default", app), ApplicationStatus(
+            StatusMeta(app, "default", writer), ApplicationState(applied={
+                f"default/{c}": ClusterApplied(1, health=h, new=n)
+                for c, (h, n) in copies.items()})), at)
+
+    def move(self, app: str, trigger: str, at: float, *to: str) -> None:
+        """The scheduler's Moved record, in the transaction of the Binding before it."""
+        rec = Record(T0 + timedelta(seconds=at), MOVED, 1, trigger=trigger,
+                     targets=[Target("Cluster", c, "default") for c in to])
+        key = (ledger.prefix("Application", "default", app)
+               + f"{ledger.record_id(rec.time)}.scheduler.1")
+        self.put(key, rec, at, same=True)
+
+    def held(self, app: str, rule: str, at: float) -> None:
+        rec = Record(T0 + timedelta(seconds=at), HELD, 1, rule=rule)
+        self.put(ledger.prefix("Application", "default", app)
+                 + f"{ledger.record_id(rec.time)}.scheduler.1", rec, at)
+
+
+HEALTHY, NEW = ("Healthy", False), ("Progressing", True)
+
+
+def running(h: History, app: str, cluster: str, at: float) -> None:
+    h.binding(app, cluster, at=at)
+    h.status(app, at, {cluster: HEALTHY})
+
+
+def test_an_optional_move_while_the_limit_is_in_transition_is_a_violation() -> None:
+    h = History()
+    running(h, "x", "a", 0.0)
+    running(h, "y", "a", 0.0)
+    h.binding("y", "b", at=1.0)  # y moves (forced): its copy on b is in transition
+    h.move("y", "cluster", 1.0, "b")
+    h.status("y", 1.5, {"a": HEALTHY, "b": NEW})
+    h.binding("x", "b", at=10.0)  # an optional move, with one in transition for 8.5 s
+    h.move("x", "metrics", 10.0, "b")
+    found, seen = check_pace(h.events, [], PaceSpec(in_transition=1))
+    assert [(v.invariant, v.subject) for v in found] == [("pace", "x")]
+    assert "1 copies in transition (inTransition 1)" in found[0].what
+    assert seen == {"optional moves": 1, "held by the pace": 0}
+    # the same move once y's copy was available for longer than the scheduler may lag
+    h = History()
+    running(h, "x", "a", 0.0)
+    running(h, "y", "a", 0.0)
+    h.binding("y", "b", at=1.0)
+    h.move("y", "cluster", 1.0, "b")
+    h.status("y", 1.5, {"a": HEALTHY, "b": NEW})
+    h.status("y", 5.0, {"b": HEALTHY})
+    h.held("x", "in_transition", 4.0)
+    h.binding("x", "b", at=10.0)
+    h.move("x", "metrics", 10.0, "b")
+    found, seen = check_pace(h.events, [], PaceSpec(in_transition=1))
+    assert found == []
+    assert seen == {"optional moves": 1, "held by the pace": 1}
+
+
+def test_a_copy_available_a_moment_before_the_move_is_no_violation() -> None:
+    """The scheduler decides on what it has seen, up to LAG behind etcd."""
+    h = History()
+    running(h, "x", "a", 0.0)
+    h.binding("y", "a", at=0.0)
+    h.status("y", 0.0, {"a": HEALTHY})
+    h.binding("y", "b", at=1.0)
+    h.move("y", "cluster", 1.0, "b")
+    h.status("y", 9.5, {"b": HEALTHY})  # available 0.5 s before x's move
+    h.binding("x", "b", at=10.0)
+    h.move("x", "scores", 10.0, "b")
+    assert check_pace(h.events, [], PaceSpec(in_transition=1))[0] == []
+
+
+def test_moves_per_minute_and_windows() -> None:
+    h = History()
+    for i, app in enumerate("pqr"):
+        running(h, app, "a", 0.0)
+        h.binding(app, "b", at=10.0 + i)
+        h.move(app, "cluster" if app != "r" else "metrics", 10.0 + i, "b")
+    # r's optional move is the third in a minute: over perMinute 2
+    found, _ = check_pace(h.events, [], PaceSpec(per_minute=2))
+    assert [v.subject for v in found] == ["r"] and "2 moves started" in found[0].what
+    assert check_pace(h.events, [], PaceSpec(per_minute=3))[0] == []
+    # ... and it started at 12:00:12, in a window 12:00 to 12:01; the forced ones may
+    found, _ = check_pace(h.events, [], PaceSpec(windows=[PaceWindow("12:00", "12:01")]))
+    assert [v.subject for v in found] == ["r"] and "in a window" in found[0].what
+    assert check_pace(h.events, [], PaceSpec(windows=[PaceWindow("12:01", "12:02")]))[0] == []
+
+
+def test_a_status_changing_what_it_says_of_a_cluster_needs_its_claim() -> None:
+    h = History()
+    h.put(CLAIMS + "default/a", {"holder": "p1", "lease": 7}, 0.0)
+    h.put(CLAIMS + "default/b", {"holder": "p2", "lease": 8}, 0.0)
+    h.status("x", 1.0, {"a": NEW}, "p1")  # p1 of a: its own
+    h.status("x", 2.0, {"a": NEW, "b": NEW}, "p2")  # p2 of b: its own; a is as it was
+    h.status("x", 3.0, {"a": HEALTHY, "b": NEW}, "p2")  # p2 of a: not its claim
+    h.put(keys.status_key("Cluster", "default", "b"), {
+        "kind": "Cluster", "metadata": {"name": "b", "namespace": "default",
+                                        "writer": "p1"}, "status": {"state": "ONLINE"}}, 4.0)
+    h.events.append(Event(h.revision + 1, "DELETE", CLAIMS + "default/a", b"", 0, 5.0))
+    h.revision += 1
+    h.status("x", 6.0, {"b": NEW}, "p1")  # a's copy goes after p1's claim of a went
+    found = check_claims(h.events, [], {})
+    assert [(v.subject, v.what.split(" at ")[0]) for v in found] == [
+        ("x", "p2 wrote of default/a"), ("cluster b", "p1 wrote of default/b"),
+        ("x", "p1 wrote of default/a")]
+    assert "while nobody held its claim" in found[-1].what
+    # a verdict on a's copy given by p2 is a's owner's word; dropped, it is bookkeeping
+    h = History()
+    h.put(CLAIMS + "default/a", {"holder": "p1", "lease": 7}, 0.0)
+    failed = ApplicationStatus(StatusMeta("x", "default", "p2"), ApplicationState(
+        failed={"default/a": FailedTarget(T0, 1)}))
+    h.put(keys.status_key("Application", "default", "x"), failed, 1.0)
+    h.status("x", 2.0, {}, "p2")
+    assert [(v.subject, v.at) for v in check_claims(h.events, [], {})] == [("x", 1.0)]
+    # without a writer (one replica serves every cluster) there is nothing to check
+    h = History()
+    h.status("x", 1.0, {"a": NEW})
+    assert check_claims(h.events, [], {}) == []
+
+
+def test_a_binding_on_the_same_targets_keeps_its_decision() -> None:
+    h = History()
+    h.binding("x", "a", at=0.0, decision="d1")
+    h.binding("x", "a", at=1.0, decision="d1", gen=2)  # a new generation: kept
+    h.binding("x", "b", at=2.0, decision="d2", gen=2)  # a move: a new decision
+    h.binding("x", "b", at=3.0, decision="", gen=3)  # lost
+    found = check_bindings(h.events, [], 0)
+    assert [(v.invariant, v.subject, v.at) for v in found] == [("decision-kept", "x", 3.0)]
