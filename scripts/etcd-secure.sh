@@ -17,7 +17,8 @@
 # it (etcdctl role delete berth-<process>) and run the script again.
 #
 # The key layout is berth/store/keys.py's. Who may do what:
-#   berth-scheduler      reads everything but secrets; writes Bindings, ledger
+#   berth-scheduler      reads everything but secrets; writes Bindings, the moves
+#                        its leader started (for the next), ledger
 #                        records (and deletes those past retention), events
 #   berth-propagator     reads everything but secrets, and the secrets of
 #                        Clusters and Applications; writes statuses, ledger
@@ -107,6 +108,8 @@ role berth-scheduler
 no_secrets berth-scheduler
 grant berth-scheduler readwrite "${R}bindings/" --prefix
 grant berth-scheduler readwrite "${R}leases/scheduler" --prefix
+# what one leader hands the next (the moves it started lately: the pace's)
+grant berth-scheduler readwrite "${R}scheduler/" --prefix
 # its ledger records (and, its leader, retention's deletes) and its events
 grant berth-scheduler readwrite "${R}ledger/" --prefix
 grant berth-scheduler readwrite "${R}events/" --prefix

@@ -11,6 +11,7 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/metricvalues/metrics/<namespace>/<name>
     /berth/v1/metricvalues/picture                    ... and whether they are whole
     /berth/v1/leases/<process>                        leader election
+    /berth/v1/scheduler/moves                         the moves its leader started lately
     /berth/v1/secrets/<plural>/[<namespace>/]<name>   the secrets a document carries
     /berth/v1/history/applications/<namespace>/<name> an application's last manifests
     /berth/v1/rollouts/applications/<namespace>/<name> what an operator says of a rollout
@@ -41,6 +42,8 @@ STATUS = ROOT + "status/"
 METRIC_VALUES = ROOT + "metricvalues/"
 METRIC_PICTURE = METRIC_VALUES + "picture"
 LEASES = ROOT + "leases/"
+# What one scheduler leader hands the next: the moves it started lately (the pace's)
+SCHEDULER_MOVES = ROOT + "scheduler/moves"
 SECRETS = ROOT + "secrets/"
 CLUSTER_CREDENTIALS = SECRETS + "clusters/"
 HISTORY = ROOT + "history/"
@@ -344,7 +347,7 @@ def problem(key: str) -> str | None:
     keys (one warning each); nothing berth writes looks like that."""
     if not key.isascii() or "\\" in key:
         return "not an ASCII key (names are ASCII)"
-    if key == METRIC_PICTURE:
+    if key in (METRIC_PICTURE, SCHEDULER_MOVES):
         return None
     if key.startswith((WORK, AGENTS, REGISTRATIONS)):
         return cluster_key_problem(key)

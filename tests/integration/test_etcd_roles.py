@@ -13,6 +13,7 @@ import requests
 import yaml
 
 from berth.store import Put, Store, Unauthorized, encode, keys
+from berth.store.documents import MovesStarted
 from berth_testkit.scheduler_env import (
     ConsoleProcess,
     MetricsCacheProcess,
@@ -137,6 +138,9 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
             assert int(sched.call("maintenance/status", {}, "status")["dbSizeInUse"]) > 0
             assert sched.call("maintenance/alarm", {"action": "GET"}, "alarms").get(
                 "alarms") in (None, [])
+            # ... and writes the moves its leader started, for the next one
+            said = encode(MovesStarted(started=[(1, 1)]))
+            sched.commit([Put(keys.SCHEDULER_MOVES, said, None)])
         finally:
             sched.close()
     finally:
@@ -153,6 +157,9 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
     ("berth-propagator", "write", keys.binding_key("Application", "default", "x")),
     ("berth-propagator", "write", keys.resource_key("Cluster", "x", "default")),
     ("berth-propagator", "write", keys.METRIC_PICTURE),
+    ("berth-propagator", "write", keys.SCHEDULER_MOVES),
+    ("berth-metrics-cache", "write", keys.SCHEDULER_MOVES),
+    ("berth-console", "write", keys.SCHEDULER_MOVES),
     ("berth-metrics-cache", "write", keys.resource_key("Cluster", "x", "default")),
     ("berth-metrics-cache", "write", keys.binding_key("Application", "default", "x")),
     ("berth-metrics-cache", "write", "/berth/v1/ledger/applications/default/x/"

@@ -37,20 +37,28 @@ A move held back is recorded in the Binding (its reason says why, and when
 it is tried again). A move back to targets left less than ``flap_window``
 ago counts as a flap (``berth_scheduler_flaps_total``), whatever caused it.
 
+What ``perMinute`` and ``budget`` count outlives a leader: :meth:`AntiFlap.record`
+says it by the second (:class:`~berth.store.documents.MovesStarted`), the
+scheduler writes that with each move's Binding, and the next leader starts
+from it (:meth:`AntiFlap.started_before`) — a Binding would not do, as an
+application's deletion takes its Binding with it.
+
 Owned by the scheduling loop: one thread, no lock.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
 from prometheus_client import Counter
 
+from berth.store.documents import MovesStarted
 from berth.store.documents.pace import PaceSpec, closed_until
 
 FLAPS = Counter("berth_scheduler_flaps_total",
@@ -103,6 +111,9 @@ class AntiFlap:
         self._better: dict[str, tuple[Refs, float]] = {}  # key → held move and since when
         self._moves: deque[float] = deque()  # times of optional moves within the budget
         self._started: deque[float] = deque()  # times of every move in the last minute
+        # The same, by the wall clock's second (``record``): [second, moves], oldest first
+        self._started_s: deque[list[int]] = deque()
+        self._optional_s: deque[list[int]] = deque()
         self._left: dict[str, tuple[Refs, float]] = {}  # key → targets it left, and when
         self._prune_at = 1024
 
@@ -188,10 +199,13 @@ class AntiFlap:
         """``key`` moves from ``old`` to ``new`` (counted against the budget if optional)."""
         t = self.clock()
         self._better.pop(key, None)
+        second = math.ceil(self.now().timestamp())  # by its end: counted a moment longer
         if optional and self.config.budget:
             self._moves.append(t)
+            _add(self._optional_s, second)
         if old:  # a move (not a first placement): counted for the pace, forced or not
             self._started.append(t)
+            _add(self._started_s, second)
             while self._started and t - self._started[0] >= 60.0:
                 self._started.popleft()
         window = self.config.flap_window
@@ -204,22 +218,49 @@ class AntiFlap:
             self._left = {k: v for k, v in self._left.items() if t - v[1] <= window}
             self._prune_at = 2 * len(self._left) + 1024
 
-    def started_before(self, when: Iterable[datetime]) -> None:
-        """Moves an earlier leader started (its Bindings' ``spec.moved``, wall clock):
-        those of the last minute count for ``perMinute`` here too, and for the
-        ``budget`` within its interval (forced ones among them: a Binding does not say
-        which were optional; none older than a minute: a Binding keeps no more), so a
-        new leader does not spend them again."""
-        now, t = self.now(), self.clock()
-        ago = sorted((now - w).total_seconds() for w in when)
-        self._started.extendleft(t - a for a in ago if 0.0 <= a < 60.0)
-        if self.config.budget:
-            self._moves.extendleft(t - a for a in ago
-                                   if 0.0 <= a < self.config.budget_interval)
+    def record(self) -> MovesStarted:
+        """The moves still counted here — every one of the last minute, the optional ones
+        the budget counts — by the second, for whoever leads next."""
+        now = self.now().timestamp()
+        while self._started_s and self._started_s[0][0] + 60 <= now:
+            self._started_s.popleft()
+        c = self.config
+        optional = self._optional_s
+        while optional and optional[0][0] + c.budget_interval <= now:
+            optional.popleft()
+        total = sum(n for _, n in optional)
+        while optional and total - optional[0][1] >= c.budget:  # the newest budget do
+            total -= optional.popleft()[1]
+        return MovesStarted(started=[(s, n) for s, n in self._started_s],
+                            optional=[(s, n) for s, n in optional])
+
+    def started_before(self, record: MovesStarted) -> None:
+        """Start from an earlier leader's :meth:`record`: its moves of the last minute
+        count for ``perMinute`` here too, its optional ones for the ``budget`` within
+        its interval, so a new leader does not spend them again. A second a clock ahead
+        of this one put in the future counts from now."""
+        now, t = self.now().timestamp(), self.clock()
+        started = [(s, n) for s, n in sorted(record.started) if n > 0 and now - s < 60.0]
+        optional = ([(s, n) for s, n in sorted(record.optional)
+                     if n > 0 and now - s < self.config.budget_interval]
+                    if self.config.budget else [])
+        for buckets, exact, seconds in ((started, self._started, self._started_s),
+                                        (optional, self._moves, self._optional_s)):
+            exact.extendleft(t - max(0.0, now - s) for s, n in reversed(buckets)
+                             for _ in range(n))
+            seconds.extendleft([s, n] for s, n in reversed(buckets))
 
     def forget(self, key: str) -> None:
         self._better.pop(key, None)
         self._left.pop(key, None)
+
+
+def _add(seconds: deque[list[int]], second: int) -> None:
+    """One move more in ``second`` (a clock set back: in the latest second said)."""
+    if seconds and seconds[-1][0] >= second:
+        seconds[-1][1] += 1
+    else:
+        seconds.append([second, 1])
 
 
 __all__ = ["HELD_PREFIX", "AntiFlap", "AntiFlapConfig", "Held"]

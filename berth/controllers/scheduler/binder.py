@@ -20,6 +20,11 @@ written after the fact.
 A submitted decision is assumed in :class:`Decisions` at once; the writer
 then records the revision it landed at, or retracts it.
 
+The record of the moves the leader started lately (``moves``: what the pace
+counts, for the next leader) is written with the next transaction that
+carries a Binding — the newest one said, once — so a move's Binding never
+lands without it.
+
 In a burst, transactions follow each other at least ``SPACING`` apart (a
 write that comes after a quiet spell goes at once, and so do writes that fill a
 transaction, counted in operations: a Binding with its ledger record is two): over a large fleet a
@@ -53,7 +58,17 @@ from prometheus_client import Counter, Histogram
 from berth.controllers.runtime.observe import Labelled, Lines
 from berth.controllers.scheduler.decisions import Token
 from berth.controllers.scheduler.views import BindingView
-from berth.store import Conflict, Delete, Deposed, NoSpace, Put, Store, StoreError, encode
+from berth.store import (
+    Conflict,
+    Delete,
+    Deposed,
+    NoSpace,
+    Put,
+    Store,
+    StoreError,
+    encode,
+    keys,
+)
 from berth.store.documents import Binding
 
 log = logging.getLogger(__name__)
@@ -140,8 +155,10 @@ class BindingWriter:
         self.store = store
         self.decisions = decisions
         self.seen = seen  # binding key → the revision the watch last delivered
-        # operations a transaction carries: a fenced store's fence takes one of etcd's
-        self.batch = min(batch, store.room) if batch > 0 else store.room
+        # operations a transaction carries: a fenced store's fence takes one of etcd's,
+        # the record of moves one more
+        self.room = store.room - 1
+        self.batch = min(batch, self.room) if batch > 0 else self.room
         self.retry = retry  # schedule the subject again
         self.say = say  # logs the lines of the Bindings written
         self.written = written  # told of each write that landed (its events)
@@ -155,6 +172,9 @@ class BindingWriter:
         # Writes whose commit may have happened (the answer was lost: etcd restarting):
         # before one is tried again, etcd is asked whether it already holds it.
         self._uncertain: dict[str, Write] = {}  # the writer thread's own
+        self._moves: tuple[int, bytes] | None = None  # the newest record of moves said
+        self._moves_sent = 0  # the writer thread's: the record the last transaction carried
+        self._moves_written = 0  # ... and the newest that landed
         self._cond = threading.Condition()
         self._stop = False
         self._worker: threading.Thread | None = None
@@ -179,12 +199,12 @@ class BindingWriter:
         """Write ``writes`` in one transaction (a gang): all bound, or all retried."""
         if not writes:
             return
-        if sum(w.ops for w in writes) > self.store.room >= len(writes):
+        if sum(w.ops for w in writes) > self.room >= len(writes):
             log.warning("a group of %d Bindings and their ledger records exceeds one "
                         "transaction: written without the records", len(writes))
             for w in writes:
                 w.records = ()
-        if len(writes) > min(MAX_GROUP, self.store.room):
+        if len(writes) > min(MAX_GROUP, self.room):
             log.error("a group of %d Bindings exceeds one transaction; not bound", len(writes))
             for w in writes:
                 self.retry(w.subject_key)
@@ -202,6 +222,12 @@ class BindingWriter:
                     w.absorb(replaced)
             self._groups.append(writes)
             self._cond.notify()
+
+    def moves(self, value: bytes) -> None:
+        """Write ``value``, the record of the moves started, with the next transaction:
+        the writes submitted after this land with it, or after it."""
+        with self._cond:
+            self._moves = ((self._moves[0] if self._moves else 0) + 1, value)
 
     def _assume(self, write: Write) -> None:
         write.enqueued = time.monotonic()
@@ -353,11 +379,22 @@ class BindingWriter:
             else:
                 ops.append(Put(w.binding_key, w.value, w.base))
             ops.extend(w.records)
+        with self._cond:
+            moves = self._moves
+        self._moves_sent = 0
+        if moves is not None and moves[0] > self._moves_written:
+            ops.append(Put(keys.SCHEDULER_MOVES, moves[1], None))  # the leader's alone
+            self._moves_sent = moves[0]
         return ops
+
+    def _landed_txn(self, revision: int) -> int:
+        """The transaction just made landed: so did the record of moves it carried."""
+        self._moves_written = max(self._moves_written, self._moves_sent)
+        return revision
 
     def _commit_group(self, writes: list[Write]) -> None:
         try:
-            revision = self.store.commit(self._ops(writes))
+            revision = self._landed_txn(self.store.commit(self._ops(writes)))
         except Deposed:
             raise
         except StoreError as exc:
@@ -396,7 +433,7 @@ class BindingWriter:
         if not writes:
             return
         try:
-            revision = self.store.commit(self._ops(writes))
+            revision = self._landed_txn(self.store.commit(self._ops(writes)))
         except Conflict:
             for w in writes:
                 self._commit_one(w)
@@ -436,7 +473,7 @@ class BindingWriter:
 
     def _commit_one(self, w: Write) -> None:
         try:
-            revision = self.store.commit(self._ops([w]))
+            revision = self._landed_txn(self.store.commit(self._ops([w])))
         except Conflict as exc:
             WRITES.labels("conflict").inc()
             log.info("Binding %s: %s; deciding again", w.binding_key, exc)

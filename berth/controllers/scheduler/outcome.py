@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from berth.controllers.scheduler.antiflap import HELD_PREFIX
@@ -34,8 +34,6 @@ from berth.store.documents import (
 )
 
 Explained = Callable[[], list[dict[str, Any]]]
-# How long a move's time stays in its Binding (``spec.moved``): the pace's minute.
-MOVES_KEPT = timedelta(seconds=60)
 TargetRef = tuple[str, str | None, str]  # kind, namespace, name
 
 
@@ -86,9 +84,6 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         return None
     scheduled = binding.spec.scheduled if binding is not None and same_targets else (
         now if new else None)
-    moved = [t for t in binding.spec.moved if now - t < MOVES_KEPT] if binding else []
-    if binding is not None and binding.spec.targets and new and not same_targets:
-        moved.append(now)  # a move (not a first placement): the pace counts it
     rid = L.record_id(now) if failed is not None or (new and not same_shares) else ""
     decision = binding.spec.decision if binding is not None and same_shares else (
         rid if new else "")
@@ -98,7 +93,7 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
                              modified=now),
         spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
                          generation=subject.generation, targets=new, scheduled=scheduled,
-                         decision=decision, moved=moved),
+                         decision=decision),
         status=BindingStatus(state=state, reason=reason, explanation=outcome.explained(),
                              term=term),
     )

@@ -46,7 +46,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -72,8 +71,8 @@ from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.sweep import depends_on_placements, swept
 from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
-from berth.store import Store, keys
-from berth.store.documents import Target
+from berth.store import Invalid, Store, decode, encode, keys
+from berth.store.documents import MovesStarted, Target
 from berth.store.documents.pace import effective
 from berth.store.events import WARNING, InvolvedObject
 from berth.store.ledger import Stamps
@@ -193,25 +192,36 @@ class Scheduler:
         # ``stop`` unfreezes, so a stopped scheduler's objects can be collected.
         gc.collect()
         gc.freeze()
-        # Bindings whose subject is gone go; the moves an earlier leader started count
-        # for the pace here too
-        moved: list[datetime] = []
+        # Bindings whose subject is gone go
         for item in self.cache.bindings.items():
-            spec = item.obj.spec
-            moved += spec.moved
-            ref = spec.resource
+            ref = item.obj.spec.resource
             try:
                 key = keys.resource_key(ref.kind, ref.name, ref.namespace)
             except (KeyError, ValueError):
                 continue
             if self.cache.subject(key) is None:
                 self.queue.add(key)
-        self.antiflap.started_before(moved)
+        self.antiflap.started_before(self._moves_started())
         self.writer.start()
         if self.events is not None:
             self.events.start()
         for loop in self._loops:
             loop.start()
+
+    def _moves_started(self) -> MovesStarted:
+        """The moves the leaders before this one started lately (none: none said, or
+        what is there is not such a record — said, and counted as none)."""
+        key = keys.SCHEDULER_MOVES
+        kv = self.store.get(key)
+        if kv is None:
+            return MovesStarted()
+        try:
+            return decode(kv.value, MovesStarted)
+        except Invalid as exc:
+            log.error("%s holds no record of moves (%s): the pace counts none started "
+                      "before this leader; it is written again with the next move", key,
+                      exc)
+            return MovesStarted()
 
     def collect(self) -> Iterator[Metric]:
         """The queue's depths now (for /metrics, while leading)."""
@@ -551,13 +561,11 @@ class Scheduler:
             failed = self.cache.failed(decision.subject)
             if any(candidate_key(*ref) in failed for ref in old - refs(decision.targets)):
                 MOVED_OFF_FAILED.inc()
-            if old != refs(decision.targets):
-                self.antiflap.moved(decision.subject.key, old, refs(decision.targets),
-                                    optional=self._optional(decision.subject, b, decision))
-                if fleet is not None or decision.subject.pace is not None:
-                    # paced: in transition from now, before its Binding lands
-                    self.cache.transit.decided(transit_id(decision.subject.key), [
-                        f"{t.namespace or ''}/{t.name}" for t in decision.targets])
+            if old != refs(decision.targets) and (
+                    fleet is not None or decision.subject.pace is not None):
+                # paced: in transition from now, before its Binding lands
+                self.cache.transit.decided(transit_id(decision.subject.key), [
+                    f"{t.namespace or ''}/{t.name}" for t in decision.targets])
         return "scheduled"
 
     def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
@@ -633,6 +641,15 @@ class Scheduler:
                     self.framework.unreserve(d.state, d.subject, d.targets)
                     self.queue.failed(d.subject.key)
                 return False
+        moved = False
+        for d, b in members:  # counted before the writes go: the record rides with them
+            old = refs(b.spec.targets) if b is not None else frozenset()
+            if old != refs(d.targets):
+                self.antiflap.moved(d.subject.key, old, refs(d.targets),
+                                    optional=self._optional(d.subject, b, d))
+                moved = moved or bool(old)
+        if moved:
+            self.writer.moves(encode(self.antiflap.record()))
         writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, "Scheduled", d.reason,
                                                                 self._explainer(d, b),
                                                                 d.evaluation))

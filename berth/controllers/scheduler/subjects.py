@@ -15,7 +15,6 @@ import sys
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -166,9 +165,6 @@ def _shared_demand(demand: Demand) -> Demand:
     return _DEMANDS.share(demand, lambda: demand)
 
 
-_NO_MOVES: list[datetime] = []  # every Binding without recent moves shares it: never changed
-
-
 def compact_binding(key: str, b: BindingView) -> BindingView:
     """A Binding as the scheduler keeps it, at 100,000s: the strings that repeat
     (kinds, namespaces, states, cluster names) shared, the application's name held
@@ -176,8 +172,7 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
     there (the score it was chosen with dropped: never read back), ``scheduled`` the
     same object as ``created`` when they are equal, ``modified`` dropped, and the
     reason only where the scheduler compares it (a state other than Scheduled, or a
-    move held back). The decision's id and the moves' times are kept: the next write
-    carries them on."""
+    move held back). The decision's id is kept: the next write carries it on."""
     m, spec, status = b.metadata, b.spec, b.status
     r = spec.resource
     ns = _intern(m.namespace)
@@ -186,8 +181,7 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
     return BindingView(
         BindingMeta(name, ns, created=m.created),
         BindingSpec(ObjectRef(sys.intern(r.kind), name, ns), spec.generation,
-                    [_shared_target(t) for t in spec.targets], scheduled, spec.decision,
-                    spec.moved or _NO_MOVES),
+                    [_shared_target(t) for t in spec.targets], scheduled, spec.decision),
         BindingStatusView(sys.intern(status.state), kept_reason(status.state, status.reason)))
 
 

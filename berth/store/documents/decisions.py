@@ -35,9 +35,6 @@ class BindingSpec(msgspec.Struct, omit_defaults=True):
     # The ledger id of the decision that last changed targets or shares (its time):
     # the propagator annotates what it applies with it (docs/ledger.md).
     decision: str = ""
-    # When its targets changed from some clusters to others, within the minute before
-    # the Binding was last written: the moves a new leader counts for the pace.
-    moved: list[datetime] = []
 
 
 class BindingStatus(msgspec.Struct, omit_defaults=True):
@@ -47,6 +44,19 @@ class BindingStatus(msgspec.Struct, omit_defaults=True):
     # The scheduler leader's term it was written in (its election key's create
     # revision; the write required it, docs/scheduler.md "Leadership is a fence").
     term: int = 0
+
+
+class MovesStarted(msgspec.Struct, tag_field="kind", tag="MovesStarted"):
+    """The moves the scheduler's leader started lately, for the next leader
+    (``/berth/v1/scheduler/moves``; written with each move's Binding, in its
+    transaction). Each entry is ``[second, moves]``: a second since the epoch (UTC)
+    and how many moves started by its end — every move of the last minute, which the
+    pace's ``perMinute`` counts, and the optional ones the anti-flap ``budget``
+    counts, none older than its interval. A move an application's deletion took
+    with its Binding still counts here."""
+
+    started: list[tuple[int, int]] = []
+    optional: list[tuple[int, int]] = []
 
 
 class BindingMeta(msgspec.Struct, omit_defaults=True):

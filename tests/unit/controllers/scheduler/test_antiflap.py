@@ -13,7 +13,8 @@ from berth.controllers.runtime import Event, EventType
 from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
 from berth.controllers.scheduler.cache import Cache
 from berth.store import EtcdConfig, Store, keys
-from berth.store.documents import ClusterState, ClusterStatus, StatusMeta
+from berth.store.documents import ClusterState, ClusterStatus, MovesStarted, StatusMeta
+from berth.store.documents.pace import PaceSpec
 
 A = frozenset({("Cluster", "default", "a")})
 B = frozenset({("Cluster", "default", "b")})
@@ -102,6 +103,47 @@ def test_the_budget_is_fleet_wide_per_interval() -> None:
     assert held.retry_after == pytest.approx(60)
     clock.t += 60
     assert p.check("z", B, "b", 1.0, None) is None
+
+
+def test_the_record_of_moves_carries_the_pace_and_the_budget_to_the_next_leader() -> None:
+    """By the second each move started in (counted to its end); every move of the last
+    minute and no older, the optional ones the budget counts and no more than it does."""
+    p, clock = policy(budget=2, budget_interval=300)
+    clock.t = 100.4
+    p.moved("first", frozenset(), A, optional=False)  # a placement: no move
+    p.moved("x", A, B, optional=True)
+    p.moved("y", A, B, optional=True)
+    clock.t = 130.0
+    p.moved("z", B, A, optional=True)
+    p.moved("forced", B, A, optional=False)
+    at = int((T0 + timedelta(seconds=101)).timestamp())
+    record = p.record()
+    assert record.started == [(at, 2), (at + 29, 2)]
+    assert record.optional == [(at, 2), (at + 29, 1)]  # holding the newest two
+    nxt, later = policy(budget=2, budget_interval=300)
+    later.t = 150.0  # the next leader, 20 s on
+    nxt.started_before(record)
+    held = nxt.check("w", B, "b", 1.0, None, pace=PaceSpec(per_minute=4))
+    assert held is not None and held.rule == "per_minute"
+    assert held.retry_after == pytest.approx(11.0)  # the first two: second 101 + 60 - 150
+    held = nxt.check("w", B, "b", 1.0, None)
+    assert held is not None and held.rule == "budget"
+    assert nxt.record() == record  # handed on as it came
+    later.t = 162.0  # the pace lets it go; the budget does not yet
+    held = nxt.check("w", B, "b", 1.0, None, pace=PaceSpec(per_minute=4))
+    assert held is not None and held.rule == "budget"
+    moved = nxt.record()
+    assert moved.started == [(at + 29, 2)] and moved.optional == [(at, 2), (at + 29, 1)]
+    later.t = 402.0  # 300 s after the first two: they no longer count
+    assert nxt.record().optional == [(at + 29, 1)]
+
+
+def test_a_record_from_a_clock_ahead_counts_from_now() -> None:
+    p, clock = policy()
+    ahead = int((T0 + timedelta(seconds=clock.t + 30)).timestamp())
+    p.started_before(MovesStarted(started=[(ahead, 1), (ahead - 3600, 5)]))
+    held = p.check("w", B, "b", 1.0, None, pace=PaceSpec(per_minute=1))
+    assert held is not None and held.retry_after == pytest.approx(60.0)
 
 
 def flaps() -> float:

@@ -6,6 +6,7 @@ are in tests/integration/test_ledger.py.)"""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import msgspec
@@ -14,7 +15,8 @@ import pytest
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.trim import LedgerConfig, Trimmer
-from berth.store import Fence, Put, keys, ledger
+from berth.store import Delete, Fence, Put, keys, ledger
+from berth.store.documents import MovesStarted
 from berth.store.documents.ledger import Record
 from berth.store.documents.pace import PaceSpec
 from berth.store.errors import Deposed
@@ -90,9 +92,11 @@ def test_a_new_generation_on_the_same_clusters_keeps_the_decision_once_it_was_se
 
 def test_a_new_leader_counts_its_predecessors_moves_of_the_last_minute_for_the_pace(
         store: MemoryStore, clock: FakeClock) -> None:
-    """``perMinute`` counts moves started in the last minute, whoever led then: a new
-    leader reads them from the Bindings' ``spec.moved`` (two moves of one application
-    are two; a first placement is none)."""
+    """``perMinute`` counts moves started in the last minute, whoever led then and
+    whether or not the application is still there: each move's Binding is written
+    with the leader's record of them (``/berth/v1/scheduler/moves``), which a new
+    leader starts from (two moves of one application are two; a first placement is
+    none; an application deleted since took its Binding, not its moves)."""
     cluster(store, "de")
     cluster(store, "fr")
     application(store, "web")
@@ -108,16 +112,40 @@ def test_a_new_leader_counts_its_predecessors_moves_of_the_last_minute_for_the_p
         cluster(store, there)
         cluster(store, other, taints=taint)
         records(store, "web", 3)  # and back
+        store.commit([Delete(keys.resource_key("Application", "web", "default"))])
+        store.memory.wait_until(lambda: binding(store, "web") is None)
     pace = PaceSpec(per_minute=2)
     with in_memory(store, clock) as leader:  # a new leader: both moves count
         held = leader.antiflap.check("x", B, "b", 1.0, None, None, pace, 0)
         assert held is not None and held.rule == "per_minute"
-        assert held.retry_after == pytest.approx(55.0)  # the first, 5 s ago
+        # the first, 5 s ago (by the end of the second it started in)
+        assert held.retry_after is not None and 55.0 <= held.retry_after <= 56.0
         assert leader.antiflap.check("x", B, "b", 1.0, None, None, PaceSpec(per_minute=3),
                                      0) is None
     clock.advance(61.0)
     with in_memory(store, clock) as leader:  # over a minute on, it no longer does
         assert leader.antiflap.check("x", B, "b", 1.0, None, None, pace, 0) is None
+
+
+def test_a_record_of_moves_that_is_none_is_said_and_written_again_with_the_next_move(
+        store: MemoryStore, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster(store, "de")
+    cluster(store, "fr")
+    application(store, "web")
+    put(store, keys.SCHEDULER_MOVES, b'{"kind": "MovesStarted", "started": "soon"}')
+    taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    with in_memory(store, clock) as leader:
+        records(store, "web", 1)
+        assert leader.antiflap.check("x", B, "b", 1.0, None, None, PaceSpec(per_minute=1),
+                                     0) is None  # counted as none
+        there = wait_for(lambda: binding(store, "web")).spec.targets[0].name
+        cluster(store, there, taints=taint)
+        records(store, "web", 2)  # moved off: the record is written again, whole
+        kv = store.get(keys.SCHEDULER_MOVES)
+        assert kv is not None
+        moves = msgspec.json.decode(kv.value, type=MovesStarted)
+        assert moves.started == [(math.ceil(clock.now().timestamp()), 1)]
+    assert f"{keys.SCHEDULER_MOVES} holds no record of moves" in caplog.text
 
 
 def test_leaving_a_cluster_that_fits_again_is_optional_though_the_binding_said_unschedulable(

@@ -87,24 +87,6 @@ def test_a_move_is_scheduled_anew() -> None:
     assert w is not None and w.said is not None and "de-1 → fr-1" in w.said
 
 
-def test_a_binding_keeps_the_times_of_its_moves_of_the_last_minute() -> None:
-    """``spec.moved``, for the pace of a leader to come: a first placement is no move,
-    and a time older than a minute goes at the next write."""
-    assert bound(on("de-1")).spec.moved == []
-
-    def move(was: BindingView, to: str, at: datetime, gen: int = 1) -> BindingView:
-        return BindingView.of(written(binding_write(
-            app(generation=gen), was, Outcome(on(to), "Scheduled", "", list), term=3,
-            now=at)))
-
-    once = move(bound(on("de-1")), "fr-1", LATER)
-    twice = move(once, "de-1", LATER + timedelta(seconds=30))
-    assert twice.spec.moved == [LATER, LATER + timedelta(seconds=30)]
-    # a new generation on the same targets moves nothing, and drops what aged out
-    kept = move(twice, "de-1", LATER + timedelta(seconds=70), gen=2)
-    assert kept.spec.moved == [LATER + timedelta(seconds=30)]
-
-
 def test_new_shares_are_written_on_the_same_targets_without_rescheduling() -> None:
     was = bound(on("de-1", "fr-1", replicas=2))
     w = binding_write(app(generation=1), was,

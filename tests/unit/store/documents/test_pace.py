@@ -3,14 +3,14 @@ as Bindings and statuses change, windows, and the scheduler's rules for moves.""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
-from berth.store.documents import Application, ClusterApplied
+from berth.store.documents import Application, ClusterApplied, MovesStarted
 from berth.store.documents.pace import (
     PaceOverride,
     PaceSpec,
@@ -110,21 +110,23 @@ def test_an_optional_move_waits_for_the_pace_and_a_forced_one_counts() -> None:
 
 
 def test_a_new_leader_counts_the_moves_its_predecessor_started_in_the_last_minute() -> None:
-    """Its Bindings' ``scheduled`` times: a leader change resets neither ``perMinute``
-    nor the budget."""
+    """From its predecessor's record of moves: a leader change resets neither
+    ``perMinute`` nor the budget."""
     p, clock = paced()
-    now = clock.wall()
-    p.started_before([now - timedelta(seconds=s) for s in (50, 20, 5, 90)])  # 90: too old
+    now = int(clock.wall().timestamp())
+    p.started_before(MovesStarted(started=[(now - s, 1) for s in (50, 20, 5, 90)]))  # 90: old
     pace = PaceSpec(per_minute=3)
     held = p.check("x", B, "b", 1.0, None, None, pace, 0)
     assert held is not None and held.rule == "per_minute"
     assert held.retry_after == pytest.approx(10)  # the oldest of the three, 50 s ago
     clock.t += 10
     assert p.check("x", B, "b", 1.0, None, None, pace, 0) is None
-    # ... and for the anti-flap budget, over its interval
+    # ... and for the anti-flap budget, over its interval (its optional moves alone)
     budgeted = AntiFlap(AntiFlapConfig(settle=0, budget=2, budget_interval=120), clock=clock,
                         now=clock.wall)
-    budgeted.started_before([clock.wall() - timedelta(seconds=s) for s in (100, 30, 130)])
+    now = int(clock.wall().timestamp())
+    budgeted.started_before(MovesStarted(
+        started=[(now - 5, 4)], optional=[(now - s, 1) for s in (100, 30, 130)]))
     held = budgeted.check("x", B, "b", 1.0, None, None)
     assert held is not None and held.rule == "budget"
     assert held.retry_after == pytest.approx(20)
