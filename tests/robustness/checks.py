@@ -78,7 +78,7 @@ import msgspec
 
 from berth.store import Store, keys, ledger
 from berth.store.documents import ApplicationState, ApplicationStatus, Binding, ClusterStatus
-from berth.store.documents.ledger import HELD, MOVED, Record
+from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
 from berth.store.documents.pace import PaceSpec, closed_until, steady
 from berth.store.documents.rollouts import ROLLED_BACK
 from tests.faults.system import System
@@ -361,19 +361,26 @@ def _shares(b: Binding) -> dict[tuple[str, str | None], int | None]:
     return {(t.name, t.namespace): t.replicas for t in b.spec.targets}
 
 
-def check_ledger(system: System, events: list[Event], live: Iterable[str]) -> list[Violation]:
+def check_ledger(db: Store, events: list[Event], live: Iterable[str]) -> list[Violation]:
+    """Every decision a live application's Binding carried has the scheduler's record
+    (in ``db``'s ledger now, or written in the history), and every record names one."""
     alive = set(live)
     carried = {(name, b.spec.decision) for _, name, b in bindings(events)
                if b is not None and b.spec.decision and name in alive}
     recorded: set[tuple[str, str]] = set()
     out: list[Violation] = []
     for name in sorted(alive):
-        found, problems = ledger.history(system.db, "Application", "default", name)
+        found, problems = ledger.history(db, "Application", "default", name)
         out += [Violation("ledger", name, 0.0, f"unreadable record: {p}") for p in problems]
         recorded |= {(name, e.id) for e, r in found
-                     if e.by == "scheduler" and r.event in ("Placed", "Moved")}
+                     if e.by == "scheduler" and r.event in (PLACED, MOVED)}
+    # ... or had one, which retention has removed since (the newest ``keep`` of each
+    # application's stay): the history saw it written
+    written = {(e.resource.rsplit("/", 2)[-2], e.id) for ev in events
+               if (r := _record(ev)) is not None and r.event in (PLACED, MOVED)
+               for e in [ledger.parse(ev.key)]}
     out += [Violation("ledger", n, 0.0, f"decision {d} has no record")
-            for n, d in sorted(carried - recorded)]
+            for n, d in sorted(carried - recorded - written)]
     # a decision replaced before it was written has its record in the transaction of
     # the one that replaced it (docs/ledger.md): made, not carried
     prefix = keys.binding_prefix("Application") + "default/"

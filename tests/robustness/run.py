@@ -162,7 +162,7 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
     violations = (checks.check_bindings(events, faults,
                                         election.create_revision if election else 0)
                   + checks.check_claims(events, faults, claims)
-                  + checks.check_ledger(system, events, traffic.apps)
+                  + checks.check_ledger(system.db, events, traffic.apps)
                   + paced
                   + checks.check_never_down(sampler.samples, sampler.unreached, traffic, faults,
                                            deleted_at)

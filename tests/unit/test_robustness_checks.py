@@ -19,9 +19,16 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.documents.base import ObjectRef
-from berth.store.documents.ledger import HELD, MOVED, Record
+from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
 from berth.store.documents.pace import PaceSpec, PaceWindow
-from tests.robustness.checks import CLAIMS, check_bindings, check_claims, check_pace
+from berth_testkit.memory import MemoryStore
+from tests.robustness.checks import (
+    CLAIMS,
+    check_bindings,
+    check_claims,
+    check_ledger,
+    check_pace,
+)
 from tests.robustness.history import Event
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -176,3 +183,19 @@ def test_a_binding_on_the_same_targets_keeps_its_decision() -> None:
     h.binding("x", "b", at=3.0, decision="", gen=3)  # lost
     found = check_bindings(h.events, [], 0)
     assert [(v.invariant, v.subject, v.at) for v in found] == [("decision-kept", "x", 3.0)]
+
+
+def test_a_decision_whose_record_retention_removed_had_one() -> None:
+    """Retention keeps the newest records of each application: a decision carried long
+    ago may have lost its record since, and that is no violation; one never recorded is."""
+    h = History()
+    rec = Record(T0, PLACED, 1, targets=[Target("Cluster", "a", "default")])
+    rid = ledger.record_id(T0)
+    key = ledger.prefix("Application", "default", "x") + f"{rid}.scheduler.1"
+    h.binding("x", "a", at=0.0, decision=rid)
+    h.put(key, rec, 0.0, same=True)
+    h.events.append(Event(h.revision + 1, "DELETE", key, b"", 0, 9.0))  # retention
+    h.binding("y", "a", at=1.0, decision=ledger.record_id(T0 + timedelta(seconds=1)))
+    found = check_ledger(MemoryStore(), h.events, ["x", "y"])
+    assert [(v.subject, v.what.split(" has")[0]) for v in found] == [
+        ("y", f"decision {ledger.record_id(T0 + timedelta(seconds=1))}")]
