@@ -73,7 +73,11 @@ MANAGED: dict[str, Any] = {"app.kubernetes.io/managed-by": "berth"}
 
 SCHEDULER = ""
 MOVE_TIMEOUT = 15.0
-PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 2\nrequest_timeout: 3\n"
+# grace: a pull cluster without a heartbeat for 5 s is OFFLINE — more than its agents
+# take to start again on this loaded machine (a CI run saw 5 s from kill -9 to leading:
+# with grace 2, 1 s after the 2 s lease, every copy on b moved); the defaults keep the
+# same order (30 s against a 15 s lease)
+PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 10\nrequest_timeout: 3\n"
               "retry_base_delay: 0.2\nretry_max_delay: 2\nresync_interval: 600\n"
               f"move_timeout: {MOVE_TIMEOUT}\n")
 METRICS_CACHE = "poll_interval: 0.5\nlease_ttl: 3\nstale_after: 60\ntimeout: 1\nretries: 0\n"
