@@ -35,6 +35,7 @@ from berth_testkit.servers.etcd import ROOT
 if TYPE_CHECKING:
     from berth.controllers.runtime.clock import Clock
     from berth.controllers.scheduler.config import SchedulerConfig
+    from berth.controllers.scheduler.decisions import Token
     from berth.controllers.scheduler.scheduler import Scheduler
 
 T = TypeVar("T")
@@ -269,6 +270,22 @@ def in_memory(store: Store, clock: Clock, config: SchedulerConfig | None = None
     finally:
         s.stop()
 
+
+
+class TokensOnly:
+    """What a Binding writer tells of its writes, taken by nobody: a writer tested
+    alone (:class:`~berth.controllers.scheduler.binder.BindingWriter`)."""
+
+    def assume(self, key: str, view: object, encoded: bytes | None = None) -> Token:
+        from berth.controllers.scheduler.decisions import Token as Made
+
+        return Made(None, encoded)
+
+    def written(self, key: str, token: Token, revision: int) -> None:
+        return None
+
+    def retract(self, key: str, token: Token) -> None:
+        return None
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ import pytest
 from berth.controllers.runtime.observe import Lines
 from berth.controllers.scheduler import binder
 from berth.controllers.scheduler.binder import BindingWriter, Write
-from berth.controllers.scheduler.decisions import Token
 from berth.store import EtcdConfig, Put, Store, Watch, encode, keys
 from berth.store.documents import (
     Binding,
@@ -26,6 +25,7 @@ from berth.store.documents import (
 from berth.store.errors import Unavailable
 from berth_testkit.scheduler_env import (
     SchedulerProcess,
+    TokensOnly,
     application,
     binding,
     cluster,
@@ -255,19 +255,6 @@ class _LostAnswers(Store):
         return revision
 
 
-class _Decisions:
-    """The writer's view of the scheduler's decisions: tokens only."""
-
-    def assume(self, key: str, view: object, encoded: bytes | None = None) -> Token:
-        return Token(None, encoded)
-
-    def written(self, key: str, token: Token, revision: int) -> None:
-        return None
-
-    def retract(self, key: str, token: Token) -> None:
-        return None
-
-
 @pytest.mark.parametrize("group", [False, True])
 def test_a_write_whose_answer_was_lost_is_not_written_again(
     etcd_server: EtcdServer, store: Store, group: bool
@@ -279,7 +266,7 @@ def test_a_write_whose_answer_was_lost_is_not_written_again(
         BindingStatus("Scheduled"))
     seen: dict[str, int] = {}  # what a watch would have delivered: the landed write
     retried: list[str] = []  # subjects sent back to be decided again
-    writer = BindingWriter(flaky, _Decisions(), lambda k: seen.get(k, 0),
+    writer = BindingWriter(flaky, TokensOnly(), lambda k: seen.get(k, 0),
                            retry=retried.append)
     puts, watch = record_puts(store, key, Binding)
     writer.start()
@@ -319,7 +306,7 @@ def test_a_stopping_writer_does_not_retry_behind_the_next_leader(
     doc = Binding(BindingMeta("late", "default"), BindingSpec(
         ObjectRef("Application", "late", "default"), 1, [Target("Cluster", "c", "default")]),
         BindingStatus("Scheduled"))
-    writer = BindingWriter(down, _Decisions(), lambda _k: 0,
+    writer = BindingWriter(down, TokensOnly(), lambda _k: 0,
                            retry=lambda _key: None)
     writer.start()
     try:
@@ -396,7 +383,7 @@ def test_the_writer_says_what_it_wrote_in_one_record_and_not_what_lost_a_race(
     store.create(taken, encode(doc("taken")))  # written by someone else: our guard (absent) fails
     said: list[Lines] = []
     retried: list[str] = []
-    writer = BindingWriter(store, _Decisions(), lambda _k: 0,
+    writer = BindingWriter(store, TokensOnly(), lambda _k: 0,
                            retry=retried.append, say=said.append)
     for n in ("a", "b", "taken", "c"):  # before it starts: one transaction, which conflicts
         writer.submit(Write(f"default/{n}", keys.binding_key("Application", "default", n),
@@ -409,7 +396,7 @@ def test_the_writer_says_what_it_wrote_in_one_record_and_not_what_lost_a_race(
         assert all(type(s) is Lines for s in said)
         assert sorted(line for s in said for line in s) == [
             f"Application default/{n}: (new) → c" for n in ("a", "b", "c")]
-        writer2 = BindingWriter(store, _Decisions(), lambda _k: 0,
+        writer2 = BindingWriter(store, TokensOnly(), lambda _k: 0,
                                 retry=retried.append, say=said.append)
         said.clear()
         for n in ("d", "e"):
@@ -448,7 +435,7 @@ def test_a_burst_of_decisions_gathers_into_a_transaction_and_one_after_a_lull_go
                          ObjectRef("Application", name, "default"), 1,
                          [Target("Cluster", "c", "default")]), BindingStatus("Scheduled")))
 
-    writer = BindingWriter(counting, _Decisions(), lambda _k: 0,
+    writer = BindingWriter(counting, TokensOnly(), lambda _k: 0,
                            retry=lambda _k: None)
     writer.start()
     try:

@@ -4,21 +4,10 @@ newest said, in the next transaction, once."""
 from __future__ import annotations
 
 from berth.controllers.scheduler.binder import BindingWriter, Write
-from berth.controllers.scheduler.decisions import Token
 from berth.store import keys
 from berth.store.documents import Binding, BindingMeta, BindingSpec, BindingStatus, ObjectRef
 from berth_testkit.memory import MemoryStore
-
-
-class _Decisions:
-    def assume(self, key: str, view: object, encoded: bytes | None = None) -> Token:
-        return Token(None, encoded)
-
-    def written(self, key: str, token: Token, revision: int) -> None:
-        return None
-
-    def retract(self, key: str, token: Token) -> None:
-        return None
+from berth_testkit.scheduler_env import TokensOnly
 
 
 def _write(name: str, generation: int = 1) -> Write:
@@ -29,7 +18,7 @@ def _write(name: str, generation: int = 1) -> Write:
 
 def test_the_record_of_moves_lands_with_the_binding_submitted_after_it(
         store: MemoryStore) -> None:
-    writer = BindingWriter(store, _Decisions(), lambda _: 0, retry=lambda _: None)
+    writer = BindingWriter(store, TokensOnly(), lambda _: 0, retry=lambda _: None)
     writer.start()
     try:
         writer.moves(b"first")
