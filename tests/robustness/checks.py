@@ -28,9 +28,16 @@ last fault begun before it. What each checks:
   replaced it.
 * ``never-down``: a Deployment placed on one cluster (rollout All, PickOne) that was
   available in full never had fewer available across every cluster, in two sampling
-  passes in a row (one pass reads a move's two clusters a moment apart) — unless a fault
-  was under way or had ended less than ``GRACE`` seconds before (a forced move off a
-  faulted cluster is excepted, as the docs say).
+  passes in a row (one pass reads a move's two clusters a moment apart) — unless a
+  cluster its Binding named in the ``WINDOW`` before was *cut off*: its API stopped,
+  or (the pull cluster) its agents paused or killed, under way or ended less than
+  ``GRACE`` seconds before (a forced move off a dead cluster is excepted, as the docs
+  say). No other fault excuses a copy down.
+* ``copy-up``: a Deployment on every allowed cluster (PickAll, rolled out Rolling or
+  Staged) available in full on a cluster stays so while that cluster is its target,
+  through every rollout step (a step updates the copy in place, and the cluster's
+  Deployment keeps two replicas available meanwhile) — short in two passes in a row
+  is a violation, unless that cluster was cut off.
 * ``job-again``: no copy of a Job is made after another copy of it (the same
   application and generation, on any cluster) completed — unless that copy's
   cluster was cut off (its API stopped) less than ``SEEN`` seconds after it
@@ -38,8 +45,8 @@ last fault begun before it. What each checks:
   runs at least once, as on a dead node).
 * ``job-twice``: no two copies of a Job (the same application and generation) run
   at once — seen, neither complete nor being deleted, on two clusters in two
-  sampling passes in a row — unless a fault was under way or had just ended (a
-  Job cut off with its cluster runs on there, as on a dead node).
+  sampling passes in a row — unless one of them was cut off (a Job cut off with its
+  cluster runs on there, as on a dead node).
 * ``stage-order``: a Staged rollout (stage ``first`` is cluster ``a``, then the
   rest) never brings a new generation to ``b`` or ``c`` before ``a``'s copy of it
   was available — seen with the new image and every replica available by the
@@ -81,13 +88,14 @@ from berth.store.documents import ApplicationState, ApplicationStatus, Binding, 
 from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
 from berth.store.documents.pace import PaceSpec, closed_until, steady
 from berth.store.documents.rollouts import ROLLED_BACK
-from tests.faults.system import System
+from tests.faults.system import PULL, System
 from tests.robustness.faults import Happened
 from tests.robustness.history import PLANTED, Event, Sample
 from tests.robustness.traffic import App, Traffic
 
 T = TypeVar("T")
 GRACE = 30.0  # seconds after a fault during which a copy may still be short
+WINDOW = 120.0  # seconds back in which the clusters a Binding named count as its
 SEEN = 5.0  # seconds within which berth records a Job complete (urgent: applier.py)
 
 
@@ -394,8 +402,8 @@ def check_ledger(db: Store, events: list[Event], live: Iterable[str]) -> list[Vi
     return out
 
 
-def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffic,
-                     faults: list[Happened], deleted_at: dict[str, float]
+def check_never_down(samples: list[Sample], unreached: set[int], events: list[Event],
+                     traffic: Traffic, faults: list[Happened], deleted_at: dict[str, float]
                      ) -> list[Violation]:
     """PickOne Deployments with rollout All: the sum of available replicas over every
     cluster, in each sampling pass every cluster answered, once it first reached 2 —
@@ -411,6 +419,7 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
         if s.kind == "Deployment" and s.name in watched and s.round not in unreached:
             passes[s.round][s.name] = passes[s.round].get(s.name, 0) + s.available
 
+    placed = _placements(events, watched)
     full: set[str] = set()
     short: dict[str, int] = {}  # app → the pass it was last read short in
     out: list[Violation] = []
@@ -420,7 +429,8 @@ def check_never_down(samples: list[Sample], unreached: set[int], traffic: Traffi
             have = passes[n].get(name, 0)
             if have >= 2:
                 full.add(name)
-            elif name in full and not _faulted(faults, at) and at < deleted_at.get(name, 1e9):
+            elif (name in full and at < deleted_at.get(name, 1e9)
+                  and not _cut_off(faults, _named(placed[name], at - WINDOW, at), at)):
                 if short.get(name) == n - 1:
                     out.append(Violation("never-down", name, at, f"{have}/2 available",
                                          before(faults, at)))
@@ -464,9 +474,75 @@ def check_jobs(samples: list[Sample], faults: list[Happened],
     return out
 
 
-def _faulted(faults: list[Happened], at: float) -> bool:
-    """Whether a fault was under way at ``at``, or had ended less than ``GRACE`` before."""
-    return any(f.began - 1.0 <= at <= (f.ended or 1e9) + GRACE for f in faults)
+def check_copies_up(samples: list[Sample], unreached: set[int], events: list[Event],
+                    traffic: Traffic, faults: list[Happened], deleted_at: dict[str, float]
+                    ) -> list[Violation]:
+    """PickAll Deployments rolled out Rolling or Staged, each copy on its own: once
+    available in full (2) on a cluster that is its target, short there in two passes
+    in a row."""
+    watched = {n for n, a in list(traffic.apps.items()) + list(traffic.deleted.items())
+               if a.shape == "deploy" and a.strategy != "All"}
+    placed = _placements(events, watched)
+    passes: dict[int, dict[tuple[str, str], int]] = defaultdict(dict)
+    began: dict[int, float] = {}
+    for s in samples:
+        began.setdefault(s.round, s.at)
+        if s.kind == "Deployment" and s.name in watched and s.round not in unreached:
+            passes[s.round][(s.name, s.cluster)] = s.available
+    full: set[tuple[str, str]] = set()
+    short: dict[tuple[str, str], int] = {}
+    out: list[Violation] = []
+    for n in sorted(passes):
+        at = began[n]
+        for copy in full | set(passes[n]):
+            name, cluster = copy
+            if cluster not in _named(placed[name], at, at) or at >= deleted_at.get(name, 1e9):
+                full.discard(copy)  # not its target (yet, or any more): nothing promised
+                continue
+            if passes[n].get(copy, 0) >= 2:
+                full.add(copy)
+            elif copy in full and not _cut_off(faults, {cluster}, at):
+                if short.get(copy) == n - 1:
+                    out.append(Violation("copy-up", name, at, f"{passes[n].get(copy, 0)}/2 "
+                                         f"available on {cluster}", before(faults, at)))
+                    full.discard(copy)  # once per outage
+                short[copy] = n
+    return out
+
+
+def _placements(events: list[Event], names: set[str]) -> dict[str, list[tuple[float, set[str]]]]:
+    """For each of ``names``, the clusters its Binding named from each time on."""
+    out: dict[str, list[tuple[float, set[str]]]] = defaultdict(list)
+    for ev, name, b in bindings(events):
+        if name in names and (b is not None or ev.type == "DELETE"):
+            out[name].append((ev.at, {t.name for t in b.spec.targets} if b else set()))
+    return out
+
+
+def _named(placed: list[tuple[float, set[str]]], since: float, until: float) -> set[str]:
+    """The clusters a Binding named at any time from ``since`` to ``until``."""
+    out: set[str] = set()
+    for i, (at, on) in enumerate(placed):
+        ends = placed[i + 1][0] if i + 1 < len(placed) else 1e18
+        if at <= until and ends >= since:
+            out |= on
+    return out
+
+
+def _cut_off(faults: list[Happened], clusters: set[str], at: float) -> bool:
+    """Whether one of ``clusters`` was cut off at ``at``, or less than ``GRACE`` before:
+    its API stopped, or — the pull cluster, reached by its agents alone — its agents
+    paused or killed."""
+    return any(f.began - 1.0 <= at <= (f.ended or 1e9) + GRACE and _reaches(f.what) & clusters
+               for f in faults)
+
+
+def _reaches(what: str) -> set[str]:
+    """The clusters a fault cuts off (none: it leaves every cluster as it was)."""
+    m = re.match(r"cluster (\w+)'s API", what)
+    if m:
+        return {m.group(1)}
+    return {PULL} if " agent " in f" {what} " else set()
 
 
 def check_jobs_twice(samples: list[Sample], faults: list[Happened]) -> list[Violation]:
@@ -481,7 +557,7 @@ def check_jobs_twice(samples: list[Sample], faults: list[Happened]) -> list[Viol
     for n in sorted(passes):
         for job, on in passes[n].items():
             if (len(on) > 1 and len(passes.get(n - 1, {}).get(job, ())) > 1
-                    and job not in said and not _faulted(faults, began[n])):
+                    and job not in said and not _cut_off(faults, on, began[n])):
                 said.add(job)
                 out.append(Violation("job-twice", job[0], began[n],
                                      f"{job[1]} running on {', '.join(sorted(on))} at once",
@@ -693,6 +769,6 @@ def check_processes(system: System, crashed: list[str]) -> list[Violation]:
     return out
 
 
-__all__ = ["GRACE", "Violation", "check_bindings", "check_claims", "check_foreign",
-           "check_jobs", "check_jobs_twice", "check_ledger", "check_never_down", "check_pace",
-           "check_processes", "check_stages", "final"]
+__all__ = ["GRACE", "Violation", "check_bindings", "check_claims", "check_copies_up",
+           "check_foreign", "check_jobs", "check_jobs_twice", "check_ledger",
+           "check_never_down", "check_pace", "check_processes", "check_stages", "final"]

@@ -42,8 +42,8 @@ from tests.robustness.traffic import Traffic
 
 IN_TRANSITION, PER_MINUTE = 8, 30  # the fleet's pace during a run (docs/pace.md)
 INVARIANTS = ["binding-regressed", "decision-kept", "outside-term", "outside-claim", "pace",
-              "ledger", "never-down", "job-again", "job-twice", "stage-order", "untouched",
-              "one-owner", "final", "crash", "history-whole"]
+              "ledger", "never-down", "copy-up", "job-again", "job-twice", "stage-order",
+              "untouched", "one-owner", "final", "crash", "history-whole"]
 
 
 @dataclass
@@ -164,8 +164,10 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                   + checks.check_claims(events, faults, claims)
                   + checks.check_ledger(system.db, events, traffic.apps)
                   + paced
-                  + checks.check_never_down(sampler.samples, sampler.unreached, traffic, faults,
-                                           deleted_at)
+                  + checks.check_never_down(sampler.samples, sampler.unreached, events,
+                                            traffic, faults, deleted_at)
+                  + checks.check_copies_up(sampler.samples, sampler.unreached, events, traffic,
+                                           faults, deleted_at)
                   + checks.check_jobs(sampler.samples, faults, sampler.run_time)
                   + checks.check_jobs_twice(sampler.samples, faults)
                   + checks.check_stages(sampler.samples, events, traffic, faults)

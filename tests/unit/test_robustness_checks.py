@@ -5,6 +5,7 @@ promise passes. (The run, on real servers, is tests/robustness.)"""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from berth.store import encode, keys, ledger
 from berth.store.documents import (
@@ -26,10 +27,14 @@ from tests.robustness.checks import (
     CLAIMS,
     check_bindings,
     check_claims,
+    check_copies_up,
     check_ledger,
+    check_never_down,
     check_pace,
 )
-from tests.robustness.history import Event
+from tests.robustness.faults import Happened
+from tests.robustness.history import Event, Sample
+from tests.robustness.traffic import App
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -199,3 +204,47 @@ def test_a_decision_whose_record_retention_removed_had_one() -> None:
     found = check_ledger(MemoryStore(), h.events, ["x", "y"])
     assert [(v.subject, v.what.split(" has")[0]) for v in found] == [
         ("y", f"decision {ledger.record_id(T0 + timedelta(seconds=1))}")]
+
+
+def _samples(reads: list[dict[str, int]], name: str) -> list[Sample]:
+    """One sampling pass per entry (1 s apart): each cluster's available replicas."""
+    return [Sample(float(n), n, cluster, "Deployment", name, "x:1", available=available)
+            for n, read in enumerate(reads) for cluster, available in read.items()]
+
+
+def _deploys(strategy: str, *names: str) -> SimpleNamespace:
+    return SimpleNamespace(apps={n: App(n, "deploy", 0, strategy=strategy) for n in names},
+                           deleted={})
+
+
+def test_a_copy_down_on_a_target_is_a_violation_unless_its_cluster_was_cut_off() -> None:
+    """copy-up: a PickAll Deployment's copy, once available, stays so on its targets;
+    no fault but one that cuts its own cluster off excuses it."""
+    h = History()
+    h.binding("r", "a", "b", at=0.0)
+    reads = [{"a": 2, "b": 2}, {"a": 2, "b": 2}, {"a": 1, "b": 2}, {"a": 0, "b": 2}]
+    traffic = _deploys("Rolling", "r")
+    found = check_copies_up(_samples(reads, "r"), set(), h.events, traffic, [], {})
+    assert [(v.invariant, v.subject, v.at) for v in found] == [("copy-up", "r", 3.0)]
+    killed = [Happened("kill", "kill -9 propagator replica 0, restarted after 2 s", 1.5, 3.5)]
+    assert len(check_copies_up(_samples(reads, "r"), set(), h.events, traffic, killed,
+                               {})) == 1  # a process killed takes no copy down
+    cut = [Happened("cluster", "cluster a's API stopped 3.9 s", 1.5, 3.5)]
+    assert check_copies_up(_samples(reads, "r"), set(), h.events, traffic, cut, {}) == []
+    agent = [Happened("pause", "SIGSTOP the agent leader for 5 s", 1.5, 3.5)]  # b's, not a's
+    assert len(check_copies_up(_samples(reads, "r"), set(), h.events, traffic, agent, {})) == 1
+    # a cluster the Binding left has nothing promised on it
+    h.binding("r", "b", at=1.5)
+    assert check_copies_up(_samples(reads, "r"), set(), h.events, traffic, [], {}) == []
+
+
+def test_a_pickone_copy_short_is_excused_only_by_its_own_cluster_cut_off() -> None:
+    h = History()
+    h.binding("p", "a", at=0.0)
+    reads = [{"a": 2}, {"a": 2}, {"a": 1}, {"a": 1}]
+    traffic = _deploys("All", "p")
+    elsewhere = [Happened("cluster", "cluster c's API stopped 3 s", 1.5, 3.5)]
+    found = check_never_down(_samples(reads, "p"), set(), h.events, traffic, elsewhere, {})
+    assert [(v.invariant, v.at) for v in found] == [("never-down", 3.0)]
+    own = [Happened("cluster", "cluster a's API stopped 3 s, back empty", 1.5, 3.5)]
+    assert check_never_down(_samples(reads, "p"), set(), h.events, traffic, own, {}) == []
