@@ -537,6 +537,15 @@ def _cut_off(faults: list[Happened], clusters: set[str], at: float) -> bool:
                for f in faults)
 
 
+def cut_off_seconds(faults: list[Happened], until: float) -> dict[str, int]:
+    """For each cluster, the seconds of the run (to ``until``) in which it counted as
+    cut off: what the availability checks forgave there, and only there."""
+    out: dict[str, int] = {}
+    for cluster in sorted({c for f in faults for c in _reaches(f.what)}):
+        out[cluster] = sum(1 for t in range(int(until)) if _cut_off(faults, {cluster}, t))
+    return out
+
+
 def _reaches(what: str) -> set[str]:
     """The clusters a fault cuts off (none: it leaves every cluster as it was)."""
     m = re.match(r"cluster (\w+)'s API", what)
@@ -771,4 +780,5 @@ def check_processes(system: System, crashed: list[str]) -> list[Violation]:
 
 __all__ = ["GRACE", "Violation", "check_bindings", "check_claims", "check_copies_up",
            "check_foreign", "check_jobs", "check_jobs_twice", "check_ledger",
-           "check_never_down", "check_pace", "check_processes", "check_stages", "final"]
+           "check_never_down", "check_pace", "check_processes", "check_stages",
+           "cut_off_seconds", "final"]

@@ -202,7 +202,9 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                  **pace_seen,
                  "pace windows": len(pace.windows),
                  "live applications": len(traffic.apps),
-                 "deleted applications": len(traffic.deleted)},
+                 "deleted applications": len(traffic.deleted),
+                 **{f"seconds cluster {c} was cut off (copies there forgiven)": n
+                    for c, n in checks.cut_off_seconds(faults, healed - t0).items()}},
         violations=[v.line() for v in violations])
 
 

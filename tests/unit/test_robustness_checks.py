@@ -31,6 +31,7 @@ from tests.robustness.checks import (
     check_ledger,
     check_never_down,
     check_pace,
+    cut_off_seconds,
 )
 from tests.robustness.faults import Happened
 from tests.robustness.history import Event, Sample
@@ -248,3 +249,11 @@ def test_a_pickone_copy_short_is_excused_only_by_its_own_cluster_cut_off() -> No
     assert [(v.invariant, v.at) for v in found] == [("never-down", 3.0)]
     own = [Happened("cluster", "cluster a's API stopped 3 s, back empty", 1.5, 3.5)]
     assert check_never_down(_samples(reads, "p"), set(), h.events, traffic, own, {}) == []
+
+
+def test_the_time_each_cluster_counted_as_cut_off() -> None:
+    faults = [Happened("cluster", "cluster a's API stopped 10 s", 10.0, 20.0),
+              Happened("kill", "kill -9 scheduler replica 0, restarted after 2 s", 30.0, 32.0),
+              Happened("kill", "kill -9 agent replica 1, restarted after 2 s", 100.0, 102.0)]
+    # from a second before each fault to GRACE after its end; a scheduler killed: none
+    assert cut_off_seconds(faults, 200.0) == {"a": 42, "b": 34}
