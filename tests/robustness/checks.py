@@ -54,6 +54,11 @@ last fault begun before it. What each checks:
   no rollout; a generation whose Binding, then, lacks ``a`` has no first stage.
   The traffic makes now and then a generation that cannot become available on
   ``a``: its rollout halts there (or rolls back), and never reaches ``b`` or ``c``.
+* ``rolling`` (and ``pace`` for rollouts): a rollout's step — a target taking the
+  generation rolled out, from an older one, in the application's status — never
+  starts in a pace window; rolled out ``Rolling``, never while another target is on
+  that generation and not yet Healthy (``maxUnavailable`` 1), in the status that
+  says so and every state of it in the ``LAG`` seconds before.
 * ``untouched``: the ConfigMap ``foreign`` that someone else made on each cluster
   (a "thief" application names it) never gets berth's owner, never changes and
   never goes — unless its cluster came back empty.
@@ -78,7 +83,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import msgspec
@@ -87,7 +92,7 @@ from berth.store import Store, keys, ledger
 from berth.store.documents import ApplicationState, ApplicationStatus, Binding, ClusterStatus
 from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
 from berth.store.documents.pace import PaceSpec, closed_until, steady
-from berth.store.documents.rollouts import ROLLED_BACK
+from berth.store.documents.rollouts import COMPLETE, ENDED, ROLLED_BACK
 from tests.faults.system import PULL, System
 from tests.robustness.faults import Happened
 from tests.robustness.history import PLANTED, Event, Sample
@@ -610,6 +615,69 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
     return out
 
 
+def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
+                        faults: list[Happened]) -> list[Violation]:
+    """A rollout's step — a target taking the generation rolled out, from an older one,
+    as the application's status says it — never starts in a pace window (by when it was
+    applied there), nor, rolled out ``Rolling``, while another target is on that
+    generation and not yet Healthy (``maxUnavailable`` 1) in the status that says so
+    and in every state of it in the ``LAG`` seconds before: a replica decides on what
+    it has seen."""
+    apps = list(traffic.apps.items()) + list(traffic.deleted.items())
+    stepped = {n: a.strategy for n, a in apps
+               if a.shape == "deploy" and a.strategy in ("Rolling", "Staged")}
+    prefix = keys.status_prefix("Application") + "default/"
+    bound = keys.binding_prefix("Application") + "default/"
+    states: dict[str, list[tuple[float, ApplicationState]]] = defaultdict(list)
+    targets: dict[str, set[str]] = {}  # what the Binding names now ("<ns>/<cluster>")
+    out: list[Violation] = []
+    for ev in events:
+        if (bname := _name(ev.key, bound)) in stepped:
+            b = _decoded(ev, Binding)
+            if b is not None:
+                targets[bname] = {f"{t.namespace or ''}/{t.name}" for t in b.spec.targets}
+            continue
+        name = _name(ev.key, prefix)
+        if name not in stepped:
+            continue
+        doc = _decoded(ev, ApplicationStatus)
+        if doc is None:
+            if ev.type == "DELETE":
+                states.pop(name, None)
+            continue
+        now, seen = doc.status, states[name]
+        r = now.rollout
+        if seen and r is not None and 0 < r.stable < r.generation and (
+                r.phase not in (*ENDED, COMPLETE)):
+            # what the writer may have decided on: the states of the LAG before, and its own
+            before_it = [st for at, st in seen if at >= ev.at - LAG] + [now]
+            prev = seen[-1][1]
+            on = targets.get(name, set())  # a cluster left behind is no step's
+            for cid, a in sorted(now.applied.items()):
+                was = prev.applied.get(cid)
+                if (a.generation != r.generation or was is None or was.generation == 0
+                        or was.generation >= a.generation or cid not in on):
+                    continue  # no step: a copy's first (a move's, a placement's), or none
+                since = a.since
+                if since is not None and pace.windows and all(
+                        closed_until(pace.windows, t) is not None
+                        for t in (since, since - timedelta(seconds=LAG))):
+                    out.append(Violation("pace", name, ev.at, f"rollout step of generation "
+                                         f"{r.generation} on {cid} started in a window "
+                                         f"({since:%H:%M:%S} UTC)", before(faults, ev.at)))
+                busy = [sorted(c for c, b in st.applied.items() if c != cid and c in on
+                               and b.generation == r.generation and b.health != "Healthy")
+                        for st in before_it]
+                if stepped[name] == "Rolling" and all(busy):
+                    out.append(Violation("rolling", name, ev.at, f"generation {r.generation} "
+                                         f"started on {cid} while {', '.join(busy[-1])} was "
+                                         "not yet healthy on it (maxUnavailable 1)",
+                                         before(faults, ev.at)))
+        seen.append((ev.at, now))
+        del seen[:-64]  # enough for the LAG seconds before
+    return out
+
+
 def check_foreign(samples: list[Sample], unreached: set[int], planted: set[str],
                   faults: list[Happened]) -> list[Violation]:
     out: list[Violation] = []
@@ -780,5 +848,5 @@ def check_processes(system: System, crashed: list[str]) -> list[Violation]:
 
 __all__ = ["GRACE", "Violation", "check_bindings", "check_claims", "check_copies_up",
            "check_foreign", "check_jobs", "check_jobs_twice", "check_ledger",
-           "check_never_down", "check_pace", "check_processes", "check_stages",
-           "cut_off_seconds", "final"]
+           "check_never_down", "check_pace", "check_processes", "check_rollout_steps",
+           "check_stages", "cut_off_seconds", "final"]

@@ -43,7 +43,7 @@ from tests.robustness.traffic import Traffic
 IN_TRANSITION, PER_MINUTE = 8, 30  # the fleet's pace during a run (docs/pace.md)
 INVARIANTS = ["binding-regressed", "decision-kept", "outside-term", "outside-claim", "pace",
               "ledger", "never-down", "copy-up", "job-again", "job-twice", "stage-order",
-              "untouched", "one-owner", "final", "crash", "history-whole"]
+              "rolling", "untouched", "one-owner", "final", "crash", "history-whole"]
 
 
 @dataclass
@@ -171,6 +171,7 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                   + checks.check_jobs(sampler.samples, faults, sampler.run_time)
                   + checks.check_jobs_twice(sampler.samples, faults)
                   + checks.check_stages(sampler.samples, events, traffic, faults)
+                  + checks.check_rollout_steps(events, traffic, pace, faults)
                   + checks.check_foreign(sampler.samples, sampler.unreached,
                                          foreign.planted(), faults)
                   + checks.check_processes(system, crashed))

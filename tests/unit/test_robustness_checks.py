@@ -22,6 +22,7 @@ from berth.store.documents import (
 from berth.store.documents.base import ObjectRef
 from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
 from berth.store.documents.pace import PaceSpec, PaceWindow
+from berth.store.documents.rollouts import RolloutState
 from berth_testkit.memory import MemoryStore
 from tests.robustness.checks import (
     CLAIMS,
@@ -31,6 +32,7 @@ from tests.robustness.checks import (
     check_ledger,
     check_never_down,
     check_pace,
+    check_rollout_steps,
     cut_off_seconds,
 )
 from tests.robustness.faults import Happened
@@ -257,3 +259,54 @@ def test_the_time_each_cluster_counted_as_cut_off() -> None:
               Happened("kill", "kill -9 agent replica 1, restarted after 2 s", 100.0, 102.0)]
     # from a second before each fault to GRACE after its end; a scheduler killed: none
     assert cut_off_seconds(faults, 200.0) == {"a": 42, "b": 34}
+
+
+def _rolled(h: History, app: str, at: float, copies: dict[str, tuple[int, str]],
+            phase: str = "Progressing") -> None:
+    """A status of a rollout of generation 2 from 1: cluster → (generation, health)."""
+    h.put(keys.status_key("Application", "default", app), ApplicationStatus(
+        StatusMeta(app, "default"), ApplicationState(
+            applied={f"default/{c}": ClusterApplied(g, health=health,
+                                                    since=T0 + timedelta(seconds=at))
+                     for c, (g, health) in copies.items()},
+            rollout=RolloutState(2, 1, phase))), at)
+
+
+def test_a_rolling_step_starts_only_once_the_one_before_is_healthy() -> None:
+    """(A cluster left behind — no longer a target, its copy on its way out — is no
+    step: the seed 47 history had a forced move of a Rolling application between
+    clusters, whose new copy started while the old one was still listed.)"""
+    h = History()
+    h.binding("r", "a", "b", "c", at=0.0)
+    _rolled(h, "r", 0.0, {"a": (1, "Healthy"), "b": (1, "Healthy"), "c": (1, "Healthy")})
+    _rolled(h, "r", 5.0, {"a": (2, "Progressing"), "b": (1, "Healthy"), "c": (1, "Healthy")})
+    _rolled(h, "r", 10.0, {"a": (2, "Healthy"), "b": (2, "Progressing"), "c": (1, "Healthy")})
+    _rolled(h, "r", 11.0, {"a": (2, "Healthy"), "b": (2, "Progressing"),
+                           "c": (2, "Progressing")})  # b not healthy: one step too many
+    traffic = _deploys("Rolling", "r")
+    found = check_rollout_steps(h.events, traffic, PaceSpec(), [])
+    assert [(v.invariant, v.at, v.what) for v in found] == [
+        ("rolling", 11.0, "generation 2 started on default/c while default/b was not yet "
+         "healthy on it (maxUnavailable 1)")]
+    moved = History()  # b left behind (no longer a target): its copy is no step
+    moved.binding("r", "a", "b", "c", at=0.0)
+    moved.events += h.events[1:3]
+    moved.binding("r", "a", "c", at=5.5, gen=2)
+    moved.events.append(h.events[-1])  # the status of 11 s: c starts, b not healthy
+    assert check_rollout_steps(moved.events, traffic, PaceSpec(), []) == []
+    # Staged: no maxUnavailable; but no step starts in a pace window
+    window = PaceSpec(windows=[PaceWindow(start="12:00", end="12:01")])  # T0 is 12:00
+    staged = check_rollout_steps(h.events, _deploys("Staged", "r"), window, [])
+    assert [(v.invariant, v.at) for v in staged] == [("pace", 5.0), ("pace", 10.0),
+                                                     ("pace", 11.0)]
+
+
+def test_a_moves_first_copy_in_a_window_is_no_rollout_step() -> None:
+    """A forced move never waits: the copy made on its new cluster (nothing there
+    before: a place held at generation 0) is no step, in a window or not (seed 14)."""
+    h = History()
+    h.binding("r", "a", at=0.0)
+    _rolled(h, "r", 1.0, {"b": (1, "Healthy"), "a": (0, "")})
+    _rolled(h, "r", 2.0, {"b": (1, "Healthy"), "a": (2, "Progressing")})
+    window = PaceSpec(windows=[PaceWindow(start="12:00", end="12:01")])
+    assert check_rollout_steps(h.events, _deploys("Rolling", "r"), window, []) == []
