@@ -22,6 +22,7 @@ import argparse
 import json
 import random
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds after the last fault to converge within (default 240)")
     p.add_argument("--out", type=Path, default=ROOT / "build" / "robustness")
     args = p.parse_args(argv)
+    # stopped (SIGTERM, as timeout does): stop the servers and berth on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.strftime("%Y%m%d-%H%M%S")
     print(f"robustness run: seed {args.seed}, {args.minutes:g} minutes", flush=True)
