@@ -335,7 +335,9 @@ def check_pace(events: list[Event], faults: list[Happened], pace: PaceSpec
                 why = []
                 if pace.windows and closed_until(pace.windows, t) is not None:
                     why.append(f"in a window ({t:%H:%M:%S} UTC)")
-                last = [s for s in started if (t - s).total_seconds() < 59.0]
+                # decided before it (one decided later may land first, in the same
+                # transaction: a write retried after etcd did not answer goes last)
+                last = [s for s in started if 0.0 <= (t - s).total_seconds() < 59.0]
                 if pace.per_minute and len(last) >= pace.per_minute:
                     why.append(f"{len(last)} moves started in the minute before "
                                f"(perMinute {pace.per_minute})")
@@ -589,9 +591,14 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
             decided[name].append((ev.at, b.spec.generation, {t.name for t in b.spec.targets}))
 
     def a_first(name: str, gen: int, at: float) -> bool:
-        """Whether the Binding of ``gen`` in force at ``at`` has ``a`` (its first stage)."""
-        now = [on for t, g, on in decided[name] if t <= at and g == gen]
-        return bool(now) and "a" in now[-1]
+        """Whether ``gen``'s Binding had ``a`` (its first stage) all through the ``LAG``
+        seconds around ``at``: the history is read a moment behind the clusters (seed
+        53: ``a`` left the targets, so the rollout went on to ``b`` and ``c`` at once,
+        and a sample saw ``b``'s copy before the recorder had read the Binding)."""
+        seen = [(t, on) for t, g, on in decided[name] if g == gen and t <= at + LAG]
+        ons = [on for t, on in seen if t <= at - LAG][-1:] + [
+            on for t, on in seen if t > at - LAG]
+        return bool(ons) and all("a" in on for on in ons)
 
     ready_on_a: dict[tuple[str, str], int] = {}  # (app, image) → first pass available on a
     later: dict[tuple[str, str], tuple[int, float, str]] = {}  # first pass on b or c

@@ -33,6 +33,7 @@ from tests.robustness.checks import (
     check_never_down,
     check_pace,
     check_rollout_steps,
+    check_stages,
     cut_off_seconds,
 )
 from tests.robustness.faults import Happened
@@ -149,6 +150,20 @@ def test_moves_per_minute_and_windows() -> None:
     found, _ = check_pace(h.events, [], PaceSpec(windows=[PaceWindow("12:00", "12:01")]))
     assert [v.subject for v in found] == ["r"] and "in a window" in found[0].what
     assert check_pace(h.events, [], PaceSpec(windows=[PaceWindow("12:01", "12:02")]))[0] == []
+
+
+def test_moves_decided_after_one_do_not_count_before_it_though_they_landed_first() -> None:
+    """Seed 53: an optional move retried after etcd did not answer landed after three
+    decided later, in one transaction; those are not in the minute before it."""
+    h = History()
+    for i, app in enumerate("pq"):
+        running(h, app, "a", 0.0)
+        h.binding(app, "b", at=20.0)
+        h.move(app, "cluster", 12.0 + i, "b")  # decided at 12 and 13 s
+    running(h, "r", "a", 0.0)
+    h.binding("r", "b", at=20.0)
+    h.move("r", "metrics", 10.0, "b")  # decided first, landed last
+    assert check_pace(h.events, [], PaceSpec(per_minute=2))[0] == []
 
 
 def test_a_status_changing_what_it_says_of_a_cluster_needs_its_claim() -> None:
@@ -310,3 +325,17 @@ def test_a_moves_first_copy_in_a_window_is_no_rollout_step() -> None:
     _rolled(h, "r", 2.0, {"b": (1, "Healthy"), "a": (2, "Progressing")})
     window = PaceSpec(windows=[PaceWindow(start="12:00", end="12:01")])
     assert check_rollout_steps(h.events, _deploys("Rolling", "r"), window, []) == []
+
+
+def test_a_stage_that_left_the_targets_is_no_first_stage_though_read_a_moment_late() -> None:
+    """stage-order: a new generation on b before a (the first stage) had it available is
+    a violation — unless a left the targets then: the history is read a moment behind
+    the clusters (seed 53)."""
+    h = History()
+    for app in ("s", "v"):
+        h.binding(app, "a", "b", "c", at=0.0, gen=3)
+    h.binding("s", "b", "c", at=10.5, gen=3)  # a left: the rollout goes on to b and c
+    samples = [Sample(10.0, 5, "b", "Deployment", "s", "x:3", available=0),
+               Sample(10.0, 5, "b", "Deployment", "v", "x:3", available=0)]
+    found = check_stages(samples, h.events, _deploys("Staged", "s", "v"), [])
+    assert [(v.invariant, v.subject) for v in found] == [("stage-order", "v")]
