@@ -88,6 +88,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from berth.controllers.propagator.health import HEALTHY
 from berth.store import Store, keys, ledger
 from berth.store.documents import ApplicationState, ApplicationStatus, Binding, ClusterStatus
 from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
@@ -673,7 +674,7 @@ def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
                                          f"{r.generation} on {cid} started in a window "
                                          f"({since:%H:%M:%S} UTC)", before(faults, ev.at)))
                 busy = [sorted(c for c, b in st.applied.items() if c != cid and c in on
-                               and b.generation == r.generation and b.health != "Healthy")
+                               and b.generation == r.generation and b.health != HEALTHY)
                         for st in before_it]
                 if stepped[name] == "Rolling" and all(busy):
                     out.append(Violation("rolling", name, ev.at, f"generation {r.generation} "
