@@ -119,9 +119,13 @@ class Store:
     """
 
     def __init__(self, config: EtcdConfig | None = None, *, fence: Fence | None = None,
+                 holds: Callable[[], bool] | None = None,
                  _members: _Members | None = None) -> None:
         self.config = config or EtcdConfig()
         self.fence = fence  # required by every write transaction of this view
+        # whether the fence's term surely lasts, by this process's clock: what etcd cannot
+        # fence (a request to a cluster) goes out only while it does; None: no lease
+        self.holds = holds
         self._m = _members if _members is not None else _Members(self.config)
         if _members is None and self.config.user:
             self.authenticate()
@@ -144,14 +148,15 @@ class Store:
         the fence's compare."""
         return self.config.max_txn_ops - (1 if self.fence is not None else 0)
 
-    def fenced(self, fence: Fence) -> Store:
+    def fenced(self, fence: Fence, holds: Callable[[], bool] | None = None) -> Store:
         """A view of this session whose every write also requires ``fence``: what a
         leader's controller is given. Connections, the member in use, the token and
-        the link are the session's, shared with every other view."""
+        the link are the session's, shared with every other view. ``holds``: whether
+        the term surely lasts by this process's own clock (its lease's tenure)."""
         if fence.term <= 0:
             raise ValueError(f"no term to fence with ({fence.key} at term {fence.term}): "
                              "only a leader's term fences")
-        return Store(self.config, fence=fence, _members=self._m)
+        return Store(self.config, fence=fence, holds=holds, _members=self._m)
 
     # -- plumbing ---------------------------------------------------------------
 

@@ -688,6 +688,74 @@ def test_a_scheduler_leader_paused_never_writes_after_its_term(system: System) -
           "20 deletions meanwhile, thawed", act, extra=then)
 
 
+PINNED = {"agent": (PULL, ["zone is z2", "tier is gold"]), "propagator": ("a", ["zone is z1"])}
+
+
+def _pinned(system: System, name: str, constraints: list[str]) -> None:
+    """A ConfigMap application that only one cluster may run."""
+    from berth_testkit.scheduler_env import put
+
+    put(system.db, keys.resource_key("Application", name, "default"), encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": name, "namespace": "default", "generation": 1},
+        "spec": {"constraints": {"cluster": {"labels": constraints}},
+                 "manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": name, "namespace": "default"},
+                               "data": {"v": "1"}}]}}))
+
+
+@pytest.mark.parametrize("command", ["agent", "propagator"])
+def test_a_paused_replica_resumed_never_undoes_what_its_successor_did(
+        system: System, command: str) -> None:
+    """SIGSTOP past the lease, on the replica serving a cluster (b's agent; the
+    propagator replica serving a): the other replica takes the cluster over and removes
+    20 deleted applications' ConfigMaps there. The old one resumes with its watches full
+    of those deletions — someone else's, as it sees them — and its view of the work from
+    before: it must send the cluster nothing more, for its lease lapsed by its own clock
+    (its etcd writes fail in etcd itself). The robustness run, seed 53, saw a resumed
+    agent make such an object again, with nobody left to remove it."""
+    cluster, constraints = PINNED[command]
+    names = [f"resume-{command}-{i:02d}" for i in range(20)]
+    for name in names:
+        _pinned(system, name, constraints)
+    deadline = time.monotonic() + 120
+    while (there := {n for n in _configmaps(system, cluster) if n in names}) != set(names):
+        assert time.monotonic() < deadline, f"only {len(there)}/20 made on {cluster}"
+        time.sleep(0.5)
+    old = system.leader(command)
+    facts: dict[str, int] = {}
+
+    def act() -> None:
+        proc = old.proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 60
+            while system.leader(command) is old:
+                assert time.monotonic() < deadline, "nobody took over"
+                time.sleep(0.1)
+            for name in names:
+                system.db.delete(keys.resource_key("Application", name, "default"))
+            while {n for n in _configmaps(system, cluster) if n in names}:
+                assert time.monotonic() < deadline + 60, "the successor removed nothing"
+                time.sleep(0.2)
+            facts["said"] = len(old.output())
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        time.sleep(10)  # it wakes, its watches deliver the deletions; it steps down
+
+    def then() -> tuple[bool, str]:
+        back = sorted(n for n in _configmaps(system, cluster) if n in names)
+        refused = old.output()[facts.get("said", 0):].count("lease may have ended")
+        return not back, (f"made again on {cluster} by the resumed replica: {len(back)}/20; "
+                          f"its writes it refused itself: {refused}")
+
+    what = (f"pull cluster {PULL}'s agent leader" if command == "agent"
+            else "the propagator replica serving a")
+    fault(system, f"{what} paused (SIGSTOP) past its lease while its successor removes 20 "
+          "deleted applications, thawed: it sends the cluster nothing more", act, extra=then)
+
+
 def _dropped(p: BerthProcess) -> int:
     """Decisions the process said it dropped (its log)."""
     return sum(int(n) for n in re.findall(r"(\d+) Binding decisions (?:not written|dropped)",

@@ -90,7 +90,13 @@ import msgspec
 
 from berth.controllers.propagator.health import HEALTHY
 from berth.store import Store, keys, ledger
-from berth.store.documents import ApplicationState, ApplicationStatus, Binding, ClusterStatus
+from berth.store.documents import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    ClusterApplied,
+    ClusterStatus,
+)
 from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
 from berth.store.documents.pace import PaceSpec, closed_until, steady
 from berth.store.documents.rollouts import COMPLETE, ENDED, ROLLED_BACK
@@ -630,7 +636,15 @@ def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
     applied there), nor, rolled out ``Rolling``, while another target is on that
     generation and not yet Healthy (``maxUnavailable`` 1) in the status that says so
     and in every state of it in the ``LAG`` seconds before: a replica decides on what
-    it has seen."""
+    it has seen.
+
+    Steps that one status write shows together were taken one after another, its
+    writes between them not landed (an etcd member lost, a status changed meanwhile)
+    or not needed (a copy the cluster showed Healthy at once, its Deployment
+    unchanged, needs no wait): a copy Healthy there went first and finished, so the
+    others of that write are not what it started beside; two of them not Healthy
+    are (seed 53, ``r-deploy-0536``: ``a`` Healthy at the instant it was applied,
+    then ``c`` in the same reconcile, one write for both)."""
     apps = list(traffic.apps.items()) + list(traffic.deleted.items())
     stepped = {n: a.strategy for n, a in apps
                if a.shape == "deploy" and a.strategy in ("Rolling", "Staged")}
@@ -661,11 +675,9 @@ def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
             before_it = [st for at, st in seen if at >= ev.at - LAG] + [now]
             prev = seen[-1][1]
             on = targets.get(name, set())  # a cluster left behind is no step's
-            for cid, a in sorted(now.applied.items()):
-                was = prev.applied.get(cid)
-                if (a.generation != r.generation or was is None or was.generation == 0
-                        or was.generation >= a.generation or cid not in on):
-                    continue  # no step: a copy's first (a move's, a placement's), or none
+            steps = {cid: a for cid, a in now.applied.items()
+                     if _stepped(cid, a.generation, prev.applied.get(cid), r.generation, on)}
+            for cid, a in sorted(steps.items()):
                 since = a.since
                 if since is not None and pace.windows and all(
                         closed_until(pace.windows, t) is not None
@@ -673,8 +685,11 @@ def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
                     out.append(Violation("pace", name, ev.at, f"rollout step of generation "
                                          f"{r.generation} on {cid} started in a window "
                                          f"({since:%H:%M:%S} UTC)", before(faults, ev.at)))
+                # in this write, a step that finished (Healthy) went before the others
+                after = set(steps) if a.health == HEALTHY else set()
                 busy = [sorted(c for c, b in st.applied.items() if c != cid and c in on
-                               and b.generation == r.generation and b.health != HEALTHY)
+                               and b.generation == r.generation and b.health != HEALTHY
+                               and not (st is now and c in after))
                         for st in before_it]
                 if stepped[name] == "Rolling" and all(busy):
                     out.append(Violation("rolling", name, ev.at, f"generation {r.generation} "
@@ -684,6 +699,14 @@ def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
         seen.append((ev.at, now))
         del seen[:-64]  # enough for the LAG seconds before
     return out
+
+
+def _stepped(cid: str, generation: int, was: ClusterApplied | None, rolled: int,
+             on: set[str]) -> bool:
+    """Whether a copy on ``cid`` took the generation rolled out from an older one there: a
+    step (not a copy's first — a move's, a placement's — nor one left behind)."""
+    return (generation == rolled and was is not None and 0 < was.generation < generation
+            and cid in on)
 
 
 def check_foreign(samples: list[Sample], unreached: set[int], planted: set[str],

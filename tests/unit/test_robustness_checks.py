@@ -339,3 +339,35 @@ def test_a_stage_that_left_the_targets_is_no_first_stage_though_read_a_moment_la
                Sample(10.0, 5, "b", "Deployment", "v", "x:3", available=0)]
     found = check_stages(samples, h.events, _deploys("Staged", "s", "v"), [])
     assert [(v.invariant, v.subject) for v in found] == [("stage-order", "v")]
+
+
+def test_steps_one_write_shows_together_went_one_after_another() -> None:
+    """Seed 53 (r-deploy-0536): one reconcile applied a, found it Healthy at once (its
+    Deployment unchanged), then applied c; the status between never landed (an etcd
+    member lost), so one write shows both. A copy Healthy in that write went first; two
+    not Healthy cannot both have waited for the other."""
+    h = History()
+    h.binding("r", "a", "b", "c", at=0.0)
+    _rolled(h, "r", 0.0, {"a": (1, "Healthy"), "b": (1, "Healthy"), "c": (1, "Healthy")})
+    _rolled(h, "r", 5.0, {"a": (2, "Healthy"), "b": (1, "Healthy"), "c": (2, "Progressing")})
+    traffic = _deploys("Rolling", "r")
+    assert check_rollout_steps(h.events, traffic, PaceSpec(), []) == []
+    both = History()
+    both.binding("r", "a", "b", "c", at=0.0)
+    both.events += h.events[1:2]
+    _rolled(both, "r", 5.0, {"a": (2, "Progressing"), "b": (1, "Healthy"),
+                             "c": (2, "Progressing")})
+    found = check_rollout_steps(both.events, traffic, PaceSpec(), [])
+    assert [(v.invariant, v.at) for v in found] == [("rolling", 5.0), ("rolling", 5.0)]
+    # a copy already busy before the write is what a Healthy newcomer started beside
+    busy = History()
+    busy.binding("r", "a", "b", "c", at=0.0)
+    busy.events += h.events[1:2]
+    _rolled(busy, "r", 4.0, {"a": (1, "Healthy"), "b": (2, "Progressing"),
+                             "c": (1, "Healthy")})
+    _rolled(busy, "r", 5.0, {"a": (2, "Healthy"), "b": (2, "Progressing"),
+                             "c": (1, "Healthy")})
+    found = check_rollout_steps(busy.events, traffic, PaceSpec(), [])
+    assert [(v.invariant, v.at, v.what) for v in found] == [
+        ("rolling", 5.0, "generation 2 started on default/a while default/b was not yet "
+         "healthy on it (maxUnavailable 1)")]

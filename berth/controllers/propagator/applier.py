@@ -61,6 +61,7 @@ from berth.controllers.propagator.execute import (
     HANDED_OVER,
     ClusterClient,
     Executor,
+    Leased,
     OnApplied,
     Router,
     run,
@@ -182,7 +183,8 @@ class Applier:
                                  idle_timeout=idle, **gate)
         self.pull.on_report.append(self._on_report)
         self.pull.on_garbage.append(self.queue.add)  # a work written over by hand
-        self.executor = Router(Executor(self, self.own_writes, self.on_applied, **gate),
+        authority = shard if shard is not None else Leased(store.holds)
+        self.executor = Router(Executor(self, self.own_writes, self.on_applied, authority),
                                self.pull, self.is_pull)
         self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
         self._lock = threading.Lock()

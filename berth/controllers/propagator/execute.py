@@ -134,6 +134,7 @@ OnApplied = Callable[[str, Kind, KubeObjectRef, KubeObject], None]
 # Whether this replica serves a cluster, held while requests go there (shard.py).
 Gate = Callable[[str], AbstractContextManager[bool]]
 HANDED_OVER = "served by another propagator replica now"
+LAPSED = "this replica's lease may have ended (not renewed in time): nothing sent"
 MAKING_STRIPES = 64  # locks that serialize creations of one object (by hash)
 
 
@@ -141,13 +142,75 @@ def always(_cid: str) -> AbstractContextManager[bool]:
     return nullcontext(True)
 
 
+class Authority(Protocol):
+    """What entitles this replica to send requests to a cluster."""
+
+    def serving(self, cid: str) -> AbstractContextManager[bool]:
+        """True while this replica serves ``cid``: a hand-over waits for the block to end."""
+        ...
+
+    def holds(self, cid: str) -> bool:
+        """Whether a write sent to ``cid`` now surely arrives within this replica's lease,
+        by its own clock: asked before each write, so that a replica paused past its
+        lease sends nothing more when it resumes (``runtime/tenure.py``)."""
+        ...
+
+
+class Leased:
+    """A leader's authority (an agent's): every cluster, each write while its lease holds
+    (``holds``: always, without a lease)."""
+
+    def __init__(self, holds: Callable[[], bool] | None = None) -> None:
+        self._holds = holds
+
+    def serving(self, cid: str) -> AbstractContextManager[bool]:
+        return nullcontext(True)
+
+    def holds(self, cid: str) -> bool:
+        return self._holds is None or self._holds()
+
+
+class Guarded:
+    """A cluster's client whose writes go out only while the authority holds: Unavailable
+    (:data:`LAPSED`) otherwise, with nothing sent. Reads go out regardless."""
+
+    def __init__(self, client: ClusterClient, cid: str, authority: Authority) -> None:
+        self.client = client
+        self.cid = cid
+        self.authority = authority
+
+    def _check(self) -> None:
+        if not self.authority.holds(self.cid):
+            raise Unavailable(f"cluster {self.cid}: {LAPSED}")
+
+    def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
+        return self.client.locate(body)
+
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
+              force: bool = True) -> KubeObject:
+        self._check()
+        return self.client.apply(kind, ref, body, force=force)
+
+    def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
+        return self.client.get(ref, cached=cached)
+
+    def exists(self, ref: KubeObjectRef) -> bool:
+        return self.client.exists(ref)
+
+    def delete(self, ref: KubeObjectRef, *, propagation: str = "Background",
+               uid: str = "") -> None:
+        self._check()
+        self.client.delete(ref, propagation=propagation, uid=uid)
+
+
 class Executor:
     def __init__(self, clients: Clients, own_writes: OwnWrites,
-                 on_applied: list[OnApplied] | None = None, gate: Gate = always) -> None:
+                 on_applied: list[OnApplied] | None = None,
+                 authority: Authority | None = None) -> None:
         self.clients = clients
         self.own_writes = own_writes
         self.on_applied = on_applied if on_applied is not None else []
-        self.gate = gate
+        self.authority: Authority = authority if authority is not None else Leased()
         # Creations of one object on one cluster, one at a time (striped by its name):
         # two applications of berth's naming it apply as one field manager, so the
         # cluster would not say that the second overwrote the first's.
@@ -170,7 +233,7 @@ class Executor:
             step.bodies if step.bodies is not None else app.bodies)
         if step.replicas is not None:
             bodies = tuple(with_replicas(b, step.replicas) for b in bodies)
-        with self.gate(cid) as serving:
+        with self.authority.serving(cid) as serving:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
                 return None
@@ -335,7 +398,7 @@ class Executor:
         """Before a move deletes anything: every object is there on every target."""
         try:
             for cid in step.clusters:
-                with self.gate(cid) as serving:
+                with self.authority.serving(cid) as serving:
                     if not serving:
                         raise Unavailable(f"{cid}: {HANDED_OVER}")
                     client = self._client(cid)
@@ -356,7 +419,7 @@ class Executor:
         """Remove everything berth put on one cluster."""
         cid = step.cluster
         progress.cleared.add(cid)
-        with self.gate(cid) as serving:
+        with self.authority.serving(cid) as serving:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
             else:
@@ -364,7 +427,7 @@ class Executor:
 
     def _clear(self, cid: str, owner: str, progress: Progress, propagation: str) -> None:
         try:
-            client = self.clients.client(cid)
+            client = self._reach(cid)
         except Unavailable as exc:
             progress.errors[cid] = str(exc)
             return
@@ -385,8 +448,14 @@ class Executor:
         else:
             del progress.applied[cid]
 
-    def _client(self, cid: str) -> ClusterClient:
+    def _reach(self, cid: str) -> ClusterClient | None:
+        """The cluster's client, its writes guarded by this replica's authority; None if
+        there is no such Cluster."""
         client = self.clients.client(cid)
+        return Guarded(client, cid, self.authority) if client is not None else None
+
+    def _client(self, cid: str) -> ClusterClient:
+        client = self._reach(cid)
         if client is None:
             raise Unavailable(f"cluster {cid} does not exist")
         return client

@@ -22,9 +22,12 @@ so a member joining or leaving moves only the clusters it gains or loses.
 
 :meth:`Shard.serving` is the gate every request to a cluster goes through:
 it says whether this replica owns the cluster and keeps the hand-over waiting
-until the request is over. ``on_gain`` and ``on_lose`` tell the observer and
-the applier (called on the shard's thread; ``on_lose`` after the cluster's
-requests ended).
+until the request is over. Each write to a cluster also asks
+:meth:`Shard.holds`: whether the lease surely lives by this replica's own
+clock (``runtime/tenure.py``) — a replica paused past its lease, its claims
+taken by another meanwhile, sends nothing more when it resumes. ``on_gain``
+and ``on_lose`` tell the observer and the applier (called on the shard's
+thread; ``on_lose`` after the cluster's requests ended).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import msgspec
 
 from berth.controllers.runtime import Informer
 from berth.controllers.runtime.supervise import Loop
+from berth.controllers.runtime.tenure import Tenure, margin_for
 from berth.store import Conflict, Delete, Fence, Put, Store, StoreError, Unavailable, keys
 from berth.store.codec import typed
 
@@ -102,6 +106,7 @@ class Shard:
         self._lease = 0
         self._claims: dict[str, int] = {}  # our claims → their revisions (the loop's only)
         self._last_ok = -math.inf  # when (monotonic) etcd last confirmed the lease: never
+        self.tenure = Tenure(margin_for(ttl))  # while the lease surely lives, by our clock
         self._wake = threading.Event()
         self._loop = Loop("shard", self._step, deadline=ttl * 3 + 60.0)
 
@@ -139,6 +144,11 @@ class Shard:
                     if not self._busy[cid]:
                         del self._busy[cid]
                         self._cond.notify_all()
+
+    def holds(self, cid: str) -> bool:
+        """Whether a write sent to ``cid`` now surely arrives while this replica's claim
+        lives: owned, and the lease confirmed recently enough by our own clock."""
+        return self.owns(cid) and self.tenure.holds()
 
     def members(self) -> list[str]:
         """The live members: a member key on the lease its value names, named as its key
@@ -194,8 +204,11 @@ class Shard:
                 log.debug("shard: revoking the old lease: %s", exc)
             self._lease = 0
             self._claims.clear()  # they went with it
+        sent = time.monotonic()
+        self.tenure.end()  # the claims on the old lease are gone
         self._lease = self.store.grant(self.ttl)
-        self._last_ok = time.monotonic()
+        self._last_ok = sent
+        self.tenure.renewed(sent, self.ttl)
         key = MEMBERS + self.identity
         body = msgspec.json.encode(Holder(self.identity, self._lease, time.time()))
         try:
@@ -221,12 +234,13 @@ class Shard:
         now = time.monotonic()
         if now - self._last_ok >= self.ttl / 3:
             try:
-                alive = self.store.keep_alive(self._lease) > 0
+                left = self.store.keep_alive(self._lease)
             except StoreError as exc:
-                alive = False
+                left = -1
                 log.debug("shard: lease refresh failed: %s", exc)
-            if alive:
+            if left > 0:
                 self._last_ok = now
+                self.tenure.renewed(now, left)
         if time.monotonic() - self._last_ok < self.ttl * 0.6:
             return True
         if self.owned():

@@ -19,7 +19,9 @@ made anew by another replica, every write of the old term fails in etcd
 itself (``Deposed``), whatever it had queued. Between two leaders there is
 no term: ``fence`` gives none, a controller is started only with one, and
 the store refuses a fence of term 0 (etcd's compare with 0 would pass on the
-absent key).
+absent key). What etcd cannot fence — a request to a cluster's API — goes out
+only while the leader's :attr:`LeaderElection.tenure` holds: the lease surely
+lives by this process's own clock (``tenure.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 import tenacity
 from prometheus_client import Gauge
 
+from berth.controllers.runtime.tenure import Tenure, margin_for
 from berth.store import Conflict, Fence, Store, StoreError, Unavailable, Watch, keys
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ class LeaderElection:
         self._lock = threading.Lock()  # _lease and the decision to stop, together
         self._lease = 0
         self._term = 0  # the election key's create revision while this replica leads
+        self.tenure = Tenure(margin_for(ttl))  # while the lease surely lives, by our clock
         self._watch: Watch | None = None
         self._thread: threading.Thread | None = None
         IS_LEADER.labels(process).set(0)  # a sample from the start, leading or not
@@ -164,6 +168,7 @@ class LeaderElection:
         self._set_leading(False)
 
     def _campaign(self) -> bool:
+        sent = time.monotonic()
         lease = self.store.grant(self.ttl)
         since = time.time()
         body = self.body(self.identity, since) if self.body is not None else json.dumps(
@@ -177,6 +182,7 @@ class LeaderElection:
             resigned = self._stop.is_set()
             if not resigned:
                 self._lease, self._term = lease, term
+                self.tenure.renewed(sent, self.ttl)
         if resigned:  # resign() ran meanwhile: hand the key over at once, not after a TTL
             self.store.revoke(lease)
             return False
@@ -189,9 +195,12 @@ class LeaderElection:
         try:
             while not self._stop.wait(self.ttl / 3):
                 try:
-                    if self.store.keep_alive(self._lease) <= 0:
+                    sent = time.monotonic()
+                    left = self.store.keep_alive(self._lease)
+                    if left <= 0:
                         log.error("election %s: lease expired; stepping down", self.process)
                         return
+                    self.tenure.renewed(sent, left)
                     last_ok = time.monotonic()
                 except StoreError as exc:
                     if time.monotonic() - last_ok >= self.ttl * 2 / 3:
@@ -230,6 +239,7 @@ class LeaderElection:
         if not leading:
             with self._lock:
                 self._term = 0
+                self.tenure.end()
         if leading == self.leading.is_set():
             return
         IS_LEADER.labels(self.process).set(1 if leading else 0)

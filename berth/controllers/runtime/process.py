@@ -79,7 +79,7 @@ def writer_for(election: LeaderElection | _EveryReplica, store: Store) -> Store 
     if isinstance(election, _EveryReplica):
         return store
     fence = election.fence()
-    return store.fenced(fence) if fence is not None else None
+    return store.fenced(fence, election.tenure.holds) if fence is not None else None
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -15,6 +15,10 @@ urgent key already waiting in the ordinary line moves ahead; its place there
 is skipped when reached. A worker may take urgent keys only (``urgent_only``):
 then an urgent key waits for no long work to finish either.
 
+After :meth:`WorkQueue.shutdown` no key is handed out, however many wait: a
+controller stopping (deposed, say) finishes what is in flight and begins
+nothing more.
+
 The clock is injectable so tests need not sleep.
 """
 
@@ -156,12 +160,12 @@ class WorkQueue(Generic[K]):
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
+                if self._shutdown:  # what waits stays unbegun: a stopping controller
+                    return None  # (deposed, say) begins nothing more
                 self._promote()
                 key = self._take(urgent_only)
                 if key is not None:
                     return key
-                if self._shutdown:
-                    return None
                 wait = None
                 if urgent_only:
                     if deadline is not None:

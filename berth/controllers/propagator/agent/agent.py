@@ -46,7 +46,7 @@ from berth.controllers.propagator.agent.join import Credentials, Keeper, Renewal
 from berth.controllers.propagator.agent.reports import Reports
 from berth.controllers.propagator.capacity import Tracker
 from berth.controllers.propagator.drift import DriftWatches, OwnWrites
-from berth.controllers.propagator.execute import Executor
+from berth.controllers.propagator.execute import Executor, Leased
 from berth.controllers.propagator.health import HEALTHY, Health, judge, with_copy
 from berth.controllers.propagator.kube import (
     OWNER,
@@ -122,7 +122,9 @@ class Agent:
                                   known=self.book.held,
                                   server_timeout=config.drift_watch_timeout,
                                   probe_timeout=config.probe_timeout)
-        self.executor = Executor(self, self.own_writes, [self._applied])
+        # what it sends the cluster goes out only while its lease surely lives: a paused
+        # agent, deposed meanwhile, sends nothing more when it resumes (tenure.py)
+        self.executor = Executor(self, self.own_writes, [self._applied], Leased(store.holds))
         self.budget = Budget(config.delete_share, config.delete_least, config.delete_window)
         self.kept = Kept(store, cluster)  # the budget's removals, in etcd
         self._listed = 0  # the works' revision when this agent began: its backlog's end

@@ -3,6 +3,7 @@ which order with the status writes (one journal)."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from berth.controllers.propagator.drift import OwnWrites, newer
@@ -557,3 +558,43 @@ def test_a_copy_that_cannot_be_rendered_or_is_refused_fails_that_cluster_alone()
     assert isinstance(again, Finish) and again.state is not None
     assert not [j for j in fleet.journal if j[0] == "apply"]  # not tried again
     assert set(again.state.refused) == {"default/b"}
+
+
+class Lapsing:
+    """An authority whose lease lapses after ``writes`` writes: as a replica paused past
+    its lease finds on resuming, by its own clock."""
+
+    def __init__(self, writes: int) -> None:
+        self.writes = writes
+
+    def serving(self, cid: str) -> AbstractContextManager[bool]:
+        return nullcontext(True)
+
+    def holds(self, cid: str) -> bool:
+        self.writes -= 1
+        return self.writes >= 0
+
+
+def test_a_replica_whose_lease_lapsed_sends_the_cluster_nothing_more() -> None:
+    """etcd fences what a replica writes to etcd, not what it sends a cluster: every write
+    to a cluster asks the authority first (the robustness run, seed 53: a deposed agent,
+    resumed, applied again an object the new leader had just removed). Reads still go."""
+    fleet = Fleet().add("a")
+    app = App(1, bodies=(cm("x"), cm("y")))
+    progress = Progress.start(ApplicationState())
+    facts = Facts(app, ApplicationState(), 1, ("default/a",), owner=OWNER)
+    end = run(facts, progress, Executor(fleet, OwnWrites(), authority=Lapsing(1)),
+              Sink(fleet.journal))
+    assert isinstance(end, Finish) and end.retry
+    assert [j for j in fleet.journal if j[0] == "apply"] == [("apply", "a", "x")]
+    assert list(fleet["a"].objects) == [ref("x")]
+    assert "lease may have ended" in progress.errors["default/a"]
+    # nor does it delete: the application gone, its objects stay for the next leader
+    was = end.state if end.state is not None else ApplicationState()
+    fleet.journal.clear()
+    progress = Progress.start(was)
+    end = run(Facts(App(1, deleting=True), was, 1, ("default/a",), owner=OWNER), progress,
+              Executor(fleet, OwnWrites(), authority=Lapsing(0)), Sink(fleet.journal))
+    assert isinstance(end, Finish) and end.retry
+    assert not [j for j in fleet.journal if j[0] == "delete"]
+    assert list(fleet["a"].objects) == [ref("x")]

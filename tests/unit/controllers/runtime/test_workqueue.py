@@ -151,3 +151,22 @@ def test_shutdown_wakes_waiting_workers() -> None:
     q.shutdown()
     t.join(5)
     assert got == [None]
+
+
+def test_after_shutdown_no_waiting_key_is_handed_out() -> None:
+    """A controller that stops (deposed) finishes what it holds and begins nothing more:
+    keys still waiting, ordinary, urgent or delayed and due, are not handed out."""
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add("waiting")
+    q.add("hurried", urgent=True)
+    q.add_after("delayed", 1.0)
+    held = q.get(0)
+    assert held == "hurried"
+    clock.now += 2.0
+    q.shutdown()
+    assert q.get(0) is None
+    assert q.get(0, urgent_only=True) is None
+    q.add("late")  # refused once shut down
+    assert q.get(0) is None
+    q.done(held)
