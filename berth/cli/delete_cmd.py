@@ -19,7 +19,7 @@ import msgspec
 
 from berth.bootstrap import LoadErrors, load
 from berth.cli.etcd_options import open_store
-from berth.cli.kinds import resolve
+from berth.cli.kinds import named
 from berth.store import Conflict, Delete, Put, Store, keys
 
 
@@ -27,7 +27,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     """``berth delete``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     p.description = ("Mark an Application deleted (the propagator removes it "
                      "from its clusters, then its key); delete any other resource's key.")
-    p.add_argument("kind", nargs="?", help="a kind: applications, cluster, app, ...")
+    p.add_argument("kind", nargs="?", help="a kind: applications, cluster, app, ...; or "
+                   "TYPE/[NAMESPACE/]NAME")
     p.add_argument("names", nargs="*", metavar="[NAMESPACE/]NAME",
                    help="namespace defaults to -n's for namespaced kinds")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
@@ -39,7 +40,7 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if bool(args.filename) == bool(args.kind):
         raise ValueError("give either KIND NAME... or -f FILE")
-    if args.kind and not args.names:
+    if args.kind and not args.names and "/" not in args.kind:
         raise ValueError(f"delete {args.kind}: which? give one or more [NAMESPACE/]NAME")
     if args.filename:
         try:
@@ -49,12 +50,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"error: {line}", file=sys.stderr)
             return 1
     else:
-        kind = resolve(args.kind)
         targets = []
-        for text in args.names:
-            namespace, _, name = text.rpartition("/")
-            targets.append((kind, keys.resource_key(
-                kind.name, name, (namespace or args.namespace) if kind.namespaced else None)))
+        for kind, names in named(args.kind, args.names):
+            for text in names:
+                namespace, _, name = text.rpartition("/")
+                targets.append((kind, keys.resource_key(
+                    kind.name, name, (namespace or args.namespace) if kind.namespaced
+                    else None)))
     store = open_store(args)
     failed = [key for kind, key in targets if not delete(store, kind, key)]
     return 1 if failed else 0

@@ -21,7 +21,7 @@ from berth.cli.etcd_options import open_store
 from berth.cli.events_view import described
 from berth.cli.get_cmd import document
 from berth.cli.history_cmd import lines, read
-from berth.cli.kinds import resolve
+from berth.cli.kinds import resolve, typed_name
 from berth.cli.resources import Shown, age, decided, one, target_note, until
 from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
@@ -33,8 +33,9 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     """``berth describe``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     p.description = ("Show a resource with what the scheduler, the propagator "
                      "and the metrics-cache say of it, and its recent history.")
-    p.add_argument("kind")
-    p.add_argument("name", metavar="[NAMESPACE/]NAME", help="namespace defaults to -n's")
+    p.add_argument("kind", help="a kind (app, cluster, ...), or TYPE/[NAMESPACE/]NAME")
+    p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
+                   help="namespace defaults to -n's")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
     p.add_argument("--show-secrets", action="store_true",
                    help="print credential fields as stored (secrets are stored apart)")
@@ -42,8 +43,9 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    kind = resolve(args.kind)
-    ns, _, name = args.name.rpartition("/")
+    kind_text, given = typed_name(args.kind, args.name, command="describe")
+    kind = resolve(kind_text)
+    ns, _, name = given.rpartition("/")
     ns = ns or args.namespace
     store = open_store(args)
     s = one(store, kind, ns, name)

@@ -21,7 +21,7 @@ from berth.bootstrap import LoadErrors, load
 from berth.cli import explain_overrides
 from berth.cli.etcd_options import open_store
 from berth.cli.history_cmd import read, render_then, then, when
-from berth.cli.kinds import resolve
+from berth.cli.kinds import resolve, typed_name
 from berth.cli.resources import decided, table, target_note
 from berth.controllers.scheduler.config import SchedulerConfig, load_config
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
@@ -36,8 +36,9 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     p.description = ("Print a Binding's decision and explanation as tables.")
     p.add_argument("kind", nargs="?",
                    help="application (placed on clusters), cluster (placed on a cloud) or "
-                   "magnumcluster (placed on a project): any spelling get takes (app, apps); "
-                   "or overrides APP: each cluster's copy against the manifest")
+                   "magnumcluster (placed on a project): any spelling get takes (app, apps), "
+                   "or TYPE/[NAMESPACE/]NAME; or overrides APP: each cluster's copy against "
+                   "the manifest")
     p.add_argument("name", nargs="?", metavar="[NAMESPACE/]NAME",
                    help="namespace defaults to -n's")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
@@ -134,18 +135,20 @@ def run(args: argparse.Namespace) -> int:
         if args.kind or args.name or args.every:
             raise ValueError("--what-if FILE takes no KIND, NAME or --all: the file has them")
         return what_if_cmd(args)
-    if not (args.kind and args.name):
-        raise ValueError("give KIND and [NAMESPACE/]NAME, or --what-if FILE")
-    namespace, _, name = args.name.rpartition("/")
+    if not args.kind:
+        raise ValueError("give KIND and [NAMESPACE/]NAME (or TYPE/NAME), or --what-if FILE")
+    overrides = args.kind.partition("/")[0].lower() in ("overrides", "override", "ov")
+    kind_text, given = typed_name(args.kind, args.name, command="explain")
+    namespace, _, name = given.rpartition("/")
     namespace = namespace or args.namespace
-    if args.kind.lower() in ("overrides", "override", "ov"):
+    if overrides:
         code, text = explain_overrides.explain(open_store(args), namespace, name,
                                                args.cluster, args.output)
         print(text, file=sys.stderr if code else sys.stdout)
         return code
     if args.cluster:
         raise ValueError("--cluster goes with explain overrides APP")
-    kind = resolve(args.kind).name
+    kind = resolve(kind_text).name
     if kind not in _KINDS:
         raise ValueError(f"explain takes {', '.join(sorted(_KINDS))}: the kinds the scheduler "
                          f"places, not {kind}")

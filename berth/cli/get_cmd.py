@@ -21,7 +21,7 @@ import yaml
 
 from berth.cli import events_view, jsonpath
 from berth.cli.etcd_options import open_store
-from berth.cli.kinds import resolve
+from berth.cli.kinds import named
 from berth.cli.resources import (
     Shown,
     age,
@@ -294,40 +294,65 @@ def run(args: argparse.Namespace) -> int:
         return events_view.get(args)
     if args.for_:
         raise ValueError("--for goes with get events")
-    kind = resolve(args.kind)
+    groups = named(args.kind, args.names)
+    if args.watch and len(groups) > 1:
+        raise ValueError("--watch follows one kind at a time")
     terms = selector(args.selector) if args.selector else []
     store = open_store(args)
     namespace = None if args.all_namespaces else args.namespace
     revision = store.revision()
-    if args.names:
-        items, missing = [], 0
-        for given in args.names:
-            ns, _, name = given.rpartition("/")
-            found = one(store, kind, ns or args.namespace, name)
-            if found is None:
-                where = f"{ns or args.namespace}/" if kind.namespaced else ""
-                print(f"error: {kind.name.lower()} {where}{name} not found", file=sys.stderr)
-                missing += 1
-            else:
-                items.append(found)
-        if missing and not items:
-            return 1
+    found: list[tuple[keys.Kind, list[Shown]]] = []
+    missing = 0
+    for kind, names in groups:
+        items, lost = _items(store, kind, names, args.namespace, namespace, terms)
+        missing += lost
+        for s in items:
+            if s.error:
+                print(f"warning: {s.key}: {s.error}", file=sys.stderr)
+        found.append((kind, _sorted(items, args.sort_by, args.show_secrets)
+                      if args.sort_by else items))
+    if missing and not any(items for _, items in found):
+        return 1
+    output = args.output or ""
+    single = sum(len(names) for _, names in groups) == 1
+    if len(found) > 1 and (output in ("json", "yaml", "name") or output.startswith(
+            "jsonpath=")):  # one list of every kind's, as kubectl prints them
+        _print([s for _, items in found for s in items], [], args, header=False,
+               single=single)
     else:
-        missing = 0
-        items = [s for s in listed(store, kind, namespace) if selected(s.labels, terms)]
-    for s in items:
-        if s.error:
-            print(f"warning: {s.key}: {s.error}", file=sys.stderr)
-    if args.sort_by:
-        items = _sorted(items, args.sort_by, args.show_secrets)
-    cols = columns(kind, args.output == "wide", args.all_namespaces)
-    _print(items, cols, args, header=not args.no_headers)
-    if not items and args.output not in ("json", "yaml"):
-        where = "" if args.all_namespaces or not kind.namespaced else f" in {namespace}"
-        print(f"No {kind.plural} found{where}.", file=sys.stderr)
+        for i, (kind, items) in enumerate(found):
+            if i and items:
+                print()
+            cols = columns(kind, output == "wide", args.all_namespaces)
+            _print(items, cols, args, header=not args.no_headers, single=single)
+            if not items and output not in ("json", "yaml"):
+                where = "" if args.all_namespaces or not kind.namespaced else f" in {namespace}"
+                print(f"No {kind.plural} found{where}.", file=sys.stderr)
     if args.watch:
-        _watch(store, kind, namespace, args, terms, cols, revision)
+        kind, names = groups[0]
+        _watch(store, kind, names, namespace, args, terms,
+               columns(kind, output == "wide", args.all_namespaces), revision)
     return 1 if missing else 0
+
+
+def _items(store: Store, kind: keys.Kind, names: list[str], default_ns: str,
+           namespace: str | None, terms: list[tuple[str, str, str]]
+           ) -> tuple[list[Shown], int]:
+    """The resources of ``kind`` named (each said when missing), else all there are in
+    ``namespace`` (None: every one) that the selector takes; and how many were missing."""
+    if not names:
+        return [s for s in listed(store, kind, namespace) if selected(s.labels, terms)], 0
+    items, missing = [], 0
+    for given in names:
+        ns, _, name = given.rpartition("/")
+        shown_ = one(store, kind, ns or default_ns, name)
+        if shown_ is None:
+            where = f"{ns or default_ns}/" if kind.namespaced else ""
+            print(f"error: {kind.name.lower()} {where}{name} not found", file=sys.stderr)
+            missing += 1
+        else:
+            items.append(shown_)
+    return items, missing
 
 
 def _sorted(items: list[Shown], path: str, secrets: bool) -> list[Shown]:
@@ -350,14 +375,15 @@ def _sorted(items: list[Shown], path: str, secrets: bool) -> list[Shown]:
 
 
 def _print(items: list[Shown], cols: list[Column], args: argparse.Namespace, *,
-           header: bool) -> None:
+           header: bool, single: bool = False) -> None:
+    """``single``: one resource was named (a document, not a List, in JSON or YAML)."""
     output = args.output or ""
     if output == "name":
         for s in items:
             print(s.ref)
     elif output in ("json", "yaml") or output.startswith("jsonpath="):
         docs = [plain_document(s, args.show_secrets) for s in items]
-        data: Any = docs[0] if len(args.names) == 1 and docs else {"kind": "List",
+        data: Any = docs[0] if single and docs else {"kind": "List",
                                                                   "items": docs}
         if output == "json":
             print(json.dumps(data, indent=2))
@@ -378,8 +404,9 @@ def _print(items: list[Shown], cols: list[Column], args: argparse.Namespace, *,
         print(text if header else text.split("\n", 1)[1], flush=True)
 
 
-def _watch(store: Store, kind: keys.Kind, namespace: str | None, args: argparse.Namespace,
-           terms: list[tuple[str, str, str]], cols: list[Column], revision: int) -> None:
+def _watch(store: Store, kind: keys.Kind, names: list[str], namespace: str | None,
+           args: argparse.Namespace, terms: list[tuple[str, str, str]], cols: list[Column],
+           revision: int) -> None:
     """Print a row (or a document) whenever a resource of ``kind`` or a key the
     processes write of it changes; deleted resources are printed once as deleted."""
     for batch in Watch(store, keys.ROOT, revision + 1):
@@ -394,7 +421,7 @@ def _watch(store: Store, kind: keys.Kind, namespace: str | None, args: argparse.
             if family_kind != kind.name or (namespace and kind.namespaced
                                             and ref.namespace != namespace):
                 continue
-            if args.names and ref.name not in {n.rpartition("/")[2] for n in args.names}:
+            if names and ref.name not in {n.rpartition("/")[2] for n in names}:
                 continue
             kv = store.get(keys.resource_key(kind.name, ref.name, ref.namespace))
             if kv is None:
@@ -404,4 +431,4 @@ def _watch(store: Store, kind: keys.Kind, namespace: str | None, args: argparse.
                 continue
             s = shown(store, kind, kv)
             if selected(s.labels, terms):
-                _print([s], cols, args, header=False)
+                _print([s], cols, args, header=False, single=len(names) == 1)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from berth.cli.etcd_options import open_store
+from berth.cli.kinds import application
 from berth.cli.resources import table
 from berth.store import Store, ledger
 from berth.store.documents import Target
@@ -114,7 +115,7 @@ def read(store: Store, namespace: str, name: str) -> Entries:
 
 
 def run(args: argparse.Namespace) -> int:
-    namespace, _, name = args.name.rpartition("/")
+    namespace, _, name = application(args.name).rpartition("/")
     namespace = namespace or args.namespace
     entries = read(open_store(args), namespace, name)
     if args.since:

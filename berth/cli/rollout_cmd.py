@@ -35,6 +35,7 @@ from berth.bootstrap.history import stored
 from berth.bootstrap.load import to_document
 from berth.bootstrap.stages import clusters
 from berth.cli.etcd_options import open_store
+from berth.cli.kinds import application
 from berth.store import Conflict, Invalid, Store, decode, encode, keys
 from berth.store.credentials import STORED, merge, with_current_secrets
 from berth.store.documents import Application, ApplicationStatus
@@ -63,9 +64,12 @@ def configure(p: argparse.ArgumentParser, name: str) -> None:
              "history": "the manifests kept"}
     for action in ACTIONS:
         a = actions.add_parser(action, help=helps[action])
-        a.add_argument("application", metavar="[NAMESPACE/]NAME")
+        a.add_argument("application", metavar="[NAMESPACE/]NAME",
+                       help="also app/NAME, as kubectl takes TYPE/NAME")
         a.add_argument("-n", "--namespace", default="default", help="default: default")
         if action == "status":
+            a.description = ("Where the rollout stands, per stage and cluster. Exits 1 when "
+                             "it is halted or rolled back (with or without --watch), else 0.")
             a.add_argument("-w", "--watch", action="store_true",
                            help="follow it until it is complete, halted or rolled back")
             a.add_argument("--timeout", type=float, default=0.0,
@@ -80,7 +84,7 @@ def configure(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _name(args: argparse.Namespace) -> tuple[str, str]:
-    namespace, _, name = args.application.rpartition("/")
+    namespace, _, name = application(args.application).rpartition("/")
     return namespace or args.namespace, name
 
 

@@ -27,8 +27,9 @@ from collections.abc import Callable
 from berth.cli import jsonpath
 from berth.cli.etcd_options import open_store
 from berth.cli.get_cmd import plain_document, ready_column
-from berth.cli.kinds import resolve
+from berth.cli.kinds import named
 from berth.cli.resources import Shown, one
+from berth.store import keys
 
 POLL = 0.5
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
@@ -40,8 +41,8 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
     """``berth wait``'s arguments (its one-line help is in :data:`cli.main.COMMANDS`)."""
     p.description = __doc__.split("\n\n", 1)[1] if __doc__ else None
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("kind")
-    p.add_argument("names", nargs="+", metavar="[NAMESPACE/]NAME")
+    p.add_argument("kind", help="a kind (app, cluster, ...), or TYPE/[NAMESPACE/]NAME")
+    p.add_argument("names", nargs="*", metavar="[NAMESPACE/]NAME")
     p.add_argument("-n", "--namespace", default="default", help="default: default")
     p.add_argument("--for", dest="condition", required=True, type=condition,
                    metavar="CONDITION", help="state=S, placement=S, ready, delete or "
@@ -105,17 +106,19 @@ def condition(text: str) -> Condition:
 
 
 def run(args: argparse.Namespace) -> int:
-    kind = resolve(args.kind)
     said, holds = args.condition
+    waiting: list[tuple[keys.Kind, str, str]] = []
+    for kind, names in named(args.kind, args.names):
+        for given in names:
+            ns, _, name = given.rpartition("/")
+            waiting.append((kind, ns or args.namespace, name))
+    if not waiting:
+        raise ValueError(f"wait {args.kind}: which? give [NAMESPACE/]NAME or TYPE/NAME")
     store = open_store(args)
     deadline = time.monotonic() + args.timeout
-    waiting = []
-    for given in args.names:
-        ns, _, name = given.rpartition("/")
-        waiting.append((ns or args.namespace, name))
     while True:
         left = []
-        for ns, name in waiting:
+        for kind, ns, name in waiting:
             s = one(store, kind, ns, name)
             if s is None and said != "delete":
                 where = f"{ns}/" if kind.namespaced else ""
@@ -125,12 +128,12 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{kind.name.lower()}/{ns + '/' if kind.namespaced else ''}{name} "
                       f"condition met ({said})", flush=True)
             else:
-                left.append((ns, name))
+                left.append((kind, ns, name))
         waiting = left
         if not waiting:
             return 0
         if time.monotonic() >= deadline:
-            for ns, name in waiting:
+            for kind, ns, name in waiting:
                 print(f"error: timed out waiting for the condition ({said}) on "
                       f"{kind.plural}/{ns + '/' if kind.namespaced else ''}{name}",
                       file=sys.stderr)

@@ -123,6 +123,46 @@ def test_wait_for_a_state_with_a_timeout_and_for_delete(apps: Store) -> None:
     assert berth("wait", "app", "web", "--for", "bogus", store=apps)[0] == 2
 
 
+def test_type_slash_name_wherever_a_kind_and_a_name_are_taken(apps: Store) -> None:
+    """kubectl's TYPE/NAME form (``get app/web``, ``wait app/web``), with the kinds free to
+    differ; a namespace after the type; refused mixed with a separate KIND, as kubectl
+    refuses it."""
+    put(apps, keys.resource_key("Cluster", "east", "default"), encode({
+        "api": "kubernetes", "kind": "Cluster", "metadata": {"name": "east",
+                                                             "namespace": "default"},
+        "spec": {"kubeconfig": {}}}))
+    code, out, _ = berth("get", "app/web", "applications/prod/db", "-o", "name", store=apps)
+    assert (code, out.split()) == (0, ["application/default/web", "application/prod/db"])
+    code, out, _ = berth("get", "app/web", "cluster/east", store=apps)
+    tables = out.split("\n\n")
+    assert code == 0 and len(tables) == 2, out
+    assert tables[0].splitlines()[1].split()[0] == "web"
+    assert tables[1].splitlines()[1].split()[0] == "east"
+    code, out, _ = berth("get", "app/web", "cluster/east", "-o", "json", store=apps)
+    assert code == 0 and '"kind": "List"' in out and '"name": "east"' in out
+    code, out, _ = berth("get", "app/web", "-o", "json", store=apps)
+    assert code == 0 and '"kind": "List"' not in out  # one named: the document
+    code, out, _ = berth("describe", "app/prod/db", store=apps)
+    assert code == 0 and "Name:        prod/db" in out
+    code, out, _ = berth("wait", "app/web", "--for", "state=RUNNING", store=apps)
+    assert code == 0 and "application/default/web condition met" in out
+    code, out, _ = berth("explain", "app/web", store=apps)
+    assert code == 0 and out.startswith("Application default/web: Scheduled")
+    code, _, err = berth("get", "app", "app/web", store=apps)  # after KIND: NAMESPACE/NAME
+    assert code == 1 and "application app/web not found" in err
+    code, _, err = berth("get", "app/web", "api", store=apps)
+    assert code == 2 and "'api': after 'app/web' give each as TYPE/NAME too (e.g. app/api)" in err
+    code, _, err = berth("describe", "app/", store=apps)
+    assert code == 2 and "TYPE/NAME or TYPE/NAMESPACE/NAME" in err
+    code, _, err = berth("describe", "nokind/web", store=apps)
+    assert code == 2 and "unknown kind 'nokind'" in err
+    code, out, err = berth("delete", "app/api", store=apps)
+    kv = apps.get(keys.resource_key("Application", "api", "default"))
+    assert code == 0 and kv is not None and b'"deleted"' in kv.value  # marked, as ever
+    code, out, err = berth("rollout", "history", "app/web", store=apps)
+    assert "default/web" in out + err and "app/web" not in out + err
+
+
 def test_completion_scripts_complete_subcommands_kinds_and_options(apps: Store) -> None:
     code, script, _ = berth("completion", "bash", store=apps)
     assert code == 0

@@ -179,8 +179,9 @@ class Guarded:
         self.cid = cid
         self.authority = authority
 
-    def _check(self) -> None:
+    def _check(self, ref: KubeObjectRef, verb: str) -> None:
         if not self.authority.holds(self.cid):
+            log.info("%s on cluster %s not %s: %s", ref, self.cid, verb, LAPSED)
             raise Unavailable(f"cluster {self.cid}: {LAPSED}")
 
     def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
@@ -188,7 +189,7 @@ class Guarded:
 
     def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
               force: bool = True) -> KubeObject:
-        self._check()
+        self._check(ref, "applied")
         return self.client.apply(kind, ref, body, force=force)
 
     def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
@@ -199,7 +200,7 @@ class Guarded:
 
     def delete(self, ref: KubeObjectRef, *, propagation: str = "Background",
                uid: str = "") -> None:
-        self._check()
+        self._check(ref, "deleted")
         self.client.delete(ref, propagation=propagation, uid=uid)
 
 
