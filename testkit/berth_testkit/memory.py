@@ -202,17 +202,18 @@ class Memory:
 class MemoryStore(Store):
     """A :class:`Store` answered by :class:`Memory` instead of an etcd cluster."""
 
-    def __init__(self, memory: Memory | None = None, *, fence: Fence | None = None) -> None:
-        super().__init__(EtcdConfig(), fence=fence)
+    def __init__(self, memory: Memory | None = None, *, fence: Fence | None = None,
+                 holds: Callable[[], bool] | None = None) -> None:
+        super().__init__(EtcdConfig(), fence=fence, holds=holds)
         self.memory = memory if memory is not None else Memory()
 
     def call(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
         return self.memory.answer(path, body)
 
-    def fenced(self, fence: Fence) -> Store:
+    def fenced(self, fence: Fence, holds: Callable[[], bool] | None = None) -> Store:
         if fence.term <= 0:
             raise ValueError(f"no term to fence with ({fence.key} at term {fence.term})")
-        return MemoryStore(self.memory, fence=fence)
+        return MemoryStore(self.memory, fence=fence, holds=holds)
 
     def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = False,
               idle_timeout: float = 30.0) -> Watch:
