@@ -16,7 +16,7 @@ record stays until retention deletes it.
 Retention keeps, of each resource's records by each process, the newest
 ``keep``; none older than ``days``; and, over every record, at most
 ``max_bytes`` — the oldest go first, whoever wrote them. The scheduler's leader
-applies it (:class:`~berth.controllers.runtime.ledger.Trimmer`).
+applies it (:class:`~berth.controllers.scheduler.trim.Trimmer`).
 """
 
 from __future__ import annotations
@@ -79,7 +79,11 @@ def parse(key: str) -> Entry:
     if not key.startswith(LEDGER):
         raise ValueError(f"{key!r} is not a ledger key")
     head, _, last = key.rpartition("/")
-    keys.parse_key(keys.ROOT + head[len(LEDGER):])  # raises for a bad resource part
+    try:
+        keys.parse_key(keys.ROOT + head[len(LEDGER):])  # a resource's key: its layout
+    except ValueError as exc:  # said of the ledger's key, not the resource's it names
+        raise ValueError(f"{key!r}: not <kind>/[<namespace>/]<name>/<record> under "
+                         f"{LEDGER} ({str(exc).partition(': ')[2] or exc})") from None
     parts = last.rsplit(".", 2)
     if len(parts) != 3 or parts[1] not in WRITERS or not parts[2].isdigit():
         raise ValueError(f"{key!r}: expected <id>.<{'|'.join(WRITERS)}>.<bytes>")
@@ -156,16 +160,25 @@ def doomed(entries: Iterable[Entry], retention: Retention, now: datetime,
                 yield e
 
 
+SIZE_STEP = timedelta(minutes=1)  # the size limit's grain: what one byte over costs
+
+
+def size_bucket(at: datetime) -> datetime:
+    """The start of the minute ``at`` falls in: records are weighed by the minute."""
+    return at.replace(second=0, microsecond=0)
+
+
 def size_cutoff(sizes: dict[datetime, int], max_bytes: int) -> datetime | None:
-    """The newest hour whose records (and every older one's) must go for the rest to fit
-    in ``max_bytes``; None when everything fits. ``sizes``: bytes per hour (its start)."""
+    """The end of the newest minute whose records (and every older one's) must go for
+    the rest to fit in ``max_bytes``; None when everything fits. ``sizes``: bytes per
+    minute (its start, :func:`size_bucket`)."""
     total = 0
-    for hour in sorted(sizes, reverse=True):
-        total += sizes[hour]
+    for minute in sorted(sizes, reverse=True):
+        total += sizes[minute]
         if total > max_bytes:
-            return hour + timedelta(hours=1) - timedelta(microseconds=1)
+            return minute + SIZE_STEP - timedelta(microseconds=1)
     return None
 
 
 __all__ = ["LEDGER", "WRITERS", "Entry", "Retention", "Stamps", "doomed", "history",
-           "id_time", "parse", "prefix", "put", "record_id", "size_cutoff"]
+           "id_time", "parse", "prefix", "put", "record_id", "size_bucket", "size_cutoff"]

@@ -169,7 +169,8 @@ class Scheduler:
             self.trimmer = Trimmer(store, config.ledger.retention, clock=clock,
                                    etcd_full=config.ledger.etcd_full,
                                    etcd_quota=config.ledger.etcd_quota)
-            self._next_trim = clock.monotonic() + 60.0  # not all at once with the start
+            # the first a minute in (not all at once with the start), or sooner if asked
+            self._next_trim = clock.monotonic() + min(60.0, config.ledger.trim_every)
             self._loops.append(Loop("ledger-trim", self._trim_step,
                                     deadline=max(600.0, 2 * config.ledger.trim_every)))
         self._to_binding = Stopwatch(TO_BINDING)

@@ -52,10 +52,6 @@ class LedgerConfig(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
         return L.Retention(self.keep, self.retention_days, self.max_bytes)
 
 
-def _hour(at: datetime) -> datetime:
-    return at.replace(minute=0, second=0, microsecond=0)
-
-
 class Trimmer:
     """Deletes what retention no longer keeps (see the module's docstring)."""
 
@@ -112,7 +108,7 @@ class Trimmer:
         """One pass; returns how many records it deleted."""
         sizes: dict[datetime, int] = defaultdict(int)
         for e in self._entries():
-            sizes[_hour(e.at)] += e.size
+            sizes[L.size_bucket(e.at)] += e.size
         budget = self.retention.max_bytes
         full = self._etcd_full()
         self.pressed = bool(full)

@@ -271,6 +271,27 @@ def test_over_the_total_the_oldest_go_first_whoever_wrote_them(store: MemoryStor
     assert sorted(left(store)) == sorted(newest[:3])
 
 
+def test_over_the_total_a_byte_costs_at_most_a_minute_of_records(store: MemoryStore) -> None:
+    """The total is weighed by the minute, not the hour: one byte over removes the oldest
+    minute's records, not the hour's (the records of a busy hour are many)."""
+    same_hour = [write(store, f"app-{i}", NOW - timedelta(minutes=i), reason="x" * 200)
+                 for i in range(6)]
+    size = ledger.parse(same_hour[0]).size
+    trimmer = Trimmer(store, ledger.Retention(max_bytes=6 * size - 1), clock=FakeClock(NOW))
+    assert trimmer.trim() == 1
+    assert sorted(left(store)) == sorted(same_hour[:5])
+
+
+def test_a_key_whose_resource_part_is_not_berths_is_named_itself() -> None:
+    """The ledger's own key, not the resource key made from it."""
+    bad = ledger.LEDGER + "nonsense/x/" + "20261128T010000.000000Z.scheduler.7"
+    with pytest.raises(ValueError) as info:
+        ledger.parse(bad)
+    said = str(info.value)
+    assert said.startswith(f"{bad!r}: not <kind>/[<namespace>/]<name>/<record> under ")
+    assert "unknown kind segment 'nonsense'" in said and "'/berth/v1/'" not in said
+
+
 def test_a_key_that_is_no_record_is_named_once_and_left_alone(
         store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     bad = ledger.LEDGER + "applications/default/web/yesterday"
