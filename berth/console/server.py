@@ -35,6 +35,7 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -166,8 +167,8 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
         return _json(await asyncio.to_thread(pages.metric_series, snap, prometheus))
 
     async def whatif_page(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_WHATIF:
+        body = await _bounded(request, MAX_WHATIF)
+        if body is None:
             return _error(f"the YAML is larger than {MAX_WHATIF >> 20} MiB", 413)
         try:
             text = body.decode()
@@ -218,6 +219,23 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
         return StreamingResponse(changes(), media_type="text/event-stream",
                                  headers={**_HEADERS, "X-Accel-Buffering": "no"})
 
+    async def not_here(request: Request, exc: Exception) -> Response:
+        """A path or method nothing serves: under ``/api/``, said after the token is
+        checked (no route is revealed to one without it), with every response's
+        headers; elsewhere (a static file that is not there) as plain text, with them."""
+        code = exc.status_code if isinstance(exc, HTTPException) else 404
+        if request.url.path.startswith("/api/"):
+            if not access.allowed(request):
+                return _error("this console needs its bearer token (Authorization: Bearer)",
+                              401)
+            what = ("no such page or action" if code == 404 else
+                    f"{request.method} is not what it takes")
+            allow = getattr(exc, "headers", None) or {}  # 405's Allow
+            return JSONResponse({"error": f"{what}: {request.url.path}"}, status_code=code,
+                                headers={**_HEADERS, **allow})
+        return Response(f"{'not found' if code == 404 else 'method not allowed'}\n", code,
+                        media_type="text/plain", headers=_HEADERS)
+
     routes = [
         Route("/", index),
         Route("/healthz", healthz),
@@ -231,7 +249,21 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
         Route("/api/stream", guarded(stream)),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={404: not_here, 405: not_here})
+
+
+async def _bounded(request: Request, limit: int) -> bytes | None:
+    """The request's body, read no further than ``limit`` bytes (None: it is longer): a
+    body is never held whole before it is known to fit."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import requests
@@ -42,9 +42,7 @@ from berth.store.errors import (
 from berth.store.keys import ROOT
 from berth.store.link import Link
 from berth.store.ops import KV, Delete, Fence, Op, Put, b64, key_text, prefix_end, unb64
-
-if TYPE_CHECKING:
-    from berth.store.watch import Watch
+from berth.store.watch import Watch
 
 log = logging.getLogger(__name__)
 
@@ -556,8 +554,6 @@ class Store:
               idle_timeout: float = 30.0) -> Watch:
         """The changes under ``prefix`` from ``start_revision`` on (:class:`Watch`): how
         every watcher of this store watches it."""
-        from berth.store.watch import Watch  # the watch is built on this module
-
         return Watch(self, prefix, start_revision, prev_kv=prev_kv, idle_timeout=idle_timeout)
 
     def close(self) -> None:

@@ -8,14 +8,25 @@ label and the single value as integers and fail when either is not one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from berth.store.documents.selection import MatchExpression
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 
-def expression_matches(e: MatchExpression, labels: Mapping[str, str]) -> bool:
+class Expression(Protocol):
+    """A selector's expression, as documents hold it (``documents.selection``'s
+    ``MatchExpression``): this module needs no document type."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def operator(self) -> str: ...
+
+    @property
+    def values(self) -> Sequence[str]: ...
+
+
+def expression_matches(e: Expression, labels: Mapping[str, str]) -> bool:
     value = labels.get(e.key)
     match e.operator:
         case "In":
@@ -35,7 +46,7 @@ def expression_matches(e: MatchExpression, labels: Mapping[str, str]) -> bool:
     return False
 
 
-def selector_matches(match_labels: Mapping[str, str], expressions: Iterable[MatchExpression],
+def selector_matches(match_labels: Mapping[str, str], expressions: Iterable[Expression],
                      labels: Mapping[str, str]) -> bool:
     """All of ``match_labels`` and all ``expressions`` hold (an empty selector matches)."""
     return all(labels.get(k) == v for k, v in match_labels.items()) and all(

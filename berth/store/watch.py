@@ -29,17 +29,41 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import msgspec
 import requests
 import tenacity
 
-from berth.store.client import Store
+from berth.store.config import EtcdConfig
 from berth.store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
+from berth.store.link import Link
 from berth.store.ops import GatewayKV, b64, key_text, prefix_end, unb64
 
 log = logging.getLogger(__name__)
+
+
+class Watched(Protocol):
+    """What a watch needs of the store it watches (``client.Store`` is one, and makes its
+    watches: this module imports none of it)."""
+
+    @property
+    def config(self) -> EtcdConfig: ...
+
+    @property
+    def session(self) -> requests.Session: ...
+
+    @property
+    def link(self) -> Link: ...
+
+    @property
+    def endpoint(self) -> str: ...
+
+    def url(self, path: str, endpoint: str | None = None) -> str: ...
+
+    def report(self, error: StoreError, endpoint: str, op: str) -> str | None: ...
+
+    def authenticate(self) -> None: ...
 
 
 def _interrupt(response: requests.Response) -> None:
@@ -164,7 +188,7 @@ class Watch:
 
     def __init__(
         self,
-        store: Store,
+        store: Watched,
         prefix: str,
         start_revision: int,
         *,

@@ -229,6 +229,36 @@ def test_a_metric_change_moves_the_application_and_the_open_page_follows(
     screenshot(world.driver, "console-metrics")
 
 
+def test_what_the_page_offers_is_what_there_is_to_do(world: World) -> None:
+    """No Pause beside a rollout that is not under way ("no rollout recorded", complete);
+    the ledger's metric values said as measured (the explanation beside them shows them
+    normalized); a page without its token asks for it, and does not say updates are
+    lost."""
+    world.open("application/default/web")
+    until(lambda: world.driver.find_elements("css selector", "#rollout p"), what="rollout")
+    said = world.text("#rollout")
+    assert not world.driver.find_elements("id", "pause"), said
+    assert not world.driver.find_elements("id", "resume"), said
+    values = until(lambda: [li.text for li in world.driver.find_elements(
+        "css selector", "#ledger li") if "price_" in li.text], what="a record with values")
+    assert all("measured then (as the provider gave them, before normalizing): " in v
+               for v in values), values
+    world.driver.execute_script("sessionStorage.removeItem('berth-token')")
+    try:
+        world.driver.refresh()
+        until(lambda: world.driver.find_element("id", "login").is_displayed(), what="login")
+        until(lambda: world.text("#freshness").startswith("waiting for the bearer token"),
+              what="the freshness line")
+        time.sleep(2.5)  # the stream's retry: still waiting, not "lost"
+        assert "updates lost" not in world.text("#freshness")
+        screenshot(world.driver, "console-login", full=False)
+    finally:
+        world.driver.execute_script(
+            "sessionStorage.setItem('berth-token', arguments[0])", TOKEN)
+        world.driver.refresh()
+    until(lambda: world.text("#freshness").startswith("live"), what="live again")
+
+
 def test_the_what_if_answer_is_the_schedulers_next_decision(world: World) -> None:
     doc = {"api": "kubernetes", "kind": "Application",
            "metadata": {"name": "probe", "namespace": "default"},

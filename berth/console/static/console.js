@@ -4,7 +4,8 @@
 "use strict";
 
 const state = { version: -1, loaded: 0, etcdLost: null, streamOk: false, busy: false,
-                again: false, route: null, chart: null, asOf: null };
+                again: false, route: null, chart: null, asOf: null, needToken: false };
+const UNDER_WAY = ["Progressing", "Waiting", "Paused"];  // a rollout's phases before its end
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -31,12 +32,13 @@ async function api(path, options) {
   opts.headers = headers(opts.headers);
   const r = await fetch(path, opts);
   if (r.status === 401) {
-    document.getElementById("login").hidden = false;
+    needToken();
     throw new Error("this console needs its bearer token");
   }
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
   document.getElementById("login").hidden = true;
+  state.needToken = false;
   return body;
 }
 
@@ -55,12 +57,20 @@ function table(head, rows, attrs) {
 
 // -- freshness: how old the view is, whether etcd answers, whether updates arrive --------
 
+// No token yet (or a wrong one): the login form says so; updates are not "lost".
+function needToken() {
+  state.needToken = true;
+  document.getElementById("login").hidden = false;
+  showFreshness();
+}
+
 function showFreshness() {
   const el = document.getElementById("freshness");
   const banner = document.getElementById("banner");
   const age = state.loaded ? (Date.now() - state.loaded) / 1000 : 0;
-  const stale = !state.streamOk || state.etcdLost !== null;
-  el.textContent = (state.streamOk ? "live" : "updates lost, retrying") +
+  const stale = !state.needToken && (!state.streamOk || state.etcdLost !== null);
+  el.textContent = (state.needToken ? "waiting for the bearer token" :
+    state.streamOk ? "live" : "updates lost, retrying") +
     (state.loaded ? " · as of " + ago(age) + " ago" : "");
   el.classList.toggle("stale", stale);
   if (state.etcdLost !== null) {
@@ -80,11 +90,12 @@ async function listen() {
   for (;;) {
     try {
       const r = await fetch("/api/stream", { headers: headers() });
-      if (r.status === 401) { document.getElementById("login").hidden = false; throw new Error("401"); }
+      if (r.status === 401) { needToken(); throw new Error("401"); }
       const reader = r.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
       state.streamOk = true;
+      state.needToken = false;
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
@@ -290,8 +301,10 @@ const appPage = {
       h("td", { class: "num" }, c.ready), h("td", {}, c.since ? c.since.replace("T", " ").slice(0, 19) : "-")));
     const buttons = [];
     if (ro.awaiting_approval) buttons.push(h("button", { id: "approve", onclick: () => act(base + "approve", { stage: ro.awaiting_approval }) }, "Approve stage " + ro.awaiting_approval));
-    buttons.push(ro.paused ? h("button", { id: "resume", onclick: () => act(base + "resume") }, "Resume") :
-      h("button", { id: "pause", onclick: () => act(base + "pause") }, "Pause"));
+    // Pause and Resume where there is something to pause or resume: a rollout under way,
+    // or a pause still on (resumed, the next rollout is not held)
+    if (ro.paused) buttons.push(h("button", { id: "resume", onclick: () => act(base + "resume") }, "Resume"));
+    else if (UNDER_WAY.includes(ro.phase)) buttons.push(h("button", { id: "pause", onclick: () => act(base + "pause") }, "Pause"));
     const actResult = kept || h("span", { id: "act-result", class: "muted" });
     parts.push(h("div", { class: "grid2" },
       h("div", {}, h("h2", {}, "Health per cluster"),
@@ -304,7 +317,8 @@ const appPage = {
     const timeline = (d.ledger || []).slice().reverse().map((r) => h("li", { class: r.event, "data-id": r.id },
       h("time", { datetime: r.time }, r.time.replace("T", " ").slice(0, 19)),
       h("b", {}, r.event), " (" + r.by + ") ", r.what, r.why !== "-" ? h("span", { class: "muted" }, " · " + r.why) : null,
-      Object.keys(r.values).length ? h("div", { class: "muted" }, Object.entries(r.values).map(([c, ms]) =>
+      Object.keys(r.values).length ? h("div", { class: "muted" }, "measured then (as the provider gave them, before normalizing): " +
+        Object.entries(r.values).map(([c, ms]) =>
         c + ": " + Object.entries(ms).map(([m, v]) => m + "=" + v).join(" ")).join("; ")) : null));
     parts.push(h("h2", {}, "Ledger (newest first)"),
       (d.ledger_problems || []).map((p) => h("p", { class: "error" }, p)),

@@ -8,7 +8,9 @@ of that name; a GlobalMetric's GlobalMetricsProvider). Each provider is
 polled by its own thread, every ``poll_interval`` seconds (the provider's own
 setting, else the configured default), jittered, so a slow or dead provider
 never delays the others; all the metrics of a provider are fetched in one
-call (one Prometheus query per metric, one KSQL pull query in all).
+call (Prometheus: a few queries, each carrying a chunk of the metrics'
+expressions; ksqlDB: one pull query in all; a Kafka topic: the latest values its
+consumer has read).
 
 The values are published as a picture (``MetricPicture`` at
 ``/berth/v1/metricvalues/picture``): incomplete from the start until every

@@ -28,7 +28,8 @@ from berth.controllers.scheduler.framework.helpers.replicas import (
     total_replicas,
 )
 from berth.controllers.scheduler.framework.selection import explanation, select, summary, targets
-from berth.controllers.scheduler.framework.types import Snapshot, candidate_key
+from berth.controllers.scheduler.framework.snapshot import Snapshot
+from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store.documents import Target
 from berth.store.documents.reasons import listed
 

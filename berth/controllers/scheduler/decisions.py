@@ -7,7 +7,11 @@ once. The Binding writer assumes a decision when it is submitted (revision
 or retracts it when it failed; the watch confirms it by delivering that
 revision or a later one. Every change is a compare-and-set — on the token of
 the write, or on the revision — so that a late watch event or a slow write
-never drops a newer decision. One lock guards everything here.
+never drops a newer decision. One lock guards every change here, and every read
+of more than one entry; the readers of one entry (``get``, ``known``,
+``stored_revision``, ``usage_version``) take none: each reads a dictionary entry
+that changes are made by replacing whole, which a reader sees before or after,
+never half made.
 
 It also keeps where every application is placed, indexed by namespace and
 label, for workload affinity and spread: a query costs what it returns, not

@@ -31,7 +31,8 @@ from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, decide
 from berth.controllers.scheduler.framework import Framework
 from berth.controllers.scheduler.framework.helpers.metric_columns import metric_of
-from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
+from berth.controllers.scheduler.framework.snapshot import Snapshot
+from berth.controllers.scheduler.framework.types import Candidate, Subject
 from berth.controllers.scheduler.scheduler import framework_for
 from berth.controllers.scheduler.subjects import subject_from_application
 from berth.controllers.scheduler.views import AppView

@@ -258,3 +258,75 @@ def test_a_deferred_applications_planned_start_is_read_from_its_reason(fleet: Fl
         time.sleep(0.01)
     assert page["deferred"] == [{"application": "team/db", "start": 1795834800.0,
                                  "reason": "deferred until 2026-11-28T03:00:00Z: …"}]
+
+
+def call(app: Any, method: str, path: str, *, token: str | None = None,
+         chunks: tuple[bytes, ...] = (), length: int | None = None
+         ) -> tuple[int, dict[str, str], bytes, int]:
+    """One request through the ASGI application, in process: (status, headers, body, how
+    many body chunks the application asked for)."""
+    import asyncio
+
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
+             "headers": headers, "query_string": b"", "scheme": "http", "http_version": "1.1",
+             "server": ("127.0.0.1", 9190), "client": ("127.0.0.1", 1), "root_path": ""}
+    sent: list[dict[str, Any]] = []
+    given = [0]
+
+    async def receive() -> dict[str, Any]:
+        i = given[0]
+        given[0] += 1
+        if i < len(chunks):
+            return {"type": "http.request", "body": chunks[i], "more_body": i + 1 < len(chunks)}
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return (start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]},
+            body, given[0])
+
+
+def test_paths_and_methods_nothing_serves_are_said_after_the_token_with_the_headers(
+        fleet: Fleet) -> None:
+    from berth.console.server import build
+
+    app = build(fleet.store, fleet, Access(token="t0ken-long-enough-for-the-test"))
+    for method, path in (("GET", "/api/nothing"), ("GET", "/api/what-if"),
+                         ("DELETE", "/api/fleet")):
+        status, headers, body, _ = call(app, method, path)
+        assert status == 401 and b"bearer token" in body, (method, path)
+        assert headers["cache-control"] == "no-store", (method, path)
+        assert "default-src 'self'" in headers["content-security-policy"]
+    status, headers, body, _ = call(app, "GET", "/api/nothing",
+                                    token="t0ken-long-enough-for-the-test")
+    assert status == 404 and json.loads(body) == {
+        "error": "no such page or action: /api/nothing"}
+    assert headers["cache-control"] == "no-store"
+    status, headers, body, _ = call(app, "GET", "/api/what-if",
+                                    token="t0ken-long-enough-for-the-test")
+    assert status == 405 and headers["allow"] == "POST" and b"GET is not what" in body
+    status, headers, body, _ = call(app, "GET", "/static/nothing.js")
+    assert status == 404 and headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_what_if_body_over_the_limit_is_refused_before_it_is_read_whole(
+        fleet: Fleet) -> None:
+    from berth.console.server import MAX_WHATIF, build
+
+    app = build(fleet.store, fleet, Access(token="t0ken-long-enough-for-the-test"))
+    token = "t0ken-long-enough-for-the-test"
+    status, _, body, asked = call(app, "POST", "/api/what-if", token=token,
+                                  length=MAX_WHATIF + 1, chunks=(b"x",))
+    assert status == 413 and asked == 0  # said by its length: nothing read
+    chunk = b"#" * (256 << 10)
+    status, _, body, asked = call(app, "POST", "/api/what-if", token=token,
+                                  chunks=(chunk,) * 40)  # 10 MiB, no length given
+    assert status == 413 and b"larger than 1 MiB" in body
+    assert asked == 5  # read until past the limit, no further

@@ -6,6 +6,7 @@ from berth.controllers.scheduler.framework.fleet import Fleet, ordinals, sieve
 from berth.controllers.scheduler.framework.plugin import Plugin
 from berth.controllers.scheduler.framework.ranking import Ranked, Ranking
 from berth.controllers.scheduler.framework.runner import Framework
+from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import (
     SKIP,
@@ -23,7 +24,6 @@ from berth.controllers.scheduler.framework.types import (
     Placed,
     Ref,
     Room,
-    Snapshot,
     Subject,
 )
 

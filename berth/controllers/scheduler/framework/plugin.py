@@ -39,9 +39,10 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.controllers.scheduler.framework.fleet import Fleet
+from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import Status
-from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject
+from berth.controllers.scheduler.framework.types import Candidate, Subject
 from berth.store.codec import field_error
 from berth.store.documents import Target
 

@@ -41,9 +41,10 @@ from berth.controllers.scheduler.framework.ranking import (
     lookup,
     split_all,
 )
+from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import SKIP, SUCCESS, Code, Status, error
-from berth.controllers.scheduler.framework.types import Snapshot, Subject
+from berth.controllers.scheduler.framework.types import Subject
 from berth.store.documents import Target
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from berth.store import keys
 from berth.store.documents import (
@@ -20,15 +20,10 @@ from berth.store.documents import (
     MetricRef,
     Placement,
     Taint,
-    Target,
     Toleration,
 )
 from berth.store.documents.pace import PaceOverride
 from berth.store.documents.resources import NO_DEMAND, Demand, Resources
-
-if TYPE_CHECKING:
-    from berth.controllers.scheduler.framework.fleet import Fleet
-    from berth.controllers.scheduler.framework.rooms import Rooms
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,63 +146,6 @@ class Placed:
         object.__setattr__(self, "ref", ref)
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "targets", targets)
-
-
-class Snapshot(Protocol):
-    """What plugins may read of the world; the cache implements it."""
-
-    @property
-    def epoch(self) -> int:
-        """Changes whenever candidates, their status or metric values change."""
-        ...
-
-    def candidates(self, subject: Subject) -> list[Candidate]: ...
-
-    def fleet(self, subject: Subject) -> Fleet:
-        """The subject's candidates, frozen, with their bitset indexes (one per epoch)."""
-        ...
-
-    def candidate_by_key(self, key: str) -> Candidate | None: ...
-
-    def namespaces(self, kind: str) -> list[str]:
-        """The namespaces that hold candidates for subjects of ``kind`` (sorted): where
-        to look when a subject's own namespace has none."""
-        ...
-
-    def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading: ...
-
-    def current_targets(self, subject: Subject) -> list[Target]: ...
-
-    def failed(self, subject: Subject) -> Mapping[str, float]:
-        """Candidates (by key) the subject's current generation could not become available
-        on, and when that was found (seconds since the epoch): the propagator's word."""
-        ...
-
-    def capacity(self, candidate: Candidate) -> Room | None:
-        """What the candidate has and has free, counting what was placed there but not
-        yet reported as assumed; None when it reports no capacity."""
-        ...
-
-    def rooms(self, fleet: Fleet) -> Rooms:
-        """``capacity`` of every candidate of ``fleet``, indexed by resource."""
-        ...
-
-    def placed(self, namespace: str | None,
-               labels: Mapping[str, str] | None = None) -> list[Placed]:
-        """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
-        ...
-
-    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
-                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
-        """Where the placed workloads of ``namespace`` labelled ``label=value`` run, as
-        changes since position ``since``: (the position now, [(target, +n or -n)],
-        False); or (the position now, [(target, how many)] of all of them, True) when
-        ``since`` is -1 or too old."""
-        ...
-
-    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
-        """Changes whenever ``placed(namespace, labels)`` may have changed."""
-        ...
 
 
 Breakdown = dict[str, Any]

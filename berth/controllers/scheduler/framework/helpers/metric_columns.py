@@ -14,7 +14,8 @@ from bisect import bisect_left, bisect_right
 from typing import Final
 
 from berth.controllers.scheduler.framework.fleet import Fleet
-from berth.controllers.scheduler.framework.types import Candidate, MetricReading, Snapshot
+from berth.controllers.scheduler.framework.snapshot import Snapshot
+from berth.controllers.scheduler.framework.types import Candidate, MetricReading
 from berth.store.constraints import Op
 from berth.store.documents import MetricRef
 

@@ -46,7 +46,8 @@ from dataclasses import dataclass, replace
 from berth.controllers.scheduler.framework.fleet import Fleet
 from berth.controllers.scheduler.framework.helpers.selectors import selector_bits, selector_matches
 from berth.controllers.scheduler.framework.ranking import Ranked
-from berth.controllers.scheduler.framework.types import Candidate, Snapshot, Subject, candidate_key
+from berth.controllers.scheduler.framework.snapshot import Snapshot
+from berth.controllers.scheduler.framework.types import Candidate, Subject, candidate_key
 from berth.store.documents import ClusterGroup, Target
 from berth.store.documents.resources import UNLIMITED
 

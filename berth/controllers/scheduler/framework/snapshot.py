@@ -1,0 +1,83 @@
+"""What plugins may read of the world: the Snapshot the scheduler's cache implements.
+
+Apart from ``types`` (the values a decision is made of), so that the fleet's and
+the rooms' modules, which are built of those values, and this Protocol, which
+hands them out, import in one direction only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from berth.controllers.scheduler.framework.fleet import Fleet
+from berth.controllers.scheduler.framework.rooms import Rooms
+from berth.controllers.scheduler.framework.types import (
+    Candidate,
+    MetricReading,
+    Placed,
+    Ref,
+    Room,
+    Subject,
+)
+from berth.store.documents import MetricRef, Target
+
+
+class Snapshot(Protocol):
+    """What plugins may read of the world; the cache implements it."""
+
+    @property
+    def epoch(self) -> int:
+        """Changes whenever candidates, their status or metric values change."""
+        ...
+
+    def candidates(self, subject: Subject) -> list[Candidate]: ...
+
+    def fleet(self, subject: Subject) -> Fleet:
+        """The subject's candidates, frozen, with their bitset indexes (one per epoch)."""
+        ...
+
+    def candidate_by_key(self, key: str) -> Candidate | None: ...
+
+    def namespaces(self, kind: str) -> list[str]:
+        """The namespaces that hold candidates for subjects of ``kind`` (sorted): where
+        to look when a subject's own namespace has none."""
+        ...
+
+    def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading: ...
+
+    def current_targets(self, subject: Subject) -> list[Target]: ...
+
+    def failed(self, subject: Subject) -> Mapping[str, float]:
+        """Candidates (by key) the subject's current generation could not become available
+        on, and when that was found (seconds since the epoch): the propagator's word."""
+        ...
+
+    def capacity(self, candidate: Candidate) -> Room | None:
+        """What the candidate has and has free, counting what was placed there but not
+        yet reported as assumed; None when it reports no capacity."""
+        ...
+
+    def rooms(self, fleet: Fleet) -> Rooms:
+        """``capacity`` of every candidate of ``fleet``, indexed by resource."""
+        ...
+
+    def placed(self, namespace: str | None,
+               labels: Mapping[str, str] | None = None) -> list[Placed]:
+        """Placed workloads of ``namespace``; only those carrying all ``labels`` if given."""
+        ...
+
+    def placed_on_since(self, namespace: str | None, label: str, value: str, since: int
+                        ) -> tuple[int, list[tuple[Ref, int]], bool]:
+        """Where the placed workloads of ``namespace`` labelled ``label=value`` run, as
+        changes since position ``since``: (the position now, [(target, +n or -n)],
+        False); or (the position now, [(target, how many)] of all of them, True) when
+        ``since`` is -1 or too old."""
+        ...
+
+    def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
+        """Changes whenever ``placed(namespace, labels)`` may have changed."""
+        ...
+
+
+__all__ = ["Snapshot"]
