@@ -26,7 +26,7 @@ from berth.cli.resources import decided, table, target_note
 from berth.controllers.scheduler.config import SchedulerConfig, load_config
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
 from berth.store import Store, decode, keys
-from berth.store.documents import ApplicationStatus, Binding
+from berth.store.documents import ApplicationStatus, Binding, BindingState
 
 _KINDS = ("Application", "Cluster", "MagnumCluster")  # what the scheduler places
 
@@ -228,7 +228,7 @@ def every_candidate(args: argparse.Namespace, store: Store, kind: str, namespace
         print(json.dumps(msgspec.to_builtins(answer), indent=2))
     else:
         print(render_answer(answer))
-    return 0 if answer.state == "Scheduled" else 1
+    return 0 if answer.state == BindingState.SCHEDULED else 1
 
 
 def what_if_cmd(args: argparse.Namespace) -> int:
@@ -250,7 +250,7 @@ def what_if_cmd(args: argparse.Namespace) -> int:
         others = len(docs) - len(result.answers)
         parts.append(render_consequences(result.consequences, others))
         print("\n\n".join(parts))
-    return 0 if all(a.state == "Scheduled" for a in result.answers) else 1
+    return 0 if all(a.state == BindingState.SCHEDULED for a in result.answers) else 1
 
 
 def render_consequences(consequences: list[Consequence], others: int) -> str:

@@ -14,7 +14,6 @@ without credentials, and what the CLI masks is masked.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from berth.console.fleet import Snapshot
 from berth.console.prometheus import History, merged
 from berth.controllers.scheduler.whatif import leading_config, what_if
 from berth.store import Invalid, Store, StoreError, decode, events, keys, ledger
-from berth.store.documents import Application, ApplicationStatus, Binding
+from berth.store.documents import Application, ApplicationStatus, Binding, BindingState
 from berth.store.documents.metrics import normalized
 from berth.store.documents.resources import Resources
 from berth.store.documents.rollouts import WAITING
@@ -286,7 +285,7 @@ def _rollout(store: Store, app: Application, st: ApplicationStatus | None
 def metric_series(snap: Snapshot, prometheus: History | None = None) -> dict[str, Any]:
     """Each metric's values across time (Prometheus's history when the console has one,
     then the console's own since it started), the clusters that use it, its forecast,
-    the moves seen, and the applications deferred (their Binding Pending, its reason the
+    the moves seen, and the applications deferred (their Binding Pending, with its
     planned start)."""
     history, source, problem = snap.history, "the console, since it started", ""
     if prometheus is not None:
@@ -309,25 +308,14 @@ def metric_series(snap: Snapshot, prometheus: History | None = None) -> dict[str
                        "clusters": sorted(users.get(key, [])),
                        "points": history.get(key, []), "forecast": forecast})
     deferred = [{"application": app, "reason": b.status.reason,
-                 "start": planned_start(b.status.reason)}
-                for app, b in sorted(snap.bindings.items()) if b.status.state == "Pending"]
+                 "start": until.timestamp() if (until := b.status.deferred_until) else None}
+                for app, b in sorted(snap.bindings.items())
+                if b.status.state == BindingState.PENDING]
     return {**head(snap), "series": series, "source": source, "problem": problem,
             "moves": [{"at": m.at, "application": m.application, "from": list(m.source),
                        "to": list(m.targets), "decision": m.decision}
                       for m in snap.moves[-MOVES_SHOWN:]],
             "deferred": deferred}
-
-
-_DEFERRED = re.compile(r"deferred until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")
-
-
-def planned_start(reason: str) -> float | None:
-    """When deferred work is planned to start (epoch seconds), as its Binding's reason
-    says it (``deferred until 2026-11-28T03:00:00Z: …``); None if it says no time."""
-    m = _DEFERRED.match(reason)
-    if m is None:
-        return None
-    return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _metric_name(value_key: str) -> str:

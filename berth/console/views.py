@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from berth.store.documents import BindingState
 from berth.store.documents.metrics import ForecastPoint, MetricError
 from berth.store.documents.resources import NO_DEMAND, Demand, QuantityError, demand
 
@@ -114,8 +115,10 @@ class BindingSpec(msgspec.Struct):
 
 
 class BindingStatus(msgspec.Struct):
-    state: str = ""
+    state: BindingState | None = None
     reason: str = ""
+    held: str = ""
+    deferred_until: datetime | None = None
 
 
 class BindingView(msgspec.Struct):

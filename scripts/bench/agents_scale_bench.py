@@ -53,6 +53,7 @@ from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
+    BindingState,
     BindingStatus,
     ClusterApplied,
     KubeObjectRef,
@@ -198,7 +199,7 @@ def bind(name: str, cluster: str) -> Put:
     return Put(keys.binding_key("Application", "default", name), encode(Binding(
         BindingMeta(name, "default"), BindingSpec(ObjectRef("Application", name, "default"), 1,
                                                   [Target("Cluster", cluster, "default")]),
-        BindingStatus("Scheduled"))), None)
+        BindingStatus(BindingState.SCHEDULED))), None)
 
 
 def phase(store: Store, times: Times, ops: list[Put], etcd: int, prop: int, label: str,

@@ -43,6 +43,7 @@ from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
+    BindingState,
     BindingStatus,
     ObjectRef,
     Target,
@@ -76,7 +77,7 @@ def batch(store: Store, watcher: StatusWatcher, pid: int, prefix: str, apps: int
             BindingMeta(name, "default"), BindingSpec(
                 ObjectRef("Application", name, "default"), 1,
                 [Target("Cluster", CLUSTERS[i % 3], "default")]),
-            BindingStatus("Scheduled")))))
+            BindingStatus(BindingState.SCHEDULED)))))
     wanted = {keys.status_key("Application", "default", n) for n in names}
     cpu = cpu_seconds(pid)
     began = time.perf_counter()

@@ -45,6 +45,7 @@ from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
+    BindingState,
     BindingStatus,
     ObjectRef,
     Target,
@@ -189,7 +190,7 @@ def main() -> None:
                 BindingMeta(name, "default"), BindingSpec(
                     ObjectRef("Application", name, "default"), 1,
                     [Target("Cluster", CLUSTERS[i % 3], "default")]),
-                BindingStatus("Scheduled")))))
+                BindingStatus(BindingState.SCHEDULED)))))
         began = time.perf_counter()
         store.commit_chunks(ops)
         wrote = time.perf_counter() - began

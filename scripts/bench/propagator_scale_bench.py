@@ -56,6 +56,7 @@ from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
+    BindingState,
     BindingStatus,
     ObjectRef,
     Target,
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
                 Binding(BindingMeta(name, "default"), BindingSpec(
                     ObjectRef("Application", name, "default"), 1,
                     [Target("Cluster", names[i % len(names)], "default")]),
-                    BindingStatus("Scheduled")))))
+                    BindingStatus(BindingState.SCHEDULED)))))
         pids = [p.pid for p, _ in procs]
         servers = [k.proc.pid for k in kubes if k.proc] + [
             k.etcd.proc.pid for k in kubes if k.etcd.proc]

@@ -87,6 +87,7 @@ from berth.store.documents import (
     ApplicationState,
     ApplicationStatus,
     Binding,
+    BindingState,
     ClusterApplied,
     ClusterStatus,
     HealthRule,
@@ -312,7 +313,7 @@ class Applier:
         the scheduler found no cluster and nothing runs, PENDING before any status."""
         statuses = {_tail(item.key): item.obj.status.state for item in self.statuses.items()}
         unschedulable = {_tail(item.key) for item in self.bindings.items()
-                         if item.obj.status.state == "Unschedulable"}
+                         if item.obj.status.state == BindingState.UNSCHEDULABLE}
         out: dict[str, int] = {}
         for key in map(_tail, self.apps.list_keys()):
             state = statuses.get(key, "") or "PENDING"

@@ -85,6 +85,11 @@ class Deferred:
         return self.plan.start
 
     @property
+    def until(self) -> datetime:
+        """When the work is planned to start, to the second (stable as the reason is)."""
+        return datetime.fromtimestamp(self.start, UTC).replace(microsecond=0)
+
+    @property
     def reason(self) -> str:
         """Stable while the plan is (it is written only when it changes)."""
         assert self.plan.at is not None

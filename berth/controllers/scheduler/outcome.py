@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from berth.controllers.scheduler.antiflap import HELD_PREFIX
 from berth.controllers.scheduler.binder import Write
 from berth.controllers.scheduler.framework import Evaluation, Subject
 from berth.controllers.scheduler.record import event_of, names, placement_record
@@ -28,6 +27,7 @@ from berth.store.documents import (
     Binding,
     BindingMeta,
     BindingSpec,
+    BindingState,
     BindingStatus,
     ObjectRef,
     Target,
@@ -42,10 +42,12 @@ class Outcome:
     """What the Binding of a subject should say after an attempt."""
 
     targets: list[Target]
-    state: str  # Scheduled, Pending or Unschedulable
+    state: BindingState
     reason: str
     explained: Explained  # the explanation, built only if the Binding is written
     evaluation: Evaluation | None = None  # what the attempt found (the ledger's record)
+    held: str = ""  # the rule holding a better placement back (Scheduled, kept targets)
+    deferred_until: datetime | None = None  # Pending: when the work is planned to start
 
 
 def refs(ts: list[Target]) -> frozenset[TargetRef]:
@@ -77,9 +79,10 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
     same_targets = binding is not None and refs(binding.spec.targets) == refs(new)
     same_shares = same_targets and binding is not None and (
         shares(binding.spec.targets) == shares(new))
-    plain = state == "Scheduled" and not reason.startswith(HELD_PREFIX)
+    plain = state == BindingState.SCHEDULED and not outcome.held
     if (binding is not None and same_shares and binding.spec.generation == subject.generation
-            and binding.status.state == state and (
+            and binding.status.state == state and binding.status.held == outcome.held
+            and binding.status.deferred_until == outcome.deferred_until and (
                 binding.status.reason == reason or (plain and not binding.status.reason))):
         return None
     scheduled = binding.spec.scheduled if binding is not None and same_targets else (
@@ -94,8 +97,9 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
         spec=BindingSpec(resource=ObjectRef(ref.kind, ref.name, ref.namespace),
                          generation=subject.generation, targets=new, scheduled=scheduled,
                          decision=decision),
-        status=BindingStatus(state=state, reason=reason, explanation=outcome.explained(),
-                             term=term),
+        status=BindingStatus(state=state, reason=reason, held=outcome.held,
+                             deferred_until=outcome.deferred_until,
+                             explanation=outcome.explained(), term=term),
     )
     said = None
     if say and (binding is None or not same_shares or binding.status.state != state):

@@ -13,14 +13,13 @@ its summary changed (``7/12 clusters ...`` → ``8/12 ...``) is not recorded.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, assert_never
 
-from berth.controllers.scheduler.antiflap import HELD_PREFIX
 from berth.controllers.scheduler.framework import Evaluation, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
 from berth.controllers.scheduler.views import BindingView
-from berth.store.documents import Binding, Target
+from berth.store.documents import Binding, BindingState, Target
 from berth.store.documents import ledger as L
 from berth.store.events import NORMAL
 
@@ -39,29 +38,39 @@ def _key(t: Target) -> str:
 def event(binding: BindingView | None, doc: Binding) -> str | None:
     """What kind of change writing ``doc`` over ``binding`` is; None: nothing to record."""
     new, status = doc.spec.targets, doc.status
-    held = status.reason.startswith(HELD_PREFIX)
-    if held:
+    if status.held:
         return L.HELD
     if binding is None:
         return L.PLACED if new else _by_state(status.state)
     old = binding.spec.targets
     if _shares(old) != _shares(new):
-        if new and status.state == "Scheduled":
+        if new and status.state == BindingState.SCHEDULED:
             return L.MOVED if old else L.PLACED
         return _by_state(status.state)
     if binding.status.state != status.state:
         return _by_state(status.state)
     if binding.spec.generation != doc.spec.generation:
         return L.KEPT
-    if binding.status.reason.startswith(HELD_PREFIX):
+    if binding.status.held:
         return L.RELEASED
-    if status.state == "Pending" and binding.status.reason != status.reason:
+    if status.state == BindingState.PENDING and (
+            binding.status.deferred_until != status.deferred_until
+            or binding.status.reason != status.reason):
         return L.DEFERRED  # a new plan
     return None
 
 
-def _by_state(state: str) -> str:
-    return {"Unschedulable": L.UNSCHEDULABLE, "Pending": L.DEFERRED}.get(state, L.KEPT)
+def _by_state(state: BindingState | None) -> str:
+    """The ledger's event for a Binding that comes to ``state``."""
+    match state:
+        case BindingState.UNSCHEDULABLE:
+            return L.UNSCHEDULABLE
+        case BindingState.PENDING:
+            return L.DEFERRED
+        case BindingState.SCHEDULED | None:
+            return L.KEPT
+        case _:
+            assert_never(state)
 
 
 def trigger(subject: Subject, binding: BindingView | None, evaluation: Evaluation | None,
@@ -170,7 +179,7 @@ def placement_record(subject: Subject, binding: BindingView | None, doc: Binding
     return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,
                     trigger=why, detail=detail, source=_bare(before),
                     targets=_bare(doc.spec.targets),
-                    state=doc.status.state, rule=rule,
+                    state=doc.status.state or "", rule=rule,
                     # the reason where it is the cause: a hold, nothing fitting, a deferral
                     # (a placement's sums up the fleet; its trigger and candidates say why)
                     reason=doc.status.reason if what in _REASONED else "",

@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -72,7 +73,7 @@ from berth.controllers.scheduler.sweep import depends_on_placements, swept
 from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Invalid, Store, decode, encode, keys
-from berth.store.documents import MovesStarted, Target
+from berth.store.documents import BindingState, MovesStarted, Target
 from berth.store.documents.pace import effective
 from berth.store.events import WARNING, InvolvedObject
 from berth.store.ledger import Stamps
@@ -387,7 +388,8 @@ class Scheduler:
                          defer=self.deferral, now=self.clock.time())
         if (isinstance(outcome, Decision)
                 and shares(outcome.targets) == shares(binding.spec.targets)
-                and binding.status.state == "Scheduled" and not binding.status.reason):
+                and binding.status.state == BindingState.SCHEDULED
+                and not binding.status.reason):
             self.antiflap.settled(key)
             return "unchanged"
         return self._act(subject, binding, current, outcome)
@@ -510,7 +512,7 @@ class Scheduler:
                        if not subject.migration else
                        f"its work is done (every Job complete at generation "
                        f"{subject.generation}): not moved, as a finished Pod is not")
-                self._submit(subject, binding, alive, "Scheduled", why, list)
+                self._submit(subject, binding, alive, BindingState.SCHEDULED, why, list)
                 return "kept"
             current = []  # everything it ran on is gone: it has to be placed anew
 
@@ -572,8 +574,8 @@ class Scheduler:
     def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
         """Hold deferrable work Pending (no targets, the reason says until when) and come
         back at its start; a changed plan is written, an unchanged one is not."""
-        self._submit(subject, binding, [], "Pending", deferred.reason, deferred.explained,
-                     deferred.evaluation)
+        self._submit(subject, binding, [], BindingState.PENDING, deferred.reason,
+                     deferred.explained, deferred.evaluation, deferred_until=deferred.until)
         if self._deferred.get(subject.key) != deferred.start:
             self._deferred[subject.key] = deferred.start
             self.queue.add_after(subject.key, max(0.0, deferred.start - self.clock.time()) + 0.01)
@@ -627,10 +629,10 @@ class Scheduler:
         if held.retry_after is not None:
             note["retry_in"] = round(held.retry_after, 3)
             self.queue.add_after(subject.key, held.retry_after + 0.01)
-        self._submit(subject, binding, current, "Scheduled", held.reason,
+        self._submit(subject, binding, current, BindingState.SCHEDULED, held.reason,
                      lambda: [note, *decision.explained(self.framework, self.cache, limit,
                                                         current)],
-                     decision.evaluation)
+                     decision.evaluation, held=held.rule)
         return "held"
 
     def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
@@ -651,8 +653,8 @@ class Scheduler:
                 moved = moved or bool(old)
         if moved:
             self.writer.moves(encode(self.antiflap.record()))
-        writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, "Scheduled", d.reason,
-                                                                self._explainer(d, b),
+        writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, BindingState.SCHEDULED,
+                                                                d.reason, self._explainer(d, b),
                                                                 d.evaluation))
                               for d, b in members) if w is not None]
         if len(members) > 1:
@@ -678,7 +680,7 @@ class Scheduler:
                 plugin.reject(d.subject)
             binding, _ = self.cache.binding(d.subject)
             gang = d.subject.gang
-            self._submit(d.subject, binding, d.state.current, "Unschedulable",
+            self._submit(d.subject, binding, d.state.current, BindingState.UNSCHEDULABLE,
                          f"gang {gang.name if gang else '?'}: not enough members in time", list)
             self.queue.failed(key)
 
@@ -699,7 +701,8 @@ class Scheduler:
                        evaluation: Evaluation | None = None) -> str:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
-        self._submit(subject, binding, current, "Unschedulable", reason, explained, evaluation)
+        self._submit(subject, binding, current, BindingState.UNSCHEDULABLE, reason, explained,
+                     evaluation)
         if self.events is not None:
             ref = subject.ref
             self.events.emit(InvolvedObject(ref.kind, ref.name, ref.namespace), WARNING,
@@ -713,9 +716,11 @@ class Scheduler:
         return "unschedulable"
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
-                state: str, reason: str, explained: Explained,
-                evaluation: Evaluation | None = None) -> None:
-        write = self._write(subject, binding, Outcome(new, state, reason, explained, evaluation))
+                state: BindingState, reason: str, explained: Explained,
+                evaluation: Evaluation | None = None, *, held: str = "",
+                deferred_until: datetime | None = None) -> None:
+        write = self._write(subject, binding, Outcome(new, state, reason, explained, evaluation,
+                                                      held, deferred_until))
         if write is not None:
             self.writer.submit(write)
 

@@ -182,7 +182,8 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
         BindingMeta(name, ns, created=m.created),
         BindingSpec(ObjectRef(sys.intern(r.kind), name, ns), spec.generation,
                     [_shared_target(t) for t in spec.targets], scheduled, spec.decision),
-        BindingStatusView(sys.intern(status.state), kept_reason(status.state, status.reason)))
+        BindingStatusView(status.state, kept_reason(status.state, status.reason, status.held),
+                          sys.intern(status.held), status.deferred_until))
 
 
 def _shared_target(t: Target) -> Target:

@@ -19,6 +19,7 @@ from berth.controllers.scheduler.framework.standing import overtaken
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
+from berth.store.documents import BindingState
 
 ORDER_STEP = 64  # subjects a sweep orders per subject it decides before it has its order
 MOVES = 1 << 62  # a sweep's likelihood of a subject that moves or is decided in full
@@ -114,7 +115,7 @@ def _entry(item: Item[BindingView], cache: Cache) -> tuple[str, Subject | None, 
     work with no targets (deferred work is decided again: a forecast may have
     changed)."""
     if item.obj.spec.resource.kind != "Application" or (
-            not item.obj.spec.targets and item.obj.status.state != "Pending"):
+            not item.obj.spec.targets and item.obj.status.state != BindingState.PENDING):
         return None
     key = subject_key(item)
     subject = cache.subject(key)

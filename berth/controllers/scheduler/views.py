@@ -12,12 +12,12 @@ from datetime import datetime
 
 import msgspec
 
-from berth.controllers.scheduler.antiflap import HELD_PREFIX
 from berth.store.documents import (
     Affinity,
     Binding,
     BindingMeta,
     BindingSpec,
+    BindingState,
     Gang,
     MetricRef,
     ObjectRef,
@@ -118,15 +118,17 @@ class MetricDefView(msgspec.Struct):
     spec: MetricDefSpec
 
 
-def kept_reason(state: str, reason: str) -> str:
+def kept_reason(state: BindingState | None, reason: str, held: str) -> str:
     """The reason where the scheduler compares it: a state other than Scheduled, or a
     move held back (a Scheduled Binding's summary changes with the fleet: not kept)."""
-    return reason if state != "Scheduled" or reason.startswith(HELD_PREFIX) else ""
+    return reason if state != BindingState.SCHEDULED or held else ""
 
 
 class BindingStatusView(msgspec.Struct):
-    state: str = ""
+    state: BindingState | None = None
     reason: str = ""
+    held: str = ""
+    deferred_until: datetime | None = None
 
 
 class BindingView(msgspec.Struct):
@@ -138,8 +140,9 @@ class BindingView(msgspec.Struct):
 
     @classmethod
     def of(cls, doc: Binding) -> BindingView:
+        st = doc.status
         return cls(doc.metadata, doc.spec, BindingStatusView(
-            doc.status.state, kept_reason(doc.status.state, doc.status.reason)))
+            st.state, kept_reason(st.state, st.reason, st.held), st.held, st.deferred_until))
 
 
 class MagnumSpecView(msgspec.Struct):

@@ -39,6 +39,7 @@ from berth.controllers.scheduler.views import AppView
 from berth.store import Store, keys
 from berth.store.codec import typed
 from berth.store.constraints import ConstraintError, LabelConstraint, MetricConstraint
+from berth.store.documents import BindingState
 
 _QUOTED = re.compile(r"constraint '([^']*)'")
 
@@ -62,7 +63,7 @@ class Answer:
 
     application: str  # "ns/name"
     exists: bool
-    state: str  # Scheduled or Unschedulable
+    state: BindingState  # what its Binding would say
     targets: list[str]
     reason: str
     verdicts: list[Verdict]
@@ -191,15 +192,15 @@ def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, 
                                         actual=_actual(cache, by_key.get(ckey),
                                                        status.reason)))
     if isinstance(outcome, Decision):
-        return Answer(f"{ns}/{view.metadata.name}", exists, "Scheduled",
+        return Answer(f"{ns}/{view.metadata.name}", exists, BindingState.SCHEDULED,
                       [t.name for t in outcome.targets], outcome.reason, verdicts,
                       {t.name: t.replicas for t in outcome.targets if t.replicas is not None})
     if isinstance(outcome, Deferred):
         assert outcome.plan.at is not None
-        return Answer(f"{ns}/{view.metadata.name}", exists, "Pending",
+        return Answer(f"{ns}/{view.metadata.name}", exists, BindingState.PENDING,
                       [outcome.plan.at.candidate.ref.name], outcome.reason, verdicts)
-    return Answer(f"{ns}/{view.metadata.name}", exists, "Unschedulable", [], outcome.reason,
-                  verdicts)
+    return Answer(f"{ns}/{view.metadata.name}", exists, BindingState.UNSCHEDULABLE, [],
+                  outcome.reason, verdicts)
 
 
 def _actual(snapshot: Snapshot, candidate: Candidate | None, reason: str) -> str:

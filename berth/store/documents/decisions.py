@@ -9,6 +9,7 @@ written, defaults included; nested fields are left out when at their default.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import msgspec
@@ -37,9 +38,23 @@ class BindingSpec(msgspec.Struct, omit_defaults=True):
     decision: str = ""
 
 
+class BindingState(StrEnum):
+    """What a Binding says of its decision. Code that branches on it matches every
+    value (``assert_never``): a new one is a type error until each place handles it."""
+
+    SCHEDULED = "Scheduled"  # placed on its targets (a move may be held back: ``held``)
+    PENDING = "Pending"  # deferrable work held until ``deferred_until``, on no target
+    UNSCHEDULABLE = "Unschedulable"  # nothing fits now (kept where it runs, if anywhere)
+
+
 class BindingStatus(msgspec.Struct, omit_defaults=True):
-    state: str = ""  # Scheduled, Unschedulable, ...
-    reason: str = ""
+    state: BindingState | None = None  # None: not decided yet
+    reason: str = ""  # for people; what code reads is a field
+    # the anti-flap or pace rule holding a better placement back, while it does (the
+    # Binding keeps its targets): margin, hold, min_dwell, budget, settle, window,
+    # in_transition, per_minute
+    held: str = ""
+    deferred_until: datetime | None = None  # Pending: when the work is planned to start
     explanation: list[dict[str, Any]] = []
     # The scheduler leader's term it was written in (its election key's create
     # revision; the write required it, docs/scheduler.md "Leadership is a fence").

@@ -238,18 +238,14 @@ def test_what_if_refuses_bad_yaml_naming_why(text: str, said: str) -> None:
         pages.whatif(MemoryStore(), text)
 
 
-def test_a_deferred_applications_planned_start_is_read_from_its_reason(fleet: Fleet) -> None:
-    assert pages.planned_start("deferred until 2026-11-28T03:00:00Z: price is forecast "
-                               "lowest then, on de, before the latest start "
-                               "2026-11-28T06:00:00Z") == 1795834800.0
-    assert pages.planned_start("deferred until 2026-11-28T03:00:00Z (its latest start): no "
-                               "feasible cluster has a value of price yet") == 1795834800.0
-    assert pages.planned_start("0/2 clusters are available") is None
+def test_a_deferred_applications_planned_start_is_its_bindings_field(fleet: Fleet) -> None:
+    """Read from ``status.deferred_until``, not from the reason's prose."""
     put(fleet.store, keys.binding_key("Application", "team", "db"), encode({
         "api": "scheduling", "kind": "Binding", "metadata": {"name": "db", "namespace": "team"},
         "spec": {"resource": {"kind": "Application", "name": "db", "namespace": "team"},
                  "generation": 1},
-        "status": {"state": "Pending", "reason": "deferred until 2026-11-28T03:00:00Z: …"}}))
+        "status": {"state": "Pending", "reason": "deferred until 2026-11-28T03:00:00Z: …",
+                   "deferred_until": "2026-11-28T03:00:00Z"}}))
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         page = pages.metric_series(fleet.snapshot(history=lambda _k: True))
