@@ -17,6 +17,7 @@ from berth.bootstrap.load import Loaded
 from berth.store import Store, StoreError, keys
 from berth.store.codec import decode
 from berth.store.documents import Application, Cluster
+from berth.store.documents.rollouts import RolloutStrategy
 
 
 def clusters(store: Store, loaded: Sequence[Loaded]) -> dict[str, dict[str, str]]:
@@ -38,7 +39,7 @@ def clusters(store: Store, loaded: Sequence[Loaded]) -> dict[str, dict[str, str]
 def problems(store: Store, loaded: Sequence[Loaded]) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the Staged applications in ``loaded``."""
     staged = [i for i in loaded if isinstance(i.doc, Application) and i.doc.spec.rollout
-              and i.doc.spec.rollout.strategy == "Staged"]
+              and i.doc.spec.rollout.strategy == RolloutStrategy.STAGED]
     if not staged:
         return [], []
     known = clusters(store, loaded)

@@ -47,6 +47,7 @@ from berth.store.documents.rollouts import (
     HistoryMeta,
     RolloutControl,
     RolloutState,
+    RolloutStrategy,
     stages,
 )
 
@@ -122,7 +123,7 @@ def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState |
     st = _status(store, namespace, name)
     gen = app.metadata.generation
     policy = app.spec.rollout
-    strategy = policy.strategy if policy is not None else "All"
+    strategy = policy.strategy if policy is not None else RolloutStrategy.ALL
     r = st.status.rollout if st is not None else None
     lines = [f"application {namespace}/{name}: generation {gen}, strategy {strategy}"]
     if st is None:
@@ -154,7 +155,7 @@ def _stages(store: Store, app: Application, cids: list[str]
     """(order, name) of the stage a cluster rolls in (Staged), else ``-``: the stages
     chosen as the propagator chooses them, from the clusters' labels now."""
     policy = app.spec.rollout
-    if policy is None or policy.strategy != "Staged":
+    if policy is None or policy.strategy != RolloutStrategy.STAGED:
         return lambda _cid: (0, "-")
     labels = clusters(store, [])
     order = {cid: (i, s.name) for i, (s, members) in enumerate(

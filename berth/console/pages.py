@@ -34,7 +34,7 @@ from berth.store import Invalid, Store, StoreError, decode, events, keys, ledger
 from berth.store.documents import Application, ApplicationStatus, Binding, BindingState
 from berth.store.documents.metrics import normalized
 from berth.store.documents.resources import Resources
-from berth.store.documents.rollouts import WAITING
+from berth.store.documents.rollouts import WAITING, RolloutStrategy
 from berth.yamlfile import YamlRefused, documents
 
 LIST_LIMIT = 500  # rows the applications page sends at once (the rest: filter, or page on)
@@ -272,7 +272,7 @@ def _rollout(store: Store, app: Application, st: ApplicationStatus | None
             paused = False
     waiting = (r.stage if r is not None and r.phase == WAITING and "approval" in r.reason
                else "")
-    return {"strategy": policy.strategy if policy is not None else "All",
+    return {"strategy": policy.strategy if policy is not None else RolloutStrategy.ALL,
             "stages": [s.name for s in policy.stages] if policy is not None else [],
             "phase": r.phase if r is not None else "", "stage": r.stage if r is not None
             else "", "reason": r.reason if r is not None else "", "paused": paused,

@@ -16,6 +16,7 @@ import msgspec
 from berth.store.documents import BindingState
 from berth.store.documents.metrics import ForecastPoint, MetricError
 from berth.store.documents.resources import NO_DEMAND, Demand, QuantityError, demand
+from berth.store.documents.rollouts import RolloutStrategy
 
 
 class Meta(msgspec.Struct):
@@ -66,7 +67,7 @@ class ClusterStatusView(msgspec.Struct):
 
 
 class RolloutPolicy(msgspec.Struct):
-    strategy: str = "All"
+    strategy: RolloutStrategy = RolloutStrategy.ALL
 
 
 class AppSpec(msgspec.Struct):
@@ -84,7 +85,7 @@ class AppRow:
     """An application as the console keeps it: who it is, and what it asks of a cluster."""
 
     meta: Meta
-    strategy: str
+    strategy: RolloutStrategy
     demand: Demand
 
 
@@ -95,8 +96,8 @@ def app_row(_key: str, doc: AppDoc) -> AppRow:
         asked = demand(doc.spec.manifest)
     except QuantityError:
         asked = NO_DEMAND
-    return AppRow(doc.metadata, doc.spec.rollout.strategy if doc.spec.rollout else "All",
-                  asked)
+    return AppRow(doc.metadata, doc.spec.rollout.strategy if doc.spec.rollout
+                  else RolloutStrategy.ALL, asked)
 
 
 class Target(msgspec.Struct):

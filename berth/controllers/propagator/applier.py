@@ -102,7 +102,7 @@ from berth.store.documents.render import (
     render,
     selects_application,
 )
-from berth.store.documents.rollouts import RolloutControl, RolloutPolicy
+from berth.store.documents.rollouts import RolloutControl, RolloutPolicy, RolloutStrategy
 from berth.store.documents.work import Report
 
 log = logging.getLogger(__name__)
@@ -729,7 +729,8 @@ class Applier:
         # now, read from etcd: the informer may not yet have the change that made the
         # scheduler choose it, and a stale stage could apply a generation too soon.
         stable = stable_of(recorded.rollout, recorded.applied, gen)
-        joining = policy is not None and policy.strategy == "Staged" and 0 < stable < gen
+        joining = (policy is not None and policy.strategy == RolloutStrategy.STAGED
+                   and 0 < stable < gen)
         labels = {}
         for cid in targets:
             view = (self._read_cluster(cid) if joining and cid not in recorded.applied

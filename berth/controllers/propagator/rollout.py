@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, assert_never
 
 from berth.controllers.propagator.health import Health
 from berth.controllers.propagator.kube import Unavailable
@@ -57,6 +57,7 @@ from berth.store.documents.rollouts import (
     RolloutControl,
     RolloutPolicy,
     RolloutState,
+    RolloutStrategy,
     Stage,
     count,
     stages,
@@ -150,7 +151,7 @@ class Wave:
 
 
 def rolls(policy: RolloutPolicy | None) -> bool:
-    return policy is not None and policy.strategy != "All"
+    return policy is not None and policy.strategy != RolloutStrategy.ALL
 
 
 def stable_of(was: RolloutState | None, applied: Mapping[str, ClusterApplied], gen: int
@@ -274,22 +275,27 @@ class _Rollout:
         order = self._order()
         stage_name = ""
         wait = ""
-        if policy.strategy == "Rolling":
-            limit = count(policy.max_unavailable, len(self.targets))
-            todo = [c for c in order if self.copy_of(c) != gen]
-            slots = limit - len(busy)
-            if slots <= 0:
-                wait = (f"{len(busy)} of at most {limit} clusters not yet healthy on it: "
-                        + listed(busy))
-        else:
-            stage, members, wait = self._stage(order, healthy, healthy_at)
-            stage_name = stage.name
-            limit = count(stage.max_concurrency, len(members))
-            todo = [c for c in members if self.copy_of(c) != gen]
-            slots = 0 if wait else limit - len([c for c in members if c in busy])
-            if slots <= 0 and not wait:
-                wait = (f"stage {stage.name}: {limit} of at most {limit} clusters not yet "
-                        "healthy on it")
+        match policy.strategy:
+            case RolloutStrategy.ROLLING:
+                limit = count(policy.max_unavailable, len(self.targets))
+                todo = [c for c in order if self.copy_of(c) != gen]
+                slots = limit - len(busy)
+                if slots <= 0:
+                    wait = (f"{len(busy)} of at most {limit} clusters not yet healthy on it: "
+                            + listed(busy))
+            case RolloutStrategy.STAGED:
+                stage, members, wait = self._stage(order, healthy, healthy_at)
+                stage_name = stage.name
+                limit = count(stage.max_concurrency, len(members))
+                todo = [c for c in members if self.copy_of(c) != gen]
+                slots = 0 if wait else limit - len([c for c in members if c in busy])
+                if slots <= 0 and not wait:
+                    wait = (f"stage {stage.name}: {limit} of at most {limit} clusters not yet "
+                            "healthy on it")
+            case RolloutStrategy.ALL:  # every target at once: no rollout (``rolls``)
+                raise AssertionError("a rollout of strategy All was asked for its progress")
+            case _:
+                assert_never(policy.strategy)
         control = self.inputs.control
         paused = control is not None and control.paused
         if paused:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 import msgspec
@@ -62,8 +63,17 @@ class Stage(CamelStrict):
     approval: bool = False  # an operator approves before the stage starts
 
 
+class RolloutStrategy(StrEnum):
+    """How a new generation reaches the targets (docs/rollouts.md). Code that branches on
+    it matches every value (``assert_never``)."""
+
+    ALL = "All"  # every target at once
+    ROLLING = "Rolling"  # at most maxUnavailable targets not yet healthy on it at a time
+    STAGED = "Staged"  # stage by stage, each healthy (soaked, approved) before the next
+
+
 class RolloutPolicy(CamelStrict):
-    strategy: Literal["All", "Rolling", "Staged"] = "All"
+    strategy: RolloutStrategy = RolloutStrategy.ALL
     max_unavailable: int | str = 1  # Rolling: a count or a percentage of the targets
     stages: list[Stage] = []
     sort_by: str | None = None  # a cluster label: the order within a stage (then name)

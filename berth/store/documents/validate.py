@@ -34,7 +34,7 @@ from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
 from berth.store.documents.pace import FLEET, Pace, PaceWindow, minutes
 from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
-from berth.store.documents.rollouts import REST, RolloutPolicy
+from berth.store.documents.rollouts import REST, RolloutPolicy, RolloutStrategy
 from berth.store.documents.selection import MatchExpression
 
 from . import Resource
@@ -438,9 +438,9 @@ def _rollout(r: RolloutPolicy) -> Iterator[Problem]:
             yield Problem(f"{where}.{field}", "must be >= 0")
     if r.history_limit < 1:
         yield Problem(f"{where}.historyLimit", "must be >= 1")
-    if r.strategy == "Staged" and not r.stages:
+    if r.strategy == RolloutStrategy.STAGED and not r.stages:
         yield Problem(f"{where}.stages", "a Staged rollout needs at least one stage")
-    if r.strategy != "Staged" and r.stages:
+    if r.strategy != RolloutStrategy.STAGED and r.stages:
         yield Problem(f"{where}.stages", f"stages apply to strategy Staged, not {r.strategy}")
     seen: set[str] = set()
     for i, stage in enumerate(r.stages):
