@@ -35,7 +35,7 @@ def _key(t: Target) -> str:
     return candidate_key(t.kind, t.namespace, t.name)
 
 
-def event(binding: BindingView | None, doc: Binding) -> str | None:
+def event(binding: BindingView | None, doc: Binding) -> L.LedgerEvent | None:
     """What kind of change writing ``doc`` over ``binding`` is; None: nothing to record."""
     new, status = doc.spec.targets, doc.status
     if status.held:
@@ -60,7 +60,7 @@ def event(binding: BindingView | None, doc: Binding) -> str | None:
     return None
 
 
-def _by_state(state: BindingState | None) -> str:
+def _by_state(state: BindingState | None) -> L.LedgerEvent:
     """The ledger's event for a Binding that comes to ``state``."""
     match state:
         case BindingState.UNSCHEDULABLE:
@@ -148,7 +148,10 @@ def event_of(record: L.Record) -> tuple[str, str, str] | None:
             return NORMAL, "HoldReleased", f"stays on {names(record.targets)}"
         case L.DEFERRED:
             return NORMAL, "Deferred", record.reason
-    return None
+        case L.UNSCHEDULABLE | L.HEALTH | L.ROLLOUT:  # said otherwise; not the scheduler's
+            return None
+        case _:
+            assert_never(record.event)
 
 
 def _values(metrics: Any) -> dict[str, float]:

@@ -12,18 +12,42 @@ because a fleet writes many of them.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
+from typing import Final
 
 import msgspec
 
 from berth.store.documents.decisions import Target
 
-# What the scheduler records (``Record.event``): a first placement, a move, a new
-# decision for a changed spec that kept its clusters, a move the anti-flap policy
-# held back and the end of that hold, nothing fitting, work deferred to a later start.
-PLACED, MOVED, KEPT, HELD, RELEASED, UNSCHEDULABLE, DEFERRED = (
-    "Placed", "Moved", "Kept", "Held", "Released", "Unschedulable", "Deferred")
-# ... and the propagator: a copy's health changed, a rollout took a step.
-HEALTH, ROLLOUT = "Health", "Rollout"
+
+class LedgerEvent(StrEnum):
+    """What a record says happened (``Record.event``). Code that branches on it matches
+    every value (``assert_never``)."""
+
+    # the scheduler's: a first placement, a move, a new decision for a changed spec
+    # that kept its clusters, a move the anti-flap policy or the pace held back and the
+    # end of that hold, nothing fitting, work deferred to a later start
+    PLACED = "Placed"
+    MOVED = "Moved"
+    KEPT = "Kept"
+    HELD = "Held"
+    RELEASED = "Released"
+    UNSCHEDULABLE = "Unschedulable"
+    DEFERRED = "Deferred"
+    # the propagator's: a copy's health changed, a rollout took a step
+    HEALTH = "Health"
+    ROLLOUT = "Rollout"
+
+
+PLACED: Final = LedgerEvent.PLACED
+MOVED: Final = LedgerEvent.MOVED
+KEPT: Final = LedgerEvent.KEPT
+HELD: Final = LedgerEvent.HELD
+RELEASED: Final = LedgerEvent.RELEASED
+UNSCHEDULABLE: Final = LedgerEvent.UNSCHEDULABLE
+DEFERRED: Final = LedgerEvent.DEFERRED
+HEALTH: Final = LedgerEvent.HEALTH
+ROLLOUT: Final = LedgerEvent.ROLLOUT
 
 # Why the scheduler decided again (``Record.trigger``).
 TRIGGERS = {
@@ -66,7 +90,7 @@ class Record(msgspec.Struct, tag_field="kind", tag="LedgerRecord", omit_defaults
     that wrote it (:mod:`berth.store.ledger`): the value does not repeat them."""
 
     time: datetime
-    event: str
+    event: LedgerEvent
     generation: int = 0
     trigger: str = ""  # one of TRIGGERS (scheduler records)
     detail: str = ""  # the trigger's particulars: which cluster, which taint
@@ -83,4 +107,4 @@ class Record(msgspec.Struct, tag_field="kind", tag="LedgerRecord", omit_defaults
 
 
 __all__ = ["DEFERRED", "HEALTH", "HELD", "KEPT", "MOVED", "PLACED", "RELEASED", "ROLLOUT",
-           "TRIGGERS", "UNSCHEDULABLE", "Candidate", "Change", "Record"]
+           "TRIGGERS", "UNSCHEDULABLE", "Candidate", "Change", "LedgerEvent", "Record"]
