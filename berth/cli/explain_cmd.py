@@ -26,7 +26,7 @@ from berth.cli.resources import decided, table, target_note
 from berth.controllers.scheduler.config import SchedulerConfig, load_config
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
 from berth.store import Store, decode, keys
-from berth.store.documents import ApplicationStatus, Binding, BindingState
+from berth.store.documents import ApplicationStatus, AppState, Binding, BindingState
 
 _KINDS = ("Application", "Cluster", "MagnumCluster")  # what the scheduler places
 
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if kind == "Application":
         status = _status(store, namespace, name)
         print(propagation(status))
-        if status is not None and status.status.state == "FAILED":
+        if status is not None and status.status.state == AppState.FAILED:
             return 1
     return 0
 

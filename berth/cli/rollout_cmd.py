@@ -129,7 +129,8 @@ def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState |
     if st is None:
         return "\n".join([*lines, "  not applied yet"]), None
     if r is None or r.generation != gen:
-        said = st.status.state + (f" ({st.status.reason})" if st.status.reason else "")
+        said = (st.status.state or "-") + (f" ({st.status.reason})" if st.status.reason
+                                           else "")
         return "\n".join([*lines, f"  {said}"]), None
     head = f"  rollout {r.phase or '-'}" + (f" from generation {r.stable}" if r.stable
                                             and r.stable != gen else "")

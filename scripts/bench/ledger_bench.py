@@ -31,7 +31,7 @@ from pathlib import Path
 from berth.controllers.propagator.record import copy_record
 from berth.store import EtcdConfig, Put, Store, ledger
 from berth.store.codec import decode
-from berth.store.documents import ApplicationState, ClusterApplied, ObjectRef
+from berth.store.documents import ApplicationState, AppState, ClusterApplied, ObjectRef
 from berth.store.documents.ledger import Record
 from berth_testkit.servers.etcd import EtcdServer
 
@@ -83,17 +83,17 @@ def cost(args: argparse.Namespace) -> None:
 
 def propagator_records(at: datetime) -> list[Record]:
     """What the propagator records of one move (made by its own record function)."""
-    old = ApplicationState(state="RUNNING", generation=1, running_on=[
+    old = ApplicationState(state=AppState.RUNNING, generation=1, running_on=[
         ObjectRef("Cluster", "cluster-0001", "default")], applied={
         "default/cluster-0001": ClusterApplied(generation=1, health="Healthy")})
-    moving = ApplicationState(state="MIGRATING", reason="moving to default/cluster-0420",
+    moving = ApplicationState(state=AppState.MIGRATING, reason="moving to default/cluster-0420",
                               generation=1, applied={
                                   **old.applied, "default/cluster-0420": ClusterApplied(
                                       generation=1, health="Progressing",
                                       reason="0/2 replicas available", new=True)})
-    healthy = ApplicationState(state="MIGRATING", generation=1, applied={
+    healthy = ApplicationState(state=AppState.MIGRATING, generation=1, applied={
         **old.applied, "default/cluster-0420": ClusterApplied(generation=1, health="Healthy")})
-    done = ApplicationState(state="RUNNING", generation=1, applied={
+    done = ApplicationState(state=AppState.RUNNING, generation=1, applied={
         "default/cluster-0420": ClusterApplied(generation=1, health="Healthy")})
     out = []
     for i, (a, b) in enumerate(((old, moving), (moving, healthy), (healthy, done))):

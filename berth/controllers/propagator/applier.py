@@ -86,6 +86,7 @@ from berth.store.credentials import with_current_secrets
 from berth.store.documents import (
     ApplicationState,
     ApplicationStatus,
+    AppState,
     Binding,
     BindingState,
     ClusterApplied,
@@ -112,8 +113,9 @@ TO_AVAILABLE = Histogram(
     "berth_propagator_binding_to_available_seconds",
     "From the propagator seeing a Binding (generation and targets) to seeing the application "
     "RUNNING there: available on every target", buckets=LATENCY_BUCKETS)
-APPLICATION_STATES = ("PENDING", "PROGRESSING", "RUNNING", "MIGRATING", "DEGRADED", "FAILED",
-                      "DELETING", "Unschedulable")
+# the berth_applications gauge's states: every application state, and Unschedulable
+# where the scheduler found no cluster and nothing runs
+APPLICATION_STATES = (*AppState, BindingState.UNSCHEDULABLE)
 
 FINALIZER = "berth.dev/propagator"
 GAINED_SPREAD = 30.0  # seconds over which a gained cluster's settled applications re-apply
@@ -304,7 +306,7 @@ class Applier:
               and not self.writer.ours(event.key, event.obj)):
             self.queue.add(key)  # another replica's progress: a move or a lower may go on
         st = event.obj.status
-        if event.type is not EventType.DELETED and st.state == "RUNNING":
+        if event.type is not EventType.DELETED and st.state == AppState.RUNNING:
             self._to_available.stop(key, (st.generation, frozenset(
                 cluster_id(r.namespace, r.name) for r in st.running_on)))
 
@@ -316,9 +318,9 @@ class Applier:
                          if item.obj.status.state == BindingState.UNSCHEDULABLE}
         out: dict[str, int] = {}
         for key in map(_tail, self.apps.list_keys()):
-            state = statuses.get(key, "") or "PENDING"
-            if key in unschedulable and state == "PENDING":
-                state = "Unschedulable"
+            state: str = statuses.get(key) or AppState.PENDING
+            if key in unschedulable and state == AppState.PENDING:
+                state = BindingState.UNSCHEDULABLE
             out[state] = out.get(state, 0) + 1
         return out
 
@@ -398,7 +400,7 @@ class Applier:
         ref = keys.parse_key(key)
         binding = self.bindings.get(keys.binding_key("Application", ref.namespace or "",
                                                      ref.name))
-        if app is None or binding is None or st.state != "RUNNING" or st.errors:
+        if app is None or binding is None or st.state != AppState.RUNNING or st.errors:
             return False
         gen = app.metadata.generation
         on = {cluster_id(r.namespace, r.name) for r in st.running_on}

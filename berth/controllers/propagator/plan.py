@@ -28,6 +28,10 @@ The rules (docs/propagator.md):
   is stopped where it leaves before it starts anew (``jobs.py``);
 * an application marked deleted, or whose key vanished, has its objects
   removed from every cluster before its status (and its key) go.
+
+Over 600 lines, on purpose: these are the rules of one reconcile, each beside the
+others it must agree with (a move's removal, a rollout's wave, the state said);
+what reads and executes them lives apart (``execute.py``, ``applier.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from berth.controllers.propagator.jobs import done_at, finished, running_job, wo
 from berth.controllers.propagator.rollout import Inputs, Version, Wave, decide
 from berth.store.documents import (
     ApplicationState,
+    AppState,
     ClusterApplied,
     FailedTarget,
     HealthRule,
@@ -207,23 +212,24 @@ def plan(facts: Facts, progress: Progress) -> Step:
     if was.rejected_generation == gen:
         return Finish(was)  # the cluster refused this manifest: wait for a new one
     if app.manifest_error:
-        return Finish(state("FAILED", app.manifest_error, progress.applied, was.generation, {},
-                            rejected=gen, failed=was.failed, rollout=was.rollout),
+        return Finish(state(AppState.FAILED, app.manifest_error, progress.applied,
+                            was.generation, {}, rejected=gen, failed=was.failed,
+                            rollout=was.rollout),
                       warning=f"{app.manifest_error}; not applied until the spec changes")
     if progress.refused is not None:
         cid, message = progress.refused
-        return Finish(state("FAILED", f"refused by cluster {cid}: {message}", progress.applied,
-                            was.generation, {cid: message}, rejected=gen, failed=was.failed,
-                            rollout=was.rollout),
+        return Finish(state(AppState.FAILED, f"refused by cluster {cid}: {message}",
+                            progress.applied, was.generation, {cid: message}, rejected=gen,
+                            failed=was.failed, rollout=was.rollout),
                       warning=f"cluster {cid} refused the manifest: {message}")
     if facts.binding_generation != gen:
         reason = f"waiting for the scheduler to place generation {gen}"
-        return Finish(state(was.state if progress.applied else "PENDING", reason,
+        return Finish(state(was.state if progress.applied else AppState.PENDING, reason,
                             progress.applied, was.generation, was.errors, failed=was.failed,
                             rollout=was.rollout))
     if not facts.targets:  # nowhere to go: what runs keeps running (never the last copy)
         reason = facts.binding_reason or "the scheduler found no cluster"
-        return Finish(state(was.state if progress.applied else "PENDING", reason,
+        return Finish(state(was.state if progress.applied else AppState.PENDING, reason,
                             progress.applied, was.generation, {}, failed=was.failed,
                             rollout=was.rollout))
     wave = decide(facts.rollout, gen, facts.targets, progress.applied,
@@ -328,7 +334,7 @@ def _stop_jobs_first(facts: Facts, progress: Progress, gen: int) -> Step | None:
             return Clear(cid, facts.owner)
         why = f"a running Job is stopped on {cid} before it starts on {listed(facts.targets)}"
         return Finish(msgspec.structs.replace(summary(facts, progress, gen),
-                                              state="MIGRATING", reason=why), retry=why)
+                                              state=AppState.MIGRATING, reason=why), retry=why)
     return None
 
 
@@ -398,7 +404,7 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
         if cid not in progress.cleared and facts.mine(cid):
             return Clear(cid, facts.owner)
     errors = progress.errors
-    now = state("DELETING", first(errors) or "removing its objects", progress.applied,
+    now = state(AppState.DELETING, first(errors) or "removing its objects", progress.applied,
                 facts.recorded.generation, errors)
     if progress.applied:  # what is left on others' clusters is theirs to remove
         failed = sorted(c for c in errors if facts.mine(c))
@@ -463,7 +469,8 @@ def cluster_ref(cid: str) -> ObjectRef:
     return ObjectRef("Cluster", name, namespace or None)
 
 
-def state(name: str, reason: str, applied: Mapping[str, ClusterApplied], generation: int,
+def state(name: AppState | None, reason: str, applied: Mapping[str, ClusterApplied],
+          generation: int,
           errors: Mapping[str, str], *, rejected: int = 0,
           failed: Mapping[str, FailedTarget] | None = None,
           refused: Mapping[str, str] | None = None,
@@ -481,11 +488,11 @@ def intent(recorded: ApplicationState, applied: Mapping[str, ClusterApplied], ci
     """The status written before objects are applied on ``cid``: they are recorded
     first, so nothing berth creates is forgotten, whatever happens next."""
     if any(c != cid for c in applied):
-        name = "MIGRATING"
+        name = AppState.MIGRATING
     elif recorded.applied.get(cid) and recorded.state:
         name = recorded.state
     else:
-        name = "PENDING"
+        name = AppState.PENDING
     return state(name, f"applying generation {gen} on {cid}", applied, oldest(applied), {},
                  failed=recorded.failed, refused=recorded.refused,
                  rollout=rollout or recorded.rollout)
@@ -543,33 +550,35 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
     still = f"; still running on {', '.join(leaving)}" if leaving else ""
     if missing and all(c in progress.waiting for c in missing):  # their agents' to do
         older = placed or any(applied[c].generation > 0 for c in targets if c in applied)
-        name = "MIGRATING" if leaving else "PROGRESSING" if older else "PENDING"
+        name = (AppState.MIGRATING if leaving else AppState.PROGRESSING if older
+                else AppState.PENDING)
         reason = listed((progress.waiting[c] for c in missing), "; ") + still
     elif missing:
         if placed or any(applied[c].generation > 0 for c in targets if c in applied):
             # an older generation still runs
-            name, reason = "DEGRADED", f"generation {gen} not applied on {listed(missing)}"
+            name, reason = AppState.DEGRADED, f"generation {gen} not applied on {listed(missing)}"
         elif leaving:
-            name, reason = "MIGRATING", f"waiting to apply on {listed(missing)}"
+            name, reason = AppState.MIGRATING, f"waiting to apply on {listed(missing)}"
         else:
-            name, reason = "FAILED", f"not running: not applied on {listed(missing)}; retrying"
+            name = AppState.FAILED
+            reason = f"not running: not applied on {listed(missing)}; retrying"
     elif seen_not and not leaving:
-        name, reason = "DEGRADED", "not observed: " + listed(
+        name, reason = AppState.DEGRADED, "not observed: " + listed(
             f"cluster {c} is {why}" for c, why in sorted(seen_not.items()))
     elif late:
-        name = "DEGRADED"
+        name = AppState.DEGRADED
         reason = listed((f"{_copy(facts, progress, c)} (not available {facts.move_timeout:g} "
                          "s after it was applied)" for c in late), "; ") + still
     elif waiting:
-        name = "MIGRATING" if leaving else "PROGRESSING"
+        name = AppState.MIGRATING if leaving else AppState.PROGRESSING
         reason = listed((_copy(facts, progress, c) for c in waiting), "; ") + still
     elif leaving:  # a pull cluster's agent removes its copy
         rest = [c for c in leaving if c not in progress.waiting]
-        name, reason = "MIGRATING", "; ".join(
+        name, reason = AppState.MIGRATING, "; ".join(
             [progress.waiting[c] for c in leaving if c in progress.waiting]
             + ([f"removing from {listed(rest)}"] if rest else []))
     else:
-        name, reason = "RUNNING", ""
+        name, reason = AppState.RUNNING, ""
     if errors:
         reason = f"{reason}: {first(errors)}"
     refused = {c: f for c, f in progress.refused_copies.items()
@@ -582,19 +591,19 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
                  refused=refused, rollout=rollout)
 
 
-def _rolling(r: RolloutState, name: str, reason: str, on_new: int, targets: int
-             ) -> tuple[str, str]:
+def _rolling(r: RolloutState, name: AppState, reason: str, on_new: int, targets: int
+             ) -> tuple[AppState, str]:
     """The state and reason while generation ``r.generation`` rolls out (or after it
     ended): DEGRADED once it halted or rolled back, else PROGRESSING until it is
     complete, with what it waits for."""
     gen = r.generation
     if r.phase == HALTED:
-        head, name = f"rollout of generation {gen} halted", "DEGRADED"
+        head, name = f"rollout of generation {gen} halted", AppState.DEGRADED
     elif r.phase == ROLLED_BACK:
-        head, name = f"generation {gen} rolled back to {r.stable}", "DEGRADED"
+        head, name = f"generation {gen} rolled back to {r.stable}", AppState.DEGRADED
     else:
         head = f"rolling out generation {gen}" + (" (paused)" if r.phase == PAUSED else "")
-        name = "PROGRESSING" if name == "RUNNING" else name
+        name = AppState.PROGRESSING if name == AppState.RUNNING else name
     head += f": {on_new} of {targets} clusters on it"
     said = [w for w in (r.reason, reason) if w]
     return name, head + (f"; {'; '.join(said)}" if said else "")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from berth.store.documents import ApplicationState
+from berth.store.documents import ApplicationState, AppState
 from berth.store.documents import ledger as L
 from berth.store.documents.rollouts import (
     COMPLETE,
@@ -74,19 +74,20 @@ def copy_record(old: ApplicationState | None, new: ApplicationState, at: datetim
     """The record of writing ``new`` over ``old``; None: nothing to remember."""
     steps, operator = rollout_changes(old.rollout if old is not None else None, new.rollout)
     changes = health_changes(old, new) + steps
-    was = old.state if old is not None else ""
+    was = old.state if old is not None else None
     if was != new.state:
-        changes.insert(0, L.Change(cluster="", what="state", was=was, now=new.state))
+        changes.insert(0, L.Change(cluster="", what="state", was=was or "",
+                                   now=new.state or ""))
         # (its reason is the record's)
     if not changes:
         return None
     return L.Record(time=at, event=L.ROLLOUT if steps else L.HEALTH,
                     generation=new.rollout.generation if new.rollout else new.generation,
-                    trigger="operator" if operator else "", state=new.state,
+                    trigger="operator" if operator else "", state=new.state or "",
                     reason=new.reason, changes=changes)
 
 
-_WARNING_STATES = ("DEGRADED", "FAILED")
+_WARNING_STATES = (AppState.DEGRADED, AppState.FAILED)
 _WARNING_STEPS = ("halted", "rolled back")
 
 

@@ -29,6 +29,7 @@ from berth.store.documents.base import Header, Metadata, NameOnly, ObjectRef
 from berth.store.documents.decisions import (
     ApplicationState,
     ApplicationStatus,
+    AppState,
     Binding,
     BindingMeta,
     BindingSpec,
@@ -108,6 +109,7 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
 __all__ = [
     "RESOURCE_TYPES",
     "Affinity",
+    "AppState",
     "Application",
     "ApplicationSpec",
     "ApplicationState",

@@ -197,9 +197,21 @@ class FailedTarget(msgspec.Struct, omit_defaults=True):
     reason: str = ""
 
 
+class AppState(StrEnum):
+    """What an application's status says of it (docs/propagator.md, "States"). Code that
+    branches on it matches every value (``assert_never``)."""
+
+    PENDING = "PENDING"  # placed nowhere yet, or nothing applied
+    PROGRESSING = "PROGRESSING"  # applied, not yet available everywhere
+    RUNNING = "RUNNING"  # available on every target at its generation
+    MIGRATING = "MIGRATING"  # moving: running on the new targets, the old still there
+    DEGRADED = "DEGRADED"  # running, but not as decided (a cluster unseen, a halt)
+    FAILED = "FAILED"  # refused, or not running anywhere it should
+    DELETING = "DELETING"  # being removed from its clusters
+
+
 class ApplicationState(msgspec.Struct, omit_defaults=True):
-    # PENDING, PROGRESSING, RUNNING, MIGRATING, DEGRADED, FAILED, DELETING
-    state: str = ""
+    state: AppState | None = None  # None: no state yet
     reason: str = ""
     running_on: list[ObjectRef] = []
     generation: int = 0  # the generation every cluster in running_on has

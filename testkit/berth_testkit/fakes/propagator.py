@@ -171,7 +171,7 @@ class Sink:
             return Retry("changed meanwhile", after=0.1)
         if not self.written or self.written[-1] != state:
             self.written.append(state)
-            self.journal.append(("status", state.state, ",".join(
+            self.journal.append(("status", state.state or "", ",".join(
                 f"{c}:{'+'.join(o.name for o in a.objects)}"
                 for c, a in sorted(state.applied.items()))))
         return None
