@@ -299,7 +299,7 @@ class Applier:
         else:
             st, r = event.obj.status, event.obj.status.rollout
             self.transit.status(transit_id(event.key), steady(
-                st.applied, r.generation if r else 0, r.phase if r else ""))
+                st.applied, r.generation if r else 0, r.phase if r else None))
         if event.type is EventType.ADDED:  # at start: also applications whose key vanished
             self.queue.add(key)
         elif (self.shard is not None and event.type is EventType.MODIFIED

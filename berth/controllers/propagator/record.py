@@ -43,7 +43,8 @@ def health_changes(old: ApplicationState | None, new: ApplicationState) -> list[
 
 
 def _where(r: RolloutState) -> str:
-    return f"{r.phase}/{r.stage}" if r.stage else r.phase
+    phase = r.phase or "-"
+    return f"{phase}/{r.stage}" if r.stage else phase
 
 
 def rollout_changes(old: RolloutState | None, new: RolloutState | None
@@ -63,7 +64,7 @@ def rollout_changes(old: RolloutState | None, new: RolloutState | None
         step, was = ("approved" if old.phase == WAITING and "approv" in old.reason
                      else "stage"), _where(old)
     else:
-        step, was = new.phase.lower(), _where(old)
+        step, was = (new.phase or "-").lower(), _where(old)
     operator = step in ("resumed", "approved", "paused")
     return [L.Change(cluster="", what="rollout", was=was, now=f"{step}: {_where(new)}",
                      detail=new.reason)], operator

@@ -55,6 +55,7 @@ from berth.store.documents.rollouts import (
     WAITING,
     ApplicationHistory,
     RolloutControl,
+    RolloutPhase,
     RolloutPolicy,
     RolloutState,
     RolloutStrategy,
@@ -228,7 +229,7 @@ class _Rollout:
                 if why:
                     failed[cid] = why
         healthy_at = {c: t for c, t in healthy_at.items() if c in self.targets}
-        phase = same.phase if same is not None and same.phase in ENDED else ""
+        phase = same.phase if same is not None and same.phase in ENDED else None
         note = ""
         if not phase and len(failed) > self.policy.max_failures:
             rollback = self.policy.on_failure == "Rollback"
@@ -370,7 +371,7 @@ class _Rollout:
             self.waits.append((recent[0] + window - self.now).total_seconds())
         return left
 
-    def _wave(self, want: dict[str, int], phase: str, reason: str, stage: str,
+    def _wave(self, want: dict[str, int], phase: RolloutPhase, reason: str, stage: str,
               healthy_at: dict[str, datetime], failed: dict[str, str]) -> Wave:
         waits = [w for w in self.waits if w > 0]
         return Wave(want, RolloutState(self.gen, self.stable, phase, reason, stage, healthy_at,

@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
+from berth.store.documents.rollouts import RolloutPhase
 
 FLEET = "fleet"  # the one Pace in force
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -122,11 +123,12 @@ class CopyLike(Protocol):
     def new(self) -> bool: ...
 
 
-IN_PROGRESS = ("Progressing", "Paused", "Waiting")  # rollout phases whose steps go on
+# rollout phases whose steps go on
+IN_PROGRESS = (RolloutPhase.PROGRESSING, RolloutPhase.PAUSED, RolloutPhase.WAITING)
 
 
 def steady(applied: Mapping[str, CopyLike], rollout_generation: int = 0,
-           rollout_phase: str = "") -> list[str] | None:
+           rollout_phase: str | None = None) -> list[str] | None:
     """The clusters where an application's copy is not in transition (None: it runs
     nowhere yet, a first placement). A copy is in transition while it is new there and
     not yet Healthy, or, while a rollout of ``rollout_generation`` goes on, a copy of it

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -45,13 +45,24 @@ HISTORY_LIMIT = 10  # manifests kept per application unless spec.rollout says ot
 HISTORY_BYTES = 512 * 1024  # and at most so many bytes of them (etcd's request limit)
 REST = "(rest)"  # the stage of the targets no stage chooses
 
-# The phases of a rollout (RolloutState.phase).
-PROGRESSING = "Progressing"
-PAUSED = "Paused"
-WAITING = "Waiting"  # for an approval, a soak or the pace
-HALTED = "Halted"
-ROLLED_BACK = "RolledBack"
-COMPLETE = "Complete"
+class RolloutPhase(StrEnum):
+    """Where a rollout stands (``RolloutState.phase``; docs/rollouts.md lists them). Code
+    that branches on it matches every value (``assert_never``)."""
+
+    PROGRESSING = "Progressing"
+    PAUSED = "Paused"
+    WAITING = "Waiting"  # for an approval, a soak or the pace
+    HALTED = "Halted"
+    ROLLED_BACK = "RolledBack"
+    COMPLETE = "Complete"
+
+
+PROGRESSING: Final = RolloutPhase.PROGRESSING
+PAUSED: Final = RolloutPhase.PAUSED
+WAITING: Final = RolloutPhase.WAITING
+HALTED: Final = RolloutPhase.HALTED
+ROLLED_BACK: Final = RolloutPhase.ROLLED_BACK
+COMPLETE: Final = RolloutPhase.COMPLETE
 ENDED = (HALTED, ROLLED_BACK)  # nothing moves on until a new generation
 
 
@@ -163,7 +174,7 @@ class RolloutState(msgspec.Struct, omit_defaults=True):
 
     generation: int
     stable: int = 0  # the generation it rolls from: the last one on every target
-    phase: str = ""
+    phase: RolloutPhase | None = None
     reason: str = ""  # what it waits for, or why it ended
     stage: str = ""  # Staged: the stage reached
     healthy: dict[str, datetime] = {}  # cluster → when first seen healthy on it
