@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -81,6 +82,28 @@ from berth.store.ledger import Stamps
 log = logging.getLogger(__name__)
 
 ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["result"])
+
+class Attempt(StrEnum):
+    """How a scheduling attempt (or a sweep's look at a placed subject) ended: the
+    ``result`` of ``berth_scheduler_attempts_total`` and ``..._swept_total``."""
+
+    SCHEDULED = "scheduled"  # placed or moved (its Binding submitted)
+    KEPT = "kept"  # kept where it runs (migration off, or its work done)
+    HELD = "held"  # a better placement held back (anti-flap, pace)
+    DEFERRED = "deferred"  # deferrable work held Pending until its planned start
+    UNSCHEDULABLE = "unschedulable"  # nothing fits
+    WAITING = "waiting"  # a permit plugin said wait (a gang waiting for its members)
+    NOT_PERMITTED = "not-permitted"  # a reserve or permit plugin said no
+    BIND_FAILED = "bind-failed"  # a bind plugin failed
+    ERROR = "error"  # an attempt that raised, or a plugin failed (retried with backoff)
+    DELETING = "deleting"  # the subject is being deleted
+    OTHER_SCHEDULER = "other-scheduler"  # another scheduler's subject
+    NOT_A_SUBJECT = "not-a-subject"  # a key that names nothing to place
+    GONE = "gone"  # the subject is gone (nothing of it left)
+    BINDING_DELETED = "binding-deleted"  # the subject is gone: its Binding deleted
+    QUEUED = "queued"  # a sweep queued it for a full attempt
+    UNCHANGED = "unchanged"  # a sweep found its decision unchanged
+
 LATENCY = Histogram("berth_scheduler_attempt_seconds", "Time of one scheduling attempt")
 TO_BINDING = Histogram(
     "berth_scheduler_application_to_binding_seconds",
@@ -279,7 +302,7 @@ class Scheduler:
             result = self.schedule_one(key)
         except Exception:
             log.exception("%s: scheduling failed", key)
-            ATTEMPTS.labels("error").inc()
+            ATTEMPTS.labels(Attempt.ERROR).inc()
             self.queue.failed(key)
         else:
             _ATTEMPTS(result).inc()
@@ -362,27 +385,27 @@ class Scheduler:
                 self.queue.failed(key)
                 continue
             _SWEPT(result).inc()
-            changed += result != "unchanged"
+            changed += result != Attempt.UNCHANGED
         log.debug("sweep: %d of %d placed subjects acted on (%.3fs)", changed, decided,
                   time.perf_counter() - began)
 
-    def _reconsider(self, key: str) -> str:
+    def _reconsider(self, key: str) -> Attempt:
         """A placed subject after a change: act only if its decision changed."""
         subject = self.cache.subject(key)
         if subject is None:  # a Binding whose subject is gone: an attempt removes it
             self.queue.add(key)
-            return "queued"
+            return Attempt.QUEUED
         binding, _ = self.cache.binding(subject)
         if (binding is None or subject.deleted or binding.spec.generation != subject.generation
                 or subject.scheduler_name not in (None, self.config.scheduler_name)):
             self.queue.add(key)  # not ours to decide here: a full attempt sorts it out
-            return "queued"
+            return Attempt.QUEUED
         current = self._current(subject, binding)
         if current and self._stays(subject):  # deferred work (no targets yet) is decided
             if all(self._exists(t) for t in current):
-                return "unchanged"
+                return Attempt.UNCHANGED
             self.queue.add(key)
-            return "queued"
+            return Attempt.QUEUED
         outcome = decide(self.framework, subject, self.cache, current,
                          keep_current=self.cache.keeps(subject, binding.spec.generation),
                          defer=self.deferral, now=self.clock.time())
@@ -391,7 +414,7 @@ class Scheduler:
                 and binding.status.state == BindingState.SCHEDULED
                 and not binding.status.reason):
             self.antiflap.settled(key)
-            return "unchanged"
+            return Attempt.UNCHANGED
         return self._act(subject, binding, current, outcome)
 
     # -- events --------------------------------------------------------------------
@@ -490,19 +513,19 @@ class Scheduler:
 
     # -- one attempt ------------------------------------------------------------------
 
-    def schedule_one(self, key: str) -> str:
+    def schedule_one(self, key: str) -> Attempt:
         """Decide for the subject at ``key`` and act; returns what happened (for metrics)."""
         subject = self.cache.subject(key)
         if subject is None:
             return self._forget(key)
         if subject.deleted:
-            return "deleting"
+            return Attempt.DELETING
         if subject.scheduler_name and subject.scheduler_name != self.config.scheduler_name:
-            return "other-scheduler"
+            return Attempt.OTHER_SCHEDULER
         if subject.ref.kind == "Cluster":
             view = self.cache.clusters.get(key)
             if view is None or view.existing:
-                return "not-a-subject"
+                return Attempt.NOT_A_SUBJECT
         binding, _ = self.cache.binding(subject)
         current = self._current(subject, binding)
         if current and self._stays(subject):
@@ -513,7 +536,7 @@ class Scheduler:
                        f"its work is done (every Job complete at generation "
                        f"{subject.generation}): not moved, as a finished Pod is not")
                 self._submit(subject, binding, alive, BindingState.SCHEDULED, why, list)
-                return "kept"
+                return Attempt.KEPT
             current = []  # everything it ran on is gone: it has to be placed anew
 
         self._waiting.pop(key, None)  # a new attempt replaces a held one
@@ -523,7 +546,7 @@ class Scheduler:
                                 defer=self.deferral, now=self.clock.time()))
 
     def _act(self, subject: Subject, binding: BindingView | None, current: list[Target],
-             outcome: Decision | Deferred | NoFit) -> str:
+             outcome: Decision | Deferred | NoFit) -> Attempt:
         """The one place a decision turns into a Binding (or a retry)."""
         if isinstance(outcome, Deferred):
             return self._defer(subject, binding, outcome)
@@ -531,7 +554,7 @@ class Scheduler:
         if isinstance(outcome, NoFit):
             if outcome.retry:  # a plugin failed: retry with backoff
                 self.queue.failed(subject.key)
-                return "error"
+                return Attempt.ERROR
             limit = self.config.explain_limit
             return self._unschedulable(subject, binding, current, outcome.reason,
                                        lambda: outcome.explained(limit),
@@ -547,16 +570,16 @@ class Scheduler:
         if status.code is Code.WAIT:
             self._waiting[subject.key] = _Held(outcome, binding,
                                                self.clock.monotonic() + status.timeout)
-            return "waiting"
+            return Attempt.WAITING
         if not status.ok:
             self.framework.unreserve(state, subject, new)
             self.queue.failed(subject.key)
-            return "not-permitted"
+            return Attempt.NOT_PERMITTED
         members = [(outcome, binding)]
         members += [(h.decision, h.binding) for h in
                     (self._waiting.pop(k) for k in state.allow if k in self._waiting)]
         if not self._bind(members):
-            return "bind-failed"
+            return Attempt.BIND_FAILED
         fleet = self.cache.pace()
         for decision, b in members:
             self._after_bind(decision.subject)
@@ -569,9 +592,10 @@ class Scheduler:
                 # paced: in transition from now, before its Binding lands
                 self.cache.transit.decided(transit_id(decision.subject.key), [
                     f"{t.namespace or ''}/{t.name}" for t in decision.targets])
-        return "scheduled"
+        return Attempt.SCHEDULED
 
-    def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred) -> str:
+    def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred
+               ) -> Attempt:
         """Hold deferrable work Pending (no targets, the reason says until when) and come
         back at its start; a changed plan is written, an unchanged one is not."""
         self._submit(subject, binding, [], BindingState.PENDING, deferred.reason,
@@ -579,7 +603,7 @@ class Scheduler:
         if self._deferred.get(subject.key) != deferred.start:
             self._deferred[subject.key] = deferred.start
             self.queue.add_after(subject.key, max(0.0, deferred.start - self.clock.time()) + 0.01)
-        return "deferred"
+        return Attempt.DEFERRED
 
     def _optional(self, subject: Subject, binding: BindingView | None,
                   decision: Decision) -> bool:
@@ -595,7 +619,7 @@ class Scheduler:
                    for t in binding.spec.targets)
 
     def _hold(self, subject: Subject, binding: BindingView | None, current: list[Target],
-              decision: Decision) -> str | None:
+              decision: Decision) -> Attempt | None:
         """Hold an optional move back if the anti-flap policy says so; records why in the
         Binding and comes back when the hold may be over. None: go ahead."""
         new = refs(decision.targets)
@@ -633,7 +657,7 @@ class Scheduler:
                      lambda: [note, *decision.explained(self.framework, self.cache, limit,
                                                         current)],
                      decision.evaluation, held=held.rule)
-        return "held"
+        return Attempt.HELD
 
     def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
         """Run the bind point for a subject (or a released gang), then write its Bindings."""
@@ -698,7 +722,7 @@ class Scheduler:
 
     def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
                        reason: str, explained: Explained, metric_blind: bool = False,
-                       evaluation: Evaluation | None = None) -> str:
+                       evaluation: Evaluation | None = None) -> Attempt:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
         self._submit(subject, binding, current, BindingState.UNSCHEDULABLE, reason, explained,
@@ -713,7 +737,7 @@ class Scheduler:
             with self._placements_lock:
                 self._waiting_on_placements[subject.key] = (
                     subject.affinity.workload_affinity is not None)
-        return "unschedulable"
+        return Attempt.UNSCHEDULABLE
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
                 state: BindingState, reason: str, explained: Explained,
@@ -746,15 +770,15 @@ class Scheduler:
         for type_, reason, message in write.events:
             self.events.emit(obj, type_, reason, message)
 
-    def _forget(self, key: str) -> str:
+    def _forget(self, key: str) -> Attempt:
         self.queue.forget(key)
         self._deferred.pop(key, None)
         try:
             ref = keys.parse_key(key)
         except ValueError:
-            return "gone"
+            return Attempt.GONE
         bkey = keys.binding_key(ref.kind.name, ref.namespace or "", ref.name)
         if self.cache.decisions.known(bkey):
             self.writer.submit(Write(key, bkey, None))
-            return "binding-deleted"
-        return "gone"
+            return Attempt.BINDING_DELETED
+        return Attempt.GONE
