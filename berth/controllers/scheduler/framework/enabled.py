@@ -16,6 +16,7 @@ it can do during an attempt.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -92,6 +93,29 @@ def _takes(factory: Callable[..., Plugin]) -> frozenset[str]:
         frozenset())
 
 
+# Every method name an extension point or one of its forms is called by (the Protocols
+# the plugin module defines), and what every plugin has from its base.
+_POINT_METHODS = frozenset(
+    attr for proto in vars(points).values()
+    if isinstance(proto, type) and getattr(proto, "_is_protocol", False)
+    and proto.__module__ == points.__name__
+    for attr in dir(proto) if not attr.startswith("_"))
+_BASE = frozenset(attr for attr in dir(Plugin) if not attr.startswith("_"))
+
+
+def _no_misspelt_point(name: str, instance: Plugin) -> None:
+    """A plugin is bound to a point by its methods' names, so a misspelt one would be
+    ignored without a word: a public method named nearly as a point is refused, naming
+    the plugin (helpers of other names are the plugin's own business)."""
+    for attr in dir(type(instance)):
+        if attr.startswith("_") or attr in _POINT_METHODS or attr in _BASE:
+            continue
+        near = difflib.get_close_matches(attr, _POINT_METHODS, n=1, cutoff=0.8)
+        if near:
+            raise ValueError(f"plugin {name}: {attr!r} is no extension point; is it "
+                             f"{near[0]!r} misspelt?")
+
+
 def enable(profile: Profile, registry: Registry,
            shared: Mapping[str, Any] | None = None) -> Enabled:
     """Make and bind the plugins ``profile`` enables; a ValueError names the entry at
@@ -116,6 +140,7 @@ def enable(profile: Profile, registry: Registry,
                 wanted = _takes(factory)
                 instance = factory({**{k: v for k, v in (shared or {}).items() if k in wanted},
                                     **args[spec.name]})
+                _no_misspelt_point(spec.name, instance)
                 instances[spec.name] = instance
             if not (isinstance(instance, proto) or (
                     point == "filter" and isinstance(instance, points.FilterAll))):

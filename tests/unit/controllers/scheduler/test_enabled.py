@@ -77,3 +77,27 @@ def test_a_profile_that_cannot_be_bound_is_refused_naming_the_entry(
     with pytest.raises(ValueError) as exc:
         enable(SchedulerConfig(plugins=plugins), REGISTRY)
     assert said in str(exc.value)
+
+
+def test_a_method_named_nearly_as_a_point_is_refused_naming_the_plugin() -> None:
+    """Plugins are bound by their methods' names: ``filtr`` would never be called, and
+    nothing would say so. It is refused when the profile is enabled."""
+    from berth.controllers.scheduler.framework import Status
+    from berth.controllers.scheduler.framework.plugin import Plugin
+
+    class Typo(Plugin):
+        name = "Typo"
+
+        def filter(self, state: object, subject: object, candidate: object) -> Status:
+            raise AssertionError("never called")
+
+        def scroe(self, state: object, subject: object, candidate: object) -> float:
+            return 1.0
+
+        def nearby_helper(self) -> int:  # a helper of another name is fine
+            return 1
+
+    config = SchedulerConfig(plugins={"filter": [PluginSpec("Typo")]})
+    with pytest.raises(ValueError, match="plugin Typo: 'scroe' is no extension point; is it "
+                                         "'score' misspelt?"):
+        enable(config, {**REGISTRY, "Typo": Typo})
