@@ -6,7 +6,9 @@ last fault begun before it. What each checks:
 * ``binding-regressed``: no Binding goes back to an older generation while its
   application lives.
 * ``decision-kept``: a Binding rewritten on the same targets and shares (a new
-  generation, a held move) keeps the decision's id it had (docs/ledger.md).
+  generation, a held move) keeps the decision's id it had (docs/ledger.md) — unless
+  the new id is a placement's or move's whose record landed by then (a move and a
+  move back coalesced into one write: seed 53).
 * ``outside-term``: every Binding landed in the scheduler leader's term it carries
   (the election key's create revision in force at the revision it landed at).
 * ``outside-claim``: what a status says of a copy on a cluster — an application's
@@ -169,6 +171,11 @@ def check_bindings(events: list[Event], faults: list[Happened], term: int
             now = term
         return now
 
+    # the scheduler's records of a change of targets, by (application, decision id), and
+    # the revision each landed at: a decision whose Binding another superseded before it
+    # landed (the writer keeps the latest per key) has its record, not its Binding
+    moved = {(name, rid): ev.revision for ev in events
+             if (rid := _moved_record(ev)) and (name := _ledger_subject(ev.key))}
     seen: dict[str, int] = {}
     last: dict[str, Binding] = {}
     for ev, name, b in bindings(events):
@@ -180,7 +187,8 @@ def check_bindings(events: list[Event], faults: list[Happened], term: int
         was = last.get(name)
         last[name] = b
         if (was is not None and was.spec.decision and b.spec.targets
-                and _shares(was) == _shares(b) and b.spec.decision != was.spec.decision):
+                and _shares(was) == _shares(b) and b.spec.decision != was.spec.decision
+                and not moved.get((name, b.spec.decision), ev.revision + 1) <= ev.revision):
             out.append(Violation("decision-kept", name, ev.at,
                                  f"decision {was.spec.decision!r} → {b.spec.decision!r} on "
                                  f"the same targets at revision {ev.revision}",
@@ -196,6 +204,25 @@ def check_bindings(events: list[Event], faults: list[Happened], term: int
                                  f"{ev.revision} in term {term_at(ev.revision)}",
                                  before(faults, ev.at)))
     return out
+
+
+def _ledger_subject(key: str) -> str:
+    """The application a ledger key of ``default`` is about ("": another)."""
+    head = ledger.LEDGER + "applications/default/"
+    return key[len(head):].split("/", 1)[0] if key.startswith(head) else ""
+
+
+def _moved_record(ev: Event) -> str:
+    """The decision id of a scheduler's record of a change of targets (a placement or
+    a move) the event wrote ("": none)."""
+    if ev.type != "PUT" or ".scheduler." not in ev.key:
+        return ""
+    rid = ev.key.rsplit("/", 1)[1].split(".scheduler.", 1)[0]
+    try:
+        event = msgspec.json.decode(ev.value, type=dict[str, Any]).get("event")
+    except msgspec.DecodeError:
+        return ""
+    return rid if event in ("Placed", "Moved") else ""
 
 
 CLAIMS = keys.LEASES + "propagator/clusters/"

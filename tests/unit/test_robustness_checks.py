@@ -208,6 +208,24 @@ def test_a_binding_on_the_same_targets_keeps_its_decision() -> None:
     assert [(v.invariant, v.subject, v.at) for v in found] == [("decision-kept", "x", 3.0)]
 
 
+def test_a_move_and_its_move_back_coalesced_into_one_write_is_a_new_decision() -> None:
+    """Seed 53: etcd slow, the scheduler moved b → b, c and back (c relabelled away) before
+    either Binding landed; the writer keeps the latest Binding per key, and the records
+    of both moves, so one transaction took the Binding from b to b with the second
+    move's id. Its record is there: the decision changed, though etcd saw no move. An id
+    no record names is still a violation."""
+    h = History()
+    h.binding("x", "b", at=0.0, decision="d1")
+    back = ledger.record_id(T0 + timedelta(seconds=5.1))
+    h.binding("x", "b", at=5.2, decision=back)
+    h.move("x", "metrics", 5.0, "b", "c")  # in the Binding's transaction
+    h.move("x", "cluster", 5.1, "b")
+    assert check_bindings(h.events, [], 0) == []
+    h.binding("x", "b", at=6.0, decision="unrecorded")
+    found = check_bindings(h.events, [], 0)
+    assert [(v.invariant, v.at) for v in found] == [("decision-kept", 6.0)]
+
+
 def test_a_decision_whose_record_retention_removed_had_one() -> None:
     """Retention keeps the newest records of each application: a decision carried long
     ago may have lost its record since, and that is no violation; one never recorded is."""

@@ -514,11 +514,15 @@ def _failed(facts: Facts, progress: Progress, gen: int, late: list[str]
             ) -> dict[str, FailedTarget]:
     """The targets that failed to become available for this generation: those recorded
     (dropped after ``FAILED_MEMORY``, or for another generation), and new ones that are
-    late now."""
+    late now — on a cluster this replica serves: a verdict on a copy is its cluster's
+    owner's word (the status write requires that claim; another replica would give it
+    from what it read, a moment old, after the owner may have seen the copy come up)."""
     now = facts.now
     out = {c: f for c, f in facts.recorded.failed.items()
            if f.generation == gen and (now is None or now - f.at < FAILED_MEMORY)}
     for cid in late:
+        if not facts.mine(cid):
+            continue
         have = progress.applied.get(cid)
         if have is not None and have.new and cid not in out and now is not None:
             out[cid] = FailedTarget(now, gen, _health(facts, progress, cid).reason)

@@ -344,6 +344,11 @@ def test_a_new_target_not_available_in_time_is_recorded_failed_for_the_scheduler
     assert isinstance(step, Finish) and step.state is not None
     failed = step.state.failed["default/b"]
     assert (failed.at, failed.generation) == (NOW, 1) and "CrashLoopBackOff" in failed.reason
+    # given by the replica serving b alone: the owner's word (seed 53, outside-claim)
+    other = facts(was=was, targets=("b",), health={"b": waiting(0, "pod x: CrashLoopBackOff")},
+                  owned=frozenset({"default/a"}))
+    step = plan(other, Done().progress(other))
+    assert isinstance(step, Finish) and step.state is not None and not step.state.failed
     # a copy that ran there before (a rollout, not a move) is the generation's fault
     given = facts(was=recorded("PROGRESSING", since(700, on(1, "a"))), health={"a": waiting()})
     step = plan(given, Done().progress(given))
