@@ -19,9 +19,9 @@ from typing import Any
 import msgspec
 import yaml
 
+from berth.actions.resources import mask
 from berth.bootstrap import Loaded, Planned
 from berth.cli.bootstrap_cmd import seed
-from berth.cli.resources import mask
 from berth.store import Store, keys
 from berth.store.documents import Application
 

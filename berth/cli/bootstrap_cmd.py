@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import msgspec
 
+from berth.actions.resources import mask
 from berth.bootstrap import Loaded, LoadErrors, Planned, ignored, load, plan, write
 from berth.cli.etcd_options import open_store
-from berth.cli.resources import mask
 from berth.store import Store
 
 

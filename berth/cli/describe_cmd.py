@@ -17,12 +17,13 @@ from typing import Any
 
 import yaml
 
+from berth.actions.history import lines
+from berth.actions.resources import Shown, age, decided, one, target_note, until
 from berth.cli.etcd_options import open_store
 from berth.cli.events_view import described
 from berth.cli.get_cmd import document
-from berth.cli.history_cmd import lines, read
+from berth.cli.history_cmd import read
 from berth.cli.kinds import resolve, typed_name
-from berth.cli.resources import Shown, age, decided, one, target_note, until
 from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ApplicationStatus, Binding, ClusterStatus
 

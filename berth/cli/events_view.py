@@ -7,9 +7,9 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from berth.actions.resources import age, table
 from berth.cli.etcd_options import open_store
 from berth.cli.kinds import resolve
-from berth.cli.resources import age, table
 from berth.store import Store, Watch, decode
 from berth.store.errors import StoreError
 from berth.store.events import EVENTS, Event, listed, prefix

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from berth.actions.resources import Named
 from berth.bootstrap.overrides import stored
-from berth.cli.resources import Named
 from berth.store import Store, decode, keys
 from berth.store.documents import Application, Binding
 from berth.store.documents.render import (

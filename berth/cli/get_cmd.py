@@ -19,10 +19,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from berth.cli import events_view, jsonpath
-from berth.cli.etcd_options import open_store
-from berth.cli.kinds import named
-from berth.cli.resources import (
+from berth.actions.resources import (
     Shown,
     age,
     listed,
@@ -35,6 +32,9 @@ from berth.cli.resources import (
     table,
     until,
 )
+from berth.cli import events_view, jsonpath
+from berth.cli.etcd_options import open_store
+from berth.cli.kinds import named
 from berth.store import Store, Watch, keys
 from berth.store.documents import ApplicationStatus
 from berth.store.documents.metrics import normalized

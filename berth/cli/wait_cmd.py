@@ -24,11 +24,11 @@ import sys
 import time
 from collections.abc import Callable
 
+from berth.actions.resources import Shown, one
 from berth.cli import jsonpath
 from berth.cli.etcd_options import open_store
 from berth.cli.get_cmd import plain_document, ready_column
 from berth.cli.kinds import named
-from berth.cli.resources import Shown, one
 from berth.store import keys
 
 POLL = 0.5

@@ -3,10 +3,11 @@
 The fleet, the applications list and the metrics are built from a frozen
 :class:`~berth.console.fleet.Snapshot`; one application's page reads its
 Binding, status, ledger and events from etcd, as ``berth explain``,
-``berth history`` and ``berth get events`` do — with their functions, so the
-console and the CLI never disagree: the explanation table is
-``explain_cmd.explanation``'s, the timeline's cells ``history_cmd.what/why``'s,
-the what-if ``whatif.what_if``'s, the rollout buttons ``rollout_cmd``'s.
+``berth history`` and ``berth get events`` do — with the functions both take from
+:mod:`berth.actions`, so the console and the CLI never disagree: the explanation
+table is ``actions.explain.explanation``'s, the timeline's cells
+``actions.history.what/why``'s, the rollout's report and buttons
+``actions.rollouts``'s, the what-if ``whatif.what_if``'s.
 
 Nothing here puts a credential in a page: the documents shown are views
 without credentials, and what the CLI masks is masked.
@@ -21,11 +22,11 @@ from typing import Any
 
 import msgspec
 
+from berth.actions import history
+from berth.actions.explain import RANKED_HEAD, REJECTED_HEAD, explanation
+from berth.actions.resources import age, decided, ready, selected, selector
+from berth.actions.rollouts import report
 from berth.bootstrap.load import to_document
-from berth.cli import history_cmd
-from berth.cli.explain_cmd import RANKED_HEAD, REJECTED_HEAD, explanation
-from berth.cli.resources import age, decided, ready, selected, selector
-from berth.cli.rollout_cmd import report
 from berth.console import views as V
 from berth.console.fleet import Snapshot
 from berth.console.prometheus import History, merged
@@ -240,7 +241,7 @@ def application(store: Store, namespace: str, name: str) -> dict[str, Any] | Non
     out["rollout"] = _rollout(store, app, st)
     entries, problems = ledger.history(store, "Application", namespace, name)
     out["ledger"] = [{"id": e.id, "by": e.by, "time": r.time.isoformat(), "event": r.event,
-                      "what": history_cmd.what(r), "why": history_cmd.why(r),
+                      "what": history.what(r), "why": history.why(r),
                       "values": {c.name.rsplit("/", 1)[-1]: c.metrics
                                  for c in r.candidates if c.metrics}}
                      for e, r in entries]

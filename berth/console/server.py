@@ -41,8 +41,8 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from berth.cli.rollout_cmd import Refused as ActionRefused
-from berth.cli.rollout_cmd import approve_stage, set_paused
+from berth.actions.rollouts import Refused as ActionRefused
+from berth.actions.rollouts import approve_stage, set_paused
 from berth.console import pages
 from berth.console.fleet import Fleet
 from berth.console.prometheus import History

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from berth.actions.resources import MASK, age, mask, selected, selector
 from berth.cli.kinds import resolve
-from berth.cli.resources import MASK, age, mask, selected, selector
 
 
 @pytest.mark.parametrize(("typed", "kind"), [
