@@ -45,7 +45,7 @@ the cluster's pod garbage collector removes them (``lost``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -349,6 +349,33 @@ def _at(o: Observed, path: str) -> Any:
     return value
 
 
+# How each built-in kind is judged, by (API group, kind): (observed, its pods' trouble,
+# how many of its pods are on Nodes that are gone) → Health. A built-in kind not here is
+# healthy once applied; a kind of another group is a custom resource (``_custom``).
+Judge = Callable[[Observed, str, int], Health]
+
+
+def _service(o: Observed, pods: str, lost: int) -> Health:
+    lb = _decode(o.spec, _ServiceSpec).type == "LoadBalancer"
+    return _ingress(o) if lb else Health(HEALTHY)
+
+
+KINDS: Mapping[tuple[str, str], Judge] = {
+    ("apps", "Deployment"): _workload,
+    ("apps", "StatefulSet"): _workload,
+    ("apps", "ReplicaSet"): _workload,
+    ("apps", "DaemonSet"): _daemonset,
+    ("batch", "Job"): lambda o, pods, _lost: _job(o, pods),
+    ("", "Pod"): lambda o, pods, _lost: _pod(o, pods),
+    ("", "PersistentVolumeClaim"): lambda o, _pods, _lost: _phase(o, "Bound", "Lost"),
+    ("", "Service"): _service,
+    ("", "Namespace"): lambda o, _pods, _lost: _phase(o, "Active"),
+    ("networking.k8s.io", "Ingress"): lambda o, _pods, _lost: _ingress(o),
+    ("policy", "PodDisruptionBudget"): lambda o, _pods, _lost: _budget(o),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): lambda o, _pods, _lost: _crd(o),
+}
+
+
 def judge(o: Observed, *, age: float, pods: str = "", rules: Sequence[HealthRule] = (),
           untracked_after: float = 60.0, lost: int = 0) -> Health:
     """The health of one observed object; ``age``: seconds since berth applied it;
@@ -357,30 +384,8 @@ def judge(o: Observed, *, age: float, pods: str = "", rules: Sequence[HealthRule
     group = o.api_version.rpartition("/")[0]
     if group not in BUILTIN_GROUPS:
         return _custom(o, rules, age, untracked_after)
-    kind = o.kind
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet") and group == "apps":
-        return _workload(o, pods, lost)
-    if kind == "DaemonSet" and group == "apps":
-        return _daemonset(o, pods, lost)
-    if kind == "Job" and group == "batch":
-        return _job(o, pods)
-    if group == "":
-        if kind == "Pod":
-            return _pod(o, pods)
-        if kind == "PersistentVolumeClaim":
-            return _phase(o, "Bound", "Lost")
-        if kind == "Service":
-            lb = _decode(o.spec, _ServiceSpec).type == "LoadBalancer"
-            return _ingress(o) if lb else Health(HEALTHY)
-        if kind == "Namespace":
-            return _phase(o, "Active")
-    if kind == "Ingress" and group == "networking.k8s.io":
-        return _ingress(o)
-    if kind == "PodDisruptionBudget" and group == "policy":
-        return _budget(o)
-    if kind == "CustomResourceDefinition":
-        return _crd(o)
-    return Health(HEALTHY)
+    rule = KINDS.get((group, o.kind))
+    return rule(o, pods, lost) if rule is not None else Health(HEALTHY)
 
 
 def worst(healths: Iterable[Health]) -> Health:
