@@ -372,7 +372,7 @@ def test_a_history_that_does_not_decode_is_said_once_per_value(
     """Garbage written by hand at a history key: nothing is kept for it (no rollback to
     it), and it is said once, not at every reconcile that asks; a new value there is
     said again."""
-    from berth.controllers.propagator.rollout import Manifests
+    from berth.controllers.propagator.manifests import Manifests
 
     key = keys.history_key("default", "junk")
     put(store, key, b"\xff not a history")

@@ -69,10 +69,11 @@ from berth.controllers.propagator.execute import (
 from berth.controllers.propagator.health import UNKNOWN, Copy, Health, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
 from berth.controllers.propagator.manifest import ManifestError, objects, remark
+from berth.controllers.propagator.manifests import Manifests
 from berth.controllers.propagator.objects import Book, NoPods, Pods, judge_copy, observed
 from berth.controllers.propagator.plan import CONFIRM, App, Facts, Finish, Progress
 from berth.controllers.propagator.pull import PullClusters
-from berth.controllers.propagator.rollout import Inputs, Manifests, Version, rolls, stable_of
+from berth.controllers.propagator.rollout import Inputs, Version, rolls, stable_of
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, cluster_key

@@ -29,17 +29,12 @@ The rules (docs/rollouts.md):
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, assert_never
+from typing import Any, Protocol, assert_never
 
 from berth.controllers.propagator.health import Health
-from berth.controllers.propagator.kube import Unavailable
-from berth.store import Store, StoreError, decode, keys
 from berth.store.documents import ClusterApplied
 from berth.store.documents.durations import seconds
 from berth.store.documents.pace import PaceSpec, closed_until
@@ -53,7 +48,6 @@ from berth.store.documents.rollouts import (
     PROGRESSING,
     ROLLED_BACK,
     WAITING,
-    ApplicationHistory,
     RolloutControl,
     RolloutPhase,
     RolloutPolicy,
@@ -64,59 +58,8 @@ from berth.store.documents.rollouts import (
     stages,
 )
 
-log = logging.getLogger(__name__)
-
 PACE_WINDOW = 60.0  # seconds: ``pace`` counts the clusters started in the last minute
 FLEET_RETRY = 1.0  # seconds: a step the fleet's copies in transition hold is tried so soon
-KEPT = 1024  # earlier generations' manifests kept in memory (they never change)
-
-
-class Manifests:
-    """Earlier generations' manifests, read from the application's history when a
-    rollout needs one (holding a generation back, or rolling back to it). A
-    generation's manifest never changes, so what was read is kept (the last
-    :data:`KEPT`); a history that is missing or holds no such generation is asked
-    again next time (it may be written meanwhile). A history that does not decode is
-    said once per value written there, not at every reconcile that asks."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[str, str, int], list[dict[str, Any]]] = OrderedDict()
-        self._garbage: dict[str, int] = {}  # history key → the revision said not to decode
-
-    def of(self, namespace: str, name: str, generation: int) -> list[dict[str, Any]] | None:
-        """The manifest of ``generation`` (None: not kept); Unavailable if etcd fails."""
-        at = (namespace, name, generation)
-        with self._lock:
-            if at in self._kept:
-                self._kept.move_to_end(at)
-                return self._kept[at]
-        key = keys.history_key(namespace, name)
-        try:
-            kv = self.store.get(key)
-        except StoreError as exc:
-            raise Unavailable(f"{key}: {exc}") from exc
-        try:
-            history = decode(kv.value, ApplicationHistory, key) if kv is not None else None
-        except StoreError as exc:  # a value that is not a history: nothing kept
-            assert kv is not None
-            with self._lock:
-                said = self._garbage.get(key) == kv.mod_revision
-                self._garbage[key] = kv.mod_revision
-                if len(self._garbage) > KEPT:  # forget the oldest said
-                    del self._garbage[next(iter(self._garbage))]
-            if not said:
-                log.warning("%s: %s", key, exc)
-            return None
-        revision = history.revision(generation) if history is not None else None
-        if revision is None:
-            return None
-        with self._lock:
-            self._kept[at] = revision.manifest
-            while len(self._kept) > KEPT:
-                self._kept.popitem(last=False)
-        return revision.manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,29 +217,8 @@ class _Rollout:
         gen, policy = self.gen, self.policy
         busy = [c for c in on_new if c not in healthy]
         order = self._order()
-        stage_name = ""
-        wait = ""
-        match policy.strategy:
-            case RolloutStrategy.ROLLING:
-                limit = count(policy.max_unavailable, len(self.targets))
-                todo = [c for c in order if self.copy_of(c) != gen]
-                slots = limit - len(busy)
-                if slots <= 0:
-                    wait = (f"{len(busy)} of at most {limit} clusters not yet healthy on it: "
-                            + listed(busy))
-            case RolloutStrategy.STAGED:
-                stage, members, wait = self._stage(order, healthy, healthy_at)
-                stage_name = stage.name
-                limit = count(stage.max_concurrency, len(members))
-                todo = [c for c in members if self.copy_of(c) != gen]
-                slots = 0 if wait else limit - len([c for c in members if c in busy])
-                if slots <= 0 and not wait:
-                    wait = (f"stage {stage.name}: {limit} of at most {limit} clusters not yet "
-                            "healthy on it")
-            case RolloutStrategy.ALL:  # every target at once: no rollout (``rolls``)
-                raise AssertionError("a rollout of strategy All was asked for its progress")
-            case _:
-                assert_never(policy.strategy)
+        step = strategy(policy.strategy).step(self, order, busy, healthy, healthy_at)
+        todo, slots, wait, stage_name = step.todo, step.slots, step.wait, step.stage
         control = self.inputs.control
         paused = control is not None and control.paused
         if paused:
@@ -315,8 +237,8 @@ class _Rollout:
             else PROGRESSING
         return self._wave(want, phase, wait, stage_name, healthy_at, failed)
 
-    def _stage(self, order: list[str], healthy: set[str], healthy_at: dict[str, datetime]
-               ) -> tuple[Stage, list[str], str]:
+    def stage_of(self, order: list[str], healthy: set[str], healthy_at: dict[str, datetime]
+                 ) -> tuple[Stage, list[str], str]:
         """The first stage not yet healthy on the new generation, its targets, and what
         it waits for before more of them start ("": nothing)."""
         staged = [(s, m) for s, m in stages(self.policy, order, self.inputs.labels) if m]
@@ -376,3 +298,70 @@ class _Rollout:
         waits = [w for w in self.waits if w > 0]
         return Wave(want, RolloutState(self.gen, self.stable, phase, reason, stage, healthy_at,
                                        failed), min(waits) if waits else None)
+
+
+# -- the strategies (docs/rollouts.md): one Protocol, made by one factory ---------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What a strategy lets start now: the targets still to take the new generation, in
+    the order they take it, how many may start, what the rollout waits for ("":
+    nothing), and the stage reached ("": no stages)."""
+
+    todo: list[str]
+    slots: int
+    wait: str = ""
+    stage: str = ""
+
+
+class Strategy(Protocol):
+    """How a new generation reaches the targets, one decision at a time."""
+
+    def step(self, roll: _Rollout, order: list[str], busy: list[str], healthy: set[str],
+             healthy_at: dict[str, datetime]) -> Step:
+        """``order``: the targets in ``sortBy`` order; ``busy``: those on the new
+        generation and not yet healthy on it; ``healthy_at``: when each became so."""
+        ...
+
+
+class Rolling:
+    """At most ``maxUnavailable`` targets on the new generation and not yet healthy."""
+
+    def step(self, roll: _Rollout, order: list[str], busy: list[str], healthy: set[str],
+             healthy_at: dict[str, datetime]) -> Step:
+        limit = count(roll.policy.max_unavailable, len(roll.targets))
+        todo = [c for c in order if roll.copy_of(c) != roll.gen]
+        slots = limit - len(busy)
+        wait = (f"{len(busy)} of at most {limit} clusters not yet healthy on it: "
+                + listed(busy)) if slots <= 0 else ""
+        return Step(todo, slots, wait)
+
+
+class Staged:
+    """Stage by stage: each starts once the earlier ones are healthy on the new
+    generation, soaked and approved; at most ``maxConcurrency`` of a stage at once."""
+
+    def step(self, roll: _Rollout, order: list[str], busy: list[str], healthy: set[str],
+             healthy_at: dict[str, datetime]) -> Step:
+        stage, members, wait = roll.stage_of(order, healthy, healthy_at)
+        limit = count(stage.max_concurrency, len(members))
+        todo = [c for c in members if roll.copy_of(c) != roll.gen]
+        slots = 0 if wait else limit - len([c for c in members if c in busy])
+        if slots <= 0 and not wait:
+            wait = f"stage {stage.name}: {limit} of at most {limit} clusters not yet healthy on it"
+        return Step(todo, slots, wait, stage.name)
+
+
+def strategy(kind: RolloutStrategy) -> Strategy:
+    """The strategy of ``kind`` (Karmada's strategy factory): a new kind is a type error
+    here until it has one."""
+    match kind:
+        case RolloutStrategy.ROLLING:
+            return Rolling()
+        case RolloutStrategy.STAGED:
+            return Staged()
+        case RolloutStrategy.ALL:  # every target at once: no rollout (``rolls``)
+            raise ValueError("strategy All does not roll out")
+        case _:
+            assert_never(kind)
