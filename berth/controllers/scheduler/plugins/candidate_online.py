@@ -7,6 +7,8 @@ always eligible unless deleted.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from berth.controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
@@ -47,3 +49,10 @@ class CandidateOnline(Plugin):
                 out.append((unschedulable(f"not ONLINE ({state or 'no status'})").named(NAME),
                             bits & ~deleted))
         return out
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _filter: type[points.Filter] = CandidateOnline
+    _filter_set: type[points.FilterSet] = CandidateOnline

@@ -42,7 +42,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -435,3 +435,16 @@ class Capacity(Plugin):
             hit = self._described[candidate.key] = (cap, {
                 "free": str(cap.free), "allocatable": str(cap.allocatable)})
         return hit[1]
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = Capacity
+    _filter: type[points.Filter] = Capacity
+    _filter_set: type[points.FilterSet] = Capacity
+    _score: type[points.Score] = Capacity
+    _score_set: type[points.ScoreSet] = Capacity
+    _score_values: type[points.ScoreValues] = Capacity
+    _normalize: type[points.Normalize] = Capacity
+    _describe: type[points.Describe] = Capacity

@@ -7,6 +7,8 @@ the sum is normalised by the total weight into [0, 1].
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -88,3 +90,13 @@ class ClusterAffinity(Plugin):
             return []
         return [(selector_bits(fleet, p.preference.match_labels, p.preference.match_expressions),
                  p.weight / total) for p in prefs if p.weight]
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = ClusterAffinity
+    _filter: type[points.Filter] = ClusterAffinity
+    _filter_set: type[points.FilterSet] = ClusterAffinity
+    _score: type[points.Score] = ClusterAffinity
+    _score_set: type[points.ScoreSet] = ClusterAffinity

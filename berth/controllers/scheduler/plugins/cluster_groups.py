@@ -7,6 +7,8 @@ overflow to the next.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -42,3 +44,11 @@ class ClusterGroups(Plugin):
         for g in subject.placement.cluster_groups:
             members |= group_bits(fleet, g)
         return [(NOT_IN_GROUP, within & ~members)]
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = ClusterGroups
+    _filter: type[points.Filter] = ClusterGroups
+    _filter_set: type[points.FilterSet] = ClusterGroups

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from berth.controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
@@ -34,3 +36,10 @@ class ClusterSelector(Plugin):
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
         return sieve(within, ((fleet.label(k).get(v, 0), unschedulable(f"clusterSelector {k}={v}"))
                               for k, v in subject.cluster_selector.items()))
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _filter: type[points.Filter] = ClusterSelector
+    _filter_set: type[points.FilterSet] = ClusterSelector

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -61,3 +62,10 @@ class CustomResources(Plugin):
                     out.append((unschedulable(f"custom resource {', '.join(shown)} not served"),
                                 bits))
         return out
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _filter: type[points.Filter] = CustomResources
+    _filter_set: type[points.FilterSet] = CustomResources

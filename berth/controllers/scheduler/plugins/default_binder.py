@@ -10,6 +10,8 @@ the decision to the next.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from berth.controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject
 from berth.store.documents import Target
 
@@ -21,3 +23,9 @@ class DefaultBinder(Plugin):
 
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         return SUCCESS
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _bind: type[points.Bind] = DefaultBinder

@@ -22,7 +22,7 @@ every candidate with a reason naming it, and its bind fails the attempt.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import requests
@@ -142,3 +142,12 @@ class Extender(Plugin):
                 return SUCCESS
             return error(f"extender bind failed: {exc}")
         return SUCCESS
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _score: type[points.Score] = Extender
+    _score_all: type[points.ScoreAll] = Extender
+    _filter_all: type[points.FilterAll] = Extender
+    _pre_bind: type[points.PreBind] = Extender

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berth.controllers.scheduler.framework import (
     SKIP,
@@ -67,3 +67,11 @@ class FailedTargets(Plugin):
         by_key = fleet.group("key", lambda c: c.key)
         return [(self._why(seconds), within & by_key[key]) for key, seconds in left.items()
                 if key in by_key]
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = FailedTargets
+    _filter: type[points.Filter] = FailedTargets
+    _filter_set: type[points.FilterSet] = FailedTargets

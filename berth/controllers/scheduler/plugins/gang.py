@@ -12,7 +12,7 @@ that already runs somewhere is being rescheduled, not gang-placed: it passes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berth.controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject, wait
 from berth.controllers.scheduler.plugins.args import GangArgs
@@ -49,3 +49,10 @@ class Gang(Plugin):
         group = self._waiting.get((subject.ref.namespace, subject.gang.name))
         if group is not None:
             group.discard(subject.key)
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _permit: type[points.Permit] = Gang
+    _reject: type[points.Reject] = Gang

@@ -8,6 +8,7 @@ the user fixes it), never a crash.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -58,3 +59,11 @@ def _matching(fleet: Fleet, c: LabelConstraint) -> int:
     if c.op in (Op.EQ, Op.IN):
         return named
     return fleet.has_label(c.label) & ~named
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = LabelConstraints
+    _filter: type[points.Filter] = LabelConstraints
+    _filter_set: type[points.FilterSet] = LabelConstraints

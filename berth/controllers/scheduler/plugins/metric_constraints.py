@@ -14,6 +14,7 @@ each list the renewable share of their own grid zone).
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -76,3 +77,11 @@ class MetricConstraints(Plugin):
                 out.append((unschedulable(f"metric constraint '{c}'"), within & ~passing))
                 within &= passing
         return out
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = MetricConstraints
+    _filter: type[points.Filter] = MetricConstraints
+    _filter_set: type[points.FilterSet] = MetricConstraints

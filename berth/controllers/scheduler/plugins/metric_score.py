@@ -21,7 +21,7 @@ override of the one or few clusters the subject runs on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from berth.controllers.scheduler.framework import (
     Candidate,
@@ -137,3 +137,13 @@ class MetricScore(Plugin):
             metrics[r.name] = entry
         b.described = {"metrics": metrics, "with_metrics": b.usable}
         return b.described
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _score: type[points.Score] = MetricScore
+    _score_base: type[points.ScoreBase] = MetricScore
+    _tier: type[points.Tier] = MetricScore
+    _adjust: type[points.Adjust] = MetricScore
+    _describe: type[points.Describe] = MetricScore

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -39,3 +41,11 @@ class PlacementFixed(Plugin):
         for n in subject.placement.cluster_names:
             named |= names.get(n, 0)
         return [(unschedulable("not in clusterNames"), within & ~named)]
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = PlacementFixed
+    _filter: type[points.Filter] = PlacementFixed
+    _filter_set: type[points.FilterSet] = PlacementFixed

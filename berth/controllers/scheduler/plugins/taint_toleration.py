@@ -13,6 +13,7 @@ subjects while steering new ones away.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -107,3 +108,13 @@ class TaintToleration(Plugin):
         worst = max(scores.values(), default=0.0)
         for key, value in scores.items():
             scores[key] = -value / worst if worst else 0.0
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _filter: type[points.Filter] = TaintToleration
+    _filter_set: type[points.FilterSet] = TaintToleration
+    _score: type[points.Score] = TaintToleration
+    _score_set: type[points.ScoreSet] = TaintToleration
+    _normalize: type[points.Normalize] = TaintToleration

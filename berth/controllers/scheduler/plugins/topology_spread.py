@@ -19,6 +19,7 @@ preference; when no cluster keeps the skew, the best remaining one is taken.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SKIP,
@@ -112,3 +113,12 @@ class TopologySpread(Plugin):
             picked.append(nxt)
             taken.add(nxt.candidate.key)
         return picked
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = TopologySpread
+    _filter: type[points.Filter] = TopologySpread
+    _filter_set: type[points.FilterSet] = TopologySpread
+    _selects: type[points.Selects] = TopologySpread

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -225,3 +225,13 @@ class WorkloadAffinity(Plugin):
             if value is not None and value in t.domains:
                 got += -t.weight if t.anti else t.weight
         return got / total
+
+
+if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
+    from berth.controllers.scheduler.framework import plugin as points
+
+    _pre_filter: type[points.PreFilter] = WorkloadAffinity
+    _filter: type[points.Filter] = WorkloadAffinity
+    _filter_set: type[points.FilterSet] = WorkloadAffinity
+    _score: type[points.Score] = WorkloadAffinity
+    _score_set: type[points.ScoreSet] = WorkloadAffinity

@@ -101,3 +101,29 @@ def test_a_method_named_nearly_as_a_point_is_refused_naming_the_plugin() -> None
     with pytest.raises(ValueError, match="plugin Typo: 'scroe' is no extension point; is it "
                                          "'score' misspelt?"):
         enable(config, {**REGISTRY, "Typo": Typo})
+
+
+def test_every_plugin_declares_the_points_it_implements_for_mypy() -> None:
+    """Bound by method names at run time, a plugin says at its end which points it
+    implements (``_filter: type[points.Filter] = Plugin`` under TYPE_CHECKING), so that
+    mypy checks each signature against the point's Protocol; a point implemented but
+    not declared is named here."""
+    import inspect
+    import re
+    import sys
+
+    protos = {n: p for n, p in vars(points).items() if inspect.isclass(p)
+              and getattr(p, "_is_protocol", False) and p.__module__ == points.__name__
+              and n != "Named"}
+    missing = []
+    for cls in REGISTRY.values():
+        if not isinstance(cls, type):
+            continue
+        text = inspect.getsource(sys.modules[cls.__module__])
+        for n, proto in protos.items():
+            methods = [a for a in dir(proto) if not a.startswith("_")
+                       and callable(getattr(proto, a, None))]
+            if all(hasattr(cls, a) for a in methods) and not re.search(
+                    rf"type\[points\.{n}\] = {cls.__name__}\b", text):
+                missing.append(f"{cls.__name__}: {n}")
+    assert missing == []
