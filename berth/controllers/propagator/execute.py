@@ -22,6 +22,11 @@ controllers made goes too). A Job complete at the current generation, on any
 cluster, is not created again — not by a resync, a restart or a move; a new
 generation deletes and creates it, so it runs again.
 
+Every request that changes a cluster goes out only while this replica's
+:class:`Authority` holds (:class:`Guarded`): it serves the cluster (the shard's
+claim; an agent, its lease) and, by its own clock, its lease surely lives — a
+replica paused past its lease sends nothing more when it resumes.
+
 :func:`run` asks the plan for a step, executes it, and asks again until the
 plan finishes; status writes go through a :class:`StatusSink`.
 """
