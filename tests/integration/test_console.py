@@ -251,6 +251,8 @@ def test_what_the_page_offers_is_what_there_is_to_do(world: World) -> None:
               what="the freshness line")
         time.sleep(2.5)  # the stream's retry: still waiting, not "lost"
         assert "updates lost" not in world.text("#freshness")
+        assert not world.driver.find_elements("id", "page-error")  # the form says it
+        assert "once the token is given" in world.text("#page")
         screenshot(world.driver, "console-login", full=False)
     finally:
         world.driver.execute_script(

@@ -150,6 +150,10 @@ async function refresh() {
         state.shown = shown; state.shownPage = r.page;
         render.show(data, r.args);
       } catch (e) {
+        if (state.needToken) {  // the login form says it: the page waits for it, no error
+          setPage(h("p", { class: "muted" }, "This page shows once the token is given above."));
+          break;
+        }
         const old = document.getElementById("page-error");
         if (old) old.remove();
         document.getElementById("page").prepend(h("p", { id: "page-error", class: "error" }, String(e.message || e)));
