@@ -161,7 +161,7 @@ def test_leaving_a_cluster_that_fits_again_is_optional_though_the_binding_said_u
     cluster(store, "de", labels={"zone": "z1"}, metrics={"price_de": 1.0})
     cluster(store, "fr", labels={"zone": "z3"}, metrics={"price_fr": 1.0})
     application(store, "web", constraints={"cluster": {"labels": ["zone is z1"]}})
-    with in_memory(store, clock):
+    with in_memory(store, clock) as scheduler:
         records(store, "web", 1)
         cluster(store, "de", labels={"zone": "z2"}, metrics={"price_de": 1.0})
         wait_for(lambda: binding(store, "web"), lambda b: b.status.state == "Unschedulable"
@@ -169,6 +169,9 @@ def test_leaving_a_cluster_that_fits_again_is_optional_though_the_binding_said_u
         put(store, keys.resource_key("Pace", "fleet"), msgspec.json.encode({
             "api": "core", "kind": "Pace", "metadata": {"name": "fleet"},
             "spec": {"windows": [{"start": "00:00", "end": "24:00"}]}}))
+        # Each prefix has its own watch: the clusters' change below may otherwise reach
+        # the scheduler before the pace does (CI saw the move start then).
+        wait_for(scheduler.cache.pace, lambda pace: pace is not None and bool(pace.windows))
         value(store, "price_de", 0.1)
         value(store, "price_fr", 0.9)
         picture(store)
