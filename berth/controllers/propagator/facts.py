@@ -1,0 +1,283 @@
+"""The facts a reconcile decides on: a read view in, frozen :class:`~plan.Facts` out.
+
+:class:`FactsBuilder` reads one application through :class:`Reads` — what the
+informers hold, and the few reads of etcd and of this replica's memory a
+reconcile needs — and returns the :class:`~controllers.propagator.plan.Facts`
+the plan decides on, or None when the application is none of this replica's
+business. It does no I/O of its own: the applier gives it the informers'
+view (``reads.py``), and the unit tests give it tables.
+
+What it decides, and nothing else decides:
+
+* which of the application's clusters this replica serves (all, when it is not
+  sharded; one on no cluster at all is its home replica's);
+* each target's copy as the overrides that select it make it, and the targets
+  whose copy cannot be rendered;
+* which copies recorded as applied are to be applied again (*stale*): a push
+  cluster's after drift, after a resync, or when it is not in the book; a pull
+  cluster's when its work no longer says to apply it;
+* what a rollout is decided from: its policy, what operators said, the
+  targets' labels (a target joining a staged rollout by its labels as etcd has
+  them now), the generation it rolls from, and the pace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from berth.controllers.propagator.health import Copy
+from berth.controllers.propagator.manifest import ManifestError, objects, remark
+from berth.controllers.propagator.plan import CONFIRM, App, Facts
+from berth.controllers.propagator.rollout import Inputs, Version, rolls, stable_of
+from berth.controllers.propagator.views import AppView, ClusterView, cluster_id
+from berth.controllers.runtime.clock import Clock
+from berth.store.credentials import with_current_secrets
+from berth.store.documents import ApplicationState, Binding, ClusterApplied, HealthRule
+from berth.store.documents.overrides import Override
+from berth.store.documents.pace import PaceOverride, PaceSpec, effective
+from berth.store.documents.render import (
+    Rendered,
+    RenderError,
+    Where,
+    render,
+    selects_application,
+)
+from berth.store.documents.rollouts import RolloutControl, RolloutPolicy, RolloutStrategy
+
+FINALIZER = "berth.dev/propagator"  # the propagator's own: not waited for on deletion
+
+
+@dataclass(frozen=True, slots=True)
+class Since:
+    """What this replica did with an application's copies, as the reconcile starts."""
+
+    epoch: int = 0  # the resync epoch now: a copy not applied in it is applied again
+    drifted: Mapping[str, int] = field(default_factory=dict)  # cluster → drift seen (a sequence)
+    applied: Mapping[str, int] = field(default_factory=dict)  # cluster → the epoch applied in
+
+
+class Reads(Protocol):
+    """What the facts are read from (``reads.py``: the applier's informers)."""
+
+    def binding(self, namespace: str, name: str) -> Binding | None:
+        ...
+
+    def cluster(self, cid: str) -> ClusterView | None:
+        """The Cluster as the informer has it."""
+        ...
+
+    def cluster_now(self, cid: str) -> ClusterView | None:
+        """The Cluster as etcd has it now (None: absent, unreadable or not answering)."""
+        ...
+
+    def unseen(self, cid: str) -> str:
+        """Why the observer does not see the cluster ONLINE ("": it does, or said nothing)."""
+        ...
+
+    def overrides(self) -> list[Override]:
+        """Every override, global and namespaced."""
+        ...
+
+    def control(self, namespace: str, name: str) -> RolloutControl | None:
+        ...
+
+    def pace(self) -> PaceSpec | None:
+        """The fleet's pace."""
+        ...
+
+    def in_transit(self) -> int:
+        """How many copies are in transition across the fleet."""
+        ...
+
+    def manifest(self, namespace: str, name: str, generation: int, manifest: list[Any]
+                 ) -> list[Any]:
+        """The manifest with its Secrets' data (held apart from the application)."""
+        ...
+
+    def kept(self, namespace: str, name: str, generation: int) -> list[Any] | None:
+        """Generation ``generation``'s manifest from the history (None: not kept)."""
+        ...
+
+    def app_unreadable(self, key: str) -> bool:
+        """Whether the application's key holds a value that does not decode;
+        Unavailable when etcd does not answer."""
+        ...
+
+    def copy(self, cid: str, owner: str, have: ClusterApplied, rules: tuple[HealthRule, ...],
+             now: datetime) -> Copy:
+        """A served cluster's copy judged now: as its watch showed it, or its agent said."""
+        ...
+
+    def is_pull(self, cid: str) -> bool:
+        ...
+
+    def resend(self, cid: str, namespace: str, name: str) -> bool:
+        """Whether a pull cluster's copy is to be sent again (its work no longer says so)."""
+        ...
+
+    def unobserved(self, cid: str, have: ClusterApplied | None) -> bool:
+        """Whether an object recorded on ``cid`` is not in the book (a cluster handed over
+        and back): applying it again observes it."""
+        ...
+
+    def owned(self, key: str, cids: set[str]) -> frozenset[str] | None:
+        """Of the application's clusters, those this replica serves (None: every one)."""
+        ...
+
+    def home(self, key: str) -> bool:
+        """Whether the application is this replica's own share (its home)."""
+        ...
+
+
+class FactsBuilder:
+    """Facts from :class:`Reads`, dated by ``clock``."""
+
+    def __init__(self, reads: Reads, clock: Clock, *, move_timeout: float) -> None:
+        self.reads = reads
+        self.clock = clock
+        self.move_timeout = move_timeout
+
+    def facts(self, key: str, namespace: str, name: str, recorded: ApplicationState,
+              view: AppView | None, since: Since) -> Facts | None:
+        """The frozen snapshot a reconcile of ``key`` decides on; None when it is not
+        this replica's to reconcile."""
+        reads = self.reads
+        binding = reads.binding(namespace, name)
+        placed = [t for t in binding.spec.targets if t.kind == "Cluster"] if binding else []
+        targets = tuple(cluster_id(t.namespace or namespace, t.name) for t in placed)
+        owned = self._involved(key, recorded, targets)
+        if owned is False:
+            return None
+        assert owned is not True
+        owner = f"{namespace}/{name}"
+        if view is None:
+            unreadable = bool(recorded.applied) and reads.app_unreadable(key)
+            return Facts(None, recorded, app_unreadable=unreadable, owned=owned, owner=owner)
+        meta, spec = view.metadata, view.spec
+        manifest = (spec.manifest if meta.deleted is not None  # removal needs no data
+                    else reads.manifest(namespace, name, meta.generation, spec.manifest))
+        try:
+            bodies, error = tuple(objects(manifest, namespace, name, meta.generation,
+                                          binding.spec.decision if binding else "")), ""
+        except ManifestError as exc:
+            bodies, error = (), str(exc)
+        rules = tuple(spec.health)
+        app = App(meta.generation, meta.deleted is not None,
+                  tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error,
+                  rules, spec.conflictResolution == "Overwrite", spec.deletionPropagation)
+        now = self.clock.now()
+        health = {cid: reads.copy(cid, owner, have, rules, now)
+                  for cid, have in recorded.applied.items()
+                  if have.generation > 0 and (owned is None or cid in owned)}
+        if binding is None:
+            return Facts(app, recorded, owned=owned, health=health, now=now,
+                         move_timeout=self.move_timeout, owner=owner)
+        served = tuple(c for c in targets if owned is None or c in owned)
+        selecting = self._selecting(namespace, name, meta.labels) if not error else []
+        rendered, unrendered = self._rendered(served, bodies, selecting, namespace, name,
+                                              meta.generation, binding.spec.decision)
+        rollout = self._rollout(spec.rollout, spec.pace, recorded, meta.generation, targets,
+                                served, selecting, manifest, namespace,
+                                name) if not error else Inputs()
+        shares = {cluster_id(t.namespace or namespace, t.name): t.replicas for t in placed
+                  if t.replicas is not None}
+        stale = frozenset(c for c in served if self._stale(c, namespace, name, recorded, since))
+        unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
+        return Facts(app, recorded, binding.spec.generation, targets,
+                     binding.status.reason, stale=stale, unseen=unseen, shares=shares,
+                     owned=owned, health=health, now=now, move_timeout=self.move_timeout,
+                     owner=owner, rendered=rendered, unrendered=unrendered, rollout=rollout)
+
+    def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]
+                  ) -> frozenset[str] | bool | None:
+        """This replica's clusters of the application (None: all); False when it has
+        nothing to do with it. One on no cluster at all is its home replica's."""
+        cids = {*recorded.applied, *(c for c in recorded.errors if c != CONFIRM), *targets}
+        owned = self.reads.owned(key, cids)
+        if owned is None or owned:
+            return owned
+        return frozenset() if not cids and self.reads.home(key) else False
+
+    def _stale(self, cid: str, namespace: str, name: str, recorded: ApplicationState,
+               since: Since) -> bool:
+        """Whether the copy on ``cid`` is to be applied again (an agent keeps its own
+        cluster as its work says: a pull cluster's copy is sent again only when its work
+        no longer says to apply it)."""
+        if self.reads.is_pull(cid):
+            return self.reads.resend(cid, namespace, name)
+        return (cid in since.drifted or since.applied.get(cid) != since.epoch
+                or self.reads.unobserved(cid, recorded.applied.get(cid)))
+
+    def _selecting(self, namespace: str, name: str, labels: dict[str, str]) -> list[Override]:
+        """The overrides that select the application (in no order: render orders them)."""
+        return [o for o in self.reads.overrides()
+                if selects_application(o, namespace, name, labels)]
+
+    def _rendered(self, targets: tuple[str, ...], bodies: tuple[dict[str, Any], ...],
+                  selecting: list[Override], namespace: str, name: str, generation: int,
+                  decision: str = "") -> tuple[dict[str, Rendered], dict[str, str]]:
+        """Each target's copy as the overrides make it, and the targets whose copy cannot
+        be rendered (why, naming the rule)."""
+        rendered: dict[str, Rendered] = {}
+        unrendered: dict[str, str] = {}
+        if not selecting or not bodies:
+            return rendered, unrendered
+        for cid in targets:
+            view = self.reads.cluster(cid)
+            if view is None:
+                continue
+            meta = view.metadata
+            try:
+                made = render(bodies, selecting, Where(meta.name, meta.namespace, meta.labels))
+            except RenderError as exc:
+                unrendered[cid] = f"not rendered: {exc}"
+                continue
+            if made.fingerprint:
+                made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name,
+                                                               generation, decision))
+            rendered[cid] = made
+        return rendered, unrendered
+
+    def _rollout(self, policy: RolloutPolicy | None, own: PaceOverride | None,
+                 recorded: ApplicationState, gen: int, targets: tuple[str, ...],
+                 served: tuple[str, ...], selecting: list[Override], manifest: list[Any],
+                 namespace: str, name: str) -> Inputs:
+        """What the application's rollout is decided from: its policy, what operators
+        said, its targets' labels, the generation it rolls from ready to apply, and the
+        pace it keeps (the fleet's with its ``own`` over it)."""
+        if not rolls(policy):
+            return Inputs()
+        # A target joining a staged rollout takes its stage by its labels as they are
+        # now, read from etcd: the informer may not yet have the change that made the
+        # scheduler choose it, and a stale stage could apply a generation too soon.
+        stable = stable_of(recorded.rollout, recorded.applied, gen)
+        joining = (policy is not None and policy.strategy == RolloutStrategy.STAGED
+                   and 0 < stable < gen)
+        labels = {}
+        for cid in targets:
+            view = (self.reads.cluster_now(cid) if joining and cid not in recorded.applied
+                    else None) or self.reads.cluster(cid)
+            labels[cid] = view.metadata.labels if view is not None else {}
+        prior = self._prior(stable, served, selecting, manifest, namespace, name) \
+            if 0 < stable < gen else None
+        return Inputs(policy, self.reads.control(namespace, name), labels, prior,
+                      effective(self.reads.pace(), own), self.reads.in_transit())
+
+    def _prior(self, gen: int, served: tuple[str, ...], selecting: list[Override],
+               current: list[Any], namespace: str, name: str) -> Version | None:
+        """Generation ``gen`` of the application from its history, its Secrets with their
+        current data (None: not kept, or a Secret of it is no longer in the manifest)."""
+        kept = self.reads.kept(namespace, name, gen)
+        manifest = with_current_secrets(kept, current) if kept is not None else None
+        if manifest is None:
+            return None
+        try:
+            bodies = tuple(objects(manifest, namespace, name, gen))
+        except ManifestError:
+            return None
+        rendered, unrendered = self._rendered(served, bodies, selecting, namespace, name, gen)
+        return Version(gen, bodies, rendered, unrendered)

@@ -1,0 +1,256 @@
+"""The facts builder, table-driven: what the read view holds → the Facts a reconcile
+decides on (which clusters are this replica's, which copies are stale, which
+targets are unseen or unrendered, what a rollout reads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+
+from berth.controllers.propagator.facts import FactsBuilder, Since
+from berth.controllers.propagator.health import HEALTHY, UNKNOWN, Copy, Health
+from berth.controllers.propagator.plan import Facts
+from berth.controllers.propagator.views import AppView, ClusterView
+from berth.store import keys
+from berth.store.documents import (
+    ApplicationState,
+    Binding,
+    BindingMeta,
+    BindingSpec,
+    BindingStatus,
+    ClusterApplied,
+    HealthRule,
+    KubeObjectRef,
+    ObjectRef,
+    Target,
+)
+from berth.store.documents.overrides import Override
+from berth.store.documents.pace import PaceSpec
+from berth.store.documents.rollouts import RolloutControl
+from berth_testkit.memory import FakeClock
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+REF = KubeObjectRef("v1", "ConfigMap", "x", "default")
+KEY = keys.resource_key("Application", "web", "default")
+FINE = Copy(Health(HEALTHY, "", 1, 1))
+
+
+@dataclass
+class Table:
+    """A read view as plain tables; what the builder asked is noted."""
+
+    targets: tuple[str, ...] | None = ("a", "b")  # None: no Binding
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)  # informer's
+    labels_now: dict[str, dict[str, str]] = field(default_factory=dict)  # etcd's now
+    offline: dict[str, str] = field(default_factory=dict)
+    rules: list[dict[str, Any]] = field(default_factory=list)  # one override's rules
+    kept_manifests: dict[int, list[Any]] = field(default_factory=dict)
+    garbage: bool = False
+    pulls: set[str] = field(default_factory=set)
+    resends: set[str] = field(default_factory=set)
+    unbooked: set[str] = field(default_factory=set)
+    serving: set[str] | None = None  # None: not sharded
+    is_home: bool = False
+    asked: list[str] = field(default_factory=list)
+
+    def binding(self, namespace: str, name: str) -> Binding | None:
+        if self.targets is None:
+            return None
+        return Binding(BindingMeta(name=name, namespace=namespace), BindingSpec(
+            ObjectRef("Application", name, namespace), 1,
+            [Target("Cluster", c, "default") for c in self.targets]), BindingStatus("Scheduled"))
+
+    def _view(self, labels: dict[str, dict[str, str]], cid: str) -> ClusterView:
+        name = cid.partition("/")[2]
+        return msgspec.convert({"metadata": {"name": name, "namespace": "default",
+                                             "labels": labels.get(name, {})}}, ClusterView)
+
+    def cluster(self, cid: str) -> ClusterView | None:
+        return self._view(self.labels, cid)
+
+    def cluster_now(self, cid: str) -> ClusterView | None:
+        self.asked.append(f"now {cid}")
+        return self._view(self.labels_now, cid)
+
+    def unseen(self, cid: str) -> str:
+        return self.offline.get(cid.partition("/")[2], "")
+
+    def overrides(self) -> list[Override]:
+        if not self.rules:
+            return []
+        return [msgspec.convert({"kind": "Override", "metadata": {
+            "name": "o", "namespace": "default"}, "spec": {"rules": self.rules}}, Override)]
+
+    def control(self, namespace: str, name: str) -> RolloutControl | None:
+        return None
+
+    def pace(self) -> PaceSpec | None:
+        return PaceSpec(per_minute=3)
+
+    def in_transit(self) -> int:
+        return 2
+
+    def manifest(self, namespace: str, name: str, generation: int, manifest: list[Any]
+                 ) -> list[Any]:
+        return manifest
+
+    def kept(self, namespace: str, name: str, generation: int) -> list[Any] | None:
+        return self.kept_manifests.get(generation)
+
+    def app_unreadable(self, key: str) -> bool:
+        self.asked.append(f"unreadable {key}")
+        return self.garbage
+
+    def copy(self, cid: str, owner: str, have: ClusterApplied, rules: tuple[HealthRule, ...],
+             now: datetime) -> Copy:
+        return FINE if cid not in self.pulls else Copy(Health(UNKNOWN, "agent"))
+
+    def is_pull(self, cid: str) -> bool:
+        return cid.partition("/")[2] in self.pulls
+
+    def resend(self, cid: str, namespace: str, name: str) -> bool:
+        return cid.partition("/")[2] in self.resends
+
+    def unobserved(self, cid: str, have: ClusterApplied | None) -> bool:
+        return have is not None and cid.partition("/")[2] in self.unbooked
+
+    def owned(self, key: str, cids: set[str]) -> frozenset[str] | None:
+        if self.serving is None:
+            return None
+        return frozenset(c for c in cids if c.partition("/")[2] in self.serving)
+
+    def home(self, key: str) -> bool:
+        return self.serving is None or self.is_home
+
+
+def app(generation: int = 1, manifest: list[Any] | None = None,
+        rollout: dict[str, Any] | None = None) -> AppView:
+    spec: dict[str, Any] = {"manifest": [CM] if manifest is None else manifest}
+    if rollout:
+        spec["rollout"] = rollout
+    return msgspec.convert({"metadata": {"name": "web", "namespace": "default",
+                                         "generation": generation}, "spec": spec}, AppView)
+
+
+def on(*clusters: str, gen: int = 1) -> ApplicationState:
+    return ApplicationState(applied={f"default/{c}": ClusterApplied(gen, [REF])
+                                     for c in clusters})
+
+
+def build(table: Table, recorded: ApplicationState, view: AppView | None = None,
+          since: Since | None = None, *, no_app: bool = False) -> Facts | None:
+    builder = FactsBuilder(table, FakeClock(datetime(2026, 11, 30, tzinfo=UTC)),
+                           move_timeout=60.0)
+    return builder.facts(KEY, "default", "web", recorded,
+                         None if no_app else (view or app()), since or Since())
+
+
+def ids(*names: str) -> frozenset[str]:
+    return frozenset(f"default/{n}" for n in names)
+
+
+# (name, table, recorded, since, the stale copies)
+STALE = [
+    ("applied in this epoch, no drift: fresh; never applied: stale",
+     Table(), on("a"), Since(0, {}, {"default/a": 0}), ids("b")),
+    ("drift seen since", Table(), on("a", "b"),
+     Since(0, {"default/a": 3}, {"default/a": 0, "default/b": 0}), ids("a")),
+    ("a resync since the last apply", Table(), on("a", "b"),
+     Since(1, {}, {"default/a": 0, "default/b": 1}), ids("a")),
+    ("recorded, but not in the book (handed over and back)", Table(unbooked={"b"}),
+     on("a", "b"), Since(0, {}, {"default/a": 0, "default/b": 0}), ids("b")),
+    ("a pull cluster: as its work says, not by epoch", Table(pulls={"a", "b"}, resends={"b"}),
+     on("a", "b"), Since(5, {"default/a": 1}, {}), ids("b")),
+    ("sharded: only the served clusters' copies", Table(serving={"a"}), on("a", "b"),
+     Since(1, {}, {}), ids("a")),
+]
+
+
+@pytest.mark.parametrize(("table", "recorded", "since", "stale"),
+                         [row[1:] for row in STALE], ids=[row[0] for row in STALE])
+def test_which_copies_are_applied_again(table: Table, recorded: ApplicationState,
+                                        since: Since, stale: frozenset[str]) -> None:
+    facts = build(table, recorded, since=since)
+    assert facts is not None and facts.stale == stale
+
+
+# (name, table, recorded, owned (False: no facts at all))
+OWNED = [
+    ("not sharded: every cluster", Table(), on("a"), None),
+    ("sharded: the served ones", Table(serving={"b"}), on("a"), ids("b")),
+    ("none served here", Table(serving=set()), on("a"), False),
+    ("on no cluster at all: its home replica's", Table(targets=(), serving=set(),
+                                                       is_home=True), on(), ids()),
+    ("on no cluster at all, not home", Table(targets=(), serving=set()), on(), False),
+]
+
+
+@pytest.mark.parametrize(("table", "recorded", "owned"), [row[1:] for row in OWNED],
+                         ids=[row[0] for row in OWNED])
+def test_which_clusters_are_this_replicas(table: Table, recorded: ApplicationState,
+                                          owned: frozenset[str] | bool | None) -> None:
+    facts = build(table, recorded)
+    if owned is False:
+        assert facts is None
+    else:
+        assert facts is not None and facts.owned == owned
+        assert set(facts.health) == {c for c in recorded.applied
+                                     if owned is None or c in owned}  # type: ignore[operator]
+
+
+def test_a_vanished_key_reads_etcd_only_when_something_is_recorded_applied() -> None:
+    table = Table(garbage=True)
+    facts = build(table, on(), no_app=True)
+    assert facts is not None and facts.app is None and not facts.app_unreadable
+    assert table.asked == []
+    facts = build(table, on("a"), no_app=True)
+    assert facts is not None and facts.app_unreadable and table.asked == [f"unreadable {KEY}"]
+
+
+def test_targets_not_seen_online_say_why_and_a_binding_alone_gives_the_targets() -> None:
+    facts = build(Table(offline={"b": "OFFLINE (no answer)"}), on("a"))
+    assert facts is not None
+    assert facts.targets == ("default/a", "default/b") and facts.binding_generation == 1
+    assert facts.unseen == {"default/b": "OFFLINE (no answer)"}
+    assert facts.rollout.policy is None  # not rolled: every target at once
+    facts = build(Table(targets=None), on("a"))
+    assert facts is not None and facts.targets == () and facts.binding_generation is None
+
+
+def test_an_unusable_manifest_is_an_error_and_reads_no_override_or_rollout() -> None:
+    facts = build(Table(rules=[{"labels": {"set": {"x": "y"}}}]), on(),
+                  app(manifest=[{"kind": "ConfigMap"}], rollout={"strategy": "Rolling"}))
+    assert facts is not None and facts.app is not None
+    assert facts.app.manifest_error and facts.app.bodies == ()
+    assert facts.rendered == {} and facts.rollout.policy is None
+
+
+def test_each_target_rendered_by_its_overrides_or_said_why_not() -> None:
+    facts = build(Table(rules=[{"labels": {"set": {"tier": "${cluster.labels.tier}"}}}],
+                        labels={"a": {"tier": "gold"}}), on())
+    assert facts is not None
+    assert facts.rendered["default/a"].bodies[0]["metadata"]["labels"]["tier"] == "gold"
+    assert facts.unrendered == {"default/b": "not rendered: Override default/o rule 1: "
+                                              "cluster default/b has no label 'tier' "
+                                              "(${cluster.labels.tier})"}
+
+
+def test_a_target_joining_a_staged_rollout_takes_its_stage_by_its_labels_in_etcd_now() -> None:
+    staged = {"strategy": "Staged", "stages": [
+        {"name": "canary", "clusters": {"matchLabels": {"ring": "0"}}}]}
+    table = Table(labels={"a": {"ring": "1"}, "b": {}}, labels_now={"b": {"ring": "0"}},
+                  kept_manifests={1: [CM]})
+    facts = build(table, on("a"), app(2, rollout=staged))
+    assert facts is not None
+    inputs = facts.rollout
+    assert inputs.labels == {"default/a": {"ring": "1"}, "default/b": {"ring": "0"}}
+    assert table.asked == ["now default/b"]  # a was applied before: its stage stands
+    assert inputs.prior is not None and inputs.prior.generation == 1
+    assert inputs.pace == PaceSpec(per_minute=3) and inputs.transit == 2
+    # a generation the history no longer holds: nothing to roll back to
+    facts = build(Table(), on("a"), app(2, rollout=staged))
+    assert facts is not None and facts.rollout.prior is None
