@@ -1,11 +1,9 @@
 """The applier: put each placed application on the clusters its Binding names.
 
 One reconcile per application key, level-based: it reads the application, its
-Binding and its own status key into frozen :class:`~controllers.propagator.plan.Facts`
-(``facts.py``),
-then runs the plan (``plan.py``: what to do, as a value) step by step through
-the executor (``execute.py``: doing it on clusters) and the status writer
-(``status.py``), and ends with a result: done, or retry after a while.
+Binding and its own status key into frozen facts (``facts.py``), then runs the
+plan (``plan.py``: what to do, as a value) step by step through the executor
+(``execute.py``) and the status writer (``status.py``): done, or retry later.
 
 * **Apply** generation G only when the Binding was decided for G
   (docs/architecture.md "Store contract"), with server-side apply (field
@@ -36,10 +34,9 @@ the executor (``execute.py``: doing it on clusters) and the status writer
 A cluster that fails is retried with backoff and recorded; a manifest the
 cluster refuses as invalid is FAILED and left until its generation changes.
 
-The applier wires the rooms and runs the loop: the event index that finds the
-applications an event concerns (``concern.py``), the facts builder over the
-informers' view (``facts.py``, ``reads.py``), the plan, the executor and the
-status writer. Each decides or acts on its own, with its own lock if it has state.
+The applier wires the rooms and runs the loop: the event index (``concern.py``:
+the applications an event concerns), the facts builder over the informers' view
+(``facts.py``, ``reads.py``), the plan, the executor and the status writer.
 """
 
 from __future__ import annotations
