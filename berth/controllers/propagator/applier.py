@@ -216,9 +216,6 @@ class Applier:
         for key in {*apps, *map(keys.resource_key_of, statuses)}:
             self.queue.add(key)
 
-    def forget_written(self, upto: int) -> None:
-        self.writer.forget_written(upto)
-
     # -- clusters, for the executor (execute.Clients) -------------------------------
 
     def client(self, cid: str) -> ClusterClient | None:

@@ -194,5 +194,5 @@ class Propagator:
     def _resync_step(self) -> None:
         if self._stop.wait(self.config.resync_interval):
             return
-        self.applier.forget_written(self.applier.statuses.revision)
+        self.applier.writer.forget_written(self.applier.statuses.revision)
         self.applier.resync()
