@@ -9,17 +9,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from starlette.requests import Request
 
 from berth.cli import console_cmd
-from berth.console import pages
 from berth.console.fleet import Fleet
+from berth.console.pages import application, applications, metrics, whatif
+from berth.console.pages import fleet as fleet_page
+from berth.console.pages.common import head
 from berth.console.server import Access, check_exposure
 from berth.store import encode, keys
 from berth_testkit.cli import berth
 from berth_testkit.memory import MemoryStore
 from berth_testkit.scheduler_env import put
+
+
+def data(page: msgspec.Struct | None) -> Any:
+    """A page as the script receives it."""
+    return msgspec.json.decode(msgspec.json.encode(page))
 
 
 def request(authorization: str | None = None) -> Request:
@@ -146,7 +154,7 @@ def fleet() -> Any:
 
 
 def test_the_fleet_page_shows_states_capacity_and_scores(fleet: Fleet) -> None:
-    page = pages.fleet(fleet.snapshot(), "zone")
+    page = data(fleet_page.page(fleet.snapshot(), "zone"))
     assert page["count"] == 2 and page["states"] == {"ONLINE": 1, "OFFLINE": 1}
     assert [g["group"] for g in page["groups"]] == ["eu", "us"]
     de = page["groups"][0]["clusters"][0]
@@ -162,22 +170,22 @@ def test_the_fleet_page_shows_states_capacity_and_scores(fleet: Fleet) -> None:
 
 def test_the_applications_list_filters_by_namespace_labels_and_state(fleet: Fleet) -> None:
     snap = fleet.snapshot()
-    every = pages.applications(snap)
+    every = data(applications.page(snap))
     assert [(r["namespace"], r["name"]) for r in every["rows"]] == [
         ("other", "batch"), ("team", "db"), ("team", "web")]
     web = every["rows"][2]
     assert (web["placement"], web["state"], web["ready"], web["clusters"]) == (
         "Scheduled", "RUNNING", "3/3", ["de"])
     assert every["rows"][1]["placement"] == "Pending"
-    assert [r["name"] for r in pages.applications(snap, namespace="team")["rows"]] == [
+    assert [r["name"] for r in data(applications.page(snap, namespace="team"))["rows"]] == [
         "db", "web"]
-    assert [r["name"] for r in pages.applications(snap, labels="tier!=db")["rows"]] == [
+    assert [r["name"] for r in data(applications.page(snap, labels="tier!=db"))["rows"]] == [
         "batch", "web"]
-    assert [r["name"] for r in pages.applications(snap, state="RUNNING")["rows"]] == ["web"]
-    one = pages.applications(snap, offset=1, limit=1)
+    assert [r["name"] for r in data(applications.page(snap, state="RUNNING"))["rows"]] == ["web"]
+    one = data(applications.page(snap, offset=1, limit=1))
     assert one["matched"] == 3 and [r["name"] for r in one["rows"]] == ["db"]
     with pytest.raises(ValueError, match="cannot parse"):
-        pages.applications(snap, labels="tier in (a")
+        applications.page(snap, labels="tier in (a")
 
 
 def test_a_value_that_does_not_decode_is_skipped_and_the_rest_shown(fleet: Fleet) -> None:
@@ -186,9 +194,9 @@ def test_a_value_that_does_not_decode_is_skipped_and_the_rest_shown(fleet: Fleet
     deadline = time.monotonic() + 5
     while fleet.version < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    rows = pages.applications(fleet.snapshot())["rows"]
+    rows = data(applications.page(fleet.snapshot()))["rows"]
     assert [r["name"] for r in rows] == ["batch", "db", "web"]
-    page = pages.application(fleet.store, "team", "db")
+    page = data(application.page(fleet.store, "team", "db", head(fleet.snapshot())))
     assert page is not None and page["problems"] and "bindings/applications/team/db" in \
         page["problems"][0]
 
@@ -206,7 +214,7 @@ def test_a_metric_history_is_kept_bounded_and_moves_are_seen(fleet: Fleet) -> No
                  "targets": [{"kind": "Cluster", "name": "us", "namespace": "fleet"}]}}))
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        page = pages.metric_series(fleet.snapshot(history=lambda _k: True))
+        page = data(metrics.page(fleet.snapshot(history=lambda _k: True)))
         if page["moves"] and len(page["series"][0]["points"]) == 4:
             break
         time.sleep(0.01)
@@ -234,8 +242,8 @@ def test_a_metric_history_is_kept_bounded_and_moves_are_seen(fleet: Fleet) -> No
     ("key: [unclosed\n", "the pasted YAML"),
 ])
 def test_what_if_refuses_bad_yaml_naming_why(text: str, said: str) -> None:
-    with pytest.raises(pages.Refused, match=said):
-        pages.whatif(MemoryStore(), text)
+    with pytest.raises(whatif.Refused, match=said):
+        whatif.page(MemoryStore(), text)
 
 
 def test_a_deferred_applications_planned_start_is_its_bindings_field(fleet: Fleet) -> None:
@@ -248,7 +256,7 @@ def test_a_deferred_applications_planned_start_is_its_bindings_field(fleet: Flee
                    "deferred_until": "2026-11-28T03:00:00Z"}}))
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        page = pages.metric_series(fleet.snapshot(history=lambda _k: True))
+        page = data(metrics.page(fleet.snapshot(history=lambda _k: True)))
         if page["deferred"]:
             break
         time.sleep(0.01)
@@ -314,7 +322,8 @@ def test_paths_and_methods_nothing_serves_are_said_after_the_token_with_the_head
 
 def test_a_what_if_body_over_the_limit_is_refused_before_it_is_read_whole(
         fleet: Fleet) -> None:
-    from berth.console.server import MAX_WHATIF, build
+    from berth.console.pages.whatif import MAX_WHATIF
+    from berth.console.server import build
 
     app = build(fleet.store, fleet, Access(token="t0ken-long-enough-for-the-test"))
     token = "t0ken-long-enough-for-the-test"
