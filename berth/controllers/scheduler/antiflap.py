@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 import msgspec
 from prometheus_client import Counter
 
-from berth.store.documents import MovesStarted
+from berth.store.documents import HeldBy, MovesStarted
 from berth.store.documents.pace import PaceSpec, closed_until
 
 FLAPS = Counter("berth_scheduler_flaps_total",
@@ -96,7 +96,7 @@ Refs = frozenset[tuple[str, str | None, str]]
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    rule: str  # margin, hold, min_dwell, budget, settle; window, in_transition, per_minute
+    rule: HeldBy
     reason: str  # stable while the same move is held the same way (compared before a write)
     retry_after: float | None  # seconds; None: only a later change can release it
 
@@ -134,33 +134,37 @@ class AntiFlap:
         if c.settle and returned is not None:
             back = self.clock() - returned
             if back < c.settle:
-                return self._held("settle", f"{HELD_PREFIX}: a target came back ONLINE less "
-                                            f"than {c.settle:g}s ago (settle); {to}",
-                                  c.settle - back)
+                return self._held(
+                    HeldBy.SETTLE, f"{HELD_PREFIX}: a target came back ONLINE less than "
+                    f"{c.settle:g}s ago (settle); {to}", c.settle - back)
         if c.margin and gain <= c.margin:
             self._better.pop(key, None)
-            return self._held("margin", f"{HELD_PREFIX}: gains {c.margin:g} or less in score "
-                                        f"(margin); {to}", None)
+            return self._held(
+                HeldBy.MARGIN, f"{HELD_PREFIX}: gains {c.margin:g} or less in score (margin); "
+                f"{to}", None)
         t = self.clock()
         if c.hold:
             seen = self._better.get(key)
             if seen is None or seen[0] != new:
                 self._better[key] = seen = (new, t)
             if t - seen[1] < c.hold:
-                return self._held("hold", f"{HELD_PREFIX} until better for {c.hold:g}s (hold); "
-                                          f"{to}", seen[1] + c.hold - t)
+                return self._held(
+                    HeldBy.HOLD, f"{HELD_PREFIX} until better for {c.hold:g}s (hold); {to}",
+                    seen[1] + c.hold - t)
         if c.min_dwell and last_move is not None:
             stayed = (self.now() - last_move).total_seconds()
             if stayed < c.min_dwell:
-                return self._held("min_dwell", f"{HELD_PREFIX}: moved less than {c.min_dwell:g}s "
-                                               f"ago (min_dwell); {to}", c.min_dwell - stayed)
+                return self._held(
+                    HeldBy.MIN_DWELL, f"{HELD_PREFIX}: moved less than {c.min_dwell:g}s ago "
+                    f"(min_dwell); {to}", c.min_dwell - stayed)
         if c.budget:
             while self._moves and t - self._moves[0] >= c.budget_interval:
                 self._moves.popleft()
             if len(self._moves) >= c.budget:
-                return self._held("budget", f"{HELD_PREFIX}: {c.budget} moves per "
-                                            f"{c.budget_interval:g}s spent (budget); {to}",
-                                  self._moves[0] + c.budget_interval - t)
+                return self._held(
+                    HeldBy.BUDGET, f"{HELD_PREFIX}: {c.budget} moves per "
+                    f"{c.budget_interval:g}s spent (budget); {to}",
+                    self._moves[0] + c.budget_interval - t)
         return None
 
     def _paced(self, pace: PaceSpec, transit: int, to: str) -> Held | None:
@@ -169,25 +173,26 @@ class AntiFlap:
             now = self.now()
             until = closed_until(pace.windows, now)
             if until is not None:
-                return self._held("window", f"{HELD_PREFIX}: no optional change starts until "
-                                            f"{until:%Y-%m-%d %H:%M} UTC (pace window); {to}",
-                                  (until - now).total_seconds())
+                return self._held(
+                    HeldBy.WINDOW, f"{HELD_PREFIX}: no optional change starts until "
+                    f"{until:%Y-%m-%d %H:%M} UTC (pace window); {to}",
+                    (until - now).total_seconds())
         if pace.in_transition and transit >= pace.in_transition:
-            return self._held("in_transition", f"{HELD_PREFIX}: {pace.in_transition} copies in "
-                                               f"transition, the pace's limit (inTransition); "
-                                               f"{to}", PACE_RETRY)
+            return self._held(
+                HeldBy.IN_TRANSITION, f"{HELD_PREFIX}: {pace.in_transition} copies in "
+                f"transition, the pace's limit (inTransition); {to}", PACE_RETRY)
         if pace.per_minute:
             t = self.clock()
             while self._started and t - self._started[0] >= 60.0:
                 self._started.popleft()
             if len(self._started) >= pace.per_minute:
-                return self._held("per_minute", f"{HELD_PREFIX}: {pace.per_minute} moves "
-                                                f"started in the last minute (perMinute); {to}",
-                                  self._started[0] + 60.0 - t)
+                return self._held(
+                    HeldBy.PER_MINUTE, f"{HELD_PREFIX}: {pace.per_minute} moves started in "
+                    f"the last minute (perMinute); {to}", self._started[0] + 60.0 - t)
         return None
 
     @staticmethod
-    def _held(rule: str, reason: str, retry_after: float | None) -> Held:
+    def _held(rule: HeldBy, reason: str, retry_after: float | None) -> Held:
         HELD.labels(rule).inc()
         return Held(rule, reason, retry_after)
 

@@ -29,6 +29,7 @@ from berth.store.documents import (
     BindingSpec,
     BindingState,
     BindingStatus,
+    HeldBy,
     ObjectRef,
     Target,
 )
@@ -46,7 +47,7 @@ class Outcome:
     reason: str
     explained: Explained  # the explanation, built only if the Binding is written
     evaluation: Evaluation | None = None  # what the attempt found (the ledger's record)
-    held: str = ""  # the rule holding a better placement back (Scheduled, kept targets)
+    held: HeldBy = HeldBy.NOTHING  # the rule holding a better placement back (kept targets)
     deferred_until: datetime | None = None  # Pending: when the work is planned to start
 
 

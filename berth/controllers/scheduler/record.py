@@ -19,7 +19,7 @@ from berth.controllers.scheduler.framework import Evaluation, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
 from berth.controllers.scheduler.views import BindingView
-from berth.store.documents import Binding, BindingState, Target
+from berth.store.documents import Binding, BindingState, HeldBy, Target
 from berth.store.documents import ledger as L
 from berth.store.events import NORMAL
 
@@ -177,7 +177,7 @@ def placement_record(subject: Subject, binding: BindingView | None, doc: Binding
     short = candidates(doc, before, evaluation, chosen)
     metrics = sorted({m for c in short for m in c.metrics})
     why, detail = trigger(subject, binding, evaluation, failed, metrics)
-    rule = str(note.get("held_back", "")) if what == L.HELD else ""
+    rule = doc.status.held if what == L.HELD else HeldBy.NOTHING
     assert doc.metadata.modified is not None
     return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,
                     trigger=why, detail=detail, source=_bare(before),

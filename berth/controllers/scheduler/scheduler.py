@@ -74,7 +74,7 @@ from berth.controllers.scheduler.sweep import depends_on_placements, swept
 from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Invalid, Store, decode, encode, keys
-from berth.store.documents import BindingState, MovesStarted, Target
+from berth.store.documents import BindingState, HeldBy, MovesStarted, Target
 from berth.store.documents.pace import effective
 from berth.store.events import WARNING, InvolvedObject
 from berth.store.ledger import Stamps
@@ -82,6 +82,7 @@ from berth.store.ledger import Stamps
 log = logging.getLogger(__name__)
 
 ATTEMPTS = Counter("berth_scheduler_attempts_total", "Scheduling attempts", ["result"])
+
 
 class Attempt(StrEnum):
     """How a scheduling attempt (or a sweep's look at a placed subject) ended: the
@@ -741,7 +742,7 @@ class Scheduler:
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
                 state: BindingState, reason: str, explained: Explained,
-                evaluation: Evaluation | None = None, *, held: str = "",
+                evaluation: Evaluation | None = None, *, held: HeldBy = HeldBy.NOTHING,
                 deferred_until: datetime | None = None) -> None:
         write = self._write(subject, binding, Outcome(new, state, reason, explained, evaluation,
                                                       held, deferred_until))

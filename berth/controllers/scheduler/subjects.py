@@ -183,7 +183,7 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
         BindingSpec(ObjectRef(sys.intern(r.kind), name, ns), spec.generation,
                     [_shared_target(t) for t in spec.targets], scheduled, spec.decision),
         BindingStatusView(status.state, kept_reason(status.state, status.reason, status.held),
-                          sys.intern(status.held), status.deferred_until))
+                          status.held, status.deferred_until))
 
 
 def _shared_target(t: Target) -> Target:

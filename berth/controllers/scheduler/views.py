@@ -19,6 +19,7 @@ from berth.store.documents import (
     BindingSpec,
     BindingState,
     Gang,
+    HeldBy,
     MetricRef,
     ObjectRef,
     Placement,
@@ -118,7 +119,7 @@ class MetricDefView(msgspec.Struct):
     spec: MetricDefSpec
 
 
-def kept_reason(state: BindingState | None, reason: str, held: str) -> str:
+def kept_reason(state: BindingState | None, reason: str, held: HeldBy) -> str:
     """The reason where the scheduler compares it: a state other than Scheduled, or a
     move held back (a Scheduled Binding's summary changes with the fleet: not kept)."""
     return reason if state != BindingState.SCHEDULED or held else ""
@@ -127,7 +128,7 @@ def kept_reason(state: BindingState | None, reason: str, held: str) -> str:
 class BindingStatusView(msgspec.Struct):
     state: BindingState | None = None
     reason: str = ""
-    held: str = ""
+    held: HeldBy = HeldBy.NOTHING
     deferred_until: datetime | None = None
 
 

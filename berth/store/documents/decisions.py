@@ -47,13 +47,27 @@ class BindingState(StrEnum):
     UNSCHEDULABLE = "Unschedulable"  # nothing fits now (kept where it runs, if anywhere)
 
 
+class HeldBy(StrEnum):
+    """The anti-flap or pace rule holding a better placement back (docs/antiflap.md,
+    docs/pace.md); NOTHING ("", falsy) while none does."""
+
+    NOTHING = ""
+    MARGIN = "margin"
+    HOLD = "hold"
+    MIN_DWELL = "min_dwell"
+    BUDGET = "budget"
+    SETTLE = "settle"
+    WINDOW = "window"
+    IN_TRANSITION = "in_transition"
+    PER_MINUTE = "per_minute"
+
+
 class BindingStatus(msgspec.Struct, omit_defaults=True):
     state: BindingState | None = None  # None: not decided yet
     reason: str = ""  # for people; what code reads is a field
     # the anti-flap or pace rule holding a better placement back, while it does (the
-    # Binding keeps its targets): margin, hold, min_dwell, budget, settle, window,
-    # in_transition, per_minute
-    held: str = ""
+    # Binding keeps its targets)
+    held: HeldBy = HeldBy.NOTHING
     deferred_until: datetime | None = None  # Pending: when the work is planned to start
     explanation: list[dict[str, Any]] = []
     # The scheduler leader's term it was written in (its election key's create

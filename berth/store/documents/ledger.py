@@ -17,7 +17,7 @@ from typing import Final
 
 import msgspec
 
-from berth.store.documents.decisions import Target
+from berth.store.documents.decisions import HeldBy, Target
 
 
 class LedgerEvent(StrEnum):
@@ -98,7 +98,7 @@ class Record(msgspec.Struct, tag_field="kind", tag="LedgerRecord", omit_defaults
     targets: list[Target] = []  # where it is placed now
     state: str = ""
     reason: str = ""
-    rule: str = ""  # the anti-flap rule that held a move back
+    rule: HeldBy = HeldBy.NOTHING  # the anti-flap or pace rule that held a move back
     candidates: list[Candidate] = []
     changes: list[Change] = []  # propagator records
     # The id of the scheduler's record that placed what this one reports on, when
