@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.framework import (
@@ -104,6 +105,15 @@ class FakeSnapshot:
             p.labels.get(k) == v for k, v in (labels or {}).items())]
 
 
+HEAT = {"heat": 1.0}  # one metric, weight 1
+
+
+def ranked_fleet(n: int = 5) -> FakeSnapshot:
+    """Clusters c0..c{n-1} scored by ``heat``, c0 the best."""
+    return FakeSnapshot([cluster(f"c{i}", metrics=HEAT) for i in range(n)],
+                        {(f"c{i}", "heat"): 1.0 - i / 10 for i in range(n)})
+
+
 def evaluate(snapshot: FakeSnapshot, subject: Subject,
              config: SchedulerConfig | None = None) -> tuple[Evaluation, list[str]]:
     """Run pre-filter, filter, score and selection; return the evaluation and the chosen."""
@@ -117,3 +127,18 @@ def evaluate(snapshot: FakeSnapshot, subject: Subject,
     chosen = select(subject, ev.ranked, snapshot.current_targets(subject),
                     fill=fw.selector(state))
     return ev, [r.candidate.ref.name for r in chosen]
+
+
+def rejected_both_ways(plugin: Any, subject: Subject, snapshot: FakeSnapshot,
+                       state: CycleState | None = None) -> tuple[list[str], list[str]]:
+    """The clusters ``plugin`` rejects by its set form (``filter_set``) and one by one
+    (``filter``), by name in the fleet's order: a plugin's two forms must agree."""
+    state = state or CycleState()
+    fleet = snapshot.fleet(subject)
+    every = (1 << len(fleet)) - 1
+    by_set = [c.ref.name for _, bits in plugin.filter_set(state, subject, fleet, every, snapshot)
+              for c in fleet.select(bits)]
+    one_by_one = [c.ref.name for c in fleet.select(every)
+                  if not plugin.filter(state, subject, c, snapshot).ok]
+    return sorted(by_set), sorted(one_by_one)
+
