@@ -110,7 +110,7 @@ from tests.robustness.traffic import App, Traffic
 T = TypeVar("T")
 GRACE = 30.0  # seconds after a fault during which a copy may still be short
 WINDOW = 120.0  # seconds back in which the clusters a Binding named count as its
-SEEN = 5.0  # seconds within which berth records a Job complete (urgent: applier.py)
+SEEN = 5.0  # seconds within which berth records a Job complete (urgent: concern.py)
 
 
 @dataclass(frozen=True, slots=True)

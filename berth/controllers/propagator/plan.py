@@ -31,7 +31,7 @@ The rules (docs/propagator.md):
 
 Over 600 lines, on purpose: these are the rules of one reconcile, each beside the
 others it must agree with (a move's removal, a rollout's wave, the state said);
-what reads and executes them lives apart (``execute.py``, ``applier.py``).
+what reads and executes them lives apart (``facts.py``, ``execute.py``, ``applier.py``).
 """
 
 from __future__ import annotations
