@@ -6,8 +6,7 @@
 #   source scripts/setup.sh --demo    # only what scripts/run.sh's demo needs
 #
 # The demo needs: a virtualenv with berth (.venv, the versions of
-# constraints.txt), the scheduler's hot path compiled (build/native, see
-# berth/native.py; needs a C compiler and Python's headers), etcd (built once
+# constraints.txt; berth is plain Python, nothing is compiled), etcd (built once
 # from source into ~/.cache/berth, see install-etcd.sh) and kube-apiserver
 # (built once from source, about three minutes). The suite also needs
 # Prometheus and the Pushgateway (Debian's packages), the Kafka broker's jars
@@ -63,13 +62,6 @@ if ! command -v openssl >/dev/null; then   # certificates for TLS tests and API 
   step "openssl (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl'
 fi
 step "python virtualenv .venv (berth, pinned by constraints.txt)" install_python
-if ! command -v cc >/dev/null || ! "$here/.venv/bin/python" -c \
-    'import os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
-    2>/dev/null; then   # the compiled hot path needs a C compiler and Python's headers
-  step "C compiler and Python headers (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev'
-fi
-step "the scheduler's hot path compiled (mypyc, into build/native; ~100 s when it changed)" \
-  "$here/.venv/bin/python" "$here/scripts/build-native.py"
 step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
 step "kubernetes control plane and kwok (built once into $cache; the first time ~6 min)" \
   bash "$here/scripts/install-kube.sh"

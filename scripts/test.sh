@@ -16,9 +16,5 @@ echo "== import contracts (pyproject.toml [tool.importlinter])" >&2
 lint-imports --no-cache --no-logo
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
-if [ $# -eq 0 ]; then  # the whole suite: the unit tests also on the compiled hot path
-  echo "== unit tests on the compiled hot path that setup built (berth/native.py)" >&2
-  python -m pytest -p no:cacheprovider -q tests/unit
-fi
-echo "== pytest in plain Python, as berth ships (deploy/: nothing compiled)" >&2
-BERTH_NATIVE=0 python -m pytest -p no:cacheprovider "$@"
+echo "== pytest (berth is plain Python, as it ships)" >&2
+python -m pytest -p no:cacheprovider "$@"

@@ -1,24 +1,17 @@
 """Fixtures shared by every test: a real etcd for the integration tests.
 
 A test that needs etcd and cannot start one fails with a message saying how
-to install it; nothing is skipped. The tests run on the compiled hot path
-when it is built, loaded here before any test imports a module of it;
-``BERTH_NATIVE=0`` runs them plain, as berth ships (the test command runs the
-whole suite so, and the unit tests compiled as well).
+to install it; nothing is skipped.
 """
 
 from __future__ import annotations
 
-from berth import native
+from collections.abc import Iterator
 
-native.install()
+import pytest
 
-from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
-
-from berth.store import EtcdConfig, Store  # noqa: E402
-from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable  # noqa: E402
+from berth.store import EtcdConfig, Store
+from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "faults": ("integration", "faults"),

@@ -20,7 +20,6 @@ from typing import Any
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 PROCESSES = {"scheduler", "metrics-cache", "propagator", "agent"}  # the rest: one-shot tools
-COMPILED = PROCESSES | {"explain"}  # run the compiled hot path if it is built (berth.native)
 
 COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line help)
     "bootstrap": ("bootstrap_cmd", "seed etcd from YAML documents (all or nothing)"),
@@ -125,10 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     (argparse's own usage errors are 2 as well), 130 interrupted."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = chosen(argv)
-    if command in COMPILED:  # before the subcommand's module imports any of them
-        from berth import native
-
-        native.install()
     args = parser(command).parse_args(argv)
     from berth.cli import logs
     from berth.cli.etcd_options import etcd_config, explain_store_error

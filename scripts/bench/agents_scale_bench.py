@@ -27,6 +27,7 @@ once, when its agent authenticates (and again after each change to users or role
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import sys
@@ -38,12 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
-from berth_testkit import compiled
-
-NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
-
-import contextlib
 
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.store import EtcdConfig, Put, Store, StoreError, Watch, auth, encode, keys

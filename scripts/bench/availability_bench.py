@@ -69,10 +69,6 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import PatchType
 
-from berth_testkit import compiled
-
-NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
-
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth_testkit.figures import pct
@@ -302,7 +298,7 @@ def main() -> None:
                 "metadata": {"name": name, "namespace": "default", "generation": 1},
                 "spec": {"manifest": [deployment(name)], "constraints": {"cluster": {
                     "labels": [f"pair = p{pair}"]}}, "rollout": rollout}})))
-        profile = Profile(args.profile, "apply", propagator.pid, native=NATIVE)
+        profile = Profile(args.profile, "apply", propagator.pid)
         cpu = cpu_seconds(propagator.pid)
         agents_cpu = _cpu(agents)
         began = time.perf_counter()
@@ -382,7 +378,7 @@ def main() -> None:
         time.sleep(0.5)
         for j in flip:
             green[clusters[j]], green[clusters[j + pairs]] = 0.1, 0.9
-        profile = Profile(args.profile, "moves", propagator.pid, native=NATIVE)
+        profile = Profile(args.profile, "moves", propagator.pid)
         cpu = cpu_seconds(propagator.pid)
         changed = time.perf_counter()
         provider(store, green)

@@ -22,10 +22,6 @@ import gc
 import random
 import time
 
-from berth_testkit import compiled
-
-compiled.load()  # first: what this process decides in-process runs compiled
-
 import msgspec
 from workload import app_doc, cluster_capacity, cluster_doc
 

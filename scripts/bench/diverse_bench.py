@@ -46,10 +46,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from berth_testkit import compiled
-
-COMPILED = compiled.load()  # first; profiles unwind native frames when compiled
-
 import msgspec
 from scheduler_bench import batch_mean
 from workload import app_doc, cluster_capacity, cluster_doc
@@ -62,6 +58,7 @@ from berth_testkit.scheduler_env import picture
 from berth_testkit.servers.etcd import EtcdServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+
 
 class _Target(msgspec.Struct):
     name: str
@@ -279,7 +276,7 @@ def main() -> None:
                                    requests=not args.no_requests) for n in names}
         ops = [Put(keys.resource_key("Application", n, "default"), encode(d))
                for n, d in docs_by_name.items()]
-        profile = Profile(args.profile, "throughput", proc.pid, native=COMPILED)
+        profile = Profile(args.profile, "throughput", proc.pid)
         assert server.proc is not None
         cpu, etcd_cpu = cpu_seconds(proc.pid), cpu_seconds(server.proc.pid)
         own_cpu = time.process_time()
@@ -348,7 +345,7 @@ def main() -> None:
                 metrics, max(1, round(len(metrics) * args.changed)))
             vals = [Put(k, metric_value(m, rng.uniform(0, 10)), revs[k])
                     for m in sorted(changing) for k in [keys.metric_value_key(m)]]
-            profile = Profile(args.profile, "reaction", proc.pid, native=COMPILED)
+            profile = Profile(args.profile, "reaction", proc.pid)
             t0 = time.perf_counter()
             store.commit_chunks(vals)
             picture(store)  # as the metrics-cache does after a poll's values
@@ -394,7 +391,7 @@ def main() -> None:
                          encode(app_doc(f"lat-{i:06d}", rng, workloads=args.workloads,
                                         requests=not args.no_requests)))
                         for i in range(n_lat)]
-            profile = Profile(args.profile, "latency", proc.pid, native=COMPILED)
+            profile = Profile(args.profile, "latency", proc.pid)
             start = time.perf_counter()
 
             def offer(i: int, name: str, doc: bytes) -> None:

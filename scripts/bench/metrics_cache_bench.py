@@ -31,10 +31,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from berth_testkit import compiled
-
-compiled.load()  # first: the processes it starts run compiled (it refuses a stale build)
-
 from berth.controllers.metrics_cache.config import MetricsCacheConfig
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import MetricValue

@@ -31,10 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from berth_testkit import compiled
-
-compiled.load()  # first: what this process decides in-process runs compiled
-
 import msgspec
 from propagator_bench import CLUSTERS, StatusWatcher, launch, manifest
 

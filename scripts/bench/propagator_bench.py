@@ -35,10 +35,6 @@ from lightkube import Client, KubeConfig
 from lightkube.core.resource_registry import resource_registry
 from lightkube.types import PatchType
 
-from berth_testkit import compiled
-
-compiled.load()  # first: the processes it starts run compiled (it refuses a stale build)
-
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import (
     ApplicationStatus,

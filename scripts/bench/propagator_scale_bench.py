@@ -43,11 +43,6 @@ from pathlib import Path
 
 import msgspec
 from lightkube import Client, KubeConfig
-
-from berth_testkit import compiled
-
-NATIVE = compiled.load()  # first: this process and the ones it starts run compiled
-
 from propagator_bench import StatusWatcher, floor, manifest
 
 from berth.controllers.propagator.shard import CLAIMS, MEMBERS
@@ -66,6 +61,7 @@ from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
 ROOT = Path(__file__).resolve().parents[2]
+
 
 def start_replicas(n: int, url: str, work: Path, workers: int) -> list[tuple[subprocess.Popen[
         bytes], int]]:
@@ -189,8 +185,7 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
             k.etcd.proc.pid for k in kubes if k.etcd.proc]
         etcd = [server.proc.pid] if server.proc else []
         used = (cpu_seconds(pids), cpu_seconds(servers), cpu_seconds(etcd))
-        profile = Profile(args.profile, str(replicas), pids[0],
-                          native=NATIVE)
+        profile = Profile(args.profile, str(replicas), pids[0])
         began = time.perf_counter()
         store.commit_chunks(ops)
         if not watcher.wait_for(args.apps, timeout=120 + args.apps * 0.5):

@@ -30,10 +30,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-from berth_testkit import compiled
-
-compiled.load()  # first: what this process decides in-process runs compiled
-
 from berth.store import EtcdConfig, Put, Store, Watch, decode, encode, keys
 from berth.store.documents import Binding
 from berth_testkit.figures import pct

@@ -53,19 +53,15 @@ def py_spy() -> str:
 
 class Profile:
     """py-spy recording a process during one phase (raw collapsed stacks, GIL holders
-    only) into ``PREFIX-<phase>.txt``, if a prefix is given (else it does nothing).
+    only) into ``PREFIX-<phase>.txt``, if a prefix is given (else it does nothing)."""
 
-    Compiled modules' functions are C: py-spy sees them only when it unwinds native
-    frames too (``native``, which costs it more per sample)."""
-
-    def __init__(self, prefix: str | None, phase: str, pid: int, *, native: bool = False
-                 ) -> None:
+    def __init__(self, prefix: str | None, phase: str, pid: int) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         self.path = f"{prefix}-{phase}.txt" if prefix else ""
         if prefix:
             self.proc = subprocess.Popen(
                 [py_spy(), "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
-                 "--gil", *(["--native"] if native else []), "--output", self.path],
+                 "--gil", "--output", self.path],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
 

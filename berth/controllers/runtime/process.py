@@ -21,7 +21,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import Counter
 
-from berth import native
 from berth.controllers.runtime.election import LeaderElection
 from berth.controllers.runtime.health import HealthServer
 from berth.controllers.runtime.observe import LEADER_STATE
@@ -144,7 +143,6 @@ def run_process(
     health.add_readiness("etcd", store.link.up)  # a replica that cannot reach etcd is no use
     health.start()
     log.info("%s: health and metrics on http://%s:%d/", name, listen[0], health.port)
-    log.info("%s: berth.native: %s", name, native.STATUS)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("%s: signal %d; stopping", name, signum)

@@ -82,15 +82,6 @@ class Resources:
     pods: int = 0
     scalar: Scalars = ()
 
-    # Written out: compiled (berth.native), this one is; the generated one is not (see
-    # berth.controllers.scheduler.framework.status.Status).
-    def __init__(self, cpu: int = 0, memory: int = 0, pods: int = 0,
-                 scalar: Scalars = ()) -> None:
-        object.__setattr__(self, "cpu", cpu)
-        object.__setattr__(self, "memory", memory)
-        object.__setattr__(self, "pods", pods)
-        object.__setattr__(self, "scalar", scalar)
-
     @staticmethod
     def of(values: Mapping[str, Any], pods: int = 0) -> Resources:
         """From a Kubernetes resource list (``{"cpu": "500m", "memory": "1Gi"}``).
@@ -333,13 +324,6 @@ class Demand:
     per_replica: Resources = NOTHING
     fixed: Resources = NOTHING
     whole: Resources = NOTHING  # the manifest as written, on one cluster
-
-    def __init__(self, replicas: int = 0, per_replica: Resources = NOTHING,
-                 fixed: Resources = NOTHING, whole: Resources = NOTHING) -> None:
-        object.__setattr__(self, "replicas", replicas)  # written out: as Resources'
-        object.__setattr__(self, "per_replica", per_replica)
-        object.__setattr__(self, "fixed", fixed)
-        object.__setattr__(self, "whole", whole)
 
     def on(self, share: int | None) -> Resources:
         """What a cluster running ``share`` replicas carries (None: the whole manifest)."""

@@ -44,7 +44,8 @@ class Evaluation:
     def __init__(self, fleet: Fleet, feasible: int, rejections: list[tuple[Status, int]],
                  ranked: Ranking, considered: int = 0, error: Status | None = None,
                  views: dict[str, Any] | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
+        # ``views``: shared with the evaluations of the same signature when given (None:
+        # its own); ``derived`` is always its own
         self.fleet = fleet
         self.feasible = feasible
         self.rejections = rejections
@@ -106,18 +107,6 @@ class Static:
     dense: list[Ranked] | None = None  # when some scorer has no set form
     error: Status | None = None
     views: dict[str, Any] = field(default_factory=dict)  # Evaluation.views of rejections
-
-    def __init__(self, feasible: int, rejections: list[tuple[Status, int]], bands: list[Band],
-                 base: BaseOrder | None = None, dense: list[Ranked] | None = None,
-                 error: Status | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.feasible = feasible
-        self.rejections = rejections
-        self.bands = bands
-        self.base = base
-        self.dense = dense
-        self.error = error
-        self.views = {}
 
     def views_of(self, rejections: list[tuple[Status, int]]) -> dict[str, Any] | None:
         """The shared views, if ``rejections`` are this part's own (no more were added)."""

@@ -62,17 +62,6 @@ class Ranked:
     ordinal: int = -1
     shared: bool = False  # exactly the fleet's entry for this candidate: the same for all
 
-    def __init__(self, candidate: Candidate, tier: int, score: float,
-                 scores: dict[str, float] | None = None, ordinal: int = -1,
-                 shared: bool = False) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.candidate = candidate
-        self.tier = tier
-        self.score = score
-        self.scores = {} if scores is None else scores
-        self.ordinal = ordinal
-        self.shared = shared
-
     @property
     def order(self) -> tuple[int, float]:
         return (self.tier, self.score)
@@ -146,13 +135,6 @@ class Band:
     bits: int
     delta: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)  # plugin → weighted addition
-
-    def __init__(self, bits: int, delta: float = 0.0,
-                 parts: dict[str, float] | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.bits = bits
-        self.delta = delta
-        self.parts = {} if parts is None else parts
 
 
 class Lazy(Sequence[Ranked]):

@@ -22,10 +22,3 @@ class CycleState:
     allow: list[str] = field(default_factory=list)  # waiting subjects a permit released
     fleet: Fleet | None = None  # the frozen candidates this attempt decides on
 
-    def __init__(self, data: dict[str, Any] | None = None, current: list[Target] | None = None,
-                 allow: list[str] | None = None, fleet: Fleet | None = None) -> None:
-        # written out: compiled (see framework.status.Status)
-        self.data = {} if data is None else data
-        self.current = [] if current is None else current
-        self.allow = [] if allow is None else allow
-        self.fleet = fleet

@@ -31,16 +31,6 @@ class Status:
     plugin: str = ""
     timeout: float = field(default=0.0, compare=False)  # WAIT only
 
-    # Written out, here and in the scheduler's other hot dataclasses: mypyc compiles an
-    # __init__ written out, not the one @dataclass generates, which runs interpreted
-    # (483 against 37 ns a frozen construction).
-    def __init__(self, code: Code = Code.SUCCESS, reasons: tuple[str, ...] = (),
-                 plugin: str = "", timeout: float = 0.0) -> None:
-        object.__setattr__(self, "code", code)
-        object.__setattr__(self, "reasons", reasons)
-        object.__setattr__(self, "plugin", plugin)
-        object.__setattr__(self, "timeout", timeout)
-
     @property
     def ok(self) -> bool:
         return self.code in (Code.SUCCESS, Code.SKIP)

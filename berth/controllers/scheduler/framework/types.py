@@ -32,12 +32,6 @@ class Ref:
     namespace: str | None
     name: str
 
-    def __init__(self, kind: str, namespace: str | None, name: str) -> None:
-        # written out: compiled (see framework.status.Status)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "namespace", namespace)
-        object.__setattr__(self, "name", name)
-
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
@@ -140,12 +134,6 @@ class Placed:
     ref: Ref
     labels: Mapping[str, str]
     targets: tuple[Ref, ...]
-
-    def __init__(self, ref: Ref, labels: Mapping[str, str], targets: tuple[Ref, ...]) -> None:
-        # written out: compiled (see framework.status.Status)
-        object.__setattr__(self, "ref", ref)
-        object.__setattr__(self, "labels", labels)
-        object.__setattr__(self, "targets", targets)
 
 
 Breakdown = dict[str, Any]
