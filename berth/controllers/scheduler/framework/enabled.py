@@ -3,11 +3,11 @@
 :func:`enable` makes each plugin a profile names (one instance per plugin,
 whatever points enable it, with its arguments from every entry that names it),
 checks that it implements each point it is enabled at, and binds it to the
-Protocols of :mod:`plugin` it implements: each point's plugins in order, and
-each optional form (a set form, a batch, a tier, a description for the
-explanation) by plugin name. Nothing is discovered later: the runner calls a
-plugin only through the Protocol it was bound as here, and asks no plugin what
-it can do during an attempt.
+Protocols of :mod:`plugin` it declares as its bases (:func:`check_declarations`):
+each point's plugins in order, and each optional form (a set form, a batch, a
+tier, a description for the explanation) by plugin name. Nothing is discovered
+later: the runner calls a plugin only through the Protocol it was bound as here,
+and asks no plugin what it can do during an attempt.
 """
 
 # The Protocols of :mod:`plugin` are passed as the types a plugin is bound as; mypy
@@ -93,21 +93,36 @@ def _takes(factory: Callable[..., Plugin]) -> frozenset[str]:
         frozenset())
 
 
-# Every method name an extension point or one of its forms is called by (the Protocols
-# the plugin module defines), and what every plugin has from its base.
-_POINT_METHODS = frozenset(
-    attr for proto in vars(points).values()
+# The extension points and their forms (the Protocols the plugin module defines), each
+# with the methods it is called by; and what every plugin has from its base.
+_POINTS: dict[type, frozenset[str]] = {
+    proto: frozenset(attr for attr in vars(proto) if not attr.startswith("_")
+                     and callable(vars(proto)[attr]))
+    for proto in vars(points).values()
     if isinstance(proto, type) and getattr(proto, "_is_protocol", False)
-    and proto.__module__ == points.__name__
-    for attr in dir(proto) if not attr.startswith("_"))
+    and proto.__module__ == points.__name__ and proto is not points.Named}
+_POINT_METHODS = frozenset(m for methods in _POINTS.values() for m in methods)
 _BASE = frozenset(attr for attr in dir(Plugin) if not attr.startswith("_"))
 
 
-def _no_misspelt_point(name: str, instance: Plugin) -> None:
-    """A plugin is bound to a point by its methods' names, so a misspelt one would be
-    ignored without a word: a public method named nearly as a point is refused, naming
-    the plugin (helpers of other names are the plugin's own business)."""
-    for attr in dir(type(instance)):
+def check_declarations(name: str, cls: type) -> None:
+    """A plugin declares the points it implements as its bases (``class P(Plugin,
+    points.Filter)``: mypy checks each method's signature against the point's), and it
+    is bound by them: a declared point whose method it does not define, a point's method
+    it defines without declaring the point, and a public method named nearly as a point
+    (a misspelling) are refused, naming the plugin."""
+    declared = {proto for proto in _POINTS if proto in cls.__mro__}
+    for proto in sorted(declared, key=lambda p: p.__name__):
+        for method in sorted(_POINTS[proto]):
+            if getattr(cls, method, None) is vars(proto)[method]:
+                raise ValueError(f"plugin {name}: declares {proto.__name__} but defines no "
+                                 f"{method}()")
+    for proto, methods in sorted(_POINTS.items(), key=lambda kv: kv[0].__name__):
+        if proto not in declared and methods and all(hasattr(cls, m) for m in methods) and (
+                not any(m in _BASE for m in methods)):
+            raise ValueError(f"plugin {name}: defines {', '.join(sorted(methods))}() but does "
+                             f"not declare points.{proto.__name__} among its bases")
+    for attr in dir(cls):
         if attr.startswith("_") or attr in _POINT_METHODS or attr in _BASE:
             continue
         near = difflib.get_close_matches(attr, _POINT_METHODS, n=1, cutoff=0.8)
@@ -140,7 +155,7 @@ def enable(profile: Profile, registry: Registry,
                 wanted = _takes(factory)
                 instance = factory({**{k: v for k, v in (shared or {}).items() if k in wanted},
                                     **args[spec.name]})
-                _no_misspelt_point(spec.name, instance)
+                check_declarations(spec.name, type(instance))
                 instances[spec.name] = instance
             if not (isinstance(instance, proto) or (
                     point == "filter" and isinstance(instance, points.FilterAll))):

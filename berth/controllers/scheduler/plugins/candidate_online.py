@@ -7,8 +7,6 @@ always eligible unless deleted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from berth.controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
@@ -20,11 +18,12 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 
 NAME = "CandidateOnline"
 
 
-class CandidateOnline(Plugin):
+class CandidateOnline(Plugin, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -49,10 +48,3 @@ class CandidateOnline(Plugin):
                 out.append((unschedulable(f"not ONLINE ({state or 'no status'})").named(NAME),
                             bits & ~deleted))
         return out
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _filter: type[points.Filter] = CandidateOnline
-    _filter_set: type[points.FilterSet] = CandidateOnline

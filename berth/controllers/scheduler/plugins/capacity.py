@@ -42,10 +42,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Annotated, Any, Final, Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
+from msgspec import Meta
 
 from berth.controllers.scheduler.framework import (
     SKIP,
@@ -61,12 +63,24 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.fleet import as_mask, bits_of
 from berth.controllers.scheduler.framework.helpers.replicas import current_share, divided
+from berth.controllers.scheduler.framework.plugin import NoArgs
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.plugins.args import CapacityArgs, ResourceWeight
 from berth.store.documents.resources import Resources
+
+
+class ResourceWeight(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    name: Annotated[str, Meta(min_length=1)]
+    weight: Annotated[int, Meta(ge=1, le=100)] = 1
+
+
+class CapacityArgs(NoArgs, frozen=True):
+    strategy: Literal["LeastAllocated", "MostAllocated", "BalancedAllocation"] = "LeastAllocated"
+    resources: Annotated[list[ResourceWeight], Meta(min_length=1)] | None = None
+
 
 NAME = "Capacity"
 
@@ -222,7 +236,8 @@ def _shortages(names: list[str], short: list[int]) -> dict[tuple[str, ...], int]
     return out
 
 
-class Capacity(Plugin):
+class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points.Score,
+               points.ScoreSet, points.ScoreValues, points.Normalize, points.Describe):
     name = NAME
     Args = CapacityArgs
 
@@ -435,16 +450,3 @@ class Capacity(Plugin):
             hit = self._described[candidate.key] = (cap, {
                 "free": str(cap.free), "allocatable": str(cap.allocatable)})
         return hit[1]
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = Capacity
-    _filter: type[points.Filter] = Capacity
-    _filter_set: type[points.FilterSet] = Capacity
-    _score: type[points.Score] = Capacity
-    _score_set: type[points.ScoreSet] = Capacity
-    _score_values: type[points.ScoreValues] = Capacity
-    _normalize: type[points.Normalize] = Capacity
-    _describe: type[points.Describe] = Capacity

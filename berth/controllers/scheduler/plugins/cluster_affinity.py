@@ -7,8 +7,6 @@ the sum is normalised by the total weight into [0, 1].
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -21,6 +19,7 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.helpers.selectors import (
     describe,
     selector_bits,
@@ -30,7 +29,8 @@ from berth.controllers.scheduler.framework.helpers.selectors import (
 NAME = "ClusterAffinity"
 
 
-class ClusterAffinity(Plugin):
+class ClusterAffinity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points.Score,
+                      points.ScoreSet):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -90,13 +90,3 @@ class ClusterAffinity(Plugin):
             return []
         return [(selector_bits(fleet, p.preference.match_labels, p.preference.match_expressions),
                  p.weight / total) for p in prefs if p.weight]
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = ClusterAffinity
-    _filter: type[points.Filter] = ClusterAffinity
-    _filter_set: type[points.FilterSet] = ClusterAffinity
-    _score: type[points.Score] = ClusterAffinity
-    _score_set: type[points.ScoreSet] = ClusterAffinity

@@ -7,8 +7,6 @@ overflow to the next.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -21,13 +19,14 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.helpers.replicas import group_bits, group_of
 
 NAME = "ClusterGroups"
 NOT_IN_GROUP = unschedulable("in no cluster group")
 
 
-class ClusterGroups(Plugin):
+class ClusterGroups(Plugin, points.PreFilter, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True  # the groups are part of the subject's signature
 
@@ -44,11 +43,3 @@ class ClusterGroups(Plugin):
         for g in subject.placement.cluster_groups:
             members |= group_bits(fleet, g)
         return [(NOT_IN_GROUP, within & ~members)]
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = ClusterGroups
-    _filter: type[points.Filter] = ClusterGroups
-    _filter_set: type[points.FilterSet] = ClusterGroups

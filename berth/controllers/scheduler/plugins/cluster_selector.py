@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from berth.controllers.scheduler.framework import (
     SUCCESS,
     Candidate,
@@ -16,11 +14,12 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 
 NAME = "ClusterSelector"
 
 
-class ClusterSelector(Plugin):
+class ClusterSelector(Plugin, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -36,10 +35,3 @@ class ClusterSelector(Plugin):
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
         return sieve(within, ((fleet.label(k).get(v, 0), unschedulable(f"clusterSelector {k}={v}"))
                               for k, v in subject.cluster_selector.items()))
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _filter: type[points.Filter] = ClusterSelector
-    _filter_set: type[points.FilterSet] = ClusterSelector

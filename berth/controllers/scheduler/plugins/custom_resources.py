@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from functools import partial
 from itertools import combinations
-from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -21,6 +20,7 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 
 NAME = "CustomResources"
 
@@ -29,7 +29,7 @@ def _serves(resource: str, candidate: Candidate) -> bool:
     return resource in candidate.custom_resources
 
 
-class CustomResources(Plugin):
+class CustomResources(Plugin, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -62,10 +62,3 @@ class CustomResources(Plugin):
                     out.append((unschedulable(f"custom resource {', '.join(shown)} not served"),
                                 bits))
         return out
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _filter: type[points.Filter] = CustomResources
-    _filter_set: type[points.FilterSet] = CustomResources

@@ -10,22 +10,15 @@ the decision to the next.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from berth.controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject
+from berth.controllers.scheduler.framework import plugin as points
 from berth.store.documents import Target
 
 NAME = "DefaultBinder"
 
 
-class DefaultBinder(Plugin):
+class DefaultBinder(Plugin, points.Bind):
     name = NAME
 
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         return SUCCESS
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _bind: type[points.Bind] = DefaultBinder

@@ -22,7 +22,7 @@ every candidate with a reason naming it, and its bind fails the attempt.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import requests
@@ -39,6 +39,7 @@ from berth.controllers.scheduler.framework import (
     error,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.profile import ExtenderSpec
 from berth.store.codec import typed
 from berth.store.documents import Target
@@ -76,7 +77,7 @@ def _candidate(c: Candidate) -> dict[str, Any]:
             "name": c.ref.name, "labels": dict(c.labels)}
 
 
-class Extender(Plugin):
+class Extender(Plugin, points.Score, points.ScoreAll, points.FilterAll, points.PreBind):
     def __init__(self, config: ExtenderSpec, index: int) -> None:
         super().__init__({})
         self.config = config
@@ -142,12 +143,3 @@ class Extender(Plugin):
                 return SUCCESS
             return error(f"extender bind failed: {exc}")
         return SUCCESS
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _score: type[points.Score] = Extender
-    _score_all: type[points.ScoreAll] = Extender
-    _filter_all: type[points.FilterAll] = Extender
-    _pre_bind: type[points.PreBind] = Extender

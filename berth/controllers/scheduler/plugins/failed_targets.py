@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
+
+from msgspec import Meta
 
 from berth.controllers.scheduler.framework import (
     SKIP,
@@ -28,13 +30,20 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
-from berth.controllers.scheduler.plugins.args import FailedTargetsArgs
+from berth.controllers.scheduler.framework import plugin as points
+from berth.controllers.scheduler.framework.plugin import NoArgs
+
+
+class FailedTargetsArgs(NoArgs, frozen=True):
+    # seconds a cluster an application could not become available on is avoided
+    backoff: Annotated[float, Meta(ge=0)] = 900.0
+
 
 NAME = "FailedTargets"
 FAILED = "failed-targets"  # the cycle state's entry: candidate key → seconds left
 
 
-class FailedTargets(Plugin):
+class FailedTargets(Plugin, points.PreFilter, points.Filter, points.FilterSet):
     name = NAME
     Args = FailedTargetsArgs
 
@@ -67,11 +76,3 @@ class FailedTargets(Plugin):
         by_key = fleet.group("key", lambda c: c.key)
         return [(self._why(seconds), within & by_key[key]) for key, seconds in left.items()
                 if key in by_key]
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = FailedTargets
-    _filter: type[points.Filter] = FailedTargets
-    _filter_set: type[points.FilterSet] = FailedTargets

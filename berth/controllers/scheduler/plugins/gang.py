@@ -12,16 +12,24 @@ that already runs somewhere is being rescheduled, not gang-placed: it passes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
+
+from msgspec import Meta
 
 from berth.controllers.scheduler.framework import SUCCESS, CycleState, Plugin, Status, Subject, wait
-from berth.controllers.scheduler.plugins.args import GangArgs
+from berth.controllers.scheduler.framework import plugin as points
+from berth.controllers.scheduler.framework.plugin import NoArgs
 from berth.store.documents import Target
+
+
+class GangArgs(NoArgs, frozen=True):
+    timeout: Annotated[float, Meta(gt=0)] = 30.0  # seconds a member waits for the others
+
 
 NAME = "Gang"
 
 
-class Gang(Plugin):
+class Gang(Plugin, points.Permit, points.Reject):
     name = NAME
     Args = GangArgs
 
@@ -49,10 +57,3 @@ class Gang(Plugin):
         group = self._waiting.get((subject.ref.namespace, subject.gang.name))
         if group is not None:
             group.discard(subject.key)
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _permit: type[points.Permit] = Gang
-    _reject: type[points.Reject] = Gang

@@ -8,7 +8,6 @@ the user fixes it), never a crash.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -22,13 +21,14 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.helpers.expressions import parse_into, parse_label
 from berth.store.constraints import LabelConstraint, Op
 
 NAME = "LabelConstraints"
 
 
-class LabelConstraints(Plugin):
+class LabelConstraints(Plugin, points.PreFilter, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -59,11 +59,3 @@ def _matching(fleet: Fleet, c: LabelConstraint) -> int:
     if c.op in (Op.EQ, Op.IN):
         return named
     return fleet.has_label(c.label) & ~named
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = LabelConstraints
-    _filter: type[points.Filter] = LabelConstraints
-    _filter_set: type[points.FilterSet] = LabelConstraints

@@ -14,7 +14,6 @@ each list the renewable share of their own grid zone).
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -27,13 +26,14 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.helpers.expressions import parse_into, parse_metric
 from berth.controllers.scheduler.framework.helpers.metric_columns import column, metric_of
 
 NAME = "MetricConstraints"
 
 
-class MetricConstraints(Plugin):
+class MetricConstraints(Plugin, points.PreFilter, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True
 
@@ -77,11 +77,3 @@ class MetricConstraints(Plugin):
                 out.append((unschedulable(f"metric constraint '{c}'"), within & ~passing))
                 within &= passing
         return out
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = MetricConstraints
-    _filter: type[points.Filter] = MetricConstraints
-    _filter_set: type[points.FilterSet] = MetricConstraints

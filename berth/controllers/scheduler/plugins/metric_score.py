@@ -21,7 +21,9 @@ override of the one or few clusters the subject runs on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
+
+from msgspec import Meta
 
 from berth.controllers.scheduler.framework import (
     Candidate,
@@ -32,8 +34,15 @@ from berth.controllers.scheduler.framework import (
     Snapshot,
     Subject,
 )
+from berth.controllers.scheduler.framework import plugin as points
+from berth.controllers.scheduler.framework.plugin import NoArgs
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.plugins.args import MetricScoreArgs
+
+
+class MetricScoreArgs(NoArgs, frozen=True):
+    # how much a subject's current cluster is preferred (the scheduler's stickiness_weight)
+    stickiness_weight: Annotated[float, Meta(ge=0)] = 0.1
+
 
 NAME = "MetricScore"
 
@@ -58,7 +67,8 @@ class _Base:
         return (sticky_value * sticky_weight + self.sum_vw) / (sticky_weight + self.sum_w)
 
 
-class MetricScore(Plugin):
+class MetricScore(Plugin, points.Score, points.ScoreBase, points.Tier, points.Adjust,
+                  points.Describe):
     name = NAME
     cacheable = True
     Args = MetricScoreArgs
@@ -137,13 +147,3 @@ class MetricScore(Plugin):
             metrics[r.name] = entry
         b.described = {"metrics": metrics, "with_metrics": b.usable}
         return b.described
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _score: type[points.Score] = MetricScore
-    _score_base: type[points.ScoreBase] = MetricScore
-    _tier: type[points.Tier] = MetricScore
-    _adjust: type[points.Adjust] = MetricScore
-    _describe: type[points.Describe] = MetricScore

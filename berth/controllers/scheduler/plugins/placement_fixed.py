@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from berth.controllers.scheduler.framework import (
     SKIP,
     SUCCESS,
@@ -16,11 +14,12 @@ from berth.controllers.scheduler.framework import (
     Subject,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 
 NAME = "PlacementFixed"
 
 
-class PlacementFixed(Plugin):
+class PlacementFixed(Plugin, points.PreFilter, points.Filter, points.FilterSet):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -41,11 +40,3 @@ class PlacementFixed(Plugin):
         for n in subject.placement.cluster_names:
             named |= names.get(n, 0)
         return [(unschedulable("not in clusterNames"), within & ~named)]
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = PlacementFixed
-    _filter: type[points.Filter] = PlacementFixed
-    _filter_set: type[points.FilterSet] = PlacementFixed

@@ -13,7 +13,6 @@ subjects while steering new ones away.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SUCCESS,
@@ -27,6 +26,7 @@ from berth.controllers.scheduler.framework import (
     ordinals,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.store.documents import Taint, Toleration
 
 NAME = "TaintToleration"
@@ -62,7 +62,8 @@ def _preferred_against(taints: Sequence[Taint], tolerations: Iterable[Toleration
                and not tolerates(tolerations, t))
 
 
-class TaintToleration(Plugin):
+class TaintToleration(Plugin, points.Filter, points.FilterSet, points.Score, points.ScoreSet,
+                      points.Normalize):
     name = NAME
     cacheable = True
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -108,13 +109,3 @@ class TaintToleration(Plugin):
         worst = max(scores.values(), default=0.0)
         for key, value in scores.items():
             scores[key] = -value / worst if worst else 0.0
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _filter: type[points.Filter] = TaintToleration
-    _filter_set: type[points.FilterSet] = TaintToleration
-    _score: type[points.Score] = TaintToleration
-    _score_set: type[points.ScoreSet] = TaintToleration
-    _normalize: type[points.Normalize] = TaintToleration

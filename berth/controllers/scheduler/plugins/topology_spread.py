@@ -19,7 +19,6 @@ preference; when no cluster keeps the skew, the best remaining one is taken.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from berth.controllers.scheduler.framework import (
     SKIP,
@@ -35,12 +34,13 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.selection import Pool
 
 NAME = "TopologySpread"
 
 
-class TopologySpread(Plugin):
+class TopologySpread(Plugin, points.PreFilter, points.Filter, points.FilterSet, points.Selects):
     name = NAME
     cacheable = True  # the constraints are part of the subject's signature
     reads_metric_values = False  # its verdict follows the candidates alone
@@ -113,12 +113,3 @@ class TopologySpread(Plugin):
             picked.append(nxt)
             taken.add(nxt.candidate.key)
         return picked
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = TopologySpread
-    _filter: type[points.Filter] = TopologySpread
-    _filter_set: type[points.FilterSet] = TopologySpread
-    _selects: type[points.Selects] = TopologySpread

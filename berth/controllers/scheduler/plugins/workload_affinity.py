@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -40,6 +40,7 @@ from berth.controllers.scheduler.framework import (
     sieve,
     unschedulable,
 )
+from berth.controllers.scheduler.framework import plugin as points
 from berth.controllers.scheduler.framework.helpers.selectors import describe, selector_matches
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store.documents import Target, WorkloadAffinityTerm
@@ -94,7 +95,8 @@ def _tally(counts: Counter[str], changes: list[tuple[Ref, int]], topology_key: s
             counts[value] += n
 
 
-class WorkloadAffinity(Plugin):
+class WorkloadAffinity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points.Score,
+                       points.ScoreSet):
     name = NAME
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
@@ -225,13 +227,3 @@ class WorkloadAffinity(Plugin):
             if value is not None and value in t.domains:
                 got += -t.weight if t.anti else t.weight
         return got / total
-
-
-if TYPE_CHECKING:  # the points it implements, each signature checked by mypy
-    from berth.controllers.scheduler.framework import plugin as points
-
-    _pre_filter: type[points.PreFilter] = WorkloadAffinity
-    _filter: type[points.Filter] = WorkloadAffinity
-    _filter_set: type[points.FilterSet] = WorkloadAffinity
-    _score: type[points.Score] = WorkloadAffinity
-    _score_set: type[points.ScoreSet] = WorkloadAffinity

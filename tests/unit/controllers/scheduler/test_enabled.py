@@ -3,6 +3,8 @@ implement, each point in the profile's order."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from berth.controllers.scheduler.config import Extender, PluginSpec, SchedulerConfig
@@ -79,16 +81,38 @@ def test_a_profile_that_cannot_be_bound_is_refused_naming_the_entry(
     assert said in str(exc.value)
 
 
-def test_a_method_named_nearly_as_a_point_is_refused_naming_the_plugin() -> None:
-    """Plugins are bound by their methods' names: ``filtr`` would never be called, and
-    nothing would say so. It is refused when the profile is enabled."""
+def test_a_plugin_is_bound_by_the_points_it_declares_and_refused_when_they_disagree(
+        ) -> None:
+    """A plugin declares its points as its bases (mypy checks each signature against the
+    point's); when the profile is enabled, a declared point's method missing (a
+    misspelling: ``filtr`` would never be called), a point's method defined without the
+    point declared, or a public method named nearly as a point are refused, naming the
+    plugin."""
     from berth.controllers.scheduler.framework import Status
     from berth.controllers.scheduler.framework.plugin import Plugin
 
-    class Typo(Plugin):
+    class Misspelt(Plugin, points.Filter):
+        name = "Misspelt"
+
+        def filtr(self, state: object, subject: object, candidate: object,
+                  snapshot: object) -> Status:
+            raise AssertionError("never called")
+
+    class Undeclared(Plugin, points.Filter):
+        name = "Undeclared"
+
+        def filter(self, state: object, subject: object, candidate: object,  # type: ignore[override]
+                   snapshot: object) -> Status:
+            raise AssertionError("never called")
+
+        def normalize(self, state: object, subject: object, scores: object) -> None:
+            return None
+
+    class Typo(Plugin, points.Filter):
         name = "Typo"
 
-        def filter(self, state: object, subject: object, candidate: object) -> Status:
+        def filter(self, state: object, subject: object, candidate: object,  # type: ignore[override]
+                   snapshot: object) -> Status:
             raise AssertionError("never called")
 
         def scroe(self, state: object, subject: object, candidate: object) -> float:
@@ -97,33 +121,23 @@ def test_a_method_named_nearly_as_a_point_is_refused_naming_the_plugin() -> None
         def nearby_helper(self) -> int:  # a helper of another name is fine
             return 1
 
-    config = SchedulerConfig(plugins={"filter": [PluginSpec("Typo")]})
-    with pytest.raises(ValueError, match="plugin Typo: 'scroe' is no extension point; is it "
-                                         "'score' misspelt?"):
-        enable(config, {**REGISTRY, "Typo": Typo})
+    for cls, said in ((Misspelt, "plugin Misspelt: declares Filter but defines no filter()"),
+                      (Undeclared, "plugin Undeclared: defines normalize() but does not "
+                                   "declare points.Normalize among its bases"),
+                      (Typo, "plugin Typo: 'scroe' is no extension point; is it 'score' "
+                             "misspelt?")):
+        config = SchedulerConfig(plugins={"filter": [PluginSpec(cls.name)]})
+        with pytest.raises(ValueError, match=re.escape(said)):
+            enable(config, {**REGISTRY, cls.name: cls})
 
 
-def test_every_plugin_declares_the_points_it_implements_for_mypy() -> None:
-    """Bound by method names at run time, a plugin says at its end which points it
-    implements (``_filter: type[points.Filter] = Plugin`` under TYPE_CHECKING), so that
-    mypy checks each signature against the point's Protocol; a point implemented but
-    not declared is named here."""
-    import inspect
-    import re
-    import sys
+def test_every_registered_plugin_passes_the_check_of_its_declarations() -> None:
+    from berth.controllers.scheduler.framework.enabled import check_declarations
 
-    protos = {n: p for n, p in vars(points).items() if inspect.isclass(p)
-              and getattr(p, "_is_protocol", False) and p.__module__ == points.__name__
-              and n != "Named"}
-    missing = []
-    for cls in REGISTRY.values():
-        if not isinstance(cls, type):
-            continue
-        text = inspect.getsource(sys.modules[cls.__module__])
-        for n, proto in protos.items():
-            methods = [a for a in dir(proto) if not a.startswith("_")
-                       and callable(getattr(proto, a, None))]
-            if all(hasattr(cls, a) for a in methods) and not re.search(
-                    rf"type\[points\.{n}\] = {cls.__name__}\b", text):
-                missing.append(f"{cls.__name__}: {n}")
-    assert missing == []
+    checked = 0
+    for name, cls in REGISTRY.items():
+        if isinstance(cls, type):
+            check_declarations(name, cls)
+            assert any(proto in cls.__mro__ for proto in points.EXTENSION_POINTS.values())
+            checked += 1
+    assert checked >= 18
