@@ -1,5 +1,5 @@
 """Label selection, as Kubernetes does it, for every kind that selects clusters (and
-the scheduler's affinity plugins; compiled with them, ``berth.native``).
+the scheduler's affinity plugins).
 
 ``In``/``NotIn``/``Exists``/``DoesNotExist`` as in Kubernetes (``NotIn`` and
 ``DoesNotExist`` hold when the label is absent); ``Gt``/``Lt`` compare the

@@ -142,7 +142,7 @@ class Fleet:
     def cached(self, key: Any, build: Callable[[], T], *, metric: bool = False) -> T:
         """``build()`` once per Fleet (``metric``: once per metric values too)."""
         memo = self.metric if metric else self.structural
-        found = memo.get(key, _MISSING)  # not a KeyError: compiled, raising one costs more
+        found = memo.get(key, _MISSING)  # not a KeyError: raising one costs more
         if found is not _MISSING:
             return found  # type: ignore[no-any-return]
         value = build()

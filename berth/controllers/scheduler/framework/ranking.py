@@ -24,8 +24,8 @@ nearly as many bands (31 into 23 at the median with Capacity's), so such a
 score makes :class:`FewAdditions`: the same, in lists, sorted at once.
 
 Over 600 lines, on purpose: the three forms of one order (the dense list, the
-bands, the additions) are one kernel, compiled together and held equal by one
-set of property tests; they share :class:`Ranked`, the walks and the merge.
+bands, the additions) are one kernel, held equal by one set of property tests;
+they share :class:`Ranked`, the walks and the merge.
 """
 
 from __future__ import annotations
