@@ -1,2 +1,3 @@
-"""berth's propagator: observes clusters (health, custom resources); applying
-placed applications to them comes next."""
+"""berth's propagator: observes clusters (health, capacity, custom resources) and puts
+each placed application on the clusters its Binding names (push, or as work for a
+pull cluster's agent)."""
