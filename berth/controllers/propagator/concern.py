@@ -27,7 +27,7 @@ from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.facts import Since
 from berth.controllers.propagator.health import UNKNOWN, Copy
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject
-from berth.controllers.propagator.objects import Book, Pods, judge_copy
+from berth.controllers.propagator.objects import Book, Pods, judge_copy, version_of
 from berth.controllers.propagator.plan import Progress
 from berth.controllers.propagator.status import StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id
@@ -325,7 +325,7 @@ class Concern:
         meta = obj.metadata
         deleted = event_type == "DELETED"
         if deleted:
-            self.book.drop(cid, ref)
+            self.book.drop(cid, ref, version_of(obj))
             lost = None
         else:
             lost = self.book.put(cid, ref, obj)

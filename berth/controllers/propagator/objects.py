@@ -10,7 +10,11 @@ generation or owner changed, so that a copy becoming available â€” or failing â€
 reaches the application's status within the watch's latency, not a poll's.
 
 One lock; entries are immutable; the watches' thread and the apply workers
-write, reconciles read.
+write, reconciles read. The two writers race: a watch may show the object as the
+cluster changed it after the apply (its controller's status, say) before the apply's
+own answer is put here. The book never goes back: what is older, by the object's
+``resourceVersion``, than what it holds is not kept (compared as numbers, as an
+etcd-backed API server writes them; one that does not parse counts as newer).
 """
 
 from __future__ import annotations
@@ -33,6 +37,17 @@ from berth.controllers.propagator.kube import GENERATION, OWNER, KubeObject
 from berth.store.documents import ClusterApplied, HealthRule, KubeObjectRef
 
 _Where = tuple[str, KubeObjectRef]  # (cluster id, object)
+_Entry = tuple[Observed, str, int | None]  # what it showed, its owner, its resourceVersion
+
+
+def version_of(obj: KubeObject) -> int | None:
+    """The object's ``resourceVersion`` as a number (None: none, or not a number)."""
+    rv = obj.metadata.resourceVersion
+    return int(rv) if rv.isdigit() else None
+
+
+def _older(version: int | None, than: int | None) -> bool:
+    return version is not None and than is not None and version < than
 
 
 def observed(obj: KubeObject) -> Observed:
@@ -51,7 +66,7 @@ class Book:
 
     def __init__(self, on_change: Callable[[str, str], None] | None = None) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[_Where, tuple[Observed, str]] = {}
+        self._seen: dict[_Where, _Entry] = {}
         self.on_change = on_change  # (cluster id, owner): a change worth judging again
 
     def put(self, cid: str, ref: KubeObjectRef, obj: KubeObject, *, notify: bool = True
@@ -59,10 +74,13 @@ class Book:
         """Record what the cluster showed; returns the previous owner if the object now
         names another (a takeover), else None. Tells ``on_change`` if anything that
         health depends on changed (unless ``notify`` is off: an apply's own answer,
-        which the reconcile that made it judges itself)."""
-        now = (observed(obj), obj.metadata.annotations.get(OWNER, ""))
+        which the reconcile that made it judges itself). What is older than the entry
+        held (an apply's answer a watch overtook) is not kept."""
+        now = (observed(obj), obj.metadata.annotations.get(OWNER, ""), version_of(obj))
         with self._lock:
             was = self._seen.get((cid, ref))
+            if was is not None and _older(now[2], was[2]):
+                return None
             self._seen[(cid, ref)] = now
         if was is not None and was[0].generation == now[0].generation and bytes(
                 was[0].status) == bytes(now[0].status) and was[1] == now[1] and (
@@ -76,10 +94,15 @@ class Book:
             return was[1]
         return None
 
-    def drop(self, cid: str, ref: KubeObjectRef) -> str | None:
-        """The object is gone from the cluster; returns who owned it, if known."""
+    def drop(self, cid: str, ref: KubeObjectRef, version: int | None = None) -> str | None:
+        """The object is gone from the cluster (at ``version``, a deletion's
+        resourceVersion); returns who owned it, if known. A deletion older than the
+        entry held (the object made again since) leaves it."""
         with self._lock:
-            was = self._seen.pop((cid, ref), None)
+            was = self._seen.get((cid, ref))
+            if was is not None and _older(version, was[2]):
+                return None
+            self._seen.pop((cid, ref), None)
         if was is not None and was[1] and self.on_change is not None:
             self.on_change(cid, was[1])
         return was[1] if was is not None else None

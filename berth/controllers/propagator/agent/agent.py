@@ -57,7 +57,7 @@ from berth.controllers.propagator.kube import (
     Unavailable,
     safe,
 )
-from berth.controllers.propagator.objects import Book, judge_copy, observed
+from berth.controllers.propagator.objects import Book, judge_copy, observed, version_of
 from berth.controllers.propagator.plan import (
     RECHECK,
     App,
@@ -288,7 +288,7 @@ class Agent:
         ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
         deleted = event_type == "DELETED"
         if deleted:
-            self.book.drop(self.cid, ref)
+            self.book.drop(self.cid, ref, version_of(obj))
         else:
             self.book.put(self.cid, ref, obj)
         namespace, _, name = owner.partition("/")

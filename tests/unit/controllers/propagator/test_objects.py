@@ -33,3 +33,38 @@ def test_what_the_book_keeps_does_not_hold_the_list_it_came_from() -> None:
     assert msgspec.json.decode(seen.spec) == {"replicas": 2}
     assert msgspec.json.decode(seen.status) == {"readyReplicas": 2}
     assert observed(KubeObject()).spec == msgspec.Raw(b"{}")
+
+
+def _deployment(version: str, observed_generation: int) -> KubeObject:
+    return msgspec.json.decode(msgspec.json.encode({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "generation": 2,
+                     "resourceVersion": version,
+                     "annotations": {"berth.dev/application": "default/web"}},
+        "spec": {"replicas": 2},
+        "status": {"observedGeneration": observed_generation}}), type=KubeObject)
+
+
+def test_an_apply_answer_a_watch_overtook_does_not_take_the_book_back() -> None:
+    """The fault table, 2026-11-30: the watch showed the Deployment as its controller
+    had updated it (resourceVersion 12) before the apply's own answer (11) was put in
+    the book, which then held the answer for good — 'generation 2 not yet observed by
+    its controller' for minutes, since no event came after. Older entries are not kept;
+    nor is a deletion older than a re-creation."""
+    ref = KubeObjectRef("apps/v1", "Deployment", "web", "default")
+    changed: list[str] = []
+    book = Book(lambda cid, owner: changed.append(owner))
+    book.put("c1", ref, _deployment("11", 1))  # the apply's own event, on the watch
+    book.put("c1", ref, _deployment("12", 2))  # the controller's status
+    book.put("c1", ref, _deployment("11", 1), notify=False)  # the apply's answer, late
+    seen = book.get("c1", ref)
+    assert seen is not None and msgspec.json.decode(seen.status) == {"observedGeneration": 2}
+    assert changed == ["default/web", "default/web"]
+    book.drop("c1", ref, 10)  # a deletion before the object was made again
+    assert book.holds("c1", ref)
+    book.drop("c1", ref, 13)
+    assert not book.holds("c1", ref)
+    book.put("c1", ref, _deployment("", 1))  # no version to compare: the later wins
+    book.put("c1", ref, _deployment("9", 2))
+    seen = book.get("c1", ref)
+    assert seen is not None and msgspec.json.decode(seen.status) == {"observedGeneration": 2}
