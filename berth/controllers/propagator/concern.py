@@ -27,7 +27,7 @@ from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.facts import Since
 from berth.controllers.propagator.health import UNKNOWN, Copy
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject
-from berth.controllers.propagator.objects import Book, Pods, judge_copy, version_of
+from berth.controllers.propagator.objects import Book, Pods, judge_copy
 from berth.controllers.propagator.plan import Progress
 from berth.controllers.propagator.status import StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id
@@ -325,7 +325,7 @@ class Concern:
         meta = obj.metadata
         deleted = event_type == "DELETED"
         if deleted:
-            self.book.drop(cid, ref, version_of(obj))
+            self.book.drop(cid, ref)
             lost = None
         else:
             lost = self.book.put(cid, ref, obj)
@@ -352,7 +352,7 @@ class Concern:
     def seen_applied(self, cid: str, _kind: object, ref: KubeObjectRef,
                      stored: KubeObject) -> None:
         """An apply's answer: what the cluster stored (its own reconcile judges it)."""
-        self.book.put(cid, ref, stored, notify=False)
+        self.book.put(cid, ref, stored, answer=True)
 
     def _on_seen(self, cid: str, owner: str) -> None:
         """What a cluster shows of an application's objects changed: judge its copies

@@ -12,9 +12,12 @@ reaches the application's status within the watch's latency, not a poll's.
 One lock; entries are immutable; the watches' thread and the apply workers
 write, reconciles read. The two writers race: a watch may show the object as the
 cluster changed it after the apply (its controller's status, say) before the apply's
-own answer is put here. The book never goes back: what is older, by the object's
-``resourceVersion``, than what it holds is not kept (compared as numbers, as an
-etcd-backed API server writes them; one that does not parse counts as newer).
+own answer is put here. The watch is the order: what it shows is always kept, and
+an apply's answer only if it is not older, by the object's ``resourceVersion``, than
+what the watch showed (compared as numbers, as an etcd-backed API server writes
+them; one that does not parse counts as newer). Only the answer is compared: an API
+server back with an empty store counts again from the start, and its watch then
+corrects whatever the book held.
 """
 
 from __future__ import annotations
@@ -69,17 +72,18 @@ class Book:
         self._seen: dict[_Where, _Entry] = {}
         self.on_change = on_change  # (cluster id, owner): a change worth judging again
 
-    def put(self, cid: str, ref: KubeObjectRef, obj: KubeObject, *, notify: bool = True
+    def put(self, cid: str, ref: KubeObjectRef, obj: KubeObject, *, answer: bool = False
             ) -> str | None:
         """Record what the cluster showed; returns the previous owner if the object now
         names another (a takeover), else None. Tells ``on_change`` if anything that
-        health depends on changed (unless ``notify`` is off: an apply's own answer,
-        which the reconcile that made it judges itself). What is older than the entry
-        held (an apply's answer a watch overtook) is not kept."""
+        health depends on changed — unless it is an apply's own ``answer``, which the
+        reconcile that made it judges itself, and which is not kept when a watch
+        already showed something newer."""
         now = (observed(obj), obj.metadata.annotations.get(OWNER, ""), version_of(obj))
+        notify = not answer
         with self._lock:
             was = self._seen.get((cid, ref))
-            if was is not None and _older(now[2], was[2]):
+            if answer and was is not None and _older(now[2], was[2]):
                 return None
             self._seen[(cid, ref)] = now
         if was is not None and was[0].generation == now[0].generation and bytes(
@@ -94,15 +98,10 @@ class Book:
             return was[1]
         return None
 
-    def drop(self, cid: str, ref: KubeObjectRef, version: int | None = None) -> str | None:
-        """The object is gone from the cluster (at ``version``, a deletion's
-        resourceVersion); returns who owned it, if known. A deletion older than the
-        entry held (the object made again since) leaves it."""
+    def drop(self, cid: str, ref: KubeObjectRef) -> str | None:
+        """The object is gone from the cluster; returns who owned it, if known."""
         with self._lock:
-            was = self._seen.get((cid, ref))
-            if was is not None and _older(version, was[2]):
-                return None
-            self._seen.pop((cid, ref), None)
+            was = self._seen.pop((cid, ref), None)
         if was is not None and was[1] and self.on_change is not None:
             self.on_change(cid, was[1])
         return was[1] if was is not None else None

@@ -57,7 +57,7 @@ from berth.controllers.propagator.kube import (
     Unavailable,
     safe,
 )
-from berth.controllers.propagator.objects import Book, judge_copy, observed, version_of
+from berth.controllers.propagator.objects import Book, judge_copy, observed
 from berth.controllers.propagator.plan import (
     RECHECK,
     App,
@@ -239,7 +239,7 @@ class Agent:
         return self.tracker.lost(owner) if self.tracker is not None else 0
 
     def _applied(self, cid: str, kind: Any, ref: KubeObjectRef, stored: KubeObject) -> None:
-        self.book.put(cid, ref, stored, notify=False)
+        self.book.put(cid, ref, stored, answer=True)
         if not self._stop.is_set():
             self.drift.ensure(cid, self.ckey, kind)
 
@@ -288,7 +288,7 @@ class Agent:
         ref = KubeObjectRef(obj.apiVersion, obj.kind, meta.name, meta.namespace)
         deleted = event_type == "DELETED"
         if deleted:
-            self.book.drop(self.cid, ref, version_of(obj))
+            self.book.drop(self.cid, ref)
         else:
             self.book.put(self.cid, ref, obj)
         namespace, _, name = owner.partition("/")
