@@ -13,11 +13,11 @@ One lock; entries are immutable; the watches' thread and the apply workers
 write, reconciles read. The two writers race: a watch may show the object as the
 cluster changed it after the apply (its controller's status, say) before the apply's
 own answer is put here. The watch is the order: what it shows is always kept, and
-an apply's answer only if it is not older, by the object's ``resourceVersion``, than
-what the watch showed (compared as numbers, as an etcd-backed API server writes
-them; one that does not parse counts as newer). Only the answer is compared: an API
-server back with an empty store counts again from the start, and its watch then
-corrects whatever the book held.
+an apply's answer is not kept when the watch already showed the same object (its
+``uid``) at a later ``resourceVersion`` (compared as numbers, as an etcd-backed API
+server writes them; one that does not parse counts as newer). An object made anew —
+an API server back with an empty store counts its versions from the start — has
+another uid, and its answer is kept as before.
 """
 
 from __future__ import annotations
@@ -40,17 +40,22 @@ from berth.controllers.propagator.kube import GENERATION, OWNER, KubeObject
 from berth.store.documents import ClusterApplied, HealthRule, KubeObjectRef
 
 _Where = tuple[str, KubeObjectRef]  # (cluster id, object)
-_Entry = tuple[Observed, str, int | None]  # what it showed, its owner, its resourceVersion
+# what it showed, its owner, and its (uid, resourceVersion)
+_Entry = tuple[Observed, str, tuple[str, int | None]]
 
 
-def version_of(obj: KubeObject) -> int | None:
-    """The object's ``resourceVersion`` as a number (None: none, or not a number)."""
+def version_of(obj: KubeObject) -> tuple[str, int | None]:
+    """The object's uid and its ``resourceVersion`` as a number (None: none, or not a
+    number)."""
     rv = obj.metadata.resourceVersion
-    return int(rv) if rv.isdigit() else None
+    return obj.metadata.uid, int(rv) if rv.isdigit() else None
 
 
-def _older(version: int | None, than: int | None) -> bool:
-    return version is not None and than is not None and version < than
+def _older(version: tuple[str, int | None], than: tuple[str, int | None]) -> bool:
+    """The same object (one uid), seen at an earlier resourceVersion."""
+    (uid, rv), (held_uid, held_rv) = version, than
+    return bool(uid) and uid == held_uid and rv is not None and held_rv is not None and (
+        rv < held_rv)
 
 
 def observed(obj: KubeObject) -> Observed:
@@ -78,7 +83,7 @@ class Book:
         names another (a takeover), else None. Tells ``on_change`` if anything that
         health depends on changed — unless it is an apply's own ``answer``, which the
         reconcile that made it judges itself, and which is not kept when a watch
-        already showed something newer."""
+        already showed the same object later."""
         now = (observed(obj), obj.metadata.annotations.get(OWNER, ""), version_of(obj))
         notify = not answer
         with self._lock:

@@ -35,11 +35,11 @@ def test_what_the_book_keeps_does_not_hold_the_list_it_came_from() -> None:
     assert observed(KubeObject()).spec == msgspec.Raw(b"{}")
 
 
-def _deployment(version: str, observed_generation: int) -> KubeObject:
+def _deployment(version: str, observed_generation: int, uid: str = "u1") -> KubeObject:
     return msgspec.json.decode(msgspec.json.encode({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "default", "generation": 2,
-                     "resourceVersion": version,
+                     "resourceVersion": version, "uid": uid,
                      "annotations": {"berth.dev/application": "default/web"}},
         "spec": {"replicas": 2},
         "status": {"observedGeneration": observed_generation}}), type=KubeObject)
@@ -61,10 +61,12 @@ def test_an_apply_answer_a_watch_overtook_does_not_take_the_book_back() -> None:
     seen = book.get("c1", ref)
     assert seen is not None and msgspec.json.decode(seen.status) == {"observedGeneration": 2}
     assert changed == ["default/web", "default/web"]  # an answer tells nobody
-    # the cluster's API server back with an empty store: versions start again
-    book.put("c1", ref, _deployment("5", 1), answer=True)  # made anew, older by number
-    book.put("c1", ref, _deployment("5", 1))  # the watch shows it: kept
-    book.put("c1", ref, _deployment("6", 2))
+    # the cluster's API server back with an empty store: versions start again, and the
+    # object made anew has another uid: its answer is kept, though smaller by number
+    book.put("c1", ref, _deployment("5", 1, uid="u2"), answer=True)
+    seen = book.get("c1", ref)
+    assert seen is not None and msgspec.json.decode(seen.status) == {"observedGeneration": 1}
+    book.put("c1", ref, _deployment("6", 2, uid="u2"))  # the watch shows it
     seen = book.get("c1", ref)
     assert seen is not None and msgspec.json.decode(seen.status) == {"observedGeneration": 2}
     book.put("c1", ref, _deployment("", 1), answer=True)  # no version to compare: kept
