@@ -24,7 +24,7 @@ from prometheus_client import Counter
 from berth.controllers.runtime.election import LeaderElection
 from berth.controllers.runtime.health import HealthServer
 from berth.controllers.runtime.observe import LEADER_STATE
-from berth.store import Store, StoreError
+from berth.store import Fence, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +152,21 @@ def run_process(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     election.start()
+    started: list[Fence | None] = []  # the term the running controller started under
     try:
         while not stopping.is_set():
+            term = None if isinstance(election, _EveryReplica) else election.fence()
+            if running and term is not None and started and term != started[0]:
+                # Stepped down and led again between two looks (its lease expired while
+                # it was paused, and nobody else campaigned): the running controller
+                # writes under the old term, which etcd refuses. Start it anew.
+                log.error("%s: leading again under a new term; restarting", name)
+                LEADER_STATE.detach()
+                running.pop().stop()
+            started[:] = [term] if running else []
             writer = writer_for(election, store) if election.is_leader and not running else None
             if writer is not None:
+                started[:] = [term]
                 log.info("%s: leading; starting", name)
                 controller: Controller | None = None
                 try:
