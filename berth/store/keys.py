@@ -84,6 +84,7 @@ KINDS: dict[str, Kind] = {
         Kind("GlobalOverride", "core", "globaloverrides", False),
         Kind("Override", "core", "overrides", True),
         Kind("Pace", "core", "paces", False),
+        Kind("PriorityClass", "core", "priorityclasses", False),
     )
 }
 BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}

@@ -126,7 +126,7 @@ class AntiFlap:
         c = self.config
         to = f"would move to {names}"
         if pace is not None:
-            held = self._paced(pace, transit, to)
+            held = self.paced(pace, transit, to)
             if held is not None:
                 return held
         if not c.active:
@@ -167,7 +167,7 @@ class AntiFlap:
                     self._moves[0] + c.budget_interval - t)
         return None
 
-    def _paced(self, pace: PaceSpec, transit: int, to: str) -> Held | None:
+    def paced(self, pace: PaceSpec, transit: int, to: str) -> Held | None:
         """The fleet's pace: a window, the copies in transition, the moves per minute."""
         if pace.windows:
             now = self.now()

@@ -42,6 +42,7 @@ from berth.controllers.scheduler.framework import (
 )
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.priorities import Priorities
 from berth.controllers.scheduler.roombook import RoomBook
 from berth.controllers.scheduler.subjects import (
     NO_FAILURES,
@@ -75,6 +76,7 @@ from berth.store.documents import (
 )
 from berth.store.documents.metrics import MEASURES, normalized
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
+from berth.store.documents.priority import PriorityClass
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +126,16 @@ class Cache:
         # The pace (docs/pace.md): its document, and the copies in transition,
         # counted from the Bindings and the statuses as they change.
         self.paces: Informer[Pace] = informer(r + "paces/", Pace)
+        self.priorityclasses: Informer[PriorityClass] = informer(r + "priorityclasses/",
+                                                                 PriorityClass)
+        self.priorities = Priorities(self.priorityclasses)
         self.transit = Transit()
         self.bindings.add_handler(self._binding_transit)
         self.failures.add_handler(self._status_transit)
         self.informers: list[Informer] = [  # type: ignore[type-arg]
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
-            self.magnumclusters, self.failures, self.paces,
+            self.magnumclusters, self.failures, self.paces, self.priorityclasses,
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
@@ -497,6 +502,14 @@ class Cache:
     def _status_transit(self, event: Event[Failures]) -> None:
         gone = event.type is EventType.DELETED
         self.transit.status(transit_id(event.key), None if gone else event.obj.steady)
+
+    def reported_pods(self, cluster: str, app: str) -> int:
+        """How many pods of application ``app`` (namespace/name) cluster ``cluster``
+        (namespace/name) last reported running."""
+        ns, _, name = cluster.rpartition("/")
+        item = self.status.item(keys.status_key("Cluster", ns, name))
+        cap = item.obj.status.capacity if item is not None else None
+        return cap.placed.get(app, 0) if cap is not None else 0
 
     def failures_of(self, subject: Subject) -> Failures:
         if subject.ref.kind != "Application":

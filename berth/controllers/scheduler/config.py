@@ -23,6 +23,17 @@ class Backoff(msgspec.Struct, forbid_unknown_fields=True):
     max: float = 10.0
 
 
+class Preemption(msgspec.Struct, forbid_unknown_fields=True):
+    """Making room for an application that fits nowhere (docs/scheduler.md "Priority and
+    preemption")."""
+
+    enabled: bool = True
+    # Seconds the room a plan makes is reserved for its application; an application
+    # that made room is no victim again for as long.
+    deadline: float = 600.0
+    candidates: int = 100  # clusters a plan tries at most, the least short of room first
+
+
 def default_plugins() -> dict[str, list[PluginSpec]]:
     p = PluginSpec
     return {
@@ -65,6 +76,7 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     deferral_margin: float = 120.0
     deferral_min_saving: float = 0.05
     anti_flap: AntiFlapConfig = msgspec.field(default_factory=AntiFlapConfig)
+    preemption: Preemption = msgspec.field(default_factory=Preemption)
     ledger: LedgerConfig = msgspec.field(default_factory=LedgerConfig)
     events: bool = True  # say what happens as events (docs/events.md)
     event_ttl: float = 3600.0  # seconds an event outlives its last occurrence
@@ -90,6 +102,8 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("metric_picture_grace must not be negative")
         if self.event_ttl < 10:
             raise ValueError("event_ttl must be at least 10 seconds")
+        if self.preemption.deadline <= 0 or self.preemption.candidates < 1:
+            raise ValueError("preemption: deadline must be positive, candidates at least 1")
         if self.bind_batch < 0:
             raise ValueError("bind_batch must be 0 (as many operations as etcd allows) or "
                              "more")
@@ -104,5 +118,13 @@ def dump_config(config: SchedulerConfig) -> str:
     return dump_yaml(config)
 
 
-__all__ = ["Backoff", "Extender", "PluginSpec", "SchedulerConfig", "default_plugins",
-           "dump_config", "load_config"]
+__all__ = [
+    "Backoff",
+    "Extender",
+    "PluginSpec",
+    "Preemption",
+    "SchedulerConfig",
+    "default_plugins",
+    "dump_config",
+    "load_config",
+]

@@ -35,6 +35,7 @@ from berth.controllers.scheduler.framework import Placed, Ref, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
+from berth.store.documents import Preemption
 from berth.store.documents.resources import Resources
 
 PENDING = 2**62  # an assumed revision no watch event can reach
@@ -60,6 +61,9 @@ class Usage:
     ask: Resources
     pods: int
     since: float  # seconds since the epoch when this placement (or its share) was first seen
+    # A reservation (room made for a preemptor) counts until then, whatever the report
+    # says; a placement is assumed for the scheduler's assume_ttl after ``since``.
+    until: float | None = None
 
 
 class UsageChange(NamedTuple):
@@ -118,6 +122,7 @@ class Decisions:
         # candidate key → its last changes: (version after it, the usage before, after)
         self._usage_changes: dict[str, list[UsageChange]] = {}
         self.passes = 0  # index passes so far (one per _reindex)
+        self._plans: dict[str, Preemption] = {}  # binding key → its room-making plan
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
         bindings.add_cleared_handler(self._garbage_gone)
@@ -309,6 +314,11 @@ class Decisions:
         with self._lock:
             return self._usage_version[candidate], list(self._usage.get(candidate, {}).values())
 
+    def occupants(self, candidate: str) -> list[tuple[str, Usage]]:
+        """The placements on ``candidate`` (reservations left out): (binding key, usage)."""
+        with self._lock:
+            return [(k, u) for k, u in self._usage.get(candidate, {}).items() if u.until is None]
+
     def usage_changes(self, candidate: str, since: int) -> tuple[int, list[UsageChange]] | None:
         """The changes to ``usage(candidate)`` after its version ``since``, in order, and
         the version they lead to; None if no longer kept (read ``usage`` again)."""
@@ -319,8 +329,17 @@ class Decisions:
                 return None
             return version, kept[len(kept) - (version - since):]
 
+    def plans(self) -> list[Preemption]:
+        """The plans making room, as their Bindings say (running or out of time)."""
+        with self._lock:
+            return list(self._plans.values())
+
     def _reusage(self, key: str, doc: BindingView | None, app: Subject | None) -> None:
         """Index what the application of Binding ``key`` asks of each target (lock held)."""
+        if doc is not None and doc.status.preemption is not None:
+            self._plans[key] = doc.status.preemption
+        else:
+            self._plans.pop(key, None)
         old = self._usage_at.pop(key, ())
         new: dict[str, Usage] = {}
         if doc is not None and app is not None and (app.demand.whole or app.demand.per_replica):
@@ -329,11 +348,19 @@ class Decisions:
                 ask = app.demand.on(t.replicas)
                 new[_candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
                                                                         self._clock())
+            plan = doc.status.preemption
+            if plan is not None:  # the room made for it is reserved until the deadline
+                ns, _, name = plan.cluster.rpartition("/")
+                ask = Resources.counted(plan.reserved)
+                where = _candidate_key("Cluster", ns or None, name)
+                if where not in new and ask:
+                    new[where] = Usage(app_id, ask, ask.pods, self._clock(),
+                                       plan.deadline.timestamp())
         changed: list[tuple[str, Usage | None, Usage | None]] = [
             (c, self._usage[c].pop(key, None), None) for c in old if c not in new]
         for c, u in new.items():
             was = self._usage.setdefault(c, {}).get(key)
-            if was is not None and (was.app, was.ask) == (u.app, u.ask):
+            if was is not None and (was.app, was.ask, was.until) == (u.app, u.ask, u.until):
                 continue  # unchanged: it keeps its time
             self._usage[c][key] = u
             changed.append((c, was, u))
@@ -366,7 +393,13 @@ class Decisions:
         ns = self._namespace.get(key, "")
         old = self._placed[ns].get(key) if ns != "" else None
         if doc is None or doc.spec.resource.kind != "Application" or not doc.spec.targets:
-            self._reusage(key, None, None)
+            ref = doc.spec.resource if doc is not None else None
+            if ref is not None and ref.kind == "Application" and doc is not None and (
+                    doc.status.preemption is not None):  # room reserved for it
+                self._reusage(key, doc, self._applications.get(
+                    keys.resource_key("Application", ref.name, ref.namespace)))
+            else:
+                self._reusage(key, None, None)
             self._drop(key)
             return
         ref = doc.spec.resource

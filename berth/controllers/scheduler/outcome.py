@@ -31,6 +31,7 @@ from berth.store.documents import (
     BindingStatus,
     HeldBy,
     ObjectRef,
+    Preemption,
     Target,
 )
 
@@ -49,6 +50,9 @@ class Outcome:
     evaluation: Evaluation | None = None  # what the attempt found (the ledger's record)
     held: HeldBy = HeldBy.NOTHING  # the rule holding a better placement back (kept targets)
     deferred_until: datetime | None = None  # Pending: when the work is planned to start
+    preemption: Preemption | None = None  # a plan to make room for it, while one runs
+    yielded_to: str = ""  # the preemptor it made room for (its copy moved or stopped)
+    yielded_plan: str = ""  # and the plan's id
 
 
 def refs(ts: list[Target]) -> frozenset[TargetRef]:
@@ -83,7 +87,9 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
     plain = state == BindingState.SCHEDULED and not outcome.held
     if (binding is not None and same_shares and binding.spec.generation == subject.generation
             and binding.status.state == state and binding.status.held == outcome.held
-            and binding.status.deferred_until == outcome.deferred_until and (
+            and binding.status.deferred_until == outcome.deferred_until
+            and binding.status.preemption == outcome.preemption
+            and binding.status.yielded_to == outcome.yielded_to and (
                 binding.status.reason == reason or (plain and not binding.status.reason))):
         return None
     scheduled = binding.spec.scheduled if binding is not None and same_targets else (
@@ -100,6 +106,8 @@ def binding_write(subject: Subject, binding: BindingView | None, outcome: Outcom
                          decision=decision),
         status=BindingStatus(state=state, reason=reason, held=outcome.held,
                              deferred_until=outcome.deferred_until,
+                             preemption=outcome.preemption, yielded_to=outcome.yielded_to,
+                             yielded_plan=outcome.yielded_plan,
                              explanation=outcome.explained(), term=term),
     )
     said = None

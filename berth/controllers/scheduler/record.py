@@ -74,8 +74,14 @@ def _by_state(state: BindingState | None) -> L.LedgerEvent:
 
 
 def trigger(subject: Subject, binding: BindingView | None, evaluation: Evaluation | None,
-            failed: Mapping[str, float], metrics: list[str]) -> tuple[str, str]:
-    """Why the scheduler decided again: one of ``TRIGGERS``, and its particulars."""
+            failed: Mapping[str, float], metrics: list[str], doc: Binding | None = None
+            ) -> tuple[str, str]:
+    """Why the scheduler decided again: one of ``TRIGGERS``, and its particulars (``doc``:
+    the Binding written, which says whether it made room for another)."""
+    if doc is not None and doc.status.yielded_to and (
+            binding is None or binding.status.yielded_plan != doc.status.yielded_plan):
+        return "preemption", (f"for {doc.status.yielded_to} (plan {doc.status.yielded_plan})"
+                              if doc.status.yielded_plan else f"for {doc.status.yielded_to}")
     if binding is None or not binding.spec.targets:
         return "new", ""
     if binding.spec.generation != subject.generation:
@@ -176,7 +182,7 @@ def placement_record(subject: Subject, binding: BindingView | None, doc: Binding
         chosen = {str(k) for k in note["would_move_to"]}  # what the decision chose
     short = candidates(doc, before, evaluation, chosen)
     metrics = sorted({m for c in short for m in c.metrics})
-    why, detail = trigger(subject, binding, evaluation, failed, metrics)
+    why, detail = trigger(subject, binding, evaluation, failed, metrics, doc)
     rule = doc.status.held if what == L.HELD else HeldBy.NOTHING
     assert doc.metadata.modified is not None
     return L.Record(time=doc.metadata.modified, event=what, generation=doc.spec.generation,

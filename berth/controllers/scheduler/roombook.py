@@ -105,7 +105,7 @@ class RoomBook:
             room = Room(reported.allocatable, reported.free - Resources(
                 pending.cpu, pending.memory, pending.pods,
                 tuple(sorted((k, v) for k, v in pending.scalar.items() if v))))
-        until = pending.since + self.assume_ttl
+        until = pending.expires
         self._memo[key] = _RoomMemo(revision, version, until, room, reported, pending)
         if until != math.inf and (hit is None or hit.until != until):
             with self._log_lock:
@@ -194,25 +194,26 @@ class _RoomMemo:
 
 
 class _Pending:
-    """What berth placed on a cluster that its report does not count yet, summed in
-    plain integers, and when the oldest placement counted was made (inf: none)."""
+    """What berth placed (or reserved) on a cluster that its report does not count yet,
+    summed in plain integers, and when the first of them stops being counted (inf:
+    none)."""
 
-    __slots__ = ("cpu", "memory", "pods", "scalar", "since")
+    __slots__ = ("cpu", "expires", "memory", "pods", "scalar")
 
     def __init__(self, cpu: int, memory: int, pods: int, scalar: dict[str, int],
-                 since: float) -> None:
+                 expires: float) -> None:
         self.cpu = cpu
         self.memory = memory
         self.pods = pods
         self.scalar = scalar  # never changed once made: updated() copies it
-        self.since = since
+        self.expires = expires
 
     def updated(self, changes: list[UsageChange], placed: Mapping[str, int], now: float,
                 ttl: float) -> _Pending:
         """These sums after ``changes``, as the report counting ``placed`` pods per
         application leaves them unreported. A usage taken away was counted exactly as
         when it was added: the report is the same, and nothing counted has expired."""
-        cpu, memory, pods, since = self.cpu, self.memory, self.pods, self.since
+        cpu, memory, pods, expires = self.cpu, self.memory, self.pods, self.expires
         scalar: dict[str, int] | None = None
         for before, after in changes:
             for u, sign in ((before, -1), (after, 1)):
@@ -222,7 +223,7 @@ class _Pending:
                 if ask is None:
                     continue
                 if sign > 0:
-                    since = min(since, u.since)
+                    expires = min(expires, u.since + ttl if u.until is None else u.until)
                 cpu, memory, pods = (cpu + sign * ask.cpu, memory + sign * ask.memory,
                                      pods + sign * ask.pods)
                 if ask.scalar:
@@ -230,7 +231,7 @@ class _Pending:
                         scalar = dict(self.scalar)
                     for name, amount in ask.scalar:
                         scalar[name] = scalar.get(name, 0) + sign * amount
-        return _Pending(cpu, memory, pods, self.scalar if scalar is None else scalar, since)
+        return _Pending(cpu, memory, pods, self.scalar if scalar is None else scalar, expires)
 
 
 _NONE_PENDING = _Pending(0, 0, 0, {}, math.inf)
@@ -239,7 +240,10 @@ _NONE_PENDING = _Pending(0, 0, 0, {}, math.inf)
 def _unreported(u: Usage, placed: Mapping[str, int], now: float,
                 ttl: float) -> Resources | None:
     """What usage ``u`` asks that a report counting ``placed`` pods per application does
-    not count yet (None: nothing, or its assumption is older than ``ttl``)."""
+    not count yet (None: nothing, or its assumption is older than ``ttl``). A reservation
+    counts whole until it ends, whatever the report says."""
+    if u.until is not None:
+        return u.ask if now <= u.until else None
     seen = placed.get(u.app, 0)
     if seen >= u.pods > 0 or (u.pods == 0 and seen) or now - u.since > ttl:
         return None

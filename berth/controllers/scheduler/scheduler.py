@@ -59,6 +59,7 @@ from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
+from berth.controllers.scheduler import makeroom, preempt
 from berth.controllers.scheduler.antiflap import AntiFlap
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.cache import Cache
@@ -66,16 +67,27 @@ from berth.controllers.scheduler.config import SchedulerConfig
 from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, NoFit, decide
 from berth.controllers.scheduler.framework import Code, Evaluation, Framework, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.controllers.scheduler.outcome import Explained, Outcome, binding_write, refs, shares
+from berth.controllers.scheduler.outcome import (
+    Explained,
+    Outcome,
+    binding_write,
+    names,
+    refs,
+    shares,
+)
+from berth.controllers.scheduler.overlay import Overlay
 from berth.controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.preempt import Occupant, Plan
 from berth.controllers.scheduler.queue import SchedulingQueue
 from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.sweep import depends_on_placements, swept
 from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Invalid, Store, decode, encode, keys
-from berth.store.documents import BindingState, HeldBy, MovesStarted, Target
+from berth.store import ledger as L
+from berth.store.documents import BindingState, HeldBy, MovesStarted, Preemption, Target
 from berth.store.documents.pace import effective
+from berth.store.documents.resources import Resources
 from berth.store.events import WARNING, InvolvedObject
 from berth.store.ledger import Stamps
 
@@ -102,6 +114,7 @@ class Attempt(StrEnum):
     NOT_A_SUBJECT = "not-a-subject"  # a key that names nothing to place
     GONE = "gone"  # the subject is gone (nothing of it left)
     BINDING_DELETED = "binding-deleted"  # the subject is gone: its Binding deleted
+    PREEMPTING = "preempting"  # nothing fits yet: room is being made for it
     QUEUED = "queued"  # a sweep queued it for a full attempt
     UNCHANGED = "unchanged"  # a sweep found its decision unchanged
 
@@ -119,6 +132,7 @@ MOVED_OFF_FAILED = Counter(
 
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
 PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
+PLAN_LOOK = 1.0  # seconds between looks at a running preemption plan
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
@@ -499,7 +513,8 @@ class Scheduler:
         subject = self.cache.subject(key)
         if subject is None:
             return (0, enqueued)
-        return self.framework.sort_key(subject, enqueued)
+        return self.framework.sort_key(subject, enqueued,
+                                       self.cache.priorities.of(subject).value)
 
     def _on_garbage(self, binding_key: str, revision: int) -> None:
         """Something that is no Binding was written where ours lives: decide again, and the
@@ -541,6 +556,9 @@ class Scheduler:
             current = []  # everything it ran on is gone: it has to be placed anew
 
         self._waiting.pop(key, None)  # a new attempt replaces a held one
+        plan = binding.status.preemption if binding is not None else None
+        if plan is not None and not current:
+            return self._room_made(subject, binding, plan)
         keep = self.cache.keeps(subject, binding.spec.generation if binding else None)
         return self._act(subject, binding, current,
                          decide(self.framework, subject, self.cache, current, keep_current=keep,
@@ -557,7 +575,20 @@ class Scheduler:
                 self.queue.failed(subject.key)
                 return Attempt.ERROR
             limit = self.config.explain_limit
-            return self._unschedulable(subject, binding, current, outcome.reason,
+            why = outcome.reason
+            priority = self.cache.priorities.of(subject)
+            if priority.problem:
+                why = f"{priority.problem}: it makes no room; {why}"
+            elif (self.config.preemption.enabled and not current and priority.may_preempt
+                  and outcome.evaluation is not None
+                  and not (binding is not None and binding.status.yielded_to)):
+                found = preempt.plan(self.framework, subject, priority.value,
+                                     outcome.evaluation, self.cache, self._occupants,
+                                     limit=self.config.preemption.candidates)
+                if isinstance(found, Plan):
+                    return self._start_plan(subject, binding, found, outcome)
+                why = f"{why}; no room can be made: {found.reason}"
+            return self._unschedulable(subject, binding, current, why,
                                        lambda: outcome.explained(limit),
                                        self.framework.metric_blind(outcome.evaluation),
                                        outcome.evaluation)
@@ -594,6 +625,100 @@ class Scheduler:
                 self.cache.transit.decided(transit_id(decision.subject.key), [
                     f"{t.namespace or ''}/{t.name}" for t in decision.targets])
         return Attempt.SCHEDULED
+
+    # -- making room (docs/scheduler.md "Priority and preemption") ---------------------------
+
+    def _occupants(self, candidate: str) -> list[Occupant]:
+        """The applications placed on ``candidate``, as possible victims of a plan."""
+        now = self.clock.time()
+        protect = self.config.preemption.deadline
+        promised = {v.application for p in self.cache.decisions.plans() for v in p.victims
+                    if p.deadline.timestamp() > now}
+        out = []
+        for bkey, usage in self.cache.decisions.occupants(candidate):
+            binding, _ = self.cache.decisions.get(bkey)
+            if binding is None:
+                continue
+            r = binding.spec.resource
+            subject = self.cache.subject(keys.resource_key(r.kind, r.name, r.namespace))
+            if subject is None or subject.deleted:
+                continue
+            exempt = ""
+            if not (subject.preemptible.move or subject.preemptible.stop):
+                exempt = "it gives nothing up (preemptible)"
+            elif usage.app in promised:
+                exempt = "it makes room for another plan"
+            elif binding.status.yielded_to and binding.spec.scheduled is not None and (
+                    now - binding.spec.scheduled.timestamp() < protect):
+                exempt = "it made room lately"
+            out.append(Occupant(subject, self.cache.priorities.of(subject).value, usage.ask,
+                                list(binding.spec.targets), usage.since, exempt))
+        return out
+
+    def _start_plan(self, subject: Subject, binding: BindingView | None, plan: Plan,
+                    nofit: NoFit) -> Attempt:
+        """Reserve the room ``plan`` makes (the preemptor's Binding says the plan) and
+        start its moves."""
+        now = self.clock.now()
+        doc = makeroom.document(plan, now, self.config.preemption.deadline,
+                                L.record_id(now))
+        limit = self.config.explain_limit
+        self._submit(subject, binding, [], BindingState.UNSCHEDULABLE, makeroom.reason(doc),
+                     lambda: nofit.explained(limit), nofit.evaluation, preemption=doc)
+        log.info("%s: %s", subject.key, makeroom.reason(doc))
+        return self._advance(subject, doc)
+
+    def _room_made(self, subject: Subject, binding: BindingView | None,
+                   plan: Preemption) -> Attempt:
+        """A look at a running plan: placed if the room is there, else its next steps;
+        out of time, the reservation goes and nothing more is stopped."""
+        where = makeroom.cluster_key(plan)
+        if plan.deadline.timestamp() <= self.clock.time():
+            self._submit(subject, binding, [], BindingState.UNSCHEDULABLE,
+                         f"the room planned on {plan.cluster} was not made by "
+                         f"{plan.deadline:%Y-%m-%dT%H:%M:%SZ}: the reservation is released",
+                         list)
+            self.queue.unschedulable_now(subject.key, False)
+            return Attempt.UNSCHEDULABLE
+        overlay = Overlay(self.cache)
+        overlay.add(where, Resources.counted(plan.reserved))  # its own reservation
+        outcome = decide(self.framework, subject, overlay, [], defer=self.deferral,
+                         now=self.clock.time())
+        if isinstance(outcome, Decision) and not outcome.unplaced:
+            return self._act(subject, binding, [], outcome)
+        return self._advance(subject, plan)
+
+    def _advance(self, subject: Subject, plan: Preemption) -> Attempt:
+        """Make the moves the pace allows and, once they are done or failed, the stops."""
+        step = makeroom.advance(self.cache, self.framework, plan)
+        pace = self.cache.pace()
+        for m in step.moves:
+            own = effective(pace, m.victim.pace)
+            if own is not None and self.antiflap.paced(
+                    own, self.cache.transit.count(), names(m.decision.targets)) is not None:
+                continue  # tried again at the next look
+            self.antiflap.moved(m.victim.key, refs(m.binding.spec.targets),
+                                refs(m.decision.targets), optional=False)
+            self.writer.moves(encode(self.antiflap.record()))
+            self._submit(m.victim, m.binding, m.decision.targets, BindingState.SCHEDULED,
+                         "", self._explainer(m.decision, m.binding), m.decision.evaluation,
+                         yielded_to=str(subject.ref), yielded_plan=plan.plan)
+            self.cache.transit.decided(transit_id(m.victim.key), [
+                f"{t.namespace or ''}/{t.name}" for t in m.decision.targets])
+            log.info("%s: moved %s → %s to make room for %s on %s", m.victim.key,
+                     names(m.binding.spec.targets), names(m.decision.targets), subject.ref,
+                     plan.cluster)
+        for s in step.stops:
+            why = (f"stopped on {plan.cluster} to make room for {subject.ref} (plan "
+                   f"{plan.plan}): it fits nowhere else")
+            self._submit(s.victim, s.binding, s.left, BindingState.SCHEDULED if s.left
+                         else BindingState.UNSCHEDULABLE, why, list,
+                         yielded_to=str(subject.ref), yielded_plan=plan.plan)
+            if not s.left:
+                self.queue.unschedulable_now(s.victim.key, False)
+            log.info("%s: %s", s.victim.key, why)
+        self.queue.add_after(subject.key, PLAN_LOOK)
+        return Attempt.PREEMPTING
 
     def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred
                ) -> Attempt:
@@ -743,9 +868,14 @@ class Scheduler:
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],
                 state: BindingState, reason: str, explained: Explained,
                 evaluation: Evaluation | None = None, *, held: HeldBy = HeldBy.NOTHING,
-                deferred_until: datetime | None = None) -> None:
-        write = self._write(subject, binding, Outcome(new, state, reason, explained, evaluation,
-                                                      held, deferred_until))
+                deferred_until: datetime | None = None, preemption: Preemption | None = None,
+                yielded_to: str = "", yielded_plan: str = "") -> None:
+        if not yielded_to and binding is not None and state is not BindingState.SCHEDULED:
+            # a victim that fits nowhere keeps saying so: it makes no room in turn
+            yielded_to, yielded_plan = binding.status.yielded_to, binding.status.yielded_plan
+        write = self._write(subject, binding, Outcome(
+            new, state, reason, explained, evaluation, held, deferred_until, preemption,
+            yielded_to, yielded_plan))
         if write is not None:
             self.writer.submit(write)
 

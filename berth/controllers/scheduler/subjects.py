@@ -35,6 +35,7 @@ from berth.controllers.scheduler.views import (
 from berth.store.documents import BindingMeta, BindingSpec, ObjectRef, Placement, Target
 from berth.store.documents.metrics import ForecastPoint, MetricError, MetricPicture, MetricValue
 from berth.store.documents.pace import steady
+from berth.store.documents.priority import PREEMPTIBLE
 from berth.store.documents.resources import (
     NO_DEMAND,
     REPLICA_FIELDS,
@@ -183,7 +184,8 @@ def compact_binding(key: str, b: BindingView) -> BindingView:
         BindingSpec(ObjectRef(sys.intern(r.kind), name, ns), spec.generation,
                     [_shared_target(t) for t in spec.targets], scheduled, spec.decision),
         BindingStatusView(status.state, kept_reason(status.state, status.reason, status.held),
-                          status.held, status.deferred_until))
+                          status.held, status.deferred_until, status.preemption,
+                          _intern(status.yielded_to) or "", status.yielded_plan))
 
 
 def _shared_target(t: Target) -> Target:
@@ -218,6 +220,9 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         labels=_interned(app.metadata.labels),
         created=app.metadata.created.timestamp() if app.metadata.created else 0.0,
         priority=s.priority,
+        priority_class=_intern(s.priority_class_name),
+        preemption_policy=s.preemption_policy,
+        preemptible=s.preemptible if s.preemptible is not None else PREEMPTIBLE,
         deleted=app.metadata.deleted is not None,
         scheduler_name=s.scheduler_name,
         label_constraints=tuple(map(sys.intern, c.labels)) if c else (),

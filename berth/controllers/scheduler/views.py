@@ -23,6 +23,9 @@ from berth.store.documents import (
     MetricRef,
     ObjectRef,
     Placement,
+    Preemptible,
+    Preemption,
+    PreemptionPolicy,
     Taint,
     Toleration,
 )
@@ -50,7 +53,11 @@ class AppSpec(msgspec.Struct):
     affinity: Affinity | None = None
     tolerations: list[Toleration] = []
     scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
-    priority: int = 0
+    priority: int | None = None
+    priority_class_name: str | None = msgspec.field(default=None, name="priorityClassName")
+    preemption_policy: PreemptionPolicy | None = msgspec.field(default=None,
+                                                               name="preemptionPolicy")
+    preemptible: Preemptible | None = None
     gang: Gang | None = None
     pace: PaceOverride | None = None
 
@@ -130,6 +137,9 @@ class BindingStatusView(msgspec.Struct):
     reason: str = ""
     held: HeldBy = HeldBy.NOTHING
     deferred_until: datetime | None = None
+    preemption: Preemption | None = None
+    yielded_to: str = ""
+    yielded_plan: str = ""
 
 
 class BindingView(msgspec.Struct):
@@ -143,7 +153,8 @@ class BindingView(msgspec.Struct):
     def of(cls, doc: Binding) -> BindingView:
         st = doc.status
         return cls(doc.metadata, doc.spec, BindingStatusView(
-            st.state, kept_reason(st.state, st.reason, st.held), st.held, st.deferred_until))
+            st.state, kept_reason(st.state, st.reason, st.held), st.held, st.deferred_until,
+            st.preemption, st.yielded_to, st.yielded_plan))
 
 
 class MagnumSpecView(msgspec.Struct):

@@ -43,9 +43,12 @@ from berth.store.documents.decisions import (
     HeldBy,
     KubeObjectRef,
     MovesStarted,
+    Preemption,
     ResourceList,
     StatusMeta,
     Target,
+    Victim,
+    Yield,
 )
 from berth.store.documents.infrastructure import (
     Cloud,
@@ -73,6 +76,7 @@ from berth.store.documents.metrics import (
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import GlobalOverride, Override, OverrideRule
 from berth.store.documents.pace import Pace
+from berth.store.documents.priority import Preemptible, PreemptionPolicy, PriorityClass
 from berth.store.documents.selection import MatchExpression
 
 Resource = (
@@ -89,6 +93,7 @@ Resource = (
     | GlobalOverride
     | Override
     | Pace
+    | PriorityClass
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {
@@ -105,6 +110,7 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "GlobalOverride": GlobalOverride,
     "Override": Override,
     "Pace": Pace,
+    "PriorityClass": PriorityClass,
 }
 
 __all__ = [
@@ -162,7 +168,11 @@ __all__ = [
     "OverrideRule",
     "Pace",
     "Placement",
+    "Preemptible",
+    "Preemption",
+    "PreemptionPolicy",
     "PreferredTerm",
+    "PriorityClass",
     "Project",
     "ProviderInfo",
     "ReplicaScheduling",
@@ -174,6 +184,8 @@ __all__ = [
     "Target",
     "Toleration",
     "TopologySpreadConstraint",
+    "Victim",
     "WorkloadAffinity",
     "WorkloadAffinityTerm",
+    "Yield",
 ]

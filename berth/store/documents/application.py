@@ -16,6 +16,7 @@ import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
 from berth.store.documents.pace import PaceOverride
+from berth.store.documents.priority import Preemptible, PreemptionPolicy
 from berth.store.documents.rollouts import RolloutPolicy
 from berth.store.documents.selection import MatchExpression
 
@@ -197,7 +198,14 @@ class ApplicationSpec(Strict):
     affinity: Affinity | None = None
     tolerations: list[Toleration] = []
     scheduler_name: str | None = msgspec.field(default=None, name="schedulerName")
-    priority: int = 0
+    # Its priority (docs/scheduler.md "Priority and preemption"): its own, or a class's by
+    # name (the class's wins); neither, the global default class's, else 0.
+    priority: int | None = None
+    priority_class_name: str | None = msgspec.field(default=None, name="priorityClassName")
+    # Whether it may make room when it fits nowhere (a class's policy wins).
+    preemption_policy: PreemptionPolicy | None = msgspec.field(default=None,
+                                                               name="preemptionPolicy")
+    preemptible: Preemptible | None = None  # what it gives up for a more important one
     gang: Gang | None = None
     # The propagator's: how custom resources are judged, whether an object another
     # application (or nobody berth knows) manages on a cluster may be taken over

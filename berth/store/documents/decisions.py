@@ -62,6 +62,35 @@ class HeldBy(StrEnum):
     PER_MINUTE = "per_minute"
 
 
+class Yield(StrEnum):
+    """What a victim of a preemption gives up: its copy on the cluster is moved to
+    another where it fits (make-before-break), or stopped (it fits nowhere else)."""
+
+    MOVE = "move"
+    STOP = "stop"
+
+
+class Victim(msgspec.Struct, omit_defaults=True):
+    """An application that makes room in a preemption plan."""
+
+    application: str  # <namespace>/<name>
+    priority: int
+    action: Yield
+    to: list[str] = []  # move: the clusters it goes to (namespace/name)
+
+
+class Preemption(msgspec.Struct, omit_defaults=True):
+    """A plan to make room for the application of this Binding (docs/scheduler.md
+    "Priority and preemption"): the room it frees on ``cluster`` is reserved for the
+    application until it is placed there or ``deadline`` passes."""
+
+    cluster: str  # where room is made: <namespace>/<name>
+    deadline: datetime
+    victims: list[Victim]
+    reserved: ResourceList = {}  # what is held for the application there
+    plan: str = ""  # the plan's id (its time, as ledger ids are)
+
+
 class BindingStatus(msgspec.Struct, omit_defaults=True):
     state: BindingState | None = None  # None: not decided yet
     reason: str = ""  # for people; what code reads is a field
@@ -69,6 +98,12 @@ class BindingStatus(msgspec.Struct, omit_defaults=True):
     # Binding keeps its targets)
     held: HeldBy = HeldBy.NOTHING
     deferred_until: datetime | None = None  # Pending: when the work is planned to start
+    # Unschedulable: a plan to make room for it, while one runs
+    preemption: Preemption | None = None
+    # Its copy moved or stopped to make room (the preemptor, <namespace>/<name>, and the
+    # plan's id): it makes no room in turn while this stands.
+    yielded_to: str = ""
+    yielded_plan: str = ""
     explanation: list[dict[str, Any]] = []
     # The scheduler leader's term it was written in (its election key's create
     # revision; the write required it, docs/scheduler.md "Leadership is a fence").

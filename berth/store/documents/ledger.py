@@ -59,6 +59,7 @@ TRIGGERS = {
     "metrics": "metric values changed the candidates' scores",
     "scores": "the candidates' scores changed (labels, capacity, spread)",
     "operator": "an operator acted (a rollout approved, paused or resumed)",
+    "preemption": "it was moved or stopped to make room for a more important application",
 }
 
 

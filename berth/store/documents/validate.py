@@ -32,6 +32,7 @@ from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
 from berth.store.documents.pace import FLEET, Pace, PaceWindow, minutes
+from berth.store.documents.priority import HIGHEST_USER_PRIORITY, PriorityClass
 from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
 from berth.store.documents.rollouts import REST, RolloutPolicy, RolloutStrategy
@@ -85,6 +86,8 @@ def problems(doc: Resource) -> list[Problem]:
             found += _override(doc)
         case Pace():
             found += _pace(doc)
+        case PriorityClass():
+            found += _priority_class(doc)
     return found
 
 
@@ -337,6 +340,13 @@ def _application(doc: Application) -> Iterator[Problem]:
         yield from _custom_resources(
             c.custom_resources, "spec.constraints.cluster.custom_resources"
         )
+    if spec.priority is not None and abs(spec.priority) > HIGHEST_USER_PRIORITY:
+        yield Problem("spec.priority", f"{spec.priority} is beyond +-{HIGHEST_USER_PRIORITY:,}")
+    if spec.priority_class_name is not None:
+        try:
+            keys.check_name(spec.priority_class_name, "spec.priorityClassName")
+        except ValueError as exc:
+            yield Problem("spec.priorityClassName", str(exc))
     for i, obj in enumerate(spec.manifest):
         if not obj.get("kind") or not obj.get("apiVersion"):
             yield Problem(f"spec.manifest[{i}]", "a Kubernetes object needs apiVersion and kind")
@@ -386,6 +396,12 @@ def _application(doc: Application) -> Iterator[Problem]:
     if spec.pace is not None:
         yield from _pace_limits(spec.pace.in_transition, spec.pace.per_minute,
                                 spec.pace.windows or [], "spec.pace")
+
+
+def _priority_class(doc: PriorityClass) -> Iterator[Problem]:
+    if abs(doc.spec.value) > HIGHEST_USER_PRIORITY:
+        yield Problem("spec.value", f"{doc.spec.value} is beyond +-{HIGHEST_USER_PRIORITY:,} "
+                      "(Kubernetes keeps larger values for its own system classes)")
 
 
 def _pace(doc: Pace) -> Iterator[Problem]:

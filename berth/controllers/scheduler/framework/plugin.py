@@ -109,7 +109,10 @@ class Named(Protocol):
 
 @runtime_checkable
 class QueueSort(Protocol):
-    def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]: ...
+    def sort_key(self, subject: Subject, enqueued: float, priority: int) -> tuple[Any, ...]:
+        """The queue's order of ``subject`` (smaller first), enqueued at ``enqueued``,
+        whose priority resolves to ``priority``."""
+        ...
 
 
 @runtime_checkable

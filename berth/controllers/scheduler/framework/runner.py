@@ -101,9 +101,10 @@ class Framework:
 
     # -- queue sort -------------------------------------------------------------
 
-    def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]:
+    def sort_key(self, subject: Subject, enqueued: float, priority: int) -> tuple[Any, ...]:
         sorter = self.on.queue_sort
-        return sorter.sort_key(subject, enqueued) if sorter is not None else (enqueued,)
+        return (sorter.sort_key(subject, enqueued, priority) if sorter is not None
+                else (enqueued,))
 
     def metric_blind(self, evaluation: Evaluation | None) -> bool:
         """Whether new metric values alone cannot make fit a subject nothing fit in

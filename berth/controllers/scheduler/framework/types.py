@@ -23,6 +23,7 @@ from berth.store.documents import (
     Toleration,
 )
 from berth.store.documents.pace import PaceOverride
+from berth.store.documents.priority import PREEMPTIBLE, Preemptible, PreemptionPolicy
 from berth.store.documents.resources import NO_DEMAND, Demand, Resources
 
 
@@ -68,7 +69,10 @@ class Subject:
     generation: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     created: float = 0.0
-    priority: int = 0
+    priority: int | None = None  # its own (spec.priority); a class's is resolved when asked
+    priority_class: str | None = None  # spec.priorityClassName
+    preemption_policy: PreemptionPolicy | None = None  # its own, under a class's
+    preemptible: Preemptible = PREEMPTIBLE  # what it gives up for a more important one
     deleted: bool = False
     scheduler_name: str | None = None
     label_constraints: tuple[str, ...] = ()

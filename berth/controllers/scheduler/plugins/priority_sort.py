@@ -1,4 +1,5 @@
-"""PrioritySort: higher ``spec.priority`` first, then the oldest in the queue."""
+"""PrioritySort: the higher priority first (an application's class's, or its own),
+then the oldest in the queue."""
 
 from __future__ import annotations
 
@@ -13,5 +14,5 @@ NAME = "PrioritySort"
 class PrioritySort(Plugin, points.QueueSort):
     name = NAME
 
-    def sort_key(self, subject: Subject, enqueued: float) -> tuple[Any, ...]:
-        return (-subject.priority, enqueued)
+    def sort_key(self, subject: Subject, enqueued: float, priority: int) -> tuple[Any, ...]:
+        return (-priority, enqueued)

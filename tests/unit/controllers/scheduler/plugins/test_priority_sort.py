@@ -1,16 +1,26 @@
-"""PrioritySort: the queue's order — higher ``spec.priority`` first, then the oldest."""
+"""PrioritySort: the queue's order — the higher priority first (a class's, or the
+application's own), then the oldest."""
 
 from __future__ import annotations
 
 from berth.controllers.scheduler.plugins.priority_sort import PrioritySort
+from berth.controllers.scheduler.priorities import resolve
+from berth.store.documents import Metadata, PriorityClass
+from berth.store.documents.priority import PriorityClassSpec
 from berth_testkit.fakes.scheduler import app
 
 
 def test_higher_priority_first_then_the_oldest_in_the_queue() -> None:
     sort = PrioritySort()
-    waiting = [(app("late-high", priority=10), 3.0), (app("old-low"), 1.0),
-               (app("new-low"), 2.0), (app("early-high", priority=10), 0.5),
-               (app("negative", priority=-1), 0.0)]
-    ordered = sorted(waiting, key=lambda w: sort.sort_key(*w))
+    critical = PriorityClass(Metadata("critical"), PriorityClassSpec(value=20))
+    low = PriorityClass(Metadata("low"), PriorityClassSpec(value=-5, global_default=True))
+    classes = {"critical": critical, "low": low}
+    waiting = [(app("late-high", priority=10), 3.0), (app("old-default"), 1.0),
+               (app("new-zero", priority=0), 2.0), (app("early-high", priority=10), 0.5),
+               (app("negative", priority=-1), 0.0),
+               (app("classed", priority_class="critical"), 4.0)]
+    ordered = sorted(waiting, key=lambda w: sort.sort_key(
+        w[0], w[1], resolve(w[0], classes, low).value))
+    # the class's 20 first; an application that gives 0 is above the default class's -5
     assert [s.ref.name for s, _ in ordered] == [
-        "early-high", "late-high", "old-low", "new-low", "negative"]
+        "classed", "early-high", "late-high", "new-zero", "negative", "old-default"]

@@ -1,0 +1,135 @@
+"""Carrying a preemption plan out: what the plan says, and what to do next.
+
+:func:`preempt.plan` finds the room; this module turns a plan into what the
+preemptor's Binding holds (:class:`~store.documents.Preemption`: the
+cluster, the victims and where each goes, the room reserved and until when)
+and, at each later look while the plan runs, says what is to be done
+(:func:`advance`): the moves not made yet (they wait for the pace), then —
+once every move is done or has failed — the stops. It reads the scheduler's
+cache and decides with its framework, and writes nothing: the scheduler acts
+on the :class:`Step` (docs/scheduler.md "Priority and preemption").
+
+A move is done when the victim's Binding no longer names the cluster and the
+cluster reports none of its pods (make-before-break: the old copy goes only
+once the new one is available); it has failed when the victim is no longer
+Scheduled or could not become available where it went.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from berth.controllers.scheduler.cache import Cache
+from berth.controllers.scheduler.decide import Decision, decide
+from berth.controllers.scheduler.framework import Framework, Subject
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.outcome import names
+from berth.controllers.scheduler.overlay import Overlay
+from berth.controllers.scheduler.preempt import Plan
+from berth.controllers.scheduler.views import BindingView
+from berth.store import keys
+from berth.store.documents import BindingState, Preemption, Target, Victim, Yield
+
+
+def cluster_key(plan: Preemption) -> str:
+    """The candidate key of the cluster a plan makes room on."""
+    ns, _, name = plan.cluster.rpartition("/")
+    return candidate_key("Cluster", ns or None, name)
+
+
+def app_key(victim: Victim) -> str:
+    ns, _, name = victim.application.rpartition("/")
+    return keys.resource_key("Application", name, ns or None)
+
+
+def document(plan: Plan, now: datetime, deadline: float, plan_id: str) -> Preemption:
+    """What the preemptor's Binding says of ``plan`` while it runs."""
+    ref = plan.cluster.ref
+    return Preemption(
+        cluster=f"{ref.namespace}/{ref.name}",
+        deadline=(now + timedelta(seconds=deadline)).replace(microsecond=0),
+        victims=[Victim(f"{v.occupant.subject.ref}", v.occupant.priority, v.action,
+                        [f"{t.namespace}/{t.name}" for t in v.moved_to])
+                 for v in plan.victims],
+        reserved=plan.reserved.listed(), plan=plan_id)
+
+
+def reason(plan: Preemption) -> str:
+    """``making room on ns/c1 until …: moving a → c2; stopping b (fits nowhere else)``."""
+    moving = [f"{v.application} → {','.join(t.rpartition('/')[2] for t in v.to)}"
+              for v in plan.victims if v.action is Yield.MOVE]
+    stopping = [v.application for v in plan.victims if v.action is Yield.STOP]
+    parts = [f"moving {', '.join(moving)}"] if moving else []
+    if stopping:
+        parts.append(f"stopping {', '.join(stopping)} (fits nowhere else)")
+    return (f"making room on {plan.cluster} until {plan.deadline:%Y-%m-%dT%H:%M:%SZ}: "
+            + "; ".join(parts))
+
+
+@dataclass(slots=True)
+class Move:
+    victim: Subject
+    binding: BindingView
+    decision: Decision
+
+
+@dataclass(slots=True)
+class Stop:
+    victim: Subject
+    binding: BindingView
+    left: list[Target]  # its targets but the cluster
+
+
+@dataclass(slots=True)
+class Step:
+    """What a look at a running plan says to do now."""
+
+    moves: list[Move] = field(default_factory=list)
+    stops: list[Stop] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # moves not done yet (who)
+    failed: list[str] = field(default_factory=list)  # moves that failed (who, why)
+
+
+def advance(cache: Cache, framework: Framework, plan: Preemption) -> Step:
+    """The next things to do for ``plan`` (see the module's doc)."""
+    step = Step()
+    where = cluster_key(plan)
+    stops: list[tuple[Subject, BindingView]] = []
+    for v in plan.victims:
+        subject = cache.subject(app_key(v))
+        binding = cache.binding(subject)[0] if subject is not None else None
+        if subject is None or binding is None or subject.deleted:
+            continue  # gone: it takes no room any more
+        there = any(candidate_key(t.kind, t.namespace, t.name) == where
+                    for t in binding.spec.targets)
+        if v.action is Yield.STOP:
+            if there:
+                stops.append((subject, binding))
+            continue
+        if there and binding.status.yielded_plan == plan.plan:
+            step.failed.append(f"{v.application}: back on {plan.cluster}")
+        elif there:
+            overlay = Overlay(cache)
+            overlay.close(subject.key, where)
+            got = decide(framework, subject, overlay, list(binding.spec.targets))
+            if isinstance(got, Decision) and not got.unplaced and all(
+                    candidate_key(t.kind, t.namespace, t.name) != where for t in got.targets):
+                step.moves.append(Move(subject, binding, got))
+                step.waiting.append(f"{v.application} (to {names(got.targets)})")
+            else:
+                step.failed.append(f"{v.application}: no place elsewhere now")
+        elif binding.status.state != BindingState.SCHEDULED or any(
+                key in cache.failed(subject) for key in (
+                    candidate_key(t.kind, t.namespace, t.name) for t in binding.spec.targets)):
+            step.failed.append(f"{v.application}: not available where it went")
+        elif cache.reported_pods(plan.cluster, v.application):
+            step.waiting.append(f"{v.application} (its copy on {plan.cluster} still runs)")
+    if not step.waiting:
+        step.stops = [Stop(s, b, [t for t in b.spec.targets
+                                  if candidate_key(t.kind, t.namespace, t.name) != where])
+                      for s, b in stops]
+    return step
+
+
+__all__ = ["Move", "Step", "Stop", "advance", "app_key", "cluster_key", "document", "reason"]

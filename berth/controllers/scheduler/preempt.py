@@ -1,0 +1,241 @@
+"""Making room: where a more important application could fit if less important ones left.
+
+When an application fits nowhere and may preempt (:mod:`priorities`),
+:func:`plan` looks, on one frozen snapshot, at each cluster it was refused
+for room alone (the Capacity filter) — Kubernetes' DefaultPreemption, at
+cluster scale, and with victims moved rather than killed:
+
+1. Every application placed there at a strictly lower priority that gives
+   something up (``spec.preemptible``; ``migration: false`` is never moved),
+   and has not made room for another lately, is a possible victim. If the
+   application does not fit with all of them gone, the cluster is no
+   candidate.
+2. Victims are reprieved from the most important down (higher priority, then
+   placed earlier), each as long as the application still fits without it:
+   what is left is the smallest set the order allows.
+3. Each victim, the most important first, is decided by the scheduler's own
+   ``decide`` as if the cluster were closed to it (:class:`~overlay.Overlay`),
+   counting the room earlier victims take where they go, never the room freed
+   for the application: one with a place elsewhere is moved there, one without
+   is stopped — or, if it refuses that, the cluster is no candidate.
+4. The application itself is decided with that room freed and taken: a plan
+   that does not place it on the cluster is no plan.
+
+Of the candidates' plans the one with the fewest victims stopped wins, then
+the lowest priority of a stopped one, the fewest moved, the lowest priority of
+any victim, the lowest sum of the victims' priorities, the application's best
+score, and the cluster's name. Nothing is written here: the scheduler carries
+the plan out (docs/scheduler.md "Priority and preemption").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from berth.controllers.scheduler.decide import Decision, decide
+from berth.controllers.scheduler.framework import (
+    Candidate,
+    Evaluation,
+    Framework,
+    Subject,
+    ordinals,
+)
+from berth.controllers.scheduler.framework.helpers.replicas import divided, total_replicas
+from berth.controllers.scheduler.framework.snapshot import Snapshot
+from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.overlay import Overlay
+from berth.store.documents import Target, Yield
+from berth.store.documents.resources import Resources
+
+CAPACITY = "Capacity"  # the filter whose refusals room can cure
+_ZERO = Resources()
+
+
+@dataclass(frozen=True, slots=True)
+class Occupant:
+    """An application placed on a candidate, as a possible victim."""
+
+    subject: Subject
+    priority: int
+    ask: Resources  # what its copy there asks of the cluster
+    targets: list[Target]  # everywhere it runs now
+    since: float  # when it was placed there (seconds since the epoch)
+    exempt: str = ""  # why it is no victim ("" : it may be one)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A victim of a plan, and what it gives up."""
+
+    occupant: Occupant
+    action: Yield
+    decision: Decision | None = None  # a move: where it goes
+
+    @property
+    def moved_to(self) -> list[Target]:
+        """The targets a move adds (none for a stop)."""
+        if self.decision is None:
+            return []
+        was = {(t.kind, t.namespace, t.name) for t in self.occupant.targets}
+        return [t for t in self.decision.targets if (t.kind, t.namespace, t.name) not in was]
+
+
+@dataclass(slots=True)
+class Plan:
+    """Room made on ``cluster`` for the preemptor, by ``victims``."""
+
+    cluster: Candidate
+    victims: list[Planned]
+    decision: Decision  # the preemptor's, with the room made
+    reserved: Resources  # what the preemptor takes on the cluster
+
+    @property
+    def stopped(self) -> list[Planned]:
+        return [v for v in self.victims if v.action is Yield.STOP]
+
+    @property
+    def moved(self) -> list[Planned]:
+        return [v for v in self.victims if v.action is Yield.MOVE]
+
+    def order(self) -> tuple[int, float, int, float, int, float, str]:
+        """How plans compare (smaller is better), by the rules in the module's doc."""
+        stopped = [v.occupant.priority for v in self.stopped]
+        every = [v.occupant.priority for v in self.victims]
+        score = next((r.score for r in self.decision.chosen
+                      if r.candidate.key == self.cluster.key), 0.0)
+        return (len(stopped), max(stopped, default=float("-inf")), len(self.moved),
+                max(every, default=float("-inf")), sum(every), -score, self.cluster.key)
+
+
+@dataclass(slots=True)
+class NoPlan:
+    """Why no room can be made: per candidate considered, in a few words."""
+
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        if not self.reasons:
+            return "no cluster was refused for room alone"
+        counts: dict[str, int] = {}
+        for why in self.reasons.values():
+            counts[why] = counts.get(why, 0) + 1
+        return "; ".join(f"{n} cluster{'s' if n > 1 else ''}: {why}"
+                         for why, n in sorted(counts.items(), key=lambda c: -c[1]))
+
+
+def need_of(subject: Subject) -> Resources:
+    """What the preemptor needs of one cluster: its whole manifest; a divided one, every
+    replica (room is made on one cluster)."""
+    d = subject.demand
+    return d.on(total_replicas(subject)) if divided(subject) else d.whole
+
+
+def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Evaluation,
+         snapshot: Snapshot, occupants: Callable[[str], Sequence[Occupant]], *,
+         limit: int = 100) -> Plan | NoPlan:
+    """The best plan to make room for ``preemptor`` (at ``priority``), nothing fitting it
+    in ``evaluation``; ``occupants``: who is placed on a candidate (by key). At most
+    ``limit`` candidates are tried, those least short of room first."""
+    need = need_of(preemptor)
+    out = NoPlan()
+    fleet = evaluation.fleet
+    tried: list[tuple[int, Candidate, Resources]] = []
+    for status, bits in evaluation.groups():
+        if status.plugin != CAPACITY:
+            continue
+        for i in ordinals(bits):
+            c = fleet.candidates[i]
+            room = snapshot.capacity(c)
+            if room is not None:
+                tried.append((_shortfall(need, room.allocatable, room.free), c, room.free))
+    tried.sort(key=lambda t: (t[0], t[1].key))
+    overlay = Overlay(snapshot)
+    best: Plan | None = None
+    for _, c, free in tried[:limit]:
+        found = _on(framework, preemptor, priority, need, c, free, occupants(c.key), overlay)
+        if isinstance(found, str):
+            out.reasons[c.key] = found
+        elif best is None or found.order() < best.order():
+            best = found
+    return best if best is not None else out
+
+
+def _shortfall(need: Resources, alloc: Resources, free: Resources) -> int:
+    """How short of ``need`` a cluster is, in thousandths of its size per resource."""
+    return sum(max(0, want - free.get(name)) * 1000 // max(alloc.get(name), 1)
+               for name, want in need.items() if want > 0)
+
+
+def _on(framework: Framework, preemptor: Subject, priority: int, need: Resources,
+        c: Candidate, free: Resources, here: Sequence[Occupant], overlay: Overlay
+        ) -> Plan | str:
+    """The plan that makes room on ``c``, or why there is none."""
+    pool = [o for o in here if o.priority < priority and not o.exempt
+            and o.subject.key != preemptor.key]
+    gone = free
+    for o in pool:
+        gone = gone + o.ask
+    if not need.fits(gone):
+        return ("not enough room even without every less important application"
+                if pool else "no less important application to make room")
+    # Reprieve the most important first (higher priority, then placed earlier).
+    pool.sort(key=lambda o: (-o.priority, o.since, o.subject.key))
+    victims: list[Occupant] = []
+    for o in pool:
+        if need.fits(gone - o.ask):
+            gone = gone - o.ask
+        else:
+            victims.append(o)
+    mark = overlay.mark()
+    try:
+        planned: list[Planned] = []
+        for o in victims:  # the most important first: it has the first pick of room
+            p = _yield(framework, o, c, overlay)
+            if p is None:
+                return (f"{o.subject.ref} would have to go, and has nowhere else to go "
+                        "and may not be stopped")
+            planned.append(p)
+        freed = _ZERO
+        for o in victims:
+            freed = freed + o.ask
+        overlay.add(c.key, freed)
+        got = decide(framework, preemptor, overlay, [])
+        if not isinstance(got, Decision) or got.unplaced:
+            return "it would still not fit with the room made"
+        mine = next((t for t in got.targets if candidate_key(t.kind, t.namespace, t.name)
+                     == c.key), None)
+        if mine is None:
+            return "it would go elsewhere with the room made"
+        return Plan(c, planned, got, preemptor.demand.on(mine.replicas))
+    finally:
+        overlay.undo(mark)
+
+
+def _yield(framework: Framework, o: Occupant, c: Candidate, overlay: Overlay
+           ) -> Planned | None:
+    """What victim ``o`` gives up on ``c``: a move where it fits elsewhere (the room it
+    takes there taken in ``overlay``), else a stop; None if it refuses what is left."""
+    subject = o.subject
+    if subject.preemptible.move and subject.migration:
+        overlay.close(subject.key, c.key)
+        got = decide(framework, subject, overlay, list(o.targets))
+        if isinstance(got, Decision) and not got.unplaced and all(
+                candidate_key(t.kind, t.namespace, t.name) != c.key for t in got.targets):
+            was = {candidate_key(t.kind, t.namespace, t.name): t for t in o.targets}
+            for t in got.targets:
+                key = candidate_key(t.kind, t.namespace, t.name)
+                before = was.get(key)
+                grows = subject.demand.on(t.replicas) - (
+                    subject.demand.on(before.replicas) if before is not None else _ZERO)
+                taken = grows.max(_ZERO)  # room it frees elsewhere is not counted
+                if taken:
+                    overlay.add(key, _ZERO - taken)
+            return Planned(o, Yield.MOVE, got)
+    if subject.preemptible.stop:
+        return Planned(o, Yield.STOP)
+    return None
+
+
+__all__ = ["CAPACITY", "NoPlan", "Occupant", "Plan", "Planned", "need_of", "plan"]

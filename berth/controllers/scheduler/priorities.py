@@ -1,0 +1,96 @@
+"""What an application's priority is, read from the PriorityClasses when asked.
+
+An application names a class (``spec.priorityClassName``: the class's value
+and preemption policy), gives its own ``spec.priority`` (and
+``spec.preemptionPolicy``), or neither: the global default class's, else 0
+and ``PreemptLowerPriority`` (Kubernetes' admission, resolved when the
+scheduler decides rather than when the application is written: a changed
+class counts at once). A class named that does not exist is a problem the
+application's Binding says; it is placed at its own priority meanwhile but
+makes no room for itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from berth.controllers.runtime import Event, Informer
+from berth.controllers.scheduler.framework import Subject
+from berth.store.documents.priority import PreemptionPolicy, PriorityClass, default_class
+
+
+@dataclass(frozen=True, slots=True)
+class Priority:
+    """An application's priority as resolved, and from where."""
+
+    value: int
+    policy: PreemptionPolicy
+    source: str  # for people: "class critical", "its own", "default class low", "default"
+    problem: str = ""  # the class it names does not exist
+
+    @property
+    def may_preempt(self) -> bool:
+        return self.policy is PreemptionPolicy.PREEMPT_LOWER_PRIORITY and not self.problem
+
+
+NONE = Priority(0, PreemptionPolicy.PREEMPT_LOWER_PRIORITY, "default")
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    version: int
+    classes: dict[str, PriorityClass]
+    default: PriorityClass | None
+
+
+class Priorities:
+    """The PriorityClasses of an informer, resolved per subject; for any thread."""
+
+    def __init__(self, classes: Informer[PriorityClass]) -> None:
+        self._classes = classes
+        self._version = 0  # bumped by every change to the classes
+        self._lock = threading.Lock()
+        self._table = _Table(-1, {}, None)
+        classes.add_handler(self._changed)
+
+    def _changed(self, event: Event[Any]) -> None:
+        with self._lock:
+            self._version += 1
+
+    def _current(self) -> _Table:
+        table = self._table
+        if table.version == self._version:
+            return table
+        with self._lock:
+            version = self._version
+        listed = [item.obj for item in self._classes.items()]
+        table = _Table(version, {c.metadata.name: c for c in listed}, default_class(listed))
+        self._table = table  # a change meanwhile bumped the version: read again next time
+        return table
+
+    def of(self, subject: Subject) -> Priority:
+        return resolve(subject, self._current().classes, self._current().default)
+
+
+def resolve(subject: Subject, classes: dict[str, PriorityClass],
+            default: PriorityClass | None) -> Priority:
+    """``subject``'s priority by the rules above."""
+    own = subject.preemption_policy or PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    name = subject.priority_class
+    if name is not None:
+        found = classes.get(name)
+        if found is None:
+            return Priority(subject.priority or 0, own, "its own",
+                            f"priority class {name!r} does not exist")
+        return Priority(found.spec.value, found.spec.preemption_policy, f"class {name}")
+    if subject.priority is not None:
+        return Priority(subject.priority, own, "its own")
+    if default is not None:
+        return Priority(default.spec.value, default.spec.preemption_policy,
+                        f"default class {default.metadata.name}")
+    return Priority(0, own, "default")
+
+
+__all__ = ["NONE", "Priorities", "Priority", "resolve"]
