@@ -117,6 +117,14 @@ def _reason(s: Shown) -> str:
     return s.binding.status.reason if s.binding is not None and s.binding.status.reason else "-"
 
 
+def _priority(s: Shown) -> str:
+    """An application's class (its value resolved by the scheduler), or its own priority;
+    ``-``: the default class's, else 0."""
+    named = _doc(s, "spec.priority_class_name", None)
+    own = _doc(s, "spec.priority", None)
+    return str(named) if named else (str(own) if own is not None else "-")
+
+
 def _credential(s: Shown) -> str:
     """A pull cluster's agent's etcd credential: when it expires (it renews itself with
     a quarter of its life left), or that it was revoked, or never approved."""
@@ -136,6 +144,7 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
          ("CLUSTERS", lambda s: _names(s.binding.spec.targets) if s.binding else "-"),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("GENERATION", lambda s: str(_doc(s, "metadata.generation"))),
+         ("PRIORITY", _priority),
          ("READY PER CLUSTER", lambda s: ready_column(s, per_cluster=True)),
          ("RUNNING ON", lambda s: _names(s.status.status.running_on)
           if isinstance(s.status, ApplicationStatus) else "-"),
@@ -184,6 +193,12 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
              f"{w.start}-{w.end}" + (f"({'/'.join(w.days)})" if w.days else "")
              for w in _doc(s, "spec.windows", [])) or "-"),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),
+    "PriorityClass": (
+        [("VALUE", lambda s: str(_doc(s, "spec.value"))),
+         ("GLOBAL DEFAULT", lambda s: str(bool(_doc(s, "spec.global_default", False))).lower()),
+         ("PREEMPTION POLICY", lambda s: str(_doc(s, "spec.preemption_policy"))),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("DESCRIPTION", lambda s: str(_doc(s, "spec.description", "")) or "-")]),
     "Cloud": (
         [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
          ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"

@@ -45,7 +45,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -870,9 +870,6 @@ class Scheduler:
                 evaluation: Evaluation | None = None, *, held: HeldBy = HeldBy.NOTHING,
                 deferred_until: datetime | None = None, preemption: Preemption | None = None,
                 yielded_to: str = "", yielded_plan: str = "") -> None:
-        if not yielded_to and binding is not None and state is not BindingState.SCHEDULED:
-            # a victim that fits nowhere keeps saying so: it makes no room in turn
-            yielded_to, yielded_plan = binding.status.yielded_to, binding.status.yielded_plan
         write = self._write(subject, binding, Outcome(
             new, state, reason, explained, evaluation, held, deferred_until, preemption,
             yielded_to, yielded_plan))
@@ -882,7 +879,14 @@ class Scheduler:
     def _write(self, subject: Subject, binding: BindingView | None,
                outcome: Outcome) -> Write | None:
         """The write ``outcome`` makes of ``binding``, now, in this leader's term, with its
-        ledger record when the ledger is on."""
+        ledger record when the ledger is on. An application that made room keeps saying
+        so while it stays where that left it (it makes no room in turn, and is no victim
+        again for a while)."""
+        if (binding is not None and binding.status.yielded_to and not outcome.yielded_to
+                and (outcome.state is not BindingState.SCHEDULED
+                     or refs(outcome.targets) == refs(binding.spec.targets))):
+            outcome = replace(outcome, yielded_to=binding.status.yielded_to,
+                              yielded_plan=binding.status.yielded_plan)
         return binding_write(subject, binding, outcome, term=self.term,
                              now=self._stamps.next(self.clock.now()),
                              say=log.isEnabledFor(logging.INFO),

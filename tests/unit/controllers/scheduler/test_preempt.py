@@ -1,0 +1,207 @@
+"""Making room: the preemption planner against the Kubernetes scheduler's own cases.
+
+Written from kube-scheduler's DefaultPreemption tests
+(pkg/scheduler/framework/plugins/defaultpreemption/default_preemption_test.go:
+``TestSelectNodesForPreemption``/``TestDryRunPreemption``,
+``TestPickOneNodeForPreemption``) and pkg/scheduler/framework/preemption,
+at cluster scale: one cluster is one Node there, one application one Pod.
+Where berth differs, the case says so: a victim with room elsewhere is moved
+there rather than deleted, so plans are first ordered by victims stopped; there
+are no PodDisruptionBudgets (an application's ``preemptible`` says what it
+gives up instead); and a victim's start time is when it was placed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from berth.controllers.scheduler.config import SchedulerConfig
+from berth.controllers.scheduler.decide import NoFit, decide
+from berth.controllers.scheduler.framework import Framework, Room, Subject
+from berth.controllers.scheduler.plugins import REGISTRY
+from berth.controllers.scheduler.preempt import NoPlan, Occupant, Plan, plan
+from berth.store.documents import Preemptible, Target, Yield
+from berth.store.documents.resources import Demand, Resources
+from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster
+
+Placed = tuple[str, int, int]  # application, priority, CPU (millicores)
+
+
+def cpu(m: int) -> Resources:
+    return Resources(cpu=m)
+
+
+def workload(name: str, m: int, **kw: object) -> Subject:
+    return app(name, demand=Demand(whole=cpu(m)), **kw)
+
+
+class World:
+    """Clusters of ``size`` millicores each, holding applications (one copy each)."""
+
+    def __init__(self, clusters: dict[str, tuple[int, list[Placed]]],
+                 subjects: dict[str, Subject] | None = None) -> None:
+        self.framework = Framework(SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1})
+        self.snapshot = FakeSnapshot([cluster(n) for n in clusters])
+        self.placed: dict[str, list[Occupant]] = {}
+        subjects = subjects or {}
+        for name, (size, apps) in clusters.items():
+            used = sum(m for _, _, m in apps)
+            self.snapshot.room_of[name] = Room(cpu(size), cpu(size - used))
+            self.placed[f"Cluster/default/{name}"] = [
+                Occupant(subjects.get(a) or workload(a, m), p, cpu(m),
+                         [Target("Cluster", name, "default")], since=i)
+                for i, (a, p, m) in enumerate(apps)]
+            for a, _, _ in apps:
+                self.snapshot.targets[a] = [name]
+
+    def occupants(self, key: str) -> Sequence[Occupant]:
+        return self.placed.get(key, [])
+
+    def plan(self, preemptor: Subject, priority: int) -> Plan | NoPlan:
+        nofit = decide(self.framework, preemptor, self.snapshot, [])
+        assert isinstance(nofit, NoFit) and nofit.evaluation is not None, nofit
+        return plan(self.framework, preemptor, priority, nofit.evaluation, self.snapshot,
+                    self.occupants)
+
+
+def taken(found: Plan | NoPlan) -> tuple[str, dict[str, str]]:
+    """(the cluster, each victim → "stop" or "move:<cluster>")."""
+    assert isinstance(found, Plan), found
+    return found.cluster.ref.name, {
+        v.occupant.subject.ref.name: "stop" if v.action is Yield.STOP
+        else "move:" + ",".join(t.name for t in v.moved_to) for v in found.victims}
+
+
+# -- victims on one cluster (TestSelectNodesForPreemption / TestDryRunPreemption) ----------
+
+def test_nothing_of_lower_priority_nothing_is_taken() -> None:
+    """"a pod that does not fit on any node": every pod there has the preemptor's
+    priority or a higher one — no victim, no plan."""
+    w = World({"n1": (4000, [("a", 10, 2000), ("b", 20, 2000)])})
+    found = w.plan(workload("p", 3000), 10)
+    assert isinstance(found, NoPlan)
+    assert "no less important application" in found.reason
+
+
+def test_equal_priority_is_never_a_victim() -> None:
+    w = World({"n1": (4000, [("same", 5, 2000), ("low", 1, 2000)])})
+    assert taken(w.plan(workload("p", 2000), 5)) == ("n1", {"low": "stop"})
+
+
+def test_not_enough_room_even_with_every_lower_one_gone() -> None:
+    w = World({"n1": (4000, [("low", 1, 1000), ("high", 9, 3000)])})
+    found = w.plan(workload("p", 2500), 5)
+    assert isinstance(found, NoPlan)
+    assert "not enough room even without every less important" in found.reason
+
+
+def test_reprieve_from_the_highest_priority_down() -> None:
+    """"a pod that fits with low priority pods removed": of a low and a medium pod
+    that could each make the room, the medium one is reprieved."""
+    w = World({"n1": (3000, [("low", 1, 1000), ("mid", 5, 1000), ("other", 3, 1000)])})
+    # 1000 needed: removing all frees 3000; reprieve mid (5), then other (3): low goes
+    assert taken(w.plan(workload("p", 1000), 10)) == ("n1", {"low": "stop"})
+
+
+def test_reprieve_keeps_what_it_can_even_out_of_order() -> None:
+    """Reprieving the most important first may leave a lower one that a different set
+    would have spared: the greedy order is Kubernetes' (SelectVictimsOnNode)."""
+    w = World({"n1": (4000, [("big-high", 8, 3000), ("small-low", 1, 1000)])})
+    # need 3000: reprieve big-high? 4000-3000 = 1000 < 3000: no, it goes; small-low stays
+    assert taken(w.plan(workload("p", 3000), 10)) == ("n1", {"big-high": "stop"})
+
+
+def test_karmada_design_example() -> None:
+    """karmada PR #7327's example: room 10, a preemptor needing 5; p0 (priority 1, 2),
+    p1 (2, 2), p2 (5, 5), p3 (2, 2). The four ask 11 of 10 (over-committed: a node
+    left); removing every one of them frees the room, then p2 (most important) is
+    reprieved and p1, p3, p0 are not: p0, p1 and p3 are taken, never p2."""
+    apps = [("p0", 1, 2), ("p1", 2, 2), ("p2", 5, 5), ("p3", 2, 2)]
+    w = World({"c": (10, apps)})
+    assert taken(w.plan(workload("pre", 5), 10)) == (
+        "c", {"p0": "stop", "p1": "stop", "p3": "stop"})
+    # a preemptor below p2's priority: p2 is no victim either way
+    assert taken(w.plan(workload("pre", 5), 3)) == (
+        "c", {"p0": "stop", "p1": "stop", "p3": "stop"})
+
+
+# -- relocation: berth's own ----------------------------------------------------------------
+
+def test_a_victim_with_room_elsewhere_is_moved_not_stopped() -> None:
+    w = World({"full": (4000, [("low", 1, 3000)]), "spare": (4000, [("x", 9, 1000)])})
+    # p needs 3500: fits nowhere; low (3000) fits on spare (3000 free): moved
+    assert taken(w.plan(workload("p", 3500), 10)) == ("full", {"low": "move:spare"})
+
+
+def test_earlier_victims_take_the_room_they_go_to() -> None:
+    """Two victims, room elsewhere for one: the more important is moved there, the
+    other — counting the room the first now takes — fits nowhere and is stopped."""
+    w = World({"full": (4000, [("a", 2, 2000), ("b", 1, 2000)]),
+               "spare": (4000, [("x", 9, 1500)])})
+    assert taken(w.plan(workload("p", 4000), 10)) == (
+        "full", {"a": "move:spare", "b": "stop"})
+
+
+def test_a_victim_never_counts_the_room_it_frees() -> None:
+    """A victim is never placed back on the cluster it leaves (its room is the
+    preemptor's): with no other cluster it is stopped."""
+    w = World({"only": (4000, [("low", 1, 2000), ("high", 9, 1000)])})
+    assert taken(w.plan(workload("p", 2500), 10)) == ("only", {"low": "stop"})
+
+
+def test_refusals_are_honoured() -> None:
+    refuses_move = workload("stays", 3000, preemptible=Preemptible(move=False))
+    w = World({"full": (4000, [("stays", 1, 3000)]), "spare": (3000, [])},
+              {"stays": refuses_move})
+    assert taken(w.plan(workload("p", 3500), 10)) == ("full", {"stays": "stop"})
+    never_stopped = workload("kept", 3000, preemptible=Preemptible(stop=False))
+    w = World({"full": (4000, [("kept", 1, 3000)])}, {"kept": never_stopped})
+    found = w.plan(workload("p", 3500), 10)
+    assert isinstance(found, NoPlan)
+    assert "nowhere else to go and may not be stopped" in found.reason
+    no_migration = workload("pinned", 3000, migration=False)
+    w = World({"full": (4000, [("pinned", 1, 3000)]), "spare": (3000, [])},
+              {"pinned": no_migration})
+    assert taken(w.plan(workload("p", 3500), 10)) == ("full", {"pinned": "stop"})
+
+
+def test_an_exempt_application_is_no_victim() -> None:
+    w = World({"n1": (4000, [("low", 1, 3000)])})
+    w.placed["Cluster/default/n1"] = [
+        Occupant(o.subject, o.priority, o.ask, o.targets, o.since, "it made room lately")
+        for o in w.placed["Cluster/default/n1"]]
+    assert isinstance(w.plan(workload("p", 3500), 10), NoPlan)
+
+
+# -- which cluster (TestPickOneNodeForPreemption) -------------------------------------------
+
+@pytest.mark.parametrize(("clusters", "expected"), [
+    # "a node with minimum highest priority victim is picked"
+    ({"n1": (3000, [("a1", 4, 3000)]), "n2": (3000, [("a2", 2, 3000)])}, "n2"),
+    # "when highest priorities are the same, minimum sum of lowest priority victims"
+    ({"n1": (3000, [("a1", 3, 1500), ("b1", 3, 1500)]),
+      "n2": (3000, [("a2", 3, 1500), ("b2", 1, 1500)])}, "n2"),
+    # "when sum of priorities is equal, minimum number of pods"
+    ({"n1": (3000, [("a1", 3, 1000), ("b1", 2, 1000), ("c1", 1, 1000)]),
+      "n2": (3000, [("a2", 3, 1500), ("b2", 3, 1500)])}, "n2"),
+    # where berth differs: the fewest victims stopped comes first — Kubernetes picks n1
+    # here (its highest victim priority, 2, is the lower), berth n2 (two stopped, not three)
+    ({"n1": (3000, [("a1", 2, 1000), ("b1", 2, 1000), ("c1", 2, 1000)]),
+      "n2": (3000, [("a2", 3, 1500), ("b2", 3, 1500)])}, "n2"),
+])
+def test_the_cluster_chosen_as_kubernetes_chooses_the_node(
+        clusters: dict[str, tuple[int, list[Placed]]], expected: str) -> None:
+    w = World(clusters)
+    assert taken(w.plan(workload("p", 3000), 10))[0] == expected
+
+
+def test_fewest_stopped_before_anything_else() -> None:
+    """berth's first rule: a cluster whose victims can all move beats one whose single,
+    lowest-priority victim would be stopped."""
+    w = World({"a": (3000, [("stop-me", 1, 3000)]),
+               "b": (3000, [("move-me", 5, 1000), ("stays", 9, 1000)]),
+               "spare": (1000, [])}, )
+    # p needs 2000: on a, stop-me (3000) fits nowhere; on b, move-me (1000) fits on spare
+    assert taken(w.plan(workload("p", 2000), 10)) == ("b", {"move-me": "move:spare"})
