@@ -16,6 +16,7 @@ SHORT = {
     "mp": "MetricsProvider", "gmp": "GlobalMetricsProvider",
     "proj": "Project", "mc": "MagnumCluster", "magnum": "MagnumCluster",
     "ov": "Override", "gov": "GlobalOverride",
+    "pc": "PriorityClass",  # kubectl's short name
 }
 
 

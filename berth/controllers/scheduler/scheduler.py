@@ -574,6 +574,9 @@ class Scheduler:
             if outcome.retry:  # a plugin failed: retry with backoff
                 self.queue.failed(subject.key)
                 return Attempt.ERROR
+            if binding is not None and binding.status.preemption is not None and not current:
+                # any other look at a subject whose plan runs: the plan's next steps
+                return self._room_made(subject, binding, binding.status.preemption)
             limit = self.config.explain_limit
             why = outcome.reason
             priority = self.cache.priorities.of(subject)

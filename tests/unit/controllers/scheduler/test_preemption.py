@@ -4,6 +4,7 @@ the cluster reports the room free; Never, refusals, and no chain reaction."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -77,6 +78,12 @@ def test_a_victim_is_moved_and_the_preemptor_placed_where_it_left(
         assert b.status.state == "Unschedulable" and b.spec.targets == []
         assert b.status.reason.startswith("making room on default/a until ")
         moved = until(store, "low", lambda b: targets(b) == ["b"])
+        # a change that sends every waiting subject back to the queue (a cluster
+        # relabelled): high's plan goes on, not replaced by another
+        cluster(store, "b", labels={"zone": "2"})
+        time.sleep(0.5)
+        again = binding(store, "high")
+        assert again is not None and again.status.preemption == plan
         assert moved.status.yielded_to == "default/high"
         assert moved.status.yielded_plan == plan.plan
         # low's copy still runs on a (make-before-break): high waits

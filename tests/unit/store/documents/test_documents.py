@@ -262,3 +262,13 @@ def test_krake_s_shapes_load_and_mean_what_they_mean_in_krake(tmp_path: Path) ->
         f"{f}#5 spec.inherit_metrics: accepted for Krake's YAML, but berth does not "
         "implement it: the cluster keeps only its own metrics"]
     assert ignored(loaded[0]) == []
+
+
+def test_the_make_room_example_is_valid() -> None:
+    """docs/scheduler.md's worked example of priority and preemption loads as written."""
+    loaded = load([str(ROOT / "docs" / "examples" / "make-room.yaml")])
+    assert [type(item.doc).__name__ for item in loaded] == [
+        "PriorityClass", "PriorityClass", "Application", "Application"]
+    checkout = loaded[3].doc
+    assert isinstance(checkout, Application)
+    assert checkout.spec.priority_class_name == "critical"
