@@ -633,30 +633,8 @@ class Scheduler:
 
     def _occupants(self, candidate: str) -> list[Occupant]:
         """The applications placed on ``candidate``, as possible victims of a plan."""
-        now = self.clock.time()
-        protect = self.config.preemption.deadline
-        promised = {v.application for p in self.cache.decisions.plans() for v in p.victims
-                    if p.deadline.timestamp() > now}
-        out = []
-        for bkey, usage in self.cache.decisions.occupants(candidate):
-            binding, _ = self.cache.decisions.get(bkey)
-            if binding is None:
-                continue
-            r = binding.spec.resource
-            subject = self.cache.subject(keys.resource_key(r.kind, r.name, r.namespace))
-            if subject is None or subject.deleted:
-                continue
-            exempt = ""
-            if not (subject.preemptible.move or subject.preemptible.stop):
-                exempt = "it gives nothing up (preemptible)"
-            elif usage.app in promised:
-                exempt = "it makes room for another plan"
-            elif binding.status.yielded_to and binding.spec.scheduled is not None and (
-                    now - binding.spec.scheduled.timestamp() < protect):
-                exempt = "it made room lately"
-            out.append(Occupant(subject, self.cache.priorities.of(subject).value, usage.ask,
-                                list(binding.spec.targets), usage.since, exempt))
-        return out
+        return makeroom.occupants(self.cache, candidate, self.clock.time(),
+                                  self.config.preemption.deadline)
 
     def _start_plan(self, subject: Subject, binding: BindingView | None, plan: Plan,
                     nofit: NoFit) -> Attempt:
