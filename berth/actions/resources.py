@@ -271,6 +271,37 @@ def decided(b: Binding) -> str:
     return out + (f"; reason as of {written:%Y-%m-%d %H:%M:%S}Z" if written else "")
 
 
+def priority(spec: Any) -> str:
+    """An application's priority as written (the scheduler resolves a class's value when
+    it decides) and what it gives up for a more important one."""
+    given = (f"class {spec.priority_class_name}" if spec.priority_class_name
+             else str(spec.priority) if spec.priority is not None
+             else "the default class's, else 0")
+    gives = spec.preemptible
+    up = ("moved where it fits elsewhere, else stopped" if gives is None or (
+        gives.move and gives.stop) else "moved, never stopped" if gives.move
+        else "stopped, never moved" if gives.stop else "neither moved nor stopped")
+    return (f"{given}; preemption {spec.preemption_policy or 'by its class'}; "
+            f"for room it is {up}")
+
+
+def room(b: Binding | None) -> list[str]:
+    """A plan making room for the application of Binding ``b``, victim by victim, or
+    whom it made room for (docs/scheduler.md "Priority and preemption")."""
+    if b is None:
+        return []
+    st, out = b.status, []
+    if st.preemption is not None:
+        p = st.preemption
+        out.append(f"Making room: on {p.cluster} until {p.deadline:%Y-%m-%d %H:%M:%S}Z "
+                   f"(plan {p.plan})")
+        out += [f"  {v.application} (priority {v.priority}): {v.action}"
+                + (f" to {', '.join(v.to)}" if v.to else "") for v in p.victims]
+    if st.yielded_to:
+        out.append(f"Made room:   for {st.yielded_to} (plan {st.yielded_plan})")
+    return out
+
+
 def table(rows: list[list[str]], gap: int = 3) -> str:
     """Rows as columns padded to their widest cell, ``gap`` spaces apart (kubectl's
     tables: 3); the last column unpadded."""

@@ -18,7 +18,16 @@ from typing import Any
 import yaml
 
 from berth.actions.history import lines
-from berth.actions.resources import Shown, age, decided, one, target_note, until
+from berth.actions.resources import (
+    Shown,
+    age,
+    decided,
+    one,
+    priority,
+    room,
+    target_note,
+    until,
+)
 from berth.cli.etcd_options import open_store
 from berth.cli.events_view import described
 from berth.cli.get_cmd import document
@@ -91,37 +100,6 @@ def _header(s: Shown) -> list[str]:
     return out
 
 
-def _priority(spec: Any) -> list[str]:
-    """Its priority as written (the scheduler resolves a class's value when it decides)
-    and what it gives up for a more important one."""
-    given = (f"class {spec.priority_class_name}" if spec.priority_class_name
-             else str(spec.priority) if spec.priority is not None
-             else "the default class's, else 0")
-    gives = spec.preemptible
-    up = ("moved where it fits elsewhere, else stopped" if gives is None or (
-        gives.move and gives.stop) else "moved, never stopped" if gives.move
-        else "stopped, never moved" if gives.stop else "neither moved nor stopped")
-    return [f"Priority:    {given}; preemption {spec.preemption_policy or 'by its class'}; "
-            f"for room it is {up}"]
-
-
-def _room(s: Shown) -> list[str]:
-    """A plan making room for it, or the one it made room for."""
-    if s.binding is None:
-        return []
-    st = s.binding.status
-    out = []
-    if st.preemption is not None:
-        p = st.preemption
-        out.append(f"Making room: on {p.cluster} until {p.deadline:%Y-%m-%d %H:%M:%S}Z "
-                   f"(plan {p.plan})")
-        out += [f"  {v.application} (priority {v.priority}): {v.action}"
-                + (f" to {', '.join(v.to)}" if v.to else "") for v in p.victims]
-    if st.yielded_to:
-        out.append(f"Made room:   for {st.yielded_to} (plan {st.yielded_plan})")
-    return out
-
-
 def _application(store: Store, s: Shown) -> list[str]:
     spec = s.doc.spec
     cons = spec.constraints.cluster if spec.constraints and spec.constraints.cluster else None
@@ -139,9 +117,9 @@ def _application(store: Store, s: Shown) -> list[str]:
                 ("windows", None if spec.pace.windows is None else ", ".join(
                     f"{w.start}-{w.end}" + (f" {'/'.join(w.days)}" if w.days else "")
                     for w in spec.pace.windows) or "none")) if value is not None) or "-"))
-    out += _priority(spec)
+    out.append(f"Priority:    {priority(spec)}")
     out += placement(s)
-    out += _room(s)
+    out += room(s.binding)
     st = s.status.status if isinstance(s.status, ApplicationStatus) else None
     if st is None:
         out.append("Propagator:  no status yet (not applied anywhere)")

@@ -56,8 +56,8 @@ def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
         client.deletecollection(ReplicaSet, namespace="default")
         client.deletecollection(Pod, namespace="default", grace_period=0)
         for n in client.list(Node):
-            if n.spec is not None and n.spec.unschedulable:
-                client.patch(Node, n.metadata.name, {"spec": {"unschedulable": False}})
+            if n.spec is not None and n.spec.taints and n.metadata is not None:
+                client.patch(Node, n.metadata.name, {"spec": {"taints": None}})
     for client in made.values():
         wait_for(lambda client=client: not list(client.list(Pod, namespace="default")) or None,
                  timeout=60)
@@ -205,8 +205,10 @@ def test_a_new_leader_carries_a_plan_on_and_one_that_cannot_finish_ends_at_its_d
         running(store, kube, name, cluster, n)
     app(store, "mover", 2, "1", generation=2, priority=1)
     wait_for(lambda: binding(store, "mover"), lambda b: b.spec.generation == 2, timeout=30)
-    # b's node is cordoned: mover's new copy there never becomes available
-    kube["b"].patch(Node, "pre-b-node-0", {"spec": {"unschedulable": True}})
+    # b's node takes no new Pod (a NoSchedule taint; its room still counts): mover's
+    # new copy there never becomes available
+    kube["b"].patch(Node, "pre-b-node-0", {"spec": {"taints": [
+        {"key": "full", "value": "yes", "effect": "NoSchedule"}]}})
     app(store, "high", 1, "2500m", priority=100)
     planned = wait_for(lambda: binding(store, "high"),
                        lambda b: b.status.preemption is not None, timeout=30)

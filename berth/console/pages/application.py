@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from berth.actions import history
 from berth.actions.explain import RANKED_HEAD, REJECTED_HEAD, explanation
-from berth.actions.resources import decided
+from berth.actions.resources import decided, priority, room
 from berth.actions.rollouts import Refused, approve_stage, report, set_paused
 from berth.console.pages.common import Head, answer, console, error, head
 from berth.store import Store, StoreError, decode, events, keys, ledger
@@ -52,6 +52,8 @@ class Decision(msgspec.Struct):
     targets: list[TargetCell]
     ranked: Table  # berth explain's candidates
     rejected: Table  # and the filters' verdicts
+    priority: str  # as written, and what it gives up for room
+    room: list[str]  # a plan making room for it, or whom it made room for
 
 
 class Status(msgspec.Struct):
@@ -153,7 +155,8 @@ def page(store: Store, namespace: str, name: str, head_of: dict[str, Any]
             b.status.state, b.status.reason, b.spec.generation, decided(b).lstrip("; "),
             [TargetCell(t.name, t.namespace, t.replicas, t.score) for t in b.spec.targets],
             Table(list(RANKED_HEAD), [list(r) for r in ranked]),
-            Table(list(REJECTED_HEAD), [list(r) for r in rejected]))
+            Table(list(REJECTED_HEAD), [list(r) for r in rejected]),
+            priority(app.spec), room(b))
     if st is not None:
         s = st.status
         status = Status(s.state, s.reason, [r.name for r in s.running_on])

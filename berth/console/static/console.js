@@ -292,7 +292,10 @@ const appPage = {
     if (dec) {
       parts.push(h("p", { id: "decision" }, stateBadge(dec.state), " on ",
         h("b", { id: "targets" }, dec.targets.map((t) => t.name + (t.replicas !== null ? "=" + t.replicas : "")).join(", ") || "nowhere"),
-        " — " + dec.reason, h("div", { class: "muted" }, dec.decided)));
+        " — " + dec.reason, h("div", { class: "muted" }, dec.decided),
+        h("div", { class: "muted", id: "priority" }, "priority: " + dec.priority)));
+      if (dec.room.length)
+        parts.push(h("pre", { id: "room" }, dec.room.join("\n")));
       parts.push(h("h2", {}, "Why here (berth explain)"),
         table(dec.ranked.head, dec.ranked.rows.map((r) => h("tr", {}, r.map((c, i) => h("td", { class: i === 1 || i === 2 ? "num" : "" }, c)))), { id: "explain-ranked" }));
       if (dec.rejected.rows.length)

@@ -188,9 +188,10 @@ class FactsBuilder:
         stale = frozenset(c for c in served if self._stale(c, namespace, name, recorded, since))
         unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
         return Facts(app, recorded, binding.spec.generation, targets,
-                     binding.status.reason, stale=stale, unseen=unseen, shares=shares,
-                     owned=owned, health=health, now=now, move_timeout=self.move_timeout,
-                     owner=owner, rendered=rendered, unrendered=unrendered, rollout=rollout)
+                     binding.status.reason,
+                     stopped=not targets and bool(binding.status.yielded_to), stale=stale,
+                     unseen=unseen, shares=shares, owned=owned, health=health, now=now,
+                     move_timeout=self.move_timeout, owner=owner, rendered=rendered, unrendered=unrendered, rollout=rollout)
 
     def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]
                   ) -> frozenset[str] | bool | None:

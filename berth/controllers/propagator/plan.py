@@ -87,6 +87,9 @@ class Facts:
     binding_generation: int | None = None  # the generation the Binding was decided for
     targets: tuple[str, ...] = ()  # the Binding's clusters, "<namespace>/<name>"
     binding_reason: str = ""  # why the Binding has no target
+    # No target because its copies were stopped to make room for a more important
+    # application (the Binding says whom it yielded to): they go, the last one too.
+    stopped: bool = False
     app_unreadable: bool = False  # the application's key holds something else
     stale: frozenset[str] = frozenset()  # applied there, but apply again (drift, resync)
     unseen: Mapping[str, str] = field(default_factory=dict)  # not seen ONLINE, and why
@@ -229,6 +232,13 @@ def plan(facts: Facts, progress: Progress) -> Step:
                             rollout=was.rollout))
     if not facts.targets:  # nowhere to go: what runs keeps running (never the last copy)
         reason = facts.binding_reason or "the scheduler found no cluster"
+        if facts.stopped:  # but for room for a more important one: its copies go
+            for cid in sorted(progress.applied):
+                if cid not in progress.cleared and facts.mine(cid):
+                    return Clear(cid, facts.owner)
+            return Finish(state(AppState.PENDING, reason, progress.applied, was.generation,
+                                progress.errors, failed=was.failed, rollout=was.rollout),
+                          retry=_retry(facts, progress.errors))
         return Finish(state(was.state if progress.applied else AppState.PENDING, reason,
                             progress.applied, was.generation, {}, failed=was.failed,
                             rollout=was.rollout))
