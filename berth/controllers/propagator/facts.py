@@ -191,7 +191,8 @@ class FactsBuilder:
                      binding.status.reason,
                      stopped=not targets and bool(binding.status.yielded_to), stale=stale,
                      unseen=unseen, shares=shares, owned=owned, health=health, now=now,
-                     move_timeout=self.move_timeout, owner=owner, rendered=rendered, unrendered=unrendered, rollout=rollout)
+                     move_timeout=self.move_timeout, owner=owner, rendered=rendered,
+                     unrendered=unrendered, rollout=rollout)
 
     def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]
                   ) -> frozenset[str] | bool | None:
