@@ -21,7 +21,7 @@ from berth.controllers.scheduler.plugins.taint_toleration import NAME as TAINTS
 from berth.controllers.scheduler.views import BindingView
 from berth.store.documents import Binding, BindingState, HeldBy, Target
 from berth.store.documents import ledger as L
-from berth.store.events import NORMAL
+from berth.store.events import NORMAL, WARNING
 
 BEST = 3  # candidates recorded besides the chosen ones and where it ran before
 _REASONED = (L.HELD, L.UNSCHEDULABLE, L.DEFERRED)
@@ -154,6 +154,8 @@ def event_of(record: L.Record) -> tuple[str, str, str] | None:
             return NORMAL, "HoldReleased", f"stays on {names(record.targets)}"
         case L.DEFERRED:
             return NORMAL, "Deferred", record.reason
+        case L.UNSCHEDULABLE if record.trigger == "preemption":  # its last copy stopped
+            return WARNING, "Preempted", f"stopped on {names(record.source)} ({why})"
         case L.UNSCHEDULABLE | L.HEALTH | L.ROLLOUT:  # said otherwise; not the scheduler's
             return None
         case _:

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from berth.controllers.scheduler.config import Preemption, SchedulerConfig
-from berth.store import keys
+from berth.store import events, keys, ledger
 from berth.store.documents import Binding, Yield
 from berth_testkit.memory import FakeClock, MemoryStore
 from berth_testkit.scheduler_env import application, binding, cluster, in_memory, put, targets
@@ -136,6 +136,13 @@ def test_a_stopped_victim_makes_no_room_in_turn(store: MemoryStore, clock: FakeC
         stopped = until(store, "low", lambda b: b.status.state == "Unschedulable")
         assert stopped.spec.targets == [] and stopped.status.yielded_to == "default/high"
         assert "to make room for default/high" in stopped.status.reason
+        records, _ = ledger.history(store, "Application", "default", "low")
+        last = records[-1][1]
+        assert (last.event, last.trigger) == ("Unschedulable", "preemption")
+        assert last.detail.startswith("for default/high (plan ")
+        store.memory.wait_until(lambda: any(
+            e.reason == "Preempted" and e.involvedObject.name == "low"
+            for _, e in events.listed(store)[0]))
         report(store, "a", 4000, {})
         until(store, "high", lambda b: targets(b) == ["a"])
         # low, free to go anywhere now, fits nowhere, and would fit on b without lower
