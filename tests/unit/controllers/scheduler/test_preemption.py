@@ -46,16 +46,19 @@ def until(store: MemoryStore, name: str, check: Any, timeout: float = 10.0) -> B
     return b
 
 
+def pinned(store: MemoryStore, **held: tuple[str, int, int]) -> None:
+    """Clusters of 4000 millicores, each holding one application (name, millicores,
+    priority) placed there by name."""
+    for where, (name, cpu, priority) in held.items():
+        cluster(store, where)
+        report(store, where, 4000, {})
+        app(store, name, cpu, priority=priority,
+            placement={"policy": "PickFixed", "clusterNames": [where]})
+
+
 def fleet(store: MemoryStore) -> None:
     """a holds low (3000 of 4000), b holds busy (1000 of 4000): high (3500) fits nowhere."""
-    cluster(store, "a")
-    cluster(store, "b")
-    report(store, "a", 4000, {})
-    report(store, "b", 4000, {})
-    app(store, "low", 3000, priority=1, placement={"policy": "PickFixed",
-                                                   "clusterNames": ["a"]})
-    app(store, "busy", 1000, priority=50, placement={"policy": "PickFixed",
-                                                     "clusterNames": ["b"]})
+    pinned(store, a=("low", 3000, 1), b=("busy", 1000, 50))
 
 
 def test_a_victim_is_moved_and_the_preemptor_placed_where_it_left(
@@ -118,14 +121,7 @@ def test_never_and_refusals_make_no_room(store: MemoryStore, clock: FakeClock) -
 def test_a_stopped_victim_makes_no_room_in_turn(store: MemoryStore, clock: FakeClock) -> None:
     """No chain reaction: low is stopped for high (it fits nowhere else) and, though more
     important than lower, it takes nothing from it."""
-    cluster(store, "a")
-    cluster(store, "b")
-    report(store, "a", 4000, {})
-    report(store, "b", 4000, {})
-    app(store, "low", 3000, priority=10, placement={"policy": "PickFixed",
-                                                    "clusterNames": ["a"]})
-    app(store, "lower", 3000, priority=1, placement={"policy": "PickFixed",
-                                                     "clusterNames": ["b"]})
+    pinned(store, a=("low", 3000, 10), b=("lower", 3000, 1))
     with in_memory(store, clock, SchedulerConfig(preemption=Preemption(deadline=60))):
         until(store, "low", lambda b: targets(b) == ["a"])
         until(store, "lower", lambda b: targets(b) == ["b"])
