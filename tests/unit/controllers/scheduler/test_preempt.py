@@ -22,7 +22,7 @@ from berth.controllers.scheduler.decide import NoFit, decide
 from berth.controllers.scheduler.framework import Framework, Room, Subject
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.preempt import NoPlan, Occupant, Plan, plan
-from berth.store.documents import Preemptible, Target, Yield
+from berth.store.documents import Placement, Preemptible, Target, Yield
 from berth.store.documents.resources import Demand, Resources
 from berth_testkit.fakes.scheduler import FakeSnapshot, app, cluster
 
@@ -205,3 +205,20 @@ def test_fewest_stopped_before_anything_else() -> None:
                "spare": (1000, [])}, )
     # p needs 2000: on a, stop-me (3000) fits nowhere; on b, move-me (1000) fits on spare
     assert taken(w.plan(workload("p", 2000), 10)) == ("b", {"move-me": "move:spare"})
+
+
+def test_a_victim_on_several_clusters_moves_only_its_copy_there() -> None:
+    """A PickN victim keeps its other copy; the one on the cluster goes where it fits."""
+    spread = workload("spread", 2000, placement=Placement(policy="PickN", number_of_clusters=2))
+    w = World({"full": (4000, [("x", 9, 1000)]), "other": (4000, []),
+               "spare": (4000, [("y", 9, 1500)])})
+    both = [Target("Cluster", "full", "default"), Target("Cluster", "other", "default")]
+    w.placed["Cluster/default/full"].append(Occupant(spread, 1, cpu(2000), both, since=5))
+    w.snapshot.room_of["full"] = Room(cpu(4000), cpu(1000))
+    w.snapshot.room_of["other"] = Room(cpu(4000), cpu(2000))
+    found = w.plan(workload("p", 3000), 10)
+    assert taken(found) == ("full", {"spread": "move:spare"})
+    assert isinstance(found, Plan)
+    decision = found.victims[0].decision
+    assert decision is not None and sorted(t.name for t in decision.targets) == [
+        "other", "spare"]

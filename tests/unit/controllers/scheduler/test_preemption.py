@@ -148,3 +148,24 @@ def test_a_stopped_victim_makes_no_room_in_turn(store: MemoryStore, clock: FakeC
         assert again.status.state == "Unschedulable" and again.spec.targets == []
         assert again.status.preemption is None and again.status.yielded_to == "default/high"
         assert targets(binding(store, "lower")) == ["b"]  # type: ignore[arg-type]
+
+
+def test_two_preemptors_never_take_the_same_room(store: MemoryStore, clock: FakeClock) -> None:
+    """One victim's room, two arrivals that each need it: the first plans and reserves
+    it; the second finds it taken (reserved, its victim promised) and makes none."""
+    pinned(store, a=("low", 3000, 1), b=("busy", 4000, 100))
+    with in_memory(store, clock):
+        until(store, "low", lambda b: targets(b) == ["a"])
+        until(store, "busy", lambda b: targets(b) == ["b"])
+        report(store, "a", 4000, {"low": 3000})
+        report(store, "b", 4000, {"busy": 4000})
+        app(store, "first", 3500, priority=100)
+        first = until(store, "first", lambda b: b.status.preemption is not None)
+        assert first.status.preemption is not None
+        app(store, "second", 3500, priority=100)
+        second = until(store, "second", lambda b: b.status.state == "Unschedulable")
+        assert second.status.preemption is None
+        assert "no room can be made" in second.status.reason
+        # low (pinned to a) is stopped for first alone
+        stopped = until(store, "low", lambda b: b.status.state == "Unschedulable")
+        assert stopped.status.yielded_to == "default/first"
