@@ -126,7 +126,7 @@ def measure(url: str, arrivals: int) -> dict[str, Any]:
             if isinstance(out, NoFit) and out.evaluation is not None:
                 found = preempt.plan(
                     framework, subject, cache.priorities.of(subject).value, out.evaluation,
-                    cache, lambda key: makeroom.occupants(cache, key, time.time(), 600.0),
+                    cache, makeroom.Occupants(cache, time.time(), 600.0),
                     limit=config.preemption.candidates)
                 walls.append(time.perf_counter() - wall)
                 cpus.append(time.process_time() - cpu)

@@ -43,32 +43,38 @@ def app_key(victim: Victim) -> str:
     return keys.resource_key("Application", name, ns or None)
 
 
-def occupants(cache: Cache, candidate: str, now: float, protect: float) -> list[Occupant]:
-    """The applications placed on ``candidate`` (a key), as possible victims of a plan at
-    ``now``: exempt those that give nothing up, are victims of a running plan, or made
-    room within ``protect`` seconds."""
-    promised = {v.application for p in cache.decisions.plans() for v in p.victims
-                if p.deadline.timestamp() > now}
-    out = []
-    for bkey, usage in cache.decisions.occupants(candidate):
-        binding, _ = cache.decisions.get(bkey)
-        if binding is None:
-            continue
-        r = binding.spec.resource
-        subject = cache.subject(keys.resource_key(r.kind, r.name, r.namespace))
-        if subject is None or subject.deleted:
-            continue
-        exempt = ""
-        if not (subject.preemptible.move or subject.preemptible.stop):
-            exempt = "it gives nothing up (preemptible)"
-        elif usage.app in promised:
-            exempt = "it makes room for another plan"
-        elif binding.status.yielded_to and binding.spec.scheduled is not None and (
-                now - binding.spec.scheduled.timestamp() < protect):
-            exempt = "it made room lately"
-        out.append(Occupant(subject, cache.priorities.of(subject).value, usage.ask,
-                            list(binding.spec.targets), usage.since, exempt))
-    return out
+class Occupants:
+    """The applications placed on a candidate, as possible victims of one plan at
+    ``now``: exempt those that give nothing up, are victims of a running plan, or
+    made room within ``protect`` seconds."""
+
+    def __init__(self, cache: Cache, now: float, protect: float) -> None:
+        self.cache, self.now, self.protect = cache, now, protect
+        self.promised = {v.application for p in cache.decisions.plans() for v in p.victims
+                         if p.deadline.timestamp() > now}
+
+    def __call__(self, candidate: str) -> list[Occupant]:
+        cache, now = self.cache, self.now
+        out = []
+        for bkey, usage in cache.decisions.occupants(candidate):
+            binding, _ = cache.decisions.get(bkey)
+            if binding is None:
+                continue
+            r = binding.spec.resource
+            subject = cache.subject(keys.resource_key(r.kind, r.name, r.namespace))
+            if subject is None or subject.deleted:
+                continue
+            exempt = ""
+            if not (subject.preemptible.move or subject.preemptible.stop):
+                exempt = "it gives nothing up (preemptible)"
+            elif usage.app in self.promised:
+                exempt = "it makes room for another plan"
+            elif binding.status.yielded_to and binding.spec.scheduled is not None and (
+                    now - binding.spec.scheduled.timestamp() < self.protect):
+                exempt = "it made room lately"
+            out.append(Occupant(subject, cache.priorities.of(subject).value, usage.ask,
+                                list(binding.spec.targets), usage.since, exempt))
+        return out
 
 
 def document(plan: Plan, now: datetime, deadline: float, plan_id: str) -> Preemption:
@@ -160,5 +166,5 @@ def advance(cache: Cache, framework: Framework, plan: Preemption) -> Step:
     return step
 
 
-__all__ = ["Move", "Step", "Stop", "advance", "app_key", "cluster_key", "document",
-           "occupants", "reason"]
+__all__ = ["Move", "Occupants", "Step", "Stop", "advance", "app_key", "cluster_key",
+           "document", "reason"]

@@ -58,6 +58,10 @@ class Overlay:
     def mark(self) -> int:
         return len(self._log)
 
+    def since(self, mark: int) -> list[tuple[str, Resources]]:
+        """The room changes made after ``mark``, in order (to make again later)."""
+        return self._log[mark:]
+
     def undo(self, mark: int) -> None:
         """Every room change after ``mark`` undone; nothing closed any more."""
         while len(self._log) > mark:

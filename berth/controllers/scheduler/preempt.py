@@ -18,14 +18,16 @@ cluster scale, and with victims moved rather than killed:
    counting the room earlier victims take where they go, never the room freed
    for the application: one with a place elsewhere is moved there, one without
    is stopped — or, if it refuses that, the cluster is no candidate.
-4. The application itself is decided with that room freed and taken: a plan
-   that does not place it on the cluster is no plan.
+4. The candidates' drafts are ordered: the fewest victims stopped first, then
+   the lowest priority of a stopped one, the fewest moved, the lowest priority
+   of any victim, the lowest sum of the victims' priorities, the cluster least
+   short of room, and its name.
+5. The application itself is decided with the best draft's room freed and
+   taken: the first draft that places it on its cluster is the plan (a draft
+   that does not is no plan; the next is tried).
 
-Of the candidates' plans the one with the fewest victims stopped wins, then
-the lowest priority of a stopped one, the fewest moved, the lowest priority of
-any victim, the lowest sum of the victims' priorities, the application's best
-score, and the cluster's name. Nothing is written here: the scheduler carries
-the plan out (docs/scheduler.md "Priority and preemption").
+Nothing is written here: the scheduler carries the plan out
+(docs/scheduler.md "Priority and preemption").
 """
 
 from __future__ import annotations
@@ -98,15 +100,6 @@ class Plan:
     def moved(self) -> list[Planned]:
         return [v for v in self.victims if v.action is Yield.MOVE]
 
-    def order(self) -> tuple[int, float, int, float, int, float, str]:
-        """How plans compare (smaller is better), by the rules in the module's doc."""
-        stopped = [v.occupant.priority for v in self.stopped]
-        every = [v.occupant.priority for v in self.victims]
-        score = next((r.score for r in self.decision.chosen
-                      if r.candidate.key == self.cluster.key), 0.0)
-        return (len(stopped), max(stopped, default=float("-inf")), len(self.moved),
-                max(every, default=float("-inf")), sum(every), -score, self.cluster.key)
-
 
 @dataclass(slots=True)
 class NoPlan:
@@ -137,7 +130,8 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
          limit: int = 100) -> Plan | NoPlan:
     """The best plan to make room for ``preemptor`` (at ``priority``), nothing fitting it
     in ``evaluation``; ``occupants``: who is placed on a candidate (by key). At most
-    ``limit`` candidates are tried, those least short of room first."""
+    ``limit`` candidates are tried, those least short of room first; the preemptor is
+    decided with the room made on the best first, then the next, until it fits."""
     need = need_of(preemptor)
     out = NoPlan()
     fleet = evaluation.fleet
@@ -152,14 +146,41 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
                 tried.append((_shortfall(need, room.allocatable, room.free), c, room.free))
     tried.sort(key=lambda t: (t[0], t[1].key))
     overlay = Overlay(snapshot)
-    best: Plan | None = None
-    for _, c, free in tried[:limit]:
-        found = _on(framework, preemptor, priority, need, c, free, occupants(c.key), overlay)
+    drafts: list[_Draft] = []
+    for short, c, free in tried[:limit]:
+        found = _on(framework, priority, preemptor, need, c, free, occupants(c.key), overlay)
         if isinstance(found, str):
             out.reasons[c.key] = found
-        elif best is None or found.order() < best.order():
-            best = found
-    return best if best is not None else out
+        else:
+            found.short = short
+            drafts.append(found)
+    drafts.sort(key=_Draft.order)
+    for d in drafts:
+        made = _placed(framework, preemptor, d, overlay)
+        if isinstance(made, Plan):
+            return made
+        out.reasons[d.cluster.key] = made
+    return out
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A plan before the preemptor is decided with its room made: its victims, and the
+    room their moves take elsewhere."""
+
+    cluster: Candidate
+    victims: list[Planned]
+    taken: list[tuple[str, Resources]]  # (candidate key, room a move takes there)
+    freed: Resources  # the victims' room on the cluster
+    short: int = 0  # how short of room for the preemptor the cluster was
+
+    def order(self) -> tuple[int, float, int, float, int, int, str]:
+        """How drafts compare (smaller is better), by the rules in the module's doc."""
+        stopped = [v.occupant.priority for v in self.victims if v.action is Yield.STOP]
+        every = [v.occupant.priority for v in self.victims]
+        return (len(stopped), max(stopped, default=float("-inf")),
+                len(self.victims) - len(stopped), max(every, default=float("-inf")),
+                sum(every), self.short, self.cluster.key)
 
 
 def _shortfall(need: Resources, alloc: Resources, free: Resources) -> int:
@@ -168,10 +189,11 @@ def _shortfall(need: Resources, alloc: Resources, free: Resources) -> int:
                for name, want in need.items() if want > 0)
 
 
-def _on(framework: Framework, preemptor: Subject, priority: int, need: Resources,
+def _on(framework: Framework, priority: int, preemptor: Subject, need: Resources,
         c: Candidate, free: Resources, here: Sequence[Occupant], overlay: Overlay
-        ) -> Plan | str:
-    """The plan that makes room on ``c``, or why there is none."""
+        ) -> _Draft | str:
+    """The victims that make room on ``c`` and what each gives up, or why there are
+    none."""
     pool = [o for o in here if o.priority < priority and not o.exempt
             and o.subject.key != preemptor.key]
     gone = free
@@ -200,15 +222,28 @@ def _on(framework: Framework, preemptor: Subject, priority: int, need: Resources
         freed = _ZERO
         for o in victims:
             freed = freed + o.ask
-        overlay.add(c.key, freed)
+        return _Draft(c, planned, overlay.since(mark), freed)
+    finally:
+        overlay.undo(mark)
+
+
+def _placed(framework: Framework, preemptor: Subject, d: _Draft, overlay: Overlay
+            ) -> Plan | str:
+    """``d`` as a plan if the preemptor, decided with its room made, goes there; else
+    why not."""
+    mark = overlay.mark()
+    try:
+        for key, room in d.taken:
+            overlay.add(key, room)
+        overlay.add(d.cluster.key, d.freed)
         got = decide(framework, preemptor, overlay, [])
         if not isinstance(got, Decision) or got.unplaced:
             return "it would still not fit with the room made"
         mine = next((t for t in got.targets if candidate_key(t.kind, t.namespace, t.name)
-                     == c.key), None)
+                     == d.cluster.key), None)
         if mine is None:
             return "it would go elsewhere with the room made"
-        return Plan(c, planned, got, preemptor.demand.on(mine.replicas))
+        return Plan(d.cluster, d.victims, got, preemptor.demand.on(mine.replicas))
     finally:
         overlay.undo(mark)
 

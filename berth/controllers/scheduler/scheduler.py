@@ -77,7 +77,7 @@ from berth.controllers.scheduler.outcome import (
 )
 from berth.controllers.scheduler.overlay import Overlay
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.controllers.scheduler.preempt import Occupant, Plan
+from berth.controllers.scheduler.preempt import Plan
 from berth.controllers.scheduler.queue import SchedulingQueue
 from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.sweep import depends_on_placements, swept
@@ -586,7 +586,9 @@ class Scheduler:
                   and outcome.evaluation is not None
                   and not (binding is not None and binding.status.yielded_to)):
                 found = preempt.plan(self.framework, subject, priority.value,
-                                     outcome.evaluation, self.cache, self._occupants,
+                                     outcome.evaluation, self.cache,
+                                     makeroom.Occupants(self.cache, self.clock.time(),
+                                                        self.config.preemption.deadline),
                                      limit=self.config.preemption.candidates)
                 if isinstance(found, Plan):
                     return self._start_plan(subject, binding, found, outcome)
@@ -630,11 +632,6 @@ class Scheduler:
         return Attempt.SCHEDULED
 
     # -- making room (docs/scheduler.md "Priority and preemption") ---------------------------
-
-    def _occupants(self, candidate: str) -> list[Occupant]:
-        """The applications placed on ``candidate``, as possible victims of a plan."""
-        return makeroom.occupants(self.cache, candidate, self.clock.time(),
-                                  self.config.preemption.deadline)
 
     def _start_plan(self, subject: Subject, binding: BindingView | None, plan: Plan,
                     nofit: NoFit) -> Attempt:
