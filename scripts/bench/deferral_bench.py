@@ -69,6 +69,7 @@ from berth.controllers.scheduler.framework import (
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import ForecastPoint, MetricRef, Placement, Target
+from berth.store.documents.resources import Demand
 
 HOUR = 3600.0
 CACHE = Path.home() / ".cache" / "berth" / "traces"
@@ -198,6 +199,12 @@ class Market:
 
     def rooms(self, fleet: Fleet) -> Rooms:
         return Rooms([None] * len(fleet))
+
+    def demand_on(self, subject: Subject, candidate: Candidate) -> Demand:
+        return subject.demand
+
+    def demand_varies(self, subject: Subject) -> bool:
+        return False
 
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:

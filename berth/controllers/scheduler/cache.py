@@ -31,6 +31,7 @@ from berth.controllers.runtime import Event, EventType, Informer, Item
 from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.controllers.scheduler.decisions import Decisions
+from berth.controllers.scheduler.demands import Demands, where
 from berth.controllers.scheduler.framework import (
     Candidate,
     Fleet,
@@ -75,8 +76,11 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.documents.metrics import MEASURES, normalized
+from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.priority import PriorityClass
+from berth.store.documents.render import Where
+from berth.store.documents.resources import Demand
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +133,12 @@ class Cache:
         self.priorityclasses: Informer[PriorityClass] = informer(r + "priorityclasses/",
                                                                  PriorityClass)
         self.priorities = Priorities(self.priorityclasses)
+        # What each application asks of each cluster, as the overrides make it.
+        self.overrides: Informer[Override] = informer(r + "overrides/", Override)
+        self.globaloverrides: Informer[GlobalOverride] = informer(r + "globaloverrides/",
+                                                                  GlobalOverride)
+        self.demands = Demands(self.overrides, self.globaloverrides,
+                               on_change=lambda: self.decisions.recount())
         self.transit = Transit()
         self.bindings.add_handler(self._binding_transit)
         self.failures.add_handler(self._status_transit)
@@ -136,6 +146,7 @@ class Cache:
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
             self.magnumclusters, self.failures, self.paces, self.priorityclasses,
+            self.overrides, self.globaloverrides,
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
@@ -149,12 +160,14 @@ class Cache:
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
         self.decisions = Decisions(self.bindings, self.applications,
-                                   lambda key: self.room_book.changed(key), clock=clock.time)
+                                   lambda key: self.room_book.changed(key), clock=clock.time,
+                                   demand_on=self._demand_at)
         self.room_book = RoomBook(self.status, self.decisions, assume_ttl, clock=clock.time)
         candidates: tuple[Informer[Any], ...] = (
             self.clusters, self.globalclouds, self.clouds, self.projects)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
+        self.clusters.add_handler(self._relabelled)
         self.status.add_handler(self._bump_unless_capacity)
         self._returned: dict[str, float] = {}  # status key → when it came back ONLINE
         self.status.add_handler(self._on_cluster_status)
@@ -192,7 +205,7 @@ class Cache:
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status, self.projects,
-                    self.globalmetrics, self.metrics):
+                    self.globalmetrics, self.metrics, self.overrides, self.globaloverrides):
             inf.add_handler(callback)
         self._metric_listeners.append(callback)
 
@@ -474,6 +487,31 @@ class Cache:
         return MetricReading(ref.name, ref.weight, v.value, value01, message=message,
                              measures=definition.metadata.labels.get(MEASURES, ""),
                              forecast=v.forecast)
+
+    def demand_on(self, subject: Subject, candidate: Candidate) -> Demand:
+        return self.demands.on(subject, candidate.key, where(candidate))
+
+    def demand_varies(self, subject: Subject) -> bool:
+        return self.demands.varies(subject)
+
+    def _demand_at(self, subject: Subject, candidate: str) -> Demand:
+        """``demand_on`` for the placements' index, from any thread: the cluster as its
+        informer has it (no candidate built)."""
+        kind, _, rest = candidate.partition("/")
+        ns, _, name = rest.rpartition("/")
+        view = self.clusters.get(keys.resource_key("Cluster", name, ns)) if (
+            kind == "Cluster") else None
+        if view is None:
+            return subject.demand
+        return self.demands.on(subject, candidate, Where(name, ns, view.metadata.labels))
+
+    def _relabelled(self, event: Event[ClusterView]) -> None:
+        """A cluster's labels changed: what overrides make applications ask there may
+        have (counted again only while an override could make any difference)."""
+        if (event.type is EventType.MODIFIED and event.old is not None
+                and event.old.metadata.labels != event.obj.metadata.labels
+                and self.demands.any()):
+            self.decisions.recount()
 
     def capacity(self, candidate: Candidate) -> Room | None:
         """The cluster's capacity as it last reported it, less what berth placed there

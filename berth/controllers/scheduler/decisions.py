@@ -36,7 +36,7 @@ from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
 from berth.store.documents import Preemption
-from berth.store.documents.resources import Resources
+from berth.store.documents.resources import Demand, Resources
 
 PENDING = 2**62  # an assumed revision no watch event can reach
 # The last changes to each candidate's usage kept for a reader to catch up by (the
@@ -99,10 +99,14 @@ class Token:
 class Decisions:
     def __init__(self, bindings: Source[BindingView], applications: Source[Subject],
                  on_usage: Callable[[str], None] | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 demand_on: Callable[[Subject, str], Demand] | None = None) -> None:
         self._clock = clock  # seconds since the epoch: when a placement was first seen
         self._bindings = bindings
         self._on_usage = on_usage  # told each candidate whose usage changed (lock held)
+        # what an application asks of a candidate (by key), its overrides rendered; never
+        # calls back here
+        self._demand_on = demand_on or (lambda app, _: app.demand)
         self._applications = applications
         self._lock = threading.Lock()
         self._assumed: dict[str, tuple[Token, int]] = {}  # binding key → (write, revision)
@@ -329,6 +333,13 @@ class Decisions:
                 return None
             return version, kept[len(kept) - (version - since):]
 
+    def recount(self) -> None:
+        """What every placement asks counted again (the overrides, or a cluster's labels,
+        changed what an application asks there)."""
+        with self._lock:
+            for key in list(self._usage_at):
+                self._reindex(key)
+
     def plans(self) -> list[Preemption]:
         """The plans making room, as their Bindings say (running or out of time)."""
         with self._lock:
@@ -345,9 +356,9 @@ class Decisions:
         if doc is not None and app is not None and (app.demand.whole or app.demand.per_replica):
             app_id = f"{app.ref.namespace}/{app.ref.name}"
             for t in doc.spec.targets:
-                ask = app.demand.on(t.replicas)
-                new[_candidate_key(t.kind, t.namespace, t.name)] = Usage(app_id, ask, ask.pods,
-                                                                        self._clock())
+                where = _candidate_key(t.kind, t.namespace, t.name)
+                ask = self._demand_on(app, where).on(t.replicas)
+                new[where] = Usage(app_id, ask, ask.pods, self._clock())
             plan = doc.status.preemption
             if plan is not None:  # the room made for it is reserved until the deadline
                 ns, _, name = plan.cluster.rpartition("/")

@@ -31,7 +31,7 @@ from berth.controllers.scheduler.framework import (
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.store.documents import MetricRef, Target
-from berth.store.documents.resources import Resources
+from berth.store.documents.resources import Demand, Resources
 
 
 class Overlay:
@@ -102,6 +102,12 @@ class Overlay:
                     rooms.set(at, self.capacity(fleet.candidates[at]))
             found = self._rooms[id(fleet)] = (fleet, rooms)
         return found[1]
+
+    def demand_on(self, subject: Subject, candidate: Candidate) -> Demand:
+        return self.base.demand_on(subject, candidate)
+
+    def demand_varies(self, subject: Subject) -> bool:
+        return self.base.demand_varies(subject)
 
     def failed(self, subject: Subject) -> Mapping[str, float]:
         closed = self._closed.get(subject.key)

@@ -48,7 +48,7 @@ from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.overlay import Overlay
 from berth.store.documents import Target, Yield
-from berth.store.documents.resources import Resources
+from berth.store.documents.resources import Demand, Resources
 
 CAPACITY = "Capacity"  # the filter whose refusals room can cure
 _ZERO = Resources()
@@ -118,10 +118,9 @@ class NoPlan:
                          for why, n in sorted(counts.items(), key=lambda c: -c[1]))
 
 
-def need_of(subject: Subject) -> Resources:
-    """What the preemptor needs of one cluster: its whole manifest; a divided one, every
-    replica (room is made on one cluster)."""
-    d = subject.demand
+def need_of(subject: Subject, d: Demand) -> Resources:
+    """What the preemptor, asking ``d`` of a cluster, needs of it: its whole manifest; a
+    divided one, every replica (room is made on one cluster)."""
     return d.on(total_replicas(subject)) if divided(subject) else d.whole
 
 
@@ -132,10 +131,9 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
     in ``evaluation``; ``occupants``: who is placed on a candidate (by key). At most
     ``limit`` candidates are tried, those least short of room first; the preemptor is
     decided with the room made on the best first, then the next, until it fits."""
-    need = need_of(preemptor)
     out = NoPlan()
     fleet = evaluation.fleet
-    tried: list[tuple[int, Candidate, Resources]] = []
+    tried: list[tuple[int, Candidate, Resources, Resources]] = []
     for status, bits in evaluation.groups():
         if status.plugin != CAPACITY:
             continue
@@ -143,11 +141,13 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
             c = fleet.candidates[i]
             room = snapshot.capacity(c)
             if room is not None:
-                tried.append((_shortfall(need, room.allocatable, room.free), c, room.free))
+                need = need_of(preemptor, snapshot.demand_on(preemptor, c))
+                tried.append((_shortfall(need, room.allocatable, room.free), c, room.free,
+                              need))
     tried.sort(key=lambda t: (t[0], t[1].key))
     overlay = Overlay(snapshot)
     drafts: list[_Draft] = []
-    for short, c, free in tried[:limit]:
+    for short, c, free, need in tried[:limit]:
         found = _on(framework, priority, preemptor, need, c, free, occupants(c.key), overlay)
         if isinstance(found, str):
             out.reasons[c.key] = found
@@ -243,7 +243,8 @@ def _placed(framework: Framework, preemptor: Subject, d: _Draft, overlay: Overla
                      == d.cluster.key), None)
         if mine is None:
             return "it would go elsewhere with the room made"
-        return Plan(d.cluster, d.victims, got, preemptor.demand.on(mine.replicas))
+        return Plan(d.cluster, d.victims, got,
+                    overlay.demand_on(preemptor, d.cluster).on(mine.replicas))
     finally:
         overlay.undo(mark)
 
@@ -262,8 +263,10 @@ def _yield(framework: Framework, o: Occupant, c: Candidate, overlay: Overlay
             for t in got.targets:
                 key = candidate_key(t.kind, t.namespace, t.name)
                 before = was.get(key)
-                grows = subject.demand.on(t.replicas) - (
-                    subject.demand.on(before.replicas) if before is not None else _ZERO)
+                c_t = overlay.candidate_by_key(key)
+                d = overlay.demand_on(subject, c_t) if c_t is not None else subject.demand
+                grows = d.on(t.replicas) - (d.on(before.replicas) if before is not None
+                                            else _ZERO)
                 taken = grows.max(_ZERO)  # room it frees elsewhere is not counted
                 if taken:
                     overlay.add(key, _ZERO - taken)

@@ -50,22 +50,27 @@ log = logging.getLogger(__name__)
 _HEADER = msgspec.json.Decoder(ObjectHeader)
 
 
-def app_demand(key: str, manifest: list[msgspec.Raw]) -> Demand:
-    """What the application's workloads ask for; only workload objects are decoded
-    in full (a ConfigMap's data costs nothing). A manifest berth cannot read asks
-    for nothing (bootstrap and apply refuse it; garbage written by hand is logged)."""
+def app_demand(key: str, manifest: list[msgspec.Raw]) -> tuple[Demand, tuple[bytes, ...]]:
+    """What the application's workloads ask for, and those workload objects as written
+    (JSON: an override may change what they ask of one cluster, :mod:`demands`); only
+    workload objects are decoded in full (a ConfigMap's data costs nothing). A manifest
+    berth cannot read asks for nothing (bootstrap and apply refuse it; garbage written
+    by hand is logged)."""
     objects: list[Any] = []
+    kept: list[bytes] = []
     try:
         for raw in manifest:
             head = _HEADER.decode(raw)
             wanted = (head.kind in REPLICA_FIELDS or head.kind == "Pod"
                       or REPLICAS_PATH in head.metadata.annotations)
             objects.append(msgspec.json.decode(raw) if wanted else None)
-        return demand(objects)
+            if wanted:
+                kept.append(bytes(raw))
+        return demand(objects), tuple(kept)
     except (msgspec.DecodeError, QuantityError) as exc:
         log.warning("%s: its manifest's resource requests cannot be read (%s): it is "
                     "placed as if it asked for nothing", key, exc)
-        return NO_DEMAND
+        return NO_DEMAND, ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +217,7 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         s.constraints.migration if s.constraints and s.constraints.migration is not None
         else True)
     placement = _shared_spec(s.placement) if s.placement else _DEFAULT_PLACEMENT
+    asked, workloads = app_demand(key, s.manifest) if s.manifest else (NO_DEMAND, ())
     subject = Subject(
         ref=Ref("Application", _intern(app.metadata.namespace), sys.intern(app.metadata.name)),
         key=key,
@@ -234,7 +240,8 @@ def subject_from_application(key: str, app: AppView) -> Subject:
         placement=placement,
         migration=migration,
         gang=s.gang,
-        demand=_shared_demand(app_demand(key, s.manifest)) if s.manifest else NO_DEMAND,
+        demand=_shared_demand(asked) if s.manifest else NO_DEMAND,
+        workloads=workloads,
         pace=s.pace,
     )
     subject.signature = _signature(

@@ -25,6 +25,7 @@ from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.selection import select
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.store.documents import MetricRef, Target
+from berth.store.documents.resources import Demand
 
 
 def cluster(name: str, *, labels: dict[str, str] | None = None, state: str = "ONLINE",
@@ -54,6 +55,14 @@ class FakeSnapshot:
 
     def rooms(self, fleet: Fleet) -> Rooms:
         return Rooms([self.capacity(c) for c in fleet.candidates])
+
+    demands: dict[tuple[str, str], Demand] = field(default_factory=dict)  # (subject, cluster)
+
+    def demand_on(self, subject: Subject, candidate: Candidate) -> Demand:
+        return self.demands.get((subject.ref.name, candidate.ref.name), subject.demand)
+
+    def demand_varies(self, subject: Subject) -> bool:
+        return any(s == subject.ref.name for s, _ in self.demands)
 
     def candidates(self, subject: Subject) -> list[Candidate]:
         return [c for c in self.clusters if c.ref.namespace == subject.ref.namespace]

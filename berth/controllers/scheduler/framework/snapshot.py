@@ -21,6 +21,7 @@ from berth.controllers.scheduler.framework.types import (
     Subject,
 )
 from berth.store.documents import MetricRef, Target
+from berth.store.documents.resources import Demand
 
 
 class Snapshot(Protocol):
@@ -60,6 +61,15 @@ class Snapshot(Protocol):
 
     def rooms(self, fleet: Fleet) -> Rooms:
         """``capacity`` of every candidate of ``fleet``, indexed by resource."""
+        ...
+
+    def demand_on(self, subject: Subject, candidate: Candidate) -> Demand:
+        """What ``subject`` asks of ``candidate``: its workloads as the overrides that
+        select both make them there (``subject.demand`` where none does)."""
+        ...
+
+    def demand_varies(self, subject: Subject) -> bool:
+        """Whether ``demand_on`` may differ from ``subject.demand`` on some candidate."""
         ...
 
     def placed(self, namespace: str | None,

@@ -84,7 +84,10 @@ class Subject:
     placement: Placement = field(default_factory=Placement)
     migration: bool = True
     gang: Gang | None = None
-    demand: Demand = NO_DEMAND  # what its workloads ask of a cluster
+    demand: Demand = NO_DEMAND  # what its workloads ask of a cluster, as written
+    # Its workload objects as written (JSON), for what an override makes them ask of one
+    # cluster (Snapshot.demand_on)
+    workloads: tuple[bytes, ...] = ()
     pace: PaceOverride | None = None  # its own over the fleet's (docs/pace.md)
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 

@@ -69,7 +69,7 @@ from berth.controllers.scheduler.framework.helpers.replicas import current_share
 from berth.controllers.scheduler.framework.plugin import NoArgs
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
-from berth.store.documents.resources import Resources
+from berth.store.documents.resources import Demand, Resources
 
 
 class ResourceWeight(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -101,6 +101,10 @@ class _Attempt:
     rooms: dict[str, tuple[Resources, Resources] | None] = field(default_factory=dict)
     index: Rooms | None = None  # the fleet's rooms as the set forms read them
     refusals: dict[tuple[str, ...], Status] = field(default_factory=dict)
+    # An override makes it ask something else of some clusters: each candidate is judged
+    # by its own demand (``per``: candidate key → that candidate's attempt), one by one.
+    varies: bool = False
+    per: dict[str, _Attempt] = field(default_factory=dict)
 
     def short(self, free: Resources) -> tuple[str, ...]:
         """The resources asked for that ``free`` does not hold enough of."""
@@ -251,19 +255,36 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
         self._described: dict[str, tuple[Room, dict[str, Any]]] = {}
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
-        return SUCCESS if subject.demand.whole or subject.demand.per_replica else SKIP
+        d = subject.demand
+        return SUCCESS if d.whole or d.per_replica or snapshot.demand_varies(subject) else SKIP
 
-    def _attempt(self, state: CycleState, subject: Subject) -> _Attempt:
-        """What one attempt asks, worked out once: the filter and the score both ask."""
+    def _attempt(self, state: CycleState, subject: Subject,
+                 snapshot: Snapshot | None = None) -> _Attempt:
+        """What one attempt asks, worked out once: the filter and the score both ask
+        (``snapshot``: where to read whether an override makes it ask something else of
+        some cluster; the first call, by the filter, gives it)."""
         found: _Attempt | None = state.data.get(NAME)
         if found is None:
-            d = subject.demand
-            need = d.on(1) if divided(subject) else d.whole
-            found = state.data[NAME] = _Attempt(
-                need, [(name, amount) for name, amount in need.items() if amount > 0],
-                [(name, weight, need.get(name)) for name, weight in self.resources
-                 if name in _NATIVE or need.get(name) > 0],
-                _held(state))
+            found = state.data[NAME] = self._asking(subject, subject.demand, _held(state))
+            found.varies = snapshot is not None and snapshot.demand_varies(subject)
+        return found
+
+    def _asking(self, subject: Subject, d: Demand, held: set[str]) -> _Attempt:
+        need = d.on(1) if divided(subject) else d.whole
+        return _Attempt(need, [(name, amount) for name, amount in need.items() if amount > 0],
+                        [(name, weight, need.get(name)) for name, weight in self.resources
+                         if name in _NATIVE or need.get(name) > 0], held)
+
+    def _on(self, a: _Attempt, subject: Subject, candidate: Candidate, snapshot: Snapshot
+            ) -> _Attempt:
+        """The attempt as ``candidate`` sees it: its own demand, if an override makes one."""
+        if not a.varies:
+            return a
+        found = a.per.get(candidate.key)
+        if found is None:
+            found = a.per[candidate.key] = self._asking(
+                subject, snapshot.demand_on(subject, candidate), a.held)
+            found.refusals = a.refusals  # one Status per shortage, shared
         return found
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
@@ -271,15 +292,24 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
         found = self._room(state, subject, candidate, snapshot)
         if found is None:
             return SUCCESS
-        a = self._attempt(state, subject)
+        a = self._on(self._attempt(state, subject, snapshot), subject, candidate, snapshot)
         short = a.short(found[1])
         return a.refusal(short) if short else SUCCESS
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
         """Per resource asked for, those short of it are a prefix of the fleet sorted by
-        what is free of it (:class:`Rooms`); where the subject runs now, one by one."""
-        a = self._attempt(state, subject)
+        what is free of it (:class:`Rooms`); where the subject runs now, one by one — and
+        every candidate one by one where an override makes it ask something else."""
+        a = self._attempt(state, subject, snapshot)
+        if a.varies:
+            a.index = self._index(a, fleet, snapshot)
+            refused: dict[Status, int] = {}
+            for i in ordinals(within):
+                status = self.filter(state, subject, fleet.candidates[i], snapshot)
+                if not status.ok:
+                    refused[status] = refused.get(status, 0) | (1 << i)
+            return list(refused.items())
         rooms = a.index = self._index(a, fleet, snapshot)
         held = _ordinals_of(a.held, fleet) & within
         judged = rooms.judged & within & ~held
@@ -302,7 +332,7 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
               snapshot: Snapshot) -> tuple[Resources, Resources] | None:
         """(allocatable, free for the subject) of ``candidate``, once per attempt: what
         the subject holds there now counts as free for it."""
-        a = self._attempt(state, subject)
+        a = self._attempt(state, subject, snapshot)
         memo = a.rooms
         key = candidate.key
         if key not in memo:
@@ -314,7 +344,9 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
                 if key in a.held:
                     held = current_share(subject, state.current, candidate)
                     if held is not None:
-                        free = free + subject.demand.on(held)
+                        d = snapshot.demand_on(subject, candidate) if a.varies else (
+                            subject.demand)
+                        free = free + d.on(held)
                 memo[key] = (cap.allocatable, free)
         return memo[key]
 
@@ -324,7 +356,8 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
         if room is None:
             return 0.0
         alloc, free = room
-        return self._points(alloc, free, self._attempt(state, subject).scored) / 100
+        a = self._on(self._attempt(state, subject, snapshot), subject, candidate, snapshot)
+        return self._points(alloc, free, a.scored) / 100
 
     def points(self, alloc: Resources, requested: Resources, need: Resources) -> int:
         """The Kubernetes scheduler's 0-100 score of a cluster with ``alloc``
@@ -384,10 +417,16 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
             for i, value in zip(at, values, strict=True):
                 groups[value] = groups.get(value, 0) | (1 << i)
             return [(bits, v) for v, bits in groups.items() if v]
-        a = self._attempt(state, subject)
+        a = self._attempt(state, subject, snapshot)
         rooms = a.index = self._index(a, fleet, snapshot)
         held = _ordinals_of(a.held, fleet) & feasible
         points: dict[int, int] = {}
+        if a.varies:
+            at = list(ordinals(feasible))
+            for i, p in zip(at, self._each(state, subject, fleet, at, held, snapshot),
+                            strict=True):
+                points[p] = points.get(p, 0) | (1 << i)
+            return [(bits, v / 100) for v, bits in points.items() if v]
         columns = [(*rooms.listed(name), weight, asked) for name, weight, asked in a.scored]
         for i in ordinals(feasible & rooms.judged & ~held):
             terms = [(al[i], al[i] - fr[i] + asked, w) for al, fr, w, asked in columns
@@ -407,9 +446,15 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
         BalancedAllocation."""
         if self.strategy == "BalancedAllocation":
             return None
-        a = self._attempt(state, subject)
+        a = self._attempt(state, subject, snapshot)
         rooms = a.index = self._index(a, fleet, snapshot)
         held = _ordinals_of(a.held, fleet) & feasible
+        if a.varies:  # each candidate by its own demand
+            each = self._each(state, subject, fleet, list(at), held, snapshot)
+            if isinstance(at, list):
+                return [p / 100 for p in each]
+            out: npt.NDArray[np.float64] = np.array(each, dtype=np.float64) / 100
+            return out
         most = self.strategy == "MostAllocated"
         if isinstance(at, list):  # a few: a candidate not judged has nothing listed (0)
             listed = _fit_list(rooms, a.scored, at, most)
@@ -427,6 +472,17 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
         values: npt.NDArray[np.float64] = points / 100
         return values
 
+    def _each(self, state: CycleState, subject: Subject, fleet: Fleet, at: list[int],
+              held: int, snapshot: Snapshot) -> list[int]:
+        """The 0-100 points of candidates ``at``, each scored one by one (by its own
+        demand); where it runs now (``held``) as the best of them (normalize)."""
+        points = [round(100 * self.score(state, subject, fleet.candidates[i], snapshot))
+                  for i in at]
+        if held and points:
+            top = max(points)
+            points = [top if held >> i & 1 else p for i, p in zip(at, points, strict=True)]
+        return points
+
     def _held_points(self, state: CycleState, subject: Subject, fleet: Fleet, held: int,
                      snapshot: Snapshot) -> list[int]:
         """The 0-100 points of the candidates ``held`` (where the subject runs now), with
@@ -438,7 +494,7 @@ class Capacity(Plugin, points.PreFilter, points.Filter, points.FilterSet, points
                  snapshot: Snapshot) -> dict[str, Any]:
         if not (subject.demand.whole or subject.demand.per_replica):
             return {}  # not judged by capacity: nothing to say
-        index, fleet = self._attempt(state, subject).index, state.fleet
+        index, fleet = self._attempt(state, subject, snapshot).index, state.fleet
         at = fleet.by_key.get(candidate.key) if index is not None and fleet is not None else None
         # What the decision read, from the index its set forms used; else the cache's.
         cap = index.rooms[at] if index is not None and at is not None else snapshot.capacity(

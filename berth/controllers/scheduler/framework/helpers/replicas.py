@@ -105,8 +105,9 @@ def current_share(subject: Subject, current: Sequence[Target], candidate: Candid
 
 def room(subject: Subject, candidate: Candidate, snapshot: Snapshot,
          current: Sequence[Target]) -> int:
-    """How many of the subject's replicas fit on ``candidate`` (UNLIMITED if unknown)."""
-    d = subject.demand
+    """How many of the subject's replicas fit on ``candidate`` (UNLIMITED if unknown), by
+    what it asks there (an override may make it ask more or less per replica)."""
+    d = snapshot.demand_on(subject, candidate)
     cap = snapshot.capacity(candidate)
     if cap is None or not d.per_replica:
         return UNLIMITED
