@@ -3,6 +3,7 @@ overrides that select it make it (docs/scheduler.md "Capacity"), over etcd in me
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -85,3 +86,27 @@ def _deployment(name: str, replicas: int, cpu: int) -> dict[str, Any]:
     d = deployment(name, cpu)[0]
     d["spec"]["replicas"] = replicas
     return d
+
+
+def test_what_a_placement_takes_is_counted_as_rendered_and_again_when_overrides_change(
+        store: MemoryStore, clock: FakeClock) -> None:
+    stored_cluster(store, "a")
+    report(store, "a", 8000, {})
+    override(store, "double-on-a", "web", "a",
+             [{"op": "replace", "path": "/spec/replicas", "value": 2}])
+    with in_memory(store, clock) as s:
+        application(store, "web", manifest=[_deployment("web", 1, 3000)])
+        until(store, "web", lambda b: targets(b) == ["a"])
+
+        def free() -> int:
+            c = s.cache.candidate_by_key("Cluster/default/a")
+            room = s.cache.capacity(c) if c is not None else None
+            assert room is not None
+            return room.free.cpu
+
+        assert free() == 8000 - 2 * 3000  # assumed as rendered: two replicas there
+        store.delete(keys.resource_key("Override", "double-on-a", "default"))
+        deadline = time.monotonic() + 10
+        while free() != 8000 - 3000:  # counted again, as written: one replica
+            assert time.monotonic() < deadline, free()
+            time.sleep(0.01)
