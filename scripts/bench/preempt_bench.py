@@ -126,7 +126,8 @@ def measure(url: str, arrivals: int) -> dict[str, Any]:
             if isinstance(out, NoFit) and out.evaluation is not None:
                 found = preempt.plan(
                     framework, subject, cache.priorities.of(subject).value, out.evaluation,
-                    cache, makeroom.Occupants(cache, time.time(), 600.0),
+                    cache, makeroom.Occupants(cache, time.time(), 600.0,
+                                              cache.priorities.of(subject).value),
                     limit=config.preemption.candidates)
                 walls.append(time.perf_counter() - wall)
                 cpus.append(time.process_time() - cpu)

@@ -44,12 +44,12 @@ def app_key(victim: Victim) -> str:
 
 
 class Occupants:
-    """The applications placed on a candidate, as possible victims of one plan at
-    ``now``: exempt those that give nothing up, are victims of a running plan, or
-    made room within ``protect`` seconds."""
+    """The applications placed on a candidate below priority ``below``, as possible
+    victims of one plan at ``now``: exempt those that give nothing up, are victims of a
+    running plan, or made room within ``protect`` seconds."""
 
-    def __init__(self, cache: Cache, now: float, protect: float) -> None:
-        self.cache, self.now, self.protect = cache, now, protect
+    def __init__(self, cache: Cache, now: float, protect: float, below: int) -> None:
+        self.cache, self.now, self.protect, self.below = cache, now, protect, below
         self.promised = {v.application for p in cache.decisions.plans() for v in p.victims
                          if p.deadline.timestamp() > now}
 
@@ -64,6 +64,9 @@ class Occupants:
             subject = cache.subject(keys.resource_key(r.kind, r.name, r.namespace))
             if subject is None or subject.deleted:
                 continue
+            priority = cache.priorities.of(subject).value
+            if priority >= self.below:
+                continue  # never a victim
             exempt = ""
             if not (subject.preemptible.move or subject.preemptible.stop):
                 exempt = "it gives nothing up (preemptible)"
@@ -72,8 +75,8 @@ class Occupants:
             elif binding.status.yielded_to and binding.spec.scheduled is not None and (
                     now - binding.spec.scheduled.timestamp() < self.protect):
                 exempt = "it made room lately"
-            out.append(Occupant(subject, cache.priorities.of(subject).value, usage.ask,
-                                list(binding.spec.targets), usage.since, exempt))
+            out.append(Occupant(subject, priority, usage.ask, list(binding.spec.targets),
+                                usage.since, exempt))
         return out
 
 

@@ -588,7 +588,8 @@ class Scheduler:
                 found = preempt.plan(self.framework, subject, priority.value,
                                      outcome.evaluation, self.cache,
                                      makeroom.Occupants(self.cache, self.clock.time(),
-                                                        self.config.preemption.deadline),
+                                                        self.config.preemption.deadline,
+                                                        priority.value),
                                      limit=self.config.preemption.candidates)
                 if isinstance(found, Plan):
                     return self._start_plan(subject, binding, found, outcome)
