@@ -188,6 +188,9 @@ def test_the_explanation_table_is_berth_explains(world: World) -> None:
     assert [(r[0], r[1]) for r in shown] == [(e["candidate"], f"{e['score']:.4f}")
                                            for e in ranked]
     assert world.driver.find_elements("css selector", "#ledger li.Placed")
+    # its priority as written, as describe says it (nothing given: the default's)
+    shown_priority = world.driver.find_element("css selector", "#priority").text
+    assert shown_priority.startswith("priority: the default class's, else 0; preemption ")
     screenshot(world.driver, "console-application")
 
 

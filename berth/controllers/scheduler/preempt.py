@@ -51,6 +51,7 @@ from berth.store.documents import Target, Yield
 from berth.store.documents.resources import Demand, Resources
 
 CAPACITY = "Capacity"  # the filter whose refusals room can cure
+NOTHING_LOWER = "no less important application to make room"
 _ZERO = Resources()
 
 
@@ -109,11 +110,13 @@ class NoPlan:
 
     @property
     def reason(self) -> str:
-        if not self.reasons:
-            return "no cluster was refused for room alone"
+        """The reasons, the most common first; "" when there was nothing to weigh (no
+        cluster refused for room alone, or none holding anything less important: a
+        fleet without priorities is not told so at every attempt)."""
         counts: dict[str, int] = {}
         for why in self.reasons.values():
-            counts[why] = counts.get(why, 0) + 1
+            if why != NOTHING_LOWER:
+                counts[why] = counts.get(why, 0) + 1
         return "; ".join(f"{n} cluster{'s' if n > 1 else ''}: {why}"
                          for why, n in sorted(counts.items(), key=lambda c: -c[1]))
 
@@ -194,14 +197,16 @@ def _on(framework: Framework, priority: int, preemptor: Subject, need: Resources
         ) -> _Draft | str:
     """The victims that make room on ``c`` and what each gives up, or why there are
     none."""
-    pool = [o for o in here if o.priority < priority and not o.exempt
-            and o.subject.key != preemptor.key]
+    lower = [o for o in here if o.priority < priority and o.subject.key != preemptor.key]
+    pool = [o for o in lower if not o.exempt]
+    if not pool:
+        return ("the less important applications here may not go ("
+                + "; ".join(sorted({o.exempt for o in lower})) + ")") if lower else NOTHING_LOWER
     gone = free
     for o in pool:
         gone = gone + o.ask
     if not need.fits(gone):
-        return ("not enough room even without every less important application"
-                if pool else "no less important application to make room")
+        return "not enough room even without every less important application"
     # Reprieve the most important first (higher priority, then placed earlier).
     pool.sort(key=lambda o: (-o.priority, o.since, o.subject.key))
     victims: list[Occupant] = []

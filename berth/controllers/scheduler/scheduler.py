@@ -593,7 +593,8 @@ class Scheduler:
                                      limit=self.config.preemption.candidates)
                 if isinstance(found, Plan):
                     return self._start_plan(subject, binding, found, outcome)
-                why = f"{why}; no room can be made: {found.reason}"
+                if found.reason:
+                    why = f"{why}; no room can be made: {found.reason}"
             return self._unschedulable(subject, binding, current, why,
                                        lambda: outcome.explained(limit),
                                        self.framework.metric_blind(outcome.evaluation),
