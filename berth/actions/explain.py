@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.actions.resources import decided, target_note
+from berth.actions.resources import decided, room, target_note
 from berth.store.documents import ApplicationStatus, Binding
 
 
@@ -55,6 +55,7 @@ def render(b: Binding) -> str:
         f"{ref.kind} {ref.namespace}/{ref.name}: {status.state or '?'} "
         f"(generation {spec.generation}{decided(b)})",
         f"reason: {status.reason}",
+        *room(b),
         "targets: " + (", ".join(f"{t.kind} {t.namespace + '/' if t.namespace else ''}{t.name}"
                                  + target_note(t) for t in spec.targets) or "none"),
     ]

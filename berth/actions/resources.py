@@ -286,8 +286,9 @@ def priority(spec: Any) -> str:
 
 
 def room(b: Binding | None) -> list[str]:
-    """A plan making room for the application of Binding ``b``, victim by victim, or
-    whom it made room for (docs/scheduler.md "Priority and preemption")."""
+    """A plan making room for the application of Binding ``b``, victim by victim; the
+    plan that placed it; or whom it made room for (docs/scheduler.md "Priority and
+    preemption"). For describe, explain and the console alike."""
     if b is None:
         return []
     st, out = b.status, []
@@ -299,6 +300,10 @@ def room(b: Binding | None) -> list[str]:
                 + (f" to {', '.join(v.to)}" if v.to else "") for v in p.victims]
     if st.yielded_to:
         out.append(f"Made room:   for {st.yielded_to} (plan {st.yielded_plan})")
+    made = st.explanation[0].get("room_made") if st.explanation else None
+    if isinstance(made, dict):
+        out.append(f"Room made:   on {made.get('on')} (plan {made.get('plan')}) by "
+                   + ", ".join(map(str, made.get("by") or [])))
     return out
 
 

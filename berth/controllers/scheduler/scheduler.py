@@ -794,9 +794,17 @@ class Scheduler:
         return True
 
     def _explainer(self, decision: Decision, binding: BindingView | None) -> Explained:
+        """The explanation of ``decision``, written over ``binding``: placed by a plan that
+        made room, it says first which applications made it, and how."""
         limit = self.config.explain_limit
         before = binding.spec.targets if binding is not None else []
-        return lambda: decision.explained(self.framework, self.cache, limit, before)
+        plan = binding.status.preemption if binding is not None else None
+        if plan is None:
+            return lambda: decision.explained(self.framework, self.cache, limit, before)
+        note = {"room_made": {"on": plan.cluster, "plan": plan.plan, "by": [
+            f"{v.application} ({v.action}{' to ' + ', '.join(v.to) if v.to else ''})"
+            for v in plan.victims]}}
+        return lambda: [note, *decision.explained(self.framework, self.cache, limit, before)]
 
     def _expire_waiting(self) -> None:
         now = self.clock.monotonic()

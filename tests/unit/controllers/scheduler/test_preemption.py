@@ -96,6 +96,8 @@ def test_a_victim_is_moved_and_the_preemptor_placed_where_it_left(
         report(store, "a", 4000, {})
         placed = until(store, "high", lambda b: targets(b) == ["a"])
         assert placed.status.preemption is None and placed.status.state == "Scheduled"
+        assert placed.status.explanation[0] == {"room_made": {
+            "on": "default/a", "plan": plan.plan, "by": ["default/low (move to default/b)"]}}
 
 
 def test_never_and_refusals_make_no_room(store: MemoryStore, clock: FakeClock) -> None:
