@@ -31,11 +31,18 @@ raises is logged and the loop goes on; :meth:`alive` feeds ``/healthz``); the
 Binding writer has its own thread; informers call the event handlers, which
 only touch the queue (its own lock) and flags.
 
+Making room (docs/scheduler.md "Priority and preemption"): an application
+nothing fits, that may preempt, gets a plan (:func:`preempt.plan`) whose room
+its Binding reserves until a deadline; every later look at it carries the
+plan on (:func:`makeroom.advance`: the victims' moves as the pace allows, then
+the stops) until the room is there and it is placed, or the deadline passes.
+
 Over 600 lines, on purpose: what is left here is the state the scheduling
 thread owns (the queue's use, subjects waiting at permit, deferred work, the
-sweep in progress, the anti-flap record) and the handlers that feed it; what
-decides, orders a sweep, says what a Binding holds or writes it is a module of
-its own (decide, sweep, outcome, binder).
+sweep in progress, the anti-flap record) and the handlers that feed it, and
+where a plan's steps are written; what decides, orders a sweep, plans room,
+says what a plan does next, says what a Binding holds or writes it is a
+module of its own (decide, sweep, preempt, makeroom, outcome, binder).
 """
 
 from __future__ import annotations
