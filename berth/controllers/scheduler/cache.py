@@ -185,6 +185,8 @@ class Cache:
         synced = all(inf.wait_synced(timeout) for inf in self.informers)
         if synced:
             self._publish_if_whole()
+            if self.demands.any():  # placements indexed before the overrides were listed
+                self.decisions.recount()
         return synced
 
     def stop(self) -> None:

@@ -58,7 +58,8 @@ class Demands:
         with self._lock:
             self._version += 1
             self._memo.clear()
-        if self._on_change is not None:
+        # Told once the overrides are listed whole (the cache's sync), not at each of them.
+        if self._on_change is not None and all(inf.synced.is_set() for inf in self._sources):
             self._on_change()
 
     def _overrides(self) -> list[Override]:
