@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from selenium.common.exceptions import StaleElementReferenceException
 
 from berth.store import Store, keys
 from berth.store.config import EtcdConfig
@@ -104,7 +105,15 @@ class World:
               what=page)
 
     def text(self, css: str) -> str:
-        return str(self.driver.find_element("css selector", css).text)
+        """The text of the element ``css`` names now. The page redraws itself on every
+        change it is told of: an element found just before a redraw is gone when its
+        text is read (stale), and is found again."""
+        for _ in range(50):
+            try:
+                return str(self.driver.find_element("css selector", css).text)
+            except StaleElementReferenceException:
+                time.sleep(0.02)
+        raise AssertionError(f"{css}: redrawn under every read for 1 s")
 
     def status(self, name: str) -> dict[str, Any] | None:
         kv = self.store.get(keys.status_key("Application", "default", name))

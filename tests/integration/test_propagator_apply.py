@@ -638,8 +638,9 @@ def test_get_and_describe_show_both_sides_and_never_a_secret(
     assert [line.split()[:5] for line in lines if line.startswith("shop ")] == [
         ["shop", "Scheduled", "RUNNING", "2/2", "east"]]  # kubectl's READY
     code, out = berth("get", "application", "default/shop", "-o", "wide", "--etcd", url)
-    assert "GENERATION   READY PER CLUSTER   RUNNING ON   REASON" in out.splitlines()[0]
-    assert out.splitlines()[1].split()[6:9] == ["1", "east=2/2", "east"]
+    assert "GENERATION   PRIORITY   READY PER CLUSTER   RUNNING ON   REASON" in (
+        out.splitlines()[0])
+    assert out.splitlines()[1].split()[6:10] == ["1", "-", "east=2/2", "east"]  # no priority
     code, out = berth("describe", "app", "shop", "--etcd", url)
     assert "  default/east: generation 1: Healthy, 2/2 available" in out
     assert "    Deployment default/shop: Healthy" in out
