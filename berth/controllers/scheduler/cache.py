@@ -499,6 +499,8 @@ class Cache:
     def _demand_at(self, subject: Subject, candidate: str) -> Demand:
         """``demand_on`` for the placements' index, from any thread: the cluster as its
         informer has it (no candidate built)."""
+        if not self.demands.varies(subject):  # the common case: no cluster lookup
+            return subject.demand
         kind, _, rest = candidate.partition("/")
         ns, _, name = rest.rpartition("/")
         view = self.clusters.get(keys.resource_key("Cluster", name, ns)) if (

@@ -107,6 +107,7 @@ class NoPlan:
     """Why no room can be made: per candidate considered, in a few words."""
 
     reasons: dict[str, str] = field(default_factory=dict)
+    nothing_lower: set[str] = field(default_factory=set)  # clusters with nothing below it
 
     @property
     def reason(self) -> str:
@@ -114,8 +115,8 @@ class NoPlan:
         cluster refused for room alone, or none holding anything less important: a
         fleet without priorities is not told so at every attempt)."""
         counts: dict[str, int] = {}
-        for why in self.reasons.values():
-            if why != NOTHING_LOWER:
+        for key, why in self.reasons.items():
+            if key not in self.nothing_lower:
                 counts[why] = counts.get(why, 0) + 1
         return "; ".join(f"{n} cluster{'s' if n > 1 else ''}: {why}"
                          for why, n in sorted(counts.items(), key=lambda c: -c[1]))
@@ -154,6 +155,8 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
         found = _on(framework, priority, preemptor, need, c, free, occupants(c.key), overlay)
         if isinstance(found, str):
             out.reasons[c.key] = found
+            if found is NOTHING_LOWER:
+                out.nothing_lower.add(c.key)
         else:
             found.short = short
             drafts.append(found)
