@@ -127,6 +127,10 @@ class Decisions:
         self._usage_changes: dict[str, list[UsageChange]] = {}
         self.passes = 0  # index passes so far (one per _reindex)
         self._plans: dict[str, Preemption] = {}  # binding key → its room-making plan
+        # Each placed application's own priority and class, counted: what a plan reads to
+        # know at once whether anything placed is less important than its preemptor.
+        self._ranks: dict[str, tuple[int | None, str | None]] = {}
+        self._rank_counts: Counter[tuple[int | None, str | None]] = Counter()
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
         bindings.add_cleared_handler(self._garbage_gone)
@@ -302,7 +306,9 @@ class Decisions:
 
     def _application_event(self, event: Event[Subject]) -> None:
         if event.type is EventType.MODIFIED and event.old is not None and (
-                event.old.labels == event.obj.labels and event.old.demand == event.obj.demand):
+                event.old.labels == event.obj.labels and event.old.demand == event.obj.demand
+                and (event.old.priority, event.old.priority_class)
+                == (event.obj.priority, event.obj.priority_class)):
             return
         if not event.key.startswith(keys.ROOT):
             return
@@ -339,6 +345,24 @@ class Decisions:
         with self._lock:
             for key in list(self._usage_at):
                 self._reindex(key)
+
+    def ranks(self) -> list[tuple[int | None, str | None]]:
+        """The distinct (own priority, class name) of the placed applications."""
+        with self._lock:
+            return list(self._rank_counts)
+
+    def _rank(self, key: str, app: Subject | None) -> None:
+        """Binding ``key``'s application is placed as ``app`` (None: not placed; lock
+        held)."""
+        old = self._ranks.pop(key, None)
+        if old is not None:
+            self._rank_counts[old] -= 1
+            if not self._rank_counts[old]:
+                del self._rank_counts[old]
+        if app is not None:
+            rank = (app.priority, app.priority_class)
+            self._ranks[key] = rank
+            self._rank_counts[rank] += 1
 
     def plans(self) -> list[Preemption]:
         """The plans making room, as their Bindings say (running or out of time)."""
@@ -411,11 +435,13 @@ class Decisions:
                     keys.resource_key("Application", ref.name, ref.namespace)))
             else:
                 self._reusage(key, None, None)
+            self._rank(key, None)
             self._drop(key)
             return
         ref = doc.spec.resource
         app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
         self._reusage(key, doc, app)
+        self._rank(key, app)
         labels = app.labels if app is not None else (old.labels if old else None)
         targets = tuple(_ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
         if old is not None and old.targets == targets and old.labels == labels:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from berth.controllers.runtime import Event, Informer
-from berth.controllers.scheduler.framework import Subject
+from berth.controllers.scheduler.framework import Ref, Subject
 from berth.store.documents.priority import PreemptionPolicy, PriorityClass, default_class
 
 
@@ -36,6 +36,7 @@ class Priority:
 
 
 NONE = Priority(0, PreemptionPolicy.PREEMPT_LOWER_PRIORITY, "default")
+NOBODY = Ref("Application", None, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,14 @@ class Priorities:
 
     def of(self, subject: Subject) -> Priority:
         return resolve(subject, self._current().classes, self._current().default)
+
+    def lowest(self, ranks: list[tuple[int | None, str | None]]) -> int | None:
+        """The lowest priority of applications of these (own priority, class name)
+        (None: there are none)."""
+        table = self._current()
+        return min((resolve(Subject(NOBODY, "", "", priority=own, priority_class=cls),
+                            table.classes, table.default).value for own, cls in ranks),
+                   default=None)
 
 
 def resolve(subject: Subject, classes: dict[str, PriorityClass],

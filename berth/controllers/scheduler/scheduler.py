@@ -591,7 +591,8 @@ class Scheduler:
                 why = f"{priority.problem}: it makes no room; {why}"
             elif (self.config.preemption.enabled and not current and priority.may_preempt
                   and outcome.evaluation is not None
-                  and not (binding is not None and binding.status.yielded_to)):
+                  and not (binding is not None and binding.status.yielded_to)
+                  and self._anything_below(priority.value)):
                 found = preempt.plan(self.framework, subject, priority.value,
                                      outcome.evaluation, self.cache,
                                      makeroom.Occupants(self.cache, self.clock.time(),
@@ -641,6 +642,12 @@ class Scheduler:
         return Attempt.SCHEDULED
 
     # -- making room (docs/scheduler.md "Priority and preemption") ---------------------------
+
+    def _anything_below(self, priority: int) -> bool:
+        """Whether any placed application is less important than ``priority`` (else no
+        plan is worth starting: a fleet without priorities pays nothing for them)."""
+        lowest = self.cache.priorities.lowest(self.cache.decisions.ranks())
+        return lowest is not None and lowest < priority
 
     def _start_plan(self, subject: Subject, binding: BindingView | None, plan: Plan,
                     nofit: NoFit) -> Attempt:
