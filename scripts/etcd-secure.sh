@@ -29,6 +29,9 @@
 #                        (and the work of pull clusters, which it alone writes)
 #   berth-metrics-cache  reads everything but secrets, and the secrets of
 #                        metrics providers; writes metric values and events
+#   berth-exporter       reads everything but secrets, and the secrets of
+#                        Exports (the credentials of the APIs it writes to);
+#                        writes what it made of each Export, and events
 # (etcd grants by prefix, and a ledger key names its resource before its writer:
 # the scheduler and the propagator may each write the whole ledger; each writes
 # only keys that name it.)
@@ -141,6 +144,13 @@ grant berth-metrics-cache readwrite "${R}metricvalues/" --prefix
 grant berth-metrics-cache readwrite "${R}leases/metrics-cache" --prefix
 grant berth-metrics-cache readwrite "${R}events/" --prefix
 
+role berth-exporter
+no_secrets berth-exporter
+grant berth-exporter read "${R}secrets/exports/" --prefix
+grant berth-exporter readwrite "${R}exported/" --prefix
+grant berth-exporter readwrite "${R}leases/exporter" --prefix
+grant berth-exporter readwrite "${R}events/" --prefix
+
 role berth-console
 # the web console: reads everything but secrets; writes an operator's rollout controls
 no_secrets berth-console
@@ -150,12 +160,12 @@ role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
               clouds clusters applications projects magnumclusters globaloverrides overrides paces \
-              priorityclasses \
+              priorityclasses exports \
               secrets history rollouts; do
   grant berth-admin readwrite "${R}$plural/" --prefix
 done
 
-for process in scheduler propagator metrics-cache console admin; do
+for process in scheduler propagator metrics-cache exporter console admin; do
   user "berth-$process" "berth-$process"
 done
 
@@ -167,6 +177,7 @@ if [ -z "${ETCDCTL_USER:-}" ]; then
   ctl auth enable >/dev/null
   echo "etcd-secure: authentication enabled (root's password: $dir/root)" >&2
 fi
-echo "etcd-secure: users berth-scheduler, berth-propagator, berth-metrics-cache, berth-console," \
+echo "etcd-secure: users berth-scheduler, berth-propagator, berth-metrics-cache, berth-exporter," \
+     "berth-console," \
      "berth-admin;" \
      "passwords in $dir" >&2

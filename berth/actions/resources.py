@@ -25,6 +25,7 @@ from berth.store.documents import (
     ApplicationStatus,
     Binding,
     ClusterStatus,
+    Exported,
     MetricValue,
     Target,
 )
@@ -80,6 +81,7 @@ class Shown:
     # an override's: how many applications and clusters it selects now
     selects: tuple[int, int] | None = None
     registration: Registration | None = None  # a pull cluster's agent's (docs/agents.md)
+    exported: Exported | None = None  # an Export's: what the exporter made of it
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -114,6 +116,8 @@ def _joins(kind: keys.Kind, ref: keys.KeyRef) -> list[tuple[str, str, type[Any]]
         out.append(("registration", keys.registration_key(f"{ns}/{ref.name}"), Registration))
     if kind.name in ("Metric", "GlobalMetric"):
         out.append(("value", keys.metric_value_key(ref.name, ref.namespace), MetricValue))
+    if kind.name == "Export":
+        out.append(("exported", keys.exported_key(ref.name), Exported))
     return out
 
 

@@ -199,6 +199,15 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
          ("PREEMPTION POLICY", lambda s: str(_doc(s, "spec.preemption_policy"))),
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("DESCRIPTION", lambda s: str(_doc(s, "spec.description", "")) or "-")]),
+    "Export": (
+        [("NAMESPACE", lambda s: str(_doc(s, "spec.namespace"))),
+         ("SHAPES", lambda s: ",".join(_doc(s, "spec.shapes", []))),
+         ("STATE", lambda s: s.exported.status.state.value if s.exported else "-"),
+         ("OBJECTS", lambda s: str(sum(s.exported.status.objects.values()))
+          if s.exported else "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("SYNCED", lambda s: age(s.exported.status.synced) if s.exported else "-"),
+         ("REASON", lambda s: (s.exported.status.reason or "-") if s.exported else "-")]),
     "Cloud": (
         [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
          ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"
@@ -244,6 +253,8 @@ def document(s: Shown, secrets: bool) -> Any:
             msgspec.to_builtins(s.status.status))
     if s.value is not None:
         status["value"] = msgspec.to_builtins(s.value.status)
+    if s.exported is not None:
+        status["exported"] = msgspec.to_builtins(s.exported.status)
     if status:
         doc["status"] = status
     return doc

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
-PROCESSES = {"scheduler", "metrics-cache", "propagator", "agent"}  # the rest: one-shot tools
+# the long-running processes; the rest are one-shot tools
+PROCESSES = {"scheduler", "metrics-cache", "propagator", "agent", "exporter"}
 
 COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line help)
     "bootstrap": ("bootstrap_cmd", "seed etcd from YAML documents (all or nothing)"),
@@ -28,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "propagator": ("propagator_cmd",
                    "run the propagator: apply placed applications, observe clusters"),
     "agent": ("agent_cmd", "run a pull cluster's agent: carry out its work from inside it"),
+    "exporter": ("exporter_cmd", "run the exporter: clusters and decisions as ClusterProfiles "
+                 "and PlacementDecisions (Argo CD, OCM)"),
     "get": ("get_cmd", "list resources as a table (kubectl's manner)"),
     "describe": ("describe_cmd", "one resource with its Binding, status and history"),
     "explain": ("explain_cmd", "explain a scheduling decision"),

@@ -10,8 +10,8 @@ scheduler, the CLI and operators read it as before and never see a secret.
 
 What is a secret (:func:`split`):
 
-- a Cluster's kubeconfig ``users`` (token, client key, exec plugin,
-  password): kept whole, by user name, so its contexts still make sense;
+- a Cluster's and an Export's kubeconfig ``users`` (token, client key, exec
+  plugin, password): kept whole, by user name, so its contexts still make sense;
 - in an Application's manifest, a Kubernetes Secret's ``data`` and
   ``stringData`` (a credential belongs in a Secret; other objects are not
   searched, so a workload's ``secretKeyRef`` stays a reference);
@@ -39,6 +39,7 @@ import msgspec
 
 D = TypeVar("D", bound=msgspec.Struct)
 
+KUBECONFIG_KINDS: Final = frozenset({"Cluster", "Export"})  # documents with a kubeconfig
 SECRET_FIELD: Final = re.compile(r"(token|password|secret|key-data|keyData|credential)", re.I)
 APART: Final = "<stored apart>"  # where a secret was, in the document others read
 
@@ -128,14 +129,14 @@ def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], Credentials |
         return public, None
     values: dict[str, Any] = {}
     users: list[dict[str, Any]] = []
-    kubeconfig = spec.get("kubeconfig") if kind == "Cluster" else None
+    kubeconfig = spec.get("kubeconfig") if kind in KUBECONFIG_KINDS else None
     if isinstance(kubeconfig, dict) and has_credentials(kubeconfig):
         users = [u for u in kubeconfig.get("users") or [] if isinstance(u, dict)]
         kubeconfig["users"] = [{"name": u["name"]} for u in users if "name" in u]
     for field, value in spec.items():
         if kind == "Application" and field == "manifest":
             _take_manifest(value, values)
-        elif kind == "Cluster" and field == "kubeconfig":
+        elif kind in KUBECONFIG_KINDS and field == "kubeconfig":
             continue  # its users are taken whole, above; the rest says where, not who
         elif isinstance(field, str) and SECRET_FIELD.search(field) and _secret(value):
             values[f"/spec/{_escape(field)}"] = value

@@ -13,6 +13,7 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/leases/<process>                        leader election
     /berth/v1/scheduler/moves                         the moves its leader started lately
     /berth/v1/secrets/<plural>/[<namespace>/]<name>   the secrets a document carries
+    /berth/v1/exported/exports/<name>                 what the exporter made of an Export
     /berth/v1/history/applications/<namespace>/<name> an application's last manifests
     /berth/v1/rollouts/applications/<namespace>/<name> what an operator says of a rollout
     /berth/v1/ledger/<plural>/<namespace>/<name>/<id>.<by>.<bytes>   what happened, why
@@ -51,6 +52,7 @@ ROLLOUTS = ROOT + "rollouts/"
 WORK = ROOT + "work/"
 AGENTS = ROOT + "agents/"
 REGISTRATIONS = ROOT + "registrations/"
+EXPORTED = ROOT + "exported/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
 # Whole strings (fullmatch): "$" would also match before a final newline ("evil\n").
@@ -85,6 +87,7 @@ KINDS: dict[str, Kind] = {
         Kind("Override", "core", "overrides", True),
         Kind("Pace", "core", "paces", False),
         Kind("PriorityClass", "core", "priorityclasses", False),
+        Kind("Export", "core", "exports", False),
     )
 }
 BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}
@@ -180,6 +183,11 @@ def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> str:
     """The key of the secrets a resource's document carries, kept apart from it
     (:mod:`berth.store.credentials`)."""
     return SECRETS + _tail(kind(kind_name), name, namespace)
+
+
+def exported_key(name: str) -> str:
+    """The key of what the exporter last made of the Export ``name``."""
+    return EXPORTED + _tail(kind("Export"), name, None)
 
 
 def history_key(namespace: str, name: str) -> str:
@@ -324,6 +332,7 @@ def parse_key(key: str) -> KeyRef:
         ("secrets/", "secret"),
         ("history/", "history"),
         ("rollouts/", "rollout"),
+        ("exported/", "exported"),
     ):
         if rest.startswith(prefix):
             family, rest = fam, rest[len(prefix) :]

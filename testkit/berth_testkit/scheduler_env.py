@@ -224,6 +224,10 @@ class PropagatorProcess(BerthProcess):
     command = "propagator"
 
 
+class ExporterProcess(BerthProcess):
+    command = "exporter"
+
+
 AGENT_CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\nrequest_timeout: 3\n"
                 "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
                 "capacity_interval: 0.2\n")

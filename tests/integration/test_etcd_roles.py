@@ -16,6 +16,7 @@ from berth.store import Put, Store, Unauthorized, encode, keys
 from berth.store.documents import MovesStarted
 from berth_testkit.scheduler_env import (
     ConsoleProcess,
+    ExporterProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -25,8 +26,8 @@ from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving
 from tests.integration.conftest import Secure
 
-USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-console",
-         "berth-admin")
+USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-exporter",
+         "berth-console", "berth-admin")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ KAFKA_PW, OS_PW, OS_APP_SECRET, DB_PW = ("kafka-sasl-pw-1", "openstack-pw-2",
 def documents(kube: KubeCluster) -> str:
     """A cluster with its token inline (Krake's shape), a metric, an application with a
     Secret, and every other kind that carries a secret: a Kafka provider, a Project and
-    a Cloud with OpenStack auth."""
+    a Cloud with OpenStack auth, an Export (the cluster's own API, its token inline)."""
     return yaml.safe_dump_all([
         {"api": "core", "kind": "GlobalMetricsProvider", "metadata": {"name": "static"},
          "spec": {"type": "static", "static": {"metrics": {"heat": 0.4}}}},
@@ -73,6 +74,9 @@ def documents(kube: KubeCluster) -> str:
                                 "metadata": {"name": "web"}, "data": {"a": "1"}},
                                {"apiVersion": "v1", "kind": "Secret",
                                 "metadata": {"name": "web-db"}, "data": {"password": DB_PW}}]}},
+        {"api": "core", "kind": "Export", "metadata": {"name": "hub"},
+         "spec": {"kubeconfig": kube.kubeconfig(), "namespace": "argocd",
+                  "argocd": {"configMap": "berth-placements"}}},
     ])
 
 
@@ -91,13 +95,22 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
                  config=config).start()
              for cls, config in ((SchedulerProcess, ""),
                                  (PropagatorProcess, "probe_interval: 0.5\n"),
-                                 (MetricsCacheProcess, "poll_interval: 0.5\n"))]
+                                 (MetricsCacheProcess, "poll_interval: 0.5\n"),
+                                 (ExporterProcess, "settle: 0.05\n"))]
     try:
         status_key = keys.status_key("Application", "default", "web")
         running = wait_for(lambda: admin.get(status_key),
                            lambda kv: b'"RUNNING"' in kv.value, timeout=90)
         assert b'"east"' in running.value
         wait_for(lambda: admin.get(keys.metric_value_key("heat")), timeout=30)  # the cache wrote
+        # the exporter, with the Export's credentials, wrote web's decision into the API
+        wait_for(lambda: kube.request(
+            "GET", "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/argocd/"
+            "placementdecisions/default.web-decision-1", ok=(200, 404)),
+            lambda d: [x["clusterName"] for x in d.get("status", {}).get("decisions", [])]
+            == ["east"], timeout=60)
+        wait_for(lambda: admin.get(keys.exported_key("hub")),
+                 lambda kv: b'"Synced"' in kv.value, timeout=30)
         # The CLI, as the admin, shows the cluster without its token; so does apply's diff.
         shown = secure.berth("berth-admin", "get", "clusters", "-o", "yaml")
         shown += secure.berth("berth-admin", "describe", "cluster", "east")
@@ -182,6 +195,16 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
     ("berth-console", "write", keys.resource_key("Application", "x", "default")),
     ("berth-console", "read", keys.secrets_key("Cluster", "east", "default")),
     ("berth-console", "list", keys.SECRETS),
+    ("berth-exporter", "write", keys.binding_key("Application", "default", "x")),
+    ("berth-exporter", "write", keys.status_key("Application", "default", "x")),
+    ("berth-exporter", "write", keys.resource_key("Export", "x")),
+    ("berth-exporter", "write", keys.METRIC_PICTURE),
+    ("berth-exporter", "read", keys.secrets_key("Cluster", "east", "default")),
+    ("berth-exporter", "read", keys.secrets_key("Application", "web", "default")),
+    ("berth-exporter", "list", keys.SECRETS),
+    ("berth-scheduler", "read", keys.secrets_key("Export", "hub")),
+    ("berth-propagator", "read", keys.secrets_key("Export", "hub")),
+    ("berth-console", "write", keys.exported_key("hub")),
 ])
 def test_each_process_is_refused_outside_its_role(secure: Secure, user: str, op: str,
                                                   key: str) -> None:
@@ -198,11 +221,12 @@ def test_each_process_is_refused_outside_its_role(secure: Secure, user: str, op:
         store.close()
 
 
-def test_only_the_propagator_and_the_loader_read_credentials(secure: Secure) -> None:
+def test_only_the_processes_that_use_credentials_read_them(secure: Secure) -> None:
     for user, prefix in (("berth-propagator", keys.SECRETS + "clusters/"),
                          ("berth-propagator", keys.SECRETS + "applications/"),
                          ("berth-metrics-cache", keys.SECRETS + "globalmetricsproviders/"),
                          ("berth-metrics-cache", keys.SECRETS + "metricsproviders/"),
+                         ("berth-exporter", keys.SECRETS + "exports/"),
                          ("berth-admin", keys.SECRETS)):
         store = secure.store(user)
         try:
@@ -249,6 +273,7 @@ def test_no_process_role_reads_a_secret_it_does_not_use(secure: Secure, kube: Ku
     uses = {"berth-scheduler": (),
             "berth-metrics-cache": (KAFKA_PW,),
             "berth-propagator": (DB_PW, kube.token),
+            "berth-exporter": (kube.token,),  # the Export's: the same cluster's API
             "berth-console": ()}
     try:
         for user, used in uses.items():

@@ -3,7 +3,7 @@
 lightkube reads the kubeconfig: the cluster's CA, the user's token, token
 file, client certificate or exec plugin (``trust_env`` off). berth speaks the
 REST API itself — discovery, server-side apply, get and delete through its
-own HTTP/1.1 client (``kubehttp.py``), watches through httpx — and decodes
+own HTTP/1.1 client (``berth/kubehttp.py``), watches through httpx — and decodes
 only the few fields it reads with its own small msgspec types. It does not
 use lightkube's typed models: decoding them for the first time from two
 threads at once crashes the process
@@ -32,8 +32,8 @@ import msgspec
 from lightkube import KubeConfig
 from lightkube.config import models as _kubeconfig_models
 
-from berth.controllers.propagator.kubehttp import KubeHttp
 from berth.http import Answer
+from berth.kubehttp import KubeHttp
 from berth.store.codec import decoder, typed
 from berth.store.documents import KubeObjectRef
 
@@ -87,6 +87,7 @@ class Probe:
     state: str  # ONLINE, UNHEALTHY, OFFLINE
     reason: str = ""
     custom_resources: tuple[str, ...] = ()
+    version: str = ""  # the API server's gitVersion ("": not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,10 @@ class _Discovered(msgspec.Struct):
 
 class _ResourceList(msgspec.Struct):
     resources: list[_Discovered] = []
+
+
+class _Version(msgspec.Struct):
+    gitVersion: str = ""  # the API's own name
 
 
 class _Status(msgspec.Struct):
@@ -179,6 +184,7 @@ class Connection:
             repr((single.cluster, single.user, single.fname)).encode()).hexdigest()[:32]
         self.http = KubeHttp(single, timeout)
         self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind
+        self._server_version = ""
         self._lock = threading.Lock()
         self.closed = False
 
@@ -203,15 +209,30 @@ class Connection:
             return Probe("UNHEALTHY", f"credentials refused (HTTP {resp.status})")
         if resp.status != 200:
             return Probe("UNHEALTHY", f"not ready (HTTP {resp.status})")
+        version = self._version(timeout)
         try:
             resp = self.http.request("GET", CRDS, timeout=timeout)
             if resp.status != 200:
-                return Probe("ONLINE", f"custom resources unknown: {_error(resp)}")
+                return Probe("ONLINE", f"custom resources unknown: {_error(resp)}",
+                             version=version)
             crds = typed(resp.body, _NamedList).items
         except Exception as exc:
-            return Probe("ONLINE", f"custom resources unknown: {safe(exc)}")
+            return Probe("ONLINE", f"custom resources unknown: {safe(exc)}", version=version)
         return Probe("ONLINE", "", tuple(sorted(c.metadata.name for c in crds
-                                               if c.metadata.name)))
+                                               if c.metadata.name)), version)
+
+    def _version(self, timeout: float) -> str:
+        """The API server's ``gitVersion``, asked once per connection ("" while it does
+        not say: asked again at the next probe)."""
+        if self._server_version:
+            return self._server_version
+        try:
+            resp = self.http.request("GET", "/version", timeout=timeout)
+            if resp.status == 200:
+                self._server_version = str(typed(resp.body, _Version).gitVersion)[:64]
+        except Exception as exc:
+            log.debug("the API server's version: %s", safe(exc))
+        return self._server_version
 
     # -- kinds -----------------------------------------------------------------
 

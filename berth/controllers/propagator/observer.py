@@ -322,7 +322,8 @@ class Observer:
                 was = current.status if current else None
                 probe = Probe(was.state if was else "", f"{probe.reason} "
                               f"({failures}/{self.config.grace} failed probes)",
-                              tuple(was.custom_resources) if was else ())
+                              tuple(was.custom_resources) if was else (),
+                              was.version if was else "")
         else:
             with self._failures_lock:
                 self._failures.pop(key, None)
@@ -340,8 +341,10 @@ class Observer:
             garbage = 0  # replaced since (by us, or it was deleted and written anew)
         if not garbage and current is not None and (
                 current.status.state, current.status.reason,
-                tuple(current.status.custom_resources), current.status.held) == (
-                probe.state, probe.reason, probe.custom_resources, held) and same(
+                tuple(current.status.custom_resources), current.status.held,
+                current.status.version) == (
+                probe.state, probe.reason, probe.custom_resources, held,
+                probe.version or current.status.version) and same(
                 current.status.capacity, capacity):
             return
         if not probe.state:
@@ -351,7 +354,8 @@ class Observer:
             StatusMeta(view.metadata.name, view.metadata.namespace,
                        self.shard.identity if self.shard is not None else ""),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
-                         now, capacity, _returned(current, probe.state, now), held))
+                         now, capacity, _returned(current, probe.state, now), held,
+                         probe.version or (current.status.version if current else "")))
         guard = garbage or (item.mod_revision if item else 0)
         fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
         if self.shard is not None and fence is None:  # handed over since the probe

@@ -50,6 +50,7 @@ from berth.store.documents.decisions import (
     Victim,
     Yield,
 )
+from berth.store.documents.export import Export, Exported, ExportSpec, Shape
 from berth.store.documents.infrastructure import (
     Cloud,
     Cluster,
@@ -94,6 +95,7 @@ Resource = (
     | Override
     | Pace
     | PriorityClass
+    | Export
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {
@@ -111,6 +113,7 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "Override": Override,
     "Pace": Pace,
     "PriorityClass": PriorityClass,
+    "Export": Export,
 }
 
 __all__ = [
@@ -138,6 +141,9 @@ __all__ = [
     "ClusterSpec",
     "ClusterState",
     "ClusterStatus",
+    "Export",
+    "ExportSpec",
+    "Exported",
     "FailedTarget",
     "ForecastPoint",
     "Gang",
@@ -178,6 +184,7 @@ __all__ = [
     "ReplicaScheduling",
     "Resource",
     "ResourceList",
+    "Shape",
     "StaticWeight",
     "StatusMeta",
     "Taint",

@@ -180,6 +180,7 @@ class ClusterState(msgspec.Struct, omit_defaults=True):
     returned: datetime | None = None
     # A pull cluster's agent holds removals back (a bounded share at once), and why.
     held: str = ""
+    version: str = ""  # the Kubernetes version its API server says ("": not known)
 
 
 class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):

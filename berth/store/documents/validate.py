@@ -27,6 +27,7 @@ from berth.store.documents.application import (
     Placement,
 )
 from berth.store.documents.durations import DurationError, seconds
+from berth.store.documents.export import ALL_SHAPES, Export, Shape
 from berth.store.documents.infrastructure import Cloud, Cluster, ClusterMode
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
@@ -39,6 +40,9 @@ from berth.store.documents.rollouts import REST, RolloutPolicy, RolloutStrategy
 from berth.store.documents.selection import MatchExpression
 
 from . import Resource
+
+# A Kubernetes label value (and, lower case, most object names): at most 63 characters.
+LABEL_VALUE_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 class Problem(NamedTuple):
@@ -88,6 +92,8 @@ def problems(doc: Resource) -> list[Problem]:
             found += _pace(doc)
         case PriorityClass():
             found += _priority_class(doc)
+        case Export():
+            found += _export(doc)
     return found
 
 
@@ -402,6 +408,34 @@ def _priority_class(doc: PriorityClass) -> Iterator[Problem]:
     if abs(doc.spec.value) > HIGHEST_USER_PRIORITY:
         yield Problem("spec.value", f"{doc.spec.value} is beyond +-{HIGHEST_USER_PRIORITY:,} "
                       "(Kubernetes keeps larger values for its own system classes)")
+
+
+def _export(doc: Export) -> Iterator[Problem]:
+    spec = doc.spec
+    if not keys.NAMESPACE_RE.fullmatch(spec.namespace):
+        yield Problem("spec.namespace", f"{spec.namespace!r} is not a Kubernetes namespace "
+                      "name (lower case letters, digits and '-', at most 63)")
+    if not spec.shapes:
+        yield Problem("spec.shapes", "no shape: name at least one of "
+                      + ", ".join(s.value for s in ALL_SHAPES))
+    if len(set(spec.shapes)) != len(spec.shapes):
+        yield Problem("spec.shapes", "a shape is named twice")
+    if spec.argocd is not None and Shape.OCM_PLACEMENT_DECISION not in spec.shapes:
+        yield Problem("spec.argocd", "Argo CD reads the decisions of OCMPlacementDecision: "
+                      "add it to spec.shapes")
+    if spec.argocd is not None and not LABEL_VALUE_RE.fullmatch(spec.argocd.config_map):
+        yield Problem("spec.argocd.configMap", f"{spec.argocd.config_map!r} is not a "
+                      "Kubernetes object name")
+    if not LABEL_VALUE_RE.fullmatch(spec.cluster_manager):
+        yield Problem("spec.clusterManager", f"{spec.cluster_manager!r} is not a label value "
+                      "(letters, digits, '-', '_', '.', at most 63)")
+    if not isinstance(spec.kubeconfig.get("clusters"), list) or not spec.kubeconfig.get(
+            "current-context"):
+        yield Problem("spec.kubeconfig", "a kubeconfig with clusters and a current-context "
+                      "(the API the export writes to)")
+    if spec.applications is not None:
+        yield from _match_expressions(spec.applications.match_expressions,
+                                      "spec.applications.matchExpressions")
 
 
 def _pace(doc: Pace) -> Iterator[Problem]:

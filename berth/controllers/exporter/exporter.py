@@ -1,0 +1,538 @@
+"""The exporter process: every Export's objects kept as berth decided.
+
+It watches the Exports (and their credentials, kept apart), the applications, their
+Bindings and statuses, the clusters, their statuses and the metric values. Each
+Export has a runner: a supervised loop of its own, so an API that is down or slow
+delays only that export. A change marks what it concerns dirty in every runner (an
+application, or the clusters' profiles); the runner gathers a burst of them, builds
+the objects wanted for what is dirty from the informers' current documents, and
+writes what differs (:mod:`berth.controllers.exporter.target`). Every ``resync``
+seconds, and whenever its API was out of reach, a runner compares everything again,
+which also removes what belongs to applications, clusters or shapes gone meanwhile.
+
+An export's API failing is retried with backoff (1 s doubling to ``max_backoff``),
+and said once as an event and in its status (``/berth/v1/exported/exports/<name>``);
+nothing dirty is forgotten meanwhile. An Export deleted has everything it wrote
+removed (retried while this process runs; docs/exports.md says what a restart
+meanwhile leaves).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric as MetricFamily
+
+from berth.controllers.exporter.api import Down, Refused
+from berth.controllers.exporter.config import ExporterConfig
+from berth.controllers.exporter.shapes import (
+    SIG_VERSION,
+    Ref,
+    Wanted,
+    argocd_config_map,
+    kube_name,
+    ocm_decisions,
+    profile,
+    sig_decisions,
+)
+from berth.controllers.exporter.target import ARGOCD_SOURCE, Outcome, Superseded, Target
+from berth.controllers.exporter.views import (
+    AppHead,
+    AppStatusView,
+    BindingView,
+    ClusterStatusView,
+    ClusterView,
+    ValueView,
+    cluster_profile,
+    placement,
+)
+from berth.controllers.runtime import Event, EventType, Informer
+from berth.controllers.runtime.events import Recorder
+from berth.controllers.runtime.supervise import Loop
+from berth.store import Deposed, Store, StoreError, keys
+from berth.store.codec import encode
+from berth.store.credentials import STORED, Credentials, merge_users
+from berth.store.documents import Export, Exported, Shape
+from berth.store.documents.export import ExportedMeta, ExportedStatus, ExportState
+from berth.store.events import NORMAL, WARNING, InvolvedObject
+from berth.store.ops import Delete, Put
+
+log = logging.getLogger(__name__)
+
+EXPORT_SECRETS = keys.SECRETS + "exports/"
+REFUSED_SHOWN = 20  # refused items named in an export's status (the count says the rest)
+
+
+def _app_id(key: str) -> str:
+    ref = keys.parse_key(key)
+    return f"{ref.namespace}/{ref.name}"
+
+
+def _place(export: Export, kubeconfig: dict[str, Any]) -> tuple[str, str]:
+    """Where an export writes: its API server and namespace."""
+    current = kubeconfig.get("current-context")
+    context = next((c.get("context") or {} for c in kubeconfig.get("contexts") or []
+                    if isinstance(c, dict) and c.get("name") == current), {})
+    server = next((c.get("cluster", {}).get("server", "") for c in kubeconfig.get("clusters")
+                   or [] if isinstance(c, dict) and c.get("name") == context.get("cluster")),
+                  "")
+    return str(server), export.spec.namespace
+
+
+@dataclass(slots=True)
+class Dirty:
+    """What a runner is to write next: some applications (with when each change was
+    made, for the lag), the clusters' profiles, or everything."""
+
+    apps: dict[str, datetime | None] = field(default_factory=dict)
+    profiles: bool = False
+    everything: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.apps) or self.profiles or self.everything
+
+    def absorb(self, other: Dirty) -> None:
+        for app, at in other.apps.items():
+            self.apps.setdefault(app, at)
+        self.profiles |= other.profiles
+        self.everything |= other.everything
+
+
+class Runner:
+    """One Export: its target and its loop. ``mark`` may be called from any thread."""
+
+    def __init__(self, exporter: Exporter, name: str, export: Export,
+                 kubeconfig: dict[str, Any]) -> None:
+        self.exporter = exporter
+        self.name = name
+        self.export = export
+        self.kubeconfig = kubeconfig
+        self.config = exporter.config
+        store = exporter.store
+        self.target = Target(name, export.spec, kubeconfig,
+                             term=store.fence.term if store.fence is not None else 0,
+                             holds=store.holds or (lambda: True),
+                             timeout=self.config.timeout, workers=self.config.workers)
+        self._lock = threading.Lock()  # guards _dirty
+        self._dirty = Dirty(everything=True)
+        self._wake = threading.Event()
+        self._wake.set()  # everything is dirty to begin with
+        self._stopping = threading.Event()
+        self.retiring = False  # the Export is gone: remove everything, then end
+        self.done = threading.Event()  # retired
+        self._backoff = 0.0
+        self._resync_at = time.monotonic() + self.config.resync
+        self.state = ExportState.PENDING
+        self.reason = "starting"
+        self.refused: dict[str, str] = {}
+        self.synced: datetime | None = None
+        self._loop = Loop(f"export {name}", self._step,
+                          deadline=self.config.timeout * 20 + self.config.max_backoff + 120)
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._loop.halt()
+        self._wake.set()
+        self._loop.stop(timeout=self.config.timeout + 5)
+        self.target.close()
+
+    def alive(self) -> bool:
+        return self._loop.alive()
+
+    def mark(self, app: str | None = None, at: datetime | None = None, *,
+             profiles: bool = False, everything: bool = False) -> None:
+        with self._lock:
+            if app is not None:
+                self._dirty.apps.setdefault(app, at)
+            self._dirty.profiles |= profiles
+            self._dirty.everything |= everything
+        self._wake.set()
+
+    def retire(self) -> None:
+        self.retiring = True
+        self.mark(everything=True)
+
+    def _take(self) -> Dirty:
+        with self._lock:
+            taken, self._dirty = self._dirty, Dirty()
+            self._wake.clear()
+        return taken
+
+    def _step(self) -> None:
+        if self._backoff:
+            self._stopping.wait(self._backoff)  # a failing API: wait, whatever changes
+        self._wake.wait(min(5.0, max(0.0, self._resync_at - time.monotonic())))
+        if self._stopping.is_set():
+            return
+        if time.monotonic() >= self._resync_at:
+            self.mark(everything=True)
+        time.sleep(self.config.settle)  # gather a burst
+        dirty = self._take()
+        if not dirty:
+            return
+        try:
+            outcome = self._sync(dirty)
+        except (Down, Refused, Superseded) as exc:
+            with self._lock:
+                dirty.absorb(self._dirty)
+                self._dirty = dirty
+            if isinstance(exc, Down | Refused):  # a Refused here is the CRDs' or namespace's
+                self.target.prepared = False
+            self._failing(str(exc), superseded=isinstance(exc, Superseded))
+            return
+        self._backoff = 0.0
+        for source in outcome.retry:
+            if source.startswith("app:"):
+                self.mark(source[4:])
+            else:
+                self.mark(profiles=True)
+        if dirty.everything:
+            self.refused = dict(outcome.refused)
+            self._resync_at = time.monotonic() + self.config.resync
+        else:
+            for source in list(self.refused):
+                if (source.startswith("app:") and source[4:] in dirty.apps) or (
+                        dirty.profiles and source.startswith("cluster:")):
+                    self.refused.pop(source, None)
+            self.refused.update(outcome.refused)
+        if self.retiring:
+            if not outcome.retry and not self.target.sources():
+                self.done.set()
+                self._loop.halt()
+            return
+        was = self.state
+        self.state = ExportState.SYNCED if not outcome.retry else ExportState.PENDING
+        self.reason = (f"{len(self.refused)} item(s) refused by the API" if self.refused
+                       else "")
+        if self.state is ExportState.SYNCED and was is not ExportState.SYNCED:
+            self.synced = datetime.now(UTC).replace(microsecond=0)
+            if was is ExportState.FAILING:
+                log.warning("export %s: its API takes berth's writes again", self.name)
+                self.exporter.say(self.name, NORMAL, "ExportRecovered",
+                                  "its API takes berth's writes again")
+        self.exporter.publish(self)
+
+    def _sync(self, dirty: Dirty) -> Outcome:
+        if not self.target.prepared:
+            self.target.prepare()
+            dirty.everything = True
+        wanted = self.exporter.wanted(self, dirty)
+        return self.target.sync(wanted)
+
+    def _failing(self, reason: str, *, superseded: bool) -> None:
+        self._backoff = 1.0 if superseded else min(
+            self.config.max_backoff, max(1.0, self._backoff * 2))
+        if superseded:
+            log.warning("export %s: %s", self.name, reason)
+            return
+        said = self.state is ExportState.FAILING and self.reason == reason
+        self.state, self.reason = ExportState.FAILING, reason
+        if not said:
+            log.warning("export %s: %s; retrying in %g s", self.name, reason, self._backoff)
+            self.exporter.say(self.name, WARNING, "ExportFailing", reason)
+        if not self.retiring:
+            self.exporter.publish(self)
+
+
+class Exporter:
+    def __init__(self, store: Store, config: ExporterConfig) -> None:
+        self.store = store
+        self.config = config
+
+        def informer(prefix: str, type_: Any) -> Informer[Any]:
+            return Informer(store, prefix, type_, idle_timeout=config.watch_idle_timeout)
+
+        self.exports: Informer[Export] = informer(keys.resource_prefix("Export"), Export)
+        self.secrets: Informer[Credentials] = informer(EXPORT_SECRETS, STORED)
+        self.apps: Informer[AppHead] = informer(keys.resource_prefix("Application"), AppHead)
+        self.bindings: Informer[BindingView] = informer(keys.binding_prefix("Application"),
+                                                        BindingView)
+        self.statuses: Informer[AppStatusView] = informer(keys.status_prefix("Application"),
+                                                          AppStatusView)
+        self.clusters: Informer[ClusterView] = informer(keys.resource_prefix("Cluster"),
+                                                        ClusterView)
+        self.cluster_statuses: Informer[ClusterStatusView] = informer(
+            keys.status_prefix("Cluster"), ClusterStatusView)
+        self.values: Informer[ValueView] = informer(keys.METRIC_VALUES, ValueView)
+        self.informers: list[Informer[Any]] = [
+            self.exports, self.secrets, self.apps, self.bindings, self.statuses,
+            self.clusters, self.cluster_statuses, self.values]
+        self.events = Recorder(store, "exporter", ttl=config.event_ttl) if config.events \
+            else None
+        self._lock = threading.Lock()  # guards runners (the plan loop changes it)
+        self.runners: dict[str, Runner] = {}
+        self._built: dict[str, bytes] = {}  # export name → the spec and secret it runs with
+        self._retired: list[Runner] = []
+        self._status_lock = threading.Lock()  # guards _published (runners publish)
+        self._published: dict[str, bytes] = {}  # export name → its status as last written
+        self._changed = threading.Event()
+        self._plan = Loop("plan", self._plan_step, deadline=120.0)
+        self.exports.add_handler(lambda _e: self._changed.set())
+        self.secrets.add_handler(lambda _e: self._changed.set())
+        self.apps.add_handler(lambda e: self._each(lambda r: r.mark(_app_id(e.key))))
+        self.statuses.add_handler(lambda e: self._each(lambda r: r.mark(_app_id(e.key))))
+        self.bindings.add_handler(self._on_binding)
+        for inf in (self.clusters, self.cluster_statuses, self.values):
+            inf.add_handler(lambda _e: self._each(lambda r: r.mark(profiles=True)))
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self, sync_timeout: float = 60.0) -> None:
+        for inf in self.informers:
+            inf.start()
+        if not all(inf.wait_synced(sync_timeout) for inf in self.informers):
+            raise TimeoutError("the exporter did not sync with etcd")
+        if self.events is not None:
+            self.events.start()
+        self._changed.set()
+        self._plan.start()
+
+    def stop(self) -> None:
+        self._plan.halt()
+        self._changed.set()
+        self._plan.stop()
+        with self._lock:
+            runners = [*self.runners.values(), *self._retired]
+            self.runners.clear()
+            self._retired.clear()
+        for runner in runners:
+            runner.stop()
+        for inf in self.informers:
+            inf.stop(wait=False)
+        for inf in self.informers:
+            inf.join()
+        if self.events is not None:
+            self.events.stop()
+
+    def ready(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.informers)
+
+    def alive(self) -> bool:
+        with self._lock:
+            runners = [*self.runners.values(), *self._retired]
+        return (self._plan.alive() and all(r.alive() for r in runners)
+                and all(inf.alive() for inf in self.informers))
+
+    def collect(self) -> Iterator[MetricFamily]:
+        """Each export's objects by shape, and whether it is synced."""
+        objects = GaugeMetricFamily("berth_exporter_objects", "Objects an export holds "
+                                    "in its API, by shape", labels=["export", "shape"])
+        synced = GaugeMetricFamily("berth_exporter_synced", "1 when everything an export "
+                                   "wrote is as berth decided", labels=["export"])
+        with self._lock:
+            runners = list(self.runners.values())
+        for runner in runners:
+            for shape, n in runner.target.counts().items():
+                objects.add_metric([runner.name, shape], n)
+            synced.add_metric([runner.name], float(runner.state is ExportState.SYNCED))
+        yield objects
+        yield synced
+
+    # -- which exports run -------------------------------------------------------------
+
+    def _each(self, act: Any) -> None:
+        with self._lock:
+            runners = list(self.runners.values())
+        for runner in runners:
+            act(runner)
+
+    def _on_binding(self, event: Event[BindingView]) -> None:
+        """A Binding whose targets changed: the lag counts from when they did."""
+        app = _app_id(event.key)
+        at = None
+        if event.type is not EventType.DELETED and (
+                event.old is None or event.old.spec.targets != event.obj.spec.targets):
+            at = event.obj.spec.scheduled or datetime.now(UTC)
+        self._each(lambda r: r.mark(app, at))
+
+    def _plan_step(self) -> None:
+        with self._lock:
+            for runner in [r for r in self._retired if r.done.is_set()]:
+                self._retired.remove(runner)
+                runner.stop()
+                self._unpublish(runner.name)
+        if not self._changed.wait(5.0) or self._plan.stopping:
+            return
+        self._changed.clear()
+        wanted: dict[str, tuple[Export, dict[str, Any], bytes]] = {}
+        for item in self.exports.items():
+            export = item.obj
+            name = export.metadata.name
+            secret = self.secrets.get(keys.secrets_key("Export", name))
+            kubeconfig = merge_users(export.spec.kubeconfig,
+                                     secret.users if secret is not None else [])
+            identity = msgspec.json.encode([export.spec, kubeconfig])
+            wanted[name] = (export, kubeconfig, identity)
+        with self._lock:
+            current = dict(self.runners)
+        for name, runner in current.items():
+            if name not in wanted or wanted[name][2] != self._built.get(name):
+                # Gone, or written elsewhere now: what it wrote goes. Else (credentials,
+                # shapes, selection changed) the next runner's first sync sets it right.
+                moved = name in wanted and _place(wanted[name][0], wanted[name][1]) != (
+                    _place(runner.export, runner.kubeconfig))
+                self._end(name, runner, retire=name not in wanted or moved)
+        for name, (export, kubeconfig, identity) in wanted.items():
+            with self._lock:
+                if name in self.runners:
+                    continue
+            try:
+                runner = Runner(self, name, export, kubeconfig)
+            except Exception as exc:  # an unusable kubeconfig: said, the others go on
+                log.warning("export %s: cannot use its kubeconfig: %s", name, exc)
+                self.say(name, WARNING, "ExportFailing", f"unusable kubeconfig: {exc}")
+                self._publish_doc(name, ExportedStatus(
+                    ExportState.FAILING, f"unusable kubeconfig: {exc}"[:500]))
+                continue
+            with self._lock:
+                self.runners[name] = runner
+                self._built[name] = identity
+            runner.start()
+
+    def _end(self, name: str, runner: Runner, *, retire: bool) -> None:
+        """Stop a runner whose Export changed (a new one starts) or went (it removes
+        what it wrote first)."""
+        with self._lock:
+            self.runners.pop(name, None)
+            self._built.pop(name, None)
+            if retire:
+                self._retired.append(runner)
+        if retire:
+            log.info("export %s was deleted: removing what it wrote", name)
+            runner.retire()
+        else:
+            runner.stop()
+
+    # -- what to write ---------------------------------------------------------------
+
+    def exported_names(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Each cluster's exported name, by "<namespace>/<name>"; and the clusters left
+        out because another has the same name (a ClusterProfile's name is the
+        cluster's, and Argo CD matches clusters by name), with why."""
+        names: dict[str, str] = {}
+        taken: dict[str, str] = {}
+        clashes: dict[str, str] = {}
+        for item in sorted(self.clusters.items(), key=lambda i: i.key):
+            meta = item.obj.metadata
+            cid = f"{meta.namespace}/{meta.name}"
+            name = kube_name(meta.name)
+            if name in taken:
+                clashes[cid] = (f"its name {name!r} is cluster {taken[name]}'s too: "
+                                "exported clusters need names unique over namespaces")
+                continue
+            taken[name] = cid
+            names[cid] = name
+        return names, clashes
+
+    def wanted(self, runner: Runner, dirty: Dirty) -> dict[str, list[Wanted]]:
+        """The objects wanted for what is dirty, by source (an empty list: remove what
+        that source had)."""
+        spec = runner.export.spec
+        out: dict[str, list[Wanted]] = {}
+        names, clashes = self.exported_names()
+        if runner.retiring:
+            return {source: [] for source in runner.target.sources()}
+        if Shape.CLUSTER_PROFILE in spec.shapes and (dirty.profiles or dirty.everything):
+            values = {item.key: item.obj for item in self.values.items()}
+            for item in self.clusters.items():
+                meta = item.obj.metadata
+                cid = f"{meta.namespace}/{meta.name}"
+                if cid in clashes:
+                    runner.refused[f"cluster:{cid}"] = clashes[cid]
+                    out[f"cluster:{cid}"] = []
+                    continue
+                status = self.cluster_statuses.get(keys.status_key(
+                    "Cluster", meta.namespace or "", meta.name))
+                p = cluster_profile(cid, names[cid], item.obj, status, values)
+                out[f"cluster:{cid}"] = [self._profile(runner, spec.cluster_manager, p)]
+        apps: dict[str, datetime | None] = dict(dirty.apps)
+        if dirty.everything:
+            for i in self.apps.items():
+                apps.setdefault(f"{i.obj.metadata.namespace}/{i.obj.metadata.name}", None)
+        for app, at in apps.items():
+            out[f"app:{app}"] = self._placement(runner, app, at, names)
+        if spec.argocd is not None:
+            out[ARGOCD_SOURCE] = [argocd_config_map(runner.name, spec.argocd.config_map)]
+        if dirty.everything:
+            for source in runner.target.sources() - set(out):
+                out[source] = []  # an application, cluster or shape gone meanwhile
+        return out
+
+    def _profile(self, runner: Runner, manager: str, p: Any) -> Wanted:
+        before = runner.target.transition(Ref(SIG_VERSION, "clusterprofiles", p.name))
+        at = datetime.now(UTC)
+        if before is not None and before[0] == p.healthy:
+            with contextlib.suppress(ValueError):  # written by hand: counts from now
+                at = datetime.fromisoformat(before[1])
+        return profile(runner.name, manager, p, at)
+
+    def _placement(self, runner: Runner, app: str, at: datetime | None,
+                   names: dict[str, str]) -> list[Wanted]:
+        spec = runner.export.spec
+        ns, _, name = app.partition("/")
+        head = self.apps.get(keys.resource_key("Application", name, ns))
+        if head is None or (spec.applications is not None
+                            and not spec.applications.selects(app, head.metadata.labels)):
+            return []
+        binding = self.bindings.get(keys.binding_key("Application", ns, name))
+        status = self.statuses.get(keys.status_key("Application", ns, name))
+        decided = placement(app, binding, status, names)
+        out: list[Wanted] = []
+        if Shape.PLACEMENT_DECISION in spec.shapes:
+            out += sig_decisions(runner.name, spec.namespace, decided)
+        if Shape.OCM_PLACEMENT_DECISION in spec.shapes:
+            out += ocm_decisions(runner.name, decided)
+        for w in out:
+            w.lag_from = at
+        return out
+
+    # -- what it says -------------------------------------------------------------------
+
+    def say(self, name: str, type_: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            self.events.emit(InvolvedObject("Export", name), type_, reason, message[:1000])
+
+    def publish(self, runner: Runner) -> None:
+        refused = dict(sorted(runner.refused.items())[:REFUSED_SHOWN])
+        self._publish_doc(runner.name, ExportedStatus(
+            runner.state, runner.reason[:1000], runner.target.counts(), refused,
+            runner.synced))
+
+    def _publish_doc(self, name: str, status: ExportedStatus) -> None:
+        fence = self.store.fence
+        status.term = fence.term if fence is not None else 0
+        body = encode(Exported(ExportedMeta(name), status))
+        with self._status_lock:  # one export's statuses reach etcd in order
+            if self._published.get(name) == body:
+                return
+            try:
+                self.store.commit([Put(keys.exported_key(name), body, None)])
+            except Deposed:
+                return
+            except StoreError as exc:
+                log.warning("export %s: its status not written: %s", name, exc)
+                return
+            self._published[name] = body
+
+    def _unpublish(self, name: str) -> None:
+        with self._status_lock:
+            try:
+                self.store.commit([Delete(keys.exported_key(name))])
+            except StoreError as exc:
+                log.warning("export %s: its status not removed: %s", name, exc)
+            self._published.pop(name, None)
+
+
+__all__ = ["Exporter", "Runner"]

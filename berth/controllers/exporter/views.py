@@ -1,0 +1,171 @@
+"""The exporter's views of stored documents (only the fields it reads), and what it
+makes of them: an application's decisions, a cluster's profile.
+
+An application's decisions are its Binding's targets, and every cluster its status
+says still holds a copy: during a move both the cluster it goes to (``arriving``
+until its copy is available there) and the one it leaves (``leaving`` until that
+copy is removed). A cluster is never missing from the list while it runs the
+application, and the new one is listed as soon as the Binding names it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from berth.controllers.exporter.shapes import (
+    Decision,
+    Placement,
+    Profile,
+    Property,
+    Role,
+    kube_name,
+)
+from berth.store import keys
+from berth.store.documents import BindingState, MetricRef, Target
+
+
+class Meta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = {}
+    deleted: datetime | None = None
+
+
+class AppHead(msgspec.Struct):
+    """An application: which one, and its labels (its manifest is never decoded)."""
+
+    metadata: Meta
+
+
+class BindingSpecView(msgspec.Struct):
+    targets: list[Target] = []
+    scheduled: datetime | None = None
+
+
+class BindingStatusView(msgspec.Struct):
+    state: BindingState | None = None
+    reason: str = ""
+    explanation: list[dict[str, Any]] = []
+
+
+class BindingView(msgspec.Struct):
+    metadata: Meta
+    spec: BindingSpecView = msgspec.field(default_factory=BindingSpecView)
+    status: BindingStatusView = msgspec.field(default_factory=BindingStatusView)
+
+
+class CopyView(msgspec.Struct):
+    generation: int = 0
+    health: str = ""
+    new: bool = False  # never available there yet: a move's or a first placement's copy
+
+
+class AppStateView(msgspec.Struct):
+    applied: dict[str, CopyView] = {}  # cluster "<namespace>/<name>" → its copy
+
+
+class AppStatusView(msgspec.Struct):
+    metadata: Meta
+    status: AppStateView = msgspec.field(default_factory=AppStateView)
+
+
+class ClusterSpecView(msgspec.Struct):
+    metrics: list[MetricRef] = []
+
+
+class ClusterView(msgspec.Struct):
+    metadata: Meta
+    spec: ClusterSpecView = msgspec.field(default_factory=ClusterSpecView)
+
+
+class ClusterStateView(msgspec.Struct):
+    state: str = ""
+    reason: str = ""
+    version: str = ""
+
+
+class ClusterStatusView(msgspec.Struct):
+    metadata: Meta
+    status: ClusterStateView = msgspec.field(default_factory=ClusterStateView)
+
+
+class ValueStatus(msgspec.Struct):
+    value: float | None = None
+    observed: datetime | None = None
+
+
+class ValueView(msgspec.Struct):
+    """A metric's value (the metrics-cache's), or the picture under the same prefix."""
+
+    status: ValueStatus = msgspec.field(default_factory=ValueStatus)
+
+
+def _target_id(t: Target) -> str:
+    return f"{t.namespace}/{t.name}" if t.namespace else t.name
+
+
+def _score_line(binding: BindingView, cid: str) -> str:
+    for e in binding.status.explanation:
+        if e.get("candidate") == cid and "score" in e:
+            parts = " ".join(f"{k}={v:g}" for k, v in (e.get("scores") or {}).items())
+            return f"score {e['score']:.4f}" + (f" ({parts})" if parts else "")
+    return ""
+
+
+def placement(app: str, binding: BindingView | None, status: AppStatusView | None,
+              exported: dict[str, str]) -> Placement:
+    """An application's decisions: its Binding's targets and the clusters still holding
+    a copy. ``exported`` maps a cluster "<namespace>/<name>" to its exported name."""
+    copies = status.status.applied if status is not None else {}
+    targets = [t for t in (binding.spec.targets if binding is not None else [])
+               if t.kind == "Cluster"]
+    chosen = {_target_id(t) for t in targets}
+    why = binding.status.reason if binding is not None else ""
+    out: list[Decision] = []
+    for cid in sorted(chosen):
+        copy = copies.get(cid)
+        role = Role.CURRENT if copy is not None and not copy.new else Role.ARRIVING
+        line = _score_line(binding, cid) if binding is not None else ""
+        out.append(Decision(exported.get(cid) or _name(cid), role,
+                            "; ".join(p for p in (line, why) if p) or "chosen"))
+    for cid in sorted(set(copies) - chosen):
+        out.append(Decision(exported.get(cid) or _name(cid), Role.LEAVING,
+                            "no longer chosen; this copy is removed once the new ones are "
+                            "available" + (f" ({why})" if why else "")))
+    return Placement(app, tuple(out))
+
+
+def _name(cid: str) -> str:
+    return kube_name(cid.rpartition("/")[2])
+
+
+_HEALTH = {"ONLINE": ("True", "Online"), "UNHEALTHY": ("False", "Unhealthy"),
+           "OFFLINE": ("False", "Offline")}
+
+
+def cluster_profile(cid: str, name: str, cluster: ClusterView,
+                    status: ClusterStatusView | None,
+                    values: dict[str, ValueView]) -> Profile:
+    """A cluster's profile: its health as berth's propagator last saw it, its labels and
+    its metrics' current values (``values`` by metric value key) as properties."""
+    state = status.status if status is not None else ClusterStateView()
+    healthy, reason = _HEALTH.get(state.state, ("Unknown", "NotProbed"))
+    props = [Property(f"label.berth.io/{k}", v) for k, v in sorted(
+        cluster.metadata.labels.items()) if v]
+    for ref in sorted(cluster.spec.metrics, key=lambda r: (r.name, r.namespaced)):
+        ns = cluster.metadata.namespace if ref.namespaced else None
+        value = values.get(keys.metric_value_key(ref.name, ns))
+        if value is None or value.status.value is None:
+            continue
+        prop = f"metric.berth.io/{ns + '.' if ns else ''}{ref.name}"
+        props.append(Property(prop, f"{value.status.value:g}", value.status.observed))
+    message = state.reason or ({"True": "its API server answers berth's probes"}.get(
+        healthy, "berth has not probed it yet"))
+    return Profile(cid, name, healthy, reason, message, state.version, tuple(props))
+
+
+__all__ = ["AppHead", "AppStatusView", "BindingView", "ClusterStatusView", "ClusterView",
+           "ValueView", "cluster_profile", "placement"]
