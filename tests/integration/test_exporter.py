@@ -99,7 +99,7 @@ def place(store: Store, name: str, targets: list[str],
         BindingSpec(ObjectRef("Application", name, "default"), 1,
                     [Target("Cluster", t, "default", 0.5) for t in targets], now),
         BindingStatus(BindingState.SCHEDULED, f"placed on {len(targets)}", explanation=[
-            {"candidate": f"default/{t}", "score": 0.5, "scores": {"energy": 0.5}}
+            {"candidate": f"Cluster/default/{t}", "score": 0.5, "scores": {"energy": 0.5}}
             for t in targets])))
     copies = {t: True for t in targets} if copies is None else copies
     _put(store, keys.status_key("Application", "default", name), ApplicationStatus(

@@ -108,8 +108,11 @@ def _target_id(t: Target) -> str:
 
 
 def _score_line(binding: BindingView, cid: str) -> str:
+    """How the scheduler scored the cluster ``cid`` (its explanation keys candidates
+    ``Cluster/<namespace>/<name>``)."""
+    key = f"Cluster/{cid}"
     for e in binding.status.explanation:
-        if e.get("candidate") == cid and "score" in e:
+        if e.get("candidate") == key and "score" in e:
             parts = " ".join(f"{k}={v:g}" for k, v in (e.get("scores") or {}).items())
             return f"score {e['score']:.4f}" + (f" ({parts})" if parts else "")
     return ""

@@ -88,7 +88,7 @@ def _binding(targets: list[str]) -> BindingView:
         "spec": {"targets": [{"kind": "Cluster", "name": t, "namespace": "default"}
                              for t in targets]},
         "status": {"state": "Scheduled", "reason": "best of 3", "explanation": [
-            {"candidate": f"default/{t}", "score": 0.75, "scores": {"metrics": 0.75}}
+            {"candidate": f"Cluster/default/{t}", "score": 0.75, "scores": {"metrics": 0.75}}
             for t in targets]}}, BindingView)
 
 
