@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
                              yaml.safe_dump(spec, sort_keys=False).rstrip().splitlines())]
         if kind.name == "MagnumCluster":
             lines += placement(s)
+        if kind.name == "Export":
+            lines += _exported(s)
     for note in s.notes:
         lines.append(f"Warning:     {note}")
     lines += described(store, kind.name, ns if kind.namespaced else None, name)
@@ -228,6 +230,19 @@ def _placed_on(store: Store, s: Shown) -> list[str]:
                for t in b.spec.targets):
             out.append(f"{b.spec.resource.namespace}/{b.spec.resource.name}")
     return sorted(out)
+
+
+def _exported(s: Shown) -> list[str]:
+    """What the exporter made of an Export: its state, objects by shape, refusals."""
+    st = s.exported.status if s.exported is not None else None
+    if st is None:
+        return ["Exported:    nothing yet (is an exporter running? docs/argocd.md)"]
+    out = [f"Exported:    {st.state.value}" + (f": {st.reason}" if st.reason else "")
+           + (f" (synced {age(st.synced)} ago)" if st.synced else ""),
+           "Objects:     " + (", ".join(f"{n} {shape}" for shape, n in st.objects.items())
+                              or "-")]
+    out += [f"Refused:     {item}: {why}" for item, why in st.refused.items()]
+    return out
 
 
 def _metric(s: Shown) -> list[str]:

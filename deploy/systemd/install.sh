@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install berth, its three systemd services and its console's on this host.
+# Install berth, its three systemd services, its exporter's (optional) and its console's
+# on this host.
 #
 #   sudo deploy/systemd/install.sh            # /opt/berth, /etc/berth, /etc/systemd/system
 #
@@ -30,7 +31,7 @@ install -m 0644 "$here/docs/operations.md" "$PREFIX/share/doc/berth/operations.m
 
 install -d -m 0755 "$ETC"
 install -d -m 0700 "$ETC/etcd"
-for process in scheduler propagator metrics-cache; do
+for process in scheduler propagator metrics-cache exporter; do
   if [ ! -e "$ETC/$process.yaml" ]; then
     "$PREFIX/bin/berth" "$process" --write-config-to "$ETC/$process.yaml"
   fi
@@ -73,5 +74,6 @@ fi
 echo "berth: installed $("$PREFIX/bin/berth" --version); units in $UNITDIR"
 echo "next: fill in $ETC/etcd-*.env and $ETC/etcd/{ca.crt,client.crt,client.key}, then"
 echo "  systemctl enable --now berth-scheduler berth-propagator berth-metrics-cache"
+echo "  (and berth-exporter where an Export writes to Argo CD or OCM: docs/argocd.md)"
 echo "and, for the web console (its token in $ETC/console-token):"
 echo "  systemctl enable --now berth-console"

@@ -109,6 +109,10 @@ def test_the_argocd_page_works_as_written(etcd_server: EtcdServer, store: Any,
         assert apps[0]["spec"]["destination"]["server"] == "https://paris.example:6443"
         shown = berth_cli(etcd_server, "get", "exports", "-o", "wide")
         assert re.search(r"argocd\s+argocd\s+\S+\s+Synced", shown), shown
+        described = berth_cli(etcd_server, "describe", "export", "argocd")
+        assert "Exported:    Synced" in described, described
+        assert "1 OCMPlacementDecision" in described and "2 ClusterProfile" in described
+        assert "REPLACE-WITH" not in described and hub.token not in described
         kv = store.get(keys.exported_key("argocd"))
         assert kv is not None and b'"Synced"' in kv.value
         for p in procs:

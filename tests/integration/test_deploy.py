@@ -244,6 +244,26 @@ def test_the_agents_manifests_pass_server_side_dry_run_and_confine_it(
     assert reply.status_code in (200, 201), reply.text[:1000]
 
 
+def test_the_exporters_manifests_pass_server_side_dry_run(kustomize: str,
+                                                          kube: KubeCluster) -> None:
+    """deploy/kubernetes/exporter: two replicas of `berth exporter` as the etcd user
+    berth-exporter, hardened as the base's processes, with a disruption budget."""
+    docs = render(kustomize, "exporter")
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    dry_run_all(kube, docs)
+    exporter = by[("Deployment", "berth-exporter")]
+    spec = exporter["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    assert exporter["metadata"]["namespace"] == "berth" and exporter["spec"]["replicas"] == 2
+    assert c["args"][0] == "exporter" and c["securityContext"]["readOnlyRootFilesystem"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["BERTH_ETCD_USER"]["value"] == "berth-exporter"
+    assert env["BERTH_ETCD_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == (
+        "berth-etcd-exporter")
+    assert by[("PodDisruptionBudget", "berth-exporter")]["spec"]["minAvailable"] == 1
+    berth_accepts(c["args"])
+
+
 # -- compose ---------------------------------------------------------------------------
 
 
@@ -288,7 +308,7 @@ def test_the_systemd_units_install_verify_and_are_hardened(wheels: Path,
     assert done.returncode == 0, done.stderr[-3000:]
     assert oct((tmp_path / "etc" / "console-token").stat().st_mode)[-3:] == "600"
     assert len((tmp_path / "etc" / "console-token").read_text().strip()) >= 16
-    for process in (*PROCESSES, "console"):
+    for process in (*PROCESSES, "exporter", "console"):
         if process != "console":
             assert (tmp_path / "etc" / f"{process}.yaml").exists()
         assert oct((tmp_path / "etc" / f"etcd-{process}.env").stat().st_mode)[-3:] == "600"

@@ -12,6 +12,7 @@ exactly what berth decided.
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import subprocess
 import sys
@@ -432,10 +433,48 @@ def test_api_server_killed_and_etcd_compacted_lose_no_decision(
         proc.wait(30)
 
 
-def _process(etcd: EtcdServer, tmp_path: Path) -> subprocess.Popen[bytes]:
+def _process(etcd: EtcdServer, tmp_path: Path, name: str = "r") -> subprocess.Popen[bytes]:
     config = tmp_path / "exporter.yaml"
     config.write_text("settle: 0.05\nmax_backoff: 2\n")
-    with open(tmp_path / "exporter.log", "ab") as log:  # the process has its own copy
+    with open(tmp_path / f"exporter-{name}.log", "ab") as log:  # the process has a copy
         return subprocess.Popen([sys.executable, "-m", "berth.cli.main", "exporter", "--etcd",
                                  etcd.url, "--http", "127.0.0.1:0", "--config", str(config),
                                  "--lease-ttl", "3"], stdout=log, stderr=subprocess.STDOUT)
+
+
+def test_a_leader_change_loses_no_decision(store: Store, etcd_server: EtcdServer,
+                                           api: KubeCluster, tmp_path: Path,
+                                           exporter: Callable[..., Exporter]) -> None:
+    """Two exporters: the leader is killed while berth moves applications; the other
+    takes over within the lease, writes every move, and rewrites nothing else."""
+    for name in ("a", "b"):
+        cluster(store, name)
+    for i in range(10):
+        app(store, f"led{i}", ["a"])
+    export(store, api)
+    procs = [_process(etcd_server, tmp_path, f"r{i}") for i in range(2)]
+    try:
+        wait(lambda: _synced(store), 60, "synced")
+        before = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                  for o in items(api, f"{OCM}/placementdecisions")}
+        holder = json.loads(store.get(keys.lease_key("exporter")).value)["holder"]  # type: ignore[union-attr]
+        leader = next(p for p in procs if holder.endswith(f"-{p.pid}"))
+        leader.kill()
+        leader.wait(30)
+        for i in range(0, 10, 2):
+            place(store, f"led{i}", ["b"])
+        for i in range(10):
+            want = {"b"} if i % 2 == 0 else {"a"}
+            wait(lambda i=i, want=want: decided(api, f"led{i}").keys() == want, 60,
+                 f"led{i} on {want}")
+        after = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                 for o in items(api, f"{OCM}/placementdecisions")}
+        changed = sorted(n for n in after if after[n] != before.get(n))
+        assert changed == [f"default.led{i}-decision-1" for i in range(0, 10, 2)]
+        new = json.loads(store.get(keys.lease_key("exporter")).value)["holder"]  # type: ignore[union-attr]
+        assert new != holder
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(30)

@@ -17,6 +17,7 @@ term wrote ends this exporter's sync (:class:`Superseded`).
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import threading
@@ -131,10 +132,13 @@ class Target:
         self.api = Api(kubeconfig, spec.namespace, timeout)
         self.workers = workers
         self.selector = f"{MANAGED_BY}=berth,{EXPORT_LABEL}={name}"
-        self._lock = threading.Lock()  # guards seen and by_source (the writers share them)
+        self._lock = threading.Lock()  # guards seen, by_source and held (writers share them)
         self.seen: dict[Ref, Seen] = {}
         self.by_source: dict[str, set[Ref]] = {}
+        # the objects seen, by kind (apiVersion, plural)
+        self.held: collections.Counter[tuple[str, str]] = collections.Counter()
         self.prepared = False
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"export-{name}")
 
     # -- starting --------------------------------------------------------------------
 
@@ -162,6 +166,7 @@ class Target:
         with self._lock:
             self.seen = seen
             self.by_source = {}
+            self.held = collections.Counter((r.api_version, r.plural) for r in seen)
             for ref, s in seen.items():
                 self.by_source.setdefault(s.source, set()).add(ref)
         self.prepared = True
@@ -182,13 +187,7 @@ class Target:
     def counts(self) -> dict[str, int]:
         """Objects held now, by shape."""
         with self._lock:
-            refs = list(self.seen)
-        out: dict[str, int] = {}
-        for shape in self.spec.shapes:
-            api_version, plural, _ = KINDS[shape]
-            out[shape.value] = sum(1 for r in refs if (r.api_version, r.plural) == (
-                api_version, plural))
-        return out
+            return {shape.value: self.held[KINDS[shape][:2]] for shape in self.spec.shapes}
 
     # -- syncing ----------------------------------------------------------------------
 
@@ -202,9 +201,8 @@ class Target:
             for source, objs in items:
                 self._source(source, objs, outcome, lock)
             return outcome
-        with ThreadPoolExecutor(self.workers, thread_name_prefix=f"export-{self.name}") as pool:
-            for f in [pool.submit(self._source, s, o, outcome, lock) for s, o in items]:
-                f.result()  # the first failure (Down, Superseded) is the sync's
+        for f in [self._pool.submit(self._source, s, o, outcome, lock) for s, o in items]:
+            f.result()  # the first failure (Down, Superseded) is the sync's
         return outcome
 
     def _source(self, source: str, objs: list[Wanted], outcome: Outcome,
@@ -306,6 +304,7 @@ class Target:
         with self._lock:
             was = self.seen.pop(ref, None)
             if was is not None:
+                self.held[ref.api_version, ref.plural] -= 1
                 refs = self.by_source.get(was.source)
                 if refs is not None:
                     refs.discard(ref)
@@ -314,9 +313,11 @@ class Target:
             if now is not None:
                 now.source = now.source or source
                 self.seen[ref] = now
+                self.held[ref.api_version, ref.plural] += 1
                 self.by_source.setdefault(now.source, set()).add(ref)
 
     def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
         self.api.close()
 
 
