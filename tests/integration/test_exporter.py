@@ -478,3 +478,20 @@ def test_a_leader_change_loses_no_decision(store: Store, etcd_server: EtcdServer
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 p.wait(30)
+
+
+def test_an_export_written_elsewhere_takes_its_objects_along(
+        store: Store, api: KubeCluster, exporter: Callable[..., Exporter]) -> None:
+    """The Export's namespace changed: what it wrote in the old one goes, and appears in
+    the new one; written back, the old namespace has it all again and the new none."""
+    cluster(store, "a")
+    app(store, "roamer", ["a"])
+    exporter()
+    wait(lambda: decided(api, "roamer"), 60, "exported")
+    other = "/apis/cluster.open-cluster-management.io/v1beta1/namespaces/elsewhere"
+    export(store, api, namespace="elsewhere")
+    wait(lambda: items(api, f"{other}/placementdecisions", "berth.io/export=argocd")
+         and not decided(api, "roamer"), 60, "moved to the namespace elsewhere")
+    export(store, api)
+    wait(lambda: decided(api, "roamer") and not items(
+        api, f"{other}/placementdecisions", "berth.io/export=argocd"), 60, "moved back")

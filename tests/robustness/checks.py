@@ -54,6 +54,8 @@ last fault begun before it. What each checks:
   was available — seen with the new image and every replica available by the
   next sampling pass (one pass reads the clusters in turn). A first placement is
   no rollout; a generation whose Binding, then, lacks ``a`` has no first stage.
+  Unseen is not unavailable: when ``a`` was cut off and not read in that pass or
+  the next, its last pass read must have found the copy there, on its way.
   The traffic makes now and then a generation that cannot become available on
   ``a``: its rollout halts there (or rolls back), and never reaches ``b`` or ``c``.
 * ``rolling`` (and ``pace`` for rollouts): a rollout's step — a target taking the
@@ -635,21 +637,38 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
         return bool(ons) and all("a" in on for on in ons)
 
     ready_on_a: dict[tuple[str, str], int] = {}  # (app, image) → first pass available on a
+    on_a: dict[tuple[str, str], set[int]] = defaultdict(set)  # passes a had it, available or not
+    read_a: set[int] = set()  # the passes that read cluster a
     later: dict[tuple[str, str], tuple[int, float, str]] = {}  # first pass on b or c
     for s in samples:
+        if s.cluster == "a":
+            read_a.add(s.round)
         if s.kind != "Deployment" or s.name not in staged or not s.image.startswith("x:"):
             continue
         key = (s.name, s.image)
         if s.cluster == "a":
+            on_a[key].add(s.round)
             if s.available >= 2:
                 ready_on_a.setdefault(key, s.round)
         else:
             later.setdefault(key, (s.round, s.at, s.cluster))
+
+    def unseen(key: tuple[str, str], n: int, at: float) -> bool:
+        """Whether ``a`` may have had the copy available unseen: cut off then, it was not
+        read in pass ``n`` or the next, and the last pass that read it found the copy
+        there, becoming available (seed 29: a's API stopped a moment after berth saw
+        its copy available and before the sampler came back to a; a cut-off cluster's
+        last state is berth's to have seen, not the sampler's)."""
+        if {n, n + 1} <= read_a or not _cut_off(faults, {"a"}, at):
+            return False
+        last = max((r for r in read_a if r <= n + 1), default=None)
+        return last is not None and last in on_a[key]
+
     out: list[Violation] = []
     for (name, image), (n, at, cluster) in sorted(later.items()):
         if image == "x:1" or not a_first(name, int(image[2:]), at):
             continue  # a first placement; or no first stage (a is no target)
-        if ready_on_a.get((name, image), 1 << 30) > n + 1:
+        if ready_on_a.get((name, image), 1 << 30) > n + 1 and not unseen((name, image), n, at):
             out.append(Violation("stage-order", name, at,
                                  f"{image} on {cluster} before cluster a had it available",
                                  before(faults, at)))

@@ -359,6 +359,28 @@ def test_a_stage_that_left_the_targets_is_no_first_stage_though_read_a_moment_la
     assert [(v.invariant, v.subject) for v in found] == [("stage-order", "v")]
 
 
+def test_a_first_stage_cut_off_before_it_was_seen_available_is_no_violation() -> None:
+    """Seed 29 (r-deploy-0012): a's copy of x:6 became available and berth went on to b,
+    but a's API stopped before the sampler read a again: unseen, not unavailable. Still
+    a violation: a read in that pass (nothing hides it), a cut off whose last read had
+    no copy of x:6 (nothing on its way there), and no cut-off at all."""
+    h = History()
+    h.binding("s", "a", "b", "c", at=0.0, gen=6)
+    a_rolling = Sample(113.6, 4, "a", "Deployment", "s", "x:6", available=1)
+    b_has_it = Sample(114.4, 5, "b", "Deployment", "s", "x:6", available=0)
+    stopped = [Happened("cluster", "cluster a's API stopped 12.1 s", 113.9, 149.7)]
+    traffic = _deploys("Staged", "s")
+    assert check_stages([a_rolling, b_has_it], h.events, traffic, stopped) == []
+    a_read = Sample(114.3, 5, "a", "ConfigMap", "foreign", "")
+    found = check_stages([a_rolling, a_read, b_has_it], h.events, traffic, stopped)
+    assert [v.invariant for v in found] == ["stage-order"]
+    a_older = Sample(113.6, 4, "a", "Deployment", "s", "x:5", available=2)
+    found = check_stages([a_older, b_has_it], h.events, traffic, stopped)
+    assert [v.invariant for v in found] == ["stage-order"]
+    found = check_stages([a_rolling, b_has_it], h.events, traffic, [])
+    assert [v.invariant for v in found] == ["stage-order"]
+
+
 def test_steps_one_write_shows_together_went_one_after_another() -> None:
     """Seed 53 (r-deploy-0536): one reconcile applied a, found it Healthy at once (its
     Deployment unchanged), then applied c; the status between never landed (an etcd

@@ -188,6 +188,7 @@ class Runner:
             with self._lock:
                 dirty.absorb(self._dirty)
                 self._dirty = dirty
+            self._wake.set()  # tried again as soon as the backoff is over
             if isinstance(exc, Down | Refused):  # a Refused here is the CRDs' or namespace's
                 self.target.prepared = False
             self._failing(str(exc), superseded=isinstance(exc, Superseded))
@@ -322,7 +323,7 @@ class Exporter:
     def alive(self) -> bool:
         with self._lock:
             runners = [*self.runners.values(), *self._retired]
-        return (self._plan.alive() and all(r.alive() for r in runners)
+        return (self._plan.alive() and all(r.alive() or r.done.is_set() for r in runners)
                 and all(inf.alive() for inf in self.informers))
 
     def collect(self) -> Iterator[MetricFamily]:
@@ -388,6 +389,17 @@ class Exporter:
             with self._lock:
                 if name in self.runners:
                     continue
+                # An Export written again, to the same place, while its old one still
+                # removes what it wrote there (its API down): the new one's first sync
+                # owns those objects now.
+                here = _place(export, kubeconfig)
+                stale = [r for r in self._retired
+                         if r.name == name and _place(r.export, r.kubeconfig) == here]
+                for r in stale:
+                    self._retired.remove(r)
+            for r in stale:
+                log.info("export %s was written again: its removal stops", name)
+                r.stop()
             try:
                 runner = Runner(self, name, export, kubeconfig)
             except Exception as exc:  # an unusable kubeconfig: said, the others go on

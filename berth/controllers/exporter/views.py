@@ -156,8 +156,10 @@ def cluster_profile(cid: str, name: str, cluster: ClusterView,
     its metrics' current values (``values`` by metric value key) as properties."""
     state = status.status if status is not None else ClusterStateView()
     healthy, reason = _HEALTH.get(state.state, ("Unknown", "NotProbed"))
+    # (a property's name: at most 253 characters, its value at least 1: a longer label
+    # key or an empty value is left out)
     props = [Property(f"label.berth.io/{k}", v) for k, v in sorted(
-        cluster.metadata.labels.items()) if v]
+        cluster.metadata.labels.items()) if v and len(k) <= 253 - len("label.berth.io/")]
     for ref in sorted(cluster.spec.metrics, key=lambda r: (r.name, r.namespaced)):
         ns = cluster.metadata.namespace if ref.namespaced else None
         value = values.get(keys.metric_value_key(ref.name, ns))
