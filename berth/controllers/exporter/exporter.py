@@ -184,11 +184,13 @@ class Runner:
             return
         try:
             outcome = self._sync(dirty)
-        except (Down, Refused, Superseded) as exc:
+        except Exception as exc:  # nothing dirty is forgotten, whatever failed
             with self._lock:
                 dirty.absorb(self._dirty)
                 self._dirty = dirty
             self._wake.set()  # tried again as soon as the backoff is over
+            if not isinstance(exc, Down | Refused | Superseded):
+                raise  # a bug: the loop says it, with its trace, and backs off
             if isinstance(exc, Down | Refused):  # a Refused here is the CRDs' or namespace's
                 self.target.prepared = False
             self._failing(str(exc), superseded=isinstance(exc, Superseded))
