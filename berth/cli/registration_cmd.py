@@ -9,8 +9,10 @@ prefixes, spends the token, and creates the Cluster in Pull mode if there is
 none (with ``--signer-cert``/``--signer-key``, the CA etcd trusts for client
 certificates, it also signs the certificate the agent asked for); ``approve
 --watch`` does so for tokens minted with ``--approve`` and for
-renewals, and removes credentials that expired unrenewed; ``revoke NAME``
-removes the agent's user and its cluster's work.
+renewals, and removes credentials and tokens that expired unused; ``revoke NAME``
+removes the agent's user and its cluster's work. A join is never approved for a
+cluster in Push mode, nor, without ``--replace``, for one whose agent holds a live
+credential (``berth.store.agents.refusal``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def add_chores(chores: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     a.add_argument("--watch", action="store_true",
                    help="keep approving renewals and tokens minted with --approve, and "
                    "removing credentials that expired")
+    a.add_argument("--replace", action="store_true",
+                   help="approve a join although the cluster's agent holds a live "
+                   "credential (it lost it): that credential stops working")
     a.add_argument("--signer-cert", type=Path, metavar="FILE",
                    help="the CA etcd trusts for client certificates (--trusted-ca-file): "
                    "sign a client certificate for the key the agent asks with")
@@ -124,18 +129,24 @@ def approve(args: argparse.Namespace) -> int:
     except ValueError as exc:  # CertificateError among them, naming the file
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.watch and args.replace:
+        print("error: --replace is an operator's act on one join: not with --watch",
+              file=sys.stderr)
+        return 2
     store = open_store(args)
     if not args.watch:
         if not args.name:
             print("error: name the cluster, or give --watch", file=sys.stderr)
             return 2
         try:
-            said = reg.approve(store, _cluster(args), now=datetime.now(UTC), signer=signer)
+            said = reg.approve(store, _cluster(args), now=datetime.now(UTC), signer=signer,
+                               replace=args.replace)
         except reg.Refused as exc:
             print(f"error: refused: {exc}", file=sys.stderr)
             return 1
         print(said)
-        _ensure_cluster(store, _cluster(args))
+        if " joined" in said:
+            _ensure_cluster(store, _cluster(args))
         return 0
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -153,23 +164,26 @@ def approve(args: argparse.Namespace) -> int:
 def _round(store: Store, only: str | None, signer: certs.Signer | None) -> None:
     """Approve what may be approved without an operator; expire what was not renewed."""
     now = datetime.now(UTC)
-    for cid in reg.requests(store):
+    for cid, ask in reg.requests(store):
         if only and cid != only:
             continue
-        registration, _ = reg.read(store, cid)
-        request, _ = reg.request_of(store, cid)
-        if registration is None or request is None or not (
-                request.renewal or registration.spec.auto or only):
-            continue  # an operator approves it
+        if ask is reg.Ask.JOIN:
+            try:
+                registration, _ = reg.read(store, cid)
+            except Invalid as exc:
+                print(f"refused: {cid}: {exc}", file=sys.stderr, flush=True)
+                continue
+            if registration is None or not (registration.spec.auto or only):
+                continue  # an operator approves it
         try:
-            print(reg.approve(store, cid, now=now, signer=signer), flush=True)
+            print(reg.approve(store, cid, now=now, signer=signer, ask=ask), flush=True)
         except reg.Refused as exc:
             print(f"refused: {cid}: {exc}", file=sys.stderr, flush=True)
             continue
-        if not request.renewal:
+        if ask is reg.Ask.JOIN:
             _ensure_cluster(store, cid)
-    for cid in reg.expire(store, now=now):
-        print(f"cluster {cid}: its agent's credential expired unrenewed: removed", flush=True)
+    for line in reg.expire(store, now=now):
+        print(line, flush=True)
 
 
 def _ensure_cluster(store: Store, cid: str) -> None:

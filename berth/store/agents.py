@@ -1,11 +1,19 @@
 """What an administrator does for a pull cluster's agent: mint its bootstrap token,
-approve its registration (and renewals), revoke it (docs/agents.md).
+approve its join (and its renewals), revoke it (docs/agents.md).
 
 Every function here manages etcd users and roles, so it runs as a user with etcd's
 root role. The agent's role reads its cluster's work prefix, reads and writes its
-own agent prefix, reads its registration and writes its requests — nothing else
-(:func:`agent_grants`); the bootstrap user may only write a request and read the
-answer (:func:`join_grants`), and is deleted once the agent is approved.
+own agent prefix, reads its registration and writes its renewal — nothing else
+(:func:`agent_grants`); the bootstrap user may only write a join request and read
+the answer (:func:`join_grants`), and is deleted once the agent is approved, or
+once its token is found expired.
+
+Who asked is proven by where the request is, not by what it says: a join is read
+from ``registrations/<cluster>/request`` (a bootstrap token's user writes it), a
+renewal from ``renewals/<cluster>`` (the agent's own user alone may write it). A join
+hands the cluster to whoever holds the token, so it is refused while the cluster's
+agent holds a live credential (unless the operator says ``replace``) and for a
+cluster registered in Push mode (:func:`refusal`).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 import msgspec
 
@@ -33,7 +42,18 @@ RENEW_AT = 0.25  # an agent renews when this share of its credential's life is l
 
 
 class Refused(Exception):
-    """A registration or renewal berth will not approve; the message says why."""
+    """A join or renewal berth will not approve; the message says why."""
+
+
+class Ask(StrEnum):
+    """What a request asks, told by where it is (never by what it says)."""
+
+    JOIN = "join"  # registrations/<cluster>/request: written with a bootstrap token
+    RENEWAL = "renewal"  # renewals/<cluster>: written by the cluster's agent itself
+
+    def key(self, cid: str) -> str:
+        return (keys.registration_request_key(cid) if self is Ask.JOIN
+                else keys.renewal_key(cid))
 
 
 def agent_user(cid: str) -> str:
@@ -50,12 +70,13 @@ def join_user(cid: str) -> str:
 
 def agent_grants(cid: str) -> list[Grant]:
     """All an agent may do: read its work, write its own prefix (reports, heartbeat,
-    removals), read its registration and ask to renew. ``/berth/v1/`` itself (a key
-    that holds nothing) is readable for the store's revision reads."""
+    removals), read its registration and ask to renew (its renewal key: no bootstrap
+    token may write there). ``/berth/v1/`` itself (a key that holds nothing) is
+    readable for the store's revision reads."""
     return [Grant(Access.READ, keys.work_prefix(cid), prefix=True),
             Grant(Access.READWRITE, keys.agent_prefix(cid), prefix=True),
             Grant(Access.READ, keys.registration_key(cid)),
-            Grant(Access.READWRITE, keys.registration_request_key(cid)),
+            Grant(Access.READWRITE, keys.renewal_key(cid)),
             Grant(Access.READ, keys.ROOT)]
 
 
@@ -114,8 +135,10 @@ def read(store: Store, cid: str) -> tuple[Registration | None, int]:
         raise Invalid(f"{kv.key}: not a registration ({exc})") from exc
 
 
-def request_of(store: Store, cid: str) -> tuple[JoinRequest | None, int]:
-    kv = store.get(keys.registration_request_key(cid))
+def request_of(store: Store, cid: str, ask: Ask = Ask.JOIN) -> tuple[JoinRequest | None, int]:
+    """The request of that kind for ``cid`` and its revision (None, 0: none; None and a
+    revision: garbage, refused as no request)."""
+    kv = store.get(ask.key(cid))
     if kv is None:
         return None, 0
     try:
@@ -150,41 +173,71 @@ def mint(store: Store, cid: str, *, ttl: float, credential_ttl: float, auto: boo
     return token
 
 
-def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | None = None
-            ) -> str:
-    """Approve ``cid``'s request: its agent's etcd user with the password hash it sent,
-    its role, the registration, and — given the ``signer`` etcd trusts for client
-    certificates — a certificate for the key the request names, for as long as the
-    credential lives; the bootstrap user is gone afterwards. Refused (and the refusal
-    written for the agent to read) if the token expired or was never minted, the
-    cluster asks with another identity than the one that joined, or its signing request
-    cannot be signed."""
-    reg, revision = read(store, cid)
-    req, req_revision = request_of(store, cid)
+def cluster_mode(store: Store, cid: str) -> str | None:
+    """The mode of the Cluster named ``cid`` (None: there is none; its ``spec.mode`` as
+    written, ``Push`` when it says none). Invalid if it cannot be read."""
+    namespace, _, name = cid.partition("/")
+    kv = store.get(keys.resource_key("Cluster", name, namespace))
+    if kv is None:
+        return None
+    try:
+        doc = msgspec.json.decode(kv.value)
+        mode = (doc.get("spec") or {}).get("mode") or "Push"
+    except (msgspec.DecodeError, AttributeError) as exc:
+        raise Invalid(f"{kv.key}: not a Cluster ({exc})") from None
+    return str(mode)
+
+
+def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | None = None,
+            ask: Ask | None = None, replace: bool = False) -> str:
+    """Approve ``cid``'s request — ``ask``, or its join if it asked to join, else its
+    renewal: its agent's etcd user with the password hash it sent, its role, the
+    registration, and — given the ``signer`` etcd trusts for client certificates — a
+    certificate for the key the request names, for as long as the credential lives; a
+    join spends the bootstrap token (its user is gone). Refused, and the refusal
+    written for the asking side to read, as :func:`refusal` says; a join refused for
+    an expired token also removes the token's user. ``replace``: the operator hands
+    the cluster to the joining side although its agent holds a live credential."""
+    try:
+        reg, revision = read(store, cid)
+    except Invalid as exc:
+        raise Refused(str(exc)) from None
+    if ask is None:
+        ask = Ask.JOIN if store.get(keys.registration_request_key(cid)) is not None \
+            else Ask.RENEWAL
+    req, req_revision = request_of(store, cid, ask)
     if reg is None:
         raise Refused(f"no bootstrap token was minted for cluster {cid} "
                       "(berth cluster token create)")
     if req is None:
-        raise Refused(f"cluster {cid} has not asked to join (berth agent join)")
+        raise Refused(f"cluster {cid} has not asked to join (berth agent join)"
+                      if ask is Ask.JOIN else f"cluster {cid}'s agent has not asked to renew")
+    mode = None
+    if ask is Ask.JOIN:
+        try:
+            mode = cluster_mode(store, cid)
+        except Invalid as exc:
+            raise Refused(f"its Cluster document: {exc}") from None
     expires = now + timedelta(seconds=reg.spec.credential_ttl)
-    certificate, why = "", _refusal(reg, req, now)
+    certificate, why = "", refusal(cid, reg, req, ask, now=now, mode=mode, replace=replace)
     if not why and req.csr and signer is not None:
         try:
             certificate = certs.sign(req.csr, signer, now=now, until=expires)
         except certs.CertificateError as exc:
             why = f"its certificate signing request: {exc}"
-    drop = Delete(keys.registration_request_key(cid), req_revision)
+    drop = Delete(ask.key(cid), req_revision)
     if why:
+        if ask is Ask.JOIN and _token_expired(reg, now):
+            _spend_token(store, reg)
         reg.status = msgspec.structs.replace(reg.status, refused=why)
         _write(store, cid, reg, revision, drop)
         raise Refused(why)
+    replaced = ask is Ask.JOIN and bool(reg.status.user)  # --replace: it held one
     user = agent_user(cid)
     auth.add_user(store, user, req.password_hash)
     auth.set_role(store, user, agent_grants(cid), user)
-    if not req.renewal and reg.spec.token_user:  # the bootstrap credential is spent
-        auth.delete_user(store, reg.spec.token_user)
-        auth.delete_role(store, reg.spec.token_user)
-        reg.spec = msgspec.structs.replace(reg.spec, token_user="", token_expires=None)
+    if ask is Ask.JOIN:  # the bootstrap credential is spent
+        _spend_token(store, reg)
     reg.status = msgspec.structs.replace(
         reg.status, identity=req.identity, user=user, approved=now, expires=expires,
         granted=granted(req.password_hash), refused="", revoked=None,
@@ -193,26 +246,63 @@ def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | Non
     cert = ("; a client certificate signed for its key" if certificate else
             "; no client certificate signed (give --signer-cert and --signer-key): it "
             "keeps the one it has" if req.csr else "")
-    return (f"cluster {cid}: {'renewed' if req.renewal else 'joined'} as {req.identity}; "
+    done = "renewed" if ask is Ask.RENEWAL else "joined, replacing its agent," if replaced \
+        else "joined"
+    return (f"cluster {cid}: {done} as {req.identity}; "
             f"etcd user {user} until {expires:%Y-%m-%d %H:%M:%S} UTC{cert}")
 
 
-def _refusal(reg: Registration, req: JoinRequest, now: datetime) -> str:
+def _token_expired(reg: Registration, now: datetime) -> bool:
+    return reg.spec.token_expires is not None and reg.spec.token_expires <= now
+
+
+def _spend_token(store: Store, reg: Registration) -> None:
+    """The bootstrap token's user and role gone, and the registration saying so."""
+    if reg.spec.token_user:
+        auth.delete_user(store, reg.spec.token_user)
+        auth.delete_role(store, reg.spec.token_user)
+    reg.spec = msgspec.structs.replace(reg.spec, token_user="", token_expires=None)
+
+
+def refusal(cid: str, reg: Registration, req: JoinRequest, ask: Ask, *, now: datetime,
+            mode: str | None, replace: bool = False) -> str:
+    """Why ``req`` is not approved ("": it is). ``mode``: the Cluster's, for a join (None:
+    there is no Cluster ``cid``).
+
+    A renewal (from the agent's own key) needs the live credential it renews and the
+    identity that joined. A join needs an unspent, unexpired token, the cluster's own
+    identity if the name was taken, a cluster that is not Push (switching it to Pull is
+    an act of its own), and no agent holding a live credential — that agent would be
+    locked out by whoever holds the token — unless the operator says ``replace``."""
     st = reg.status
-    if req.renewal:
+    if ask is Ask.RENEWAL:
         if not st.user:
             return "a renewal from a cluster whose agent holds no credential: join anew"
         if req.identity != st.identity:
             return (f"a renewal as identity {req.identity}, but the cluster joined as "
                     f"{st.identity}")
         return ""
+    if req.renewal:
+        return (f"a renewal is asked by the agent itself at {keys.renewal_key(cid)}, "
+                "never with a bootstrap token (an agent older than this berth asks here: "
+                "upgrade it)")
     if not reg.spec.token_user:
         return "no unused bootstrap token: mint one (berth cluster token create)"
-    if reg.spec.token_expires is not None and reg.spec.token_expires <= now:
+    if _token_expired(reg, now):
+        assert reg.spec.token_expires is not None
         return f"the bootstrap token expired at {reg.spec.token_expires:%Y-%m-%d %H:%M:%S} UTC"
     if st.identity and st.identity != req.identity:
         return (f"the name is taken: it joined as cluster identity {st.identity}, and a "
                 f"second cluster (identity {req.identity}) may not take it over")
+    if mode is not None and mode != "Pull":
+        return (f"cluster {cid} is registered in {mode} mode: an agent joins it only once "
+                "its spec.mode is Pull (berth apply), never by holding a token")
+    if st.user and not replace and (st.expires is None or st.expires > now):
+        until = f" until {st.expires:%Y-%m-%d %H:%M:%S} UTC" if st.expires else ""
+        return (f"its agent holds a live credential (etcd user {st.user}{until}): a join "
+                "would hand the cluster to whoever holds this token. If that agent lost "
+                "its credential, approve with --replace (its credential stops working) or "
+                "revoke it first")
     return ""
 
 
@@ -233,7 +323,7 @@ def revoke(store: Store, cid: str, *, now: datetime) -> list[str]:
     reg.spec = msgspec.structs.replace(reg.spec, token_user="", token_expires=None)
     reg.status = msgspec.structs.replace(reg.status, user="", granted="", revoked=now,
                                          certificate="")
-    _write(store, cid, reg, revision)
+    _write(store, cid, reg, revision, Delete(keys.renewal_key(cid)))
     prefix = keys.work_prefix(cid)
     reply = store.call("kv/deleterange", {"key": b64(prefix), "range_end": b64(
         prefix_end(prefix))}, f"deleting {prefix}")
@@ -243,40 +333,57 @@ def revoke(store: Store, cid: str, *, now: datetime) -> list[str]:
 
 def expire(store: Store, *, now: datetime) -> list[str]:
     """Remove the users of agents whose credential expired (they did not renew in
-    time): the clusters whose agents were cut off."""
+    time), and of bootstrap tokens that expired unused: what was removed, a line each."""
     out = []
     kvs, _ = store.list_prefix(keys.REGISTRATIONS)
     for kv in kvs:
         if kv.key.endswith("/request"):
             continue
         try:
+            cid = keys.parse_cluster_key(kv.key).cluster
             reg = msgspec.json.decode(kv.value, type=Registration)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            log.warning("%s is not a registration: skipped", kv.key)
+        except (ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("%s is not a registration (%s): skipped", kv.key, exc)
             continue
         st = reg.status
+        said = []
         if st.user and st.expires is not None and st.expires <= now:
-            cid = keys.parse_cluster_key(kv.key).cluster
             auth.delete_user(store, st.user)
             auth.delete_role(store, st.user)
             reg.status = msgspec.structs.replace(
                 st, user="", granted="", refused=f"its credential expired at "
                 f"{st.expires:%Y-%m-%d %H:%M:%S} UTC")
-            try:
-                _write(store, cid, reg, kv.mod_revision)
-            except Refused:
-                continue
-            out.append(cid)
+            said.append(f"cluster {cid}: its agent's credential expired unrenewed: removed")
+        if reg.spec.token_user and _token_expired(reg, now):
+            said.append(f"cluster {cid}: its bootstrap token expired unused: "
+                        f"user {reg.spec.token_user} removed")
+            _spend_token(store, reg)
+        if not said:
+            continue
+        try:
+            _write(store, cid, reg, kv.mod_revision)
+        except Refused:
+            continue
+        out += said
     return out
 
 
-def requests(store: Store) -> list[str]:
-    """The clusters that asked to join or renew."""
-    kvs, _ = store.list_prefix(keys.REGISTRATIONS)
-    return sorted(keys.parse_cluster_key(kv.key).cluster for kv in kvs
-                  if kv.key.endswith("/request"))
+def requests(store: Store) -> list[tuple[str, Ask]]:
+    """The clusters that asked to join, and those whose agents asked to renew."""
+    joins, _ = store.list_prefix(keys.REGISTRATIONS)
+    renewals, _ = store.list_prefix(keys.RENEWALS)
+    out = []
+    for kv in [*joins, *renewals]:
+        try:
+            ref = keys.parse_cluster_key(kv.key)
+        except ValueError:
+            log.warning("%s is no key berth makes: skipped", kv.key)
+            continue
+        if ref.what in ("request", "renewal"):
+            out.append((ref.cluster, Ask.JOIN if ref.what == "request" else Ask.RENEWAL))
+    return sorted(out)
 
 
-__all__ = ["RENEW_AT", "Refused", "Token", "agent_grants", "agent_user", "approve", "expire",
-           "granted", "join_grants", "join_user", "mint", "read", "request_of", "requests",
-           "revoke"]
+__all__ = ["RENEW_AT", "Ask", "Refused", "Token", "agent_grants", "agent_user", "approve",
+           "cluster_mode", "expire", "granted", "join_grants", "join_user", "mint", "read",
+           "refusal", "request_of", "requests", "revoke"]

@@ -238,6 +238,15 @@ def merge_users(kubeconfig: dict[str, Any], users: list[dict[str, Any]]) -> dict
     return {**kubeconfig, "users": merged}
 
 
+def missing_users(kubeconfig: dict[str, Any], users: list[dict[str, Any]]) -> list[str]:
+    """The users ``kubeconfig`` stored apart (a name and nothing else, as :func:`split`
+    leaves them) that ``users`` lacks: a reader holds the document without the
+    credentials written with it — not seen yet, or lost."""
+    have = {u.get("name") for u in users if isinstance(u, dict)}
+    return [str(u["name"]) for u in kubeconfig.get("users") or []
+            if isinstance(u, dict) and set(u) == {"name"} and u["name"] not in have]
+
+
 def same(a: Credentials | None, b: Credentials | None) -> bool:
     """Whether two credentials hold the same secrets (whatever generation they name)."""
     if a is None or b is None:

@@ -23,7 +23,8 @@ with ``etcdctl get --prefix /berth/`` is the layout the code uses:
     /berth/v1/agents/<cluster ns>/<cluster>/removals           its removals of late
     /berth/v1/agents/<cluster ns>/<cluster>/reports/<namespace>/<name>   what it did of a work
     /berth/v1/registrations/<cluster ns>/<cluster>             its agent's registration
-    /berth/v1/registrations/<cluster ns>/<cluster>/request     ... a request to join, or renew
+    /berth/v1/registrations/<cluster ns>/<cluster>/request     ... a bootstrap token's join
+    /berth/v1/renewals/<cluster ns>/<cluster>                  its agent's request to renew
 
 Secrets live apart so that etcd's roles can keep each kind's from every
 process but the one that uses it (scripts/etcd-secure.sh). So does a pull
@@ -52,6 +53,9 @@ ROLLOUTS = ROOT + "rollouts/"
 WORK = ROOT + "work/"
 AGENTS = ROOT + "agents/"
 REGISTRATIONS = ROOT + "registrations/"
+# An agent's renewal: a prefix of its own, so that a cluster's agent alone (no bootstrap
+# token's user) may write that cluster's key there, and the approver lists only these.
+RENEWALS = ROOT + "renewals/"
 EXPORTED = ROOT + "exported/"
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
@@ -256,14 +260,21 @@ def registration_key(cid: str) -> str:
 
 
 def registration_request_key(cid: str) -> str:
-    """An agent's request to join as cluster ``cid``, or to renew its credential."""
+    """A request to join as cluster ``cid``: what its bootstrap token's user writes."""
     return registration_key(cid) + "/request"
+
+
+def renewal_key(cid: str) -> str:
+    """The request of cluster ``cid``'s agent to renew its credential: only that agent's
+    user may write it (its role), so a renewal found here was asked by the agent."""
+    return RENEWALS + _cluster_path(cid)
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterKeyRef:
-    """A parsed work, agent or registration key: the cluster it is about, what it is
-    (``work``, ``heartbeat``, ``removals``, ``report``, ``registration``, ``request``)
+    """A parsed work, agent, registration or renewal key: the cluster it is about, what it
+    is (``work``, ``heartbeat``, ``removals``, ``report``, ``registration``, ``request``,
+    ``renewal``)
     and, for a work or a report, the application's namespace and name."""
 
     what: str
@@ -273,23 +284,26 @@ class ClusterKeyRef:
 
 
 def parse_cluster_key(key: str) -> ClusterKeyRef:
-    """Parse a key under ``work/``, ``agents/`` or ``registrations/``; ValueError else."""
-    for family in (WORK, AGENTS, REGISTRATIONS):
+    """Parse a key under ``work/``, ``agents/``, ``registrations/`` or ``renewals/``;
+    ValueError else."""
+    for family in (WORK, AGENTS, REGISTRATIONS, RENEWALS):
         if key.startswith(family):
             parts = key[len(family):].split("/")
             break
     else:
-        raise ValueError(f"{key!r} is no work, agent or registration key")
+        raise ValueError(f"{key!r} is no work, agent, registration or renewal key")
     if len(parts) < 2:
         raise ValueError(f"{key!r}: expected <cluster namespace>/<cluster>")
     cid = _cluster_path(f"{parts[0]}/{parts[1]}")
     rest = parts[2:]
     if family == REGISTRATIONS and rest in ([], ["request"]):
         return ClusterKeyRef("request" if rest else "registration", cid)
+    if family == RENEWALS and not rest:
+        return ClusterKeyRef("renewal", cid)
     if family == AGENTS and rest in (["heartbeat"], ["removals"]):
         return ClusterKeyRef(rest[0], cid)
     app = rest[1:] if family == AGENTS and rest[:1] == ["reports"] else rest
-    if family != REGISTRATIONS and len(app) == 2 and (family == WORK or rest[0] == "reports"):
+    if family in (WORK, AGENTS) and len(app) == 2 and (family == WORK or rest[0] == "reports"):
         check_namespace(app[0])
         check_name(app[1])
         return ClusterKeyRef("work" if family == WORK else "report", cid, app[0], app[1])
@@ -297,8 +311,9 @@ def parse_cluster_key(key: str) -> ClusterKeyRef:
 
 
 def cluster_key_problem(key: str) -> str | None:
-    """Why ``key`` under ``work/``, ``agents/`` or ``registrations/`` is none of berth's
-    (None when it is): what an informer of those prefixes ignores, once, with a warning."""
+    """Why ``key`` under ``work/``, ``agents/``, ``registrations/`` or ``renewals/`` is
+    none of berth's (None when it is): what an informer of those prefixes ignores, once,
+    with a warning."""
     if not key.isascii() or "\\" in key:
         return "not an ASCII key (names are ASCII)"
     try:
@@ -359,7 +374,7 @@ def problem(key: str) -> str | None:
         return "not an ASCII key (names are ASCII)"
     if key in (METRIC_PICTURE, SCHEDULER_MOVES):
         return None
-    if key.startswith((WORK, AGENTS, REGISTRATIONS)):
+    if key.startswith((WORK, AGENTS, REGISTRATIONS, RENEWALS)):
         return cluster_key_problem(key)
     try:
         if key.startswith(LEASES):

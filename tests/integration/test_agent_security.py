@@ -20,9 +20,23 @@ import pytest
 
 from berth.cli import registration_cmd
 from berth.controllers.propagator.agent.join import Credentials
-from berth.store import Delete, Fence, Put, Store, StoreError, Unauthorized, certs, decode, keys
-from berth.store.agents import agent_user, join_user
-from berth.store.documents.registration import Registration
+from berth.store import (
+    Delete,
+    EtcdConfig,
+    Fence,
+    Put,
+    Store,
+    StoreError,
+    Unauthorized,
+    certs,
+    decode,
+    encode,
+    keys,
+)
+from berth.store.agents import Token, agent_user, join_user
+from berth.store.auth import hashed
+from berth.store.documents import StatusMeta
+from berth.store.documents.registration import JoinRequest, Registration
 from berth.store.documents.work import Heartbeat
 from berth_testkit.scheduler_env import AgentProcess, PropagatorProcess, wait_for
 from berth_testkit.servers.etcd import ROOT
@@ -80,8 +94,8 @@ def asked(store: Store, joining: subprocess.Popen[str]) -> None:
     wait_for(request, timeout=30)
 
 
-def registration(store: Store) -> Registration:
-    kv = store.get(keys.registration_key(CID))
+def registration(store: Store, cid: str = CID) -> Registration:
+    kv = store.get(keys.registration_key(cid))
     assert kv is not None
     return decode(kv.value, Registration, kv.key)
 
@@ -288,6 +302,150 @@ def test_a_taken_name_is_refused_and_a_credential_is_renewed_before_it_expires(
         if agent is not None:
             agent.stop()
             print(agent.output()[-3000:])
+        root.close()
+
+
+def as_token(secure: Secure, token: str) -> Store:
+    """etcd as a bootstrap token's holder, with the TLS pair etcd asks every client for."""
+    t = Token.parse(token)
+    return Store(EtcdConfig(url=secure.etcd.url, ca=secure.tls.ca, cert=secure.tls.client_cert,
+                            key=secure.tls.client_key, user=t.user, password=t.secret,
+                            timeout=5))
+
+
+def as_agent(secure: Secure, cid: str, password: str) -> Store:
+    return Store(EtcdConfig(url=secure.etcd.url, ca=secure.tls.ca, cert=secure.tls.client_cert,
+                            key=secure.tls.client_key, user=agent_user(cid),
+                            password=password, timeout=5))
+
+
+def ask(store: Store, cid: str, identity: str, password: str, *, renewal: bool = False,
+        key: str | None = None) -> None:
+    """Write a request as ``store``'s user: a join (or one that says it renews) at the
+    join key, or at ``key``."""
+    namespace, _, name = cid.partition("/")
+    store.commit([Put(key or keys.registration_request_key(cid), encode(JoinRequest(
+        StatusMeta(name, namespace), identity, hashed(password, 4), datetime.now(UTC),
+        renewal=renewal)), None)])
+
+
+def test_a_bootstrap_token_never_takes_over_a_joined_cluster(
+    secure: Secure, clusters: dict[str, KubeCluster], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """#72 item 1, as a token's holder would: a token minted (--ttl 2s) for a cluster
+    already joined, used after it expired, reads the identity the agent joined with and
+    asks to renew as it; and an unexpired token, minted for manual approval or with
+    --approve, asks to join as that identity. Every one refused; the agent's own
+    password works throughout, the holder's never; the expired token's user is gone.
+    Then --replace hands the cluster over, as an operator's act. And (#72 item 2) a
+    Push cluster's name is refused to a join until its mode is Pull."""
+    root = secure.store("root")
+    cid = "default/edge3"
+    token = berth(secure, "root", "cluster", "token", "create", cid, "--ttl", "10m"
+                  ).stdout.strip()
+    joining, creds = join(secure, tmp_path, token, clusters["edge"], "edge3")
+    wait_for(lambda: root.get(keys.registration_request_key(cid)), timeout=30)
+    berth(secure, "root", "cluster", "approve", cid)
+    _out, err = joining.communicate(timeout=60)
+    assert joining.returncode == 0, err
+    agent = Credentials.load(creds)
+
+    def intact() -> None:
+        """The agent's password works; the token holder's is refused."""
+        as_agent(secure, cid, agent.password).get(keys.registration_key(cid))
+        assert refused(lambda: as_agent(secure, cid, "stolen"))
+
+    def approve_round() -> tuple[str, str]:
+        """One round of `berth cluster approve --watch`."""
+        capsys.readouterr()
+        registration_cmd._round(root, None, None)
+        done = capsys.readouterr()
+        return done.out, done.err
+
+    try:
+        # 1. an expired token: its user is there until the approver sees it, and reads
+        expired = berth(secure, "root", "cluster", "token", "create", cid, "--ttl", "2s"
+                        ).stdout.strip()
+        time.sleep(2.5)
+        thief = as_token(secure, expired)
+        seen = registration(thief, cid)
+        assert seen.status.identity == agent.identity  # not a secret: no proof either
+        # where the agent asks to renew, etcd refuses it
+        assert refused(lambda: ask(thief, cid, agent.identity, "stolen", renewal=True,
+                                   key=keys.renewal_key(cid)))
+        # where a token asks to join, berth's approver refuses what says it renews
+        ask(thief, cid, agent.identity, "stolen", renewal=True)
+        out, err = approve_round()
+        assert f"refused: {cid}: a renewal is asked by the agent itself at " \
+               f"{keys.renewal_key(cid)}" in err, err
+        assert f"its bootstrap token expired unused: user {join_user(cid)} removed" in out
+        assert "renewed" not in out
+        intact()
+        assert refused(lambda: as_token(secure, expired))  # its user is gone
+        assert refused(lambda: thief.get(keys.registration_key(cid)))  # its session, too
+        thief.close()
+
+        # 2. an unexpired token for manual approval asks to join as the same identity
+        fresh = berth(secure, "root", "cluster", "token", "create", cid, "--ttl", "10m"
+                      ).stdout.strip()
+        thief = as_token(secure, fresh)
+        ask(thief, cid, agent.identity, "stolen")
+        done = berth(secure, "root", "cluster", "approve", cid, check=False)
+        assert done.returncode == 1, done.stdout
+        assert "refused: its agent holds a live credential (etcd user " \
+               f"{agent_user(cid)} until " in done.stderr, done.stderr
+        assert "approve with --replace" in done.stderr
+        intact()
+        # ... and a token minted with --approve: the watching approver refuses it too
+        auto = berth(secure, "root", "cluster", "token", "create", cid, "--ttl", "10m",
+                     "--approve").stdout.strip()
+        thief.close()
+        thief = as_token(secure, auto)
+        ask(thief, cid, agent.identity, "stolen")
+        out, err = approve_round()
+        assert f"refused: {cid}: its agent holds a live credential" in err, err
+        intact()
+        # the agent's own renewal, at its own key, is approved as before
+        mine = as_agent(secure, cid, agent.password)
+        ask(mine, cid, agent.identity, "renewed-pw", renewal=True, key=keys.renewal_key(cid))
+        out, _ = approve_round()
+        assert f"cluster {cid}: renewed as {agent.identity}" in out, out
+        as_agent(secure, cid, "renewed-pw").close()
+        assert root.get(keys.renewal_key(cid)) is None
+        # an operator hands the name over on purpose: --replace
+        ask(thief, cid, agent.identity, "handed")
+        said = berth(secure, "root", "cluster", "approve", cid, "--replace").stdout
+        assert f"cluster {cid}: joined, replacing its agent, as {agent.identity}" in said
+        assert refused(lambda: as_agent(secure, cid, "renewed-pw"))
+        as_agent(secure, cid, "handed").close()
+        mine.close()
+        thief.close()
+
+        # 3. a Push cluster's name: refused to a join until switched to Pull on purpose
+        pushed = "default/pushed"
+        doc = tmp_path / "pushed.json"
+        doc.write_text(json.dumps({"api": "kubernetes", "kind": "Cluster", "metadata": {
+            "name": "pushed", "namespace": "default"}, "spec": {
+            "kubeconfig": clusters["impostor"].kubeconfig()}}))
+        secure.berth("berth-admin", "apply", "-f", str(doc))
+        token = berth(secure, "root", "cluster", "token", "create", pushed, "--ttl", "10m"
+                      ).stdout.strip()
+        holder = as_token(secure, token)
+        ask(holder, pushed, "uid-impostor", "pw")
+        done = berth(secure, "root", "cluster", "approve", pushed, check=False)
+        assert done.returncode == 1
+        assert f"refused: cluster {pushed} is registered in Push mode: an agent joins it " \
+               "only once its spec.mode is Pull" in done.stderr, done.stderr
+        assert refused(lambda: as_agent(secure, pushed, "pw"))
+        doc.write_text(json.dumps({"api": "kubernetes", "kind": "Cluster", "metadata": {
+            "name": "pushed", "namespace": "default"}, "spec": {"mode": "Pull"}}))
+        secure.berth("berth-admin", "apply", "-f", str(doc))
+        ask(holder, pushed, "uid-impostor", "pw")
+        said = berth(secure, "root", "cluster", "approve", pushed).stdout
+        assert f"cluster {pushed}: joined as uid-impostor" in said
+        holder.close()
+    finally:
         root.close()
 
 

@@ -1,8 +1,9 @@
-"""docs/argocd.md, followed: its three files as written (the Export with the test API
-server's kubeconfig in place of the example's), berth's four processes, and the
-ApplicationSet's generator as Argo CD runs it (``berth_testkit.argocd``). Argo CD's
-Applications, rendered from the ApplicationSet's template, point at the cluster whose
-energy is cheapest; when the price changes, at the other one."""
+"""docs/argocd.md, followed: its files as written (the Export with the test API
+server's address and a token of the page's ServiceAccount, under exactly the rights
+the page's RBAC file grants, in place of the example's), berth's four processes, and
+the ApplicationSet's generator as Argo CD runs it (``berth_testkit.argocd``). Argo
+CD's Applications, rendered from the ApplicationSet's template, point at the cluster
+whose energy is cheapest; when the price changes, at the other one."""
 
 from __future__ import annotations
 
@@ -61,10 +62,35 @@ def _render(template: Any, params: dict[str, str]) -> Any:
     return template
 
 
+RBAC_PATHS = {  # where each kind of the page's RBAC file is created
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+}
+
+
+def exporter_kubeconfig(hub: KubeCluster) -> dict[str, Any]:
+    """The page's RBAC file applied as written, and a kubeconfig with a token of its
+    ServiceAccount: the exporter has the rights the page lists, and no others."""
+    for doc in yaml.safe_load_all((EXAMPLES / "exporter-rbac.yaml").read_text()):
+        path = RBAC_PATHS[doc["kind"]].format(ns=doc["metadata"].get("namespace"))
+        hub.request("POST", path, doc, ok=(200, 201, 409))
+    token = hub.request("POST", "/api/v1/namespaces/argocd/serviceaccounts/berth-exporter/"
+                        "token", {"apiVersion": "authentication.k8s.io/v1",
+                                  "kind": "TokenRequest", "spec": {}})["status"]["token"]
+    kubeconfig = hub.kubeconfig()
+    kubeconfig["users"] = [{"name": "admin", "user": {"token": token}}]
+    return kubeconfig
+
+
 def test_the_argocd_page_works_as_written(etcd_server: EtcdServer, store: Any,
                                           hub: KubeCluster, tmp_path: Path) -> None:
+    hub.request("POST", "/api/v1/namespaces", {"metadata": {"name": "argocd"}},
+                ok=(200, 201, 409))  # Argo CD's, as its installation makes it
     export = yaml.safe_load((EXAMPLES / "export.yaml").read_text())
-    export["spec"]["kubeconfig"] = hub.kubeconfig()
+    export["spec"]["kubeconfig"] = exporter_kubeconfig(hub)
     clusters = [{"api": "kubernetes", "kind": "Cluster",
                  "metadata": {"name": c, "namespace": "default"},
                  "spec": {"kubeconfig": hub.kubeconfig(),
@@ -79,8 +105,6 @@ def test_the_argocd_page_works_as_written(etcd_server: EtcdServer, store: Any,
         (MetricsCacheProcess, "poll_interval: 0.5\n"),
         (ExporterProcess, ""))]
     try:
-        hub.request("POST", "/api/v1/namespaces", {"metadata": {"name": "argocd"}},
-                    ok=(200, 201, 409))  # Argo CD's, as its installation makes it
         for name in ("paris", "oslo"):  # Argo CD knows the clusters by berth's names
             hub.request("POST", "/api/v1/namespaces/argocd/secrets", {
                 "metadata": {"name": f"cluster-{name}",
@@ -108,7 +132,8 @@ def test_the_argocd_page_works_as_written(etcd_server: EtcdServer, store: Any,
                       == ["web-paris"], 90, "web moved to paris")
         assert apps[0]["spec"]["destination"]["server"] == "https://paris.example:6443"
         shown = berth_cli(etcd_server, "get", "exports", "-o", "wide")
-        assert re.search(r"argocd\s+argocd\s+\S+\s+Synced", shown), shown
+        # as the page shows it: two ClusterProfiles and a PlacementDecision of each kind
+        assert re.search(r"argocd\s+argocd\s+\S+\s+Synced\s+4\s", shown), shown
         described = berth_cli(etcd_server, "describe", "export", "argocd")
         assert "Exported:    Synced" in described, described
         assert "1 OCMPlacementDecision" in described and "2 ClusterProfile" in described

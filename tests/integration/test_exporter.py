@@ -45,6 +45,7 @@ from berth.store.documents import (
     ClusterState,
     ClusterStatus,
     Export,
+    Exported,
     Metadata,
     MetricRef,
     MetricValue,
@@ -84,28 +85,35 @@ def cluster(store: Store, name: str, *, labels: dict[str, str] | None = None,
 
 
 def app(store: Store, name: str, targets: list[str], copies: dict[str, bool] | None = None,
-        *, labels: dict[str, str] | None = None) -> None:
-    """An application placed on ``targets``; ``copies``: cluster → available there
-    (default: every target, available)."""
-    _put(store, keys.resource_key("Application", name, "default"), Application(
-        Metadata(name=name, namespace="default", labels=labels or {}), ApplicationSpec()))
-    place(store, name, targets, copies)
+        *, labels: dict[str, str] | None = None, ns: str = "default") -> None:
+    """An application placed on ``targets`` (cluster names in ``default``, or
+    ``<namespace>/<name>``); ``copies``: cluster → available there (default: every
+    target, available)."""
+    _put(store, keys.resource_key("Application", name, ns), Application(
+        Metadata(name=name, namespace=ns, labels=labels or {}), ApplicationSpec()))
+    place(store, name, targets, copies, ns=ns)
+
+
+def _cid(target: str) -> str:
+    return target if "/" in target else f"default/{target}"
 
 
 def place(store: Store, name: str, targets: list[str],
-          copies: dict[str, bool] | None = None) -> None:
+          copies: dict[str, bool] | None = None, *, ns: str = "default") -> None:
     now = datetime.now(UTC)
-    _put(store, keys.binding_key("Application", "default", name), Binding(
-        BindingMeta(name, "default"),
-        BindingSpec(ObjectRef("Application", name, "default"), 1,
-                    [Target("Cluster", t, "default", 0.5) for t in targets], now),
+    cids = [_cid(t) for t in targets]
+    _put(store, keys.binding_key("Application", ns, name), Binding(
+        BindingMeta(name, ns),
+        BindingSpec(ObjectRef("Application", name, ns), 1,
+                    [Target("Cluster", c.split("/")[1], c.split("/")[0], 0.5) for c in cids],
+                    now),
         BindingStatus(BindingState.SCHEDULED, f"placed on {len(targets)}", explanation=[
-            {"candidate": f"Cluster/default/{t}", "score": 0.5, "scores": {"energy": 0.5}}
-            for t in targets])))
+            {"candidate": f"Cluster/{c}", "score": 0.5, "scores": {"energy": 0.5}}
+            for c in cids])))
     copies = {t: True for t in targets} if copies is None else copies
-    _put(store, keys.status_key("Application", "default", name), ApplicationStatus(
-        StatusMeta(name, "default"), ApplicationState(applied={
-            f"default/{c}": ClusterApplied(1, health="Healthy", new=not ok)
+    _put(store, keys.status_key("Application", ns, name), ApplicationStatus(
+        StatusMeta(name, ns), ApplicationState(applied={
+            _cid(c): ClusterApplied(1, health="Healthy", new=not ok)
             for c, ok in copies.items()})))
 
 
@@ -136,11 +144,11 @@ def items(api: KubeCluster, path: str, selector: str = "") -> list[dict[str, Any
     return list(api.request("GET", path + query).get("items") or [])
 
 
-def decided(api: KubeCluster, app_name: str) -> dict[str, str]:
+def decided(api: KubeCluster, app_name: str, ns: str = "default") -> dict[str, str]:
     """An application's OCM decisions: cluster → reason."""
     out = {}
     for obj in items(api, f"{OCM}/placementdecisions",
-                     f"cluster.open-cluster-management.io/placement=default.{app_name}"):
+                     f"cluster.open-cluster-management.io/placement={ns}.{app_name}"):
         for d in (obj.get("status") or {}).get("decisions") or []:
             out[d["clusterName"]] = d["reason"]
     return out
@@ -354,6 +362,75 @@ def test_exports_go_with_their_application_and_the_export(
          and not items(api, f"/api/v1/namespaces/{NS}/configmaps", "berth.io/export=argocd"),
          30, "everything the export wrote gone")
     wait(lambda: store.get(keys.exported_key("argocd")) is None, 30, "its status gone")
+
+
+def _refused(store: Store) -> dict[str, str]:
+    kv = store.get(keys.exported_key("argocd"))
+    return msgspec.json.decode(kv.value, type=Exported).status.refused if kv else {}
+
+
+def test_clusters_sharing_a_name_are_never_taken_for_each_other(
+        store: Store, api: KubeCluster, exporter: Callable[..., Exporter]) -> None:
+    """#72 items 4 and 5: default/paris and eu/paris were both exported as ``paris``, so
+    eu/shop's decision named default/paris's profile, and Argo CD's cluster ``paris``.
+    Every shape names each cluster by its own exported name, and Argo CD's reader
+    deploys eu/shop to eu/paris. Two names whose digests meet (found by search: both
+    are ``clashingclusternamexyz-97ed3fbc``) cannot both be exported: the second is
+    left out of every shape, never named as the first, and the Export's status says
+    so, sync after sync, until the clash is gone."""
+    cluster(store, "paris")
+    cluster(store, "paris", ns="eu")
+    cluster(store, "eu.paris")
+    app(store, "shop", ["eu/paris"], ns="eu")
+    app(store, "web", ["paris", "eu.paris"])
+    first, second = "ClAshiNgclUsternamexyz", "ClaSHingcLuStErnamexyz"
+    for name in (first, second):
+        cluster(store, name)
+    app(store, "both", [first, second])
+    exporter()
+    wait(lambda: _synced(store), 60, "synced")
+    profiles = {p["metadata"]["name"]: p["spec"]["displayName"]
+                for p in items(api, f"{SIG}/clusterprofiles")}
+    assert profiles == {"paris": "default/paris", "eu.paris": "eu/paris",
+                        "default.eu.paris": "default/eu.paris",
+                        "clashingclusternamexyz-97ed3fbc": f"default/{first}"}
+    assert decided(api, "shop", "eu").keys() == {"eu.paris"}
+    assert decided(api, "web").keys() == {"paris", "default.eu.paris"}
+    sig = {d["clusterProfileRef"]["name"] for s in items(
+        api, f"{SIG}/placementdecisions", "multicluster.x-k8s.io/placement-key=eu.shop")
+        for d in s["decisions"]}
+    assert sig == {"eu.paris"}
+    for name in ("paris", "eu.paris", "default.eu.paris"):  # Argo CD knows them so
+        _argo_secret(api, name)
+    got = generate_params(lambda m, p: api.request(m, p), NS, {
+        "configMapRef": "berth-placements", "labelSelector": {"matchLabels": {
+            "cluster.open-cluster-management.io/placement": "eu.shop"}}})
+    assert got is not None and [(p["name"], p["server"]) for p in got] == [
+        ("eu.paris", "https://eu.paris.example.com")]
+    # the clash: the second is in no shape, and said
+    assert decided(api, "both").keys() == {"clashingclusternamexyz-97ed3fbc"}
+    said = wait(lambda: _refused(store).keys() == {f"cluster:default/{second}",
+                                                   "app:default/both"} and _refused(store),
+                30, "the clash said")
+    assert f"is cluster default/{first}'s too" in said[f"cluster:default/{second}"]
+    assert said["app:default/both"].startswith(f"its decisions leave out default/{second}")
+    # ... and still said after syncs of other things: a change of profiles, of an app
+    cluster(store, "paris", labels={"zone": "x"})
+    place(store, "web", ["paris"])
+    wait(lambda: decided(api, "web").keys() == {"paris"}, 30, "web moved")
+    time.sleep(0.5)
+    assert _refused(store).keys() == said.keys()
+    kv = store.get(keys.exported_key("argocd"))
+    assert kv is not None and b"2 item(s) not exported" in kv.value
+    # resolved: the first is gone (and berth places both on the second alone), the
+    # second takes the name, nothing is said
+    store.commit([Delete(keys.resource_key("Cluster", first, "default"))])
+    place(store, "both", [second])
+    wait(lambda: not _refused(store), 30, "the clash no longer said")
+    profiles = {p["metadata"]["name"]: p["spec"]["displayName"]
+                for p in items(api, f"{SIG}/clusterprofiles")}
+    assert profiles["clashingclusternamexyz-97ed3fbc"] == f"default/{second}"
+    assert decided(api, "both").keys() == {"clashingclusternamexyz-97ed3fbc"}
 
 
 def test_installing_no_crd_is_said(store: Store, api: KubeCluster,

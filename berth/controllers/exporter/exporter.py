@@ -39,7 +39,7 @@ from berth.controllers.exporter.shapes import (
     Ref,
     Wanted,
     argocd_config_map,
-    kube_name,
+    cluster_name,
     ocm_decisions,
     profile,
     sig_decisions,
@@ -60,7 +60,7 @@ from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Deposed, Store, StoreError, keys
 from berth.store.codec import encode
-from berth.store.credentials import STORED, Credentials, merge_users
+from berth.store.credentials import STORED, Credentials, merge_users, missing_users
 from berth.store.documents import Export, Exported, Shape
 from berth.store.documents.export import ExportedMeta, ExportedStatus, ExportState
 from berth.store.events import NORMAL, WARNING, InvolvedObject
@@ -111,7 +111,7 @@ class Runner:
     """One Export: its target and its loop. ``mark`` may be called from any thread."""
 
     def __init__(self, exporter: Exporter, name: str, export: Export,
-                 kubeconfig: dict[str, Any]) -> None:
+                 kubeconfig: dict[str, Any], failing: str = "") -> None:
         self.exporter = exporter
         self.name = name
         self.export = export
@@ -131,9 +131,11 @@ class Runner:
         self.done = threading.Event()  # retired
         self._backoff = 0.0
         self._resync_at = time.monotonic() + self.config.resync
-        self.state = ExportState.PENDING
-        self.reason = "starting"
-        self.refused: dict[str, str] = {}
+        # ``failing``: said of this Export before this runner (its Recovered is this one's)
+        self.state = ExportState.FAILING if failing else ExportState.PENDING
+        self.reason = failing or "starting"
+        self.refused: dict[str, str] = {}  # source → why: said until it is exported whole
+        self.names: dict[str, str] = {}  # the clusters' exported names its last sync used
         self.synced: datetime | None = None
         self._loop = Loop(f"export {name}", self._step,
                           deadline=self.config.timeout * 20 + self.config.max_backoff + 120)
@@ -217,8 +219,8 @@ class Runner:
             return
         was = self.state
         self.state = ExportState.SYNCED if not outcome.retry else ExportState.PENDING
-        self.reason = (f"{len(self.refused)} item(s) refused by the API" if self.refused
-                       else "")
+        self.reason = (f"{len(self.refused)} item(s) not exported (refused: by berth, or by "
+                       "the API)" if self.refused else "")
         if self.state is ExportState.SYNCED and was is not ExportState.SYNCED:
             self.synced = datetime.now(UTC).replace(microsecond=0)
             if was is ExportState.FAILING:
@@ -231,8 +233,11 @@ class Runner:
         if not self.target.prepared:
             self.target.prepare()
             dirty.everything = True
-        wanted = self.exporter.wanted(self, dirty)
-        return self.target.sync(wanted)
+        wanted, refused = self.exporter.wanted(self, dirty)
+        outcome = self.target.sync(wanted)
+        for source, why in refused.items():  # what berth itself could not export
+            outcome.refused.setdefault(source, why)
+        return outcome
 
     def _failing(self, reason: str, *, superseded: bool) -> None:
         self._backoff = 1.0 if superseded else min(
@@ -280,6 +285,10 @@ class Exporter:
         self._retired: list[Runner] = []
         self._status_lock = threading.Lock()  # guards _published (runners publish)
         self._published: dict[str, bytes] = {}  # export name → its status as last written
+        # export name → a Failing said of it with no runner to say its Recovered (the plan
+        # loop's alone): the next runner for it starts Failing, and says it
+        self._failing: dict[str, str] = {}
+        self._waiting = False  # an Export read before its credentials: plan again soon
         self._changed = threading.Event()
         self._plan = Loop("plan", self._plan_step, deadline=120.0)
         self.exports.add_handler(lambda _e: self._changed.set())
@@ -366,21 +375,39 @@ class Exporter:
                 self._retired.remove(runner)
                 runner.stop()
                 self._unpublish(runner.name)
-        if not self._changed.wait(5.0) or self._plan.stopping:
+        changed = self._changed.wait(0.5 if self._waiting else 5.0)
+        if self._plan.stopping or not (changed or self._waiting):
             return
         self._changed.clear()
+        self._waiting = False
+        with self._lock:
+            current = dict(self.runners)
         wanted: dict[str, tuple[Export, dict[str, Any], bytes]] = {}
+        kept: set[str] = set()  # Exports whose credentials are not at hand: as they run
         for item in self.exports.items():
             export = item.obj
             name = export.metadata.name
-            secret = self.secrets.get(keys.secrets_key("Export", name))
-            kubeconfig = merge_users(export.spec.kubeconfig,
-                                     secret.users if secret is not None else [])
+            skey = keys.secrets_key("Export", name)
+            secret = self.secrets.get(skey)
+            users = secret.users if secret is not None else []
+            missing = missing_users(export.spec.kubeconfig, users)
+            if missing:
+                kept.add(name)
+                if self.secrets.revision < item.mod_revision:
+                    # written in one transaction with it, not delivered yet: wait for it
+                    self._waiting = True
+                elif name not in current:
+                    self._fail(name, f"its credentials are missing (user {', '.join(missing)}"
+                               f", stored apart at {skey}): apply the Export again")
+                continue
+            kubeconfig = merge_users(export.spec.kubeconfig, users)
             identity = msgspec.json.encode([export.spec, kubeconfig])
             wanted[name] = (export, kubeconfig, identity)
-        with self._lock:
-            current = dict(self.runners)
+        for name in set(self._failing) - set(wanted) - kept:
+            self._failing.pop(name)  # deleted: nothing left to recover
         for name, runner in current.items():
+            if name in kept:
+                continue
             if name not in wanted or wanted[name][2] != self._built.get(name):
                 # Gone, or written elsewhere now: what it wrote goes. Else (credentials,
                 # shapes, selection changed) the next runner's first sync sets it right.
@@ -403,21 +430,32 @@ class Exporter:
                 log.info("export %s was written again: its removal stops", name)
                 r.stop()
             try:
-                runner = Runner(self, name, export, kubeconfig)
+                runner = Runner(self, name, export, kubeconfig, self._failing.get(name, ""))
             except Exception as exc:  # an unusable kubeconfig: said, the others go on
-                log.warning("export %s: cannot use its kubeconfig: %s", name, exc)
-                self.say(name, WARNING, "ExportFailing", f"unusable kubeconfig: {exc}")
-                self._publish_doc(name, ExportedStatus(
-                    ExportState.FAILING, f"unusable kubeconfig: {exc}"[:500]))
+                self._fail(name, f"unusable kubeconfig: {exc}")
                 continue
+            self._failing.pop(name, None)
             with self._lock:
                 self.runners[name] = runner
                 self._built[name] = identity
             runner.start()
 
+    def _fail(self, name: str, reason: str) -> None:
+        """An Export no runner can take: said once (event and status), and recovered by
+        the runner that takes it next."""
+        if self._failing.get(name) == reason:
+            return
+        self._failing[name] = reason
+        log.warning("export %s: %s", name, reason)
+        self.say(name, WARNING, "ExportFailing", reason)
+        self._publish_doc(name, ExportedStatus(ExportState.FAILING, reason[:500]))
+
     def _end(self, name: str, runner: Runner, *, retire: bool) -> None:
         """Stop a runner whose Export changed (a new one starts) or went (it removes
-        what it wrote first)."""
+        what it wrote first). A runner ended Failing hands that on: its successor says
+        the Recovered."""
+        if not retire and runner.state is ExportState.FAILING:
+            self._failing[name] = runner.reason
         with self._lock:
             self.runners.pop(name, None)
             self._built.pop(name, None)
@@ -432,39 +470,47 @@ class Exporter:
     # -- what to write ---------------------------------------------------------------
 
     def exported_names(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Each cluster's exported name, by "<namespace>/<name>"; and the clusters left
-        out because another has the same name (a ClusterProfile's name is the
-        cluster's, and Argo CD matches clusters by name), with why."""
+        """Each cluster's exported name (:func:`cluster_name`), by "<namespace>/<name>";
+        and the clusters left out because another one's name is theirs too (only two
+        digests meeting can do that), with why: a ClusterProfile's name is its
+        cluster's, and Argo CD matches clusters by name, so neither may stand for the
+        other. Of two, the first by key keeps the name."""
         names: dict[str, str] = {}
         taken: dict[str, str] = {}
         clashes: dict[str, str] = {}
         for item in sorted(self.clusters.items(), key=lambda i: i.key):
             meta = item.obj.metadata
-            cid = f"{meta.namespace}/{meta.name}"
-            name = kube_name(meta.name)
+            cid = f"{meta.namespace or 'default'}/{meta.name}"
+            name = cluster_name(cid)
             if name in taken:
-                clashes[cid] = (f"its name {name!r} is cluster {taken[name]}'s too: "
-                                "exported clusters need names unique over namespaces")
+                clashes[cid] = (f"not exported: its exported name {name!r} is cluster "
+                                f"{taken[name]}'s too; rename one of them")
                 continue
             taken[name] = cid
             names[cid] = name
         return names, clashes
 
-    def wanted(self, runner: Runner, dirty: Dirty) -> dict[str, list[Wanted]]:
+    def wanted(self, runner: Runner, dirty: Dirty) -> tuple[dict[str, list[Wanted]],
+                                                            dict[str, str]]:
         """The objects wanted for what is dirty, by source (an empty list: remove what
-        that source had)."""
+        that source had); and what of it cannot be exported, by source, with why (kept
+        in the Export's status until that source is exported whole)."""
         spec = runner.export.spec
         out: dict[str, list[Wanted]] = {}
+        refused: dict[str, str] = {}
         names, clashes = self.exported_names()
         if runner.retiring:
-            return {source: [] for source in runner.target.sources()}
+            return {source: [] for source in runner.target.sources()}, refused
+        if names != runner.names:  # a cluster's name came or went: every decision may name it
+            dirty.everything = True
+            runner.names = names
         if Shape.CLUSTER_PROFILE in spec.shapes and (dirty.profiles or dirty.everything):
             values = {item.key: item.obj for item in self.values.items()}
             for item in self.clusters.items():
                 meta = item.obj.metadata
-                cid = f"{meta.namespace}/{meta.name}"
+                cid = f"{meta.namespace or 'default'}/{meta.name}"
                 if cid in clashes:
-                    runner.refused[f"cluster:{cid}"] = clashes[cid]
+                    refused[f"cluster:{cid}"] = clashes[cid]
                     out[f"cluster:{cid}"] = []
                     continue
                 status = self.cluster_statuses.get(keys.status_key(
@@ -476,13 +522,18 @@ class Exporter:
             for i in self.apps.items():
                 apps.setdefault(f"{i.obj.metadata.namespace}/{i.obj.metadata.name}", None)
         for app, at in apps.items():
-            out[f"app:{app}"] = self._placement(runner, app, at, names)
+            out[f"app:{app}"], left_out = self._placement(runner, app, at, names)
+            if left_out:
+                refused[f"app:{app}"] = (
+                    "its decisions leave out " + ", ".join(
+                        f"{c} ({clashes.get(c, 'not a cluster berth knows')})"
+                        for c in left_out))
         if spec.argocd is not None:
             out[ARGOCD_SOURCE] = [argocd_config_map(runner.name, spec.argocd.config_map)]
         if dirty.everything:
             for source in runner.target.sources() - set(out):
                 out[source] = []  # an application, cluster or shape gone meanwhile
-        return out
+        return out, refused
 
     def _profile(self, runner: Runner, manager: str, p: Any) -> Wanted:
         before = runner.target.transition(Ref(SIG_VERSION, "clusterprofiles", p.name))
@@ -493,13 +544,14 @@ class Exporter:
         return profile(runner.name, manager, p, at)
 
     def _placement(self, runner: Runner, app: str, at: datetime | None,
-                   names: dict[str, str]) -> list[Wanted]:
+                   names: dict[str, str]) -> tuple[list[Wanted], tuple[str, ...]]:
+        """An application's objects, and the clusters its decisions had to leave out."""
         spec = runner.export.spec
         ns, _, name = app.partition("/")
         head = self.apps.get(keys.resource_key("Application", name, ns))
         if head is None or (spec.applications is not None
                             and not spec.applications.selects(app, head.metadata.labels)):
-            return []
+            return [], ()
         binding = self.bindings.get(keys.binding_key("Application", ns, name))
         status = self.statuses.get(keys.status_key("Application", ns, name))
         decided = placement(app, binding, status, names)
@@ -510,7 +562,7 @@ class Exporter:
             out += ocm_decisions(runner.name, decided)
         for w in out:
             w.lag_from = at
-        return out
+        return out, decided.unexported
 
     # -- what it says -------------------------------------------------------------------
 

@@ -4,8 +4,11 @@ Every object carries the labels ``app.kubernetes.io/managed-by: berth`` and
 ``berth.io/export: <export>`` (what the exporter lists as its own) and, for an
 application's, the annotation ``berth.io/application: <namespace>/<name>``.
 Names are Kubernetes names made from berth's (:func:`kube_name`): lower case,
-``_`` as ``-``, and a short digest of the original when that changed it or it is
-too long, so two berth names never share one.
+``_`` as ``-``, and a short digest of the original when that changed it, it is
+too long or it already ends as a digest does, so two berth names never share one.
+A cluster's exported name — its ClusterProfile's, the ``clusterName`` of every
+decision, the name Argo CD must know it by — is made by :func:`cluster_name`
+alone.
 
 Per application (``<namespace>.<name>`` as its base name):
 
@@ -54,6 +57,8 @@ PER_SLICE = 100  # decisions per object: both APIs' limit
 REASON_LENGTH = 300  # a decision's reason, at most (an explanation in one line)
 
 _NAME_OK = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_DIGESTED = re.compile(r".*-[0-9a-f]{8}")  # what kube_name's made names look like
+DEFAULT_NAMESPACE = "default"
 
 
 def _digest(text: str) -> str:
@@ -61,12 +66,23 @@ def _digest(text: str) -> str:
 
 
 def kube_name(text: str, limit: int = 63) -> str:
-    """A Kubernetes name (and label value) for ``text``: itself when it is one, else
-    lower case with ``_`` as ``-``, cut to fit, and ``-<digest of text>``."""
-    if len(text) <= limit and _NAME_OK.fullmatch(text):
+    """A Kubernetes name (and label value) for ``text``: itself when it is one (and does
+    not end as a made one does), else lower case with ``_`` as ``-``, cut to fit, and
+    ``-<digest of text>``. Two texts meet in one name only if their digests do."""
+    if len(text) <= limit and _NAME_OK.fullmatch(text) and not _DIGESTED.fullmatch(text):
         return text
     clean = re.sub(r"[^a-z0-9.-]", "-", text.lower()).strip("-.") or "x"
     return f"{clean[:limit - 9].rstrip('-.')}-{_digest(text)}"
+
+
+def cluster_name(cid: str) -> str:
+    """The exported name of berth's cluster ``cid`` (``<namespace>/<name>``): its name,
+    for a cluster of the namespace ``default`` whose name has no dot; ``<namespace>.
+    <name>`` for any other (a namespace has no dot, so the two forms never meet); made
+    a Kubernetes name (:func:`kube_name`)."""
+    namespace, _, name = cid.partition("/")
+    plain = namespace == DEFAULT_NAMESPACE and "." not in name
+    return kube_name(name if plain else f"{namespace}.{name}")
 
 
 class Role(StrEnum):
@@ -94,6 +110,9 @@ class Placement:
 
     app: str  # <namespace>/<name>
     decisions: tuple[Decision, ...]
+    # clusters berth chose (or that hold a copy) with no exported name: never named as
+    # another, said in the Export's status instead
+    unexported: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,5 +243,5 @@ def argocd_config_map(export: str, name: str) -> Wanted:
 __all__ = ["APPLICATION_ANNOTATION", "DECISION_INDEX", "DECISION_KEY", "EXPORT_LABEL",
            "MANAGED_BY", "OCM_PLACEMENT", "OCM_VERSION", "PER_SLICE", "PLACEMENT_KEY",
            "SIG_VERSION", "TERM_ANNOTATION", "Decision", "Placement", "Profile", "Property",
-           "Ref", "Role", "Wanted", "argocd_config_map", "base_name", "kube_name",
+           "Ref", "Role", "Wanted", "argocd_config_map", "base_name", "cluster_name", "kube_name",
            "ocm_decisions", "profile", "sig_decisions"]

@@ -21,7 +21,6 @@ from berth.controllers.exporter.shapes import (
     Profile,
     Property,
     Role,
-    kube_name,
 )
 from berth.store import keys
 from berth.store.documents import BindingState, MetricRef, Target
@@ -104,7 +103,7 @@ class ValueView(msgspec.Struct):
 
 
 def _target_id(t: Target) -> str:
-    return f"{t.namespace}/{t.name}" if t.namespace else t.name
+    return f"{t.namespace or 'default'}/{t.name}"
 
 
 def _score_line(binding: BindingView, cid: str) -> str:
@@ -121,28 +120,27 @@ def _score_line(binding: BindingView, cid: str) -> str:
 def placement(app: str, binding: BindingView | None, status: AppStatusView | None,
               exported: dict[str, str]) -> Placement:
     """An application's decisions: its Binding's targets and the clusters still holding
-    a copy. ``exported`` maps a cluster "<namespace>/<name>" to its exported name."""
+    a copy. ``exported`` maps a cluster "<namespace>/<name>" to its exported name; a
+    cluster it lacks is left out of the decisions (never named as another) and listed
+    as unexported."""
     copies = status.status.applied if status is not None else {}
     targets = [t for t in (binding.spec.targets if binding is not None else [])
                if t.kind == "Cluster"]
     chosen = {_target_id(t) for t in targets}
     why = binding.status.reason if binding is not None else ""
     out: list[Decision] = []
-    for cid in sorted(chosen):
+    unexported = sorted(c for c in chosen | set(copies) if c not in exported)
+    for cid in sorted(chosen - set(unexported)):
         copy = copies.get(cid)
         role = Role.CURRENT if copy is not None and not copy.new else Role.ARRIVING
         line = _score_line(binding, cid) if binding is not None else ""
-        out.append(Decision(exported.get(cid) or _name(cid), role,
+        out.append(Decision(exported[cid], role,
                             "; ".join(p for p in (line, why) if p) or "chosen"))
-    for cid in sorted(set(copies) - chosen):
-        out.append(Decision(exported.get(cid) or _name(cid), Role.LEAVING,
+    for cid in sorted(set(copies) - chosen - set(unexported)):
+        out.append(Decision(exported[cid], Role.LEAVING,
                             "no longer chosen; this copy is removed once the new ones are "
                             "available" + (f" ({why})" if why else "")))
-    return Placement(app, tuple(out))
-
-
-def _name(cid: str) -> str:
-    return kube_name(cid.rpartition("/")[2])
+    return Placement(app, tuple(out), tuple(unexported))
 
 
 _HEALTH = {"ONLINE": ("True", "Online"), "UNHEALTHY": ("False", "Unhealthy"),

@@ -5,9 +5,11 @@ and preemption policy), gives its own ``spec.priority`` (and
 ``spec.preemptionPolicy``), or neither: the global default class's, else 0
 and ``PreemptLowerPriority`` (Kubernetes' admission, resolved when the
 scheduler decides rather than when the application is written: a changed
-class counts at once). A class named that does not exist is a problem the
-application's Binding says; it is placed at its own priority meanwhile but
-makes no room for itself.
+class counts at once). An application's own ``Never`` is honoured whatever
+its class says — it can only make it less aggressive — where Kubernetes'
+admission refuses a pod whose policy differs from its class's. A class named
+that does not exist is a problem the application's Binding says; it is placed
+at its own priority meanwhile but makes no room for itself.
 """
 
 from __future__ import annotations
@@ -87,18 +89,24 @@ def resolve(subject: Subject, classes: dict[str, PriorityClass],
             default: PriorityClass | None) -> Priority:
     """``subject``'s priority by the rules above."""
     own = subject.preemption_policy or PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    never = subject.preemption_policy is PreemptionPolicy.NEVER
+
+    def of_class(c: PriorityClass, source: str) -> Priority:
+        if never and c.spec.preemption_policy is not PreemptionPolicy.NEVER:
+            return Priority(c.spec.value, PreemptionPolicy.NEVER, f"{source}, its own Never")
+        return Priority(c.spec.value, c.spec.preemption_policy, source)
+
     name = subject.priority_class
     if name is not None:
         found = classes.get(name)
         if found is None:
             return Priority(subject.priority or 0, own, "its own",
                             f"priority class {name!r} does not exist")
-        return Priority(found.spec.value, found.spec.preemption_policy, f"class {name}")
+        return of_class(found, f"class {name}")
     if subject.priority is not None:
         return Priority(subject.priority, own, "its own")
     if default is not None:
-        return Priority(default.spec.value, default.spec.preemption_policy,
-                        f"default class {default.metadata.name}")
+        return of_class(default, f"default class {default.metadata.name}")
     return Priority(0, own, "default")
 
 

@@ -4,10 +4,11 @@
 an administrator's commands alone (``berth cluster token create``, ``approve``,
 ``revoke``): the bootstrap token's etcd user and expiry, and once approved the
 cluster's identity (its ``kube-system`` namespace's uid), the agent's etcd
-user and when its credential expires. ``.../request`` is the
-:class:`JoinRequest` the bootstrap user (to join) or the agent itself (to
-renew) writes: the identity, a bcrypt hash of a password the agent made and
-keeps — the password itself never leaves the agent — and, where etcd wants client
+user and when its credential expires. ``.../request`` is the :class:`JoinRequest`
+the bootstrap user writes to join, and ``/berth/v1/renewals/<ns>/<name>`` the one
+the agent itself writes to renew (its user alone may: where a request is says who
+asked, never what it says): the identity, a bcrypt hash of a password the agent
+made and keeps — the password itself never leaves the agent — and, where etcd wants client
 certificates, a signing request for a key the agent made and keeps; the approved
 registration carries the certificate back (``berth.store.certs``).
 """
@@ -51,7 +52,9 @@ class JoinRequest(msgspec.Struct, tag_field="kind", tag="JoinRequest", omit_defa
     identity: str  # the cluster's kube-system namespace uid
     password_hash: str  # bcrypt; the password stays with the agent
     at: datetime | None = None
-    renewal: bool = False  # from the agent, with its credential: not a first join
+    # True at the renewal key; at the join key, an agent older than the renewal key
+    # (refused: a renewal is proven by where it is written)
+    renewal: bool = False
     csr: str = ""  # PEM: a signing request for a key the agent keeps (etcd with mTLS)
     api: str = "kubernetes"
 

@@ -11,7 +11,8 @@
   written to a file of its own (mode 0600) that ``berth agent --credentials``
   reads.
 * :class:`Renewal`: with a quarter of the credential's life left, the agent
-  asks again with a new password's hash; once etcd takes the new password
+  asks again with a new password's hash, at its renewal key (which its own user
+  alone may write: what proves the renewal is its); once etcd takes the new password
   (``berth cluster approve --watch`` approved it), the agent uses it and keeps
   it where its credential is kept (a file, or a Secret of its own cluster).
 """
@@ -382,7 +383,7 @@ class Renewal:
         namespace, _, name = cid.partition("/")
         key = self.credentials.key_pem  # a certificate of its own: renewed for the same key
         try:
-            self.store.commit([Put(keys.registration_request_key(cid), encode(JoinRequest(
+            self.store.commit([Put(keys.renewal_key(cid), encode(JoinRequest(
                 StatusMeta(name, namespace), self.credentials.identity, digest,
                 datetime.now(UTC), renewal=True,
                 csr=certs.request(key, cid) if key else "")), None)])

@@ -17,6 +17,7 @@ from berth.controllers.exporter.shapes import (
     Role,
     argocd_config_map,
     base_name,
+    cluster_name,
     kube_name,
     ocm_decisions,
     sig_decisions,
@@ -55,6 +56,39 @@ def test_kube_names(text: str, expected: str) -> None:
 def test_two_berth_names_never_share_a_kube_name() -> None:
     assert kube_name("a_b") != kube_name("a-b")
     assert base_name("x/web") != base_name("x.web/other")
+    # a name that looks made is made too: it cannot meet the name made for another
+    made = kube_name("Paris")
+    assert made.startswith("paris-") and kube_name(made) != made
+
+
+@pytest.mark.parametrize(("cid", "exported"), [
+    ("default/paris", "paris"),
+    ("eu/paris", "eu.paris"),
+    ("default/eu.paris", "default.eu.paris"),  # a dot: the namespace says whose
+    ("eu/eu.paris", "eu.eu.paris"),
+    ("default/Paris", "paris-"),  # upper case: lowered, a digest keeps it apart
+    ("eu/Heat_Zone", "eu.heat-zone-"),
+])
+def test_a_clusters_exported_name(cid: str, exported: str) -> None:
+    name = cluster_name(cid)
+    assert name == exported or (exported.endswith("-") and name.startswith(exported)
+                                and len(name) == len(exported) + 8)
+
+
+def test_clusters_of_two_namespaces_never_meet_in_one_exported_name() -> None:
+    """#72 item 4: default/paris and eu/paris were both exported as ``paris``."""
+    cids = [f"{ns}/{name}" for ns in ("default", "eu", "paris", "eu-west")
+            for name in ("paris", "eu.paris", "Paris", "default.paris", "paris.eu",
+                         "eu", "eu-west.paris", "paris-0123abcd")]
+    names = [cluster_name(c) for c in cids]
+    assert len(set(names)) == len(cids), sorted(names)
+
+
+def test_a_cluster_without_an_exported_name_is_left_out_never_named_as_another() -> None:
+    p = placement("default/web", _binding(["a", "b"]), _status({"a": True, "b": True}),
+                  {"default/a": "a"})
+    assert [d.cluster for d in p.decisions] == ["a"]
+    assert p.unexported == ("default/b",)
 
 
 def _placement(n: int) -> Placement:
@@ -100,17 +134,20 @@ def _status(copies: dict[str, bool]) -> AppStatusView:
                            AppStatusView)
 
 
+NAMES = {"default/a": "a", "default/b": "b"}  # the clusters' exported names
+
+
 def test_a_move_lists_both_clusters_saying_which_is_which() -> None:
-    p = placement("default/web", _binding(["b"]), _status({"a": True, "b": False}), {})
+    p = placement("default/web", _binding(["b"]), _status({"a": True, "b": False}), NAMES)
     roles = {d.cluster: d.role for d in p.decisions}
     assert roles == {"a": Role.LEAVING, "b": Role.ARRIVING}
     arriving = next(d for d in p.decisions if d.cluster == "b")
     assert arriving.text == "arriving: score 0.7500 (metrics=0.75); best of 3"
-    done = placement("default/web", _binding(["b"]), _status({"b": True}), {})
+    done = placement("default/web", _binding(["b"]), _status({"b": True}), NAMES)
     assert [(d.cluster, d.role) for d in done.decisions] == [("b", Role.CURRENT)]
-    first = placement("default/web", _binding(["a"]), None, {})  # not applied yet
+    first = placement("default/web", _binding(["a"]), None, NAMES)  # not applied yet
     assert [(d.cluster, d.role) for d in first.decisions] == [("a", Role.ARRIVING)]
-    gone = placement("default/web", None, _status({"a": True}), {})  # being deleted
+    gone = placement("default/web", None, _status({"a": True}), NAMES)  # being deleted
     assert [(d.cluster, d.role) for d in gone.decisions] == [("a", Role.LEAVING)]
 
 
