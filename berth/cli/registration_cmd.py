@@ -153,6 +153,12 @@ def approve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print("approving renewals and tokens minted with --approve; Ctrl-C stops",
           file=sys.stderr)
+    try:
+        for cid in reg.refresh_roles(store):
+            print(f"cluster {cid}: its agent's role rewritten to this berth's grants",
+                  flush=True)
+    except StoreError as exc:
+        print(f"warning: agents' roles not checked: {exc}", file=sys.stderr)
     while not stop.wait(args.interval):
         try:
             _round(store, args.name and _cluster(args), signer)

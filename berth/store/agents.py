@@ -368,6 +368,27 @@ def expire(store: Store, *, now: datetime) -> list[str]:
     return out
 
 
+def refresh_roles(store: Store) -> list[str]:
+    """Give every joined agent exactly :func:`agent_grants` (a berth that changed them —
+    the renewal key — rewrites the roles of agents joined before): the clusters whose
+    agent's role changed."""
+    out = []
+    kvs, _ = store.list_prefix(keys.REGISTRATIONS)
+    for kv in kvs:
+        try:
+            ref = keys.parse_cluster_key(kv.key)
+            reg = msgspec.json.decode(kv.value, type=Registration)
+        except (ValueError, msgspec.DecodeError, msgspec.ValidationError):
+            continue  # a request, or garbage (expire says so)
+        user = reg.status.user
+        if ref.what != "registration" or not user:
+            continue
+        if auth.role_grants(store, user) != set(agent_grants(ref.cluster)):
+            auth.set_role(store, user, agent_grants(ref.cluster), user)
+            out.append(ref.cluster)
+    return out
+
+
 def requests(store: Store) -> list[tuple[str, Ask]]:
     """The clusters that asked to join, and those whose agents asked to renew."""
     joins, _ = store.list_prefix(keys.REGISTRATIONS)
@@ -386,4 +407,4 @@ def requests(store: Store) -> list[tuple[str, Ask]]:
 
 __all__ = ["RENEW_AT", "Ask", "Refused", "Token", "agent_grants", "agent_user", "approve",
            "cluster_mode", "expire", "granted", "join_grants", "join_user", "mint", "read",
-           "refusal", "request_of", "requests", "revoke"]
+           "refresh_roles", "refusal", "request_of", "requests", "revoke"]

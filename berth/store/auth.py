@@ -104,10 +104,27 @@ def set_role(store: Store, name: str, grants: list[Grant], user: str) -> None:
     _call(store, "user/grant", {"user": user, "role": name}, f"giving {user} role {name}")
 
 
+def role_grants(store: Store, name: str) -> set[Grant] | None:
+    """What role ``name`` grants now (None: there is no such role)."""
+    try:
+        reply = _call(store, "role/get", {"role": name}, f"reading role {name}")
+    except StoreError as exc:
+        if "not found" in str(exc):
+            return None
+        raise
+    out = set()
+    for perm in reply.get("perm") or []:
+        key = base64.b64decode(perm.get("key", "")).decode()
+        end = base64.b64decode(perm.get("range_end", "") or "").decode()
+        out.add(Grant(Access(perm.get("permType", "READ")), key,
+                      prefix=bool(end) and end == prefix_end(key)))
+    return out
+
+
 def delete_role(store: Store, name: str) -> bool:
     """Delete role ``name``; False if there was none."""
     return _delete(store, "role/delete", {"role": name}, f"role {name}")
 
 
-__all__ = ["Access", "Grant", "add_user", "delete_role", "delete_user", "hashed", "roles",
-           "set_role", "users"]
+__all__ = ["Access", "Grant", "add_user", "delete_role", "delete_user", "hashed", "role_grants",
+           "roles", "set_role", "users"]

@@ -28,13 +28,15 @@ from berth.store import (
     Store,
     StoreError,
     Unauthorized,
+    auth,
     certs,
     decode,
     encode,
     keys,
 )
-from berth.store.agents import Token, agent_user, join_user
-from berth.store.auth import hashed
+from berth.store import agents as reg_agents
+from berth.store.agents import Token, agent_grants, agent_user, join_user
+from berth.store.auth import Access, Grant, hashed
 from berth.store.documents import StatusMeta
 from berth.store.documents.registration import JoinRequest, Registration
 from berth.store.documents.work import Heartbeat
@@ -406,6 +408,13 @@ def test_a_bootstrap_token_never_takes_over_a_joined_cluster(
         out, err = approve_round()
         assert f"refused: {cid}: its agent holds a live credential" in err, err
         intact()
+        # an agent joined under an older berth has its role rewritten to today's grants
+        # (the renewal key) when the approver starts
+        old = [g for g in agent_grants(cid) if g.key != keys.renewal_key(cid)] + [
+            Grant(Access.READWRITE, keys.registration_request_key(cid))]
+        auth.set_role(root, agent_user(cid), old, agent_user(cid))
+        assert reg_agents.refresh_roles(root) == [cid]
+        assert reg_agents.refresh_roles(root) == []  # done once
         # the agent's own renewal, at its own key, is approved as before
         mine = as_agent(secure, cid, agent.password)
         ask(mine, cid, agent.identity, "renewed-pw", renewal=True, key=keys.renewal_key(cid))

@@ -224,7 +224,10 @@ class Applier:
         view = self.clusters.get(ckey)
         if view is None:
             return None
-        kubeconfig = self.kubeconfigs.of(ckey, view)
+        try:
+            kubeconfig = self.kubeconfigs.of(ckey, view)
+        except ValueError as exc:
+            raise Unavailable(f"cluster {cid}: {exc}") from exc
         if not kubeconfig:
             raise Unavailable(f"cluster {cid} has no kubeconfig")
         try:

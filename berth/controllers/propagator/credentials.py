@@ -32,6 +32,7 @@ from berth.store.credentials import (
     has_credentials,
     merge,
     merge_users,
+    missing_users,
 )
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,9 @@ class Kubeconfigs:
         self._inline_said: set[str] = set()
 
     def of(self, key: str, view: ClusterView) -> dict[str, Any] | None:
-        """The kubeconfig to reach the cluster at ``key`` with (None: it has none)."""
+        """The kubeconfig to reach the cluster at ``key`` with (None: it has none).
+        ValueError while the credentials it keeps apart are not read (written with it in
+        one transaction, they arrive by another watch: a moment later, unless lost)."""
         public = view.spec.kubeconfig
         if not public:
             return None
@@ -57,7 +60,13 @@ class Kubeconfigs:
             hit = self._merged.get(key)
             if hit is not None and hit[0] is public and hit[1] is secret:
                 return hit[2]
-        merged = merge_users(public, secret.users if secret is not None else [])
+        users = secret.users if secret is not None else []
+        missing = missing_users(public, users)
+        if missing:  # the document without the credentials written with it: never half
+            where = keys.secrets_key("Cluster", meta.name, meta.namespace or "")
+            raise ValueError(f"its credentials (user {', '.join(missing)}) are not read: "
+                             f"expected at {where}")
+        merged = merge_users(public, users)
         with self._lock:
             self._merged[key] = (public, secret, merged)
         if secret is None and has_credentials(public) and key not in self._inline_said:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from berth.store import keys
-from berth.store.agents import Ask, agent_grants, join_grants, refusal
+from berth.store.agents import Ask, Token, agent_grants, join_grants, refusal
 from berth.store.auth import Access, Grant
 from berth.store.documents.decisions import StatusMeta
 from berth.store.documents.registration import (
@@ -114,3 +114,9 @@ def test_only_the_agent_may_ask_to_renew_and_only_a_token_to_join() -> None:
     assert not writable(agent_grants(CID), keys.renewal_key("edge/site-2"))
     assert writable(join_grants(CID), keys.registration_request_key(CID))
     assert not writable(join_grants(CID), keys.renewal_key(CID))
+
+
+def test_a_token_reads_namespace_name_secret() -> None:
+    token = Token("edge/site-1", "3f9c")
+    assert str(token) == "edge.site-1.3f9c"  # as docs/cli.md shows it
+    assert Token.parse(str(token)) == token and token.user == "berth-join.edge.site-1"

@@ -14,6 +14,7 @@ from berth.store.credentials import (
     CredentialsMeta,
     apart_in_manifest,
     merge,
+    missing_users,
     split,
 )
 
@@ -96,3 +97,17 @@ def test_the_older_cluster_layout_still_merges() -> None:
     public, _ = split("Cluster", CLUSTER)
     assert merge(public, old) == CLUSTER
     assert APART not in repr(merge(public, old))
+
+
+def test_a_reader_tells_a_kubeconfig_whose_credentials_it_has_not_seen() -> None:
+    """#72 item 6: an Export read before the credentials written with it in one
+    transaction was 'unusable' (Failing, never Recovered); now the reader waits."""
+    kubeconfig = {"users": [{"name": "a", "user": {"token": "t"}},
+                            {"name": "b", "user": {"username": "u", "password": "p"}}]}
+    doc = {"kind": "Export", "metadata": {"name": "x"}, "spec": {"kubeconfig": kubeconfig}}
+    public, creds = split("Export", doc)
+    assert creds is not None
+    assert missing_users(public["spec"]["kubeconfig"], []) == ["a", "b"]
+    assert missing_users(public["spec"]["kubeconfig"], creds.users[:1]) == ["b"]
+    assert missing_users(public["spec"]["kubeconfig"], creds.users) == []
+    assert missing_users(kubeconfig, []) == []  # inline: nothing apart
