@@ -17,4 +17,5 @@ lint-imports --no-cache --no-logo
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
 echo "== pytest (berth is plain Python, as it ships)" >&2
-python -m pytest -p no:cacheprovider "$@"
+# the slowest 20 tests are printed at the end of every run (what the suite's time goes to)
+python -m pytest -p no:cacheprovider --durations=20 "$@"
