@@ -202,9 +202,9 @@ def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | Non
         reg, revision = read(store, cid)
     except Invalid as exc:
         raise Refused(str(exc)) from None
-    if ask is None:
-        ask = Ask.JOIN if store.get(keys.registration_request_key(cid)) is not None \
-            else Ask.RENEWAL
+    if ask is None:  # a join if one waits, else a renewal if one does
+        ask = Ask.RENEWAL if store.get(keys.registration_request_key(cid)) is None and \
+            store.get(keys.renewal_key(cid)) is not None else Ask.JOIN
     req, req_revision = request_of(store, cid, ask)
     if reg is None:
         raise Refused(f"no bootstrap token was minted for cluster {cid} "
