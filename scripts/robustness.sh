@@ -7,5 +7,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-source scripts/setup.sh
+source scripts/setup.sh all
 exec python -m tests.robustness.run "$@"

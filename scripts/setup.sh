@@ -2,8 +2,10 @@
 # Set up this machine for berth, one progress line per step; what the tools
 # print while they build goes to a log file (named on failure, and below).
 #
-#   source scripts/setup.sh           # everything the test suite needs
+#   source scripts/setup.sh all       # everything the test suite needs
 #   source scripts/setup.sh --demo    # only what scripts/run.sh's demo needs
+#   source scripts/setup.sh --fast    # only the virtualenv: the fast tier
+#                                     # (lint, types, contracts, unit tests)
 #
 # The demo needs: a virtualenv with berth (.venv, the versions of
 # constraints.txt; berth is plain Python, nothing is compiled), etcd (built once
@@ -17,6 +19,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 what="${1:-all}"
+case "$what" in
+  all|--demo|--fast) ;;
+  *) echo "setup: unknown mode $what (all, --demo or --fast)" >&2; return 2 2>/dev/null || exit 2 ;;
+esac
 cache="${BERTH_CACHE:-$HOME/.cache/berth}"
 setup_log="${BERTH_SETUP_LOG:-$cache/setup.log}"
 mkdir -p "$(dirname "$setup_log")"
@@ -62,10 +68,12 @@ if ! command -v openssl >/dev/null; then   # certificates for TLS tests and API 
   step "openssl (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl'
 fi
 step "python virtualenv .venv (berth, pinned by constraints.txt)" install_python
-step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
-step "kubernetes control plane and kwok (built once into $cache; the first time ~6 min)" \
-  bash "$here/scripts/install-kube.sh"
-if [ "$what" != --demo ]; then
+if [ "$what" != --fast ]; then
+  step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
+  step "kubernetes control plane and kwok (built once into $cache; the first time ~6 min)" \
+    bash "$here/scripts/install-kube.sh"
+fi
+if [ "$what" = all ]; then
   step "prometheus and pushgateway (Debian packages)" bash "$here/scripts/install-prometheus.sh"
   step "kafka broker (Maven Central jars)" bash "$here/scripts/install-kafka.sh"
   step "kustomize (built once into $cache)" bash "$here/scripts/install-kustomize.sh"
@@ -76,6 +84,8 @@ if [ "$what" != --demo ]; then
 fi
 echo "setup: done (tool output in $setup_log)" >&2
 export BERTH_PY="$here/.venv/bin/python"
-BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" 2>/dev/null | tail -n 1)"
-export BERTH_ETCD_BIN
+if [ "$what" != --fast ]; then
+  BERTH_ETCD_BIN="$(bash "$here/scripts/install-etcd.sh" 2>/dev/null | tail -n 1)"
+  export BERTH_ETCD_BIN
+fi
 export PATH="$here/.venv/bin:$PATH"

@@ -3,10 +3,19 @@
 # unit tests and the integration tests against the real servers the suite
 # starts itself (etcd, Prometheus with a Pushgateway, a Kafka broker, kube-apiservers;
 # ksqlDB as a protocol-level test server). Extra arguments go to pytest.
+#
+#   scripts/test.sh --fast    the fast tier: only the virtualenv is set up (no server is
+#                             built or started), then ruff, mypy, the import contracts and
+#                             every unit test (-m unit); extra arguments go to pytest
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-source scripts/setup.sh
+mode=all
+if [ "${1:-}" = --fast ]; then
+  mode=--fast
+  shift
+fi
+source scripts/setup.sh "$mode"
 
 echo "== ruff" >&2
 ruff check .
@@ -14,6 +23,10 @@ echo "== mypy" >&2
 mypy
 echo "== import contracts (pyproject.toml [tool.importlinter])" >&2
 lint-imports --no-cache --no-logo
+if [ "$mode" = --fast ]; then
+  echo "== pytest -m unit (no server)" >&2
+  exec python -m pytest -p no:cacheprovider -m unit --durations=20 tests/unit "$@"
+fi
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
 echo "== pytest (berth is plain Python, as it ships)" >&2

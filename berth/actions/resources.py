@@ -93,6 +93,28 @@ class Shown:
                f"{self.name}"
 
 
+def agent_credential(s: Shown) -> tuple[str, str]:
+    """A pull cluster's agent's etcd credential, short (``get``'s CREDENTIAL) and whole
+    (``describe``'s Agent line): when it expires (it renews itself with a quarter of its
+    life left), that it was revoked, that the agent runs with no credential of its own
+    (it is heard, and never joined: an etcd without authentication, as the demo's), or
+    that it never joined."""
+    st = s.registration.status if s.registration is not None else None
+    if st is not None and st.revoked is not None and not st.user:
+        return f"revoked {age(st.revoked)} ago", f"revoked {age(st.revoked)} ago"
+    if st is not None and st.user:
+        short = f"expires in {until(st.expires)}" if st.expires is not None \
+            else "never expires"
+        return short, (f"etcd user {st.user}, cluster identity {st.identity}, credential "
+                       + short)
+    heard = isinstance(s.status, ClusterStatus) and s.status.status.state in (
+        "ONLINE", "UNHEALTHY")
+    if heard:
+        return "none of its own", ("heard, with no credential of its own: it never joined "
+                                   "(an etcd without authentication lets it in as it is)")
+    return "not joined", "not joined (berth cluster token create, berth agent join)"
+
+
 def _decoded(kv: KV | None, type_: type[Any], notes: list[str]) -> Any:
     if kv is None:
         return None

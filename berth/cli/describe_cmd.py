@@ -21,12 +21,12 @@ from berth.actions.history import lines
 from berth.actions.resources import (
     Shown,
     age,
+    agent_credential,
     decided,
     one,
     priority,
     room,
     target_note,
-    until,
 )
 from berth.cli.etcd_options import open_store
 from berth.cli.events_view import described
@@ -188,16 +188,10 @@ def _cluster(store: Store, s: Shown) -> list[str]:
     st = s.status.status if isinstance(s.status, ClusterStatus) else None
     on = _placed_on(store, s)
     pull = spec.mode == "Pull"
-    reg = s.registration.status if s.registration is not None else None
     return [
         "Mode:        " + ("Pull: its agent carries out its work (docs/agents.md)" if pull
                            else "Push: the propagator dials its API"),
-        *(["Agent:       " + (
-            "not joined (berth cluster token create, berth agent join)" if reg is None
-            or not (reg.user or reg.revoked) else
-            f"revoked {age(reg.revoked)} ago" if reg.revoked and not reg.user else
-            f"etcd user {reg.user}, cluster identity {reg.identity}, credential expires in "
-            f"{until(reg.expires)}")] if pull else []),
+        *(["Agent:       " + agent_credential(s)[1]] if pull else []),
         *([f"Removals:    held by its agent: {st.held}"] if st is not None and st.held else []),
         "Kubeconfig:  " + ("present (masked)" if spec.kubeconfig else
                            "none: its agent has the cluster's credentials" if pull else

@@ -22,6 +22,7 @@ import yaml
 from berth.actions.resources import (
     Shown,
     age,
+    agent_credential,
     listed,
     mask,
     one,
@@ -30,7 +31,6 @@ from berth.actions.resources import (
     selector,
     shown,
     table,
-    until,
 )
 from berth.cli import events_view, jsonpath
 from berth.cli.etcd_options import open_store
@@ -126,16 +126,10 @@ def _priority(s: Shown) -> str:
 
 
 def _credential(s: Shown) -> str:
-    """A pull cluster's agent's etcd credential: when it expires (it renews itself with
-    a quarter of its life left), or that it was revoked, or never approved."""
+    """A pull cluster's agent's etcd credential (``agent_credential``); "-" for push."""
     if str(_doc(s, "spec.mode", "Push")) != "Pull":
         return "-"
-    st = s.registration.status if s.registration is not None else None
-    if st is None or not (st.user or st.revoked):
-        return "not joined"
-    if st.revoked is not None and not st.user:
-        return f"revoked {age(st.revoked)} ago"
-    return f"expires in {until(st.expires)}" if st.expires is not None else "never expires"
+    return agent_credential(s)[0]
 
 
 COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, -o wide adds)

@@ -39,7 +39,6 @@ from berth.controllers.exporter.shapes import (
     Ref,
     Wanted,
     argocd_config_map,
-    cluster_name,
     ocm_decisions,
     profile,
     sig_decisions,
@@ -53,6 +52,7 @@ from berth.controllers.exporter.views import (
     ClusterView,
     ValueView,
     cluster_profile,
+    exported_names,
     placement,
 )
 from berth.controllers.runtime import Event, EventType, Informer
@@ -469,27 +469,6 @@ class Exporter:
 
     # -- what to write ---------------------------------------------------------------
 
-    def exported_names(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Each cluster's exported name (:func:`cluster_name`), by "<namespace>/<name>";
-        and the clusters left out because another one's name is theirs too (only two
-        digests meeting can do that), with why: a ClusterProfile's name is its
-        cluster's, and Argo CD matches clusters by name, so neither may stand for the
-        other. Of two, the first by key keeps the name."""
-        names: dict[str, str] = {}
-        taken: dict[str, str] = {}
-        clashes: dict[str, str] = {}
-        for item in sorted(self.clusters.items(), key=lambda i: i.key):
-            meta = item.obj.metadata
-            cid = f"{meta.namespace or 'default'}/{meta.name}"
-            name = cluster_name(cid)
-            if name in taken:
-                clashes[cid] = (f"not exported: its exported name {name!r} is cluster "
-                                f"{taken[name]}'s too; rename one of them")
-                continue
-            taken[name] = cid
-            names[cid] = name
-        return names, clashes
-
     def wanted(self, runner: Runner, dirty: Dirty) -> tuple[dict[str, list[Wanted]],
                                                             dict[str, str]]:
         """The objects wanted for what is dirty, by source (an empty list: remove what
@@ -498,7 +477,8 @@ class Exporter:
         spec = runner.export.spec
         out: dict[str, list[Wanted]] = {}
         refused: dict[str, str] = {}
-        names, clashes = self.exported_names()
+        names, clashes = exported_names(
+            item.obj for item in sorted(self.clusters.items(), key=lambda i: i.key))
         if runner.retiring:
             return {source: [] for source in runner.target.sources()}, refused
         if names != runner.names:  # a cluster's name came or went: every decision may name it

@@ -10,6 +10,7 @@ application, and the new one is listed as soon as the Binding names it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from berth.controllers.exporter.shapes import (
     Profile,
     Property,
     Role,
+    cluster_name,
 )
 from berth.store import keys
 from berth.store.documents import BindingState, MetricRef, Target
@@ -117,6 +119,28 @@ def _score_line(binding: BindingView, cid: str) -> str:
     return ""
 
 
+def exported_names(clusters: Iterable[ClusterView]) -> tuple[dict[str, str], dict[str, str]]:
+    """Each cluster's exported name (:func:`cluster_name`), by "<namespace>/<name>";
+    and the clusters left out because another one's name is theirs too (only two
+    digests meeting can do that), with why: a ClusterProfile's name is its cluster's,
+    and Argo CD matches clusters by name, so neither may stand for the other. Of two,
+    the first given keeps the name."""
+    names: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    clashes: dict[str, str] = {}
+    for cluster in clusters:
+        meta = cluster.metadata
+        cid = f"{meta.namespace or 'default'}/{meta.name}"
+        name = cluster_name(cid)
+        if name in taken:
+            clashes[cid] = (f"not exported: its exported name {name!r} is cluster "
+                            f"{taken[name]}'s too; rename one of them")
+            continue
+        taken[name] = cid
+        names[cid] = name
+    return names, clashes
+
+
 def placement(app: str, binding: BindingView | None, status: AppStatusView | None,
               exported: dict[str, str]) -> Placement:
     """An application's decisions: its Binding's targets and the clusters still holding
@@ -171,4 +195,4 @@ def cluster_profile(cid: str, name: str, cluster: ClusterView,
 
 
 __all__ = ["AppHead", "AppStatusView", "BindingView", "ClusterStatusView", "ClusterView",
-           "ValueView", "cluster_profile", "placement"]
+           "ValueView", "cluster_profile", "exported_names", "placement"]

@@ -6,8 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from berth.actions.resources import MASK, age, mask, selected, selector
+from berth.actions.resources import MASK, Shown, age, agent_credential, mask, selected, selector
 from berth.cli.kinds import resolve
+from berth.store import keys
+from berth.store.documents import ClusterState, ClusterStatus, StatusMeta
+from berth.store.documents.registration import Registration, RegistrationStatus
 
 
 @pytest.mark.parametrize(("typed", "kind"), [
@@ -54,3 +57,25 @@ def test_label_selectors() -> None:
     assert not selected({"location": "DE", "gpu": "1", "tier": "gold"}, terms)
     with pytest.raises(ValueError, match="cannot parse 'a b'"):
         selector("a b")
+
+
+def test_a_pull_clusters_agent_credential_says_what_is_true() -> None:
+    """#73 item 6: the demo's agent runs, its cluster ONLINE, on an etcd without
+    authentication (no join): it was shown as "not joined"."""
+    def shown(state: str | None, registration: Registration | None) -> Shown:
+        return Shown(keys.kind("Cluster"), "k", "default", "edge", registration=registration,
+                     status=None if state is None else ClusterStatus(
+                         StatusMeta("edge", "default"), ClusterState(state)))
+
+    later = datetime.now(UTC) + timedelta(days=29, hours=1)
+    joined = Registration(StatusMeta("edge", "default"), status=RegistrationStatus(
+        identity="uid", user="berth-agent.default.edge", expires=later))
+    assert agent_credential(shown("ONLINE", joined)) == (
+        "expires in 29d", "etcd user berth-agent.default.edge, cluster identity uid, "
+        "credential expires in 29d")
+    assert agent_credential(shown("ONLINE", None))[0] == "none of its own"
+    assert agent_credential(shown("OFFLINE", None))[0] == "not joined"
+    assert agent_credential(shown(None, None))[0] == "not joined"
+    revoked = Registration(StatusMeta("edge", "default"), status=RegistrationStatus(
+        revoked=datetime.now(UTC) - timedelta(minutes=5)))
+    assert agent_credential(shown("OFFLINE", revoked))[0] == "revoked 5m ago"

@@ -30,6 +30,7 @@ from berth.controllers.exporter.views import (
     ClusterView,
     ValueView,
     cluster_profile,
+    exported_names,
     placement,
 )
 from berth.store import keys
@@ -229,3 +230,17 @@ def test_an_exports_credentials_are_kept_apart() -> None:
     assert creds.users == [{"name": "u", "user": {"token": "t0k3n"}}]
     assert public["spec"]["kubeconfig"]["users"] == [{"name": "u"}]
     assert APART not in repr(public)  # a kubeconfig's users go whole, by name
+
+
+def test_two_clusters_whose_digests_meet_are_never_both_exported() -> None:
+    """Found by search: both names are ``clashingclusternamexyz-97ed3fbc``. The first
+    given keeps it; the other is left out, saying whose it is."""
+    first, second = "ClAshiNgclUsternamexyz", "ClaSHingcLuStErnamexyz"
+    assert cluster_name(f"default/{first}") == cluster_name(f"default/{second}")
+    views = [msgspec.convert({"metadata": {"name": n, "namespace": "default"}}, ClusterView)
+             for n in (first, second, "paris")]
+    names, clashes = exported_names(views)
+    assert names == {f"default/{first}": "clashingclusternamexyz-97ed3fbc",
+                     "default/paris": "paris"}
+    assert list(clashes) == [f"default/{second}"]
+    assert f"is cluster default/{first}'s too" in clashes[f"default/{second}"]
