@@ -1,7 +1,10 @@
 """The key layout (docs/architecture.md "Store contract"), in one place.
 
-Every key berth reads or writes is built here, so the layout an operator sees
-with ``etcdctl get --prefix /berth/`` is the layout the code uses:
+Every key berth reads or writes is laid out here, so the layout an operator sees
+with ``etcdctl get --prefix /berth/`` is the layout the code uses. Its functions
+build the keys and prefixes of documents; the few families one module owns (the
+ledger's records, the events, the propagator's member and cluster leases, the
+what-if's applications) build theirs there, from the constants below:
 
     /berth/v1/<plural>/<name>                         global kinds
     /berth/v1/<plural>/<namespace>/<name>             namespaced kinds
@@ -187,6 +190,12 @@ def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> str:
     """The key of the secrets a resource's document carries, kept apart from it
     (:mod:`berth.store.credentials`)."""
     return SECRETS + _tail(kind(kind_name), name, namespace)
+
+
+def secrets_prefix(kind_name: str) -> str:
+    """The prefix of every secret kept apart from the documents of a kind (what a role
+    that uses that kind's secrets, and no other's, is granted)."""
+    return f"{SECRETS}{kind(kind_name).plural}/"
 
 
 def exported_key(name: str) -> str:

@@ -426,7 +426,12 @@ def test_clusters_sharing_a_name_are_never_taken_for_each_other(
     # second takes the name, nothing is said
     store.commit([Delete(keys.resource_key("Cluster", first, "default"))])
     place(store, "both", [second])
-    wait(lambda: not _refused(store), 30, "the clash no longer said")
+    seen: list[dict[str, str]] = []
+    try:
+        wait(lambda: not seen.append(_refused(store)) and not seen[-1], 30,
+             "the clash no longer said")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; still said: {seen[-1]}") from None
     profiles = {p["metadata"]["name"]: p["spec"]["displayName"]
                 for p in items(api, f"{SIG}/clusterprofiles")}
     assert profiles["clashingclusternamexyz-97ed3fbc"] == f"default/{second}"

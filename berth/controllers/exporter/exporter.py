@@ -68,7 +68,7 @@ from berth.store.ops import Delete, Put
 
 log = logging.getLogger(__name__)
 
-EXPORT_SECRETS = keys.SECRETS + "exports/"
+EXPORT_SECRETS = keys.secrets_prefix("Export")
 REFUSED_SHOWN = 20  # refused items named in an export's status (the count says the rest)
 
 

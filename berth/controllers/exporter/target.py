@@ -193,20 +193,24 @@ class Target:
 
     def sync(self, wanted: Mapping[str, list[Wanted]]) -> Outcome:
         """Make each source's objects exactly ``wanted[source]`` (an empty list: none).
-        Sources are written in parallel, each one's objects in order."""
+        Sources are written in parallel, each one's objects in order. An object one
+        source no longer wants and another does (a name handed from one cluster to
+        another) changes hands: the one that wants it writes it, nobody deletes it."""
         outcome = Outcome()
         lock = threading.Lock()
         items = list(wanted.items())
+        claimed = frozenset(w.ref for _, objs in items for w in objs)
         if len(items) <= 1 or self.workers <= 1:
             for source, objs in items:
-                self._source(source, objs, outcome, lock)
+                self._source(source, objs, outcome, lock, claimed)
             return outcome
-        for f in [self._pool.submit(self._source, s, o, outcome, lock) for s, o in items]:
+        for f in [self._pool.submit(self._source, s, o, outcome, lock, claimed)
+                  for s, o in items]:
             f.result()  # the first failure (Down, Superseded) is the sync's
         return outcome
 
     def _source(self, source: str, objs: list[Wanted], outcome: Outcome,
-                lock: threading.Lock) -> None:
+                lock: threading.Lock, claimed: frozenset[Ref] = frozenset()) -> None:
         with self._lock:
             before = set(self.by_source.get(source, ()))
         try:
@@ -214,7 +218,7 @@ class Target:
                 if self._write(w):
                     with lock:
                         outcome.written += 1
-            for ref in sorted(before - {w.ref for w in objs}):
+            for ref in sorted(before - claimed):
                 if self._delete(ref):
                     with lock:
                         outcome.deleted += 1
@@ -268,6 +272,16 @@ class Target:
         except Conflict:
             self._reread(w.ref)
             raise
+        except Refused as exc:
+            if exc.status != 404 or seen is None or isinstance(exc, Missing):
+                raise
+            self._reread(w.ref)
+            with self._lock:
+                gone = w.ref not in self.seen
+            if not gone:
+                raise
+            # deleted meanwhile, by someone: made again at the next sync, not refused
+            raise Conflict(f"{w.ref.plural}/{w.ref.name} is gone: {exc}") from exc
         self._saw(w.ref, Seen.of(obj) if obj is not None else None, w.source)
         if w.lag_from is not None:
             LAG.labels(self.name).observe(max(0.0, (datetime.now(UTC) - w.lag_from)

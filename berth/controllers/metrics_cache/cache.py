@@ -199,9 +199,9 @@ class MetricsCache:
         self.clouds: Informer[Referencing] = informer(r + "clouds/", Referencing)
         self.projects: Informer[Referencing] = informer(r + "projects/", Referencing)
         # the providers' secrets (a Kafka password), kept apart: this process's to read
-        self.secrets: Informer[Credentials] = informer(keys.SECRETS + "globalmetricsproviders/",
+        self.secrets: Informer[Credentials] = informer(keys.secrets_prefix("GlobalMetricsProvider"),
                                                        STORED)
-        self.ns_secrets: Informer[Credentials] = informer(keys.SECRETS + "metricsproviders/",
+        self.ns_secrets: Informer[Credentials] = informer(keys.secrets_prefix("MetricsProvider"),
                                                           STORED)
         self.informers: list[Informer[Any]] = [
             self.global_providers, self.providers, self.global_metrics, self.metrics,

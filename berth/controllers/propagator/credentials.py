@@ -84,7 +84,7 @@ class Kubeconfigs:
 class AppSecrets:
     """Applications' Secrets' data, kept apart from their manifests."""
 
-    PREFIX = keys.SECRETS + "applications/"
+    PREFIX = keys.secrets_prefix("Application")
 
     def __init__(self, store: Store, *, idle_timeout: float) -> None:
         self.informer: Informer[Credentials] = Informer(store, self.PREFIX, STORED,

@@ -105,7 +105,8 @@ class Cache:
         self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
         self.projects: Informer[CloudView] = informer(r + "projects/", CloudView)
         self.magnumclusters: Informer[MagnumView] = informer(r + "magnumclusters/", MagnumView)
-        self.status: Informer[ClusterStatus] = informer(keys.STATUS + "clusters/", ClusterStatus)
+        self.status: Informer[ClusterStatus] = informer(keys.status_prefix("Cluster"),
+                                                        ClusterStatus)
         self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
         self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
         self.values: Informer[ValueView | MetricPicture] = Informer(

@@ -16,6 +16,9 @@ def test_the_contract_keys() -> None:
     assert keys.metric_value_key("heat") == "/berth/v1/metricvalues/globalmetrics/heat"
     assert keys.metric_value_key("load", "ns") == "/berth/v1/metricvalues/metrics/ns/load"
     assert keys.lease_key("scheduler") == "/berth/v1/leases/scheduler"
+    assert keys.secrets_prefix("MetricsProvider") == "/berth/v1/secrets/metricsproviders/"
+    assert keys.secrets_prefix("Cluster") == keys.CLUSTER_CREDENTIALS
+    assert keys.renewal_key("edge/site-1") == "/berth/v1/renewals/edge/site-1"
 
 
 @pytest.mark.parametrize(
