@@ -138,15 +138,17 @@ def approve(args: argparse.Namespace) -> int:
         if not args.name:
             print("error: name the cluster, or give --watch", file=sys.stderr)
             return 2
+        cid = _cluster(args)
+        ask = reg.asked(store, cid)
         try:
-            said = reg.approve(store, _cluster(args), now=datetime.now(UTC), signer=signer,
+            said = reg.approve(store, cid, now=datetime.now(UTC), signer=signer, ask=ask,
                                replace=args.replace)
         except reg.Refused as exc:
             print(f"error: refused: {exc}", file=sys.stderr)
             return 1
         print(said)
-        if " joined" in said:
-            _ensure_cluster(store, _cluster(args))
+        if ask is reg.Ask.JOIN:
+            _ensure_cluster(store, cid)
         return 0
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -32,6 +32,7 @@ from berth.store.auth import Access, Grant
 from berth.store.client import Store
 from berth.store.codec import encode
 from berth.store.documents.decisions import StatusMeta
+from berth.store.documents.infrastructure import ClusterMode
 from berth.store.documents.registration import JoinRequest, Registration
 from berth.store.errors import Conflict, Invalid
 from berth.store.ops import Delete, Put, b64, prefix_end
@@ -173,19 +174,27 @@ def mint(store: Store, cid: str, *, ttl: float, credential_ttl: float, auto: boo
     return token
 
 
-def cluster_mode(store: Store, cid: str) -> str | None:
-    """The mode of the Cluster named ``cid`` (None: there is none; its ``spec.mode`` as
-    written, ``Push`` when it says none). Invalid if it cannot be read."""
+def cluster_mode(store: Store, cid: str) -> ClusterMode | None:
+    """The mode of the Cluster named ``cid`` (None: there is none; Push when it says
+    none). Invalid if it cannot be read."""
     namespace, _, name = cid.partition("/")
     kv = store.get(keys.resource_key("Cluster", name, namespace))
     if kv is None:
         return None
     try:
         doc = msgspec.json.decode(kv.value)
-        mode = (doc.get("spec") or {}).get("mode") or "Push"
-    except (msgspec.DecodeError, AttributeError) as exc:
+        return ClusterMode((doc.get("spec") or {}).get("mode") or ClusterMode.PUSH)
+    except (msgspec.DecodeError, AttributeError, ValueError) as exc:
         raise Invalid(f"{kv.key}: not a Cluster ({exc})") from None
-    return str(mode)
+
+
+def asked(store: Store, cid: str) -> Ask:
+    """What ``cid`` asks: a join if one waits, else a renewal if one does (else a join,
+    which approve says was never asked)."""
+    if store.get(keys.registration_request_key(cid)) is None and \
+            store.get(keys.renewal_key(cid)) is not None:
+        return Ask.RENEWAL
+    return Ask.JOIN
 
 
 def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | None = None,
@@ -202,9 +211,7 @@ def approve(store: Store, cid: str, *, now: datetime, signer: certs.Signer | Non
         reg, revision = read(store, cid)
     except Invalid as exc:
         raise Refused(str(exc)) from None
-    if ask is None:  # a join if one waits, else a renewal if one does
-        ask = Ask.RENEWAL if store.get(keys.registration_request_key(cid)) is None and \
-            store.get(keys.renewal_key(cid)) is not None else Ask.JOIN
+    ask = ask or asked(store, cid)
     req, req_revision = request_of(store, cid, ask)
     if reg is None:
         raise Refused(f"no bootstrap token was minted for cluster {cid} "
@@ -265,7 +272,7 @@ def _spend_token(store: Store, reg: Registration) -> None:
 
 
 def refusal(cid: str, reg: Registration, req: JoinRequest, ask: Ask, *, now: datetime,
-            mode: str | None, replace: bool = False) -> str:
+            mode: ClusterMode | None, replace: bool = False) -> str:
     """Why ``req`` is not approved ("": it is). ``mode``: the Cluster's, for a join (None:
     there is no Cluster ``cid``).
 
@@ -294,8 +301,8 @@ def refusal(cid: str, reg: Registration, req: JoinRequest, ask: Ask, *, now: dat
     if st.identity and st.identity != req.identity:
         return (f"the name is taken: it joined as cluster identity {st.identity}, and a "
                 f"second cluster (identity {req.identity}) may not take it over")
-    if mode is not None and mode != "Pull":
-        return (f"cluster {cid} is registered in {mode} mode: an agent joins it only once "
+    if mode is not None and mode is not ClusterMode.PULL:
+        return (f"cluster {cid} is registered in {mode.value} mode: an agent joins it only once "
                 "its spec.mode is Pull (berth apply), never by holding a token")
     if st.user and not replace and (st.expires is None or st.expires > now):
         until = f" until {st.expires:%Y-%m-%d %H:%M:%S} UTC" if st.expires else ""
@@ -405,6 +412,6 @@ def requests(store: Store) -> list[tuple[str, Ask]]:
     return sorted(out)
 
 
-__all__ = ["RENEW_AT", "Ask", "Refused", "Token", "agent_grants", "agent_user", "approve",
+__all__ = ["RENEW_AT", "Ask", "Refused", "Token", "agent_grants", "agent_user", "approve", "asked",
            "cluster_mode", "expire", "granted", "join_grants", "join_user", "mint", "read",
            "refresh_roles", "refusal", "request_of", "requests", "revoke"]

@@ -89,25 +89,26 @@ def resolve(subject: Subject, classes: dict[str, PriorityClass],
             default: PriorityClass | None) -> Priority:
     """``subject``'s priority by the rules above."""
     own = subject.preemption_policy or PreemptionPolicy.PREEMPT_LOWER_PRIORITY
-    never = subject.preemption_policy is PreemptionPolicy.NEVER
-
-    def of_class(c: PriorityClass, source: str) -> Priority:
-        if never and c.spec.preemption_policy is not PreemptionPolicy.NEVER:
-            return Priority(c.spec.value, PreemptionPolicy.NEVER, f"{source}, its own Never")
-        return Priority(c.spec.value, c.spec.preemption_policy, source)
-
     name = subject.priority_class
     if name is not None:
         found = classes.get(name)
         if found is None:
             return Priority(subject.priority or 0, own, "its own",
                             f"priority class {name!r} does not exist")
-        return of_class(found, f"class {name}")
+        return _of_class(found, f"class {name}", subject.preemption_policy)
     if subject.priority is not None:
         return Priority(subject.priority, own, "its own")
     if default is not None:
-        return of_class(default, f"default class {default.metadata.name}")
+        return _of_class(default, f"default class {default.metadata.name}",
+                         subject.preemption_policy)
     return Priority(0, own, "default")
+
+
+def _of_class(c: PriorityClass, source: str, own: PreemptionPolicy | None) -> Priority:
+    """A class's priority; the application's own Never holds over the class's policy."""
+    if own is PreemptionPolicy.NEVER and c.spec.preemption_policy is not own:
+        return Priority(c.spec.value, own, f"{source}, its own Never")
+    return Priority(c.spec.value, c.spec.preemption_policy, source)
 
 
 __all__ = ["NONE", "Priorities", "Priority", "resolve"]

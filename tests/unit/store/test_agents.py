@@ -13,6 +13,7 @@ from berth.store import keys
 from berth.store.agents import Ask, Token, agent_grants, join_grants, refusal
 from berth.store.auth import Access, Grant
 from berth.store.documents.decisions import StatusMeta
+from berth.store.documents.infrastructure import ClusterMode
 from berth.store.documents.registration import (
     JoinRequest,
     Registration,
@@ -48,31 +49,31 @@ def joined(*, token: str = "berth-join.edge.site-1", token_expires: datetime | N
 CASES = [
     # (what, registration, request, ask, cluster mode, replace, refused with)
     ("a first join", reg(), req(), Ask.JOIN, None, False, ""),
-    ("a first join of a Pull cluster registered first", reg(), req(), Ask.JOIN, "Pull",
+    ("a first join of a Pull cluster registered first", reg(), req(), Ask.JOIN, ClusterMode.PULL,
      False, ""),
     ("a join with an expired token", reg(token_expires=EARLIER), req(), Ask.JOIN, None,
      False, "the bootstrap token expired at"),
     ("a join with a spent token", reg(token=""), req(), Ask.JOIN, None, False,
      "no unused bootstrap token"),
-    ("a join under a Push cluster's name", reg(), req(), Ask.JOIN, "Push", False,
+    ("a join under a Push cluster's name", reg(), req(), Ask.JOIN, ClusterMode.PUSH, False,
      "is registered in Push mode: an agent joins it only once its spec.mode is Pull"),
-    ("--replace does not switch a Push cluster", reg(), req(), Ask.JOIN, "Push", True,
+    ("--replace does not switch a Push cluster", reg(), req(), Ask.JOIN, ClusterMode.PUSH, True,
      "is registered in Push mode"),
-    ("another identity under a taken name", joined(), req("uid-2"), Ask.JOIN, "Pull",
+    ("another identity under a taken name", joined(), req("uid-2"), Ask.JOIN, ClusterMode.PULL,
      True, "the name is taken"),
     # the token-holder's take-over: it can read the identity that joined
     ("a join while the agent holds a live credential", joined(), req(), Ask.JOIN,
-     "Pull", False, "its agent holds a live credential"),
-    ("... handed over on purpose", joined(), req(), Ask.JOIN, "Pull", True, ""),
+     ClusterMode.PULL, False, "its agent holds a live credential"),
+    ("... handed over on purpose", joined(), req(), Ask.JOIN, ClusterMode.PULL, True, ""),
     ("a rejoin once the agent's credential expired", joined(expires=EARLIER),
-     req(), Ask.JOIN, "Pull", False, ""),
+     req(), Ask.JOIN, ClusterMode.PULL, False, ""),
     ("a rejoin after a revocation (no user)", reg(identity="uid-1"), req(), Ask.JOIN,
-     "Pull", False, ""),
+     ClusterMode.PULL, False, ""),
     ("a join request that says it renews (an old agent, or a token holder)",
-     joined(), req(renewal=True), Ask.JOIN, "Pull", True,
+     joined(), req(renewal=True), Ask.JOIN, ClusterMode.PULL, True,
      "a renewal is asked by the agent itself at /berth/v1/renewals/edge/site-1"),
     ("an expired token that says it renews", joined(token_expires=EARLIER),
-     req(renewal=True), Ask.JOIN, "Pull", False, "a renewal is asked by the agent itself"),
+     req(renewal=True), Ask.JOIN, ClusterMode.PULL, False, "a renewal is asked by the agent itself"),
     ("a renewal from the agent's own key", joined(token=""), req(renewal=True),
      Ask.RENEWAL, None, False, ""),
     ("a renewal with no live credential", reg(token="", identity="uid-1"),
@@ -86,7 +87,7 @@ CASES = [
                           "refused"), CASES, ids=[c[0] for c in CASES])
 def test_who_may_be_handed_a_clusters_credential(
     what: str, registration: Registration, asked: JoinRequest, ask: Ask,
-    mode: str | None, replace: bool, refused: str,
+    mode: ClusterMode | None, replace: bool, refused: str,
 ) -> None:
     why = refusal(CID, registration, asked, ask, now=NOW, mode=mode, replace=replace)
     if refused:
