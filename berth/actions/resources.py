@@ -27,6 +27,7 @@ from berth.store.documents import (
     ClusterStatus,
     Exported,
     MetricValue,
+    Reachability,
     Target,
 )
 from berth.store.documents.registration import Registration
@@ -108,7 +109,7 @@ def agent_credential(s: Shown) -> tuple[str, str]:
         return short, (f"etcd user {st.user}, cluster identity {st.identity}, credential "
                        + short)
     heard = isinstance(s.status, ClusterStatus) and s.status.status.state in (
-        "ONLINE", "UNHEALTHY")
+        Reachability.ONLINE, Reachability.UNHEALTHY)
     if heard:
         return "none of its own", ("heard, with no credential of its own: it never joined "
                                    "(an etcd without authentication lets it in as it is)")

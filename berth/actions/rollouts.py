@@ -12,7 +12,7 @@ import msgspec
 
 from berth.bootstrap.stages import clusters
 from berth.store import Conflict, Store, decode, encode, keys
-from berth.store.documents import Application, ApplicationStatus
+from berth.store.documents import Application, ApplicationStatus, HealthState
 from berth.store.documents.rollouts import (
     WAITING,
     Approval,
@@ -60,7 +60,7 @@ def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState |
     rows = [("STAGE", "CLUSTER", "GENERATION", "HEALTH", "SINCE")]
     for cid, have in sorted(st.status.applied.items(), key=lambda i: (stage_of(i[0]), i[0])):
         health = have.health or "-"
-        if have.reason and have.health != "Healthy":
+        if have.reason and have.health != HealthState.HEALTHY:
             health += f" ({have.reason})"
         rows.append((stage_of(cid)[1], cid, str(have.generation), health,
                      f"{have.since:%H:%M:%S}" if have.since else "-"))

@@ -201,7 +201,8 @@ def _cluster(store: Store, s: Shown) -> list[str]:
         "Custom resources: " + (", ".join(spec.custom_resources) or "-"),
         "Taints:      " + (", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in spec.taints)
                            or "-"),
-        "State:       " + (f"{st.state}" + (f" ({st.reason})" if st.reason else "")
+        "State:       " + (f"{st.state or 'not probed yet'}"
+                           + (f" ({st.reason})" if st.reason else "")
                            + (f", status written {age(st.probed)} ago (when it changes; "
                               "probed every probe_interval)" if st.probed else "")
                            + (f"; back ONLINE {age(st.returned)} ago" if st.returned else "")

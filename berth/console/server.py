@@ -2,7 +2,9 @@
 
 Routes: ``/`` the page (one HTML file; the script routes by ``#/fleet``,
 ``#/applications``, ``#/application/NS/NAME``, ``#/metrics``, ``#/what-if``),
-``/static/`` its script, style and uPlot, ``/healthz``, and under ``/api/``
+``/static/`` its script, style and uPlot, ``/vocabulary.js`` the words the script
+shares with berth's documents (:mod:`berth.console.vocabulary`), ``/healthz``, and under
+``/api/``
 the pages' data (``pages``), ``/api/stream`` (server-sent events: the fleet's
 version, at most every ``coalesce`` seconds, and whether etcd answers) and the
 operator's actions (POST ``/api/applications/NS/NAME/rollout/approve|pause|resume``):
@@ -46,6 +48,7 @@ from berth.console.fleet import Fleet
 from berth.console.pages import PAGES, Endpoint
 from berth.console.pages.common import HEADERS, Console, error
 from berth.console.prometheus import History
+from berth.console.vocabulary import script
 from berth.store import Invalid, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,8 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
     """The application over ``fleet`` (started by the caller); ``prometheus``: where the
     metrics' history comes from before the console's own."""
 
+    words = script()
+
     def guarded(handler: Endpoint) -> Endpoint:
         async def run(request: Request) -> Response:
             if not access.allowed(request):
@@ -113,6 +118,9 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
 
     async def index(_request: Request) -> Response:
         return FileResponse(str(STATIC / "index.html"), headers=HEADERS)
+
+    async def vocabulary(_request: Request) -> Response:
+        return Response(words, media_type="text/javascript", headers=HEADERS)
 
     async def healthz(_request: Request) -> Response:
         ok = fleet.alive()
@@ -151,6 +159,7 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
 
     routes = [
         Route("/", index),
+        Route("/vocabulary.js", vocabulary),
         Route("/healthz", healthz),
         *(Route(p.path, guarded(p.endpoint), methods=list(p.methods)) for p in PAGES),
         Route("/api/stream", guarded(stream)),

@@ -51,8 +51,10 @@ from berth.store.documents import (
     BindingState,
     BindingStatus,
     ClusterApplied,
+    HealthState,
     KubeObjectRef,
     ObjectRef,
+    Reachability,
     StatusMeta,
     Target,
 )
@@ -112,7 +114,7 @@ class SimAgent:
         self.lease = self.store.grant(30)
         namespace, _, name = self.cid.partition("/")
         self.store.commit([Put(keys.heartbeat_key(self.cid), encode(Heartbeat(
-            StatusMeta(name, namespace), AgentState("sim", "ONLINE"))), 0, self.lease)])
+            StatusMeta(name, namespace), AgentState("sim", Reachability.ONLINE))), 0, self.lease)])
         self.works.start()
 
     def _on_work(self, event: Event[Work]) -> None:
@@ -134,7 +136,7 @@ class SimAgent:
                                      b["metadata"].get("namespace") or "default")
                        for b in spec.objects]
             state = ReportState(item.mod_revision, Intent.APPLY, ClusterApplied(
-                spec.generation, objects, spec.replicas, health="Healthy"))
+                spec.generation, objects, spec.replicas, health=HealthState.HEALTHY))
         try:
             self.store.commit([Put(keys.report_key(self.cid, ref.namespace, ref.name), encode(
                 Report(WorkMeta(ref.name, ref.namespace, self.cid), state)), None)])

@@ -68,7 +68,7 @@ from berth.controllers.scheduler.framework import (
 )
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.store.documents import ForecastPoint, MetricRef, Placement, Target
+from berth.store.documents import ForecastPoint, MetricRef, Placement, Reachability, Target
 from berth.store.documents.resources import Demand
 
 HOUR = 3600.0
@@ -271,7 +271,7 @@ def main() -> int:
     zone_of = {n: zones[i % len(zones)] for i, n in enumerate(names)}
     clusters = [Candidate(Ref("Cluster", "default", n), {"zone": zone_of[n]},
                           (MetricRef(f"cheap-{zone_of[n]}", 1.0),
-                           MetricRef(f"price-{zone_of[n]}", 0.0)), state="ONLINE")
+                           MetricRef(f"price-{zone_of[n]}", 0.0)), state=Reachability.ONLINE)
                 for n in names]
     market = Market(prices, t0, clusters, zone_of)
     framework = Framework(SchedulerConfig(), REGISTRY, {"stickiness_weight": 0.1})

@@ -31,7 +31,7 @@ from pathlib import Path
 from berth.controllers.propagator.record import copy_record
 from berth.store import EtcdConfig, Put, Store, ledger
 from berth.store.codec import decode
-from berth.store.documents import ApplicationState, AppState, ClusterApplied, ObjectRef
+from berth.store.documents import ApplicationState, AppState, ClusterApplied, HealthState, ObjectRef
 from berth.store.documents.ledger import Record
 from berth_testkit.servers.etcd import EtcdServer
 
@@ -85,16 +85,17 @@ def propagator_records(at: datetime) -> list[Record]:
     """What the propagator records of one move (made by its own record function)."""
     old = ApplicationState(state=AppState.RUNNING, generation=1, running_on=[
         ObjectRef("Cluster", "cluster-0001", "default")], applied={
-        "default/cluster-0001": ClusterApplied(generation=1, health="Healthy")})
+        "default/cluster-0001": ClusterApplied(generation=1, health=HealthState.HEALTHY)})
     moving = ApplicationState(state=AppState.MIGRATING, reason="moving to default/cluster-0420",
                               generation=1, applied={
                                   **old.applied, "default/cluster-0420": ClusterApplied(
-                                      generation=1, health="Progressing",
+                                      generation=1, health=HealthState.PROGRESSING,
                                       reason="0/2 replicas available", new=True)})
     healthy = ApplicationState(state=AppState.MIGRATING, generation=1, applied={
-        **old.applied, "default/cluster-0420": ClusterApplied(generation=1, health="Healthy")})
+        **old.applied,
+        "default/cluster-0420": ClusterApplied(generation=1, health=HealthState.HEALTHY)})
     done = ApplicationState(state=AppState.RUNNING, generation=1, applied={
-        "default/cluster-0420": ClusterApplied(generation=1, health="Healthy")})
+        "default/cluster-0420": ClusterApplied(generation=1, health=HealthState.HEALTHY)})
     out = []
     for i, (a, b) in enumerate(((old, moving), (moving, healthy), (healthy, done))):
         r = copy_record(a, b, at + timedelta(seconds=5 * i))

@@ -315,7 +315,8 @@ def test_no_response_carries_a_credential(world: World) -> None:
     secrets = [TOKEN] + [k.token for k in world.kube.values()]
     s = requests.Session()
     base = world.console
-    paths = ["", "static/console.js", "static/console.css", "api/fleet", "api/applications",
+    paths = ["", "static/console.js", "static/console.css", "vocabulary.js", "api/fleet",
+             "api/applications",
              "api/applications/default/web", "api/applications/default/gated", "api/metrics"]
     for path in paths:
         r = s.get(base + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
@@ -326,7 +327,7 @@ def test_no_response_carries_a_credential(world: World) -> None:
                headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
     assert r.status_code == 200 and not [x for x in secrets if x in r.text]
     # without the token: nothing but the refusal, and no action
-    for path in paths[3:]:
+    for path in paths[4:]:
         r = s.get(base + path, timeout=10)
         assert r.status_code == 401 and "clusters" not in r.text, path
     r = s.post(base + "api/applications/default/gated/rollout/pause", timeout=10)

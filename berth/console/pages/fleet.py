@@ -14,6 +14,7 @@ from berth.console import views as V
 from berth.console.fleet import Snapshot
 from berth.console.pages.common import Head, answer, console, head
 from berth.store import keys
+from berth.store.documents import Reachability
 from berth.store.documents.metrics import normalized
 from berth.store.documents.resources import Resources
 
@@ -151,7 +152,7 @@ def page(snap: Snapshot, group_by: str = "") -> FleetPage:
         group = c.metadata.labels.get(group_by, "(none)") if group_by else ""
         groups.setdefault(group, []).append(row)
     for rows in groups.values():
-        rows.sort(key=lambda r: (r.state == "ONLINE", r.namespace or "", r.name))
+        rows.sort(key=lambda r: (r.state == Reachability.ONLINE, r.namespace or "", r.name))
     return FleetPage(**head(snap), group_by=group_by, labels=sorted(label_keys),
                      states=dict(states), count=len(snap.clusters),
                      groups=[Group(g, groups[g]) for g in sorted(groups)])

@@ -5,7 +5,8 @@
 
 const state = { version: -1, loaded: 0, etcdLost: null, streamOk: false, busy: false,
                 again: false, route: null, chart: null, asOf: null, needToken: false };
-const UNDER_WAY = ["Progressing", "Waiting", "Paused"];  // a rollout's phases before its end
+// BERTH (/vocabulary.js): the words berth's documents use, made from its enums
+const ONLINE = BERTH.reachability.ONLINE;
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -213,9 +214,9 @@ const fleetPage = {
     const groups = d.groups.map((g) => [
       g.group !== "" ? h("h2", {}, d.group_by + " = " + g.group + " (" + g.clusters.length + ")") : null,
       table(["CLUSTER", "STATE", "LABELS", "CPU", "MEMORY", "PODS", "METRICS (value → score × weight)"],
-        g.clusters.map((c) => h("tr", { class: c.state === "ONLINE" ? "" : "down", "data-cluster": c.name },
+        g.clusters.map((c) => h("tr", { class: c.state === ONLINE ? "" : "down", "data-cluster": c.name },
           h("td", {}, c.namespace + "/", h("b", {}, c.name)),
-          h("td", { title: c.reason }, stateBadge(c.state), c.state !== "ONLINE" ? h("div", { class: "muted" }, c.reason) : null),
+          h("td", { title: c.reason }, stateBadge(c.state), c.state !== ONLINE ? h("div", { class: "muted" }, c.reason) : null),
           h("td", {}, Object.entries(c.labels).map(([k, v]) => h("span", { class: "chip" }, k + "=" + v)),
             c.taints.map((t) => h("span", { class: "chip taint" }, t))),
           h("td", {}, bar(c, "cpu")), h("td", {}, bar(c, "memory")), h("td", {}, bar(c, "pods")),
@@ -248,7 +249,7 @@ const appsPage = {
           h("option", { value: "" }, "(all)"), d.namespaces.map((n) => h("option", { value: n, selected: n === appFilters.namespace }, n)))),
         h("label", {}, "labels ", h("input", { id: "f-labels", value: appFilters.labels, placeholder: "tier=web,!canary", onchange: keep("labels") })),
         h("label", {}, "state ", h("select", { id: "f-state", onchange: keep("state") }, h("option", { value: "" }, "(any)"),
-          ["RUNNING", "DEGRADED", "FAILED", "PROGRESSING", "Scheduled", "Unschedulable", "Pending"].map((s) =>
+          BERTH.filterStates.map((s) =>
             h("option", { value: s, selected: s === appFilters.state }, s)))));
       setPage(h("h1", { id: "apps-title" }), filters, h("div", { id: "apps-body" }));
     }
@@ -311,7 +312,7 @@ const appPage = {
     // Pause and Resume where there is something to pause or resume: a rollout under way,
     // or a pause still on (resumed, the next rollout is not held)
     if (ro.paused) buttons.push(h("button", { id: "resume", onclick: () => act(base + "resume") }, "Resume"));
-    else if (UNDER_WAY.includes(ro.phase)) buttons.push(h("button", { id: "pause", onclick: () => act(base + "pause") }, "Pause"));
+    else if (BERTH.underWay.includes(ro.phase)) buttons.push(h("button", { id: "pause", onclick: () => act(base + "pause") }, "Pause"));
     const actResult = kept || h("span", { id: "act-result", class: "muted" });
     parts.push(h("div", { class: "grid2" },
       h("div", {}, h("h2", {}, "Health per cluster"),

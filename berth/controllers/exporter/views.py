@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 
@@ -25,7 +25,7 @@ from berth.controllers.exporter.shapes import (
     cluster_name,
 )
 from berth.store import keys
-from berth.store.documents import BindingState, MetricRef, Target
+from berth.store.documents import BindingState, HealthState, MetricRef, Reachability, Target
 
 
 class Meta(msgspec.Struct):
@@ -60,7 +60,7 @@ class BindingView(msgspec.Struct):
 
 class CopyView(msgspec.Struct):
     generation: int = 0
-    health: str = ""
+    health: HealthState | None = None
     new: bool = False  # never available there yet: a move's or a first placement's copy
 
 
@@ -83,7 +83,7 @@ class ClusterView(msgspec.Struct):
 
 
 class ClusterStateView(msgspec.Struct):
-    state: str = ""
+    state: Reachability | None = None
     reason: str = ""
     version: str = ""
 
@@ -167,8 +167,20 @@ def placement(app: str, binding: BindingView | None, status: AppStatusView | Non
     return Placement(app, tuple(out), tuple(unexported))
 
 
-_HEALTH = {"ONLINE": ("True", "Online"), "UNHEALTHY": ("False", "Unhealthy"),
-           "OFFLINE": ("False", "Offline")}
+def _health(state: Reachability | None) -> tuple[str, str]:
+    """A ClusterProfile's ControlPlaneHealthy condition for a cluster's reachability:
+    its status and reason."""
+    match state:
+        case Reachability.ONLINE:
+            return "True", "Online"
+        case Reachability.UNHEALTHY:
+            return "False", "Unhealthy"
+        case Reachability.OFFLINE:
+            return "False", "Offline"
+        case None:
+            return "Unknown", "NotProbed"
+        case _:
+            assert_never(state)
 
 
 def cluster_profile(cid: str, name: str, cluster: ClusterView,
@@ -177,7 +189,7 @@ def cluster_profile(cid: str, name: str, cluster: ClusterView,
     """A cluster's profile: its health as berth's propagator last saw it, its labels and
     its metrics' current values (``values`` by metric value key) as properties."""
     state = status.status if status is not None else ClusterStateView()
-    healthy, reason = _HEALTH.get(state.state, ("Unknown", "NotProbed"))
+    healthy, reason = _health(state.state)
     # (a property's name: at most 253 characters, its value at least 1: a longer label
     # key or an empty value is left out)
     props = [Property(f"label.berth.io/{k}", v) for k, v in sorted(

@@ -45,6 +45,7 @@ from berth.store.documents import (
     ClusterStatus,
     HealthRule,
     KubeObjectRef,
+    Reachability,
 )
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import steady
@@ -227,7 +228,7 @@ class Concern:
         # Back ONLINE: retry what failed there (a push cluster's drift watches re-apply
         # the rest when they are back; a pull cluster's applications are judged again
         # from its agent's reports). Gone OFFLINE: the applications on it say so.
-        self.requeue_cluster(cid, only_failed=now == "ONLINE" and not self.is_pull(cid))
+        self.requeue_cluster(cid, only_failed=now == Reachability.ONLINE and not self.is_pull(cid))
 
     def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
                         ) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from berth.controllers.propagator.kube import Connection, NotServed, Rejected, Unavailable
 from berth.store import Store, decode, keys
 from berth.store.credentials import STORED, Credentials, merge_users
-from berth.store.documents import Cluster, ClusterStatus
+from berth.store.documents import Cluster, ClusterStatus, Reachability
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ def _kubeconfig(store: Store, namespace: str) -> tuple[str, dict[str, Any]] | No
         status = store.get(keys.status_key("Cluster", namespace, name))
         try:
             online = status is not None and decode(
-                status.value, ClusterStatus, status.key).status.state == "ONLINE"
+                status.value, ClusterStatus, status.key).status.state == Reachability.ONLINE
         except Exception:
             online = False
         if not online or not cluster.spec.kubeconfig:

@@ -51,9 +51,10 @@ from typing import Any
 import msgspec
 
 from berth.store.codec import typed
-from berth.store.documents import ClusterApplied, HealthRule, KubeObjectRef
+from berth.store.documents import ClusterApplied, HealthRule, HealthState, KubeObjectRef
 
-HEALTHY, PROGRESSING, UNHEALTHY, UNKNOWN = "Healthy", "Progressing", "Unhealthy", "Unknown"
+HEALTHY, PROGRESSING = HealthState.HEALTHY, HealthState.PROGRESSING
+UNHEALTHY, UNKNOWN = HealthState.UNHEALTHY, HealthState.UNKNOWN
 # Worst first: a copy is as healthy as its least healthy object.
 ORDER = {UNHEALTHY: 0, UNKNOWN: 1, PROGRESSING: 2, HEALTHY: 3}
 
@@ -76,7 +77,7 @@ BUILTIN_GROUPS = frozenset({
 class Health(msgspec.Struct, frozen=True, omit_defaults=True):
     """One object's (or one cluster's copy's) health."""
 
-    state: str = UNKNOWN
+    state: HealthState = UNKNOWN
     reason: str = ""
     available: int | None = None  # replicas available, for kinds that have replicas
     desired: int | None = None

@@ -35,7 +35,7 @@ from lightkube.config import models as _kubeconfig_models
 from berth.http import Answer
 from berth.kubehttp import KubeHttp
 from berth.store.codec import decoder, typed
-from berth.store.documents import KubeObjectRef
+from berth.store.documents import KubeObjectRef, Reachability
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Contested(Unavailable):
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    state: str  # ONLINE, UNHEALTHY, OFFLINE
+    state: Reachability | None  # None: no verdict yet (failing within the grace)
     reason: str = ""
     custom_resources: tuple[str, ...] = ()
     version: str = ""  # the API server's gitVersion ("": not known)
@@ -204,22 +204,23 @@ class Connection:
             if resp.status == 404:  # older API servers: /version answers if it is up
                 resp = self.http.request("GET", "/version", timeout=timeout)
         except Exception as exc:
-            return Probe("OFFLINE", f"unreachable: {safe(exc)}")
+            return Probe(Reachability.OFFLINE, f"unreachable: {safe(exc)}")
         if resp.status in (401, 403):
-            return Probe("UNHEALTHY", f"credentials refused (HTTP {resp.status})")
+            return Probe(Reachability.UNHEALTHY, f"credentials refused (HTTP {resp.status})")
         if resp.status != 200:
-            return Probe("UNHEALTHY", f"not ready (HTTP {resp.status})")
+            return Probe(Reachability.UNHEALTHY, f"not ready (HTTP {resp.status})")
         version = self._version(timeout)
         try:
             resp = self.http.request("GET", CRDS, timeout=timeout)
             if resp.status != 200:
-                return Probe("ONLINE", f"custom resources unknown: {_error(resp)}",
+                return Probe(Reachability.ONLINE, f"custom resources unknown: {_error(resp)}",
                              version=version)
             crds = typed(resp.body, _NamedList).items
         except Exception as exc:
-            return Probe("ONLINE", f"custom resources unknown: {safe(exc)}", version=version)
-        return Probe("ONLINE", "", tuple(sorted(c.metadata.name for c in crds
-                                               if c.metadata.name)), version)
+            return Probe(Reachability.ONLINE, f"custom resources unknown: {safe(exc)}",
+                         version=version)
+        return Probe(Reachability.ONLINE, "", tuple(sorted(c.metadata.name for c in crds
+                                                           if c.metadata.name)), version)
 
     def _version(self, timeout: float) -> str:
         """The API server's ``gitVersion``, asked once per connection ("" while it does

@@ -43,7 +43,7 @@ from berth.controllers.runtime import Event, EventType, Informer
 from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Delete, Deposed, Put, Store, StoreError, encode, keys
-from berth.store.documents import Capacity, ClusterState, ClusterStatus, StatusMeta
+from berth.store.documents import Capacity, ClusterState, ClusterStatus, Reachability, StatusMeta
 from berth.store.documents.work import AgentState
 from berth.store.events import InvolvedObject
 from berth.store.group import GroupCommit
@@ -55,14 +55,15 @@ def cluster_id(view: ClusterView) -> str:
     return view_id(view.metadata.namespace, view.metadata.name)
 
 
-def _returned(current: ClusterStatus | None, state: str, now: datetime) -> datetime | None:
+def _returned(current: ClusterStatus | None, state: Reachability | None,
+              now: datetime) -> datetime | None:
     """``status.returned`` for a cluster found ``state``: now if it just came back ONLINE
     from another state, as it was while it stays ONLINE, else None (a cluster seen for
     the first time has not come back from anything)."""
-    if state != "ONLINE" or current is None:
+    if state != Reachability.ONLINE or current is None:
         return None
     was = current.status
-    if was.state == "ONLINE":
+    if was.state == Reachability.ONLINE:
         return was.returned
     return now if was.state else None
 
@@ -192,7 +193,7 @@ class Observer:
                 continue
             skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
             current = self.statuses.get(skey)
-            if current is None or current.status.state != "ONLINE":
+            if current is None or current.status.state != Reachability.ONLINE:
                 continue
             was = current.status
             self._write(skey, view, Probe(was.state, was.reason, tuple(was.custom_resources)),
@@ -266,11 +267,11 @@ class Observer:
         try:
             conn = self.connections.get(key, self.kubeconfigs.of(key, view) or {})
         except Exception as exc:  # a kubeconfig lightkube cannot use
-            probe = Probe("OFFLINE", f"unusable kubeconfig: {safe(exc)}")
+            probe = Probe(Reachability.OFFLINE, f"unusable kubeconfig: {safe(exc)}")
         else:
             probe = conn.probe(self.config.probe_timeout)
         capacity = None
-        if conn is not None and probe.state == "ONLINE":
+        if conn is not None and probe.state == Reachability.ONLINE:
             tracker = self._track(key, conn)
             capacity = tracker.capacity() if tracker is not None else None
         self._settle(key, view, probe, capacity)
@@ -286,19 +287,20 @@ class Observer:
         if beat is not None and not beat.state:
             return  # an agent began to lead, and has not probed yet: nothing to say
         if beat is None:
-            probe = Probe("OFFLINE", "no heartbeat from its agent (stopped, cut off from "
-                          "etcd, or never joined)")
+            probe = Probe(Reachability.OFFLINE, "no heartbeat from its agent (stopped, cut "
+                          "off from etcd, or never joined)")
         else:
             probe = Probe(beat.state, f"its agent reports: {beat.reason}" if beat.reason
                           else "", tuple(beat.custom_resources))
         now = time.monotonic()
         with self._failures_lock:
-            if probe.state == "ONLINE":
+            if probe.state == Reachability.ONLINE:
                 self._missing.pop(key, None)
                 failing = 0.0
             else:
                 failing = now - self._missing.setdefault(key, now)
-        if probe.state != "ONLINE" and failing < self.config.grace * self.config.probe_interval:
+        grace = self.config.grace * self.config.probe_interval
+        if probe.state != Reachability.ONLINE and failing < grace:
             return  # failing for less than the grace: what is written stands
         held = beat.held if beat is not None else ""
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
@@ -315,12 +317,12 @@ class Observer:
         """Write what a probe found, once ``grace`` probes in a row agree it failed."""
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
-        if probe.state != "ONLINE":
+        if probe.state != Reachability.ONLINE:
             with self._failures_lock:  # probes run on the pool's threads
                 failures = self._failures[key] = self._failures.get(key, 0) + 1
             if failures < self.config.grace:
                 was = current.status if current else None
-                probe = Probe(was.state if was else "", f"{probe.reason} "
+                probe = Probe(was.state if was else None, f"{probe.reason} "
                               f"({failures}/{self.config.grace} failed probes)",
                               tuple(was.custom_resources) if was else (),
                               was.version if was else "")
@@ -383,7 +385,7 @@ class Observer:
                     if self._garbage.get(skey) == garbage:
                         del self._garbage[skey]
             if current is None or current.status.state != probe.state:
-                log.log(logging.INFO if probe.state == "ONLINE" else logging.WARNING,
+                log.log(logging.INFO if probe.state == Reachability.ONLINE else logging.WARNING,
                         "cluster %s/%s is %s%s", view.metadata.namespace, view.metadata.name,
                         probe.state, f" ({probe.reason})" if probe.reason else "")
 

@@ -40,11 +40,12 @@ from berth.controllers.runtime.observe import counts, states
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Store, keys
 from berth.store.credentials import Credentials
-from berth.store.documents import ClusterStatus
+from berth.store.documents import ClusterStatus, Reachability
 
 log = logging.getLogger(__name__)
 
-CLUSTER_STATES = ("ONLINE", "UNHEALTHY", "OFFLINE", "UNKNOWN")
+# a cluster's reachability, and UNKNOWN for one not probed yet (the gauge's word only)
+CLUSTER_STATES = (*(r.value for r in Reachability), "UNKNOWN")
 APPLICATIONS_METRIC = "berth_applications"
 
 

@@ -433,5 +433,5 @@ class _NotSent(Exception):
 
 
 def _copy(got: ClusterApplied) -> Copy:
-    return Copy(Health(got.health, got.reason, got.available, got.desired),
+    return Copy(Health(got.health or UNKNOWN, got.reason, got.available, got.desired),
                 dict(got.unhealthy), tuple(got.done))

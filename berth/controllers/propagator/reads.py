@@ -27,7 +27,7 @@ from berth.controllers.propagator.views import ClusterView, cluster_key
 from berth.controllers.runtime import Informer
 from berth.controllers.runtime.transit import Transit
 from berth.store import Invalid, Store, StoreError, decode, keys
-from berth.store.documents import Binding, ClusterApplied, ClusterStatus, HealthRule
+from berth.store.documents import Binding, ClusterApplied, ClusterStatus, HealthRule, Reachability
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.rollouts import RolloutControl
@@ -71,7 +71,7 @@ class Informed:
     def unseen(self, cid: str) -> str:
         ns, _, name = cid.partition("/")
         st = self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
-        if st is None or st.status.state in ("ONLINE", ""):
+        if st is None or st.status.state in (Reachability.ONLINE, None):
             return ""
         return st.status.state + (f" ({st.status.reason})" if st.status.reason else "")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from berth.store.documents import ApplicationState, AppState
+from berth.store.documents import ApplicationState, AppState, HealthState
 from berth.store.documents import ledger as L
 from berth.store.documents.rollouts import (
     COMPLETE,
@@ -34,8 +34,8 @@ def health_changes(old: ApplicationState | None, new: ApplicationState) -> list[
     before = old.applied if old is not None else {}
     out: list[L.Change] = []
     for cid in sorted(set(before) | set(new.applied)):
-        was = before[cid].health if cid in before else ""
-        now = new.applied[cid].health if cid in new.applied else "removed"
+        was = before[cid].health or "" if cid in before else ""
+        now = new.applied[cid].health or "" if cid in new.applied else "removed"
         if was != now and now:
             detail = new.applied[cid].reason if cid in new.applied else ""
             out.append(L.Change(cluster=cid, what="health", was=was, now=now, detail=detail))
@@ -89,6 +89,10 @@ def copy_record(old: ApplicationState | None, new: ApplicationState, at: datetim
 
 
 _WARNING_STATES = (AppState.DEGRADED, AppState.FAILED)
+# the event a copy's new health is told by ("removed": the copy went away)
+_HEALTH_EVENTS: dict[str, str] = {
+    HealthState.HEALTHY: "Available", HealthState.UNHEALTHY: "Unhealthy",
+    HealthState.PROGRESSING: "Applied", "removed": "Removed"}
 _WARNING_STEPS = ("halted", "rolled back")
 
 
@@ -102,9 +106,8 @@ def events_of(record: L.Record | None, old: ApplicationState | None, new: Applic
             out.append((WARNING if c.now in _WARNING_STATES else NORMAL, c.now.title(),
                         new.reason or c.now))
         elif c.what == "health":
-            reason = {"Healthy": "Available", "Unhealthy": "Unhealthy", "removed": "Removed",
-                      "Progressing": "Applied"}.get(c.now, c.now)
-            out.append((WARNING if c.now == "Unhealthy" else NORMAL, reason,
+            reason = _HEALTH_EVENTS.get(c.now, c.now)
+            out.append((WARNING if c.now == HealthState.UNHEALTHY else NORMAL, reason,
                         f"{c.cluster}: {c.detail}" if c.detail else c.cluster))
         else:
             step = c.now.split(":", 1)[0]

@@ -73,6 +73,7 @@ from berth.store.documents import (
     MetricPicture,
     MetricRef,
     MetricValue,
+    Reachability,
     Target,
 )
 from berth.store.documents.metrics import MEASURES, normalized
@@ -232,7 +233,7 @@ class Cache:
         so a scheduler that starts leading later knows too), or as this process saw it."""
         was = event.old.status.state if event.old is not None else None
         status = event.obj.status if event.type is not EventType.DELETED else None
-        if status is None or status.state != "ONLINE":
+        if status is None or status.state != Reachability.ONLINE:
             with self._lock:
                 self._returned.pop(event.key, None)
             return
@@ -240,7 +241,7 @@ class Cache:
         if status.returned is not None:  # wall clock to this process's monotonic clock
             ago = (self.clock.now() - status.returned).total_seconds()
             at = self.clock.monotonic() - max(0.0, ago)
-        elif was not in (None, "ONLINE"):  # an observer that does not record it
+        elif was not in (None, Reachability.ONLINE):  # an observer that does not record it
             at = self.clock.monotonic()
         if at is not None:
             with self._lock:
@@ -430,14 +431,14 @@ class Cache:
             custom_resources=frozenset(view.spec.custom_resources) | frozenset(
                 state.custom_resources if state else ()),
             taints=tuple(view.spec.taints),
-            state=state.state if state else "",
+            state=state.state if state else None,
             deleted=m.deleted is not None,
         )
 
     def _cloud(self, kind: str, view: CloudView) -> Candidate:
         m = view.metadata
         return Candidate(ref=Ref(kind, m.namespace, m.name), labels=m.labels,
-                         metrics=tuple(view.spec.metrics), state="ONLINE",
+                         metrics=tuple(view.spec.metrics), state=Reachability.ONLINE,
                          deleted=m.deleted is not None)
 
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
@@ -586,7 +587,7 @@ class Cache:
         return self.decisions.version(namespace, labels)
 
 
-def _without_capacity(s: ClusterState) -> tuple[str, tuple[str, ...]]:
+def _without_capacity(s: ClusterState) -> tuple[Reachability | None, tuple[str, ...]]:
     return (s.state, tuple(s.custom_resources))
 
 

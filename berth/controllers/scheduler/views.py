@@ -19,6 +19,7 @@ from berth.store.documents import (
     BindingSpec,
     BindingState,
     Gang,
+    HealthState,
     HeldBy,
     MetricRef,
     ObjectRef,
@@ -173,7 +174,7 @@ class _Failed(msgspec.Struct):
 
 class _CopyView(msgspec.Struct):
     generation: int = 0
-    health: str = ""
+    health: HealthState | None = None
     new: bool = False
 
 

@@ -2,6 +2,16 @@
 
 ``RESOURCE_TYPES`` maps each user-owned kind to its full (strict) type;
 processes decode with smaller views of their own where they read little.
+
+Every closed set a document carries is a ``StrEnum`` here (a cluster's
+:class:`Reachability`, a copy's :class:`HealthState`, an application's
+:class:`AppState`, ...); the wire holds their values, the same strings as before
+they were enums. Code that tells every value of one apart (a profile's condition, a
+record's words, a rollout's next step) does so with ``match`` and ``assert_never``,
+so mypy names it when a value is added; code that asks about one value (is this
+cluster ONLINE?) compares with that member and is right whatever is added. A field
+typed with one decodes nothing else: an unknown value makes the document invalid,
+named where it is read.
 """
 
 from __future__ import annotations
@@ -40,10 +50,12 @@ from berth.store.documents.decisions import (
     ClusterState,
     ClusterStatus,
     FailedTarget,
+    HealthState,
     HeldBy,
     KubeObjectRef,
     MovesStarted,
     Preemption,
+    Reachability,
     ResourceList,
     StatusMeta,
     Target,
@@ -153,6 +165,7 @@ __all__ = [
     "GlobalOverride",
     "Header",
     "HealthRule",
+    "HealthState",
     "HeldBy",
     "KubeObjectRef",
     "MagnumCluster",
@@ -181,6 +194,7 @@ __all__ = [
     "PriorityClass",
     "Project",
     "ProviderInfo",
+    "Reachability",
     "ReplicaScheduling",
     "Resource",
     "ResourceList",

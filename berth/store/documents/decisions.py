@@ -39,8 +39,8 @@ class BindingSpec(msgspec.Struct, omit_defaults=True):
 
 
 class BindingState(StrEnum):
-    """What a Binding says of its decision. Code that branches on it matches every
-    value (``assert_never``): a new one is a type error until each place handles it."""
+    """What a Binding says of its decision. A closed set (the package's note says how
+    code branches on one)."""
 
     SCHEDULED = "Scheduled"  # placed on its targets (a move may be held back: ``held``)
     PENDING = "Pending"  # deferrable work held until ``deferred_until``, on no target
@@ -168,8 +168,17 @@ class Capacity(msgspec.Struct, omit_defaults=True):
     observed: datetime | None = None
 
 
+class Reachability(StrEnum):
+    """How a cluster answered its last probe (the propagator's, or its agent's for a
+    pull cluster). A closed set (the package's note says how code branches on one)."""
+
+    ONLINE = "ONLINE"  # its API server answers and berth may apply there
+    UNHEALTHY = "UNHEALTHY"  # it answers, but says it is not healthy
+    OFFLINE = "OFFLINE"  # it does not answer (or its agent stopped beating)
+
+
 class ClusterState(msgspec.Struct, omit_defaults=True):
-    state: str = ""  # ONLINE, UNHEALTHY, OFFLINE
+    state: Reachability | None = None  # None: not probed yet
     reason: str = ""
     custom_resources: list[str] = []
     probed: datetime | None = None
@@ -212,20 +221,31 @@ class KubeObjectRef(msgspec.Struct, omit_defaults=True, frozen=True,
         return self.kind == "Job" and self.api_version == "batch/v1"
 
 
+class HealthState(StrEnum):
+    """How healthy an object, or a cluster's copy of an application, is by berth's rules
+    per kind (docs/propagator.md "Health"). A closed set (the package's note says how
+    code branches on one)."""
+
+    HEALTHY = "Healthy"
+    PROGRESSING = "Progressing"  # on its way: not yet available, nothing says it won't be
+    UNHEALTHY = "Unhealthy"  # something says it will not become available by waiting
+    UNKNOWN = "Unknown"  # not observed (yet), or a kind berth cannot judge
+
+
 class ClusterApplied(msgspec.Struct, omit_defaults=True):
     """What is on one cluster: the generation applied there, its objects, the share of a
     divided application's replicas they were applied with, and whether that copy is
     available (its objects judged per kind, docs/propagator.md "Health").
 
     Status documents written before health was judged lack the health fields:
-    ``health`` is then empty, read as Unknown until the copy is judged again.
+    ``health`` is then None, read as Unknown until the copy is judged again.
     """
 
     generation: int
     objects: list[KubeObjectRef] = []
     replicas: int | None = None
     since: datetime | None = None  # when this generation (or share) was applied here
-    health: str = ""  # Healthy, Progressing, Unhealthy, Unknown ("": not judged yet)
+    health: HealthState | None = None  # None: not judged yet
     reason: str = ""  # why it is not Healthy
     available: int | None = None  # replicas available / desired, over its workloads
     desired: int | None = None
@@ -248,8 +268,8 @@ class FailedTarget(msgspec.Struct, omit_defaults=True):
 
 
 class AppState(StrEnum):
-    """What an application's status says of it (docs/propagator.md, "States"). Code that
-    branches on it matches every value (``assert_never``)."""
+    """What an application's status says of it (docs/propagator.md, "States"). A closed
+    set (the package's note says how code branches on one)."""
 
     PENDING = "PENDING"  # placed nowhere yet, or nothing applied
     PROGRESSING = "PROGRESSING"  # applied, not yet available everywhere

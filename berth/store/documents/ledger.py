@@ -21,8 +21,8 @@ from berth.store.documents.decisions import HeldBy, Target
 
 
 class LedgerEvent(StrEnum):
-    """What a record says happened (``Record.event``). Code that branches on it matches
-    every value (``assert_never``)."""
+    """What a record says happened (``Record.event``). A closed set (the package's note
+    says how code branches on one)."""
 
     # the scheduler's: a first placement, a move, a new decision for a changed spec
     # that kept its clusters, a move the anti-flap policy or the pace held back and the

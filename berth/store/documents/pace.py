@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
+from berth.store.documents.decisions import HealthState
 from berth.store.documents.rollouts import RolloutPhase
 
 FLEET = "fleet"  # the one Pace in force
@@ -117,7 +118,7 @@ class CopyLike(Protocol):
     def generation(self) -> int: ...
 
     @property
-    def health(self) -> str: ...
+    def health(self) -> HealthState | None: ...
 
     @property
     def new(self) -> bool: ...
@@ -138,4 +139,5 @@ def steady(applied: Mapping[str, CopyLike], rollout_generation: int = 0,
         return None
     rolling = rollout_phase in IN_PROGRESS
     return [cid for cid, c in applied.items() if c.generation > 0 and (
-        c.health == "Healthy" or not (c.new or (rolling and c.generation == rollout_generation)))]
+        c.health == HealthState.HEALTHY
+        or not (c.new or (rolling and c.generation == rollout_generation)))]

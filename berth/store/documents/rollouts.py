@@ -46,8 +46,8 @@ HISTORY_BYTES = 512 * 1024  # and at most so many bytes of them (etcd's request 
 REST = "(rest)"  # the stage of the targets no stage chooses
 
 class RolloutPhase(StrEnum):
-    """Where a rollout stands (``RolloutState.phase``; docs/rollouts.md lists them). Code
-    that branches on it matches every value (``assert_never``)."""
+    """Where a rollout stands (``RolloutState.phase``; docs/rollouts.md lists them). A
+    closed set (the package's note says how code branches on one)."""
 
     PROGRESSING = "Progressing"
     PAUSED = "Paused"
@@ -75,8 +75,8 @@ class Stage(CamelStrict):
 
 
 class RolloutStrategy(StrEnum):
-    """How a new generation reaches the targets (docs/rollouts.md). Code that branches on
-    it matches every value (``assert_never``)."""
+    """How a new generation reaches the targets (docs/rollouts.md). A closed set (the
+    package's note says how code branches on one)."""
 
     ALL = "All"  # every target at once
     ROLLING = "Rolling"  # at most maxUnavailable targets not yet healthy on it at a time

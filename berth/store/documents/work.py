@@ -24,7 +24,13 @@ from typing import Any
 import msgspec
 
 from berth.store.documents.application import HealthRule
-from berth.store.documents.decisions import Capacity, ClusterApplied, KubeObjectRef, StatusMeta
+from berth.store.documents.decisions import (
+    Capacity,
+    ClusterApplied,
+    KubeObjectRef,
+    Reachability,
+    StatusMeta,
+)
 
 
 class Intent(StrEnum):
@@ -93,7 +99,7 @@ class AgentState(msgspec.Struct, omit_defaults=True):
     """What the leading agent of a cluster says of it, while its lease lives."""
 
     agent: str = ""  # the leading replica's identity
-    state: str = ""  # ONLINE or UNHEALTHY, as its probe of the API server found it
+    state: Reachability | None = None  # as its probe of the API server found it
     reason: str = ""
     custom_resources: list[str] = []
     capacity: Capacity | None = None

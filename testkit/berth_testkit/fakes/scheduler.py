@@ -24,11 +24,11 @@ from berth.controllers.scheduler.framework import (
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.selection import select
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.store.documents import MetricRef, Target
+from berth.store.documents import MetricRef, Reachability, Target
 from berth.store.documents.resources import Demand
 
 
-def cluster(name: str, *, labels: dict[str, str] | None = None, state: str = "ONLINE",
+def cluster(name: str, *, labels: dict[str, str] | None = None, state: Reachability | None = Reachability.ONLINE,
             metrics: dict[str, float] | None = None, **kw: object) -> Candidate:
     """A cluster whose metrics are given as {name: weight}."""
     refs = tuple(MetricRef(m, w) for m, w in (metrics or {}).items())

@@ -75,6 +75,7 @@ from berth.store.documents import (
     ClusterApplied,
     HealthRule,
     KubeObjectRef,
+    Reachability,
 )
 from berth.store.documents.work import (
     Intent,
@@ -494,7 +495,7 @@ class Agent:
         try:
             conn = self.connection()
         except Unavailable as exc:
-            return Probe("OFFLINE", str(exc))
+            return Probe(Reachability.OFFLINE, str(exc))
         return conn.probe(self.config.probe_timeout)
 
 

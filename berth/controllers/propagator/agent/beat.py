@@ -25,7 +25,7 @@ from berth.controllers.propagator.kube import Probe
 from berth.controllers.runtime import Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.store import Conflict, Put, Store, StoreError, encode, keys
-from berth.store.documents import Capacity, StatusMeta
+from berth.store.documents import Capacity, Reachability, StatusMeta
 from berth.store.documents.work import AgentState, Heartbeat
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class Beat:
             self._renew_checked = time.monotonic()
             self.renewal.step(datetime.now(UTC))
         probe = self.probe()
-        capacity = self.capacity() if probe.state == "ONLINE" else None
+        capacity = self.capacity() if probe.state == Reachability.ONLINE else None
         state = AgentState(self.identity, probe.state, probe.reason,
                            list(probe.custom_resources), capacity, self._since,
                            expires=self.renewal.expires, held=self.held(), version=VERSION)

@@ -19,6 +19,7 @@ from berth.store.documents import (
     Gang,
     MetricRef,
     Placement,
+    Reachability,
     Taint,
     Toleration,
 )
@@ -46,7 +47,7 @@ class Candidate:
     metrics: tuple[MetricRef, ...] = ()
     custom_resources: frozenset[str] = frozenset()
     taints: tuple[Taint, ...] = ()
-    state: str = ""  # ONLINE, UNHEALTHY, OFFLINE, "" (no status yet)
+    state: Reachability | None = None  # None: no status yet
     deleted: bool = False
     key: str = field(init=False, default="")
 

@@ -19,6 +19,7 @@ from berth.controllers.scheduler.framework import (
     unschedulable,
 )
 from berth.controllers.scheduler.framework import plugin as points
+from berth.store.documents import Reachability
 
 NAME = "CandidateOnline"
 
@@ -32,7 +33,7 @@ class CandidateOnline(Plugin, points.Filter, points.FilterSet):
                snapshot: Snapshot) -> Status:
         if candidate.deleted:
             return unschedulable("deleted")
-        if candidate.state != "ONLINE":
+        if candidate.state != Reachability.ONLINE:
             return unschedulable(f"not ONLINE ({candidate.state or 'no status'})")
         return SUCCESS
 
@@ -43,8 +44,9 @@ class CandidateOnline(Plugin, points.Filter, points.FilterSet):
     def _rejected(self, fleet: Fleet) -> list[tuple[Status, int]]:
         deleted = fleet.where("deleted", lambda c: c.deleted)
         out = [(unschedulable("deleted").named(NAME), deleted)] if deleted else []
-        for state, bits in fleet.group("state", lambda c: c.state).items():
-            if state != "ONLINE" and bits & ~deleted:
+        # (grouped by "" where there is no status yet: None would be in no group)
+        for state, bits in fleet.group("state", lambda c: c.state or "").items():
+            if state != Reachability.ONLINE and bits & ~deleted:
                 out.append((unschedulable(f"not ONLINE ({state or 'no status'})").named(NAME),
                             bits & ~deleted))
         return out

@@ -83,5 +83,5 @@ def test_a_status_written_before_health_was_judged_still_reads() -> None:
            b'"default"}]}}}}')
     doc = msgspec.json.decode(old, type=ApplicationStatus)
     have = doc.status.applied["default/a"]
-    assert (doc.status.state, have.generation, have.health, have.since) == ("RUNNING", 3, "",
+    assert (doc.status.state, have.generation, have.health, have.since) == ("RUNNING", 3, None,
                                                                             None)
