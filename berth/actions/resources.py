@@ -69,7 +69,7 @@ class Shown:
     """One resource and what the processes say of it."""
 
     kind: keys.Kind
-    key: str
+    key: keys.Key
     namespace: str | None
     name: str
     doc: Any = None  # the resource (its document type), None if it does not decode
@@ -126,10 +126,10 @@ def _decoded(kv: KV | None, type_: type[Any], notes: list[str]) -> Any:
         return None
 
 
-def _joins(kind: keys.Kind, ref: keys.KeyRef) -> list[tuple[str, str, type[Any]]]:
+def _joins(kind: keys.Kind, ref: keys.KeyRef) -> list[tuple[str, keys.Key, type[Any]]]:
     """The keys the processes write of a resource: (attribute, key, document type)."""
     ns = ref.namespace or ""
-    out: list[tuple[str, str, type[Any]]] = []
+    out: list[tuple[str, keys.Key, type[Any]]] = []
     if kind.name in ("Application", "Cluster", "MagnumCluster"):
         out.append(("binding", keys.binding_key(kind.name, ns, ref.name), Binding))
     if kind.name in ("Application", "Cluster"):

@@ -41,7 +41,7 @@ def kept(item: Loaded) -> bool:
     return isinstance(item.doc, Application)
 
 
-def key_of(item: Loaded) -> str:
+def key_of(item: Loaded) -> keys.Key:
     meta = item.doc.metadata
     return keys.history_key(meta.namespace or "", meta.name)
 

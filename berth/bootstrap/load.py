@@ -29,7 +29,7 @@ class Loaded:
 
     where: str  # "apps.yaml#3"
     doc: Resource
-    key: str
+    key: keys.Key
 
 
 class LoadErrors(Exception):

@@ -53,7 +53,7 @@ Progress = Callable[[str, int, int], None]
 @dataclass(frozen=True, slots=True)
 class Planned:
     where: str
-    key: str
+    key: keys.Key
     value: bytes
     old: KV | None  # the value replaced (None: a create)
     unchanged: bool = False  # identical to what is stored: nothing to write
@@ -93,7 +93,7 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
     errors: list[str] = []
     planned: list[Planned] = []
     for item, creds in parts:
-        skey = _secrets_key(item) if creds is not None else ""
+        skey = _secrets_key(item) if creds is not None else keys.NO_KEY
         sold = existing.get(skey) if creds is not None else None
         old = existing.get(item.key)
         meta = item.doc.metadata
@@ -157,7 +157,7 @@ def _with_history(item: Loaded, doc: msgspec.Struct, existing: dict[str, KV],
     return [Planned(f"{item.where} (its history)", key, value, old, bookkeeping=True)]
 
 
-def _secrets_key(item: Loaded) -> str:
+def _secrets_key(item: Loaded) -> keys.Key:
     meta = item.doc.metadata
     return keys.secrets_key(_kind(item), meta.name, meta.namespace)
 
@@ -166,7 +166,7 @@ def _kind(item: Loaded) -> str:
     return keys.parse_key(item.key).kind.name
 
 
-def _with_secrets(doc: Planned, creds: Credentials | None, skey: str, sold: KV | None,
+def _with_secrets(doc: Planned, creds: Credentials | None, skey: keys.Key, sold: KV | None,
                   generation: int) -> list[Planned]:
     """The document, and its secrets after it (written with its generation)."""
     if creds is None:

@@ -177,7 +177,7 @@ def _taint(args: argparse.Namespace, change: Any, said: str) -> int:
     return 1
 
 
-def _update(store: Store, key: str, value: bytes, revision: int) -> bool:
+def _update(store: Store, key: keys.Key, value: bytes, revision: int) -> bool:
     try:
         store.update(key, value, revision)
     except Conflict:

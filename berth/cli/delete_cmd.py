@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def delete(store: Store, kind: keys.Kind, key: str) -> bool:
+def delete(store: Store, kind: keys.Kind, key: keys.Key) -> bool:
     """Delete (or mark deleted) one resource; say what happened. False: it failed."""
     kv = store.get(key)
     if kv is None:

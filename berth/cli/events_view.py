@@ -13,6 +13,7 @@ from berth.cli.kinds import resolve
 from berth.store import Store, Watch, decode
 from berth.store.errors import StoreError
 from berth.store.events import EVENTS, Event, listed, prefix
+from berth.store.keys import Prefix
 
 NAMES = ("events", "event", "ev")
 
@@ -34,7 +35,7 @@ def _head(every_namespace: bool) -> list[str]:
     return ["NAMESPACE", *head] if every_namespace else head
 
 
-def _under(args: argparse.Namespace) -> tuple[str, str | None]:
+def _under(args: argparse.Namespace) -> tuple[Prefix, str | None]:
     """The prefix to read, and the namespace to keep (None: every one)."""
     namespace = None if args.all_namespaces else args.namespace
     if not args.for_:
@@ -73,7 +74,7 @@ def get(args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(store: Store, under: str, namespace: str | None, revision: int,
+def _watch(store: Store, under: Prefix, namespace: str | None, revision: int,
            every: bool) -> None:
     named: set[str] = set()
     for batch in Watch(store, under, revision + 1):

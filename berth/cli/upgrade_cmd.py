@@ -62,7 +62,7 @@ def _name(key: str) -> tuple[str, str | None]:
     return ref.name, ref.namespace
 
 
-def upgrade(store: Store, kind: str, key: str, value: bytes, revision: int, *,
+def upgrade(store: Store, kind: str, key: keys.Key, value: bytes, revision: int, *,
             dry_run: bool = False) -> str | None:
     """Move one document's inline secrets apart: None when it has none, "" when moved
     (or, dry, to move), else why it could not be."""

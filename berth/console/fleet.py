@@ -59,7 +59,7 @@ class Snapshot:
     apps: list[Item[V.AppRow]]
     bindings: dict[str, V.BindingView]  # by <ns>/<name>
     app_status: dict[str, V.AppStatusView]  # by <ns>/<name>
-    metrics: dict[str, V.MetricDef]  # by the metric's key
+    metrics: dict[keys.Key, V.MetricDef]  # by the metric's key
     values: dict[str, V.MetricValueView]  # by the metric's key (under metricvalues/)
     history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     moves: list[Move] = field(default_factory=list)

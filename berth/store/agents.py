@@ -52,7 +52,7 @@ class Ask(StrEnum):
     JOIN = "join"  # registrations/<cluster>/request: written with a bootstrap token
     RENEWAL = "renewal"  # renewals/<cluster>: written by the cluster's agent itself
 
-    def key(self, cid: str) -> str:
+    def key(self, cid: str) -> keys.Key:
         return (keys.registration_request_key(cid) if self is Ask.JOIN
                 else keys.renewal_key(cid))
 

@@ -39,7 +39,7 @@ from berth.store.errors import (
     Unreached,
     translate,
 )
-from berth.store.keys import ROOT
+from berth.store.keys import ROOT, Key, Prefix
 from berth.store.link import Link
 from berth.store.ops import KV, Delete, Fence, Op, Put, b64, key_text, prefix_end, unb64
 from berth.store.watch import Watch
@@ -273,7 +273,7 @@ class Store:
 
     # -- reads --------------------------------------------------------------------
 
-    def get(self, key: str, *, revision: int = 0) -> KV | None:
+    def get(self, key: Key, *, revision: int = 0) -> KV | None:
         """The key's value and revisions (as of ``revision`` if given), or None."""
         body: dict[str, Any] = {"key": b64(key)}
         if revision:
@@ -282,7 +282,7 @@ class Store:
         kvs = reply.get("kvs") or []
         return KV.from_json(kvs[0]) if kvs else None
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, KV]:
+    def get_many(self, keys: Sequence[Key]) -> dict[str, KV]:
         """The current values of ``keys`` (missing ones left out), 128 per round trip."""
         found: dict[str, KV] = {}
         limit = self.config.max_txn_ops
@@ -304,12 +304,12 @@ class Store:
         body = {"key": b64(ROOT), "count_only": True}  # every role may read it
         return int(self.call("kv/range", body, "revision")["header"]["revision"])
 
-    def count_prefix(self, prefix: str) -> int:
+    def count_prefix(self, prefix: Prefix) -> int:
         """How many keys are under ``prefix`` now (no values read)."""
         body = {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "count_only": True}
         return int(self.call("kv/range", body, prefix).get("count") or 0)
 
-    def list_prefix(self, prefix: str, *, revision: int = 0) -> tuple[list[KV], int]:
+    def list_prefix(self, prefix: Prefix | Key, *, revision: int = 0) -> tuple[list[KV], int]:
         """Every key under ``prefix`` as of one revision, and that revision.
 
         Large prefixes are read in pages, all at the revision of the first page,
@@ -317,7 +317,7 @@ class Store:
         """
         end = b64(prefix_end(prefix))
         out: list[KV] = []
-        start = prefix
+        start: str = prefix
         while True:
             body: dict[str, Any] = {"key": b64(start), "range_end": end, "limit": PAGE}
             if revision:
@@ -331,11 +331,12 @@ class Store:
                 return out, revision
             start = page[-1].key + "\0"
 
-    def keys_under(self, prefix: str, *, page: int = PAGE) -> Iterator[list[str]]:
+    def keys_under(self, prefix: Prefix, *, page: int = PAGE) -> Iterator[list[Key]]:
         """The keys under ``prefix`` (no values read), a page at a time, all as of the
         revision of the first page: what a sweep over many keys walks."""
         end = b64(prefix_end(prefix))
-        start, revision = prefix, 0
+        start: str = prefix
+        revision = 0
         while True:
             body: dict[str, Any] = {"key": b64(start), "range_end": end, "limit": page,
                                     "keys_only": True}
@@ -343,7 +344,7 @@ class Store:
                 body["revision"] = revision
             reply = self.call("kv/range", body, prefix)
             revision = revision or int(reply["header"]["revision"])
-            found = [key_text(unb64(kv.get("key"))) for kv in reply.get("kvs") or []]
+            found = [Key(key_text(unb64(kv.get("key")))) for kv in reply.get("kvs") or []]
             if found:
                 yield found
             if not reply.get("more") or not found:
@@ -352,17 +353,17 @@ class Store:
 
     # -- writes -------------------------------------------------------------------
 
-    def create(self, key: str, value: bytes, *, lease: int = 0) -> int:
+    def create(self, key: Key, value: bytes, *, lease: int = 0) -> int:
         """Create ``key``; Conflict if it exists. Returns the new revision."""
         return self.commit([Put(key, value, 0, lease)])
 
-    def update(self, key: str, value: bytes, mod_revision: int, *, lease: int = 0) -> int:
+    def update(self, key: Key, value: bytes, mod_revision: int, *, lease: int = 0) -> int:
         """Replace ``key`` if still at ``mod_revision``; Conflict otherwise."""
         if mod_revision <= 0:
             raise ValueError("update needs the mod_revision the value was read at")
         return self.commit([Put(key, value, mod_revision, lease)])
 
-    def delete(self, key: str, mod_revision: int | None = None) -> int:
+    def delete(self, key: Key, mod_revision: int | None = None) -> int:
         """Delete ``key`` (if still at ``mod_revision`` when given)."""
         return self.commit([Delete(key, mod_revision)])
 
@@ -550,7 +551,7 @@ class Store:
             if "not found" not in str(exc):
                 raise
 
-    def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = False,
+    def watch(self, prefix: Prefix | Key, start_revision: int, *, prev_kv: bool = False,
               idle_timeout: float = 30.0) -> Watch:
         """The changes under ``prefix`` from ``start_revision`` on (:class:`Watch`): how
         every watcher of this store watches it."""

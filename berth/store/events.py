@@ -25,7 +25,7 @@ from berth.store.client import Store
 from berth.store.codec import decode
 from berth.store.errors import StoreError
 
-EVENTS = keys.ROOT + "events/"
+EVENTS = keys.EVENTS
 NORMAL, WARNING = "Normal", "Warning"
 
 
@@ -50,23 +50,22 @@ class Event(msgspec.Struct, tag_field="kind", tag="Event", omit_defaults=True):
     count: int = 1
 
 
-def prefix(kind: str, namespace: str | None, name: str) -> str:
-    """Where the events of one object live."""
-    return EVENTS + keys.resource_key(kind, name, namespace)[len(keys.ROOT):] + "/"
+prefix = keys.events_prefix
 
 
-def key(obj: InvolvedObject, source: str, type_: str, reason: str, message: str) -> str:
+def key(obj: InvolvedObject, source: str, type_: str, reason: str, message: str) -> keys.Key:
     """The key an event lives at: the same object, source, type, reason and message are
     the same key (a repeat counts there)."""
     digest = hashlib.blake2b(f"{type_}\0{message}".encode(), digest_size=6).hexdigest()
-    return f"{prefix(obj.kind, obj.namespace, obj.name)}{source}.{reason}.{digest}"
+    return keys.event_key(prefix(obj.kind, obj.namespace, obj.name), source, reason, digest)
 
 
-def listed(store: Store, under: str = EVENTS) -> tuple[list[tuple[str, Event]], list[str]]:
+def listed(store: Store, under: keys.Prefix = EVENTS
+           ) -> tuple[list[tuple[keys.Key, Event]], list[str]]:
     """The events under ``under`` with their keys, and what could not be read (one line
     per key that holds no event: named, skipped)."""
     kvs, _ = store.list_prefix(under)
-    out: list[tuple[str, Event]] = []
+    out: list[tuple[keys.Key, Event]] = []
     problems: list[str] = []
     for kv in kvs:
         try:

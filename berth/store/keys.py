@@ -1,10 +1,10 @@
 """The key layout (docs/architecture.md "Store contract"), in one place.
 
 Every key berth reads or writes is laid out here, so the layout an operator sees
-with ``etcdctl get --prefix /berth/`` is the layout the code uses. Its functions
-build the keys and prefixes of documents; the few families one module owns (the
-ledger's records, the events, the propagator's member and cluster leases, the
-what-if's applications) build theirs there, from the constants below:
+with ``etcdctl get --prefix /berth/`` is the layout the code uses. A key is a
+:data:`Key` and a prefix a :data:`Prefix` (each a ``NewType`` of ``str``): the store
+reads, writes, lists and watches nothing else, and only this module (and a key etcd
+returns) makes them, so a key built by hand elsewhere does not type-check:
 
     /berth/v1/<plural>/<name>                         global kinds
     /berth/v1/<plural>/<namespace>/<name>             namespaced kinds
@@ -28,6 +28,9 @@ what-if's applications) build theirs there, from the constants below:
     /berth/v1/registrations/<cluster ns>/<cluster>             its agent's registration
     /berth/v1/registrations/<cluster ns>/<cluster>/request     ... a bootstrap token's join
     /berth/v1/renewals/<cluster ns>/<cluster>                  its agent's request to renew
+    /berth/v1/leases/propagator/members/<identity>             a propagator replica, alive
+    /berth/v1/leases/propagator/clusters/<cluster ns>/<cluster>   the replica owning it
+    /berth/v1/bench/<path>                            a benchmark's floor (no process reads it)
 
 Secrets live apart so that etcd's roles can keep each kind's from every
 process but the one that uses it (scripts/etcd-secure.sh). So does a pull
@@ -40,26 +43,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NewType
 
-ROOT = "/berth/v1/"
-BINDINGS = ROOT + "bindings/"
-STATUS = ROOT + "status/"
-METRIC_VALUES = ROOT + "metricvalues/"
-METRIC_PICTURE = METRIC_VALUES + "picture"
-LEASES = ROOT + "leases/"
+Key = NewType("Key", str)  # one key, as laid out here (or as etcd returned it)
+Prefix = NewType("Prefix", str)  # a prefix of keys, as laid out here
+NO_KEY = Key("")  # what a value that is stored nowhere has for a key
+
+ROOT = Prefix("/berth/v1/")
+BINDINGS = Prefix(ROOT + "bindings/")
+STATUS = Prefix(ROOT + "status/")
+METRIC_VALUES = Prefix(ROOT + "metricvalues/")
+METRIC_PICTURE = Key(METRIC_VALUES + "picture")
+LEASES = Prefix(ROOT + "leases/")
 # What one scheduler leader hands the next: the moves it started lately (the pace's)
-SCHEDULER_MOVES = ROOT + "scheduler/moves"
-SECRETS = ROOT + "secrets/"
-CLUSTER_CREDENTIALS = SECRETS + "clusters/"
-HISTORY = ROOT + "history/"
-ROLLOUTS = ROOT + "rollouts/"
-WORK = ROOT + "work/"
-AGENTS = ROOT + "agents/"
-REGISTRATIONS = ROOT + "registrations/"
+SCHEDULER_MOVES = Key(ROOT + "scheduler/moves")
+SECRETS = Prefix(ROOT + "secrets/")
+CLUSTER_CREDENTIALS = Prefix(SECRETS + "clusters/")
+HISTORY = Prefix(ROOT + "history/")
+ROLLOUTS = Prefix(ROOT + "rollouts/")
+WORK = Prefix(ROOT + "work/")
+AGENTS = Prefix(ROOT + "agents/")
+REGISTRATIONS = Prefix(ROOT + "registrations/")
 # An agent's renewal: a prefix of its own, so that a cluster's agent alone (no bootstrap
 # token's user) may write that cluster's key there, and the approver lists only these.
-RENEWALS = ROOT + "renewals/"
-EXPORTED = ROOT + "exported/"
+RENEWALS = Prefix(ROOT + "renewals/")
+EXPORTED = Prefix(ROOT + "exported/")
+LEDGER = Prefix(ROOT + "ledger/")
+EVENTS = Prefix(ROOT + "events/")
+BENCH = Prefix(ROOT + "bench/")  # a benchmark's floor: nothing of berth's
 
 # Names: Krake allows underscores (heat_demand_zone_1) and Kubernetes allows dots.
 # Whole strings (fullmatch): "$" would also match before a final newline ("evil\n").
@@ -149,74 +160,130 @@ def _checked_tail(kind_name: str, name: str, namespace: str | None) -> str:
     return f"{k.plural}/{namespace}/{name}"
 
 
-def resource_key(kind_name: str, name: str, namespace: str | None = None) -> str:
+def resource_key(kind_name: str, name: str, namespace: str | None = None) -> Key:
     """The key a user-owned resource lives at."""
-    return ROOT + _tail(kind(kind_name), name, namespace)
+    return Key(ROOT + _tail(kind(kind_name), name, namespace))
 
 
-def resource_prefix(kind_name: str, namespace: str | None = None) -> str:
+def resource_prefix(kind_name: str, namespace: str | None = None) -> Prefix:
     """The prefix of all resources of a kind (in one namespace if given)."""
     k = kind(kind_name)
     if namespace:
         check_namespace(namespace)
-        return f"{ROOT}{k.plural}/{namespace}/"
-    return f"{ROOT}{k.plural}/"
+        return Prefix(f"{ROOT}{k.plural}/{namespace}/")
+    return Prefix(f"{ROOT}{k.plural}/")
 
 
-def binding_key(kind_name: str, namespace: str, name: str) -> str:
+def binding_key(kind_name: str, namespace: str, name: str) -> Key:
     """The key of the scheduler's decision for a resource."""
-    return BINDINGS + _tail(kind(kind_name), name, namespace)
+    return Key(BINDINGS + _tail(kind(kind_name), name, namespace))
 
 
-def binding_prefix(kind_name: str) -> str:
-    return f"{BINDINGS}{kind(kind_name).plural}/"
+def binding_prefix(kind_name: str) -> Prefix:
+    return Prefix(f"{BINDINGS}{kind(kind_name).plural}/")
 
 
-def status_key(kind_name: str, namespace: str, name: str) -> str:
+def status_key(kind_name: str, namespace: str, name: str) -> Key:
     """The key of what the propagator observed of a resource."""
-    return STATUS + _tail(kind(kind_name), name, namespace)
+    return Key(STATUS + _tail(kind(kind_name), name, namespace))
 
 
-def status_prefix(kind_name: str) -> str:
-    return f"{STATUS}{kind(kind_name).plural}/"
+def status_prefix(kind_name: str) -> Prefix:
+    return Prefix(f"{STATUS}{kind(kind_name).plural}/")
 
 
-def metric_value_key(name: str, namespace: str | None = None) -> str:
+def metric_value_key(name: str, namespace: str | None = None) -> Key:
     """The key of a metric's current value: GlobalMetric if no namespace, else Metric."""
-    return METRIC_VALUES + _tail(kind("Metric" if namespace else "GlobalMetric"), name, namespace)
+    kind_name = "Metric" if namespace else "GlobalMetric"
+    return Key(METRIC_VALUES + _tail(kind(kind_name), name, namespace))
 
 
-def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> str:
+def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> Key:
     """The key of the secrets a resource's document carries, kept apart from it
     (:mod:`berth.store.credentials`)."""
-    return SECRETS + _tail(kind(kind_name), name, namespace)
+    return Key(SECRETS + _tail(kind(kind_name), name, namespace))
 
 
-def secrets_prefix(kind_name: str) -> str:
+def secrets_prefix(kind_name: str) -> Prefix:
     """The prefix of every secret kept apart from the documents of a kind (what a role
     that uses that kind's secrets, and no other's, is granted)."""
-    return f"{SECRETS}{kind(kind_name).plural}/"
+    return Prefix(f"{SECRETS}{kind(kind_name).plural}/")
 
 
-def exported_key(name: str) -> str:
+def exported_key(name: str) -> Key:
     """The key of what the exporter last made of the Export ``name``."""
-    return EXPORTED + _tail(kind("Export"), name, None)
+    return Key(EXPORTED + _tail(kind("Export"), name, None))
 
 
-def history_key(namespace: str, name: str) -> str:
+def history_key(namespace: str, name: str) -> Key:
     """The key of an application's last manifests (written by ``berth apply``)."""
-    return HISTORY + _tail(kind("Application"), name, namespace)
+    return Key(HISTORY + _tail(kind("Application"), name, namespace))
 
 
-def rollout_key(namespace: str, name: str) -> str:
+def rollout_prefix() -> Prefix:
+    """The prefix of every application's rollout controls."""
+    return Prefix(ROLLOUTS + kind("Application").plural + "/")
+
+
+def rollout_key(namespace: str, name: str) -> Key:
     """The key of what an operator says of an application's rollout (pause, approve)."""
-    return ROLLOUTS + _tail(kind("Application"), name, namespace)
+    return Key(ROLLOUTS + _tail(kind("Application"), name, namespace))
 
 
-def lease_key(process: str) -> str:
+def ledger_prefix(kind_name: str, namespace: str | None, name: str) -> Prefix:
+    """Where the ledger's records of one resource live."""
+    return Prefix(LEDGER + _tail(kind(kind_name), name, namespace) + "/")
+
+
+def ledger_key(under: Prefix, rid: str, by: str, size: int) -> Key:
+    """A record's key under its resource's :func:`ledger_prefix`: its id (the time it was
+    made), the process that wrote it and its size, so a sweep reads keys alone."""
+    return Key(f"{under}{rid}.{by}.{size}")
+
+
+def events_prefix(kind_name: str, namespace: str | None, name: str) -> Prefix:
+    """Where the events of one object live."""
+    return Prefix(EVENTS + _tail(kind(kind_name), name, namespace) + "/")
+
+
+def event_key(under: Prefix, source: str, reason: str, digest: str) -> Key:
+    """An event's key under its object's :func:`events_prefix`: the process that saw it,
+    why, and a digest of its type and message (a repeat lands on the same key)."""
+    return Key(f"{under}{source}.{reason}.{digest}")
+
+
+def bench_prefix(path: str) -> Prefix:
+    """Where a benchmark writes its floor (the same writes as berth's, to compare with):
+    ``/berth/v1/bench/<path>/``; no process reads there."""
+    return Prefix(f"{BENCH}{path}/")
+
+
+def bench_key(path: str) -> Key:
+    """One key of a benchmark's floor, ``/berth/v1/bench/<path>``."""
+    return Key(BENCH + path)
+
+
+def lease_key(process: str) -> Key:
     """The election key of a process type (``scheduler``, ``propagator``, ...)."""
     check_name(process, "process name")
-    return LEASES + process
+    return Key(LEASES + process)
+
+
+# The propagator's replicas share the clusters out through leases of their own: each
+# member's key, and each cluster's claim by the member that owns it.
+PROPAGATOR_LEASES = Prefix(LEASES + "propagator/")
+PROPAGATOR_MEMBERS = Prefix(PROPAGATOR_LEASES + "members/")
+PROPAGATOR_CLAIMS = Prefix(PROPAGATOR_LEASES + "clusters/")
+
+
+def member_key(identity: str) -> Key:
+    """The key a propagator replica keeps alive while it is a member."""
+    return Key(PROPAGATOR_MEMBERS + identity)
+
+
+def claim_key(cid: str) -> Key:
+    """The claim on cluster ``cid`` (``<namespace>/<name>``) of the replica that owns it."""
+    return Key(PROPAGATOR_CLAIMS + cid)
 
 
 def _cluster_path(cid: str) -> str:
@@ -229,54 +296,59 @@ def _cluster_path(cid: str) -> str:
     return cid
 
 
-def work_prefix(cid: str) -> str:
+def work_prefix(cid: str) -> Prefix:
     """The prefix of everything pull cluster ``cid`` (``<namespace>/<name>``) is to run:
     its agent's role reads this and no other work."""
-    return f"{WORK}{_cluster_path(cid)}/"
+    return Prefix(f"{WORK}{_cluster_path(cid)}/")
 
 
-def work_key(cid: str, namespace: str, name: str) -> str:
+def work_key(cid: str, namespace: str, name: str) -> Key:
     """The key of what cluster ``cid`` runs of the application ``namespace/name``."""
-    return work_prefix(cid) + _tail(kind("Application"), name, namespace).split("/", 1)[1]
+    return Key(work_prefix(cid) + _tail(kind("Application"), name, namespace).split("/", 1)[1])
 
 
-def agent_prefix(cid: str) -> str:
+def agent_prefix(cid: str) -> Prefix:
     """The prefix pull cluster ``cid``'s agent writes under, and only there."""
-    return f"{AGENTS}{_cluster_path(cid)}/"
+    return Prefix(f"{AGENTS}{_cluster_path(cid)}/")
 
 
-def heartbeat_key(cid: str) -> str:
+def reports_prefix(cid: str) -> Prefix:
+    """The prefix of what the agent of ``cid`` did of each application's work."""
+    return Prefix(agent_prefix(cid) + "reports/")
+
+
+def heartbeat_key(cid: str) -> Key:
     """The agent's heartbeat, which is also its replicas' election key: created by the
     one that leads, on its lease, so it goes when that agent does."""
-    return agent_prefix(cid) + "heartbeat"
+    return Key(agent_prefix(cid) + "heartbeat")
 
 
-def removals_key(cid: str) -> str:
+def removals_key(cid: str) -> Key:
     """When the agent of ``cid`` last removed applications (its bounded share at once)."""
-    return agent_prefix(cid) + "removals"
+    return Key(agent_prefix(cid) + "removals")
 
 
-def report_key(cid: str, namespace: str, name: str) -> str:
+def report_key(cid: str, namespace: str, name: str) -> Key:
     """What the agent of ``cid`` did of the application ``namespace/name``'s work."""
-    return agent_prefix(cid) + "reports/" + _tail(kind("Application"), name,
-                                                  namespace).split("/", 1)[1]
+    return Key(reports_prefix(cid) + _tail(kind("Application"), name,
+                                           namespace).split("/", 1)[1])
 
 
-def registration_key(cid: str) -> str:
+def registration_key(cid: str) -> Key:
     """What berth says of the agent of cluster ``cid``: its bootstrap token, the identity
     it joined with, its credential's expiry, whether it was revoked (written by admins)."""
-    return REGISTRATIONS + _cluster_path(cid)
+    return Key(REGISTRATIONS + _cluster_path(cid))
 
 
-def registration_request_key(cid: str) -> str:
+def registration_request_key(cid: str) -> Key:
     """A request to join as cluster ``cid``: what its bootstrap token's user writes."""
-    return registration_key(cid) + "/request"
+    return Key(registration_key(cid) + "/request")
 
 
-def renewal_key(cid: str) -> str:
+def renewal_key(cid: str) -> Key:
     """The request of cluster ``cid``'s agent to renew its credential: only that agent's
     user may write it (its role), so a renewal found here was asked by the agent."""
-    return RENEWALS + _cluster_path(cid)
+    return Key(RENEWALS + _cluster_path(cid))
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,7 +507,14 @@ def _shape(head: str) -> tuple[bool, str | None, str] | None:
     return ref.kind.namespaced, ref.namespace, ref.kind.name
 
 
-def resource_key_of(key: str) -> str:
+def under(family: Prefix, key: Key) -> Key:
+    """A resource's ``key`` moved under another family's prefix (:data:`BINDINGS`,
+    :data:`STATUS`): where the processes write of it; NO_KEY for a key outside the
+    layout. No check beyond the root: the hot path of every scheduling attempt."""
+    return Key(family + key[len(ROOT):]) if key.startswith(ROOT) else NO_KEY
+
+
+def resource_key_of(key: str) -> Key:
     """The key of the resource a binding or status key is about (a resource key: itself)."""
     ref = parse_key(key)
     return resource_key(ref.kind.name, ref.name, ref.namespace)

@@ -39,7 +39,7 @@ from berth.store.ops import Put
 
 log = logging.getLogger(__name__)
 
-LEDGER = keys.ROOT + "ledger/"
+LEDGER = keys.LEDGER
 ID_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 WRITERS = ("scheduler", "propagator")
 
@@ -57,16 +57,14 @@ def id_time(rid: str) -> datetime:
     return datetime.strptime(rid, ID_FORMAT).replace(tzinfo=UTC)
 
 
-def prefix(kind: str, namespace: str | None, name: str) -> str:
-    """Where the records of one resource live."""
-    return LEDGER + keys.resource_key(kind, name, namespace)[len(keys.ROOT):] + "/"
+prefix = keys.ledger_prefix
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
     """A record's key, parsed: whose it is, when, by whom, how large."""
 
-    key: str
+    key: keys.Key
     resource: str  # the key's prefix: one resource's records
     id: str
     at: datetime
@@ -88,7 +86,7 @@ def parse(key: str) -> Entry:
     if len(parts) != 3 or parts[1] not in WRITERS or not parts[2].isdigit():
         raise ValueError(f"{key!r}: expected <id>.<{'|'.join(WRITERS)}>.<bytes>")
     rid, by, size = parts
-    return Entry(key, head + "/", rid, id_time(rid), by, int(size))
+    return Entry(keys.Key(key), head + "/", rid, id_time(rid), by, int(size))
 
 
 class Stamps:
@@ -112,8 +110,8 @@ def put(kind: str, namespace: str | None, name: str, by: str, record: Record,
     """The write that creates ``record`` of a resource, by process ``by`` (only if its
     key is absent: a record is never rewritten); ``rid``: its id if already made."""
     value = encode(record)
-    return Put(f"{prefix(kind, namespace, name)}{rid or record_id(record.time)}.{by}."
-               f"{len(value)}", value, 0)
+    return Put(keys.ledger_key(prefix(kind, namespace, name), rid or record_id(record.time),
+                               by, len(value)), value, 0)
 
 
 def history(store: Store, kind: str, namespace: str | None, name: str

@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from berth.store.keys import Key
+
 
 def b64(data: str | bytes) -> str:
     raw = data.encode() if isinstance(data, str) else data
@@ -41,7 +43,7 @@ def prefix_end(prefix: str) -> str:
 class KV(NamedTuple):
     """One stored key with its revisions."""
 
-    key: str
+    key: Key
     value: bytes
     mod_revision: int
     create_revision: int
@@ -66,7 +68,7 @@ class GatewayKV(msgspec.Struct):
     lease: int = 0
 
     def stored(self) -> KV:
-        return KV(key_text(self.key), unb64(self.value), self.mod_revision,
+        return KV(Key(key_text(self.key)), unb64(self.value), self.mod_revision,
                   self.create_revision, self.version, self.lease)
 
 
@@ -76,7 +78,7 @@ class Put:
     whatever it holds — only for what no one else writes and nothing decides on, as
     events)."""
 
-    key: str
+    key: Key
     value: bytes
     mod_revision: int | None = 0
     lease: int = 0
@@ -87,7 +89,7 @@ class Put:
 class Delete:
     """Delete ``key`` if it is still at ``mod_revision`` (None: whatever it is)."""
 
-    key: str
+    key: Key
     mod_revision: int | None = None
 
 
@@ -103,7 +105,7 @@ class Fence:
     absent key, which is exactly when nobody leads. :meth:`Store.commit` refuses a
     fence of term 0 (``Deposed``) without sending anything."""
 
-    key: str
+    key: Key
     term: int
     mod: bool = False  # compare the key's mod_revision instead: never written since
 

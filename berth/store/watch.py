@@ -37,6 +37,7 @@ import tenacity
 
 from berth.store.config import EtcdConfig
 from berth.store.errors import Compacted, StoreError, Unauthorized, Unavailable, classify, translate
+from berth.store.keys import Key, Prefix
 from berth.store.link import Link
 from berth.store.ops import GatewayKV, b64, key_text, prefix_end, unb64
 
@@ -96,7 +97,7 @@ class WatchEvent(NamedTuple):
     Bindings) never decodes it."""
 
     type: Literal["PUT", "DELETE"]
-    key: str
+    key: Key
     encoded: str | bytes  # the value, base64; empty for DELETE
     mod_revision: int
     create_revision: int
@@ -146,7 +147,7 @@ _DECODE_MESSAGE = msgspec.json.Decoder(_Message, strict=False).decode
 
 def _event(ev: _Event) -> WatchEvent:
     kv, prev = ev.kv, ev.prev_kv
-    return WatchEvent("DELETE" if ev.type == "DELETE" else "PUT", key_text(kv.key), kv.value,
+    return WatchEvent("DELETE" if ev.type == "DELETE" else "PUT", Key(key_text(kv.key)), kv.value,
                       kv.mod_revision, kv.create_revision, kv.version,
                       prev.value if prev is not None else None, kv.lease)
 
@@ -189,7 +190,7 @@ class Watch:
     def __init__(
         self,
         store: Watched,
-        prefix: str,
+        prefix: Prefix | Key,
         start_revision: int,
         *,
         prev_kv: bool = False,

@@ -315,7 +315,7 @@ def pull(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         prop.start()
         prop_pid = prop.proc.pid if prop.proc else 0
         deadline = time.monotonic() + 300
-        while root.count_prefix(keys.STATUS + "clusters/") < args.agents:
+        while root.count_prefix(keys.status_prefix("Cluster")) < args.agents:
             if time.monotonic() > deadline:
                 raise SystemExit("the propagator did not see every agent ONLINE")
             time.sleep(1)
@@ -352,7 +352,7 @@ def push(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         etcd_pid = server.proc.pid if server.proc else 0
         prop_pid = prop.proc.pid if prop.proc else 0
         deadline = time.monotonic() + 600
-        while store.count_prefix(keys.STATUS + "clusters/") < args.agents:
+        while store.count_prefix(keys.status_prefix("Cluster")) < args.agents:
             if time.monotonic() > deadline:
                 raise SystemExit("the propagator did not probe every cluster")
             time.sleep(1)

@@ -281,7 +281,7 @@ def main() -> None:
         # else its pair's other cluster takes the first placements, moved back later)
         deadline = time.monotonic() + 120
         while sum(b'"ONLINE"' in kv.value for kv in store.list_prefix(
-                keys.STATUS + "clusters/")[0]) < len(clusters):
+                keys.status_prefix("Cluster"))[0]) < len(clusters):
             if time.monotonic() > deadline:
                 raise SystemExit(f"not every cluster ONLINE after 120 s; logs in {work}")
             time.sleep(0.5)

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ZONES = ("eu-west", "eu-central", "eu-north", "us-east", "us-west", "ap-south")
 
 
-def _clusters(n: int, rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
+def _clusters(n: int, rng: random.Random) -> list[tuple[keys.Key, dict[str, Any]]]:
     out = []
     for i in range(n):
         name = f"c{i:04d}"
@@ -109,7 +109,7 @@ def _binding(ns: str, name: str, on: list[str], rng: random.Random, gen: int = 1
                        "explanation": explanation}}
 
 
-def _apps(n: int, clusters: int, rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
+def _apps(n: int, clusters: int, rng: random.Random) -> list[tuple[keys.Key, dict[str, Any]]]:
     out = []
     for i in range(n):
         ns, name = f"team-{i % 40:02d}", f"app-{i:05d}"
@@ -144,7 +144,7 @@ def _apps(n: int, clusters: int, rng: random.Random) -> list[tuple[str, dict[str
     return out
 
 
-def write(store: Store, docs: list[tuple[str, dict[str, Any]]]) -> None:
+def write(store: Store, docs: list[tuple[keys.Key, dict[str, Any]]]) -> None:
     for i in range(0, len(docs), 128):
         store.commit([Put(k, json.dumps(d).encode(), None) for k, d in docs[i:i + 128]])
 

@@ -39,6 +39,7 @@ from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
 from berth.controllers.scheduler.subjects import subject_from_application
 from berth.controllers.scheduler.views import AppView
+from berth.store import keys
 from berth.store.documents import Taint
 from berth.store.documents.resources import Resources
 from berth_testkit.fakes.scheduler import FakeSnapshot, cluster
@@ -85,7 +86,8 @@ def subjects(n: int, rng: random.Random, *, workloads: bool, requests: bool = Tr
         name = f"a{k:06d}"
         doc = app_doc(name, rng, workloads=workloads, requests=requests)
         view = msgspec.json.decode(msgspec.json.encode(doc), type=AppView)
-        out.append(subject_from_application(f"/berth/v1/applications/default/{name}", view))
+        out.append(subject_from_application(keys.resource_key("Application", name, "default"),
+                                            view))
     return out
 
 

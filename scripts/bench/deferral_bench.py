@@ -68,6 +68,7 @@ from berth.controllers.scheduler.framework import (
 )
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.plugins import REGISTRY
+from berth.store import keys
 from berth.store.documents import ForecastPoint, MetricRef, Placement, Reachability, Target
 from berth.store.documents.resources import Demand
 
@@ -283,8 +284,8 @@ def main() -> int:
     # Services: placed at the first hour, then decided again every hour.
     market.at(first)
     services = [Subject(Ref("Application", "default", f"svc-{i}"),
-                        f"/berth/v1/applications/default/svc-{i}", "Cluster") for i in range(
-                            args.services)]
+                        keys.resource_key("Application", f"svc-{i}", "default"), "Cluster")
+                for i in range(args.services)]
     ignoring_svc = {s.key: zone_of[rng.choice(names)] for s in services}
     paid = {"ignore": [0.0, 0.0], "now": [0.0, 0.0], "defer": [0.0, 0.0]}  # jobs, services
     moves, decisions, spent = 0, 0, 0.0
@@ -313,7 +314,7 @@ def main() -> int:
             delay = rng.randint(2, 12)
             run = rng.uniform(1, 4)
             subject = Subject(Ref("Application", "default", f"job-{n}"),
-                              f"/berth/v1/applications/default/job-{n}", "Cluster",
+                              keys.resource_key("Application", f"job-{n}", "default"), "Cluster",
                               created=arrived, migration=False,
                               placement=Placement(max_delay=f"{delay}h", cost_metric="price"))
             heapq.heappush(jobs, Job(arrived, n, arrived, arrived + delay * HOUR, run, subject))

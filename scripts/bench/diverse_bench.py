@@ -200,8 +200,8 @@ def ledger_size(store: Store) -> tuple[int, int]:
     return len(entries), sum(e.size for e in entries)
 
 
-def floor(store: Store, docs: list[bytes], size: int, prefix: str) -> float:
-    ops = [Put(f"{prefix}{i:07d}", d) for i, d in enumerate(docs)]
+def floor(store: Store, docs: list[bytes], size: int, path: str) -> float:
+    ops = [Put(keys.bench_key(f"{path}/{i:07d}"), d) for i, d in enumerate(docs)]
     t0 = time.perf_counter()
     for s in range(0, len(ops), size):
         store.commit(ops[s : s + size])
@@ -305,7 +305,7 @@ def main() -> None:
         docs = [kv.value for kv in store.list_prefix(keys.binding_prefix("Application"))[0]]
         size = max(1, round(mean))
         floor_cpu = cpu_seconds(server.proc.pid)
-        f_all = floor(store, docs, size, "/bench/floor/")
+        f_all = floor(store, docs, size, "floor")
         floor_cpu = cpu_seconds(server.proc.pid) - floor_cpu
         print(f"floor: etcd writes the same {len(docs)} Bindings (mean "
               f"{sum(map(len, docs)) / max(1, len(docs)):.0f} bytes) in batches of {size} in "
@@ -359,11 +359,11 @@ def main() -> None:
             if changes:
                 first, last_c = changes[0][0] - t0, changes[-1][0] - t0
                 half = changes[(len(changes) - 1) // 2][0] - t0  # the sweep's order shows here
-                f_moved = floor(store, docs[: len(moved)], size, "/bench/floor-moved/")
+                f_moved = floor(store, docs[: len(moved)], size, "floor-moved")
                 # What changes besides the targets must be written too (a placed application
                 # no cluster fits any more is kept where it runs, its state Unschedulable).
                 f_all = floor(store, (docs * (rewritten // max(1, len(docs)) + 1))[:rewritten],
-                              size, "/bench/floor-rewritten/")
+                              size, "floor-rewritten")
                 print(f"reaction: {len(vals)} metric values changed (written in {written:.2f}s); "
                       f"{len(moved)} applications moved ({len(changes)} target changes); "
                       f"first new Binding {first * 1e3:.0f} ms, half by {half:.2f}s, last "

@@ -210,7 +210,8 @@ def main() -> None:
         # -- the floor
         docs = [kv.value for kv in store.list_prefix(keys.binding_prefix("Application"))[0]]
         size = max(1, round(mean))
-        floor_ops = [Put(f"/bench/floor/{i:06d}", d) for i, d in enumerate(docs[: args.apps])]
+        floor_ops = [Put(keys.bench_key(f"floor/{i:06d}"), d)
+                     for i, d in enumerate(docs[: args.apps])]
         t0 = time.perf_counter()
         for s in range(0, len(floor_ops), size):
             store.commit(floor_ops[s : s + size])

@@ -19,14 +19,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from berth.store import EtcdConfig, Put, Store, Watch
+from berth.store import EtcdConfig, Put, Store, Watch, keys
 from berth.store.ops import b64
 from berth_testkit.figures import pct
 from berth_testkit.servers.etcd import EtcdServer
 
 
 def cas_latency(store: Store, n: int) -> None:
-    key = "/berth/v1/bench/cas"
+    key = keys.bench_key("cas")
     rev = store.create(key, b"0")
     cas: list[float] = []
     for i in range(n):
@@ -44,7 +44,7 @@ def cas_latency(store: Store, n: int) -> None:
     print(f"  ratio CAS/raw (p50): {c50 / r50:.2f}")
 
 
-def watch_rate(store: Store, prefix: str, total: int, write: Callable[[], object]) -> None:
+def watch_rate(store: Store, prefix: keys.Prefix, total: int, write: Callable[[], object]) -> None:
     start = store.revision() + 1
     received = 0
     done = threading.Event()
@@ -91,25 +91,25 @@ def main() -> None:
         def threads() -> None:
             def one(t: int) -> None:
                 for i in range(burst // 8):
-                    store.create(f"/berth/v1/bench/burst/{t}/{i}", b"x")
+                    store.create(keys.bench_key(f"burst/{t}/{i}"), b"x")
             ws = [threading.Thread(target=one, args=(t,)) for t in range(8)]
             for w in ws:
                 w.start()
             for w in ws:
                 w.join()
 
-        watch_rate(store, "/berth/v1/bench/burst/", burst, threads)
+        watch_rate(store, keys.bench_prefix("burst"), burst, threads)
 
         print(f"{args.events} puts in transactions of 128:")
-        ops = [Put(f"/berth/v1/bench/txn/{i:06d}", b"x" * 200) for i in range(args.events)]
-        watch_rate(store, "/berth/v1/bench/txn/", args.events, lambda: store.commit_chunks(ops))
+        ops = [Put(keys.bench_key(f"txn/{i:06d}"), b"x" * 200) for i in range(args.events)]
+        watch_rate(store, keys.bench_prefix("txn"), args.events, lambda: store.commit_chunks(ops))
 
         print(f"replay of a backlog of {args.events} events (the watcher's own ceiling):")
         first = store.revision() + 1
-        store.commit_chunks([Put(f"/berth/v1/bench/replay/{i:06d}", b"x" * 200)
+        store.commit_chunks([Put(keys.bench_key(f"replay/{i:06d}"), b"x" * 200)
                              for i in range(args.events)])
         began, received = time.perf_counter(), 0
-        replay = Watch(store, "/berth/v1/bench/replay/", first)
+        replay = Watch(store, keys.bench_prefix("replay"), first)
         for batch in replay:
             received += len(batch.events)
             if received >= args.events:

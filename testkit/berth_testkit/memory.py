@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berth.store import EtcdConfig, Fence, NoSpace, Store, StoreError
+from berth.store.keys import Key, Prefix
 from berth.store.ops import b64, unb64
 from berth.store.watch import Watch, WatchBatch, WatchEvent
 
@@ -189,13 +190,13 @@ class Memory:
         now = _Stored(value, was.create_revision if was else self.revision, self.revision,
                       was.version + 1 if was else 1, lease)
         self.keys[key] = now
-        self.history.append(WatchEvent("PUT", key, b64(value), now.mod_revision,
+        self.history.append(WatchEvent("PUT", Key(key), b64(value), now.mod_revision,
                                        now.create_revision, now.version,
                                        b64(was.value) if was else None, lease))
 
     def _delete(self, key: str) -> None:
         was = self.keys.pop(key)
-        self.history.append(WatchEvent("DELETE", key, "", self.revision, 0, 0,
+        self.history.append(WatchEvent("DELETE", Key(key), "", self.revision, 0, 0,
                                        b64(was.value), 0))
 
 
@@ -215,7 +216,7 @@ class MemoryStore(Store):
             raise ValueError(f"no term to fence with ({fence.key} at term {fence.term})")
         return MemoryStore(self.memory, fence=fence, holds=holds)
 
-    def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = False,
+    def watch(self, prefix: Prefix | Key, start_revision: int, *, prev_kv: bool = False,
               idle_timeout: float = 30.0) -> Watch:
         return MemoryWatch(self, prefix, start_revision, prev_kv=prev_kv,
                            idle_timeout=idle_timeout)
@@ -226,7 +227,7 @@ class MemoryWatch(Watch):
     batch at every write that touches the prefix (and a quiet one, as etcd's progress
     notification, after ``idle_timeout`` without one)."""
 
-    def __init__(self, store: MemoryStore, prefix: str, start_revision: int, *,
+    def __init__(self, store: MemoryStore, prefix: Prefix | Key, start_revision: int, *,
                  prev_kv: bool = False, idle_timeout: float = 30.0) -> None:
         super().__init__(store, prefix, start_revision, prev_kv=prev_kv,
                          idle_timeout=idle_timeout)

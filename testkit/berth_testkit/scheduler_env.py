@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def put(store: Store, key: str, doc: Any) -> int:
+def put(store: Store, key: keys.Key, doc: Any) -> int:
     """Create or replace ``key`` (guarded by the revision just read)."""
     data = doc if isinstance(doc, bytes) else encode(doc)
     current = store.get(key)
@@ -129,7 +129,7 @@ def wait_for(get: Callable[[], T | None], check: Callable[[T], bool] = lambda _:
     raise AssertionError(f"not reached within {timeout}s; last: {last!r}")
 
 
-def record_puts(store: Store, key: str, type_: type[T]) -> tuple[list[T], Watch]:
+def record_puts(store: Store, key: keys.Key, type_: type[T]) -> tuple[list[T], Watch]:
     """Every value written at ``key`` from now on, decoded, appended to a list as it
     comes; close the returned watch when done."""
     seen: list[T] = []

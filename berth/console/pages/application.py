@@ -123,7 +123,7 @@ class Done(msgspec.Struct):
     done: str
 
 
-def _read(store: Store, key: str, type_: type[Any]) -> Any:
+def _read(store: Store, key: keys.Key, type_: type[Any]) -> Any:
     kv = store.get(key)
     return decode(kv.value, type_, key) if kv is not None else None
 
@@ -137,7 +137,7 @@ def page(store: Store, namespace: str, name: str, head_of: dict[str, Any]
         return None
     problems: list[str] = []
 
-    def joined(key: str, type_: type[Any]) -> Any:
+    def joined(key: keys.Key, type_: type[Any]) -> Any:
         try:
             return _read(store, key, type_)
         except StoreError as exc:

@@ -64,7 +64,7 @@ class FleetPage(Head, kw_only=True):
     groups: list[Group]
 
 
-def metric_key(use: V.MetricUse, namespace: str | None) -> tuple[str, str]:
+def metric_key(use: V.MetricUse, namespace: str | None) -> tuple[keys.Key, keys.Key]:
     """(definition key, value key) of a metric a cluster uses."""
     if use.namespaced and namespace:
         return (keys.resource_key("Metric", use.name, namespace),

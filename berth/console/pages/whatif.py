@@ -15,7 +15,7 @@ from starlette.responses import Response
 from berth.bootstrap.load import to_document
 from berth.console.pages.common import answer, console, error
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
-from berth.store import Invalid, Store, StoreError
+from berth.store import Invalid, Store, StoreError, keys
 from berth.yamlfile import YamlRefused, documents
 
 MAX_WHATIF = 1 << 20  # bytes of pasted YAML
@@ -33,7 +33,7 @@ class Refused(ValueError):
 
 
 def page(store: Store, text: str) -> WhatIfPage:
-    loaded: list[tuple[str, dict[str, Any]]] = []
+    loaded: list[tuple[keys.Key, dict[str, Any]]] = []
     problems: list[str] = []
     try:
         for where, data in documents(text, "the pasted YAML"):

@@ -259,7 +259,7 @@ class Exporter:
         self.store = store
         self.config = config
 
-        def informer(prefix: str, type_: Any) -> Informer[Any]:
+        def informer(prefix: keys.Prefix, type_: Any) -> Informer[Any]:
             return Informer(store, prefix, type_, idle_timeout=config.watch_idle_timeout)
 
         self.exports: Informer[Export] = informer(keys.resource_prefix("Export"), Export)

@@ -185,7 +185,7 @@ def _health(state: Reachability | None) -> tuple[str, str]:
 
 def cluster_profile(cid: str, name: str, cluster: ClusterView,
                     status: ClusterStatusView | None,
-                    values: dict[str, ValueView]) -> Profile:
+                    values: dict[keys.Key, ValueView]) -> Profile:
     """A cluster's profile: its health as berth's propagator last saw it, its labels and
     its metrics' current values (``values`` by metric value key) as properties."""
     state = status.status if status is not None else ClusterStateView()

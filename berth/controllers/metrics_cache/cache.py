@@ -183,21 +183,21 @@ class MetricsCache:
         self.store = store
         self.config = config
         self.clock = clock  # when a value was observed, and how old it is
-        r = keys.ROOT
+        r = keys.resource_prefix
 
-        def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
+        def informer(prefix: keys.Prefix, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=config.watch_idle_timeout)
 
         self.global_providers: Informer[GlobalMetricsProvider] = informer(
-            r + "globalmetricsproviders/", GlobalMetricsProvider)
-        self.providers: Informer[MetricsProvider] = informer(r + "metricsproviders/",
+            r("GlobalMetricsProvider"), GlobalMetricsProvider)
+        self.providers: Informer[MetricsProvider] = informer(r("MetricsProvider"),
                                                              MetricsProvider)
-        self.global_metrics: Informer[GlobalMetric] = informer(r + "globalmetrics/", GlobalMetric)
-        self.metrics: Informer[Metric] = informer(r + "metrics/", Metric)
-        self.clusters: Informer[Referencing] = informer(r + "clusters/", Referencing)
-        self.global_clouds: Informer[Referencing] = informer(r + "globalclouds/", Referencing)
-        self.clouds: Informer[Referencing] = informer(r + "clouds/", Referencing)
-        self.projects: Informer[Referencing] = informer(r + "projects/", Referencing)
+        self.global_metrics: Informer[GlobalMetric] = informer(r("GlobalMetric"), GlobalMetric)
+        self.metrics: Informer[Metric] = informer(r("Metric"), Metric)
+        self.clusters: Informer[Referencing] = informer(r("Cluster"), Referencing)
+        self.global_clouds: Informer[Referencing] = informer(r("GlobalCloud"), Referencing)
+        self.clouds: Informer[Referencing] = informer(r("Cloud"), Referencing)
+        self.projects: Informer[Referencing] = informer(r("Project"), Referencing)
         # the providers' secrets (a Kafka password), kept apart: this process's to read
         self.secrets: Informer[Credentials] = informer(keys.secrets_prefix("GlobalMetricsProvider"),
                                                        STORED)
@@ -334,7 +334,7 @@ class MetricsCache:
         if event.type is EventType.DELETED:
             self._foreign(event.key, "deleted")
 
-    def _foreign(self, key: str, what: str) -> None:
+    def _foreign(self, key: keys.Key, what: str) -> None:
         """A key we own was overwritten with garbage or deleted by someone else: ours
         goes back over it (the value at the next poll, the picture now)."""
         if self.writer is None or not self.writer.forget(key):
@@ -514,7 +514,7 @@ class MetricsCache:
             return
         self._say_reachable(provider_key, provider, readings)
         now = self.clock.now()
-        docs: list[tuple[str, MetricValue]] = []
+        docs: list[tuple[keys.Key, MetricValue]] = []
         for w in wanted:
             reading = readings.get(w.query, Failure("UNKNOWN_METRIC", f"{w.query}: no answer"))
             key = w.series.key

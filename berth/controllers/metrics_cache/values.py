@@ -33,7 +33,7 @@ class Series:
     namespace: str | None
 
     @property
-    def key(self) -> str:
+    def key(self) -> keys.Key:
         return keys.metric_value_key(self.name, self.namespace)
 
 

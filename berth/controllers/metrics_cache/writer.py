@@ -55,7 +55,7 @@ class ValueWriter:
         self.on_lease_lost = on_lease_lost
         self._lock = threading.Lock()  # guards _written and _picture_revision
         self._lease_lock = threading.Lock()  # one thread replaces a lost lease
-        self._written: dict[str, tuple[tuple[object, ...], int]] = {}  # key → (essence, rev)
+        self._written: dict[keys.Key, tuple[tuple[object, ...], int]] = {}  # key → (essence, rev)
         self._picture_revision = 0
         self.deposed: Deposed | None = None  # our term ended: nothing more is written
         self.lease = self._new_lease()
@@ -91,7 +91,7 @@ class ValueWriter:
                 self.lease = self._new_lease()
             return self.lease.id
 
-    def _put(self, key: str, data: bytes, revision: int, lease: int) -> int | None:
+    def _put(self, key: keys.Key, data: bytes, revision: int, lease: int) -> int | None:
         """Write ``key`` over ``revision``; a conflict (another run's value, after a
         restart) takes the key over once. The new revision, or None."""
         for _ in range(2):
@@ -103,12 +103,12 @@ class ValueWriter:
         log.warning("%s: changed concurrently twice; will retry next poll", key)
         return None
 
-    def unchanged(self, key: str, status: MetricValueStatus) -> bool:
+    def unchanged(self, key: keys.Key, status: MetricValueStatus) -> bool:
         with self._lock:
             hit = self._written.get(key)
         return hit is not None and hit[0] == _essence(status)
 
-    def write(self, key: str, doc: MetricValue) -> bool:
+    def write(self, key: keys.Key, doc: MetricValue) -> bool:
         """Write ``doc`` at ``key`` unless nothing changed; True if written."""
         essence = _essence(doc.status)
         with self._lock:
@@ -135,7 +135,7 @@ class ValueWriter:
         WRITES.labels("picture").inc()
         return True
 
-    def write_many(self, docs: list[tuple[str, MetricValue]]) -> tuple[int, int]:
+    def write_many(self, docs: list[tuple[keys.Key, MetricValue]]) -> tuple[int, int]:
         """Write the changed ones of ``docs``, up to 128 per transaction; returns how many
         were written and how many could not be (left for the next poll).
 
@@ -169,7 +169,7 @@ class ValueWriter:
             done += len(chunk)
         return done, failed
 
-    def remove(self, key: str) -> None:
+    def remove(self, key: keys.Key) -> None:
         """Delete a value nobody references any more."""
         with self._lock:
             hit = self._written.pop(key, None)
@@ -179,7 +179,7 @@ class ValueWriter:
         except StoreError as exc:
             log.warning("%s: not removed: %s", key, exc)
 
-    def forget(self, key: str) -> bool:
+    def forget(self, key: keys.Key) -> bool:
         """Someone else changed ``key`` (garbage, a hand-made delete): the next poll writes
         ours over it, and the next publish the picture. False if we never wrote it."""
         with self._lock:
@@ -188,7 +188,7 @@ class ValueWriter:
                 return known
             return self._written.pop(key, None) is not None
 
-    def written_keys(self) -> set[str]:
+    def written_keys(self) -> set[keys.Key]:
         with self._lock:
             return set(self._written)
 

@@ -129,12 +129,12 @@ class Applier:
         # rollouts: what operators said (earlier manifests are read when a rollout needs
         # one: a history holds up to ten, which no informer should keep for every app)
         self.controls: Informer[RolloutControl] = Informer(
-            store, keys.ROLLOUTS + "applications/", RolloutControl, idle_timeout=idle)
+            store, keys.rollout_prefix(), RolloutControl, idle_timeout=idle)
         # the fleet's pace (docs/pace.md): its document, and the copies in transition
         self.paces: Informer[Pace] = Informer(
             store, keys.resource_prefix("Pace"), Pace, idle_timeout=idle)
         self.transit = Transit()
-        self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
+        self.queue: WorkQueue[keys.Key] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         # what the statuses say, as events (docs/events.md): started and stopped with the
         # propagator
@@ -251,7 +251,7 @@ class Applier:
 
     # -- reconcile -------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Retry | None:
+    def reconcile(self, key: keys.Key) -> Retry | None:
         """facts → plan → execute → write, until the plan finishes; a Retry if not done."""
         ref = keys.parse_key(key)
         doc = self.writer.read(ref.namespace or "", ref.name)
@@ -280,7 +280,7 @@ class Applier:
             return outcome
         return self._finish(key, doc, item, outcome)
 
-    def _finish(self, key: str, doc: Doc, item: Item[AppView] | None, end: Finish
+    def _finish(self, key: keys.Key, doc: Doc, item: Item[AppView] | None, end: Finish
                 ) -> Retry | None:
         if end.warning:
             log.warning("%s: %s", key, end.warning)

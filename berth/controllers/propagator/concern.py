@@ -116,7 +116,7 @@ class Applies:
 class Concern:
     """The events → the applications they concern, queued on ``queue``."""
 
-    def __init__(self, queue: WorkQueue[str], applies: Applies, *, apps: Informer[AppView],
+    def __init__(self, queue: WorkQueue[keys.Key], applies: Applies, *, apps: Informer[AppView],
                  bindings: Informer[Binding], statuses: Informer[ApplicationStatus],
                  writer: StatusWriter, transit: Transit, connections: Connections,
                  is_pull: Callable[[str], bool], pods: Pods, untracked_after: float,
@@ -244,8 +244,8 @@ class Concern:
         watched; it starts the drift watches), spread over the next ``GAINED_SPREAD``
         seconds, so that a hand-over of a full cluster does not queue the work that
         matters behind thousands of re-applies."""
-        urgent: set[str] = set()
-        routine: set[str] = set()
+        urgent: set[keys.Key] = set()
+        routine: set[keys.Key] = set()
         for item in self.statuses.items():
             st = item.obj.status
             if cid in st.errors or cid in st.applied:
@@ -276,7 +276,7 @@ class Concern:
         want = {cluster_id(t.namespace or ref.namespace, t.name) for t in binding.spec.targets}
         return st.generation == gen == binding.spec.generation and on == want
 
-    def _requeue(self, key: str, drifted: str | None = None) -> None:
+    def _requeue(self, key: keys.Key, drifted: str | None = None) -> None:
         if drifted is not None:
             self.applies.drifted(key, drifted)
         self.queue.add(key)
@@ -371,7 +371,7 @@ class Concern:
         if namespace and name:
             self.queue.add(keys.resource_key("Application", name, namespace))
 
-    def on_report(self, key: str, cid: str, report: Report, old: Report | None) -> None:
+    def on_report(self, key: keys.Key, cid: str, report: Report, old: Report | None) -> None:
         """A pull cluster's agent reported on the application's work: what it says is
         progress — recorded at once when the copy's state turned, as a push cluster's
         is when its watch shows it (:meth:`_on_seen`)."""

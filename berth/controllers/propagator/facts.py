@@ -35,6 +35,7 @@ from berth.controllers.propagator.plan import CONFIRM, App, Facts
 from berth.controllers.propagator.rollout import Inputs, Version, rolls, stable_of
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id
 from berth.controllers.runtime.clock import Clock
+from berth.store import keys
 from berth.store.credentials import with_current_secrets
 from berth.store.documents import ApplicationState, Binding, ClusterApplied, HealthRule
 from berth.store.documents.overrides import Override
@@ -102,7 +103,7 @@ class Reads(Protocol):
         """Generation ``generation``'s manifest from the history (None: not kept)."""
         ...
 
-    def app_unreadable(self, key: str) -> bool:
+    def app_unreadable(self, key: keys.Key) -> bool:
         """Whether the application's key holds a value that does not decode;
         Unavailable when etcd does not answer."""
         ...
@@ -141,7 +142,7 @@ class FactsBuilder:
         self.clock = clock
         self.move_timeout = move_timeout
 
-    def facts(self, key: str, namespace: str, name: str, recorded: ApplicationState,
+    def facts(self, key: keys.Key, namespace: str, name: str, recorded: ApplicationState,
               view: AppView | None, since: Since) -> Facts | None:
         """The frozen snapshot a reconcile of ``key`` decides on; None when it is not
         this replica's to reconcile."""

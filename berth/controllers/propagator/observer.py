@@ -242,9 +242,9 @@ class Observer:
                         continue  # a slow cluster is probed once at a time
                     self._in_flight.add(item.key)
                 self._pool.submit(self._probe_one, item.key, item.obj)
-        for key in self.statuses.list_keys():
-            if keys.resource_key_of(key) not in live:
-                self._remove(key)  # the cluster is gone: so is what we observed of it
+        for skey in self.statuses.list_keys():
+            if keys.resource_key_of(skey) not in live:
+                self._remove(skey)  # the cluster is gone: so is what we observed of it
         for key in self._trackers.clusters():
             if key not in live:
                 self._trackers.leave(key)
@@ -333,7 +333,7 @@ class Observer:
             capacity = current.status.capacity  # not listed yet, or failing: as it was
         self._write(skey, view, probe, current, capacity)
 
-    def _write(self, skey: str, view: ClusterView, probe: Probe,
+    def _write(self, skey: keys.Key, view: ClusterView, probe: Probe,
                current: ClusterStatus | None, capacity: Capacity | None, held: str = ""
                ) -> None:
         item = self.statuses.item(skey)
@@ -389,7 +389,7 @@ class Observer:
                         "cluster %s/%s is %s%s", view.metadata.namespace, view.metadata.name,
                         probe.state, f" ({probe.reason})" if probe.reason else "")
 
-    def _remove(self, skey: str) -> None:
+    def _remove(self, skey: keys.Key) -> None:
         item = self.statuses.item(skey)
         if item is None:
             return  # nothing of ours there

@@ -134,9 +134,9 @@ class PullClusters:
         self._garbage: dict[str, int] = {}
         self.works.add_invalid_handler(self._garbage_seen)
         self.works.add_cleared_handler(self._garbage_gone)
-        self.on_garbage: list[Callable[[str], None]] = []  # (application key)
+        self.on_garbage: list[Callable[[keys.Key], None]] = []  # (application key)
         # (application key, whether the copy's state may have turned): a report changed
-        self.on_report: list[Callable[[str, str, Report, Report | None], None]] = []
+        self.on_report: list[Callable[[keys.Key, str, Report, Report | None], None]] = []
         self.on_heartbeat: list[Callable[[str], None]] = []
         self.agents.add_handler(self._on_agent)
 
@@ -397,7 +397,7 @@ class PullClusters:
             return revision
         raise _NotSent(f"work for {cid} not written: it changed meanwhile")
 
-    def _read(self, key: str) -> Sent | None:
+    def _read(self, key: keys.Key) -> Sent | None:
         try:
             kv = self.store.get(key)
         except StoreError as exc:
@@ -411,7 +411,7 @@ class PullClusters:
             return Sent("", kv.mod_revision)
         return Sent(got.metadata.digest, kv.mod_revision, got.spec.intent is Intent.DELETE)
 
-    def _drop(self, cid: str, key: str) -> None:
+    def _drop(self, cid: str, key: keys.Key) -> None:
         """Remove a work the agent has carried out (its report then goes too)."""
         sent = self.sent(key)
         if sent is None:

@@ -96,7 +96,7 @@ class Informed:
     def kept(self, namespace: str, name: str, generation: int) -> list[Any] | None:
         return self.manifests.of(namespace, name, generation)
 
-    def app_unreadable(self, key: str) -> bool:
+    def app_unreadable(self, key: keys.Key) -> bool:
         return unreadable(self.store, key)
 
     def copy(self, cid: str, owner: str, have: ClusterApplied, rules: tuple[HealthRule, ...],
@@ -131,7 +131,7 @@ class Informed:
         return self.shard is None or self.shard.mine(key)
 
 
-def unreadable(store: Store, key: str) -> bool:
+def unreadable(store: Store, key: keys.Key) -> bool:
     """Whether ``key`` holds a value an informer skipped (it did not decode);
     Unavailable when etcd does not answer."""
     try:

@@ -50,9 +50,8 @@ from berth.store.codec import typed
 
 log = logging.getLogger(__name__)
 
-PREFIX = keys.LEASES + "propagator/"
-MEMBERS = PREFIX + "members/"
-CLAIMS = PREFIX + "clusters/"
+PREFIX, MEMBERS, CLAIMS = keys.PROPAGATOR_LEASES, keys.PROPAGATOR_MEMBERS, keys.PROPAGATOR_CLAIMS
+claim_key = keys.claim_key
 
 
 class Holder(msgspec.Struct):
@@ -64,11 +63,6 @@ class Holder(msgspec.Struct):
 def _live(lease: int, holder: Holder) -> bool:
     """Whether a lease key is what a replica writes: attached to the lease it names."""
     return lease != 0 and holder.lease == lease
-
-
-def claim_key(cid: str) -> str:
-    """``<namespace>/<name>`` → its claim's key."""
-    return CLAIMS + cid
 
 
 def owner(cid: str, members: list[str]) -> str | None:
@@ -209,7 +203,7 @@ class Shard:
         self._lease = self.store.grant(self.ttl)
         self._last_ok = sent
         self.tenure.renewed(sent, self.ttl)
-        key = MEMBERS + self.identity
+        key = keys.member_key(self.identity)
         body = msgspec.json.encode(Holder(self.identity, self._lease, time.time()))
         try:
             self.store.commit([Put(key, body, 0, self._lease)])

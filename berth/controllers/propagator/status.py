@@ -38,7 +38,7 @@ class Doc:
     """One application's status key, as last read or written by this reconcile."""
 
     writer: StatusWriter
-    key: str
+    key: keys.Key
     namespace: str
     name: str
     old: ApplicationStatus | None
@@ -141,7 +141,7 @@ class StatusWriter:
         doc.old, doc.revision, doc.garbage = written, rev, 0
         return None
 
-    def remove(self, doc: Doc, app: tuple[str, int] | None) -> Retry | None:
+    def remove(self, doc: Doc, app: tuple[keys.Key, int] | None) -> Retry | None:
         """Delete the status and, if given as (key, revision), the application (with its
         history and rollout controls): at the revisions read, in one transaction."""
         ops: list[Put | Delete | Fence] = []

@@ -17,7 +17,7 @@ def cluster_id(namespace: str | None, name: str) -> str:
     return f"{namespace or ''}/{name}"
 
 
-def cluster_key(cid: str) -> str:
+def cluster_key(cid: str) -> keys.Key:
     """The key of the Cluster ``<namespace>/<name>``."""
     namespace, _, name = cid.partition("/")
     return keys.resource_key("Cluster", name, namespace or None)

@@ -61,7 +61,7 @@ class LeaderElection:
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         about: Mapping[str, Any] | None = None,
-        key: str | None = None,
+        key: keys.Key | None = None,
         body: Callable[[str, float], bytes] | None = None,
     ) -> None:
         """``about``: more for the lease key's value, next to the holder (what the leader

@@ -42,7 +42,7 @@ from datetime import datetime
 
 from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.supervise import Loop
-from berth.store import Put, Store, StoreError, encode
+from berth.store import Put, Store, StoreError, encode, keys
 from berth.store.events import Event, InvolvedObject, key
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,9 @@ class Recorder:
         self._incoming: deque[tuple[InvolvedObject, str, str, str, float, datetime]] = deque()
         self._overflow = itertools.count()  # emitted while the queue was full (next: atomic)
         self._overflowed = 0  # of those, already counted into ``_dropped``
-        self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._known: OrderedDict[keys.Key, _Known] = OrderedDict()
         # keys of known events changed since written, the longest waiting first
-        self._dirty: dict[str, None] = {}
+        self._dirty: dict[keys.Key, None] = {}
         self._dropped = 0  # events evicted before they were written, not yet said
         self._said_dropped = float("-inf")  # when that was last said
         self._similar: dict[tuple[str, str | None, str, str, str], deque[tuple[float, str]]] = {}
@@ -164,7 +164,7 @@ class Recorder:
         most = None if force else max(1, round(self.rate * self.every))
         with self._lock:
             self._correlate()
-            due: list[tuple[str, Event, float]] = []
+            due: list[tuple[keys.Key, Event, float]] = []
             for k in self._dirty:
                 k_ = self._known[k]
                 if force or now_m - k_.written >= self.min_interval:

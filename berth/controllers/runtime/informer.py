@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 from prometheus_client import Counter
 
@@ -76,7 +76,7 @@ class Item(Generic[T]):
 
     __slots__ = ("key", "lease", "mod_revision", "obj")
 
-    def __init__(self, key: str, obj: T, mod_revision: int, lease: int = 0) -> None:
+    def __init__(self, key: keys.Key, obj: T, mod_revision: int, lease: int = 0) -> None:
         self.key: Final = key
         self.obj: Final = obj
         self.mod_revision: Final = mod_revision
@@ -91,7 +91,7 @@ class Event(Generic[T]):
 
     __slots__ = ("key", "obj", "old", "revision", "type")
 
-    def __init__(self, type: EventType, key: str, obj: T, old: T | None,
+    def __init__(self, type: EventType, key: keys.Key, obj: T, old: T | None,
                  revision: int) -> None:
         self.type: Final = type
         self.key: Final = key
@@ -118,9 +118,9 @@ class Source(Protocol[T]):
 
     def add_handler(self, handler: Callable[[Event[Any]], None]) -> None: ...
 
-    def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None: ...
+    def add_invalid_handler(self, handler: Callable[[keys.Key, int], None]) -> None: ...
 
-    def add_cleared_handler(self, handler: Callable[[str, int], None]) -> None: ...
+    def add_cleared_handler(self, handler: Callable[[keys.Key, int], None]) -> None: ...
 
 
 class _Valued(Protocol):
@@ -136,10 +136,10 @@ class Informer(Generic[T]):
     def __init__(
         self,
         store: Store,
-        prefix: str,
+        prefix: keys.Prefix | keys.Key,  # a Key: that key alone (and any under it)
         type_: Any,  # a msgspec type: a Struct, or a tagged union of them
         *,
-        convert: Callable[[str, Any], T] | None = None,
+        convert: Callable[[keys.Key, Any], T] | None = None,
         idle_timeout: float = 30.0,
         retry_delay: float = 1.0,
         layout: Callable[[str], str | None] = keys.problem,
@@ -160,8 +160,8 @@ class Informer(Generic[T]):
         self.layout = layout
         self.known = known
         self.handlers: list[Handler[T]] = []
-        self.invalid_handlers: list[Callable[[str, int], None]] = []
-        self.cleared_handlers: list[Callable[[str, int], None]] = []
+        self.invalid_handlers: list[Callable[[keys.Key, int], None]] = []
+        self.cleared_handlers: list[Callable[[keys.Key, int], None]] = []
         self._invalid: dict[str, int] = {}  # key → revision of the value that did not decode
         self._items: dict[str, Item[T]] = {}  # changed by the informer's thread only
         self._lock = threading.Lock()  # guards _items: held for one change or one copy
@@ -191,10 +191,10 @@ class Informer(Generic[T]):
         with self._lock:
             return list(self._items.values())
 
-    def list_keys(self) -> list[str]:
+    def list_keys(self) -> list[keys.Key]:
         """A copy: every key as of now."""
-        with self._lock:
-            return list(self._items)
+        with self._lock:  # (every key came from etcd, or from overlay(), as a Key)
+            return cast(list[keys.Key], list(self._items))
 
     def __len__(self) -> int:
         return len(self._items)
@@ -206,12 +206,12 @@ class Informer(Generic[T]):
     def add_handler(self, handler: Handler[T]) -> None:
         self.handlers.append(handler)
 
-    def add_invalid_handler(self, handler: Callable[[str, int], None]) -> None:
+    def add_invalid_handler(self, handler: Callable[[keys.Key, int], None]) -> None:
         """Called with the key and revision of each value that does not decode (so the
         key's owner can replace it: its compare-and-swap needs that revision)."""
         self.invalid_handlers.append(handler)
 
-    def add_cleared_handler(self, handler: Callable[[str, int], None]) -> None:
+    def add_cleared_handler(self, handler: Callable[[keys.Key, int], None]) -> None:
         """Called with the key and revision when a key that held a value that did not
         decode is deleted (the owner's remembered garbage revision is stale then)."""
         self.cleared_handlers.append(handler)
@@ -255,7 +255,7 @@ class Informer(Generic[T]):
         if self._worker is not None and self._worker is not threading.current_thread():
             self._worker.join(timeout=timeout)
 
-    def overlay(self, key: str, value: bytes) -> None:
+    def overlay(self, key: keys.Key, value: bytes) -> None:
         """What-if: take ``value`` as stored at ``key`` (it is written nowhere) and tell
         the handlers, as a watch would. Only on an informer that no longer watches."""
         self._store_value(key, value, self.revision + 1)
@@ -320,7 +320,7 @@ class Informer(Generic[T]):
             with self._lock:
                 gone = self._items.pop(key)
             self._emit(Event(EventType.DELETED, key, gone.obj, gone.obj, revision))
-        for key in [k for k in self._invalid if k not in seen]:
+        for key in [cast(keys.Key, k) for k in self._invalid if k not in seen]:
             self._cleared(key, revision)
         self._advance(revision)
         self.synced.set()
@@ -336,7 +336,7 @@ class Informer(Generic[T]):
         else:
             self._store_value(ev.key, ev, ev.mod_revision, ev.lease)
 
-    def _cleared(self, key: str, revision: int) -> None:
+    def _cleared(self, key: keys.Key, revision: int) -> None:
         del self._invalid[key]
         for handler in self.cleared_handlers:
             try:
@@ -354,7 +354,7 @@ class Informer(Generic[T]):
             log.warning("informer %s: ignoring %r: %s", self.prefix, key, why)
         return True
 
-    def _store_value(self, key: str, kv: _Valued | bytes, revision: int,
+    def _store_value(self, key: keys.Key, kv: _Valued | bytes, revision: int,
                      lease: int = 0) -> None:
         """Keep what ``kv`` holds at ``key``: as ``known`` says it is, else decoded (a
         watch event's value is not even read then)."""

@@ -24,7 +24,7 @@ from prometheus_client import Counter
 from berth.controllers.runtime.election import LeaderElection
 from berth.controllers.runtime.health import HealthServer
 from berth.controllers.runtime.observe import LEADER_STATE
-from berth.store import Fence, Store, StoreError
+from berth.store import Fence, Store, StoreError, keys
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def run_process(
     retry_delay: float = 1.0,
     elect: bool = True,
     about: Mapping[str, Any] | None = None,
-    election_key: str | None = None,
+    election_key: keys.Key | None = None,
     campaign: Callable[[str, float], bytes] | None = None,
 ) -> int:
     """Serve health, and run the controller ``make`` builds while this replica leads

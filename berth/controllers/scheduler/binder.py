@@ -104,7 +104,7 @@ class Write:
     generations."""
 
     subject_key: str
-    binding_key: str
+    binding_key: keys.Key
     value: bytes | None  # the encoded Binding (None: delete it)
     view: BindingView | None  # what is assumed until the watch shows it
     enqueued: float = 0.0
@@ -118,7 +118,7 @@ class Write:
     # What an observer is told once it is written (type, reason, message): an event.
     events: tuple[tuple[str, str, str], ...] = ()
 
-    def __init__(self, subject_key: str, binding_key: str, doc: Binding | None,
+    def __init__(self, subject_key: str, binding_key: keys.Key, doc: Binding | None,
                  said: str | None = None, record: Put | None = None,
                  event: tuple[str, str, str] | None = None) -> None:
         self.subject_key = subject_key

@@ -91,29 +91,29 @@ class Cache:
                  assume_ttl: float = 300.0, picture_grace: float = 60.0,
                  clock: Clock = SYSTEM) -> None:
         self.clock = clock
-        def informer(prefix: str, type_: type) -> Informer:  # type: ignore[type-arg]
+        def informer(prefix: keys.Prefix, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
-        r = keys.ROOT
+        r = keys.resource_prefix
         # Applications are kept as Subjects only: built once per stored revision.
         self.applications: Informer[Subject] = Informer(
-            store, r + "applications/", AppView, convert=subject_from_application,
+            store, r("Application"), AppView, convert=subject_from_application,
             idle_timeout=idle_timeout)
         self.clusters: Informer[ClusterView] = Informer(
-            store, r + "clusters/", ClusterView, convert=compact_cluster,
+            store, r("Cluster"), ClusterView, convert=compact_cluster,
             idle_timeout=idle_timeout)
-        self.globalclouds: Informer[CloudView] = informer(r + "globalclouds/", CloudView)
-        self.clouds: Informer[CloudView] = informer(r + "clouds/", CloudView)
-        self.projects: Informer[CloudView] = informer(r + "projects/", CloudView)
-        self.magnumclusters: Informer[MagnumView] = informer(r + "magnumclusters/", MagnumView)
+        self.globalclouds: Informer[CloudView] = informer(r("GlobalCloud"), CloudView)
+        self.clouds: Informer[CloudView] = informer(r("Cloud"), CloudView)
+        self.projects: Informer[CloudView] = informer(r("Project"), CloudView)
+        self.magnumclusters: Informer[MagnumView] = informer(r("MagnumCluster"), MagnumView)
         self.status: Informer[ClusterStatus] = informer(keys.status_prefix("Cluster"),
                                                         ClusterStatus)
-        self.globalmetrics: Informer[MetricDefView] = informer(r + "globalmetrics/", MetricDefView)
-        self.metrics: Informer[MetricDefView] = informer(r + "metrics/", MetricDefView)
+        self.globalmetrics: Informer[MetricDefView] = informer(r("GlobalMetric"), MetricDefView)
+        self.metrics: Informer[MetricDefView] = informer(r("Metric"), MetricDefView)
         self.values: Informer[ValueView | MetricPicture] = Informer(
             store, keys.METRIC_VALUES, MetricValue | MetricPicture,
             convert=compact_value, idle_timeout=idle_timeout)
-        self._published: dict[str, ValueView] = {}  # the values of the last whole picture
+        self._published: dict[keys.Key, ValueView] = {}  # the values of the last whole picture
         self._picture: tuple[int, int] | None = None  # its (revision, generation)
         # Since when (monotonic) no whole picture has been in etcd while one is published;
         # past picture_grace the published values are no longer used.
@@ -131,13 +131,13 @@ class Cache:
             idle_timeout=idle_timeout)
         # The pace (docs/pace.md): its document, and the copies in transition,
         # counted from the Bindings and the statuses as they change.
-        self.paces: Informer[Pace] = informer(r + "paces/", Pace)
-        self.priorityclasses: Informer[PriorityClass] = informer(r + "priorityclasses/",
+        self.paces: Informer[Pace] = informer(r("Pace"), Pace)
+        self.priorityclasses: Informer[PriorityClass] = informer(r("PriorityClass"),
                                                                  PriorityClass)
         self.priorities = Priorities(self.priorityclasses)
         # What each application asks of each cluster, as the overrides make it.
-        self.overrides: Informer[Override] = informer(r + "overrides/", Override)
-        self.globaloverrides: Informer[GlobalOverride] = informer(r + "globaloverrides/",
+        self.overrides: Informer[Override] = informer(r("Override"), Override)
+        self.globaloverrides: Informer[GlobalOverride] = informer(r("GlobalOverride"),
                                                                   GlobalOverride)
         self.demands = Demands(self.overrides, self.globaloverrides,
                                on_change=lambda: self.decisions.recount())
@@ -198,7 +198,7 @@ class Cache:
         for inf in self.informers:
             inf.join()
 
-    def overlay(self, key: str, value: bytes) -> bool:
+    def overlay(self, key: keys.Key, value: bytes) -> bool:
         """What-if: see ``value`` at ``key`` as if stored (the cache stopped first); False
         for a key the scheduler does not read (a metrics provider, say)."""
         informer = next((inf for inf in self.informers if key.startswith(inf.prefix)), None)
@@ -325,8 +325,8 @@ class Cache:
         hit = self._subjects.get(key)
         if hit is not None and hit[0] == item.mod_revision:
             return hit[1]
-        subject = (subject_from_magnum(key, item.obj) if magnum
-                   else subject_from_cluster(key, item.obj))
+        subject = (subject_from_magnum(item.key, item.obj) if magnum
+                   else subject_from_cluster(item.key, item.obj))
         self._subjects[key] = (item.mod_revision, subject)
         return subject
 

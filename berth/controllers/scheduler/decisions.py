@@ -310,10 +310,11 @@ class Decisions:
                 and (event.old.priority, event.old.priority_class)
                 == (event.obj.priority, event.obj.priority_class)):
             return
-        if not event.key.startswith(keys.ROOT):
+        binding = keys.under(keys.BINDINGS, event.key)
+        if not binding:
             return
         with self._lock:
-            self._reindex(keys.BINDINGS + event.key[len(keys.ROOT):])
+            self._reindex(binding)
 
     def usage_version(self, candidate: str) -> int:
         """Changes whenever ``usage(candidate)`` may have changed (cheap: no copy)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from berth.controllers.runtime import Event, Informer
 from berth.controllers.scheduler.framework import Ref, Subject
+from berth.store import keys
 from berth.store.documents.priority import PreemptionPolicy, PriorityClass, default_class
 
 
@@ -80,7 +81,7 @@ class Priorities:
         """The lowest priority of applications of these (own priority, class name)
         (None: there are none)."""
         table = self._current()
-        return min((resolve(Subject(NOBODY, "", "", priority=own, priority_class=cls),
+        return min((resolve(Subject(NOBODY, keys.NO_KEY, "", priority=own, priority_class=cls),
                             table.classes, table.default).value for own, cls in ranks),
                    default=None)
 

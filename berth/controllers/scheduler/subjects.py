@@ -32,6 +32,7 @@ from berth.controllers.scheduler.views import (
     ObjectHeader,
     kept_reason,
 )
+from berth.store import keys
 from berth.store.documents import BindingMeta, BindingSpec, ObjectRef, Placement, Target
 from berth.store.documents.metrics import ForecastPoint, MetricError, MetricPicture, MetricValue
 from berth.store.documents.pace import steady
@@ -210,7 +211,7 @@ def _signature(*parts: object) -> bytes:
     return hashlib.blake2b(msgspec.msgpack.encode(parts), digest_size=16).digest()
 
 
-def subject_from_application(key: str, app: AppView) -> Subject:
+def subject_from_application(key: keys.Key, app: AppView) -> Subject:
     s = app.spec
     c = s.constraints.cluster if s.constraints and s.constraints.cluster else None
     migration = s.migration if s.migration is not None else (
@@ -254,7 +255,7 @@ def subject_from_application(key: str, app: AppView) -> Subject:
     return subject
 
 
-def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
+def subject_from_cluster(key: keys.Key, cluster: ClusterView) -> Subject:
     """A cluster without a kubeconfig, to be placed on a cloud (Krake)."""
     cloud = cluster.spec.constraints.cloud if cluster.spec.constraints else None
     subject = Subject(
@@ -274,7 +275,7 @@ def subject_from_cluster(key: str, cluster: ClusterView) -> Subject:
     return subject
 
 
-def subject_from_magnum(key: str, magnum: MagnumView) -> Subject:
+def subject_from_magnum(key: keys.Key, magnum: MagnumView) -> Subject:
     """A Magnum cluster, to be placed on an OpenStack project (Krake)."""
     project = magnum.spec.constraints.project if magnum.spec.constraints else None
     m = magnum.metadata

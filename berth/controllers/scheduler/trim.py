@@ -20,7 +20,7 @@ from datetime import datetime
 import msgspec
 
 from berth.controllers.runtime.clock import SYSTEM, Clock
-from berth.store import Delete, Deposed, Store, StoreError
+from berth.store import Delete, Deposed, Store, StoreError, keys
 from berth.store import ledger as L
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class Trimmer:
                         self.retention.max_bytes, cutoff.isoformat())
         now = self.clock.now()
         deleted = 0
-        doomed: list[str] = []
+        doomed: list[keys.Key] = []
         group: list[L.Entry] = []
 
         def flush() -> None:
@@ -142,7 +142,7 @@ class Trimmer:
             log.info("ledger: %d records past retention deleted", deleted)
         return deleted
 
-    def _delete(self, doomed: list[str]) -> int:
+    def _delete(self, doomed: list[keys.Key]) -> int:
         n = 0
         while doomed:
             chunk, doomed[:] = doomed[: self.store.room], doomed[self.store.room:]

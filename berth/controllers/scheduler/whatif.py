@@ -94,7 +94,7 @@ class WhatIf:
         return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
-def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[str, dict[str, Any]]],
+def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[keys.Key, dict[str, Any]]],
             *, sync_timeout: float = 30.0, consequences: bool = True) -> WhatIf:
     """Decide as the scheduler would if the documents (``(key, document)``, anything
     ``apply`` takes) were stored: each of their applications, and (``consequences``)
@@ -128,7 +128,7 @@ def what_if(store: Store, config: SchedulerConfig, documents: list[tuple[str, di
     return WhatIf(answers, changed)
 
 
-APPLICATIONS = keys.ROOT + "applications/"
+APPLICATIONS = keys.resource_prefix("Application")
 
 
 def leading_config(store: Store) -> tuple[SchedulerConfig, str]:

@@ -24,6 +24,7 @@ from berth.controllers.scheduler.framework import (
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.selection import select
 from berth.controllers.scheduler.plugins import REGISTRY
+from berth.store import keys
 from berth.store.documents import MetricRef, Reachability, Target
 from berth.store.documents.resources import Demand
 
@@ -37,7 +38,7 @@ def cluster(name: str, *, labels: dict[str, str] | None = None, state: Reachabil
 
 
 def app(name: str = "app", **kw: object) -> Subject:
-    return Subject(Ref("Application", "default", name), f"/berth/v1/applications/default/{name}",
+    return Subject(Ref("Application", "default", name), keys.resource_key("Application", name, "default"),
                    "Cluster", **kw)  # type: ignore[arg-type]
 
 

@@ -111,7 +111,7 @@ class Agent:
         self.beat = Beat(store, config, cluster, self.identity, probe=self._probe,
                          capacity=lambda: self.tracker.capacity() if self.tracker else None,
                          held=lambda: self._held, renewal=self.renewal)
-        self.queue: WorkQueue[str] = WorkQueue(base_delay=config.retry_base_delay,
+        self.queue: WorkQueue[keys.Key] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         self.connections = Connections(config.request_timeout)
         self.book = Book(self._on_seen)
@@ -270,7 +270,7 @@ class Agent:
         key = keys.work_key(self.cid, namespace, name)
         self.queue.add(key, urgent=self._turned(key, owner))
 
-    def _turned(self, key: str, owner: str) -> bool:
+    def _turned(self, key: keys.Key, owner: str) -> bool:
         """Whether the copy, judged as the cluster shows it now, is in another state than
         its report says."""
         report, _ = self.reports.read(_report_of(key))
@@ -312,7 +312,7 @@ class Agent:
 
     # -- carrying out a work ----------------------------------------------------------------
 
-    def reconcile(self, key: str) -> Retry | None:
+    def reconcile(self, key: keys.Key) -> Retry | None:
         rkey = _report_of(key)
         item = self.works.item(key)
         report, _ = self.reports.read(rkey)
@@ -332,7 +332,7 @@ class Agent:
             return self._remove(key, rkey, meta, work, revision, report)
         return self._apply(key, rkey, meta, work, revision, report)
 
-    def _vanished(self, key: str, rkey: str, report: Report | None) -> Retry | None:
+    def _vanished(self, key: keys.Key, rkey: keys.Key, report: Report | None) -> Retry | None:
         """A work gone without saying Delete: nothing is removed (only a newer decision
         removes); a report of nothing left goes with it."""
         if report is None:
@@ -349,7 +349,7 @@ class Agent:
                         "on the cluster", key, ", ".join(map(str, have.objects)))
         return None
 
-    def _apply(self, key: str, rkey: str, meta: WorkMeta, work: Work, revision: int,
+    def _apply(self, key: keys.Key, rkey: keys.Key, meta: WorkMeta, work: Work, revision: int,
                report: Report | None) -> Retry | None:
         spec = work.spec
         st = report.status if report is not None else ReportState()
@@ -413,14 +413,14 @@ class Agent:
             self._recheck(key, got)
         return None
 
-    def _recheck(self, key: str, have: ClusterApplied) -> None:
+    def _recheck(self, key: keys.Key, have: ClusterApplied) -> None:
         """A copy not yet healthy is judged again within ``RECHECK`` seconds: a kind
         berth cannot judge counts as available ``untracked_after`` seconds after it
         was applied, with no event to say so."""
         if have.health != HEALTHY:
             self.queue.add_after(key, RECHECK)
 
-    def _remove(self, key: str, rkey: str, meta: WorkMeta, work: Work, revision: int,
+    def _remove(self, key: keys.Key, rkey: keys.Key, meta: WorkMeta, work: Work, revision: int,
                 report: Report | None) -> Retry | None:
         st = report.status if report is not None else ReportState()
         if st.work == revision and st.cleared:
@@ -484,7 +484,7 @@ class Agent:
                           self.config.untracked_after)
         return with_copy(have, copy)
 
-    def _report(self, rkey: str, meta: WorkMeta, revision: int, applied: ClusterApplied | None,
+    def _report(self, rkey: keys.Key, meta: WorkMeta, revision: int, applied: ClusterApplied | None,
                 *, intent: Intent = Intent.APPLY, error: str = "", refused: str = "",
                 cleared: bool = False, held: str = "") -> bool:
         return self.reports.write(rkey, Report(meta, ReportState(
@@ -499,12 +499,12 @@ class Agent:
         return conn.probe(self.config.probe_timeout)
 
 
-def _report_of(work_key: str) -> str:
+def _report_of(work_key: str) -> keys.Key:
     ref = keys.parse_cluster_key(work_key)
     return keys.report_key(ref.cluster, ref.namespace, ref.name)
 
 
-def _work_of(report_key: str) -> str:
+def _work_of(report_key: str) -> keys.Key:
     ref = keys.parse_cluster_key(report_key)
     return keys.work_key(ref.cluster, ref.namespace, ref.name)
 

@@ -24,11 +24,11 @@ class Reports:
     def __init__(self, store: Store, cid: str, *, idle_timeout: float) -> None:
         self.store = store
         self.informer: Informer[Report] = Informer(
-            store, keys.agent_prefix(cid) + "reports/", Report, idle_timeout=idle_timeout,
+            store, keys.reports_prefix(cid), Report, idle_timeout=idle_timeout,
             layout=keys.cluster_key_problem)
         self.informer.add_invalid_handler(self._garbage_seen)
         self._lock = threading.Lock()
-        self._mine: dict[str, tuple[Report | None, int]] = {}  # key → written, at revision
+        self._mine: dict[keys.Key, tuple[Report | None, int]] = {}  # key → written, at revision
         self._garbage: dict[str, int] = {}  # key → revision of a value that is no report
         self.on_garbage: list[Callable[[str], None]] = []  # (report key): write it anew
 
@@ -38,7 +38,7 @@ class Reports:
         for seen in self.on_garbage:
             seen(key)
 
-    def read(self, key: str) -> tuple[Report | None, int]:
+    def read(self, key: keys.Key) -> tuple[Report | None, int]:
         """The report at ``key`` and the revision to guard a write with (0: none)."""
         item = self.informer.item(key)
         with self._lock:
@@ -50,7 +50,7 @@ class Reports:
             return best[0], garbage
         return best if best[0] is not None else (None, 0)  # absent: created anew
 
-    def write(self, key: str, report: Report) -> bool:
+    def write(self, key: keys.Key, report: Report) -> bool:
         """Write ``report`` if it differs from what is there; False if it could not be
         (another write came first: the caller reads again and decides again)."""
         old, revision = self.read(key)
@@ -70,7 +70,7 @@ class Reports:
             self._mine[key] = (report, landed)
         return True
 
-    def garbled(self, key: str) -> bool:
+    def garbled(self, key: keys.Key) -> bool:
         """Whether ``key`` holds a value that is not a report (written by hand), newer
         than any report there: what is written next replaces it."""
         item = self.informer.item(key)
@@ -79,7 +79,7 @@ class Reports:
             mine = self._mine.get(key)
         return garbage > max(item.mod_revision if item else 0, mine[1] if mine else 0)
 
-    def remove(self, key: str) -> None:
+    def remove(self, key: keys.Key) -> None:
         _, revision = self.read(key)
         if revision == 0:
             return
@@ -92,9 +92,9 @@ class Reports:
             self._mine[key] = (None, landed)
             self._garbage.pop(key, None)
 
-    def names(self) -> list[str]:
+    def names(self) -> list[keys.Key]:
         """Every report there is (as the watch delivered them, and this agent wrote)."""
         with self._lock:
-            mine = {k for k, (r, _) in self._mine.items() if r is not None}
+            mine: set[keys.Key] = {k for k, (r, _) in self._mine.items() if r is not None}
             gone = {k for k, (r, _) in self._mine.items() if r is None}
         return sorted((set(self.informer.list_keys()) - gone) | mine)

@@ -65,7 +65,7 @@ class Subject:
     """A resource to place, with everything the plugins read from its spec."""
 
     ref: Ref
-    key: str  # the resource's etcd key
+    key: keys.Key  # the resource's etcd key
     candidate_kind: str  # "Cluster" or "Cloud"
     generation: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -93,20 +93,15 @@ class Subject:
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 
     @property
-    def binding_key(self) -> str:
+    def binding_key(self) -> keys.Key:
         """Where its Binding lives, derived from ``key`` when asked (not held: memory
         at 100,000 subjects); empty for a key outside berth's layout."""
-        return self._under(keys.BINDINGS)
+        return keys.under(keys.BINDINGS, self.key)
 
     @property
-    def status_key(self) -> str:
+    def status_key(self) -> keys.Key:
         """Where the propagator says how it runs, derived as :attr:`binding_key` is."""
-        return self._under(keys.STATUS)
-
-    def _under(self, family: str) -> str:
-        """``key`` moved under another family's prefix (bindings, status)."""
-        key = self.key
-        return family + key[len(keys.ROOT):] if key.startswith(keys.ROOT) else ""
+        return keys.under(keys.STATUS, self.key)
 
 
 @dataclass(frozen=True, slots=True)
