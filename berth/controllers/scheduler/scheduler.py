@@ -5,8 +5,9 @@ Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
 (``schedulerName``) are left alone; subjects being deleted keep their Binding
 (the propagator cleans up); a Binding whose subject vanished is deleted.
 
-Every decision is made by :func:`decide` on one frozen fleet and acted on in
-:meth:`Scheduler._act`. Every Binding the scheduler writes — a decision's, a
+Every decision is made by :func:`decide` on one frozen fleet; what it makes the
+scheduler do (hold, defer, retry, make room, Unschedulable, place) is the value
+:func:`acts.act` returns, carried out in :meth:`Scheduler._act`. Every Binding the scheduler writes — a decision's, a
 held move's, a placement kept as it is, deferred work, nothing fitting, a gang
 out of time — is an :class:`~outcome.Outcome` made a write by the one pure
 function :func:`~outcome.binding_write`, and goes through the one Binding
@@ -41,8 +42,9 @@ Over 600 lines, on purpose: what is left here is the state the scheduling
 thread owns (the queue's use, subjects waiting at permit, deferred work, the
 sweep in progress, the anti-flap record) and the handlers that feed it, and
 where a plan's steps are written; what decides, orders a sweep, plans room,
-says what a plan does next, says what a Binding holds or writes it is a
-module of its own (decide, sweep, preempt, makeroom, outcome, binder).
+says what a plan does next, says what an outcome makes it do, says what a Binding
+holds or writes it is a module of its own (decide, sweep, preempt, makeroom, acts,
+outcome, binder).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, assert_never
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
@@ -66,8 +68,8 @@ from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Labelled, Stopwatch, counts
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.transit import transit_id
-from berth.controllers.scheduler import makeroom, preempt
-from berth.controllers.scheduler.antiflap import AntiFlap
+from berth.controllers.scheduler import acts, makeroom, preempt
+from berth.controllers.scheduler.antiflap import AntiFlap, Held
 from berth.controllers.scheduler.binder import BindingWriter, Write
 from berth.controllers.scheduler.cache import Cache
 from berth.controllers.scheduler.config import SchedulerConfig
@@ -84,7 +86,8 @@ from berth.controllers.scheduler.outcome import (
 )
 from berth.controllers.scheduler.overlay import Overlay
 from berth.controllers.scheduler.plugins import REGISTRY
-from berth.controllers.scheduler.preempt import Plan
+from berth.controllers.scheduler.preempt import NoPlan, Plan
+from berth.controllers.scheduler.priorities import Priority
 from berth.controllers.scheduler.queue import SchedulingQueue
 from berth.controllers.scheduler.subjects import Failures
 from berth.controllers.scheduler.sweep import depends_on_placements, swept
@@ -93,7 +96,7 @@ from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumVi
 from berth.store import Invalid, Store, decode, encode, keys
 from berth.store import ledger as L
 from berth.store.documents import BindingState, HeldBy, MovesStarted, Preemption, Target
-from berth.store.documents.pace import effective
+from berth.store.documents.pace import PaceSpec, effective
 from berth.store.documents.resources import Resources
 from berth.store.events import WARNING, InvolvedObject
 from berth.store.ledger import Stamps
@@ -164,6 +167,40 @@ def framework_for(config: SchedulerConfig) -> Framework:
     return Framework(config, REGISTRY, shared={"stickiness_weight": config.stickiness_weight})
 
 
+class _Looks:
+    """What an act asks (:class:`acts.Looks`), of the scheduler's cache, framework and
+    anti-flap record."""
+
+    def __init__(self, cache: Cache, framework: Framework, antiflap: AntiFlap,
+                 config: SchedulerConfig, clock: Clock) -> None:
+        self.cache, self.framework, self.antiflap = cache, framework, antiflap
+        self.config, self.clock = config, clock
+
+    def priority(self, subject: Subject) -> Priority:
+        return self.cache.priorities.of(subject)
+
+    def pace(self, subject: Subject) -> PaceSpec | None:
+        return effective(self.cache.pace(), subject.pace)
+
+    def anything_below(self, priority: int) -> bool:
+        # (else no plan is worth starting: a fleet without priorities pays nothing for them)
+        lowest = self.cache.priorities.lowest(self.cache.decisions.ranks())
+        return lowest is not None and lowest < priority
+
+    def room(self, subject: Subject, priority: int, evaluation: Evaluation) -> Plan | NoPlan:
+        p = self.config.preemption
+        return preempt.plan(self.framework, subject, priority, evaluation, self.cache,
+                            makeroom.Occupants(self.cache, self.clock.time(), p.deadline,
+                                               priority), limit=p.candidates)
+
+    def held(self, move: acts.OptionalMove) -> Held | None:
+        back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)
+                            for t in move.decision.targets) if t is not None]
+        return self.antiflap.check(move.subject.key, move.new, move.names, move.gain,
+                                   move.last_move, max(back, default=None), move.pace,
+                                   self.cache.transit.count() if move.pace is not None else 0)
+
+
 class Scheduler:
     def __init__(self, store: Store, config: SchedulerConfig, *,
                  idle_timeout: float = 30.0, clock: Clock = SYSTEM) -> None:
@@ -189,6 +226,9 @@ class Scheduler:
                                     written=self._said if config.events else None)
         self.antiflap = AntiFlap(config.anti_flap, clock=clock.monotonic,
                                  now=clock.now)  # the scheduling loop's own
+        self._rules = acts.Rules(preemption=config.preemption.enabled,
+                                 antiflap=config.anti_flap.active)
+        self._looks = _Looks(self.cache, self.framework, self.antiflap, config, clock)
         self._resync = threading.Event()
         self._burst = threading.Event()  # a change that may be one of several at once
         # A change other than a metric picture since the last sweep began: every
@@ -573,44 +613,46 @@ class Scheduler:
 
     def _act(self, subject: Subject, binding: BindingView | None, current: list[Target],
              outcome: Decision | Deferred | NoFit) -> Attempt:
-        """The one place a decision turns into a Binding (or a retry)."""
-        if isinstance(outcome, Deferred):
-            return self._defer(subject, binding, outcome)
-        self._deferred.pop(subject.key, None)
-        if isinstance(outcome, NoFit):
-            if outcome.retry:  # a plugin failed: retry with backoff
+        """The one place a decision turns into a Binding (or a retry): :func:`acts.act`
+        says what to do, this carries it out."""
+        done = acts.act(subject, outcome, acts.Bound(binding, current), rules=self._rules,
+                        planned_start=self._deferred.get(subject.key), looks=self._looks)
+        if not isinstance(done, acts.Defer):
+            self._deferred.pop(subject.key, None)
+        limit = self.config.explain_limit
+        match done:
+            case acts.Defer(deferred=deferred, replan=replan):
+                return self._defer(subject, binding, deferred, replan)
+            case acts.Retry():
                 self.queue.failed(subject.key)
                 return Attempt.ERROR
-            if binding is not None and binding.status.preemption is not None and not current:
-                # any other look at a subject whose plan runs: the plan's next steps
-                return self._room_made(subject, binding, binding.status.preemption)
-            limit = self.config.explain_limit
-            why = outcome.reason
-            priority = self.cache.priorities.of(subject)
-            if priority.problem:
-                why = f"{priority.problem}: it makes no room; {why}"
-            elif (self.config.preemption.enabled and not current and priority.may_preempt
-                  and outcome.evaluation is not None
-                  and not (binding is not None and binding.status.yielded_to)
-                  and self._anything_below(priority.value)):
-                found = preempt.plan(self.framework, subject, priority.value,
-                                     outcome.evaluation, self.cache,
-                                     makeroom.Occupants(self.cache, self.clock.time(),
-                                                        self.config.preemption.deadline,
-                                                        priority.value),
-                                     limit=self.config.preemption.candidates)
-                if isinstance(found, Plan):
-                    return self._start_plan(subject, binding, found, outcome)
-                if found.reason:
-                    why = f"{why}; no room can be made: {found.reason}"
-            return self._unschedulable(subject, binding, current, why,
-                                       lambda: outcome.explained(limit),
-                                       self.framework.metric_blind(outcome.evaluation),
-                                       outcome.evaluation)
-        held = self._hold(subject, binding, current, outcome)
-        if held is not None:
-            return held
-        state, new = outcome.state, outcome.targets
+            case acts.FollowPlan(plan=running):
+                return self._room_made(subject, binding, running)
+            case acts.MakeRoom(plan=plan, nofit=nofit):
+                return self._start_plan(subject, binding, plan, nofit)
+            case acts.Unschedulable(reason=why, nofit=nofit):
+                return self._unschedulable(subject, binding, current, why,
+                                           lambda: nofit.explained(limit),
+                                           self.framework.metric_blind(nofit.evaluation),
+                                           nofit.evaluation)
+            case acts.Hold(held=held, decision=decision, note=note):
+                if held.retry_after is not None:
+                    self.queue.add_after(subject.key, held.retry_after + 0.01)
+                self._submit(subject, binding, current, BindingState.SCHEDULED, held.reason,
+                             lambda: [note, *decision.explained(self.framework, self.cache,
+                                                                limit, current)],
+                             decision.evaluation, held=held.rule)
+                return Attempt.HELD
+            case acts.Place(decision=decision, settled=settled):
+                if settled:
+                    self.antiflap.settled(subject.key)
+                return self._place(decision, binding)
+            case _:
+                assert_never(done)
+
+    def _place(self, outcome: Decision, binding: BindingView | None) -> Attempt:
+        """Reserve, permit and bind a decision (with the gang members it releases)."""
+        state, new, subject = outcome.state, outcome.targets, outcome.subject
         status = self.framework.reserve(state, subject, new)
         if status.ok:
             status = self.framework.permit(state, subject, new)
@@ -642,12 +684,6 @@ class Scheduler:
         return Attempt.SCHEDULED
 
     # -- making room (docs/scheduler.md "Priority and preemption") ---------------------------
-
-    def _anything_below(self, priority: int) -> bool:
-        """Whether any placed application is less important than ``priority`` (else no
-        plan is worth starting: a fleet without priorities pays nothing for them)."""
-        lowest = self.cache.priorities.lowest(self.cache.decisions.ranks())
-        return lowest is not None and lowest < priority
 
     def _start_plan(self, subject: Subject, binding: BindingView | None, plan: Plan,
                     nofit: NoFit) -> Attempt:
@@ -714,70 +750,17 @@ class Scheduler:
         self.queue.add_after(subject.key, PLAN_LOOK)
         return Attempt.PREEMPTING
 
-    def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred
-               ) -> Attempt:
-        """Hold deferrable work Pending (no targets, the reason says until when) and come
-        back at its start; a changed plan is written, an unchanged one is not."""
+    def _defer(self, subject: Subject, binding: BindingView | None, deferred: Deferred,
+               replan: bool) -> Attempt:
+        """Hold deferrable work Pending (no targets, the reason says until when) and,
+        when its start is new, come back then; a changed plan is written, an unchanged
+        one is not."""
         self._submit(subject, binding, [], BindingState.PENDING, deferred.reason,
                      deferred.explained, deferred.evaluation, deferred_until=deferred.until)
-        if self._deferred.get(subject.key) != deferred.start:
+        if replan:
             self._deferred[subject.key] = deferred.start
             self.queue.add_after(subject.key, max(0.0, deferred.start - self.clock.time()) + 0.01)
         return Attempt.DEFERRED
-
-    def _optional(self, subject: Subject, binding: BindingView | None,
-                  decision: Decision) -> bool:
-        """A move only because another candidate scores better now: the spec is the one
-        decided and every current target is feasible now — whatever the Binding said when
-        it was written (one kept Unschedulable on a cluster that fits again is where it
-        may stay: leaving is optional, and paced)."""
-        if binding is None or not binding.spec.targets or (
-                binding.spec.generation != subject.generation):
-            return False
-        ranking = decision.evaluation.ranked
-        return all(ranking.get(candidate_key(t.kind, t.namespace, t.name)) is not None
-                   for t in binding.spec.targets)
-
-    def _hold(self, subject: Subject, binding: BindingView | None, current: list[Target],
-              decision: Decision) -> Attempt | None:
-        """Hold an optional move back if the anti-flap policy says so; records why in the
-        Binding and comes back when the hold may be over. None: go ahead."""
-        new = refs(decision.targets)
-        if new == refs(current):
-            self.antiflap.settled(subject.key)
-            return None
-        pace = effective(self.cache.pace(), subject.pace)
-        if not (self.antiflap.config.active or pace is not None) or not self._optional(
-                subject, binding, decision):
-            return None
-        assert binding is not None
-        ranking = decision.evaluation.ranked
-        now = [ranking.get(candidate_key(t.kind, t.namespace, t.name)) for t in current]
-        was = [r for r in now if r is not None]
-        if max(r.tier for r in decision.chosen) > max(r.tier for r in was):
-            gain = float("inf")
-        else:
-            gain = (sum((r.score for r in decision.chosen), 0.0)
-                    - sum((r.score for r in was), 0.0))
-        names = ", ".join(t.name for t in decision.targets)
-        back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)
-                            for t in decision.targets) if t is not None]
-        held = self.antiflap.check(subject.key, new, names, gain, binding.spec.scheduled,
-                                   max(back, default=None), pace,
-                                   self.cache.transit.count() if pace is not None else 0)
-        if held is None:
-            return None
-        limit = self.config.explain_limit
-        note: dict[str, Any] = {"held_back": held.rule, "would_move_to": [
-            candidate_key(t.kind, t.namespace, t.name) for t in decision.targets]}
-        if held.retry_after is not None:
-            note["retry_in"] = round(held.retry_after, 3)
-            self.queue.add_after(subject.key, held.retry_after + 0.01)
-        self._submit(subject, binding, current, BindingState.SCHEDULED, held.reason,
-                     lambda: [note, *decision.explained(self.framework, self.cache, limit,
-                                                        current)],
-                     decision.evaluation, held=held.rule)
-        return Attempt.HELD
 
     def _bind(self, members: list[tuple[Decision, BindingView | None]]) -> bool:
         """Run the bind point for a subject (or a released gang), then write its Bindings."""
@@ -793,7 +776,7 @@ class Scheduler:
             old = refs(b.spec.targets) if b is not None else frozenset()
             if old != refs(d.targets):
                 self.antiflap.moved(d.subject.key, old, refs(d.targets),
-                                    optional=self._optional(d.subject, b, d))
+                                    optional=acts.optional(d.subject, b, d))
                 moved = moved or bool(old)
         if moved:
             self.writer.moves(encode(self.antiflap.record()))
