@@ -7,12 +7,12 @@ Clusters without a kubeconfig on Clouds. Subjects naming another scheduler
 
 Every decision is made by :func:`decide` on one frozen fleet; what it makes the
 scheduler do (hold, defer, retry, make room, Unschedulable, place) is the value
-:func:`acts.act` returns, carried out in :meth:`Scheduler._act`. Every Binding the scheduler writes — a decision's, a
-held move's, a placement kept as it is, deferred work, nothing fitting, a gang
-out of time — is an :class:`~outcome.Outcome` made a write by the one pure
-function :func:`~outcome.binding_write`, and goes through the one Binding
-writer (:mod:`binder`), as does the deletion of a Binding whose subject is
-gone.
+:func:`acts.act` returns, carried out in :meth:`Scheduler._act`. Every Binding the
+scheduler writes — a decision's, a held move's, a placement kept as it is, deferred
+work, nothing fitting, a gang out of time — is an :class:`~outcome.Outcome` made a
+write by the one pure function :func:`~outcome.binding_write`, and goes through the
+one Binding writer (:mod:`binder`), as does the deletion of a Binding whose subject
+is gone.
 
 Rescheduling: every ``reschedule_after`` seconds, and whenever a candidate,
 its status or a metric changes, each placed subject is decided again — by a
