@@ -117,14 +117,27 @@ class QueueSort(Protocol):
 
 @runtime_checkable
 class PreFilter(Named, Protocol):
-    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status: ...
+    def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        """Once per attempt, before any candidate is looked at. SUCCESS: go on. SKIP: this
+        plugin's filter and score are not run for this subject. UNSCHEDULABLE,
+        UNRESOLVABLE or ERROR (a crash is one): the attempt stops there, nothing fits,
+        its reason names the plugin (retried as any unschedulable subject is). WAIT is
+        not a pre-filter's word: taken as UNSCHEDULABLE."""
+        ...
 
 
 @runtime_checkable
 class Filter(Named, Protocol):
     def filter(
         self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
-    ) -> Status: ...
+    ) -> Status:
+        """Whether ``candidate`` can take ``subject``. SUCCESS or SKIP: it can, as far as
+        this plugin knows. UNSCHEDULABLE: not now (another may, or this one later);
+        UNRESOLVABLE: not until the subject changes (berth treats the two alike);
+        ERROR (a crash is one): this candidate is rejected with the error as its reason,
+        the others are still judged. Every rejection is one line of the explanation.
+        WAIT is not a filter's word: it rejects."""
+        ...
 
 
 @runtime_checkable
@@ -147,7 +160,12 @@ class FilterSet(Named, Protocol):
 class PostFilter(Named, Protocol):
     def post_filter(
         self, state: CycleState, subject: Subject, rejected: Mapping[str, Status]
-    ) -> Status: ...
+    ) -> Status:
+        """Told, when nothing fits, why each candidate was rejected. What it returns is
+        not acted on (the first SUCCESS ends the round; anything else asks the next):
+        berth makes room by its own plan (:mod:`berth.controllers.scheduler.preempt`),
+        not at this point."""
+        ...
 
 
 @runtime_checkable
@@ -155,7 +173,9 @@ class Score(Named, Protocol):
     def score(
         self, state: CycleState, subject: Subject, candidate: Candidate, snapshot: Snapshot
     ) -> float:
-        """A score in [0, 1] (after normalize); breakdowns go to ``state.explain``."""
+        """A score in [0, 1] (after normalize); breakdowns go to ``state.explain``. A
+        score has no status: one that raises fails the attempt, retried after a
+        backoff."""
         ...
 
 
@@ -260,14 +280,28 @@ class Describe(Named, Protocol):
 
 @runtime_checkable
 class Reserve(Named, Protocol):
-    def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
+    def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        """Hold what the decision takes on ``targets`` before it is written. SUCCESS or
+        SKIP: held. Anything else: the plugins that reserved are unreserved, last first,
+        and the attempt is retried after a backoff (``berth_scheduler_attempts_total
+        {result="not_permitted"}``)."""
+        ...
 
-    def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None: ...
+    def unreserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> None:
+        """Let go of what ``reserve`` held: the decision was refused later, or a wait at
+        permit ran out. Must not fail (an exception is logged and ignored)."""
+        ...
 
 
 @runtime_checkable
 class Permit(Named, Protocol):
-    def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
+    def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        """Whether the decision may be written now. SUCCESS or SKIP: yes. WAIT (with a
+        timeout): held, reserved, until a later attempt's permit allows it
+        (``state.allow``) or the timeout passes (then unreserved, rejected, and written
+        Unschedulable). UNSCHEDULABLE, UNRESOLVABLE or ERROR: unreserved and retried
+        after a backoff."""
+        ...
 
 
 @runtime_checkable
@@ -279,19 +313,27 @@ class Reject(Named, Protocol):
 
 @runtime_checkable
 class PreBind(Named, Protocol):
-    def pre_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status: ...
+    def pre_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
+        """Just before the Binding is written. SUCCESS or SKIP: go on. Anything else:
+        nothing is written, the decision is unreserved and retried after a backoff."""
+        ...
 
 
 @runtime_checkable
 class Bind(Named, Protocol):
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
-        """Bind, or SKIP to let the next bind plugin do it."""
+        """Bind (berth's DefaultBinder: the Binding is written through the one writer),
+        or SKIP to let the next bind plugin do it. SUCCESS: bound, post-bind follows.
+        Anything else: unreserved and retried after a backoff. No bind plugin binding
+        is an ERROR."""
         ...
 
 
 @runtime_checkable
 class PostBind(Named, Protocol):
-    def post_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> None: ...
+    def post_bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> None:
+        """Told that the subject was bound; informational (an exception is logged)."""
+        ...
 
 
 EXTENSION_POINTS: dict[str, type] = {

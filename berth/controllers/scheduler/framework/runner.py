@@ -41,6 +41,7 @@ from berth.controllers.scheduler.framework.ranking import (
     lookup,
     split_all,
 )
+from berth.controllers.scheduler.framework.sampled import Sampled
 from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.state import CycleState
 from berth.controllers.scheduler.framework.status import SKIP, SUCCESS, Code, Status, error
@@ -53,6 +54,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MEMO_SIGNATURES = 1024
+
+
+def _worst(statuses: Any) -> str:
+    """What a set of rejections says, for the sampled time of the filter that made them:
+    Success (none), else the code of the first (an ERROR before any other)."""
+    codes = [(s[0] if isinstance(s, tuple) else s).code for s in statuses]
+    if Code.ERROR in codes:
+        return Code.ERROR.value
+    return codes[0].value if codes else Code.SUCCESS.value
 
 
 def _guard(name: str, call: Callable[[], Status]) -> Status:
@@ -85,6 +95,16 @@ class Framework:
         self._dynamic_scores = [(p, w) for p, w in on.scores if not p.cacheable]
         self._adjusters = [(on.adjusters[p.name], w) for p, w in on.scores
                            if p.cacheable and p.name in on.adjusters]
+        self.sampled = Sampled()  # per plugin and point: time and status, now and then
+
+    def _run(self, point: str, name: str, call: Callable[[], Status]) -> Status:
+        """One plugin at one point (a crash an ERROR naming it), timed when sampled."""
+        if not self.sampled.on:
+            return _guard(name, call)
+        since = self.sampled.start()
+        status = _guard(name, call)
+        self.sampled.took(name, point, status.code.value, since)
+        return status
 
     @property
     def describers(self) -> tuple[points.Describe, ...]:
@@ -119,9 +139,12 @@ class Framework:
     # -- filtering ----------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
+        """The first point of an attempt (where the sample is drawn)."""
+        self.sampled.next_attempt()
         skipped: set[str] = state.data.setdefault("skip", set())
         for p in self.on.pre_filters:
-            status = _guard(p.name, partial(p.pre_filter, state, subject, snapshot))
+            status = self._run("preFilter", p.name,
+                               partial(p.pre_filter, state, subject, snapshot))
             if status.code is Code.SKIP:
                 skipped.add(p.name)
             elif not status.ok:
@@ -161,6 +184,7 @@ class Framework:
             values: Any = None  # an array or a list, as ``adds.idx`` is
             terms: list[tuple[int, float]] = []
             by_value = self.on.score_values.get(p.name)
+            since = self.sampled.start() if self.sampled.on else 0.0
             try:
                 if additive and adds is None and by_value is not None:
                     assert static.base is not None  # from here on, one addition per candidate
@@ -175,8 +199,12 @@ class Framework:
                                                                  feasible, snapshot)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)
+                if since:
+                    self.sampled.took(p.name, "score", Code.ERROR.value, since)
                 return self._failed(fleet, rejections, error(f"plugin crashed: {exc!r}").named(
                     p.name))
+            if since:
+                self.sampled.took(p.name, "score", Code.SUCCESS.value, since)
             if adds is None:
                 bands = split_all(bands, terms, weight, p.name)
             elif values is not None:
@@ -277,7 +305,10 @@ class Framework:
             for p, weight in scorers:
                 if p.name in on.score_bases:
                     continue
+                since = self.sampled.start() if self.sampled.on else 0.0
                 terms = on.score_sets[p.name].score_set(state, subject, fleet, feasible, snapshot)
+                if since:  # (a crash is said by the attempt's error, as the plugin's)
+                    self.sampled.took(p.name, "score", Code.SUCCESS.value, since)
                 bands = split_all(bands, terms, weight, p.name)
         except Exception as exc:
             log.exception("a score plugin failed")
@@ -315,6 +346,7 @@ class Framework:
                snapshot: Snapshot, scorers: list[tuple[points.Score, float]]) -> Status:
         on = self.on
         for p, weight in scorers:
+            since = self.sampled.start() if self.sampled.on else 0.0
             try:
                 bulk = on.score_alls.get(p.name)
                 if bulk is not None:
@@ -335,7 +367,11 @@ class Framework:
                         r.tier += tier.tier(state, subject, r.candidate)
             except Exception as exc:
                 log.exception("plugin %s failed", p.name)
+                if since:
+                    self.sampled.took(p.name, "score", Code.ERROR.value, since)
                 return error(f"plugin crashed: {exc!r}").named(p.name)
+            if since:
+                self.sampled.took(p.name, "score", Code.SUCCESS.value, since)
         return SUCCESS
 
     def _sample_size(self, n: int) -> int | None:
@@ -359,11 +395,14 @@ class Framework:
             for p in single:
                 if not within:
                     break
+                since = self.sampled.start() if self.sampled.on else 0.0
                 try:
                     out = sets[p.name].filter_set(state, subject, fleet, within, snapshot)
                 except Exception as exc:
                     log.exception("plugin %s failed", p.name)
                     out = [(error(f"plugin crashed: {exc!r}"), within)]
+                if since:
+                    self.sampled.took(p.name, "filter", _worst(out), since)
                 for status, bits in out:
                     bits &= within
                     if bits:
@@ -378,14 +417,21 @@ class Framework:
             groups: dict[Status, int] = {}
             feasible = 0
             found = 0
+            spent: dict[str, list[Any]] = {}  # sampled: plugin → [seconds, worst code]
             for i in ordinals(within):
                 c = fleet.candidates[i]
                 for p in single:
+                    since = self.sampled.start() if self.sampled.on else 0.0
                     try:
                         status = p.filter(state, subject, c, snapshot)
                     except Exception as exc:
                         log.exception("plugin %s failed", p.name)
                         status = error(f"plugin crashed: {exc!r}")
+                    if since:
+                        took = spent.setdefault(p.name, [0.0, Code.SUCCESS])
+                        took[0] += self.sampled.start() - since
+                        if took[1] is not Code.ERROR and not status.ok:
+                            took[1] = status.code
                     if not status.ok:
                         status = status.named(p.name)
                         groups[status] = groups.get(status, 0) | (1 << i)
@@ -397,15 +443,20 @@ class Framework:
                         break
             within = feasible
             rejections = list(groups.items())
+            for name, (seconds, code) in spent.items():
+                self.sampled.spent(name, "filter", code.value, seconds)
         for b in batch:  # one call for all survivors (an extender: one HTTP request)
             if not within:
                 break
+            since = self.sampled.start() if self.sampled.on else 0.0
             try:
                 answers = b.filter_all(state, subject, fleet.select(within), snapshot)
             except Exception as exc:
                 log.exception("plugin %s failed", b.name)
                 answers = {fleet.keys[i]: error(f"plugin crashed: {exc!r}")
                            for i in ordinals(within)}
+            if since:
+                self.sampled.took(b.name, "filter", _worst(answers.values()), since)
             groups = {}
             for key, status in answers.items():
                 at = fleet.by_key.get(key)
@@ -443,7 +494,8 @@ class Framework:
     def post_filter(self, state: CycleState, subject: Subject,
                     rejected: Mapping[str, Status]) -> Status:
         for p in self.on.post_filters:
-            status = _guard(p.name, partial(p.post_filter, state, subject, rejected))
+            status = self._run("postFilter", p.name,
+                               partial(p.post_filter, state, subject, rejected))
             if status.code is Code.SUCCESS:
                 return status
         return Status(Code.UNSCHEDULABLE)
@@ -453,7 +505,7 @@ class Framework:
     def reserve(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         done: list[points.Reserve] = []
         for p in self.on.reserves:
-            status = _guard(p.name, partial(p.reserve, state, subject, targets))
+            status = self._run("reserve", p.name, partial(p.reserve, state, subject, targets))
             if not status.ok:
                 for q in done[::-1]:
                     q.unreserve(state, subject, targets)
@@ -471,7 +523,7 @@ class Framework:
     def permit(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         waiting: Status | None = None
         for p in self.on.permits:
-            status = _guard(p.name, partial(p.permit, state, subject, targets))
+            status = self._run("permit", p.name, partial(p.permit, state, subject, targets))
             if status.code is Code.WAIT:
                 waiting = status
             elif not status.ok:
@@ -480,11 +532,11 @@ class Framework:
 
     def bind(self, state: CycleState, subject: Subject, targets: list[Target]) -> Status:
         for p in self.on.pre_binds:
-            status = _guard(p.name, partial(p.pre_bind, state, subject, targets))
+            status = self._run("preBind", p.name, partial(p.pre_bind, state, subject, targets))
             if not status.ok:
                 return status
         for b in self.on.binds:
-            status = _guard(b.name, partial(b.bind, state, subject, targets))
+            status = self._run("bind", b.name, partial(b.bind, state, subject, targets))
             if status.code is not Code.SKIP:
                 if status.ok:
                     for q in self.on.post_binds:
