@@ -1,7 +1,14 @@
-"""Fixtures shared by every test: a real etcd for the integration tests.
+"""Fixtures shared by every test: a real etcd for the integration tests; and how the
+tests are laid out for two workers side by side (pytest-xdist, ``--dist loadgroup``).
 
 A test that needs etcd and cannot start one fails with a message saying how
 to install it; nothing is skipped.
+
+Side by side, a file's tests stay on one worker (its module's servers are started
+once), but for the files whose tests share nothing (each benchmark run, each
+robustness seed starts its own servers), whose tests go wherever a worker is free;
+and the files that take longest start first, so that the run does not end waiting
+on one of them.
 """
 
 from __future__ import annotations
@@ -18,15 +25,67 @@ FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "robustness": ("integration", "robustness")}  # a test's markers, by its folder
 
 
+# Files whose tests each start what they need: spread one test at a time.
+APART = {"integration/test_benchmarks.py", "robustness/test_short.py"}
+# Seconds each of the longest files took in a serial run (scripts/test.sh --durations=0,
+# 2026-12-02): the order they start in side by side (the others after them, as collected).
+# A file missing here costs only its place in the order.
+SECONDS = {"faults/test_fault_table.py": 576, "integration/test_available.py": 533,
+           "robustness/test_short.py": 509, "integration/test_benchmarks.py": 471,
+           "integration/test_rollouts.py": 316, "integration/test_propagator_apply.py": 200,
+           "integration/test_decoding_threads.py": 130, "integration/test_demo.py": 95}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers by folder: ``-m unit`` runs what needs no server, ``-m integration``
     what starts real ones (the fault table and the robustness run among them), ``-m
-    faults`` the table, ``-m robustness`` the short robustness runs."""
+    faults`` the table, ``-m robustness`` the short robustness runs. Each test's group
+    for the workers (its file, or itself in a file of :data:`APART`), and the longest
+    work first."""
+    per_file: dict[str, int] = {}
     for item in items:
         parts = item.path.parts
         folder = parts[parts.index("tests") + 1] if "tests" in parts else ""
         for marker in FOLDERS.get(folder, ()):
             item.add_marker(marker)
+        where = _where(item)
+        per_file[where] = per_file.get(where, 0) + 1
+        item.add_marker(pytest.mark.xdist_group(item.nodeid if where in APART else where))
+
+    def weight(item: pytest.Item) -> float:
+        where = _where(item)
+        whole = SECONDS.get(where, 0)
+        return whole / per_file[where] if where in APART else whole
+
+    items.sort(key=lambda item: -weight(item))  # stable: a file's order is kept
+
+
+ROW = "fault table row"  # (fault, figure, held): a report property of tests/faults' tests
+_rows: list[tuple[str, str, bool]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The fault table's rows, from the reports of the tests that made them (a worker's
+    come to the controller with its reports)."""
+    if report.when == "teardown":
+        _rows.extend(tuple(value) for name, value in report.user_properties  # type: ignore[misc]
+                     if name == ROW)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _rows:
+        return
+    width = max(len(fault) for fault, _, _ in _rows)
+    terminalreporter.section("fault table (tests/faults)")
+    terminalreporter.write_line(f"{'fault':<{width}}  held  figure")
+    for fault, figure, held in _rows:
+        terminalreporter.write_line(f"{fault:<{width}}  {'yes ' if held else 'NO  '}  {figure}")
+
+
+def _where(item: pytest.Item) -> str:
+    """The test's file, under tests/ ("integration/test_demo.py")."""
+    parts = item.path.parts
+    return "/".join(parts[parts.index("tests") + 1:]) if "tests" in parts else item.nodeid
 
 
 @pytest.fixture(scope="session")

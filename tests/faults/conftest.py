@@ -1,4 +1,5 @@
-"""The fault table's system (one for the module) and the table, printed after the run."""
+"""The fault table's system (one for the module); each row a test adds goes with its
+report (tests/conftest.py prints the table after the run, wherever the test ran)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from berth_testkit.servers.etcd import ServerUnavailable
+from tests.conftest import ROW
 from tests.faults.system import ROWS, System
 
 
@@ -24,12 +26,10 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     made.stop()
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not ROWS:
-        return
-    width = max(len(r.fault) for r in ROWS)
-    terminalreporter.section("fault table (tests/faults)")
-    terminalreporter.write_line(f"{'fault':<{width}}  held  figure")
-    for r in ROWS:
-        terminalreporter.write_line(f"{r.fault:<{width}}  {'yes ' if r.held else 'NO  '}  "
-                                    f"{r.figure}")
+@pytest.fixture(autouse=True)
+def table_rows(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The rows this test added, as its report's ``fault table row`` properties."""
+    before = len(ROWS)
+    yield
+    for r in ROWS[before:]:
+        request.node.user_properties.append((ROW, (r.fault, r.figure, r.held)))

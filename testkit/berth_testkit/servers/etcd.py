@@ -64,6 +64,21 @@ _given: set[int] = set()  # every port free_port has handed out in this process
 _giving = threading.Lock()
 
 
+def _slice(first: int, last: int) -> tuple[int, int]:
+    """This worker's share of the ports [first, last): the whole range outside pytest-xdist
+    (and in any process a worker starts, which inherits its variables)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        index = int(worker.removeprefix("gw")) if worker else 0
+    except ValueError:
+        return first, last
+    if count <= 1 or not 0 <= index < count:
+        return first, last
+    span = (last - first) // count
+    return first + index * span, first + (index + 1) * span
+
+
 def free_port() -> int:
     """A free loopback port below the kernel's ephemeral range, never one handed out before.
 
@@ -72,14 +87,16 @@ def free_port() -> int:
     start has bound it; ports below the ephemeral range are never used so. A port
     is only free until its server binds it: servers whose ports are picked
     together (an etcd cluster's members, each with a client and a peer port) must
-    not be handed the same one, as a fault-table run once was.
+    not be handed the same one, as a fault-table run once was. The suite's workers
+    side by side (pytest-xdist) each pick from a slice of their own.
     """
     low = 32768
     with contextlib.suppress(OSError, ValueError, IndexError):
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    first, last = _slice(10000, max(10001, low))
     with _giving:
         for _ in range(100):
-            port = random.randrange(10000, max(10001, low))
+            port = random.randrange(first, last)
             if port in _given:
                 continue
             with socket.socket() as s:
