@@ -88,7 +88,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -110,6 +110,14 @@ from tests.robustness.history import PLANTED, Event, Sample
 from tests.robustness.traffic import App, Traffic
 
 T = TypeVar("T")
+
+
+class Apps(Protocol):
+    """What the checks read of the traffic (:class:`Traffic`, or a saved run's)."""
+
+    apps: dict[str, App]
+    deleted: dict[str, App]
+
 GRACE = 30.0  # seconds after a fault during which a copy may still be short
 WINDOW = 120.0  # seconds back in which the clusters a Binding named count as its
 SEEN = 5.0  # seconds within which berth records a Job complete (urgent: concern.py)
@@ -412,19 +420,29 @@ def _shares(b: Binding) -> dict[tuple[str, str | None], int | None]:
     return {(t.name, t.namespace): t.replicas for t in b.spec.targets}
 
 
-def check_ledger(db: Store, events: list[Event], live: Iterable[str]) -> list[Violation]:
+def ledger_now(db: Store, live: Iterable[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The scheduler's placement records of the live applications in ``db``'s ledger now,
+    as (application, record id), and the records that could not be read."""
+    recorded: list[tuple[str, str]] = []
+    problems: list[str] = []
+    for name in sorted(set(live)):
+        found, bad = ledger.history(db, "Application", "default", name)
+        problems += [f"{name}: {p}" for p in bad]
+        recorded += [(name, e.id) for e, r in found
+                     if e.by == "scheduler" and r.event in (PLACED, MOVED)]
+    return recorded, problems
+
+
+def check_ledger(events: list[Event], live: Iterable[str], recorded: set[tuple[str, str]],
+                 problems: list[str]) -> list[Violation]:
     """Every decision a live application's Binding carried has the scheduler's record
-    (in ``db``'s ledger now, or written in the history), and every record names one."""
+    (``recorded`` in the ledger at the end, by :func:`ledger_now`, or written in the
+    history), and every record names one."""
     alive = set(live)
     carried = {(name, b.spec.decision) for _, name, b in bindings(events)
                if b is not None and b.spec.decision and name in alive}
-    recorded: set[tuple[str, str]] = set()
-    out: list[Violation] = []
-    for name in sorted(alive):
-        found, problems = ledger.history(db, "Application", "default", name)
-        out += [Violation("ledger", name, 0.0, f"unreadable record: {p}") for p in problems]
-        recorded |= {(name, e.id) for e, r in found
-                     if e.by == "scheduler" and r.event in (PLACED, MOVED)}
+    out = [Violation("ledger", p.split(":", 1)[0], 0.0,
+                     f"unreadable record: {p.split(': ', 1)[-1]}") for p in problems]
     # ... or had one, which retention has removed since (the newest ``keep`` of each
     # application's stay): the history saw it written
     written = {(e.resource.rsplit("/", 2)[-2], e.id) for ev in events
@@ -446,7 +464,7 @@ def check_ledger(db: Store, events: list[Event], live: Iterable[str]) -> list[Vi
 
 
 def check_never_down(samples: list[Sample], unreached: set[int], events: list[Event],
-                     traffic: Traffic, faults: list[Happened], deleted_at: dict[str, float]
+                     traffic: Apps, faults: list[Happened], deleted_at: dict[str, float]
                      ) -> list[Violation]:
     """PickOne Deployments with rollout All: the sum of available replicas over every
     cluster, in each sampling pass every cluster answered, once it first reached 2 —
@@ -518,7 +536,7 @@ def check_jobs(samples: list[Sample], faults: list[Happened],
 
 
 def check_copies_up(samples: list[Sample], unreached: set[int], events: list[Event],
-                    traffic: Traffic, faults: list[Happened], deleted_at: dict[str, float]
+                    traffic: Apps, faults: list[Happened], deleted_at: dict[str, float]
                     ) -> list[Violation]:
     """PickAll Deployments rolled out Rolling or Staged, each copy on its own: once
     available in full (2) on a cluster that is its target, short there in two passes
@@ -617,7 +635,7 @@ def check_jobs_twice(samples: list[Sample], faults: list[Happened]) -> list[Viol
     return out
 
 
-def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
+def check_stages(samples: list[Sample], events: list[Event], traffic: Apps,
                  faults: list[Happened]) -> list[Violation]:
     staged = {n for n, a in list(traffic.apps.items()) + list(traffic.deleted.items())
               if a.shape == "deploy" and a.strategy == "Staged"}
@@ -675,7 +693,7 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Traffic,
     return out
 
 
-def check_rollout_steps(events: list[Event], traffic: Traffic, pace: PaceSpec,
+def check_rollout_steps(events: list[Event], traffic: Apps, pace: PaceSpec,
                         faults: list[Happened]) -> list[Violation]:
     """A rollout's step — a target taking the generation rolled out, from an older one,
     as the application's status says it — never starts in a pace window (by when it was

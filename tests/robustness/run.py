@@ -3,6 +3,7 @@ promises checked from the recorded history afterwards (docs/faults.md, "Robustne
 
     python -m tests.robustness.run --seed 7 --minutes 30     # a long run
     python -m tests.robustness.run --seed 7 --minutes 2      # the same seed, replayed
+    python -m tests.robustness.run --check build/robustness/<run>.run   # checked again
 
 The system is the fault table's (tests/faults/system.py): a three-member etcd, three
 kube-apiservers with kwok nodes (cluster b in Pull mode, reached by its two agents),
@@ -12,7 +13,9 @@ draw from a random stream of the seed, so a seed replays the same operations and
 faults in the same order. After the time given, every fault is healed, the run waits
 for the system to converge (within ``--bound`` seconds), and the invariants
 (:mod:`tests.robustness.checks`) read the history. The report — faults by kind,
-operations, invariants checked, violations — goes to ``build/robustness/``; a run
+operations, invariants checked, violations — goes to ``build/robustness/``, and the
+run itself beside it (:mod:`tests.robustness.saved`: its history, samples and what
+else the checks read), passing or not, so that ``--check`` can judge it again; a run
 with violations prints its seed and exits 1.
 """
 
@@ -36,7 +39,7 @@ from berth.store.documents.base import Metadata
 from berth.store.documents.pace import FLEET, Pace, PaceSpec, PaceWindow
 from berth_testkit.servers.etcd import ROOT
 from tests.faults.system import System
-from tests.robustness import checks
+from tests.robustness import checks, saved
 from tests.robustness.faults import Injector
 from tests.robustness.history import Foreign, Recorder, Sampler
 from tests.robustness.traffic import Traffic
@@ -158,38 +161,27 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
     recorder.close()
     events = recorder.snapshot()
     faults = injector.happened
-    deleted_at = {n: at - t0 for n, at in traffic.deleted_at.items()}
-    paced, pace_seen = checks.check_pace(events, faults, pace)
-    violations = (checks.check_bindings(events, faults,
-                                        election.create_revision if election else 0)
-                  + checks.check_claims(events, faults, claims)
-                  + checks.check_ledger(system.db, events, traffic.apps)
-                  + paced
-                  + checks.check_never_down(sampler.samples, sampler.unreached, events,
-                                            traffic, faults, deleted_at)
-                  + checks.check_copies_up(sampler.samples, sampler.unreached, events, traffic,
-                                           faults, deleted_at)
-                  + checks.check_jobs(sampler.samples, faults, sampler.run_time)
-                  + checks.check_jobs_twice(sampler.samples, faults)
-                  + checks.check_stages(sampler.samples, events, traffic, faults)
-                  + checks.check_rollout_steps(events, traffic, pace, faults)
-                  + checks.check_foreign(sampler.samples, sampler.unreached,
-                                         foreign.planted(), faults)
-                  + checks.check_processes(system, crashed))
-    violations += [checks.Violation("final", w.split(":", 1)[0], 0.0,
-                                    w.split(":", 1)[-1].strip() + f" ({bound:g} s after the "
-                                    "last fault)") for w in wrong]
+    recorded, unreadable = checks.ledger_now(system.db, traffic.apps)
+    # what only the live system could tell, checked now and kept as found
+    live = checks.check_processes(system, crashed)
+    live += [checks.Violation("final", w.split(":", 1)[0], 0.0,
+                              w.split(":", 1)[-1].strip() + f" ({bound:g} s after the "
+                              "last fault)") for w in wrong]
     if recorder.error:
-        violations.append(checks.Violation("history-whole", "the recorder", 0.0,
-                                           recorder.error))
-    violations += [checks.Violation("harness", "traffic", 0.0, h) for h in harness]
-    violations += [checks.Violation("harness", "faults", 0.0, e) for e in injector.errors]
-    if violations:  # for the one who reads the report: every write, and the logs beside
-        with open(system.workdir / "history.jsonl", "w") as f:
-            for ev in events:
-                f.write(json.dumps({"revision": ev.revision, "type": ev.type, "key": ev.key,
-                                    "value": ev.value.decode(errors="replace"),
-                                    "at": round(ev.at, 3)}) + "\n")
+        live.append(checks.Violation("history-whole", "the recorder", 0.0, recorder.error))
+    live += [checks.Violation("harness", "traffic", 0.0, h) for h in harness]
+    live += [checks.Violation("harness", "faults", 0.0, e) for e in injector.errors]
+    run = saved.Saved(
+        seed=seed, seconds=seconds, events=events, samples=sampler.samples,
+        unreached=sampler.unreached, faults=faults, pace=pace,
+        term=election.create_revision if election else 0, claims=claims,
+        apps=dict(traffic.apps), deleted=dict(traffic.deleted),
+        deleted_at={n: at - t0 for n, at in traffic.deleted_at.items()},
+        planted=foreign.planted(), wall_t0=time.time() - (time.monotonic() - t0),
+        ledger=recorded, ledger_problems=unreadable, live=[v.line() for v in live])
+    saved.save(run, system.workdir / "run")  # every run, to be checked again (--check)
+    violations = saved.check(run) + live
+    _, pace_seen = checks.check_pace(events, faults, pace)
     n_bindings = len(checks.bindings(events))
     return Report(
         seed=seed, seconds=seconds, ops=dict(traffic.ops), faults=dict(injector.kinds),
@@ -210,6 +202,30 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
         violations=[v.line() for v in violations])
 
 
+def keep(workdir: Path, where: Path) -> Path:
+    """The saved run a run left in ``workdir``, moved to ``where`` (kept, pass or fail)."""
+    shutil.move(workdir / "run", where)
+    return where
+
+
+def check_again(where: Path) -> int:
+    """Check a saved run again: its violations (and those only the live system could
+    see, as found then); exit 1 if there are any."""
+    try:
+        again = saved.load(where)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    found = [v.line() for v in saved.check(again)]
+    print(f"saved run {where}: seed {again.seed}, {again.seconds:.0f} s, "
+          f"{len(again.events)} etcd events, {len(again.samples)} cluster samples")
+    print(f"violations: {len(found)}" + "".join(f"\n  {v}" for v in found))
+    if again.live:
+        print(f"found only live, when it ran: {len(again.live)}"
+              + "".join(f"\n  {v}" for v in again.live))
+    return 1 if found or again.live else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.robustness.run",
                                 description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -218,23 +234,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bound", type=float, default=240.0,
                    help="seconds after the last fault to converge within (default 240)")
     p.add_argument("--out", type=Path, default=ROOT / "build" / "robustness")
+    p.add_argument("--check", type=Path, metavar="DIR",
+                   help="run nothing: check a saved run again (a run's .run directory)")
     args = p.parse_args(argv)
+    if args.check is not None:
+        return check_again(args.check)
     # stopped (SIGTERM, as timeout does): stop the servers and berth on the way out
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.strftime("%Y%m%d-%H%M%S")
     print(f"robustness run: seed {args.seed}, {args.minutes:g} minutes", flush=True)
     base = args.out / f"{began}-seed{args.seed}"
-    work = base.with_suffix(".work")  # the processes' logs (and the history): kept on failure
+    work = base.with_suffix(".work")  # the processes' logs: kept on failure
     work.mkdir()
     report = run(args.seed, args.minutes * 60, workdir=work, bound=args.bound,
                  log=lambda line: print(line, flush=True))
+    kept = keep(work, base.with_suffix(".run"))
     if not report.violations:
         shutil.rmtree(work, ignore_errors=True)
     base.with_suffix(".txt").write_text(report.text())
     base.with_suffix(".json").write_text(json.dumps(asdict(report), indent=1))
     print(report.text())
-    print(f"report: {base.with_suffix('.txt')}")
+    print(f"report: {base.with_suffix('.txt')}; the run, to check again: --check {kept}")
     if report.violations:
         print(f"VIOLATIONS: replay with --seed {args.seed}; the logs and the history are in "
               f"{work}", file=sys.stderr)

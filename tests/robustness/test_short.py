@@ -19,7 +19,7 @@ import pytest
 
 from berth_testkit.servers.etcd import ROOT
 from tests.robustness.faults import KINDS
-from tests.robustness.run import run
+from tests.robustness.run import keep, run
 
 SEEDS = [(14, 2.0), (29, 2.0)]  # (seed, minutes of traffic and faults)
 OUT = ROOT / "build" / "robustness"
@@ -35,9 +35,11 @@ def test_a_short_robustness_run_keeps_every_promise(seed: int, minutes: float,
     base = OUT / f"{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}-suite"
     base.with_suffix(".txt").write_text(report.text())
     base.with_suffix(".json").write_text(json.dumps(asdict(report), indent=1))
+    kept = keep(tmp_path, base.with_suffix(".run"))  # pass or fail: to be checked again
     assert not report.violations, (
-        f"replay with scripts/robustness.sh --seed {seed} --minutes {minutes:g}; the "
-        f"report ({base.with_suffix('.txt')}):\n{report.text()}")
+        f"replay with scripts/robustness.sh --seed {seed} --minutes {minutes:g}; check "
+        f"again with python -m tests.robustness.run --check {kept}; the report "
+        f"({base.with_suffix('.txt')}):\n{report.text()}")
     assert report.converged_in is not None
     assert set(KINDS) <= set(report.faults), f"began only {report.faults}"
     assert sum(report.ops.values()) >= minutes * 60 / 0.3 * 0.5, report.ops  # traffic ran
