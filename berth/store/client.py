@@ -1,10 +1,12 @@
 """A session with etcd over its JSON gateway: reads, guarded writes, leases.
 
-Every write is a transaction comparing the key's revision with the one the
-writer read (``create_revision == 0`` for a create): a lost race raises
-:class:`~store.errors.Conflict` naming the key, never overwrites. Batches
-larger than etcd's per-transaction limit (128 operations by default) are split;
-each chunk is atomic.
+Every write is a transaction. A Put or Delete compares the key's revision with the one
+the writer read (``create_revision == 0`` for a create) — unguarded only where the
+operation says so (``mod_revision=None``: what no one else writes, as events) — so a
+lost race raises :class:`~store.errors.Conflict` naming the key, never overwrites. A
+transaction holds at most etcd's per-transaction limit (:attr:`Store.room`, 128
+operations by default): :meth:`Store.commit` refuses more, :meth:`Store.commit_chunks`
+splits a larger batch into transactions, each atomic.
 
 Calls go to the gateway endpoints through berth's own HTTP/1.1 client
 (``berth/http.py``) and watches through a requests session, both built with

@@ -4,8 +4,10 @@ Each page module holds its response type (:mod:`msgspec`: the schema the script
 reads, checked by ``tests/unit/console/test_schema.py``), a pure function from what
 it reads to that response, and its endpoint. The fleet, the applications and the
 metrics are built from the fleet's frozen :class:`~berth.console.fleet.Snapshot`;
-one application's page and the what-if read etcd, with the functions the CLI takes
-from :mod:`berth.actions`, so that the console and the CLI never disagree.
+one application's page reads etcd with the functions the CLI takes from
+:mod:`berth.actions`, and the what-if asks the scheduler's own what-if
+(:mod:`berth.controllers.scheduler.whatif`, as ``berth explain --what-if`` does), so
+that the console and the CLI never disagree.
 
 Nothing here puts a credential in a page: the documents shown are views without
 credentials, and what the CLI masks is masked.

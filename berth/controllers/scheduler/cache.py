@@ -303,6 +303,11 @@ class Cache:
         log.warning("metric values: %s", self._expired)
         return True
 
+    def gathering_first_picture(self) -> bool:
+        """No whole picture taken yet, and the metrics-cache's marker says one is coming."""
+        item = self.values.item(keys.METRIC_PICTURE) if self._picture is None else None
+        return item is not None and isinstance(item.obj, MetricPicture) and not item.obj.complete
+
     @property
     def picture(self) -> tuple[int, int] | None:
         """The (revision, generation) of the metric picture decided on; None before one."""
@@ -556,9 +561,8 @@ class Cache:
         return cap.placed.get(app, 0) if cap is not None else 0
 
     def failures_of(self, subject: Subject) -> Failures:
-        if subject.ref.kind != "Application":
-            return NO_FAILURES
-        return self.failures.get(subject.status_key) or NO_FAILURES
+        return (self.failures.get(subject.status_key) or NO_FAILURES
+                if subject.ref.kind == "Application" else NO_FAILURES)
 
     def keeps(self, subject: Subject, decided_for: int | None) -> bool:
         """Whether the subject keeps the current targets that still fit (``decided_for``:

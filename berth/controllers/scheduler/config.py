@@ -71,6 +71,10 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
     # etcd (the metrics-cache died or restarts); then its values are missing. Keep it at
     # the metrics-cache's stale_after.
     metric_picture_grace: float = 60.0
+    # Seconds after it starts a first placement that reads metric values waits for the
+    # first whole picture of them, while the metrics-cache says it is gathering one (a
+    # new fleet: placed on no values, it would move once they come); 0: never waits.
+    first_picture_wait: float = 30.0
     # Deferrable work is bound this many seconds before its deadline at the latest,
     # and waits only for a start that saves at least this fraction of its cost.
     deferral_margin: float = 120.0
@@ -98,8 +102,9 @@ class SchedulerConfig(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("backoff: need 0 < initial <= max")
         if self.deferral_margin < 0 or self.deferral_min_saving < 0:
             raise ValueError("deferral_margin and deferral_min_saving must not be negative")
-        if self.metric_picture_grace < 0:
-            raise ValueError("metric_picture_grace must not be negative")
+        if self.metric_picture_grace < 0 or self.first_picture_wait < 0:
+            raise ValueError("metric_picture_grace and first_picture_wait must not be "
+                             "negative")
         if self.event_ttl < 10:
             raise ValueError("event_ttl must be at least 10 seconds")
         if self.preemption.deadline <= 0 or self.preemption.candidates < 1:

@@ -125,6 +125,7 @@ class Attempt(StrEnum):
     GONE = "gone"  # the subject is gone (nothing of it left)
     BINDING_DELETED = "binding-deleted"  # the subject is gone: its Binding deleted
     PREEMPTING = "preempting"  # nothing fits yet: room is being made for it
+    AWAITING_VALUES = "awaiting-values"  # a first placement waits for the first metric picture
     QUEUED = "queued"  # a sweep queued it for a full attempt
     UNCHANGED = "unchanged"  # a sweep found its decision unchanged
 
@@ -143,6 +144,7 @@ MOVED_OFF_FAILED = Counter(
 SWEEP = "<sweep>"  # a queue item: decide every placed subject again after a change
 PERIODIC = "<periodic>"  # the same, when it is time (done while nothing else waits)
 PLAN_LOOK = 1.0  # seconds between looks at a running preemption plan
+VALUES_LOOK = 0.5  # seconds between looks at a first placement awaiting the metric values
 SWEEP_SLICE = 0.005  # seconds a sweep decides before the loop looks at the queue again
 ACTIVATE_EVERY = 0.5  # at most this often, placements changing re-activate waiting subjects
 
@@ -244,6 +246,7 @@ class Scheduler:
         self._placements_removed = threading.Event()
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
         self._deferred: dict[str, float] = {}  # deferred subject → its start (likewise)
+        self._started = clock.monotonic()  # again at start(): first_picture_wait counts from it
         self.deferral = Deferral(config.deferral_margin, config.deferral_min_saving)
         self._sweep: Iterator[None] | None = None
         self._sweep_idle = False  # a periodic sweep: only while the queue is empty
@@ -271,6 +274,7 @@ class Scheduler:
     # -- running -----------------------------------------------------------------
 
     def start(self, *, sync_timeout: float = 60.0) -> None:
+        self._started = self.clock.monotonic()
         self.cache.start()
         if not self.cache.wait_synced(sync_timeout):
             raise TimeoutError("the scheduler cache did not sync with etcd")
@@ -602,6 +606,9 @@ class Scheduler:
                 return Attempt.KEPT
             current = []  # everything it ran on is gone: it has to be placed anew
 
+        if not current and self._awaits_values(subject):
+            self.queue.add_after(key, VALUES_LOOK)
+            return Attempt.AWAITING_VALUES
         self._waiting.pop(key, None)  # a new attempt replaces a held one
         plan = binding.status.preemption if binding is not None else None
         if plan is not None and not current:
@@ -684,6 +691,16 @@ class Scheduler:
         return Attempt.SCHEDULED
 
     # -- making room (docs/scheduler.md "Priority and preemption") ---------------------------
+
+    def _awaits_values(self, subject: Subject) -> bool:
+        """Whether a first placement waits for the first whole picture of the metric values:
+        the metrics-cache is gathering it, the subject's candidates are scored by metrics,
+        and the scheduler started less than ``first_picture_wait`` ago (then it is placed
+        on what there is, the values missing said in its explanation)."""
+        wait = self.config.first_picture_wait
+        return (wait > 0 and self.clock.monotonic() - self._started < wait
+                and self.cache.gathering_first_picture()
+                and any(c.metrics for c in self.cache.fleet(subject).candidates))
 
     def _start_plan(self, subject: Subject, binding: BindingView | None, plan: Plan,
                     nofit: NoFit) -> Attempt:

@@ -6,10 +6,22 @@ them where time is what decides.)"""
 
 from __future__ import annotations
 
+import time
+
+from prometheus_client import REGISTRY
+
 from berth.controllers.scheduler.config import PluginSpec, SchedulerConfig
 from berth.store.documents import Binding
 from berth_testkit.memory import FakeClock, MemoryStore
-from berth_testkit.scheduler_env import application, binding, cluster, in_memory, targets
+from berth_testkit.scheduler_env import (
+    application,
+    binding,
+    cluster,
+    in_memory,
+    picture,
+    targets,
+    value,
+)
 
 
 def bound(store: MemoryStore, name: str, state: str = "Scheduled") -> Binding:
@@ -55,3 +67,58 @@ def test_an_incomplete_gang_is_given_up_when_the_clock_passes_its_timeout(
             b = bound(store, name, "Unschedulable")
             assert b.status.reason == "gang pair-of-three: not enough members in time"
             assert b.spec.targets == []
+
+
+def _awaited() -> float:
+    return REGISTRY.get_sample_value("berth_scheduler_attempts_total",
+                                     {"result": "awaiting-values"}) or 0.0
+
+
+def _looked(at_least: float) -> None:
+    """Until the scheduler has looked at a waiting placement ``at_least`` times in all
+    (an attempt writes nothing: polled, not waited on as writes are)."""
+    deadline = time.monotonic() + 10
+    while _awaited() < at_least:
+        assert time.monotonic() < deadline, "the scheduler never looked"
+        time.sleep(0.01)
+
+
+def test_a_first_placement_waits_for_the_first_whole_picture_of_its_metrics(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """A new fleet: placed before the values came, web would go to whichever cluster and
+    move a moment later (the demo's, dresden then paris in the same second)."""
+    cluster(store, "dresden", metrics={"green-de": 1.0})
+    cluster(store, "paris", metrics={"green-fr": 1.0})
+    picture(store, complete=False)  # the metrics-cache is gathering its first
+    application(store, "web")
+    before = _awaited()
+    with in_memory(store, clock):
+        _looked(before + 2)  # looked at twice, and waited
+        assert binding(store, "web") is None
+        value(store, "green-de", 0.1, publish=False)
+        value(store, "green-fr", 0.9, publish=False)
+        picture(store)  # whole: the values count
+        assert targets(bound(store, "web")) == ["paris"]
+
+
+def test_the_wait_for_the_first_picture_is_bounded(store: MemoryStore,
+                                                   clock: FakeClock) -> None:
+    cluster(store, "dresden", metrics={"green-de": 1.0})
+    picture(store, complete=False)  # a provider that never answers
+    application(store, "web")
+    before = _awaited()
+    with in_memory(store, clock, SchedulerConfig(first_picture_wait=30)):
+        _looked(before + 1)
+        clock.advance(31.0)
+        b = bound(store, "web")
+        assert targets(b) == ["dresden"]
+
+
+def test_nothing_waits_without_a_metrics_cache_gathering(store: MemoryStore,
+                                                         clock: FakeClock) -> None:
+    cluster(store, "dresden", metrics={"green-de": 1.0})  # no marker: no metrics-cache
+    application(store, "web")
+    before = _awaited()
+    with in_memory(store, clock):
+        assert targets(bound(store, "web")) == ["dresden"]
+    assert _awaited() == before
