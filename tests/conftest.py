@@ -1,5 +1,5 @@
 """Fixtures shared by every test: a real etcd for the integration tests; and how the
-tests are laid out for two workers side by side (pytest-xdist, ``--dist loadgroup``).
+tests are laid out for two workers side by side (pytest-xdist, ``--dist loadscope``).
 
 A test that needs etcd and cannot start one fails with a message saying how
 to install it; nothing is skipped.
@@ -14,6 +14,7 @@ on one of them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -39,9 +40,8 @@ SECONDS = {"faults/test_fault_table.py": 576, "integration/test_available.py": 5
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers by folder: ``-m unit`` runs what needs no server, ``-m integration``
     what starts real ones (the fault table and the robustness run among them), ``-m
-    faults`` the table, ``-m robustness`` the short robustness runs. Each test's group
-    for the workers (its file, or itself in a file of :data:`APART`), and the longest
-    work first."""
+    faults`` the table, ``-m robustness`` the short robustness runs. The longest work
+    first (a worker takes the next file as it comes to it)."""
     per_file: dict[str, int] = {}
     for item in items:
         parts = item.path.parts
@@ -50,7 +50,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(marker)
         where = _where(item)
         per_file[where] = per_file.get(where, 0) + 1
-        item.add_marker(pytest.mark.xdist_group(item.nodeid if where in APART else where))
 
     def weight(item: pytest.Item) -> float:
         where = _where(item)
@@ -80,6 +79,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"{'fault':<{width}}  held  figure")
     for fault, figure, held in _rows:
         terminalreporter.write_line(f"{fault:<{width}}  {'yes ' if held else 'NO  '}  {figure}")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with berth's scopes: a test's file (its tests share the
+    module's servers), or the test itself in a file of :data:`APART`. (A hook of the
+    controller's: pytest-xdist's own groups, ``loadgroup``, rename the tests' ids, which
+    pytest 9 no longer lets a plugin do.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            where = nodeid.split("::", 1)[0]
+            return nodeid if where.removeprefix("tests/") in APART else where
+
+    return ByFile(config, log)
 
 
 def _where(item: pytest.Item) -> str:
