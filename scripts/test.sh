@@ -25,12 +25,12 @@ echo "== import contracts (pyproject.toml [tool.importlinter])" >&2
 lint-imports --no-cache --no-logo
 if [ "$mode" = --fast ]; then
   echo "== pytest -m unit (no server)" >&2
-  exec python -m pytest -p no:cacheprovider -n 2 --dist loadscope -m unit --durations=20 \
-    tests/unit "$@"
+  exec python -m pytest -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
+    -m unit --durations=20 tests/unit "$@"
 fi
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
 echo "== pytest (berth is plain Python, as it ships), two workers side by side" >&2
 # two workers, one per core (tests/conftest.py lays the tests out for them); the slowest 20
 # tests are printed at the end of every run (what the suite's time goes to)
-python -m pytest -p no:cacheprovider -n 2 --dist loadscope --durations=20 "$@"
+python -m pytest -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=20 "$@"

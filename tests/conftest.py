@@ -83,7 +83,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadscope`` with berth's scopes: a test's file (its tests share the
-    module's servers), or the test itself in a file of :data:`APART`. (A hook of the
+    module's servers), or the test itself in a file of :data:`APART`, in the order
+    collected (``--no-loadscope-reorder``: the longest first), each worker taking the
+    next when it comes to its last test. (A hook of the
     controller's: pytest-xdist's own groups, ``loadgroup``, rename the tests' ids, which
     pytest 9 no longer lets a plugin do.)"""
     if config.getvalue("dist") != "loadscope":
@@ -94,6 +96,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             where = nodeid.split("::", 1)[0]
             return nodeid if where.removeprefix("tests/") in APART else where
+
+        def _reschedule(self, node: Any) -> None:
+            # the next scope only once the worker is on the last test of its own (it
+            # holds that one until it knows what follows): a scope taken early would wait
+            # there while the other worker has nothing to do
+            if not node.shutting_down and self.workqueue and self._pending_of(
+                    self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
 
     return ByFile(config, log)
 

@@ -18,6 +18,7 @@ from berth_testkit.scheduler_env import (
     binding,
     cluster,
     in_memory,
+    metric,
     picture,
     targets,
     value,
@@ -89,6 +90,8 @@ def test_a_first_placement_waits_for_the_first_whole_picture_of_its_metrics(
     move a moment later (the demo's, dresden then paris in the same second)."""
     cluster(store, "dresden", metrics={"green-de": 1.0})
     cluster(store, "paris", metrics={"green-fr": 1.0})
+    metric(store, "green-de")
+    metric(store, "green-fr")
     picture(store, complete=False)  # the metrics-cache is gathering its first
     application(store, "web")
     before = _awaited()
