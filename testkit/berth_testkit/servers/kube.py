@@ -39,8 +39,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import urllib3
 
 from berth_testkit.servers.etcd import (
     ROOT,
@@ -370,22 +373,37 @@ class KubeCluster:
         ctx.verify_mode = ssl.CERT_NONE
         return ctx
 
+    @cached_property
+    def _pool(self) -> urllib3.PoolManager:
+        """Kept-alive connections to the API, shared by the test's threads: samplers call
+        it many times a second, and a TLS handshake each time cost the API server and the
+        test more CPU than the calls themselves. The API server's own certificate (made
+        at its first start, kept across restarts) is the one trusted. A connection the
+        server dropped (it was stopped and started) is noticed when taken from the pool,
+        and an idempotent call on one that dies under it is made once more."""
+        tls = ssl.create_default_context(cafile=str(self.workdir / "certs" / "apiserver.crt"))
+        return urllib3.PoolManager(num_pools=2, maxsize=8, ssl_context=tls,
+                                   retries=urllib3.Retry(total=1, connect=1, read=1,
+                                                         redirect=0, status=0))
+
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
                 ok: tuple[int, ...] = (200, 201), content: str = "json") -> dict[str, Any]:
         """One call to the API as the admin; the answer decoded. ``content="merge"``: the
-        body is a merge patch."""
+        body is a merge patch. An API that does not answer raises OSError (as a refused
+        connection does), one that refuses the call :class:`ServerUnavailable`."""
         data = json.dumps(body).encode() if body is not None else None
         kind = "application/merge-patch+json" if content == "merge" else "application/json"
-        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": kind})
         try:
-            with urllib.request.urlopen(req, timeout=10, context=self._context()) as r:
-                return dict(json.loads(r.read() or b"{}"))
-        except urllib.error.HTTPError as exc:
-            if exc.code in ok:
+            r = self._pool.request(method, f"{self.url}{path}", body=data, timeout=10,
+                                   headers={"Authorization": f"Bearer {self.token}",
+                                            "Content-Type": kind})
+        except urllib3.exceptions.HTTPError as exc:  # no answer: as urllib said it
+            raise urllib.error.URLError(f"{method} {path}: {exc}") from exc
+        if r.status >= 300:
+            if r.status in ok:
                 return {}
-            raise ServerUnavailable(f"{method} {path}: HTTP {exc.code}: "
-                                    f"{exc.read()[:300]!r}") from None
+            raise ServerUnavailable(f"{method} {path}: HTTP {r.status}: {r.data[:300]!r}")
+        return dict(json.loads(r.data or b"{}"))
 
     def watches(self, resource: str) -> int:
         """How many watches of ``resource`` (a plural: "pods") the API server holds open
