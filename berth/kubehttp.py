@@ -54,11 +54,11 @@ class KubeHttp:
         self._said: dict[str, str] | None = None  # the header the flow set, until a 401
 
     def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
-                body: bytes = b"", content_type: str = "", timeout: float | None = None
-                ) -> Answer:
+                body: bytes = b"", content_type: str = "", timeout: float | None = None,
+                accept: str = "application/json") -> Answer:
         """One call; its answer (any status). OSError when it could not be made."""
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
-        headers = {"Accept": "application/json", "User-Agent": "berth"}
+        headers = {"Accept": accept, "User-Agent": "berth"}
         if content_type:
             headers["Content-Type"] = content_type
         said = self._said if self._said is not None else self._renew(None)

@@ -52,6 +52,10 @@ OWNER = "berth.dev/application"  # annotation: "<namespace>/<name>" of the appli
 GENERATION = "berth.dev/generation"  # annotation: the application's generation applied
 DECISION = "berth.dev/decision"  # annotation: the scheduler's decision that placed it
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+# A list of the objects' metadata alone (names are all a probe reads of the CRDs: a
+# CRD's schema can weigh hundreds of KiB), or the whole list from a server that cannot.
+METADATA_ONLY = ("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,"
+                 "application/json")
 
 # The API server refuses an invalid object with 422 (or 400); a value of the
 # wrong type fails while building the typed patch, reported as a 500 with this
@@ -211,7 +215,7 @@ class Connection:
             return Probe(Reachability.UNHEALTHY, f"not ready (HTTP {resp.status})")
         version = self._version(timeout)
         try:
-            resp = self.http.request("GET", CRDS, timeout=timeout)
+            resp = self.http.request("GET", CRDS, timeout=timeout, accept=METADATA_ONLY)
             if resp.status != 200:
                 return Probe(Reachability.ONLINE, f"custom resources unknown: {_error(resp)}",
                              version=version)
