@@ -39,7 +39,9 @@ last fault begun before it. What each checks:
   Staged) available in full on a cluster stays so while that cluster is its target,
   through every rollout step (a step updates the copy in place, and the cluster's
   Deployment keeps two replicas available meanwhile) — short in two passes in a row
-  is a violation, unless that cluster was cut off.
+  is a violation, unless that cluster was cut off. Each read is judged at its own time
+  (a pass reads the clusters in turn), and a cluster that left the targets since the
+  copy was seen up took that copy with it: a new one is promised nothing until it is up.
 * ``job-again``: no copy of a Job is made after another copy of it (the same
   application and generation, on any cluster) completed — unless that copy's
   cluster was cut off (its API stopped) less than ``SEEN`` seconds after it
@@ -55,7 +57,8 @@ last fault begun before it. What each checks:
   next sampling pass (one pass reads the clusters in turn). A first placement is
   no rollout; a generation whose Binding, then, lacks ``a`` has no first stage.
   Unseen is not unavailable: when ``a`` was cut off and not read in that pass or
-  the next, its last pass read must have found the copy there, on its way.
+  the next, its last pass read must have found the copy there, on its way — or have
+  been made before the generation was decided (nothing seen either way).
   The traffic makes now and then a generation that cannot become available on
   ``a``: its rollout halts there (or rolls back), and never reaches ``b`` or ``c``.
 * ``rolling`` (and ``pace`` for rollouts): a rollout's step — a target taking the
@@ -546,27 +549,32 @@ def check_copies_up(samples: list[Sample], unreached: set[int], events: list[Eve
     placed = _placements(events, watched)
     passes: dict[int, dict[tuple[str, str], int]] = defaultdict(dict)
     began: dict[int, float] = {}
+    read_at: dict[tuple[int, str], float] = {}  # when a pass read a cluster
     for s in samples:
         began.setdefault(s.round, s.at)
+        read_at.setdefault((s.round, s.cluster), s.at)
         if s.kind == "Deployment" and s.name in watched and s.round not in unreached:
             passes[s.round][(s.name, s.cluster)] = s.available
-    full: set[tuple[str, str]] = set()
+    full: dict[tuple[str, str], float] = {}  # copy → when last seen available in full
     short: dict[tuple[str, str], int] = {}
     out: list[Violation] = []
     for n in sorted(passes):
-        at = began[n]
-        for copy in full | set(passes[n]):
+        for copy in set(full) | set(passes[n]):
             name, cluster = copy
-            if cluster not in _named(placed[name], at, at) or at >= deleted_at.get(name, 1e9):
-                full.discard(copy)  # not its target (yet, or any more): nothing promised
+            at = read_at.get((n, cluster), began[n])  # a pass reads the clusters in turn
+            if (cluster not in _throughout(placed[name], full.get(copy, at), at)
+                    or at >= deleted_at.get(name, 1e9)):
+                # not its target (yet, or any more), or it left the targets since the copy
+                # was seen up (that copy went with it): nothing promised
+                full.pop(copy, None)
                 continue
             if passes[n].get(copy, 0) >= 2:
-                full.add(copy)
+                full[copy] = at
             elif copy in full and not _cut_off(faults, {cluster}, at):
                 if short.get(copy) == n - 1:
                     out.append(Violation("copy-up", name, at, f"{passes[n].get(copy, 0)}/2 "
                                          f"available on {cluster}", before(faults, at)))
-                    full.discard(copy)  # once per outage
+                    full.pop(copy)  # once per outage
                 short[copy] = n
     return out
 
@@ -588,6 +596,17 @@ def _named(placed: list[tuple[float, set[str]]], since: float, until: float) -> 
         if at <= until and ends >= since:
             out |= on
     return out
+
+
+def _throughout(placed: list[tuple[float, set[str]]], since: float, until: float
+                ) -> set[str]:
+    """The clusters a Binding named all the time from ``since`` to ``until``."""
+    out: set[str] | None = None
+    for i, (at, on) in enumerate(placed):
+        ends = placed[i + 1][0] if i + 1 < len(placed) else 1e18
+        if at <= until and ends > since:
+            out = set(on) if out is None else out & on
+    return out or set()
 
 
 def _cut_off(faults: list[Happened], clusters: set[str], at: float) -> bool:
@@ -657,10 +676,12 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Apps,
     ready_on_a: dict[tuple[str, str], int] = {}  # (app, image) → first pass available on a
     on_a: dict[tuple[str, str], set[int]] = defaultdict(set)  # passes a had it, available or not
     read_a: set[int] = set()  # the passes that read cluster a
+    a_read_at: dict[int, float] = {}  # ... and when
     later: dict[tuple[str, str], tuple[int, float, str]] = {}  # first pass on b or c
     for s in samples:
         if s.cluster == "a":
             read_a.add(s.round)
+            a_read_at.setdefault(s.round, s.at)
         if s.kind != "Deployment" or s.name not in staged or not s.image.startswith("x:"):
             continue
         key = (s.name, s.image)
@@ -676,11 +697,21 @@ def check_stages(samples: list[Sample], events: list[Event], traffic: Apps,
         read in pass ``n`` or the next, and the last pass that read it found the copy
         there, becoming available (seed 29: a's API stopped a moment after berth saw
         its copy available and before the sampler came back to a; a cut-off cluster's
-        last state is berth's to have seen, not the sampler's)."""
+        last state is berth's to have seen, not the sampler's) — or read it before the
+        generation was decided at all (seed 29 on a loaded machine: the sampler did not
+        come back to ``a`` for seven seconds, in which the generation was decided, rolled
+        out there and went on, and then ``a`` was cut off: nothing was seen either way)."""
         if {n, n + 1} <= read_a or not _cut_off(faults, {"a"}, at):
             return False
         last = max((r for r in read_a if r <= n + 1), default=None)
-        return last is not None and last in on_a[key]
+        if last is None:
+            return False
+        name, image = key
+        gen = int(image[2:])
+        decided_at = min((t for t, g, on in decided[name] if g == gen and "a" in on),
+                         default=None)
+        return last in on_a[key] or (decided_at is not None
+                                     and a_read_at[last] < decided_at)
 
     out: list[Violation] = []
     for (name, image), (n, at, cluster) in sorted(later.items()):

@@ -414,3 +414,41 @@ def test_steps_one_write_shows_together_went_one_after_another() -> None:
     assert [(v.invariant, v.at, v.what) for v in found] == [
         ("rolling", 5.0, "generation 2 started on default/a while default/b was not yet "
          "healthy on it (maxUnavailable 1)")]
+
+
+def test_a_copy_whose_cluster_left_the_targets_in_between_was_promised_nothing() -> None:
+    """Seed 29 on a loaded machine (r-deploy-0017): c left the targets (relabelled) and
+    came back a second later; its copy went and a new one was made. A pass that began
+    before c left read c after, short, and the next pass read the new copy, not yet up:
+    no copy-up — the copy seen up left with its cluster. A pass's reads are judged at
+    their own times, and the promise holds while the cluster stays a target."""
+    h = History()
+    h.binding("r", "c", "b", at=0.0)
+    up = Sample(1.0, 1, "c", "Deployment", "r", "x:1", available=2)
+    gone = Sample(2.5, 2, "c", "Deployment", "r", "x:1", available=0)  # pass 2 began at 1.5
+    pass_2 = Sample(1.5, 2, "b", "Deployment", "r", "x:1", available=2)
+    new = Sample(3.6, 3, "c", "Deployment", "r", "x:1", available=0)
+    samples = [up, pass_2, gone, new]
+    traffic = _deploys("Rolling", "r")
+    assert [v.at for v in check_copies_up(samples, set(), h.events, traffic, [], {})] == [3.6]
+    h.binding("r", "b", at=2.0)  # c left ...
+    h.binding("r", "c", "b", at=3.0)  # ... and came back
+    assert check_copies_up(samples, set(), h.events, traffic, [], {}) == []
+
+
+def test_a_first_stage_never_read_while_its_generation_rolled_out_is_unseen() -> None:
+    """Seed 29 on a loaded machine (r-deploy-0012): the sampler last read a before x:5
+    was decided, did not come back to it for seven seconds — in which a's copy of x:5
+    became available and the rollout went on to b — and a was cut off before it did."""
+    h = History()
+    h.binding("s", "a", at=0.0, gen=4)
+    a_before = Sample(77.1, 45, "a", "Deployment", "s", "x:4", available=2)
+    h.binding("s", "a", "b", at=77.5, gen=5)
+    b_has_it = Sample(83.9, 46, "b", "Deployment", "s", "x:5", available=2)
+    stopped = [Happened("cluster", "cluster a's API stopped 11.7 s", 83.5, 123.3)]
+    traffic = _deploys("Staged", "s")
+    assert check_stages([a_before, b_has_it], h.events, traffic, stopped) == []
+    # read after x:5 was decided, without it: not unseen (it had not come)
+    a_after = Sample(78.0, 45, "a", "Deployment", "s", "x:4", available=2)
+    found = check_stages([a_after, b_has_it], h.events, traffic, stopped)
+    assert [v.invariant for v in found] == ["stage-order"]
