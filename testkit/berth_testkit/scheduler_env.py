@@ -296,9 +296,11 @@ class TokensOnly:
 def started(procs: list[BerthProcess], store: Store, clusters: Iterable[str],
             timeout: float = 30.0) -> Iterator[list[BerthProcess]]:
     """Start ``procs`` and wait until the observer says every cluster (in ``default``) is
-    ONLINE; stop them when the block ends — also when a process or the wait failed
-    before it began (else they outlive the test, and the module's later tests meet
-    them)."""
+    ONLINE, and, with a metrics-cache among them, until its picture of the values is
+    whole (else what the test writes first may be placed before the values count, at
+    random, as a new fleet's first placement may); stop them when the block ends — also
+    when a process or the wait failed before it began (else they outlive the test, and
+    the module's later tests meet them)."""
     def online(name: str) -> KV | None:
         return store.get(keys.status_key("Cluster", "default", name))
 
@@ -308,6 +310,9 @@ def started(procs: list[BerthProcess], store: Store, clusters: Iterable[str],
         for name in clusters:
             wait_for(partial(online, name), lambda kv: b'"ONLINE"' in kv.value,
                      timeout=timeout)
+        if any(isinstance(p, MetricsCacheProcess) for p in procs):
+            wait_for(lambda: store.get(keys.METRIC_PICTURE),
+                     lambda kv: decode(kv.value, MetricPicture).complete, timeout=timeout)
         yield procs
     finally:
         for p in procs:

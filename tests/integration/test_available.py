@@ -40,7 +40,9 @@ from berth_testkit.servers.kube import CRASH, RUNS, KubeCluster
 from berth_testkit.servers.serving import serving_all
 
 READY_DELAY = 3.0
-MOVE_TIMEOUT = 12.0
+# Seconds a new copy has to become available (Pods Ready 3 s after they are scheduled):
+# room for a machine running the rest of the suite beside it
+MOVE_TIMEOUT = 20.0
 NAMES = ("north", "south", "broken")
 
 
