@@ -3,7 +3,7 @@
     python scripts/bench/diverse_bench.py [--clusters 1000] [--apps 10000]
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
         [--workloads [--no-requests]] [--changed SHARE] [--log-level LEVEL] [--config FILE]
-        [--no-ledger] [--no-events] [--profile PREFIX] [--max-txn-ops N]
+        [--no-ledger] [--no-events] [--profile PREFIX] [--max-txn-ops N] [--quiet SECONDS]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -14,7 +14,9 @@
    at random) changes at once (one poll of the
    metrics-cache); times the first Binding whose targets changed, the one
    by which half of them had, and the last, and counts the applications
-   that moved.
+   that moved. The reaction has ended once no Binding changed for ``--quiet``
+   seconds (5; the pause before it and before the last RSS is as long, 3 s at
+   most before it: the suite's smoke runs, whose figures say nothing, wait less).
 4. Latency: offers new (diverse) applications at ``--rate`` per second for
    ``--seconds``; p50/p99 time-to-bind.
 5. The etcd floor, in the same run: the same Bindings written to a scratch
@@ -221,6 +223,8 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
                     help="then watch the idle scheduler's RSS for this long")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quiet", type=float, default=5.0, metavar="SECONDS",
+                    help="no Binding changed for this long: the reaction has ended")
     ap.add_argument("--workloads", action="store_true",
                     help="applications carry Deployments with requests (20 %% divided); "
                          "clusters report capacity")
@@ -337,7 +341,7 @@ def main() -> None:
 
         # -- reaction to every metric value (or --changed of them) changing at once
         if not args.no_reaction:
-            time.sleep(3.0)
+            time.sleep(min(3.0, args.quiet))
             with watcher.cond:
                 before, puts_before = len(watcher.changes), watcher.puts
             revs = {kv.key: kv.mod_revision for kv in store.list_prefix(keys.METRIC_VALUES)[0]}
@@ -350,7 +354,7 @@ def main() -> None:
             store.commit_chunks(vals)
             picture(store)  # as the metrics-cache does after a poll's values
             written = time.perf_counter() - t0
-            watcher.quiet(5.0, 600)
+            watcher.quiet(args.quiet, 600)
             profile.stop()
             with watcher.cond:
                 changes = watcher.changes[before:]
@@ -418,7 +422,7 @@ def main() -> None:
             with open(args.ledger_samples, "ab") as out:
                 for kv in kvs[-2000:]:  # the reaction's, if there was one
                     out.write(kv.value + b"\n")
-        time.sleep(5.0)
+        time.sleep(args.quiet)
         print(f"scheduler RSS at the end: {rss_mb(proc.pid, 'VmRSS'):.0f} MB "
               f"(peak {rss_mb(proc.pid):.0f} MB)")
         figures["peak_rss_mb"] = rss_mb(proc.pid)

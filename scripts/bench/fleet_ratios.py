@@ -1,6 +1,7 @@
 """Issue #26's targets as ratios, each measured in one run of this script.
 
     python scripts/bench/fleet_ratios.py [--rounds 1] [--scale] [--clusters 1000] [--apps 10000]
+        [--quiet SECONDS]
 
 Runs ``diverse_bench.py`` (1,000 clusters x 10,000 applications) in turn:
 plain with the reaction; with workloads (every application a Deployment with
@@ -97,6 +98,8 @@ def main() -> None:
     ap.add_argument("--scale", action="store_true", help="also 10,000 x 100,000 (workloads)")
     ap.add_argument("--clusters", type=int, default=1000, help="of every run but --scale's")
     ap.add_argument("--apps", type=int, default=10000, help="of every run but --scale's")
+    ap.add_argument("--quiet", type=float, default=5.0, metavar="SECONDS",
+                    help="diverse_bench.py's --quiet")
     args = ap.parse_args()
     size = ["--clusters", str(args.clusters), "--apps", str(args.apps)]
     names = [*CONFIGS, *(["scale"] if args.scale else [])]
@@ -108,8 +111,8 @@ def main() -> None:
         for r in range(args.rounds):
             for n in names:
                 print(f"round {r + 1}/{args.rounds}", end=" ")
-                runs[n].append(run(n, SCALE if n == "scale" else [*CONFIGS[n], *size],
-                                   scratch))
+                runs[n].append(run(n, [*(SCALE if n == "scale" else [*CONFIGS[n], *size]),
+                                       "--quiet", str(args.quiet)], scratch))
 
     def med(name: str, figure: str) -> float:
         return statistics.median(f[figure] for f in runs[name])

@@ -2,6 +2,7 @@
 
     python scripts/bench/ledger_bench.py [--clusters 1000] [--apps 10000] [--rounds 2]
         [--fleet-apps 10000] [--hours 24] [--skip-cost | --skip-size] [--max-txn-ops N]
+        [--quiet SECONDS]
 
 1. Cost: runs ``diverse_bench.py --no-latency`` with the ledger on and off,
    alternating, ``--rounds`` times each (the machine's noise is ±8 %: one pair
@@ -43,7 +44,7 @@ SAMPLES = ROOT / "ledger-bench-samples.jsonl"
 def diverse(args: argparse.Namespace, on: bool, figures: Path) -> dict[str, float]:
     cmd = [sys.executable, str(BENCH / "diverse_bench.py"), "--clusters", str(args.clusters),
            "--apps", str(args.apps), "--no-latency", "--figures", str(figures),
-           "--max-txn-ops", str(args.max_txn_ops)]
+           "--max-txn-ops", str(args.max_txn_ops), "--quiet", str(args.quiet)]
     if on:
         cmd += ["--ledger-samples", str(SAMPLES)]
     else:
@@ -168,6 +169,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="runs with the ledger on, and off")
     ap.add_argument("--max-txn-ops", type=int, default=128,
                     help="etcd's --max-txn-ops and berth's --etcd-max-txn-ops")
+    ap.add_argument("--quiet", type=float, default=5.0, metavar="SECONDS",
+                    help="diverse_bench.py's --quiet")
     ap.add_argument("--fleet-apps", type=int, default=10000)
     ap.add_argument("--hours", type=int, default=24)
     ap.add_argument("--skip-cost", action="store_true",

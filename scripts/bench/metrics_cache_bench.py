@@ -1,15 +1,15 @@
 """Metrics-cache benchmark: many series from a static and a Prometheus provider.
 
     python scripts/bench/metrics_cache_bench.py [--prometheus 10000] [--static 10000]
-        [--window 60] [--change 0.01] [--batch 200]
+        [--window 60] [--change 0.01] [--batch 200] [--poll 10]
 
 Starts its own Prometheus and Pushgateway and, for each way of asking Prometheus
 (``--batch`` metrics per query, then one query per metric: the floor), its own etcd
-and ``berth metrics-cache`` (poll interval 10 s). It seeds the metrics — every
+and ``berth metrics-cache`` (poll interval ``--poll``, 10 s). It seeds the metrics — every
 tenth Prometheus metric an aggregation (``max by (job) (...)``) rather than a plain
 name, values all different — referenced by clusters (4 each), waits until every
 value is in etcd and, for ``--window`` seconds while ``--change`` of the values
-change every 10 s, measures:
+change every poll interval, measures:
 
 * the metrics-cache's CPU (and Prometheus's), as a percentage of one core;
 * Prometheus queries per poll, and the poll's duration per provider;
@@ -68,7 +68,7 @@ def sample(body: str, name: str, labels: str = "") -> float:
 
 
 def run(prom: PrometheusServer, batch: int, static_names: list[str], prom_names: list[str],
-        window: float, change: float) -> Figures:
+        window: float, change: float, poll: float) -> Figures:
     """One metrics-cache asking Prometheus ``batch`` metrics per query, on its own etcd."""
     rng = random.Random(batch)
     etcd = EtcdServer().start()
@@ -124,7 +124,7 @@ def run(prom: PrometheusServer, batch: int, static_names: list[str], prom_names:
 
         threading.Thread(target=follow, daemon=True).start()
         config = Path(etcd.workdir) / "metrics-cache-bench.yaml"
-        config.write_text(f"poll_interval: 10\nlease_ttl: 15\nbatch: {batch}\n")
+        config.write_text(f"poll_interval: {poll}\nlease_ttl: 15\nbatch: {batch}\n")
         log = open(Path(etcd.workdir) / "metrics-cache-bench.log", "wb")  # noqa: SIM115
         began = time.perf_counter()
         http = free_port()
@@ -138,7 +138,7 @@ def run(prom: PrometheusServer, batch: int, static_names: list[str], prom_names:
         first_all = time.perf_counter() - began
         print(f"  {len(seen)}/{series} series in etcd {first_all:.1f} s after the start",
               flush=True)
-        time.sleep(12)  # one more poll of everything, which must write nothing
+        time.sleep(poll * 1.2)  # one more poll of everything, which must write nothing
 
         latencies.clear()
         writes[0] = 0
@@ -146,7 +146,7 @@ def run(prom: PrometheusServer, batch: int, static_names: list[str], prom_names:
         body0 = scrape(http)
         cpu0, pcpu0, t0 = cpu_seconds(proc.pid), cpu_seconds(prom.prometheus.pid), \
             time.perf_counter()
-        rounds = max(1, int(window // 10))
+        rounds = max(1, int(window // poll))
         for _ in range(rounds):
             ks = max(1, int(len(static_names) * change))
             kp = max(1, int(len(prom_names) * change))
@@ -158,11 +158,11 @@ def run(prom: PrometheusServer, batch: int, static_names: list[str], prom_names:
             cur = store.get(keys.resource_key("GlobalMetricsProvider", "static"))
             store.update(cur.key, static_doc(), cur.mod_revision)  # type: ignore[union-attr]
             prom.push(**prom_values)
-            time.sleep(10)
-        time.sleep(11)  # the last changes reach etcd
+            time.sleep(poll)
+        time.sleep(poll * 1.1)  # the last changes reach etcd
         elapsed = time.perf_counter() - t0
         body = scrape(http)
-        polls = elapsed / 10
+        polls = elapsed / poll
 
         def delta(name: str, labels: str = "") -> float:
             return sample(body, name, labels) - sample(body0, name, labels)
@@ -197,7 +197,11 @@ def main() -> None:
     ap.add_argument("--change", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=MetricsCacheConfig().batch,
                     help="metrics per Prometheus query (default: the configuration's)")
+    ap.add_argument("--poll", type=float, default=10.0,
+                    help="the metrics-cache's poll interval, seconds (the changes' period)")
     args = ap.parse_args()
+    if args.poll <= 0:
+        ap.error("--poll must be positive")
     static_names = [f"s{i:05d}" for i in range(args.static)]
     prom_names = [f"p{i:05d}" for i in range(args.prometheus)]
     prom = PrometheusServer().start()
@@ -207,14 +211,14 @@ def main() -> None:
             label = f"{batch} metrics per query" if batch > 1 else "one query per metric (floor)"
             print(f"{label}:", flush=True)
             f = results[batch] = run(prom, batch, static_names, prom_names, args.window,
-                                     args.change)
+                                     args.change, args.poll)
             print(f"  CPU: metrics-cache {f.cpu * 100:.1f}% of one core, Prometheus "
                   f"{f.prometheus_cpu * 100:.1f}% ({args.prometheus} Prometheus + "
-                  f"{args.static} static series, polled every 10 s)")
+                  f"{args.static} static series, polled every {args.poll:g} s)")
             print(f"  Prometheus queries per poll: {f.queries_per_poll:.0f}; poll duration: "
                   + ", ".join(f"{k} {v:.0f} ms" for k, v in f.poll_ms.items()))
             print(f"  etcd writes of values: {f.writes} while {f.changed} values changed "
-                  f"(every 10 s, {args.change:.0%} of each provider's)")
+                  f"(every {args.poll:g} s, {args.change:.0%} of each provider's)")
             print(f"  poll-to-etcd latency: p50 {f.p50_ms:.0f} ms, p99 {f.p99_ms:.0f} ms",
                   flush=True)
         b, one = results[args.batch], results[1]

@@ -179,10 +179,19 @@ class BerthProcess:
             self.proc.wait()
 
     def stop(self) -> int:
+        self.terminate()
+        return self.wait_stopped()
+
+    def terminate(self) -> None:
+        """Ask the process to stop (SIGTERM), without waiting."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
+
+    def wait_stopped(self, timeout: float = 15.0) -> int:
+        """Its exit status, once it stopped: killed if it has not within ``timeout``."""
+        if self.proc and self.proc.poll() is None:
             try:
-                return self.proc.wait(15)
+                return self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
         return self.proc.returncode if self.proc else 0
@@ -315,9 +324,19 @@ def started(procs: list[BerthProcess], store: Store, clusters: Iterable[str],
                      lambda kv: decode(kv.value, MetricPicture).complete, timeout=timeout)
         yield procs
     finally:
+        stop_all(procs)
         for p in procs:
-            p.stop()
             print(p.output()[-4000:])
+
+
+def stop_all(procs: Iterable[BerthProcess]) -> None:
+    """Stop every process at once: each is asked, then each awaited (one after the
+    other, each took most of a second to wind down)."""
+    procs = list(procs)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait_stopped()
 
 
 def agents_for(mode: str, url: str, workdir: Path, kubeconfigs: Mapping[str, dict[str, Any]],

@@ -51,6 +51,7 @@ from berth_testkit.scheduler_env import (
     PropagatorProcess,
     SchedulerProcess,
     put,
+    stop_all,
 )
 from berth_testkit.servers.etcd import EtcdCluster
 from berth_testkit.servers.kafka import KafkaServer, produce
@@ -329,9 +330,7 @@ class System:
         threading.Thread(target=terms, daemon=True, name="record terms").start()
 
     def stop(self) -> None:
-        for procs in self.procs.values():
-            for p in procs:
-                p.stop()
+        stop_all(p for procs in self.procs.values() for p in procs)
         for w in self._watches:
             w.close()
         for c in self.kube.values():

@@ -27,6 +27,7 @@ from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
+    stop_all,
 )
 from berth_testkit.servers.etcd import ROOT, EtcdServer
 from berth_testkit.servers.kube import KubeCluster
@@ -143,8 +144,7 @@ def test_the_argocd_page_works_as_written(etcd_server: EtcdServer, store: Any,
         for p in procs:
             assert "Traceback" not in p.output(), p.log.name
     finally:
-        for p in procs:
-            p.stop()
+        stop_all(procs)
 
 
 def _until(get: Callable[[], Any], check: Callable[[Any], bool], timeout: float,

@@ -20,6 +20,7 @@ from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
+    stop_all,
     wait_for,
 )
 from berth_testkit.servers.kube import KubeCluster
@@ -157,8 +158,7 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
         finally:
             sched.close()
     finally:
-        for p in procs:
-            p.stop()
+        stop_all(procs)
         admin.close()
 
 

@@ -23,7 +23,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from berth.controllers.propagator.shard import CLAIMS, Holder, owner
 from berth.store import Store, keys
-from berth_testkit.scheduler_env import PropagatorProcess, wait_for
+from berth_testkit.scheduler_env import PropagatorProcess, stop_all, wait_for
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import kube_clients, serving_all
@@ -140,7 +140,7 @@ def test_replicas_share_the_clusters_and_hand_them_over(
             if k != i:
                 assert status(store, f"app{k}").status.state == "RUNNING"  # type: ignore[union-attr]
     finally:
+        stop_all(procs)
         for p in procs:
-            p.stop()
             print(p.output()[-3000:])
     assert store.list_prefix(keys.LEASES + "propagator/members/")[0] == []  # clean stops
