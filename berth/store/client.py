@@ -72,6 +72,18 @@ def _title(text: str) -> str:
     return f" ({words})" if words else ""
 
 
+def _read_only(path: str, body: dict[str, Any]) -> bool:
+    """Whether the request only reads (a range, or a transaction of ranges alone, as
+    :meth:`Store.get_many` sends): repeating it on another member changes nothing, even
+    when the first member may have run it before its answer was lost."""
+    if path == "kv/range":
+        return True
+    if path != "kv/txn" or body.get("compare"):
+        return False
+    ops = [*(body.get("success") or ()), *(body.get("failure") or ())]
+    return all(isinstance(op, dict) and set(op) == {"request_range"} for op in ops)
+
+
 def _unsent(exc: BaseException) -> bool:
     """Whether a failed request surely never reached the server: no connection was made
     (refused, no route, connect timeout), so repeating it elsewhere cannot apply it twice."""
@@ -225,7 +237,7 @@ class Store:
 
     def _request(self, path: str, body: dict[str, Any], context: str) -> dict[str, Any]:
         """One request, moved to the next member while it is safe to repeat it."""
-        safe = path == "kv/range"  # reads never change anything
+        safe = _read_only(path, body)
         tries = len(self._m.endpoints)
         while True:
             endpoint = self.endpoint

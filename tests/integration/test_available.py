@@ -77,12 +77,14 @@ def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
             "api": "core", "kind": "GlobalMetric", "metadata": {"name": f"green-{name}"},
             "spec": {"min": 0, "max": 1, "provider": {"name": "green", "metric": name}}}))
     greens(store, north=0.9, south=0.2, broken=0.1)
+    marked = request.node.get_closest_marker("move_timeout")
+    move_timeout = marked.args[0] if marked else MOVE_TIMEOUT
     procs = [
         MetricsCacheProcess(etcd_server.url, tmp_path, config="poll_interval: 0.5\n"),
         SchedulerProcess(etcd_server.url, tmp_path, config="reschedule_after: 2\n"),
         PropagatorProcess(etcd_server.url, tmp_path, config=(
             "probe_interval: 0.5\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
-            f"move_timeout: {MOVE_TIMEOUT}\n")),
+            f"move_timeout: {move_timeout}\n")),
     ]
     procs += agents_for(request.param, etcd_server.url, tmp_path,
                         {name: kube.kubeconfig() for name, kube in clusters.items()})
@@ -544,6 +546,9 @@ def test_overrides_make_each_clusters_copy_and_explain_themselves(
         store.delete(keys.resource_key("Override", name, "default"))
 
 
+# 200 Deployments at once on one cluster of a busy machine: a copy took more than 12 s to
+# become available there (a run side by side), and its application went elsewhere
+@pytest.mark.move_timeout(40.0)
 def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
 ) -> None:

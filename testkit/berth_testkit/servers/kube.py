@@ -60,6 +60,8 @@ HOW = ("a Kubernetes control plane and kwok are needed: run scripts/install-kube
 CRASH = "kwok.berth.dev/crash"  # a Pod annotated so runs, but never becomes Ready
 CRASH_ON = CRASH + "-on-"  # + a cluster's name: ... on that cluster only
 RUNS = "kwok.berth.dev/runs"  # a Job's Pod annotated so runs Ready and never completes
+# a list as the objects' metadata alone (what a sampler that reads names needs)
+METADATA = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
                "daemonset-controller", "job-controller", "ttl-after-finished-controller",
                "garbage-collector-controller", "namespace-controller",
@@ -387,16 +389,18 @@ class KubeCluster:
                                                          redirect=0, status=0))
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
-                ok: tuple[int, ...] = (200, 201), content: str = "json") -> dict[str, Any]:
+                ok: tuple[int, ...] = (200, 201), content: str = "json",
+                accept: str = "application/json") -> dict[str, Any]:
         """One call to the API as the admin; the answer decoded. ``content="merge"``: the
-        body is a merge patch. An API that does not answer raises OSError (as a refused
-        connection does), one that refuses the call :class:`ServerUnavailable`."""
+        body is a merge patch; ``accept``: :data:`METADATA` lists names and labels alone.
+        An API that does not answer raises OSError (as a refused connection does), one
+        that refuses the call :class:`ServerUnavailable`."""
         data = json.dumps(body).encode() if body is not None else None
         kind = "application/merge-patch+json" if content == "merge" else "application/json"
         try:
             r = self._pool.request(method, f"{self.url}{path}", body=data, timeout=10,
                                    headers={"Authorization": f"Bearer {self.token}",
-                                            "Content-Type": kind})
+                                            "Content-Type": kind, "Accept": accept})
         except urllib3.exceptions.HTTPError as exc:  # no answer: as urllib said it
             raise urllib.error.URLError(f"{method} {path}: {exc}") from exc
         if r.status >= 300:
