@@ -536,7 +536,7 @@ class System:
                 listed = server.request("GET", "/api/v1/namespaces/default/configmaps"
                                         f"?labelSelector={MANAGED_SELECTOR}")
                 held[name] = {cm["metadata"]["name"]: (cm.get("data") or {}).get(
-                    "generation", "") for cm in listed.get("items", [])}
+                    "generation", "") for cm in listed.get("items") or []}
             except Exception as exc:  # a cluster still starting
                 out.append(f"cluster {name}: {exc}")
                 held[name] = {}

@@ -378,7 +378,7 @@ def _configmaps(system: System, cluster: str) -> set[str]:
     listed = system.clusters[cluster].request(
         "GET", f"/api/v1/namespaces/default/configmaps?labelSelector={MANAGED_SELECTOR}",
         accept=METADATA)
-    return {item["metadata"]["name"] for item in listed.get("items", [])}
+    return {item["metadata"]["name"] for item in listed.get("items") or []}  # null if none
 
 
 def test_an_agent_cut_off_past_its_lease_and_back(system: System) -> None:

@@ -159,7 +159,9 @@ class _Named(msgspec.Struct):
 
 
 class _NamedList(msgspec.Struct):
-    items: list[_Named] = []
+    # null, not [], in a PartialObjectMetadataList with nothing in it (a cluster with no
+    # CRD: the probe said "custom resources unknown" there)
+    items: list[_Named] | None = None
 
 
 def _error(resp: Answer) -> str:
@@ -219,7 +221,7 @@ class Connection:
             if resp.status != 200:
                 return Probe(Reachability.ONLINE, f"custom resources unknown: {_error(resp)}",
                              version=version)
-            crds = typed(resp.body, _NamedList).items
+            crds = typed(resp.body, _NamedList).items or []
         except Exception as exc:
             return Probe(Reachability.ONLINE, f"custom resources unknown: {safe(exc)}",
                          version=version)

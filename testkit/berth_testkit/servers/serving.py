@@ -44,7 +44,8 @@ def serving(make: Callable[[], S]) -> Iterator[S]:
 def serving_all(make: Callable[[str], S], names: tuple[str, ...]) -> Iterator[dict[str, S]]:
     """Several servers, by name, all started or the test fails; all cleaned up. They are
     made, started and cleaned up side by side (a Kubernetes cluster spends most of its
-    start waiting: five one after the other took a module 40 s)."""
+    start waiting: test_rollouts.py's first setup, five clusters and berth, took 33.6 s
+    one after the other and 22.5 s so, on two busy workers)."""
     started: dict[str, S] = {}
     lock = threading.Lock()
 
