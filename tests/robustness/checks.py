@@ -104,7 +104,7 @@ from berth.store.documents import (
     ClusterApplied,
     ClusterStatus,
 )
-from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
+from berth.store.documents.ledger import HELD, MOVED, Record
 from berth.store.documents.pace import PaceSpec, closed_until, steady
 from berth.store.documents.rollouts import COMPLETE, ENDED, ROLLED_BACK
 from tests.faults.system import PULL, System
@@ -431,8 +431,7 @@ def ledger_now(db: Store, live: Iterable[str]) -> tuple[list[tuple[str, str]], l
     for name in sorted(set(live)):
         found, bad = ledger.history(db, "Application", "default", name)
         problems += [f"{name}: {p}" for p in bad]
-        recorded += [(name, e.id) for e, r in found
-                     if e.by == "scheduler" and r.event in (PLACED, MOVED)]
+        recorded += [(name, e.id) for e, _ in found if e.by == "scheduler"]
     return recorded, problems
 
 
@@ -449,8 +448,8 @@ def check_ledger(events: list[Event], live: Iterable[str], recorded: set[tuple[s
     # ... or had one, which retention has removed since (the newest ``keep`` of each
     # application's stay): the history saw it written
     written = {(e.resource.rsplit("/", 2)[-2], e.id) for ev in events
-               if (r := _record(ev)) is not None and r.event in (PLACED, MOVED)
-               for e in [ledger.parse(ev.key)]}
+               if _record(ev) is not None
+               for e in [ledger.parse(ev.key)] if e.by == "scheduler"}
     out += [Violation("ledger", n, 0.0, f"decision {d} has no record")
             for n, d in sorted(carried - recorded - written)]
     # a decision replaced before it was written has its record in the transaction of

@@ -20,7 +20,7 @@ from berth.store.documents import (
     Target,
 )
 from berth.store.documents.base import ObjectRef
-from berth.store.documents.ledger import HELD, MOVED, PLACED, Record
+from berth.store.documents.ledger import HELD, MOVED, PLACED, UNSCHEDULABLE, Record
 from berth.store.documents.pace import PaceSpec, PaceWindow
 from berth.store.documents.rollouts import RolloutState
 from berth_testkit.memory import MemoryStore
@@ -452,3 +452,16 @@ def test_a_first_stage_never_read_while_its_generation_rolled_out_is_unseen() ->
     a_after = Sample(78.0, 45, "a", "Deployment", "s", "x:4", available=2)
     found = check_stages([a_after, b_has_it], h.events, traffic, stopped)
     assert [v.invariant for v in found] == ["stage-order"]
+
+
+def test_a_decision_that_found_nothing_fitting_has_its_record_too() -> None:
+    """A decision that changed the targets because none fits any more (its record
+    Unschedulable: a failed target left) is carried by the Binding like a move's: its
+    record counts (a seed-14 run in the suite was failed for it, wrongly)."""
+    h = History()
+    rid = ledger.record_id(T0)
+    rec = Record(T0, UNSCHEDULABLE, 2, trigger="failed-target")
+    h.binding("x", "a", at=0.0, decision=rid)
+    h.put(ledger.prefix("Application", "default", "x") + f"{rid}.scheduler.1", rec, 0.0,
+          same=True)
+    assert check_ledger(h.events, ["x"], set(), []) == []
