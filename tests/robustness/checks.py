@@ -448,8 +448,7 @@ def check_ledger(events: list[Event], live: Iterable[str], recorded: set[tuple[s
     # ... or had one, which retention has removed since (the newest ``keep`` of each
     # application's stay): the history saw it written
     written = {(e.resource.rsplit("/", 2)[-2], e.id) for ev in events
-               if _record(ev) is not None
-               for e in [ledger.parse(ev.key)] if e.by == "scheduler"}
+               if _record(ev) is not None for e in [ledger.parse(ev.key)]}  # the scheduler's
     out += [Violation("ledger", n, 0.0, f"decision {d} has no record")
             for n, d in sorted(carried - recorded - written)]
     # a decision replaced before it was written has its record in the transaction of
