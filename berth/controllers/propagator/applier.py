@@ -147,7 +147,7 @@ class Applier:
         self.concern = concern = Concern(
             self.queue, self.applies, apps=self.apps, bindings=self.bindings,
             statuses=self.statuses, writer=self.writer, transit=self.transit,
-            connections=connections, is_pull=self.is_pull, pods=self.pods,
+            connections=connections, pods=self.pods,
             untracked_after=config.untracked_after, clock=clock, sharded=shard is not None)
         self.book = concern.book  # what the clusters showed of berth's objects
         # Called after each object applied (cluster id, kind, the resourceVersion

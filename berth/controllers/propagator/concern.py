@@ -45,7 +45,6 @@ from berth.store.documents import (
     ClusterStatus,
     HealthRule,
     KubeObjectRef,
-    Reachability,
 )
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import steady
@@ -119,7 +118,7 @@ class Concern:
     def __init__(self, queue: WorkQueue[keys.Key], applies: Applies, *, apps: Informer[AppView],
                  bindings: Informer[Binding], statuses: Informer[ApplicationStatus],
                  writer: StatusWriter, transit: Transit, connections: Connections,
-                 is_pull: Callable[[str], bool], pods: Pods, untracked_after: float,
+                 pods: Pods, untracked_after: float,
                  clock: Clock, sharded: bool) -> None:
         self.queue = queue
         self.applies = applies
@@ -129,7 +128,6 @@ class Concern:
         self.writer = writer
         self.transit = transit
         self.connections = connections
-        self.is_pull = is_pull
         self.pods = pods
         self.untracked_after = untracked_after
         self.clock = clock
@@ -225,17 +223,19 @@ class Concern:
             return
         meta = event.obj.metadata
         cid = cluster_id(meta.namespace, meta.name)
-        # Back ONLINE: retry what failed there (a push cluster's drift watches re-apply
-        # the rest when they are back; a pull cluster's applications are judged again
-        # from its agent's reports). Gone OFFLINE: the applications on it say so.
-        self.requeue_cluster(cid, only_failed=now == Reachability.ONLINE and not self.is_pull(cid))
+        # Either way, every application on it is judged again: gone OFFLINE, it says
+        # so; back ONLINE, it stops saying so and what failed there is retried. A copy
+        # recorded as applied is not applied again for it: a push cluster's drift
+        # watches re-apply what changed while it was away. (Only what failed was
+        # requeued once: a finished Job, which no watch event wakes, then said "not
+        # observed: cluster … is UNHEALTHY" for good — the robustness run, seed 29.)
+        self.requeue_cluster(cid)
 
-    def requeue_cluster(self, cid: str, *, only_failed: bool = False, drifted: bool = False
-                        ) -> None:
+    def requeue_cluster(self, cid: str, *, drifted: bool = False) -> None:
         """Reconcile now every application that is on, or failed on, cluster ``cid``."""
         for item in self.statuses.items():
             st = item.obj.status
-            if cid in st.errors or (not only_failed and cid in st.applied):
+            if cid in st.errors or cid in st.applied:
                 self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
 
     def gained(self, cid: str) -> None:

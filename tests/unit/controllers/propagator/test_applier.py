@@ -30,7 +30,7 @@ from berth.store.documents import (
 )
 from berth_testkit.fakes.propagator import FakeCluster, Journal
 from berth_testkit.memory import FakeClock, MemoryStore
-from berth_testkit.scheduler_env import application, cluster, put
+from berth_testkit.scheduler_env import application, cluster, put, set_state
 
 
 class MemoryConnections(Connections):
@@ -296,3 +296,33 @@ def test_a_servers_watch_event_reaches_only_the_clusters_where_the_object_is_ber
     stray_ref = KubeObjectRef(stored.apiVersion, stored.kind, "stray",
                               stored.metadata.namespace)
     assert not any(restarted.book.holds(c, stray_ref) for c in both)
+
+
+def test_an_application_says_its_cluster_is_not_seen_and_stops_saying_so_when_it_is_back(
+        ) -> None:
+    """A change of its cluster's state, either way, queues every application on it: one
+    that no watch event wakes (a finished Job, say) would otherwise say "not observed"
+    for good (the robustness run, seed 29). Back, nothing is applied again for it."""
+    w = web_on_de()
+    key = keys.resource_key("Application", "web", "default")
+    queue = w.applier.queue
+
+    def drained() -> None:
+        for inf in w.applier.informers:
+            inf.sync()  # the applier reads the status it wrote
+        while (queued := queue.get(0)) is not None:
+            queue.done(queued)
+
+    drained()
+    for state, said in (("UNHEALTHY", "not observed: cluster default/de is UNHEALTHY"),
+                        ("ONLINE", "")):
+        set_state(w.store, "de", state)
+        w.statuses.sync()
+        assert queue.get(0) == key, state
+        queue.done(key)
+        applies = len(w.journal)
+        w.reconcile("web")
+        st = status(w.store, "web").status
+        assert (st.state, st.reason) == ("DEGRADED" if said else "RUNNING", said)
+        assert len(w.journal) == applies, w.journal[applies:]
+        drained()
