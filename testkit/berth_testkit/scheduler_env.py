@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import msgspec
 
-from berth.store import KV, Store, Watch, decode, encode, keys
+from berth.store import Store, Watch, decode, encode, keys
 from berth.store.documents import (
     Binding,
+    ClusterStatus,
     MetricError,
     MetricPicture,
     MetricValue,
     MetricValueStatus,
     ProviderInfo,
+    Reachability,
 )
 from berth.store.documents.base import Metadata
 from berth_testkit.servers.etcd import ROOT
@@ -304,21 +306,24 @@ class TokensOnly:
 @contextlib.contextmanager
 def started(procs: list[BerthProcess], store: Store, clusters: Iterable[str],
             timeout: float = 30.0) -> Iterator[list[BerthProcess]]:
-    """Start ``procs`` and wait until the observer says every cluster (in ``default``) is
-    ONLINE, and, with a metrics-cache among them, until its picture of the values is
-    whole (else what the test writes first may be placed before the values count, at
-    random, as a new fleet's first placement may); stop them when the block ends — also
-    when a process or the wait failed before it began (else they outlive the test, and
-    the module's later tests meet them)."""
-    def online(name: str) -> KV | None:
-        return store.get(keys.status_key("Cluster", "default", name))
+    """Start ``procs`` and wait until every cluster (in ``default``) is ONLINE with its
+    capacity reported, and, with a metrics-cache among them, until its picture of the
+    values is whole: else what the test writes first may be placed before all counts, as
+    a new fleet's first placement may — at random before the values, away from a
+    cluster whose capacity is not reported yet (it scores as full: a Pull test's Job
+    went to the greener cluster's rival so). Stop them when the block ends — also when a
+    process or the wait failed before it began (else they outlive the test, and the
+    module's later tests meet them)."""
+    def ready(name: str) -> ClusterStatus | None:
+        kv = store.get(keys.status_key("Cluster", "default", name))
+        return decode(kv.value, ClusterStatus) if kv is not None else None
 
     try:
         for p in procs:
             p.start()
         for name in clusters:
-            wait_for(partial(online, name), lambda kv: b'"ONLINE"' in kv.value,
-                     timeout=timeout)
+            wait_for(partial(ready, name), lambda st: st.status.state == Reachability.ONLINE
+                     and st.status.capacity is not None, timeout=timeout)
         if any(isinstance(p, MetricsCacheProcess) for p in procs):
             wait_for(lambda: store.get(keys.METRIC_PICTURE),
                      lambda kv: decode(kv.value, MetricPicture).complete, timeout=timeout)

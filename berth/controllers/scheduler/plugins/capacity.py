@@ -11,7 +11,8 @@ however over-committed the cluster is in it. Free is what the cluster's Nodes
 offer, minus what its Pods ask, minus what berth placed there and the cluster
 has not reported yet (assumed, so that a burst of placements never
 over-commits a cluster); what the application holds there now counts as free
-for it. A cluster that reports no capacity (no Nodes listed) is not judged.
+for it. A cluster that reports no capacity (no Nodes listed, or not reported
+yet) passes the filter and scores 0, as a full cluster would.
 
 The score is the Kubernetes scheduler's NodeResourcesFit score (or
 NodeResourcesBalancedAllocation's) with its integer arithmetic, over the
