@@ -160,7 +160,7 @@ role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
               clouds clusters applications projects magnumclusters globaloverrides overrides paces \
-              priorityclasses exports \
+              priorityclasses exports clustersets namespacepolicies \
               secrets history rollouts; do
   grant berth-admin readwrite "${R}$plural/" --prefix
 done

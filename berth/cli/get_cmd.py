@@ -38,6 +38,7 @@ from berth.cli.kinds import named
 from berth.store import Store, Watch, keys
 from berth.store.documents import ApplicationStatus
 from berth.store.documents.metrics import normalized
+from berth.store.documents.selection import ClusterChoice
 
 Column = tuple[str, Callable[[Shown], str]]
 
@@ -109,6 +110,16 @@ def _selected(s: Shown, which: int) -> str:
         return "-"
     n = s.selects[which]
     return f"{n}" if n else "0 (selects nothing)"
+
+
+def _choice(c: ClusterChoice | None) -> str:
+    """The clusters a set chooses, as its names and labels say (``all`` for none)."""
+    if c is None:
+        return "all"
+    said = [*c.names, *(f"{k}={v}" for k, v in sorted(c.match_labels.items())),
+            *(f"{e.key} {e.operator} {','.join(e.values)}".strip()
+              for e in c.match_expressions)]
+    return ";".join(said) or "all"
 
 
 def _reason(s: Shown) -> str:
@@ -202,6 +213,17 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("SYNCED", lambda s: age(s.exported.status.synced) if s.exported else "-"),
          ("REASON", lambda s: (s.exported.status.reason or "-") if s.exported else "-")]),
+    "ClusterSet": (
+        [("NAMESPACES", lambda s: ",".join(_doc(s, "spec.namespaces", []))),
+         ("CLUSTERS", lambda s: _choice(_doc(s, "spec.clusters", None))),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),
+    "NamespacePolicy": (
+        [("CLUSTER SETS", lambda s: ",".join(_doc(s, "spec.cluster_sets", [])) or "-"),
+         ("PRIORITY CLASSES", lambda s: "any" if (
+             c := _doc(s, "spec.priority_classes", None)) is None else ",".join(c) or "none"),
+         ("MAX PRIORITY", lambda s: "any" if (
+             m := _doc(s, "spec.max_priority", None)) is None else str(m)),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))], []),
     "Cloud": (
         [("LABELS", lambda s: _pairs(sorted(s.labels.items()))),
          ("METRICS", lambda s: ",".join(f"{m.name}:{m.weight:g}"

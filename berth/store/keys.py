@@ -106,6 +106,8 @@ KINDS: dict[str, Kind] = {
         Kind("Pace", "core", "paces", False),
         Kind("PriorityClass", "core", "priorityclasses", False),
         Kind("Export", "core", "exports", False),
+        Kind("ClusterSet", "core", "clustersets", False),
+        Kind("NamespacePolicy", "core", "namespacepolicies", False),
     )
 }
 BY_PLURAL: dict[str, Kind] = {k.plural: k for k in KINDS.values()}

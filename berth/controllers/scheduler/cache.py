@@ -44,6 +44,7 @@ from berth.controllers.scheduler.framework import (
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.priorities import Priorities
+from berth.controllers.scheduler.readings import reading
 from berth.controllers.scheduler.roombook import RoomBook
 from berth.controllers.scheduler.subjects import (
     NO_FAILURES,
@@ -57,6 +58,7 @@ from berth.controllers.scheduler.subjects import (
     subject_from_cluster,
     subject_from_magnum,
 )
+from berth.controllers.scheduler.tenancy import Tenancy
 from berth.controllers.scheduler.views import (
     AppView,
     BindingView,
@@ -76,12 +78,12 @@ from berth.store.documents import (
     Reachability,
     Target,
 )
-from berth.store.documents.metrics import MEASURES, normalized
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.priority import PriorityClass
 from berth.store.documents.render import Where
 from berth.store.documents.resources import Demand
+from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +136,10 @@ class Cache:
         self.paces: Informer[Pace] = informer(r("Pace"), Pace)
         self.priorityclasses: Informer[PriorityClass] = informer(r("PriorityClass"),
                                                                  PriorityClass)
-        self.priorities = Priorities(self.priorityclasses)
+        # Where each namespace may place, what priority it may take (docs/teams.md).
+        self.tenancy = Tenancy(informer(r("NamespacePolicy"), NamespacePolicy),
+                               informer(r("ClusterSet"), ClusterSet))
+        self.priorities = Priorities(self.priorityclasses, self.tenancy)
         # What each application asks of each cluster, as the overrides make it.
         self.overrides: Informer[Override] = informer(r("Override"), Override)
         self.globaloverrides: Informer[GlobalOverride] = informer(r("GlobalOverride"),
@@ -148,7 +153,7 @@ class Cache:
             self.applications, self.clusters, self.globalclouds, self.clouds, self.status,
             self.globalmetrics, self.metrics, self.values, self.bindings, self.projects,
             self.magnumclusters, self.failures, self.paces, self.priorityclasses,
-            self.overrides, self.globaloverrides,
+            self.overrides, self.globaloverrides, *self.tenancy.informers,
         ]
         self._cand_epoch = 0  # candidates and their status
         self._metric_epoch = 0  # metric definitions and values
@@ -166,7 +171,8 @@ class Cache:
                                    demand_on=self._demand_at)
         self.room_book = RoomBook(self.status, self.decisions, assume_ttl, clock=clock.time)
         candidates: tuple[Informer[Any], ...] = (
-            self.clusters, self.globalclouds, self.clouds, self.projects)
+            self.clusters, self.globalclouds, self.clouds, self.projects,
+            *self.tenancy.informers)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
         self.clusters.add_handler(self._relabelled)
@@ -209,7 +215,8 @@ class Cache:
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status, self.projects,
-                    self.globalmetrics, self.metrics, self.overrides, self.globaloverrides):
+                    self.globalmetrics, self.metrics, self.overrides, self.globaloverrides,
+                    *self.tenancy.informers):
             inf.add_handler(callback)
         self._metric_listeners.append(callback)
 
@@ -385,9 +392,10 @@ class Cache:
                                            None)
 
     def _build_candidates(self, kind: str, ns: str | None) -> list[Candidate]:
-        if kind == "Cluster":
+        if kind == "Cluster":  # its namespace's, and those of the sets bound to it
+            admits = self.tenancy.admitter(ns)
             found = [self._cluster(item.obj) for item in self.clusters.items()
-                     if item.obj.metadata.namespace == ns]
+                     if admits(item.obj.metadata)]
         elif kind == "Project":
             found = [self._cloud("Project", item.obj) for item in self.projects.items()
                      if item.obj.metadata.namespace == ns]
@@ -463,39 +471,10 @@ class Cache:
         return found
 
     def _reading(self, ns: str | None, ref: MetricRef) -> MetricReading:
-        if ref.namespaced and not ns:
-            return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
-                                 message="a namespaced metric on a global resource")
         definition = (self.metrics.get(keys.resource_key("Metric", ref.name, ns)) if ns
                       else self.globalmetrics.get(keys.resource_key("GlobalMetric", ref.name)))
-        if definition is None:
-            return MetricReading(ref.name, ref.weight, reason="UNKNOWN_METRIC",
-                                 message=f"no {'Metric' if ns else 'GlobalMetric'} {ref.name}")
-        v = self._published.get(keys.metric_value_key(ref.name, ns))
-        if v is None:
-            return MetricReading(
-                ref.name, ref.weight, reason="MISSING_METRIC_VALUE",
-                message=self._expired or "no current value (metrics-cache down, value "
-                "expired, or no complete picture of the values yet)")
-        if v.error is not None and v.value is None:
-            return MetricReading(ref.name, ref.weight, reason=v.error.reason,
-                                 message=v.error.message)
-        if v.value is None:
-            return MetricReading(ref.name, ref.weight, reason="INVALID_METRIC",
-                                 message="the value is empty")
-        lo, hi = definition.spec.min, definition.spec.max
-        scaled = normalized(v.value, lo, hi)
-        if scaled is None:
-            return MetricReading(ref.name, ref.weight, v.value, reason="INVALID_METRIC",
-                                 message=f"min ({lo:g}) is not below max ({hi:g})")
-        value01, outside = scaled
-        message = f"value {v.value:g} outside [{lo:g}, {hi:g}]; clamped" if outside else ""
-        if v.error is not None:  # the metrics-cache keeps a value stale_after seconds
-            message = "; ".join(filter(None, (
-                f"last value kept after {v.error.reason}: {v.error.message}", message)))
-        return MetricReading(ref.name, ref.weight, v.value, value01, message=message,
-                             measures=definition.metadata.labels.get(MEASURES, ""),
-                             forecast=v.forecast)
+        value = self._published.get(keys.metric_value_key(ref.name, ns))
+        return reading(ref, ns, definition, value, self._expired)
 
     def demand_on(self, subject: Subject, candidate: Candidate) -> Demand:
         return self.demands.on(subject, candidate.key, where(candidate))

@@ -129,8 +129,8 @@ class Decisions:
         self._plans: dict[str, Preemption] = {}  # binding key → its room-making plan
         # Each placed application's own priority and class, counted: what a plan reads to
         # know at once whether anything placed is less important than its preemptor.
-        self._ranks: dict[str, tuple[int | None, str | None]] = {}
-        self._rank_counts: Counter[tuple[int | None, str | None]] = Counter()
+        self._ranks: dict[str, tuple[str | None, int | None, str | None]] = {}
+        self._rank_counts: Counter[tuple[str | None, int | None, str | None]] = Counter()
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
         bindings.add_cleared_handler(self._garbage_gone)
@@ -347,8 +347,9 @@ class Decisions:
             for key in list(self._usage_at):
                 self._reindex(key)
 
-    def ranks(self) -> list[tuple[int | None, str | None]]:
-        """The distinct (own priority, class name) of the placed applications."""
+    def ranks(self) -> list[tuple[str | None, int | None, str | None]]:
+        """The distinct (namespace, own priority, class name) of the placed applications
+        (a namespace's policy limits what they may take)."""
         with self._lock:
             return list(self._rank_counts)
 
@@ -361,7 +362,7 @@ class Decisions:
             if not self._rank_counts[old]:
                 del self._rank_counts[old]
         if app is not None:
-            rank = (app.priority, app.priority_class)
+            rank = (app.ref.namespace, app.priority, app.priority_class)
             self._ranks[key] = rank
             self._rank_counts[rank] += 1
 

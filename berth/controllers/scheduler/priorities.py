@@ -10,6 +10,12 @@ its class says — it can only make it less aggressive — where Kubernetes'
 admission refuses a pod whose policy differs from its class's. A class named
 that does not exist is a problem the application's Binding says; it is placed
 at its own priority meanwhile but makes no room for itself.
+
+A namespace's policy (:mod:`.tenancy`) limits both ways of asking: a class it does
+not allow is a problem as a class that does not exist is (placed at its own
+priority, no room made), and an application's own priority above the policy's
+``maxPriority`` counts as that maximum. The global default class is the
+administrators' word and is not limited.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from berth.controllers.runtime import Event, Informer
 from berth.controllers.scheduler.framework import Ref, Subject
+from berth.controllers.scheduler.tenancy import Policy, Tenancy
 from berth.store import keys
 from berth.store.documents.priority import PreemptionPolicy, PriorityClass, default_class
 
@@ -39,7 +46,6 @@ class Priority:
 
 
 NONE = Priority(0, PreemptionPolicy.PREEMPT_LOWER_PRIORITY, "default")
-NOBODY = Ref("Application", None, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +58,10 @@ class _Table:
 class Priorities:
     """The PriorityClasses of an informer, resolved per subject; for any thread."""
 
-    def __init__(self, classes: Informer[PriorityClass]) -> None:
+    def __init__(self, classes: Informer[PriorityClass], tenancy: Tenancy | None = None
+                 ) -> None:
         self._classes = classes
+        self._tenancy = tenancy
         self._version = 0  # bumped by every change to the classes
         self._lock = threading.Lock()
         self._table = _Table(-1, {}, None)
@@ -74,31 +82,45 @@ class Priorities:
         self._table = table  # a change meanwhile bumped the version: read again next time
         return table
 
-    def of(self, subject: Subject) -> Priority:
-        return resolve(subject, self._current().classes, self._current().default)
+    def _policy(self, namespace: str | None) -> Policy | None:
+        return self._tenancy.policy(namespace) if self._tenancy is not None else None
 
-    def lowest(self, ranks: list[tuple[int | None, str | None]]) -> int | None:
-        """The lowest priority of applications of these (own priority, class name)
-        (None: there are none)."""
+    def of(self, subject: Subject) -> Priority:
         table = self._current()
-        return min((resolve(Subject(NOBODY, keys.NO_KEY, "", priority=own, priority_class=cls),
-                            table.classes, table.default).value for own, cls in ranks),
-                   default=None)
+        return resolve(subject, table.classes, table.default,
+                       self._policy(subject.ref.namespace))
+
+    def lowest(self, ranks: list[tuple[str | None, int | None, str | None]]) -> int | None:
+        """The lowest priority of applications of these (namespace, own priority, class
+        name) (None: there are none)."""
+        table = self._current()
+        return min((resolve(Subject(Ref("Application", ns, ""), keys.NO_KEY, "",
+                                    priority=own, priority_class=cls),
+                            table.classes, table.default, self._policy(ns)).value
+                    for ns, own, cls in ranks), default=None)
 
 
 def resolve(subject: Subject, classes: dict[str, PriorityClass],
-            default: PriorityClass | None) -> Priority:
-    """``subject``'s priority by the rules above."""
+            default: PriorityClass | None, policy: Policy | None = None) -> Priority:
+    """``subject``'s priority by the rules above (``policy``: its namespace's)."""
     own = subject.preemption_policy or PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     name = subject.priority_class
+    value, source = subject.priority or 0, "its own"
+    top = policy.spec.max_priority if policy is not None else None
+    if policy is not None and top is not None and value > top:
+        value = top
+        source = f"its own, capped at {top} by the policy of namespace {policy.namespace}"
     if name is not None:
+        if policy is not None and policy.spec.priority_classes is not None and (
+                name not in policy.spec.priority_classes):
+            return Priority(value, own, source, policy.problem or (
+                f"priority class {name!r} is not allowed in namespace {policy.namespace}"))
         found = classes.get(name)
         if found is None:
-            return Priority(subject.priority or 0, own, "its own",
-                            f"priority class {name!r} does not exist")
+            return Priority(value, own, source, f"priority class {name!r} does not exist")
         return _of_class(found, f"class {name}", subject.preemption_policy)
     if subject.priority is not None:
-        return Priority(subject.priority, own, "its own")
+        return Priority(value, own, source)
     if default is not None:
         return _of_class(default, f"default class {default.metadata.name}",
                          subject.preemption_policy)

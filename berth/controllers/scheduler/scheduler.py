@@ -549,14 +549,25 @@ class Scheduler:
     def _current(self, subject: Subject, binding: BindingView | None) -> list[Target]:
         """The subject's targets, for stickiness: the Binding's — unless every one of them
         failed (the application could not become available there), then where it still
-        runs, so that it goes back rather than somewhere new."""
-        current = list(binding.spec.targets) if binding else []
+        runs, so that it goes back rather than somewhere new. A target its namespace may
+        no longer use (its policy changed: docs/teams.md) is none: it is left even when
+        nothing else fits."""
+        current = [t for t in binding.spec.targets if self._admitted(subject, t)] if (
+            binding) else []
         failed = self.cache.failed(subject)
         if not current or not failed or not all(
                 candidate_key(t.kind, t.namespace, t.name) in failed for t in current):
             return current
         return [t for t in self.cache.failures_of(subject).running_on
                 if candidate_key(t.kind, t.namespace, t.name) not in failed]
+
+    def _admitted(self, subject: Subject, t: Target) -> bool:
+        """Whether ``subject``'s namespace may place on target ``t`` (one that no longer
+        exists is, as far as this goes)."""
+        if t.kind != "Cluster" or t.namespace in (None, subject.ref.namespace):
+            return True
+        view = self.cache.clusters.get(keys.resource_key("Cluster", t.name, t.namespace))
+        return view is None or self.cache.tenancy.admitter(subject.ref.namespace)(view.metadata)
 
     def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
         if key in (SWEEP, PERIODIC):

@@ -91,6 +91,7 @@ from berth.store.documents.overrides import GlobalOverride, Override, OverrideRu
 from berth.store.documents.pace import Pace
 from berth.store.documents.priority import Preemptible, PreemptionPolicy, PriorityClass
 from berth.store.documents.selection import MatchExpression
+from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
 
 Resource = (
     GlobalMetricsProvider
@@ -108,6 +109,8 @@ Resource = (
     | Pace
     | PriorityClass
     | Export
+    | ClusterSet
+    | NamespacePolicy
 )
 
 RESOURCE_TYPES: dict[str, type[Resource]] = {
@@ -126,6 +129,8 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "Pace": Pace,
     "PriorityClass": PriorityClass,
     "Export": Export,
+    "ClusterSet": ClusterSet,
+    "NamespacePolicy": NamespacePolicy,
 }
 
 __all__ = [
@@ -150,6 +155,7 @@ __all__ = [
     "ClusterMode",
     "ClusterSelector",
     "ClusterSelectorTerm",
+    "ClusterSet",
     "ClusterSpec",
     "ClusterState",
     "ClusterStatus",
@@ -182,6 +188,7 @@ __all__ = [
     "MetricsProviderSpec",
     "MovesStarted",
     "NameOnly",
+    "NamespacePolicy",
     "ObjectRef",
     "Override",
     "OverrideRule",

@@ -38,6 +38,7 @@ from berth.store.documents.render import variable_problem, variables
 from berth.store.documents.resources import REPLICAS_PATH, QuantityError, demand, replica_path
 from berth.store.documents.rollouts import REST, RolloutPolicy, RolloutStrategy
 from berth.store.documents.selection import MatchExpression
+from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
 
 from . import Resource
 
@@ -94,6 +95,10 @@ def problems(doc: Resource) -> list[Problem]:
             found += _priority_class(doc)
         case Export():
             found += _export(doc)
+        case ClusterSet():
+            found += _cluster_set(doc)
+        case NamespacePolicy():
+            found += _namespace_policy(doc)
     return found
 
 
@@ -515,3 +520,32 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
+
+
+def _cluster_set(doc: ClusterSet) -> Iterator[Problem]:
+    spec = doc.spec
+    if not spec.namespaces:
+        yield Problem("spec.namespaces", "no namespace: a set holds clusters of the "
+                      "namespaces it names")
+    for i, ns in enumerate(spec.namespaces):
+        if not keys.NAMESPACE_RE.fullmatch(ns):
+            yield Problem(f"spec.namespaces[{i}]", f"{ns!r} is not a namespace name")
+    yield from _match_expressions(spec.clusters.match_expressions,
+                                  "spec.clusters.matchExpressions")
+
+
+def _namespace_policy(doc: NamespacePolicy) -> Iterator[Problem]:
+    if not keys.NAMESPACE_RE.fullmatch(doc.metadata.name):
+        yield Problem("metadata.name", f"{doc.metadata.name!r} is not a namespace name: a "
+                      "policy is named after the namespace it governs")
+    spec = doc.spec
+    for field, names in (("spec.clusterSets", spec.cluster_sets),
+                         ("spec.priorityClasses", spec.priority_classes or [])):
+        for i, name in enumerate(names):
+            try:
+                keys.check_name(name)
+            except ValueError as exc:
+                yield Problem(f"{field}[{i}]", str(exc))
+    if spec.max_priority is not None and abs(spec.max_priority) > HIGHEST_USER_PRIORITY:
+        yield Problem("spec.maxPriority", f"{spec.max_priority} is beyond "
+                      f"+-{HIGHEST_USER_PRIORITY:,}")

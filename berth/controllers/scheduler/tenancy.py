@@ -1,0 +1,144 @@
+"""The namespaces' policies and the cluster sets, as the scheduler reads them.
+
+Where a namespace's applications may be placed: the clusters of the namespace
+itself, and those of the ClusterSets its NamespacePolicy binds (none without a
+policy: berth as it always was). What priority they may take: a class the policy
+does not allow is a problem the Binding says (the application is placed at its
+own priority, capped, and makes no room for itself, as with a class that does not
+exist); its own ``spec.priority`` above the policy's ``maxPriority`` counts as
+that maximum. docs/teams.md.
+
+Policies are trusted only as they are read here: a tenant writes etcd directly,
+and an administrator's key that holds what is not a policy stands for the
+narrowest one (its own clusters, no class, priority 0) until it is fixed — never
+for none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from berth.controllers.runtime import Event, Informer
+from berth.store import keys
+from berth.store.documents.tenancy import (
+    ClusterSet,
+    ClusterSetSpec,
+    NamespacePolicy,
+    NamespacePolicySpec,
+)
+
+# What an unreadable policy stands for: nothing beyond the namespace's own.
+NARROWEST = NamespacePolicySpec(cluster_sets=[], priority_classes=[], max_priority=0)
+
+
+class Named(Protocol):
+    """A cluster's metadata, as far as a policy reads it."""
+
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A namespace's policy as the scheduler applies it."""
+
+    namespace: str
+    spec: NamespacePolicySpec
+    sets: tuple[ClusterSetSpec, ...]  # the bound sets that exist
+    problem: str = ""  # why it stands for the narrowest (its key held no policy)
+
+    def admits(self, cid: str, labels: Mapping[str, str]) -> bool:
+        """Whether the namespace may place on cluster ``cid`` with ``labels``."""
+        return (cid.partition("/")[0] == self.namespace
+                or any(s.holds(cid, labels) for s in self.sets))
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    version: int
+    policies: dict[str, Policy] = field(default_factory=dict)
+
+
+class Tenancy:
+    """The NamespacePolicies and ClusterSets of two informers, resolved per namespace;
+    for any thread. ``version`` changes with either."""
+
+    def __init__(self, policies: Informer[NamespacePolicy],
+                 sets: Informer[ClusterSet]) -> None:
+        self._policies = policies
+        self._sets = sets
+        self.informers = (policies, sets)
+        self._lock = threading.Lock()
+        self._version = 0
+        self._unreadable: set[str] = set()  # namespaces whose policy key holds garbage
+        self._table = _Table(-1)
+        for inf in (policies, sets):
+            inf.add_handler(self._changed)
+            inf.add_invalid_handler(self._invalid)
+            inf.add_cleared_handler(self._cleared)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def _changed(self, event: Event[Any]) -> None:
+        with self._lock:
+            if event.key.startswith(self._policies.prefix):  # a policy again, if it was not
+                self._unreadable.discard(event.key[len(self._policies.prefix):])
+            self._version += 1
+
+    def _invalid(self, key: keys.Key, revision: int) -> None:
+        if key.startswith(self._policies.prefix):
+            with self._lock:
+                self._unreadable.add(key[len(self._policies.prefix):])
+                self._version += 1
+
+    def _cleared(self, key: keys.Key, revision: int) -> None:
+        if key.startswith(self._policies.prefix):
+            with self._lock:
+                self._unreadable.discard(key[len(self._policies.prefix):])
+                self._version += 1
+
+    def _current(self) -> _Table:
+        table = self._table
+        if table.version == self._version:
+            return table
+        with self._lock:
+            version, unreadable = self._version, set(self._unreadable)
+        sets = {item.obj.metadata.name: item.obj.spec for item in self._sets.items()}
+        policies: dict[str, Policy] = {}
+        for item in self._policies.items():
+            spec = item.obj.spec
+            ns = item.obj.metadata.name
+            policies[ns] = Policy(ns, spec, tuple(sets[n] for n in spec.cluster_sets
+                                                  if n in sets))
+        for ns in unreadable:
+            policies[ns] = Policy(ns, NARROWEST, (), problem=(
+                f"the policy of namespace {ns} "
+                f"({self._policies.prefix}{ns}) is not a NamespacePolicy: the narrowest "
+                "stands for it"))
+        table = _Table(version, policies)
+        self._table = table  # a change meanwhile bumped the version: read again next time
+        return table
+
+    def policy(self, namespace: str | None) -> Policy | None:
+        """The policy of ``namespace``; None where it has none."""
+        return self._current().policies.get(namespace) if namespace else None
+
+    def admitter(self, namespace: str | None) -> Callable[[Named], bool]:
+        """Whether applications of ``namespace`` may be placed on a cluster, by its
+        metadata."""
+        policy = self.policy(namespace)
+        if policy is None:
+            return lambda meta: meta.namespace == namespace
+        return lambda meta: policy.admits(f"{meta.namespace}/{meta.name}", meta.labels)
+
+
+__all__ = ["NARROWEST", "Policy", "Tenancy"]

@@ -1,0 +1,145 @@
+"""Teams on one fleet, in the scheduler: where a namespace's applications may be placed
+(its own clusters and those of the ClusterSets its policy binds) and what priority
+they may take; over etcd in memory, no server.
+
+(docs/teams.md; a policy's documents as `berth apply` checks them are in
+tests/unit/store/test_tenancy_documents.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from berth.controllers.runtime import Informer
+from berth.controllers.scheduler.framework import Ref, Subject
+from berth.controllers.scheduler.priorities import Priorities, resolve
+from berth.controllers.scheduler.tenancy import NARROWEST, Tenancy
+from berth.store import keys
+from berth.store.documents import Binding, PriorityClass
+from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
+from berth_testkit.memory import FakeClock, MemoryStore
+from berth_testkit.scheduler_env import application, binding, cluster, in_memory, put
+
+
+def cluster_set(store: MemoryStore, name: str, namespaces: list[str],
+                **clusters: Any) -> None:
+    put(store, keys.resource_key("ClusterSet", name), msgspec.json.encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": name},
+        "spec": {"namespaces": namespaces, "clusters": clusters}}))
+
+
+def policy(store: MemoryStore, namespace: str, **spec: Any) -> None:
+    put(store, keys.resource_key("NamespacePolicy", namespace), msgspec.json.encode({
+        "api": "core", "kind": "NamespacePolicy", "metadata": {"name": namespace},
+        "spec": spec}))
+
+
+def where(store: MemoryStore, name: str, namespace: str, state: str = "Scheduled"
+          ) -> Binding:
+    """The application's Binding once it is in ``state`` (waiting on writes, not time)."""
+    store.memory.wait_until(lambda: (b := binding(store, name, namespace)) is not None
+                            and b.status.state == state)
+    b = binding(store, name, namespace)
+    assert b is not None
+    return b
+
+
+def on(b: Binding) -> list[str]:
+    return sorted(f"{t.namespace}/{t.name}" for t in b.spec.targets)
+
+
+def shared_fleet(store: MemoryStore) -> None:
+    """Team a's own cluster (scoring worst), two shared ones of which the set takes the
+    labelled one, and team b's cluster."""
+    cluster(store, "a-own", namespace="team-a", labels={"score": "low"})
+    cluster(store, "pool-1", namespace="shared", labels={"pool": "yes"})
+    cluster(store, "pool-2", namespace="shared", labels={"pool": "no"})
+    cluster(store, "b-own", namespace="team-b")
+    cluster_set(store, "pool", ["shared"], matchLabels={"pool": "yes"})
+
+
+def test_a_namespace_places_on_its_own_clusters_and_its_bound_sets_alone(
+        store: MemoryStore, clock: FakeClock) -> None:
+    shared_fleet(store)
+    policy(store, "team-a", clusterSets=["pool", "no-such-set"])
+    application(store, "everywhere", namespace="team-a",
+                placement={"policy": "PickAll"})
+    application(store, "alone", namespace="team-b", placement={"policy": "PickAll"})
+    with in_memory(store, clock):
+        assert on(where(store, "everywhere", "team-a")) == ["shared/pool-1", "team-a/a-own"]
+        assert on(where(store, "alone", "team-b")) == ["team-b/b-own"]  # no policy: as ever
+
+
+def test_a_set_unbound_takes_its_clusters_away(store: MemoryStore, clock: FakeClock) -> None:
+    shared_fleet(store)
+    policy(store, "team-a", clusterSets=["pool"])
+    application(store, "web", namespace="team-a",
+                constraints={"cluster": {"labels": ["pool is yes"]}})
+    with in_memory(store, clock):
+        assert on(where(store, "web", "team-a")) == ["shared/pool-1"]
+        policy(store, "team-a", clusterSets=[])
+        b = where(store, "web", "team-a", "Unschedulable")
+        assert b.spec.targets == []  # left, though nothing else fits: its policy says so
+        assert b.status.reason.startswith("0/1 clusters are available"), b.status.reason
+
+
+def test_a_policy_key_that_holds_garbage_stands_for_the_narrowest(
+        store: MemoryStore, clock: FakeClock) -> None:
+    shared_fleet(store)
+    put(store, keys.resource_key("NamespacePolicy", "team-a"), b"{not json")
+    application(store, "web", namespace="team-a", placement={"policy": "PickAll"})
+    with in_memory(store, clock) as s:
+        assert on(where(store, "web", "team-a")) == ["team-a/a-own"]
+        found = s.cache.tenancy.policy("team-a")
+        assert found is not None and found.spec == NARROWEST and "not a NamespacePolicy" in (
+            found.problem)
+        policy(store, "team-a", clusterSets=["pool"])  # fixed: the set counts
+        store.memory.wait_until(lambda: s.cache.tenancy.policy("team-a") is not None
+                                and not s.cache.tenancy.policy("team-a").problem)  # type: ignore[union-attr]
+        application(store, "api", namespace="team-a", placement={"policy": "PickAll"})
+        assert on(where(store, "api", "team-a")) == ["shared/pool-1", "team-a/a-own"]
+
+
+def subject(namespace: str, priority: int | None = None, cls: str | None = None) -> Subject:
+    return Subject(Ref("Application", namespace, "app"), keys.NO_KEY, "", priority=priority,
+                   priority_class=cls)
+
+
+@pytest.mark.parametrize(("spec", "asked", "value", "problem", "source"), [
+    ({}, (5000, None), 5000, "", "its own"),
+    ({"maxPriority": 100}, (5000, None), 100, "",
+     "its own, capped at 100 by the policy of namespace team-a"),
+    ({"maxPriority": 100}, (50, None), 50, "", "its own"),
+    ({"priorityClasses": ["low"]}, (None, "low"), 10, "", "class low"),
+    ({"priorityClasses": ["low"]}, (None, "high"), 0,
+     "priority class 'high' is not allowed in namespace team-a", "its own"),
+    ({"priorityClasses": [], "maxPriority": 5}, (9, "high"), 5,
+     "priority class 'high' is not allowed in namespace team-a",
+     "its own, capped at 5 by the policy of namespace team-a"),
+    ({"maxPriority": 0}, (None, None), 1, "", "default class base"),  # the admins' default
+])
+def test_a_policy_limits_the_priority_an_application_takes(
+        spec: dict[str, Any], asked: tuple[int | None, str | None], value: int, problem: str,
+        source: str) -> None:
+    store = MemoryStore()
+    for name, v, default in (("low", 10, False), ("high", 1000, False), ("base", 1, True)):
+        put(store, keys.resource_key("PriorityClass", name), msgspec.json.encode({
+            "api": "core", "kind": "PriorityClass", "metadata": {"name": name},
+            "spec": {"value": v, "globalDefault": default}}))
+    policy(store, "team-a", **spec)
+    classes: Informer[PriorityClass] = Informer(store, keys.resource_prefix("PriorityClass"),
+                                                PriorityClass)
+    tenancy = Tenancy(Informer(store, keys.resource_prefix("NamespacePolicy"), NamespacePolicy),
+                      Informer(store, keys.resource_prefix("ClusterSet"), ClusterSet))
+    for inf in (classes, *tenancy.informers):
+        inf.sync()
+    got = Priorities(classes, tenancy).of(subject("team-a", *asked))
+    assert (got.value, got.problem, got.source) == (value, problem, source)
+    assert got.may_preempt is not bool(problem)
+    other = Priorities(classes, tenancy).of(subject("team-b", *asked))  # no policy there
+    assert other == resolve(subject("team-b", *asked), {c.obj.metadata.name: c.obj
+                                                        for c in classes.items()},
+                            next(c.obj for c in classes.items() if c.obj.spec.global_default))
+    assert Priorities(classes, tenancy).lowest([("team-a", *asked)]) == value

@@ -1,0 +1,64 @@
+"""ClusterSet and NamespacePolicy as `berth apply` reads them (docs/teams.md): what a set
+holds, and each mistake named by its field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from berth.store.documents import ClusterSet, NamespacePolicy
+from berth.store.documents.validate import problems
+
+
+def cluster_set(**spec: Any) -> ClusterSet:
+    return msgspec.json.decode(msgspec.json.encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "shared"}, "spec": spec}),
+        type=ClusterSet)
+
+
+def policy(name: str = "team-a", **spec: Any) -> NamespacePolicy:
+    return msgspec.json.decode(msgspec.json.encode({
+        "api": "core", "kind": "NamespacePolicy", "metadata": {"name": name}, "spec": spec}),
+        type=NamespacePolicy)
+
+
+def test_a_set_holds_the_clusters_of_its_namespaces_that_it_chooses() -> None:
+    every = cluster_set(namespaces=["platform", "gpu"]).spec
+    assert every.holds("platform/a", {}) and every.holds("gpu/b", {"x": "y"})
+    assert not every.holds("team-a/a", {})
+    eu = cluster_set(namespaces=["platform"], clusters={
+        "matchLabels": {"region": "eu"}, "matchExpressions": [
+            {"key": "tier", "operator": "NotIn", "values": ["test"]}]}).spec
+    assert eu.holds("platform/a", {"region": "eu"})
+    assert not eu.holds("platform/a", {"region": "eu", "tier": "test"})
+    assert not eu.holds("platform/a", {"region": "us"})
+    named = cluster_set(namespaces=["platform"], clusters={"names": ["a", "platform/b"]}).spec
+    assert [c for c in ("platform/a", "platform/b", "platform/c") if named.holds(c, {})] == [
+        "platform/a", "platform/b"]
+
+
+@pytest.mark.parametrize(("doc", "said"), [
+    (cluster_set(namespaces=[]), "spec.namespaces: no namespace"),
+    (cluster_set(namespaces=["Team_A"]), "spec.namespaces[0]: 'Team_A' is not a namespace"),
+    (cluster_set(namespaces=["p"], clusters={"matchExpressions": [
+        {"key": "k", "operator": "In"}]}),
+     "spec.clusters.matchExpressions[0].values: In needs at least one value"),
+    (policy("Team.A"), "metadata.name: 'Team.A' is not a namespace name"),
+    (policy(clusterSets=["a b"]), "spec.clusterSets[0]: invalid name 'a b'"),
+    (policy(priorityClasses=["-x"]), "spec.priorityClasses[0]: invalid name '-x'"),
+    (policy(maxPriority=2_000_000_000), "spec.maxPriority: 2000000000 is beyond"),
+])
+def test_each_mistake_is_named_by_its_field(doc: ClusterSet | NamespacePolicy,
+                                             said: str) -> None:
+    found = [str(p) for p in problems(doc)]
+    assert any(f.startswith(said) for f in found), found
+
+
+def test_a_good_policy_and_set_have_no_problem() -> None:
+    assert problems(cluster_set(namespaces=["platform"])) == []
+    assert problems(policy(clusterSets=["shared"], priorityClasses=[], maxPriority=10)) == []
+    assert policy().spec.priority_classes is None  # absent: any class
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        policy(clusterSet=["typo"])
