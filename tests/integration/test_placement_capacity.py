@@ -229,3 +229,43 @@ def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
                  lambda b: sum(t.replicas or 0 for t in b.spec.targets) == 12, timeout=30)
     assert {t.name: t.replicas for t in b.spec.targets}["small"] == 2
     wait_for(lambda: replicas_on("large"), lambda r: r == 10, timeout=30)
+
+
+def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
+        store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
+        processes: None) -> None:
+    """Team a has no cluster of its own: its policy binds a set holding the large cluster
+    (of namespace default) alone. Its application is placed and applied there, never on
+    small (which scores the same); unbound, it leaves large though nothing else fits.
+    (The rules in memory: tests/unit/controllers/scheduler/test_tenancy.py.)"""
+    for name in ("small", "large"):
+        wait_for(lambda name=name: capacity(store, name), lambda c: c.nodes == 1, timeout=30)
+
+    def policy(*sets: str) -> None:
+        put(store, keys.resource_key("NamespacePolicy", "team-a"), msgspec.json.encode({
+            "api": "core", "kind": "NamespacePolicy", "metadata": {"name": "team-a"},
+            "spec": {"clusterSets": list(sets)}}))
+
+    put(store, keys.resource_key("ClusterSet", "big"), msgspec.json.encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "big"},
+        "spec": {"namespaces": ["default"], "clusters": {"names": ["large"]}}}))
+    policy("big")
+    put(store, keys.resource_key("Application", "api", "team-a"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "api", "namespace": "team-a", "generation": 1},
+        "spec": {"manifest": [workload("api", 1, "100m")], "placement": {"policy": "PickAll"}}}))
+    b = wait_for(lambda: binding(store, "api", "team-a"), lambda b: bool(b.spec.targets),
+                 timeout=30)
+    assert [(t.namespace, t.name) for t in b.spec.targets] == [("default", "large")]
+
+    def deployed(cluster: str) -> bool:
+        return any(d.metadata is not None and d.metadata.name == "api"
+                   for d in kube[cluster].list(Deployment, namespace="default"))
+
+    wait_for(lambda: deployed("large") or None, timeout=30)
+    assert not deployed("small")
+    policy()  # the set unbound: team a may use no cluster now
+    b = wait_for(lambda: binding(store, "api", "team-a"),
+                 lambda b: b.status.state == "Unschedulable" and not b.spec.targets, timeout=30)
+    wait_for(lambda: not deployed("large") or None, timeout=30)
+    assert not deployed("small")

@@ -71,6 +71,7 @@ from berth.controllers.runtime import Informer, Item, Retry, WorkQueue
 from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.events import Recorder
 from berth.controllers.runtime.transit import Transit
+from berth.controllers.tenancy import Tenancy
 from berth.store import Store, keys
 from berth.store.documents import (
     ApplicationStatus,
@@ -84,6 +85,7 @@ from berth.store.documents import (
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import Pace
 from berth.store.documents.rollouts import RolloutControl
+from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,11 @@ class Applier:
         # the fleet's pace (docs/pace.md): its document, and the copies in transition
         self.paces: Informer[Pace] = Informer(
             store, keys.resource_prefix("Pace"), Pace, idle_timeout=idle)
+        # where each namespace may run (docs/teams.md): a change judges them all again
+        self.tenancy = Tenancy(
+            Informer(store, keys.resource_prefix("NamespacePolicy"), NamespacePolicy,
+                     idle_timeout=idle),
+            Informer(store, keys.resource_prefix("ClusterSet"), ClusterSet, idle_timeout=idle))
         self.transit = Transit()
         self.queue: WorkQueue[keys.Key] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
@@ -164,7 +171,7 @@ class Applier:
         reads = Informed(store, self.bindings, clusters, cluster_statuses, self.overrides,
                          self.global_overrides, self.controls, self.paces, self.transit,
                          self.secrets, Manifests(store), self.pull, self.book, concern.seen,
-                         shard, concern.claimable)
+                         shard, concern.claimable, self.tenancy)
         self.facts = FactsBuilder(reads, clock, move_timeout=config.move_timeout)
         authority = shard if shard is not None else Leased(store.holds)
         self.executor = Router(Executor(self, concern.own_writes, self.on_applied, authority),
@@ -179,6 +186,7 @@ class Applier:
         self.controls.add_handler(concern.on_named)
         clusters.add_handler(concern.on_cluster)
         cluster_statuses.add_handler(concern.on_cluster_status)
+        self.tenancy.listeners.append(concern.on_tenancy)
         # what the process and its watches call
         self.on_drift, self.on_pods = concern.on_drift, concern.on_pods
         self.gained, self.requeue_cluster = concern.gained, concern.requeue_cluster
@@ -188,7 +196,7 @@ class Applier:
     def informers(self) -> tuple[Informer[Any], ...]:
         return (self.apps, self.bindings, self.statuses, self.secrets.informer,
                 self.overrides, self.global_overrides, self.controls, self.paces,
-                *self.pull.informers)
+                *self.tenancy.informers, *self.pull.informers)
 
     def is_pull(self, cid: str) -> bool:
         """Whether cluster ``cid`` is reached by its agent alone (``spec.mode: Pull``)."""

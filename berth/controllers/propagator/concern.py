@@ -159,6 +159,13 @@ class Concern:
                    for o in changed):
                 self.queue.add(item.key)
 
+    def on_tenancy(self, key: keys.Key, namespace: str | None) -> None:
+        """A namespace's policy (``namespace``) or a cluster set (None: it may be bound to
+        any) changed: reconcile the applications it may concern — where they may run."""
+        for item in self.apps.items():
+            if namespace is None or item.obj.metadata.namespace == namespace:
+                self.queue.add(item.key)
+
     def on_named(self, event: Event[Any]) -> None:
         """An application's rollout control (paused, resumed, approved) or its Secrets'
         data (with a new generation) changed: reconcile it."""

@@ -116,6 +116,12 @@ class Reads(Protocol):
     def is_pull(self, cid: str) -> bool:
         ...
 
+    def admits(self, namespace: str, cid: str) -> bool:
+        """Whether applications of ``namespace`` may run on cluster ``cid``: its own, or
+        of a set its policy binds (docs/teams.md); one that no longer exists is, as far
+        as this goes."""
+        ...
+
     def resend(self, cid: str, namespace: str, name: str) -> bool:
         """Whether a pull cluster's copy is to be sent again (its work no longer says so)."""
         ...
@@ -149,6 +155,12 @@ class FactsBuilder:
         reads = self.reads
         binding = reads.binding(namespace, name)
         placed = [t for t in binding.spec.targets if t.kind == "Cluster"] if binding else []
+        # Where its namespace may not run (its policy changed since the Binding, or the
+        # Binding is not the scheduler's): no target, and the copies there go.
+        barred = frozenset(c for c in {*(cluster_id(t.namespace or namespace, t.name)
+                                         for t in placed), *recorded.applied}
+                           if not reads.admits(namespace, c))
+        placed = [t for t in placed if cluster_id(t.namespace or namespace, t.name) not in barred]
         targets = tuple(cluster_id(t.namespace or namespace, t.name) for t in placed)
         owned = self._involved(key, recorded, targets)
         if owned is False:
@@ -190,7 +202,8 @@ class FactsBuilder:
         unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason,
-                     stopped=not targets and bool(binding.status.yielded_to), stale=stale,
+                     stopped=not targets and bool(binding.status.yielded_to), barred=barred,
+                     stale=stale,
                      unseen=unseen, shares=shares, owned=owned, health=health, now=now,
                      move_timeout=self.move_timeout, owner=owner, rendered=rendered,
                      unrendered=unrendered, rollout=rollout)

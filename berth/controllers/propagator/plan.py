@@ -90,6 +90,9 @@ class Facts:
     # No target because its copies were stopped to make room for a more important
     # application (the Binding says whom it yielded to): they go, the last one too.
     stopped: bool = False
+    # Clusters its namespace may not run on (docs/teams.md): never targets; with no
+    # target left, its copies there go (never kept as the last copy).
+    barred: frozenset[str] = frozenset()
     app_unreadable: bool = False  # the application's key holds something else
     stale: frozenset[str] = frozenset()  # applied there, but apply again (drift, resync)
     unseen: Mapping[str, str] = field(default_factory=dict)  # not seen ONLINE, and why
@@ -232,16 +235,20 @@ def plan(facts: Facts, progress: Progress) -> Step:
                             rollout=was.rollout))
     if not facts.targets:  # nowhere to go: what runs keeps running (never the last copy)
         reason = facts.binding_reason or "the scheduler found no cluster"
-        if facts.stopped:  # but for room for a more important one: its copies go
-            for cid in sorted(progress.applied):
-                if cid not in progress.cleared and facts.mine(cid):
+        if facts.stopped or facts.barred:  # but for room for a more important one, or
+            for cid in sorted(progress.applied):  # where it may not run: its copies go
+                if (cid not in progress.cleared and facts.mine(cid)
+                        and (facts.stopped or cid in facts.barred)):
                     return Clear(cid, facts.owner)
+        if facts.stopped:
             return Finish(state(AppState.PENDING, reason, progress.applied, was.generation,
                                 progress.errors, failed=was.failed, rollout=was.rollout),
                           retry=_retry(facts, progress.errors))
+        left = facts.barred & progress.applied.keys()  # not cleared yet: tried again
+        errors = {c: e for c, e in progress.errors.items() if c in left}
         return Finish(state(was.state if progress.applied else AppState.PENDING, reason,
-                            progress.applied, was.generation, {}, failed=was.failed,
-                            rollout=was.rollout))
+                            progress.applied, was.generation, errors, failed=was.failed,
+                            rollout=was.rollout), retry=_retry(facts, errors))
     wave = decide(facts.rollout, gen, facts.targets, progress.applied,
                   lambda c: _health(facts, progress, c), progress.rollout, facts.now,
                   facts.move_timeout)

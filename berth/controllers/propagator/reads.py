@@ -26,6 +26,7 @@ from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.views import ClusterView, cluster_key
 from berth.controllers.runtime import Informer
 from berth.controllers.runtime.transit import Transit
+from berth.controllers.tenancy import Tenancy
 from berth.store import Invalid, Store, StoreError, decode, keys
 from berth.store.documents import Binding, ClusterApplied, ClusterStatus, HealthRule, Reachability
 from berth.store.documents.overrides import GlobalOverride, Override
@@ -53,6 +54,7 @@ class Informed:
     seen: Judge  # a push cluster's copy as the book shows it now
     shard: Shard | None  # None: this replica serves every cluster
     claimable: Callable[[], list[str]]  # the clusters some replica can serve
+    tenancy: Tenancy  # where each namespace may place (docs/teams.md)
 
     def binding(self, namespace: str, name: str) -> Binding | None:
         return self.bindings.get(keys.binding_key("Application", namespace, name))
@@ -110,6 +112,12 @@ class Informed:
     def is_pull(self, cid: str) -> bool:
         view = self.clusters.get(cluster_key(cid))
         return view is not None and view.pull
+
+    def admits(self, namespace: str, cid: str) -> bool:
+        if cid.partition("/")[0] == namespace:
+            return True
+        view = self.clusters.get(cluster_key(cid))
+        return view is None or self.tenancy.admitter(namespace)(view.metadata)
 
     def resend(self, cid: str, namespace: str, name: str) -> bool:
         return self.pull.resend(cid, namespace, name)

@@ -58,7 +58,6 @@ from berth.controllers.scheduler.subjects import (
     subject_from_cluster,
     subject_from_magnum,
 )
-from berth.controllers.scheduler.tenancy import Tenancy
 from berth.controllers.scheduler.views import (
     AppView,
     BindingView,
@@ -68,6 +67,7 @@ from berth.controllers.scheduler.views import (
     MagnumView,
     MetricDefView,
 )
+from berth.controllers.tenancy import Tenancy
 from berth.store import Store, keys
 from berth.store.documents import (
     ClusterState,
@@ -171,10 +171,10 @@ class Cache:
                                    demand_on=self._demand_at)
         self.room_book = RoomBook(self.status, self.decisions, assume_ttl, clock=clock.time)
         candidates: tuple[Informer[Any], ...] = (
-            self.clusters, self.globalclouds, self.clouds, self.projects,
-            *self.tenancy.informers)
+            self.clusters, self.globalclouds, self.clouds, self.projects)
         for inf in candidates:
             inf.add_handler(self._bump_candidates)
+        self.tenancy.listeners.append(lambda _key, _ns: self._bump_candidates(None))
         self.clusters.add_handler(self._relabelled)
         self.status.add_handler(self._bump_unless_capacity)
         self._returned: dict[str, float] = {}  # status key → when it came back ONLINE
@@ -215,12 +215,13 @@ class Cache:
 
     def on_candidates_changed(self, callback: Callable[[Event[Any]], None]) -> None:
         for inf in (self.clusters, self.globalclouds, self.clouds, self.status, self.projects,
-                    self.globalmetrics, self.metrics, self.overrides, self.globaloverrides,
-                    *self.tenancy.informers):
+                    self.globalmetrics, self.metrics, self.overrides, self.globaloverrides):
             inf.add_handler(callback)
+        self.tenancy.listeners.append(  # garbage at a policy's key, too: no event says so
+            lambda key, _ns: callback(Event(EventType.MODIFIED, key, None, None, 0)))
         self._metric_listeners.append(callback)
 
-    def _bump_candidates(self, event: Event[Any]) -> None:
+    def _bump_candidates(self, event: Event[Any] | None) -> None:
         with self._lock:
             self._cand_epoch += 1
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from berth.controllers.runtime import Event, Informer
 from berth.controllers.scheduler.framework import Ref, Subject
-from berth.controllers.scheduler.tenancy import Policy, Tenancy
+from berth.controllers.tenancy import Policy, Tenancy
 from berth.store import keys
 from berth.store.documents.priority import PreemptionPolicy, PriorityClass, default_class
 

@@ -54,6 +54,7 @@ class Table:
     resends: set[str] = field(default_factory=set)
     unbooked: set[str] = field(default_factory=set)
     serving: set[str] | None = None  # None: not sharded
+    barred: set[str] = field(default_factory=set)  # where the namespace may not run
     is_home: bool = False
     asked: list[str] = field(default_factory=list)
 
@@ -125,6 +126,9 @@ class Table:
 
     def home(self, key: str) -> bool:
         return self.serving is None or self.is_home
+
+    def admits(self, namespace: str, cid: str) -> bool:
+        return cid.partition("/")[2] not in self.barred
 
 
 def app(generation: int = 1, manifest: list[Any] | None = None,
@@ -219,6 +223,17 @@ def test_targets_not_seen_online_say_why_and_a_binding_alone_gives_the_targets()
     assert facts.rollout.policy is None  # not rolled: every target at once
     facts = build(Table(targets=None), on("a"))
     assert facts is not None and facts.targets == () and facts.binding_generation is None
+
+
+def test_a_cluster_its_namespace_may_not_use_is_no_target_and_its_copy_there_is_barred(
+        ) -> None:
+    """The namespace's policy (docs/teams.md) as the propagator reads it itself: a target
+    or a copy on a cluster it no longer admits is barred, whatever the Binding says."""
+    facts = build(Table(targets=("a", "b"), barred={"b", "c"}), on("a", "c"))
+    assert facts is not None
+    assert facts.targets == ("default/a",) and facts.barred == ids("b", "c")
+    facts = build(Table(), on("a"))
+    assert facts is not None and facts.barred == frozenset()
 
 
 def test_an_unusable_manifest_is_an_error_and_reads_no_override_or_rollout() -> None:

@@ -15,7 +15,7 @@ import pytest
 from berth.controllers.runtime import Informer
 from berth.controllers.scheduler.framework import Ref, Subject
 from berth.controllers.scheduler.priorities import Priorities, resolve
-from berth.controllers.scheduler.tenancy import NARROWEST, Tenancy
+from berth.controllers.tenancy import NARROWEST, Tenancy
 from berth.store import keys
 from berth.store.documents import Binding, PriorityClass
 from berth.store.documents.tenancy import ClusterSet, NamespacePolicy

@@ -1,12 +1,13 @@
-"""The namespaces' policies and the cluster sets, as the scheduler reads them.
+"""The namespaces' policies and the cluster sets, as the scheduler and the propagator
+read them (both, each from its own informers: a process enforces a rule where it
+reads, never trusting that another did).
 
 Where a namespace's applications may be placed: the clusters of the namespace
 itself, and those of the ClusterSets its NamespacePolicy binds (none without a
-policy: berth as it always was). What priority they may take: a class the policy
-does not allow is a problem the Binding says (the application is placed at its
-own priority, capped, and makes no room for itself, as with a class that does not
-exist); its own ``spec.priority`` above the policy's ``maxPriority`` counts as
-that maximum. docs/teams.md.
+policy: berth as it always was). The scheduler places nowhere else; the
+propagator applies nowhere else, and removes a copy from a cluster the namespace
+may no longer use. What priority they may take is the scheduler's
+(``scheduler/priorities.py``). docs/teams.md.
 
 Policies are trusted only as they are read here: a tenant writes etcd directly,
 and an administrator's key that holds what is not a policy stands for the
@@ -79,6 +80,10 @@ class Tenancy:
         self._version = 0
         self._unreadable: set[str] = set()  # namespaces whose policy key holds garbage
         self._table = _Table(-1)
+        # Called with the key of each change — a policy or a set written, deleted, or
+        # garbage there — and the namespace a policy governs (None: a set's), after it
+        # counts (on the informer's thread).
+        self.listeners: list[Callable[[keys.Key, str | None], None]] = []
         for inf in (policies, sets):
             inf.add_handler(self._changed)
             inf.add_invalid_handler(self._invalid)
@@ -88,23 +93,30 @@ class Tenancy:
     def version(self) -> int:
         return self._version
 
+    def namespace_of(self, key: keys.Key) -> str | None:
+        """The namespace a policy's key governs; None for a set's (it may bind to any)."""
+        prefix = self._policies.prefix
+        return key[len(prefix):] if key.startswith(prefix) else None
+
     def _changed(self, event: Event[Any]) -> None:
-        with self._lock:
-            if event.key.startswith(self._policies.prefix):  # a policy again, if it was not
-                self._unreadable.discard(event.key[len(self._policies.prefix):])
-            self._version += 1
+        self._count(event.key, readable=True)
 
     def _invalid(self, key: keys.Key, revision: int) -> None:
-        if key.startswith(self._policies.prefix):
-            with self._lock:
-                self._unreadable.add(key[len(self._policies.prefix):])
-                self._version += 1
+        self._count(key, readable=False)
 
     def _cleared(self, key: keys.Key, revision: int) -> None:
-        if key.startswith(self._policies.prefix):
-            with self._lock:
-                self._unreadable.discard(key[len(self._policies.prefix):])
-                self._version += 1
+        self._count(key, readable=True)
+
+    def _count(self, key: keys.Key, *, readable: bool) -> None:
+        namespace = self.namespace_of(key)
+        with self._lock:
+            if namespace is not None and readable:
+                self._unreadable.discard(namespace)
+            elif namespace is not None:
+                self._unreadable.add(namespace)
+            self._version += 1
+        for listener in self.listeners:
+            listener(key, namespace)
 
     def _current(self) -> _Table:
         table = self._table
