@@ -32,7 +32,7 @@ from berth.controllers.scheduler.decide import Decision, Deferral, Deferred, dec
 from berth.controllers.scheduler.framework import Framework
 from berth.controllers.scheduler.framework.helpers.metric_columns import metric_of
 from berth.controllers.scheduler.framework.snapshot import Snapshot
-from berth.controllers.scheduler.framework.types import Candidate, Subject
+from berth.controllers.scheduler.framework.types import Candidate, Subject, candidate_key
 from berth.controllers.scheduler.scheduler import framework_for
 from berth.controllers.scheduler.subjects import subject_from_application
 from berth.controllers.scheduler.views import AppView
@@ -191,6 +191,7 @@ def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, 
                                         reason=status.reason,
                                         actual=_actual(cache, by_key.get(ckey),
                                                        status.reason)))
+    verdicts += _outside(cache, ns)
     if isinstance(outcome, Decision):
         return Answer(f"{ns}/{view.metadata.name}", exists, BindingState.SCHEDULED,
                       [t.name for t in outcome.targets], outcome.reason, verdicts,
@@ -201,6 +202,22 @@ def _answer(cache: Cache, framework: Framework, defer: Deferral, doc: dict[str, 
                       [outcome.plan.at.candidate.ref.name], outcome.reason, verdicts)
     return Answer(f"{ns}/{view.metadata.name}", exists, BindingState.UNSCHEDULABLE, [],
                   outcome.reason, verdicts)
+
+
+def _outside(cache: Cache, namespace: str) -> list[Verdict]:
+    """Where a namespace with a policy may not place (docs/teams.md): the clusters of
+    other namespaces, no candidates, named with the rule that keeps them out."""
+    policy = cache.tenancy.policy(namespace)
+    if policy is None:
+        return []
+    out = []
+    for item in cache.clusters.items():
+        meta = item.obj.metadata
+        if not policy.admits(f"{meta.namespace}/{meta.name}", meta.labels):
+            out.append(Verdict(candidate_key("Cluster", meta.namespace, meta.name), "rejected",
+                               rejected_by="NamespacePolicy", reason=(
+                                   f"not in a cluster set bound to namespace {namespace}")))
+    return sorted(out, key=lambda v: v.candidate)
 
 
 def _actual(snapshot: Snapshot, candidate: Candidate | None, reason: str) -> str:

@@ -102,6 +102,28 @@ def test_a_policy_key_that_holds_garbage_stands_for_the_narrowest(
         assert on(where(store, "api", "team-a")) == ["shared/pool-1", "team-a/a-own"]
 
 
+def test_explain_all_names_the_rule_that_keeps_a_cluster_out(store: MemoryStore) -> None:
+    """What `berth explain application NAME --all` prints is this what-if: every
+    cluster of another namespace that the policy does not admit, with the rule."""
+    from berth.controllers.scheduler.config import SchedulerConfig
+    from berth.controllers.scheduler.whatif import what_if
+
+    shared_fleet(store)
+    policy(store, "team-a", clusterSets=["pool"])
+    key = keys.resource_key("Application", "web", "team-a")
+    doc = {"api": "kubernetes", "kind": "Application",
+           "metadata": {"name": "web", "namespace": "team-a"},
+           "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "web"}}]}}
+    [answer] = what_if(store, SchedulerConfig(), [(key, doc)], consequences=False).answers
+    verdicts = {v.candidate: (v.verdict, v.rejected_by, v.reason) for v in answer.verdicts}
+    out = ("rejected", "NamespacePolicy", "not in a cluster set bound to namespace team-a")
+    assert verdicts["Cluster/shared/pool-2"] == out
+    assert verdicts["Cluster/team-b/b-own"] == out
+    assert verdicts["Cluster/shared/pool-1"][0] in ("chosen", "fits")
+    assert verdicts["Cluster/team-a/a-own"][0] in ("chosen", "fits")
+
+
 def subject(namespace: str, priority: int | None = None, cls: str | None = None) -> Subject:
     return Subject(Ref("Application", namespace, "app"), keys.NO_KEY, "", priority=priority,
                    priority_class=cls)
