@@ -15,7 +15,7 @@ cluster's copy that is tested).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from berth.bootstrap.load import Loaded
 from berth.store import Store, StoreError, decode, keys
@@ -29,13 +29,20 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> list[str]:
     new_apps = [(i.where, i.doc) for i in loaded if isinstance(i.doc, Application)]
     if not new_overrides and not new_apps:
         return []
-    stored_overrides = [o for o in stored(store) if not any(
+    # what the input may meet: a namespaced override selects its own namespace's
+    # applications alone, so a team's apply reads its namespace (and the global
+    # overrides), never another team's
+    namespaces = {i.doc.metadata.namespace or "" for i in loaded
+                  if isinstance(i.doc, Application | Override)}
+    stored_overrides = [o for o in stored(store, namespaces) if not any(
         _same(o, n) for _, n in new_overrides)]
     if not new_overrides and not stored_overrides:
         return []
     out: list[str] = []
     # each new override against the applications it selects, stored or new
-    apps = _stored_apps(store) if new_overrides else []
+    every = any(isinstance(o, GlobalOverride) for _, o in new_overrides)
+    apps = _stored_apps(store, None if every else {
+        o.metadata.namespace or "" for _, o in new_overrides}) if new_overrides else []
     in_input = {(a.metadata.namespace, a.metadata.name) for _, a in new_apps}
     candidates = [a for a in apps if (a.metadata.namespace, a.metadata.name) not in in_input]
     candidates += [a for _, a in new_apps]
@@ -53,11 +60,15 @@ def _same(a: Override, b: Override) -> bool:
     return name_of(a) == name_of(b)
 
 
-def stored(store: Store) -> list[Override]:
-    """Every override in etcd that decodes (one that does not selects nothing)."""
+def stored(store: Store, namespaces: Iterable[str] | None = None) -> list[Override]:
+    """Every override in etcd that decodes (one that does not selects nothing): the
+    global ones, and the namespaced ones of ``namespaces`` (None: of every namespace)."""
     found: list[Override] = []
-    for kind, type_ in (("GlobalOverride", GlobalOverride), ("Override", Override)):
-        for kv in store.list_prefix(keys.resource_prefix(kind))[0]:
+    prefixes = [(keys.resource_prefix("GlobalOverride"), GlobalOverride)] + (
+        [(keys.resource_prefix("Override"), Override)] if namespaces is None else
+        [(keys.resource_prefix("Override", ns), Override) for ns in sorted(namespaces) if ns])
+    for prefix, type_ in prefixes:
+        for kv in store.list_prefix(prefix)[0]:
             try:
                 found.append(decode(kv.value, type_, kv.key))
             except StoreError:
@@ -65,13 +76,17 @@ def stored(store: Store) -> list[Override]:
     return found
 
 
-def _stored_apps(store: Store) -> list[Application]:
+def _stored_apps(store: Store, namespaces: Iterable[str] | None) -> list[Application]:
+    """The applications of ``namespaces`` (None: of every namespace) that decode."""
     found: list[Application] = []
-    for kv in store.list_prefix(keys.resource_prefix("Application"))[0]:
-        try:
-            found.append(decode(kv.value, Application, kv.key))
-        except StoreError:
-            continue
+    prefixes = ([keys.resource_prefix("Application")] if namespaces is None else
+                [keys.resource_prefix("Application", ns) for ns in sorted(namespaces) if ns])
+    for prefix in prefixes:
+        for kv in store.list_prefix(prefix)[0]:
+            try:
+                found.append(decode(kv.value, Application, kv.key))
+            except StoreError:
+                continue
     return found
 
 

@@ -11,19 +11,27 @@ first (docs/rollouts.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from berth.bootstrap.load import Loaded
-from berth.store import Store, StoreError, keys
+from berth.store import Store, StoreError, Unauthorized, keys
 from berth.store.codec import decode
 from berth.store.documents import Application, Cluster
 from berth.store.documents.rollouts import RolloutStrategy
 
 
-def clusters(store: Store, loaded: Sequence[Loaded]) -> dict[str, dict[str, str]]:
-    """Every cluster's labels by "<namespace>/<name>": stored, then as the input has it."""
+def clusters(store: Store, loaded: Sequence[Loaded], namespaces: Iterable[str] = ()
+             ) -> dict[str, dict[str, str]]:
+    """Every cluster's labels by "<namespace>/<name>": stored, then as the input has it.
+    A user who may not read every cluster (a team: docs/teams.md) gets those of
+    ``namespaces``."""
     out: dict[str, dict[str, str]] = {}
-    for kv in store.list_prefix(keys.resource_prefix("Cluster"))[0]:
+    try:
+        kvs = store.list_prefix(keys.resource_prefix("Cluster"))[0]
+    except Unauthorized:
+        kvs = [kv for ns in sorted(set(namespaces))
+               for kv in store.list_prefix(keys.resource_prefix("Cluster", ns))[0]]
+    for kv in kvs:
         try:
             c = decode(kv.value, Cluster, kv.key)
         except StoreError:
@@ -42,7 +50,7 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> tuple[list[str], list[st
               and i.doc.spec.rollout.strategy == RolloutStrategy.STAGED]
     if not staged:
         return [], []
-    known = clusters(store, loaded)
+    known = clusters(store, loaded, {i.doc.metadata.namespace or "" for i in staged})
     errors: list[str] = []
     warnings: list[str] = []
     for item in staged:

@@ -50,7 +50,7 @@ def explain(store: Store, namespace: str, name: str, cluster: str | None,
         return 1, f"error: no application {namespace}/{name}"
     app = decode(kv.value, Application, kv.key)
     manifest = [o for o in app.spec.manifest if isinstance(o, dict)]
-    selecting = [o for o in stored(store) if selects_application(
+    selecting = [o for o in stored(store, [namespace]) if selects_application(
         o, namespace, name, app.metadata.labels)]
     results: dict[str, Rendered | str] = {}
     for cid in _clusters(store, namespace, name, cluster):

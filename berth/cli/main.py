@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
                 "resume, approve, undo, history)"),
     "console": ("console_cmd", "serve the web console (fleet, applications, metrics, what-if)"),
     "upgrade": ("upgrade_cmd", "move secrets stored inline by an older berth apart (once)"),
+    "access": ("access_cmd", "a team's access to its namespace: grant, revoke, show (as root)"),
 }
 
 

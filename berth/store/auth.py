@@ -96,12 +96,57 @@ def set_role(store: Store, name: str, grants: list[Grant], user: str) -> None:
         _call(store, "role/delete", {"role": name}, f"deleting role {name}")
     _call(store, "role/add", {"name": name}, f"adding role {name}")
     for g in grants:
-        perm: dict[str, str] = {"permType": g.access.value, "key": b64(g.key)}
+        _grant(store, name, g)
+    give_role(store, user, name)
+
+
+def _grant(store: Store, name: str, g: Grant) -> None:
+    perm: dict[str, str] = {"permType": g.access.value, "key": b64(g.key)}
+    if g.prefix:
+        perm["range_end"] = b64(prefix_end(g.key))
+    _call(store, "role/grant", {"name": name, "perm": perm},
+          f"granting {g.access.value} on {g.key}{'*' if g.prefix else ''} to {name}")
+
+
+def define_role(store: Store, name: str, grants: list[Grant]) -> None:
+    """Make role ``name`` hold exactly ``grants``, made if there is none, else changed
+    in place: the users that hold it keep it (deleting a role takes it from them)."""
+    have = role_grants(store, name)
+    if have is None:
+        _call(store, "role/add", {"name": name}, f"adding role {name}")
+        have = set()
+    for g in have - set(grants):
+        body: dict[str, str] = {"role": name, "key": b64(g.key)}
         if g.prefix:
-            perm["range_end"] = b64(prefix_end(g.key))
-        _call(store, "role/grant", {"name": name, "perm": perm},
-              f"granting {g.access.value} on {g.key}{'*' if g.prefix else ''} to {name}")
-    _call(store, "user/grant", {"user": user, "role": name}, f"giving {user} role {name}")
+            body["range_end"] = b64(prefix_end(g.key))
+        _call(store, "role/revoke", body, f"revoking {g.key} from {name}")
+    for g in grants:
+        if g not in have:
+            _grant(store, name, g)
+
+
+def give_role(store: Store, user: str, role: str) -> None:
+    _call(store, "user/grant", {"user": user, "role": role}, f"giving {user} role {role}")
+
+
+def take_role(store: Store, user: str, role: str) -> bool:
+    """Take ``role`` from ``user``; False if the user did not hold it (or does not exist)."""
+    held = user_roles(store, user)
+    if held is None or role not in held:
+        return False
+    _call(store, "user/revoke", {"name": user, "role": role}, f"taking {role} from {user}")
+    return True
+
+
+def user_roles(store: Store, user: str) -> list[str] | None:
+    """The roles ``user`` holds (None: there is no such user)."""
+    try:
+        reply = _call(store, "user/get", {"name": user}, f"reading user {user}")
+    except StoreError as exc:
+        if "not found" in str(exc):
+            return None
+        raise
+    return [str(r) for r in reply.get("roles") or []]
 
 
 def role_grants(store: Store, name: str) -> set[Grant] | None:
@@ -126,5 +171,6 @@ def delete_role(store: Store, name: str) -> bool:
     return _delete(store, "role/delete", {"role": name}, f"role {name}")
 
 
-__all__ = ["Access", "Grant", "add_user", "delete_role", "delete_user", "hashed", "role_grants",
-           "roles", "set_role", "users"]
+__all__ = ["Access", "Grant", "add_user", "define_role", "delete_role", "delete_user",
+           "give_role", "hashed", "role_grants", "roles", "set_role", "take_role", "user_roles",
+           "users"]

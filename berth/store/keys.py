@@ -212,6 +212,17 @@ def secrets_prefix(kind_name: str) -> Prefix:
     return Prefix(f"{SECRETS}{kind(kind_name).plural}/")
 
 
+def in_namespace(family: Prefix, kind_name: str, namespace: str) -> Prefix:
+    """Every key of ``family`` (``ROOT``: the documents, ``BINDINGS``, ``STATUS``,
+    ``SECRETS``, ``HISTORY``, ``ROLLOUTS``, ``LEDGER``, ``EVENTS``) for the resources of a
+    namespaced kind in ``namespace`` — what a team's etcd role is granted."""
+    k = kind(kind_name)
+    if not k.namespaced:
+        raise ValueError(f"{k.name} is a global kind: it has no namespace")
+    check_namespace(namespace)
+    return Prefix(f"{family}{k.plural}/{namespace}/")
+
+
 def exported_key(name: str) -> Key:
     """The key of what the exporter last made of the Export ``name``."""
     return Key(EXPORTED + _tail(kind("Export"), name, None))

@@ -5,15 +5,21 @@ shows in a log or the CLI."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 import requests
 import yaml
 
-from berth.store import Put, Store, Unauthorized, encode, keys
+from berth.store import Delete, EtcdConfig, Fence, Put, Store, Unauthorized, auth, encode, keys
 from berth.store.documents import MovesStarted
+from berth.store.teams import team_role
 from berth_testkit.scheduler_env import (
     ConsoleProcess,
     ExporterProcess,
@@ -23,9 +29,11 @@ from berth_testkit.scheduler_env import (
     stop_all,
     wait_for,
 )
+from berth_testkit.servers.etcd import ROOT
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving
 from tests.integration.conftest import Secure
+from tests.integration.test_agent_security import refused
 
 USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-exporter",
          "berth-console", "berth-admin")
@@ -287,3 +295,118 @@ def test_no_process_role_reads_a_secret_it_does_not_use(secure: Secure, kube: Ku
             assert found == sorted(used), f"{user} reads {found}, uses only {sorted(used)}"
     finally:
         admin.close()
+
+
+# -- a team's access to its namespace (docs/teams.md "Access"): `berth access grant`
+# makes a user whose role writes the namespace's applications and reads what berth
+# says of them; every verb outside it refused (the grants, prefix by prefix, in
+# tests/unit/store/test_teams.py)
+
+
+def as_team(secure: Secure, env: dict[str, str], *args: str, stdin: str | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "berth.cli.main", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, **env})
+
+
+def as_user(secure: Secure, user: str, password: str) -> dict[str, str]:
+    return {**secure.env("root"), "BERTH_ETCD_USER": user, "BERTH_ETCD_PASSWORD": password}
+
+
+def team_app(name: str, namespace: str) -> str:
+    return msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": name}}]}}).decode()
+
+
+def test_a_team_writes_its_namespace_and_is_refused_everything_else(secure: Secure) -> None:
+    root = secure.store("root")
+    admin = secure.env("root")
+    done = as_team(secure, admin, "access", "grant", "team-a", "--user", "alice")
+    assert done.returncode == 0, done.stderr
+    password = done.stdout.strip()
+    assert len(password) >= 24 and "shown once" in done.stderr
+    again = as_team(secure, admin, "access", "grant", "team-a", "--user", "alice")
+    assert again.returncode == 0 and again.stdout == ""  # an existing user keeps its password
+    # another team, and what the administrators wrote
+    assert as_team(secure, admin, "apply", "-f", "-", stdin=team_app("theirs", "team-b")
+                 ).returncode == 0
+    root.commit([Put(keys.resource_key("NamespacePolicy", "team-a"), msgspec.json.encode({
+        "api": "core", "kind": "NamespacePolicy", "metadata": {"name": "team-a"},
+        "spec": {}}), None)])
+
+    alice = as_user(secure, "alice", password)
+    applied = as_team(secure, alice, "apply", "-f", "-", stdin=team_app("web", "team-a"))
+    assert applied.returncode == 0, applied.stderr
+    assert root.get(keys.history_key("team-a", "web")) is not None  # with its history
+    listed = as_team(secure, alice, "get", "apps", "-n", "team-a")
+    assert listed.returncode == 0 and "web" in listed.stdout, listed.stderr
+    foreign = as_team(secure, alice, "get", "apps", "-n", "team-b")
+    assert foreign.returncode != 0 and "Traceback" not in foreign.stderr
+    assert "permission denied" in foreign.stderr, foreign.stderr
+    shown = as_team(secure, admin, "access", "show", "team-a")
+    assert f"role {team_role('team-a')}: users alice" in shown.stdout, shown.stdout
+
+    mine = Store(EtcdConfig(url=secure.etcd.url, ca=secure.tls.ca, cert=secure.tls.client_cert,
+                            key=secure.tls.client_key, user="alice", password=password,
+                            timeout=5))
+    own = keys.resource_key("Application", "web", "team-a")
+    assert mine.get(own) is not None
+    assert mine.list_prefix(keys.resource_prefix("Application", "team-a"))[0]
+    mine.commit([Put(keys.resource_key("Override", "o", "team-a"), b"{}", None)])
+    mine.list_prefix(keys.in_namespace(keys.BINDINGS, "Application", "team-a"))
+    lease = mine.grant(30)
+    theirs = keys.resource_key("Application", "theirs", "team-b")
+    attempts: dict[str, Callable[[], Any]] = {
+        "get another team's application": lambda: mine.get(theirs),
+        "range every application": lambda: mine.list_prefix(keys.resource_prefix("Application")),
+        "range a prefix that takes in team-ab": lambda: mine.list_prefix(
+            keys.resource_prefix("Application").rstrip("/") + "/team-a"),
+        "range everything": lambda: mine.list_prefix(keys.ROOT),
+        "range the secrets": lambda: mine.list_prefix(keys.SECRETS),
+        "watch every application": lambda: mine.watch(keys.resource_prefix("Application"),
+                                                      mine.revision()),
+        "watch another team's Bindings": lambda: mine.watch(
+            keys.in_namespace(keys.BINDINGS, "Application", "team-b"), mine.revision()),
+        "write another team's application": lambda: mine.commit([Put(keys.resource_key(
+            "Application", "evil", "team-b"), b"{}", None)]),
+        "delete another team's application": lambda: mine.commit([Delete(theirs)]),
+        "write its own Binding": lambda: mine.commit([Put(keys.binding_key(
+            "Application", "team-a", "web"), b"{}", None)]),
+        "write its own status": lambda: mine.commit([Put(keys.status_key(
+            "Application", "team-a", "web"), b"{}", None)]),
+        "write its namespace's policy": lambda: mine.commit([Put(keys.resource_key(
+            "NamespacePolicy", "team-a"), b"{}", None)]),
+        "read its namespace's policy": lambda: mine.get(keys.resource_key("NamespacePolicy",
+                                                                          "team-a")),
+        "write a cluster set": lambda: mine.commit([Put(keys.resource_key(
+            "ClusterSet", "mine"), b"{}", None)]),
+        "write a cluster in its namespace": lambda: mine.commit([Put(keys.resource_key(
+            "Cluster", "c", "team-a"), b"{}", None)]),
+        "write a priority class": lambda: mine.commit([Put(keys.resource_key(
+            "PriorityClass", "top"), b"{}", None)]),
+        "a transaction comparing a foreign key": lambda: mine.commit([
+            Put(keys.resource_key("Override", "p", "team-a"), b"{}", None),
+            Fence(keys.lease_key("scheduler"), 1)]),
+        "a lease attached to a foreign key": lambda: mine.commit([Put(theirs, b"{}", None,
+                                                                      lease)]),
+        "add a user": lambda: mine.call("auth/user/add", {"name": "evil", "password": "x"},
+                                        "add"),
+        "grant itself a role": lambda: mine.call("auth/user/grant", {
+            "user": "alice", "role": "root"}, "grant"),
+    }
+    allowed = [what for what, call in attempts.items() if not refused(call)]
+    assert not allowed, f"alice may {allowed}"
+    assert root.get(keys.resource_key("Application", "evil", "team-b")) is None
+
+    revoked = as_team(secure, admin, "access", "revoke", "team-a", "--user", "alice")
+    assert revoked.returncode == 0 and "the user is deleted" in revoked.stdout
+    assert "alice" not in auth.users(root)
+    assert refused(lambda: Store(EtcdConfig(
+        url=secure.etcd.url, ca=secure.tls.ca, cert=secure.tls.client_cert,
+        key=secure.tls.client_key, user="alice", password=password, timeout=5)).get(own))
+    assert as_team(secure, admin, "access", "revoke", "team-a", "--user", "alice"
+                 ).returncode == 1

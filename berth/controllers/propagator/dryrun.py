@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.controllers.propagator.kube import Connection, NotServed, Rejected, Unavailable
-from berth.store import Store, decode, keys
+from berth.store import Store, Unauthorized, decode, keys
 from berth.store.credentials import STORED, Credentials, merge_users
 from berth.store.documents import Cluster, ClusterStatus, Reachability
 
@@ -54,7 +54,11 @@ def _kubeconfig(store: Store, namespace: str) -> tuple[str, dict[str, Any]] | No
             online = False
         if not online or not cluster.spec.kubeconfig:
             continue
-        secret = store.get(keys.secrets_key("Cluster", name, namespace))
+        try:
+            secret = store.get(keys.secrets_key("Cluster", name, namespace))
+        except Unauthorized:  # a team's user (docs/teams.md): the credentials are not its
+            raise Unchecked(f"the credentials of cluster {namespace}/{name} are not "
+                            "readable with this etcd user") from None
         creds: Credentials | None = decode(secret.value, STORED, secret.key) if secret else None
         users = creds.users if creds is not None else []
         return name, merge_users(cluster.spec.kubeconfig, users)
@@ -66,15 +70,14 @@ def check(store: Store, applications: list[tuple[str, str, list[Any]]], *,
     """Dry-run every object of ``applications`` (``(where, namespace, manifest)``); a
     cluster that does not answer is asked nothing more."""
     out = Checked()
-    judges: dict[str, _Judge | None] = {}
+    judges: dict[str, _Judge | str] = {}
     try:
         for where, namespace, manifest in applications:
             if namespace not in judges:
                 judges[namespace] = _judge(store, namespace, timeout, out)
             judge = judges[namespace]
-            if judge is None:
-                out.notes.append(f"{where}: manifest not checked: no ONLINE cluster in "
-                                 f"namespace {namespace} to check it with")
+            if isinstance(judge, str):
+                out.notes.append(f"{where}: manifest not checked: {judge}")
                 continue
             for i, obj in enumerate(manifest):
                 if judge.down:
@@ -84,20 +87,28 @@ def check(store: Store, applications: list[tuple[str, str, list[Any]]], *,
                     judge.dry_run(f"{where}: spec.manifest[{i}]", obj, out)
     finally:
         for judge in judges.values():
-            if judge is not None:
+            if not isinstance(judge, str):
                 judge.conn.close()
     return out
 
 
-def _judge(store: Store, namespace: str, timeout: float, out: Checked) -> _Judge | None:
-    found = _kubeconfig(store, namespace)
+class Unchecked(Exception):
+    """Why a namespace's manifests are not dry-run (the message says it)."""
+
+
+def _judge(store: Store, namespace: str, timeout: float, out: Checked) -> _Judge | str:
+    """The cluster ``namespace``'s manifests are dry-run on, or why there is none."""
+    try:
+        found = _kubeconfig(store, namespace)
+    except Unchecked as exc:
+        return str(exc)
     if found is None:
-        return None
+        return f"no ONLINE cluster in namespace {namespace} to check it with"
     try:
         return _Judge(found[0], Connection(found[1], timeout))
     except Exception as exc:  # a kubeconfig the propagator could not use either
         out.notes.append(f"namespace {namespace}: cluster {found[0]}: {exc}")
-        return None
+        return f"cluster {found[0]}'s kubeconfig is unusable"
 
 
 @dataclass(slots=True)

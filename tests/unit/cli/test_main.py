@@ -60,6 +60,7 @@ def test_every_subcommand_configures_and_has_the_etcd_options() -> None:
                 "completion": ["completion", "bash"],
                 "rollout": ["rollout", "status", "web"], "history": ["history", "web"],
                 "agent": ["agent", "--cluster", "edge/site-1"],
+                "access": ["access", "show", "team-a"],
                 }.get(name, [name])
         args = parser(name).parse_args([*argv, "--etcd", "http://127.0.0.1:1"])
         assert args.etcd == "http://127.0.0.1:1" and callable(args.run), name
