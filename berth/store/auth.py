@@ -140,23 +140,25 @@ def take_role(store: Store, user: str, role: str) -> bool:
 
 def user_roles(store: Store, user: str) -> list[str] | None:
     """The roles ``user`` holds (None: there is no such user)."""
+    reply = _found(store, "user/get", {"name": user}, f"reading user {user}")
+    return None if reply is None else [str(r) for r in reply.get("roles") or []]
+
+
+def _found(store: Store, path: str, body: dict[str, Any], what: str) -> dict[str, Any] | None:
+    """The answer to a read of a user or a role; None when there is no such one."""
     try:
-        reply = _call(store, "user/get", {"name": user}, f"reading user {user}")
+        return _call(store, path, body, what)
     except StoreError as exc:
         if "not found" in str(exc):
             return None
         raise
-    return [str(r) for r in reply.get("roles") or []]
 
 
 def role_grants(store: Store, name: str) -> set[Grant] | None:
     """What role ``name`` grants now (None: there is no such role)."""
-    try:
-        reply = _call(store, "role/get", {"role": name}, f"reading role {name}")
-    except StoreError as exc:
-        if "not found" in str(exc):
-            return None
-        raise
+    reply = _found(store, "role/get", {"role": name}, f"reading role {name}")
+    if reply is None:
+        return None
     out = set()
     for perm in reply.get("perm") or []:
         key = base64.b64decode(perm.get("key", "")).decode()
