@@ -46,7 +46,8 @@ last fault begun before it. What each checks:
   application and generation, on any cluster) completed — unless that copy's
   cluster was cut off (its API stopped) less than ``SEEN`` seconds after it
   completed and the new copy was made while it was: berth could not know (a Job
-  runs at least once, as on a dead node).
+  runs at least once, as on a dead node). Its completion is stamped in whole
+  seconds, so it may have happened up to ``STAMP`` after the stamp.
 * ``job-twice``: no two copies of a Job (the same application and generation) run
   at once — seen, neither complete nor being deleted, on two clusters in two
   sampling passes in a row — unless one of them was cut off (a Job cut off with its
@@ -124,6 +125,7 @@ class Apps(Protocol):
 GRACE = 30.0  # seconds after a fault during which a copy may still be short
 WINDOW = 120.0  # seconds back in which the clusters a Binding named count as its
 SEEN = 5.0  # seconds within which berth records a Job complete (urgent: concern.py)
+STAMP = 1.0  # a Kubernetes time is in whole seconds: what it stamps happened within one after
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,10 +510,11 @@ def check_jobs(samples: list[Sample], faults: list[Happened],
     had completed. ``run_time``: such a time in seconds since the run began."""
 
     def cut_off(cluster: str, completed: str, made: str) -> bool:
+        # it completed within STAMP after its stamp: up to SEEN after that, unseen
         done, new = run_time(completed), run_time(made)
         return any(f.what.startswith(f"cluster {cluster}'s API stopped")
-                   and done <= f.began <= done + SEEN and f.began <= new <= (f.ended or 1e9)
-                   for f in faults)
+                   and done <= f.began <= done + STAMP + SEEN
+                   and f.began <= new <= (f.ended or 1e9) for f in faults)
 
     copies: dict[tuple[str, str], dict[str, Sample]] = defaultdict(dict)  # uid → last
     for s in samples:

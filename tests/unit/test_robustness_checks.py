@@ -29,6 +29,7 @@ from tests.robustness.checks import (
     check_bindings,
     check_claims,
     check_copies_up,
+    check_jobs,
     check_ledger,
     check_never_down,
     check_pace,
@@ -465,3 +466,28 @@ def test_a_decision_that_found_nothing_fitting_has_its_record_too() -> None:
     h.put(ledger.prefix("Application", "default", "x") + f"{rid}.scheduler.1", rec, 0.0,
           same=True)
     assert check_ledger(h.events, ["x"], set(), []) == []
+
+
+def test_a_job_made_again_is_excused_only_when_its_cluster_was_cut_off_before_berth_saw(
+        ) -> None:
+    """Seed 29 in CI: the Job completed at 15:06:36 (a stamp in whole seconds: between
+    :36 and :37), its cluster was cut off 5.45 s after :36 and a copy was made on b
+    meanwhile. Within SEEN of the completion, as it may have been: excused. Cut off
+    later, or the copy made after the cluster was back: a violation."""
+    t0 = datetime(2026, 12, 2, 15, 4, 47, 654000, tzinfo=UTC).timestamp()
+
+    def run_time(stamp: str) -> float:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() - t0
+
+    done = Sample(129.3, 20, "a", "Job", "j", "x:2", uid="1", created="2026-12-02T15:06:33Z",
+                  completed="2026-12-02T15:06:36Z")
+    again = Sample(210.6, 40, "b", "Job", "j", "x:2", uid="2", created="2026-12-02T15:06:44Z")
+    assert abs(run_time(done.completed) - 108.346) < 0.01
+
+    def found(began: float, ended: float) -> list[str]:
+        cut = [Happened("cluster", "cluster a's API stopped 12.1 s", began, ended)]
+        return [v.invariant for v in check_jobs([done, again], cut, run_time)]
+
+    assert found(113.8, 132.3) == []  # 5.45 s after the stamp, 4.45 s after :37
+    assert found(114.6, 132.3) == ["job-again"]  # over SEEN after any time in that second
+    assert found(113.8, 115.0) == ["job-again"]  # the copy made after it was back
