@@ -201,6 +201,14 @@ class DriftWatches:
         watches.add(f"drift {kind.plural} {kind.base}",
                     lambda w: self._run(w, server, kind))
 
+    def back(self, cid: str) -> None:
+        """Cluster ``cid`` answers again: its server's watches waiting for that list
+        again now."""
+        server = self._shared.server_of(cid)
+        watches = self.hub.get(server) if server is not None else None
+        if watches is not None:
+            watches.back()
+
     def leave(self, cid: str) -> None:
         """Cluster ``cid`` is no longer watched here (handed over, or gone); the last on
         its server ends the server's watches."""

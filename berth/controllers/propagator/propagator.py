@@ -89,6 +89,7 @@ class Propagator:
                 probe_timeout=config.probe_timeout)
             self.applier.on_applied.append(
                 lambda cid, kind, _ref, _stored: drift.ensure(cid, cluster_key(cid), kind))
+            self.cluster_statuses.add_handler(self._on_cluster_status)
             self.drift = drift
         self._informers: tuple[Informer[Any], ...] = (
             self.clusters, self.cluster_statuses, self.kubeconfigs.informer,
@@ -105,6 +106,15 @@ class Propagator:
         if event.type is not EventType.ADDED and meta.namespace:
             self.kubeconfigs.forget(keys.resource_key("Cluster", meta.name, meta.namespace))
             self.applier.requeue_cluster(cluster_id(meta.namespace, meta.name), drifted=True)
+
+    def _on_cluster_status(self, event: Event[ClusterStatus]) -> None:
+        """A cluster the observer sees back ONLINE: its drift watches list again now."""
+        was = event.old.status.state if event.old is not None else None
+        if (self.drift is not None and event.type is not EventType.DELETED
+                and event.obj.status.state == Reachability.ONLINE and was is not None
+                and was != Reachability.ONLINE):
+            meta = event.obj.metadata
+            self.drift.back(cluster_id(meta.namespace, meta.name))
 
     def _gain(self, cid: str) -> None:
         """A cluster claimed: probe it now, and reconcile what is (to be) on it."""

@@ -66,6 +66,7 @@ class ClusterWatches:
         self.closed = False
         self._client: httpx.AsyncClient | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}  # the loop's thread only
+        self._back: asyncio.Event | None = None  # set by ``back``; the loop's thread only
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -147,10 +148,29 @@ class ClusterWatches:
         except Exception as exc:
             raise Unavailable(f"watch {path}: {safe(exc)}") from exc
 
+    def back(self) -> None:
+        """The cluster answers again (its observer says so): a watch waiting for that
+        asks at once, not when its back-off would (from any thread)."""
+        self.hub.loop.call_soon_threadsafe(lambda: self._woken().set())
+
+    def _woken(self) -> asyncio.Event:
+        if self._back is None:
+            self._back = asyncio.Event()
+        return self._back
+
     async def until_back(self, delay: float, timeout: float, max_delay: float = 30.0) -> None:
-        """Wait until the cluster answers again (``/readyz``, else ``/version``)."""
+        """Wait until the cluster answers again (``/readyz``, else ``/version``): asked
+        after ``delay``, then twice as long each time up to ``max_delay`` — or at once
+        when told it is :meth:`back` (a cluster down a while would otherwise go unwatched
+        for up to ``max_delay`` after it was back: a Job's completion there unseen, and
+        the Job run again elsewhere — the robustness run, seed 29)."""
+        woken = self._woken()
         while not self.closed:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.wait_for(woken.wait(), delay)
+                woken.clear()
+            except TimeoutError:
+                pass
             try:
                 resp = await self.get("/readyz", timeout)
                 if resp.status_code == 404:
@@ -320,6 +340,11 @@ class Sharing(Generic[T]):
                 self._close(server, thing)
             thing = self._things[server] = make()
             return thing, True
+
+    def server_of(self, cluster: str) -> str | None:
+        """The server ``cluster`` reads (None: none)."""
+        with self._lock:
+            return self._server_of.get(cluster)
 
     def leave(self, cluster: str) -> None:
         """``cluster`` reads nothing any more (handed over, or gone)."""
