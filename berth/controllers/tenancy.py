@@ -48,7 +48,7 @@ class Named(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """A namespace's policy as the scheduler applies it."""
+    """A namespace's policy as the scheduler and the propagator apply it."""
 
     namespace: str
     spec: NamespacePolicySpec
@@ -69,7 +69,7 @@ class _Table:
 
 class Tenancy:
     """The NamespacePolicies and ClusterSets of two informers, resolved per namespace;
-    for any thread. ``version`` changes with either."""
+    for any thread."""
 
     def __init__(self, policies: Informer[NamespacePolicy],
                  sets: Informer[ClusterSet]) -> None:
@@ -89,11 +89,7 @@ class Tenancy:
             inf.add_invalid_handler(self._invalid)
             inf.add_cleared_handler(self._cleared)
 
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def namespace_of(self, key: keys.Key) -> str | None:
+    def _namespace_of(self, key: keys.Key) -> str | None:
         """The namespace a policy's key governs; None for a set's (it may bind to any)."""
         prefix = self._policies.prefix
         return key[len(prefix):] if key.startswith(prefix) else None
@@ -108,7 +104,7 @@ class Tenancy:
         self._count(key, readable=True)
 
     def _count(self, key: keys.Key, *, readable: bool) -> None:
-        namespace = self.namespace_of(key)
+        namespace = self._namespace_of(key)
         with self._lock:
             if namespace is not None and readable:
                 self._unreadable.discard(namespace)
@@ -151,6 +147,13 @@ class Tenancy:
         if policy is None:
             return lambda meta: meta.namespace == namespace
         return lambda meta: policy.admits(f"{meta.namespace}/{meta.name}", meta.labels)
+
+    def admits(self, namespace: str | None, cid: str, meta: Named | None) -> bool:
+        """Whether applications of ``namespace`` may run on cluster ``cid`` (``meta``: its
+        metadata; None: it no longer exists, which is not this rule's to judge)."""
+        if cid.partition("/")[0] == namespace or meta is None:
+            return True
+        return self.admitter(namespace)(meta)
 
 
 __all__ = ["NARROWEST", "Policy", "Tenancy"]

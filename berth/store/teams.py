@@ -61,7 +61,7 @@ def grant(store: Store, namespace: str, user: str, password: str | None = None) 
     keys.check_name(user, "user name")
     auth.define_role(store, role, team_grants(namespace))
     made = None
-    if user not in auth.users(store):
+    if auth.user_roles(store, user) is None:  # no such user (one read, not every user)
         made = password or secrets.token_urlsafe(24)
         auth.add_user(store, user, auth.hashed(made))
     elif password is not None:

@@ -114,10 +114,8 @@ class Informed:
         return view is not None and view.pull
 
     def admits(self, namespace: str, cid: str) -> bool:
-        if cid.partition("/")[0] == namespace:
-            return True
         view = self.clusters.get(cluster_key(cid))
-        return view is None or self.tenancy.admitter(namespace)(view.metadata)
+        return self.tenancy.admits(namespace, cid, view.metadata if view else None)
 
     def resend(self, cid: str, namespace: str, name: str) -> bool:
         return self.pull.resend(cid, namespace, name)

@@ -565,9 +565,10 @@ class Scheduler:
         """Whether ``subject``'s namespace may place on target ``t`` (one that no longer
         exists is, as far as this goes)."""
         if t.kind != "Cluster" or t.namespace in (None, subject.ref.namespace):
-            return True
+            return True  # the common case: no lookup
         view = self.cache.clusters.get(keys.resource_key("Cluster", t.name, t.namespace))
-        return view is None or self.cache.tenancy.admitter(subject.ref.namespace)(view.metadata)
+        return self.cache.tenancy.admits(subject.ref.namespace, f"{t.namespace}/{t.name}",
+                                         view.metadata if view else None)
 
     def _sort_key(self, key: str, enqueued: float) -> tuple[Any, ...]:
         if key in (SWEEP, PERIODIC):

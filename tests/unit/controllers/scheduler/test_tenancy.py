@@ -165,3 +165,27 @@ def test_a_policy_limits_the_priority_an_application_takes(
                                                         for c in classes.items()},
                             next(c.obj for c in classes.items() if c.obj.spec.global_default))
     assert Priorities(classes, tenancy).lowest([("team-a", *asked)]) == value
+
+
+def test_what_both_processes_ask_of_a_cluster_by_its_metadata(store: MemoryStore) -> None:
+    """Tenancy.admits, as the scheduler (a Binding's target) and the propagator (a target
+    or a copy) ask it: its own namespace always, a set's cluster by its labels, another
+    namespace's never without a policy, a cluster gone not this rule's to judge."""
+    from types import SimpleNamespace
+
+    shared_fleet(store)
+    policy(store, "team-a", clusterSets=["pool"])
+    tenancy = Tenancy(Informer(store, keys.resource_prefix("NamespacePolicy"), NamespacePolicy),
+                      Informer(store, keys.resource_prefix("ClusterSet"), ClusterSet))
+    for inf in tenancy.informers:
+        inf.sync()
+
+    def meta(cid: str, **labels: str) -> Any:
+        ns, _, name = cid.partition("/")
+        return SimpleNamespace(namespace=ns, name=name, labels=labels)
+
+    assert tenancy.admits("team-a", "team-a/a-own", meta("team-a/a-own"))
+    assert tenancy.admits("team-a", "shared/pool-1", meta("shared/pool-1", pool="yes"))
+    assert not tenancy.admits("team-a", "shared/pool-2", meta("shared/pool-2", pool="no"))
+    assert not tenancy.admits("team-b", "shared/pool-1", meta("shared/pool-1", pool="yes"))
+    assert tenancy.admits("team-b", "shared/gone", None)
