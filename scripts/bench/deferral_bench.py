@@ -174,6 +174,9 @@ class Market:
     def namespaces(self, kind: str) -> list[str]:
         return sorted({c.ref.namespace or "" for c in self.clusters} - {""})
 
+    def bound_sets(self, namespace: str | None) -> list[str]:
+        return []
+
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
         zone = self.zone_of[candidate.ref.name]
         hit = self._readings.get((zone, ref.name))

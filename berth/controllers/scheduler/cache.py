@@ -412,6 +412,10 @@ class Cache:
         informer = by_kind.get(kind, self.clouds)
         return sorted({item.obj.metadata.namespace for item in informer.items()} - {None, ""})
 
+    def bound_sets(self, namespace: str | None) -> list[str]:
+        policy = self.tenancy.policy(namespace)
+        return list(policy.spec.cluster_sets) if policy is not None else []
+
     def candidate_by_key(self, key: str) -> Candidate | None:
         if self._by_key_epoch != self.epoch:
             self._by_key = {}

@@ -180,12 +180,15 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
 
 def _nowhere(subject: Subject, snapshot: Snapshot) -> str:
     """An empty fleet: candidates are namespaced, so say where they are (an application
-    in ``prod`` is placed only on clusters in ``prod``)."""
+    in ``prod`` is placed only on clusters in ``prod`` and in the cluster sets its
+    policy binds)."""
     noun = {"Cluster": "cluster", "Project": "project"}.get(subject.candidate_kind, "cloud")
+    ns = subject.ref.namespace
+    sets = snapshot.bound_sets(ns) if subject.candidate_kind == "Cluster" else []
+    own = (f"no {noun} in namespace {ns} nor in the cluster sets bound to it "
+           f"({listed(sets)})" if sets else f"no {noun} in namespace {ns}")
     where = snapshot.namespaces(subject.candidate_kind)
-    return (f"no {noun} in namespace {subject.ref.namespace}; {noun}s are in: "
-            f"{listed(where)}" if where else f"no {noun} in namespace "
-            f"{subject.ref.namespace}, nor in any other")
+    return f"{own}; {noun}s are in: {listed(where)}" if where else f"{own}, nor in any other"
 
 
 __all__ = ["Decision", "Deferral", "Deferred", "NoFit", "decide"]

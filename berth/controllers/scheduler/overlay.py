@@ -132,6 +132,9 @@ class Overlay:
     def namespaces(self, kind: str) -> list[str]:
         return self.base.namespaces(kind)
 
+    def bound_sets(self, namespace: str | None) -> list[str]:
+        return self.base.bound_sets(namespace)
+
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
         return self.base.metric(candidate, ref)
 

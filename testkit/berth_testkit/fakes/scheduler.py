@@ -50,6 +50,7 @@ class FakeSnapshot:
     others: list[Placed] = field(default_factory=list)  # other placed workloads
     epoch: int = 1
     room_of: dict[str, Room] = field(default_factory=dict)  # cluster name → its capacity
+    sets: dict[str, list[str]] = field(default_factory=dict)  # namespace → sets bound to it
 
     def capacity(self, candidate: Candidate) -> Room | None:
         return self.room_of.get(candidate.ref.name)
@@ -80,6 +81,9 @@ class FakeSnapshot:
 
     def namespaces(self, kind: str) -> list[str]:
         return sorted({c.ref.namespace or "" for c in self.clusters} - {""})
+
+    def bound_sets(self, namespace: str | None) -> list[str]:
+        return self.sets.get(namespace or "", [])
 
     def candidate_by_key(self, key: str) -> Candidate | None:
         return next((c for c in self.clusters if c.key == key), None)

@@ -247,6 +247,10 @@ def test_an_application_in_a_namespace_without_clusters_is_told_where_they_are()
     assert decide(framework(), prod, many, []).reason == (  # one line, whatever the fleet
         "no cluster in namespace prod; clusters are in: team-0, team-1, team-10, team-11, "
         "team-12 and 75 more")
+    bound = FakeSnapshot([cluster("a")], sets={"prod": ["gpu", "eu"]})  # none of them here
+    assert decide(framework(), prod, bound, []).reason == (
+        "no cluster in namespace prod nor in the cluster sets bound to it (gpu, eu); "
+        "clusters are in: default")
 
 
 def test_a_metric_constraint_names_what_each_cluster_measures() -> None:
