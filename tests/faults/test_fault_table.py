@@ -842,7 +842,13 @@ def test_a_refused_owner_never_takes_the_object_over_across_restarts(system: Sys
         serving.stop()  # a clean restart
         serving.start()
         _owned_deployment(system, "own-third", "third:1", 7)
-        time.sleep(10)  # the refused ones retry, with their records, through it all
+        # the refused ones retry, with their records, through it all; the third is judged
+        # once a restarted replica comes to it (behind every application it serves anew)
+        deadline = time.monotonic() + 90
+        while "managed by application default/own-first" not in _state(system, "own-third")[1]:
+            assert time.monotonic() < deadline, _state(system, "own-third")
+            time.sleep(0.2)
+        time.sleep(5)
 
     def then() -> tuple[bool, str]:
         stop.set()

@@ -2,7 +2,9 @@
 
 :class:`StatusWriter` reads a status as the newer of what the watch delivered
 and what this process last wrote (read-your-writes: a reconcile right after a
-write must not decide on the value before it), writes only what changed,
+write must not decide on the value before it; once the watch has delivered that
+write, or a write guarded by it was refused, the watch's word counts — another
+replica may have changed or deleted it since), writes only what changed,
 with a compare-and-swap on the revision read, and replaces a value that is
 not a status document (garbage written by hand) at once — logged once; the
 last good status still guides the plan. Each write also requires the claims
@@ -87,11 +89,15 @@ class StatusWriter:
     def read(self, namespace: str, name: str) -> Doc:
         """Our status document and its revision: the newer of the watch's and our write."""
         key = keys.status_key("Application", namespace, name)
+        seen = self.statuses.revision  # read first: the item is at least this new
         item = self.statuses.item(key)
         with self._lock:
             mine = self._written.get(key)
             garbage = self._garbage.get(key, 0)
-        if mine is not None and (item is None or mine[1] >= item.mod_revision):
+        # Our write counts only until the watch delivers it: past it, the watch's item (or
+        # its absence: another replica deleted it since) is the newer truth.
+        if mine is not None and seen < mine[1] and (item is None
+                                                    or mine[1] >= item.mod_revision):
             doc = Doc(self, key, namespace, name, *mine)
         else:
             doc = Doc(self, key, namespace, name, item.obj if item else None,
@@ -120,10 +126,7 @@ class StatusWriter:
         except Deposed as exc:
             return Retry(f"{doc.key} not written: {exc}", after=0.5)
         except Conflict:
-            if doc.garbage:  # changed again since: the watch tells what it holds now
-                with self._lock:
-                    if self._garbage.get(doc.key) == doc.garbage:
-                        del self._garbage[doc.key]
+            self._stale(doc)
             return Retry(f"{doc.key} changed meanwhile", after=0.1)
         except StoreError as exc:
             return Retry(f"{doc.key} not written: {exc}")
@@ -161,6 +164,7 @@ class StatusWriter:
         except Deposed as exc:
             return Retry(f"{doc.key} not deleted: {exc}", after=0.5)
         except Conflict as exc:
+            self._stale(doc)
             return Retry(f"changed meanwhile: {exc}", after=0.1)
         except StoreError as exc:
             return Retry(f"{doc.key} not deleted: {exc}")
@@ -169,6 +173,17 @@ class StatusWriter:
             self._garbage.pop(doc.key, None)
         doc.old, doc.revision, doc.garbage = None, rev, 0
         return None
+
+    def _stale(self, doc: Doc) -> None:
+        """A write guarded by ``doc``'s revision was refused: what we wrote or saw as
+        garbage there is no longer what the key holds, so the next read takes the
+        watch's word (it retried against our own stale record before, every 0.1 s
+        until the next resync)."""
+        with self._lock:
+            if self._written.get(doc.key, (None, -1))[1] == doc.revision:
+                del self._written[doc.key]
+            if doc.garbage and self._garbage.get(doc.key) == doc.garbage:
+                del self._garbage[doc.key]
 
     def forget_written(self, upto: int) -> None:
         """Drop our record of writes the status watch has since delivered."""
