@@ -21,9 +21,10 @@ from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from berth.store import Store, decode, keys
-from berth.store.documents import ClusterStatus
+from berth.store.documents import ApplicationStatus, ClusterStatus
 from berth_testkit.scheduler_env import (
     PropagatorProcess,
     SchedulerProcess,
@@ -241,10 +242,10 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     for name in ("small", "large"):
         wait_for(lambda name=name: capacity(store, name), lambda c: c.nodes == 1, timeout=30)
 
-    def policy(*sets: str) -> None:
+    def policy(*sets: str, **limits: list[str]) -> None:
         put(store, keys.resource_key("NamespacePolicy", "team-a"), msgspec.json.encode({
             "api": "core", "kind": "NamespacePolicy", "metadata": {"name": "team-a"},
-            "spec": {"clusterSets": list(sets)}}))
+            "spec": {"clusterSets": list(sets), **limits}}))
 
     put(store, keys.resource_key("ClusterSet", "big"), msgspec.json.encode({
         "api": "core", "kind": "ClusterSet", "metadata": {"name": "big"},
@@ -264,6 +265,30 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
 
     wait_for(lambda: deployed("large") or None, timeout=30)
     assert not deployed("small")
+    # the kinds and Kubernetes namespaces its objects may have: a ClusterRoleBinding to
+    # cluster-admin is applied nowhere, and says why; the Deployment stays
+    policy("big", kinds=["apps/Deployment"], targetNamespaces=["default"])
+    grab = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "team-a-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "Group", "name": "team-a",
+                          "apiGroup": "rbac.authorization.k8s.io"}]}
+    put(store, keys.resource_key("Application", "grab", "team-a"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "grab", "namespace": "team-a", "generation": 1},
+        "spec": {"manifest": [grab]}}))
+
+    def said(name: str) -> ApplicationStatus | None:
+        kv = store.get(keys.status_key("Application", "team-a", name))
+        return decode(kv.value, ApplicationStatus) if kv is not None else None
+
+    st = wait_for(lambda: said("grab"), lambda st: st.status.state == "FAILED", timeout=30)
+    assert "not allowed by the policy of namespace team-a: ClusterRoleBinding team-a-admin" in (
+        st.status.reason), st.status.reason
+    assert not [b for b in kube["large"].list(ClusterRoleBinding)
+                if b.metadata is not None and b.metadata.name == "team-a-admin"]
+    assert said("api") is not None and deployed("large")
     policy()  # the set unbound: team a may use no cluster now
     b = wait_for(lambda: binding(store, "api", "team-a"),
                  lambda b: b.status.state == "Unschedulable" and not b.spec.targets, timeout=30)

@@ -48,6 +48,7 @@ from berth.store.documents.render import (
     selects_application,
 )
 from berth.store.documents.rollouts import RolloutControl, RolloutPolicy, RolloutStrategy
+from berth.store.documents.tenancy import NamespacePolicySpec
 
 FINALIZER = "berth.dev/propagator"  # the propagator's own: not waited for on deletion
 
@@ -120,6 +121,11 @@ class Reads(Protocol):
         """Whether applications of ``namespace`` may run on cluster ``cid``: its own, or
         of a set its policy binds (docs/teams.md); one that no longer exists is, as far
         as this goes."""
+        ...
+
+    def limits(self, namespace: str) -> NamespacePolicySpec | None:
+        """The policy of ``namespace`` where it limits the objects its applications may
+        make (kinds, Kubernetes namespaces); None where it limits none."""
         ...
 
     def resend(self, cid: str, namespace: str, name: str) -> bool:
@@ -237,12 +243,20 @@ class FactsBuilder:
                   selecting: list[Override], namespace: str, name: str, generation: int,
                   decision: str = "") -> tuple[dict[str, Rendered], dict[str, str]]:
         """Each target's copy as the overrides make it, and the targets whose copy cannot
-        be rendered (why, naming the rule)."""
+        be rendered (why, naming the rule) or holds an object the namespace's policy
+        forbids (docs/teams.md): neither is applied until the application, an override
+        or the policy changes."""
         rendered: dict[str, Rendered] = {}
         unrendered: dict[str, str] = {}
-        if not selecting or not bodies:
+        limits = self.reads.limits(namespace)
+        if not bodies or (not selecting and limits is None):
             return rendered, unrendered
+        as_written = _forbidden(limits, namespace, bodies)
         for cid in targets:
+            if not selecting:
+                if as_written:
+                    unrendered[cid] = as_written
+                continue
             view = self.reads.cluster(cid)
             if view is None:
                 continue
@@ -255,6 +269,10 @@ class FactsBuilder:
             if made.fingerprint:
                 made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name,
                                                                generation, decision))
+            why = _forbidden(limits, namespace, made.bodies) if made.fingerprint else as_written
+            if why:
+                unrendered[cid] = why
+                continue
             rendered[cid] = made
         return rendered, unrendered
 
@@ -297,3 +315,13 @@ class FactsBuilder:
             return None
         rendered, unrendered = self._rendered(served, bodies, selecting, namespace, name, gen)
         return Version(gen, bodies, rendered, unrendered)
+
+
+def _forbidden(limits: NamespacePolicySpec | None, namespace: str,
+               bodies: tuple[dict[str, Any], ...]) -> str:
+    """Why the policy of ``namespace`` forbids applying ``bodies`` (the first object it
+    forbids); empty when it allows them all."""
+    if limits is None:
+        return ""
+    why = next((w for body in bodies if (w := limits.forbids(body))), "")
+    return f"not allowed by the policy of namespace {namespace}: {why}" if why else ""

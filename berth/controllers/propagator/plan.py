@@ -582,7 +582,8 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
             name, reason = AppState.MIGRATING, f"waiting to apply on {listed(missing)}"
         else:
             name = AppState.FAILED
-            reason = f"not running: not applied on {listed(missing)}; retrying"
+            reason = f"not running: not applied on {listed(missing)}" + (
+                "" if all(c in waits for c in missing) else "; retrying")  # held: not
     elif seen_not and not leaving:
         name, reason = AppState.DEGRADED, "not observed: " + listed(
             f"cluster {c} is {why}" for c, why in sorted(seen_not.items()))

@@ -32,6 +32,7 @@ from berth.store.documents import Binding, ClusterApplied, ClusterStatus, Health
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.rollouts import RolloutControl
+from berth.store.documents.tenancy import NamespacePolicySpec
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,13 @@ class Informed:
     def admits(self, namespace: str, cid: str) -> bool:
         view = self.clusters.get(cluster_key(cid))
         return self.tenancy.admits(namespace, cid, view.metadata if view else None)
+
+    def limits(self, namespace: str) -> NamespacePolicySpec | None:
+        policy = self.tenancy.policy(namespace)
+        if policy is None or (policy.spec.kinds is None
+                              and policy.spec.target_namespaces is None):
+            return None
+        return policy.spec
 
     def resend(self, cid: str, namespace: str, name: str) -> bool:
         return self.pull.resend(cid, namespace, name)

@@ -7,8 +7,10 @@ the berth namespace it governs; written by administrators alone) binds sets to
 that namespace — its applications are placed on the clusters of its own
 namespace and of those sets, nowhere else — and limits the priorities its
 applications may take: the PriorityClasses they may name, and the highest
-priority they may give themselves. A namespace without a policy is as berth
-always was: its own clusters, any priority.
+priority they may give themselves; and limits what their manifests may make on
+a member cluster: the kinds, and the Kubernetes namespaces the objects are in.
+A namespace without a policy is as berth always was: its own clusters, any
+priority, any object.
 
 OCM's ManagedClusterSet and ManagedClusterSetBinding, and Kubernetes'
 ResourceQuota scoped to PriorityClasses, are the models. Where berth differs:
@@ -49,11 +51,39 @@ class ClusterSet(Strict, tag_field="kind", tag="ClusterSet"):
 class NamespacePolicySpec(CamelStrict):
     """What the applications of one berth namespace may do. ``priorityClasses``: the
     classes they may name (absent: any; empty: none); ``maxPriority``: the highest
-    ``spec.priority`` they may give themselves (absent: any)."""
+    ``spec.priority`` they may give themselves (absent: any); ``kinds``: the kinds of
+    object their manifests may hold, each ``Kind`` (any group) or ``group/Kind`` (the
+    core group is ``core``) (absent: any); ``targetNamespaces``: the Kubernetes
+    namespaces their objects may be in, each object naming one of them — so none that
+    names no namespace, and no cluster-scoped object (absent: any)."""
 
     cluster_sets: list[str] = []
     priority_classes: list[str] | None = None
     max_priority: int | None = None
+    kinds: list[str] | None = None
+    target_namespaces: list[str] | None = None
+
+    def forbids(self, body: Mapping[str, object]) -> str:
+        """Why this policy forbids the object ``body`` (a manifest's, as it would be
+        applied); empty when it may be applied."""
+        kind, api = str(body.get("kind", "")), str(body.get("apiVersion", ""))
+        group = api.rpartition("/")[0] or "core"
+        meta = body.get("metadata")
+        name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+        where = meta.get("namespace") if isinstance(meta, Mapping) else None
+        if self.kinds is not None and kind not in self.kinds and (
+                f"{group}/{kind}" not in self.kinds):
+            return f"{kind} {name}: kind {group}/{kind} is not among {_listed(self.kinds)}"
+        if self.target_namespaces is not None and where not in self.target_namespaces:
+            said = f"namespace {where}" if isinstance(where, str) and where else (
+                "no namespace")
+            return (f"{kind} {name}: {said}, not one of "
+                    f"{_listed(self.target_namespaces)}")
+        return ""
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names) if names else "none"
 
 
 class NamespacePolicy(Strict, tag_field="kind", tag="NamespacePolicy"):

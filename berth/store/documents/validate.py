@@ -546,6 +546,14 @@ def _namespace_policy(doc: NamespacePolicy) -> Iterator[Problem]:
                 keys.check_name(name)
             except ValueError as exc:
                 yield Problem(f"{field}[{i}]", str(exc))
+    for i, kind in enumerate(spec.kinds or []):
+        group, _, name = kind.rpartition("/")
+        if not name or not name[0].isalpha() or not name.isalnum() or "/" in group:
+            yield Problem(f"spec.kinds[{i}]", f"{kind!r} is not a kind: Kind or group/Kind")
+    for i, name in enumerate(spec.target_namespaces or []):
+        if not keys.NAMESPACE_RE.fullmatch(name):
+            yield Problem(f"spec.targetNamespaces[{i}]",
+                          f"{name!r} is not a Kubernetes namespace name")
     if spec.max_priority is not None and abs(spec.max_priority) > HIGHEST_USER_PRIORITY:
         yield Problem("spec.maxPriority", f"{spec.max_priority} is beyond "
                       f"+-{HIGHEST_USER_PRIORITY:,}")

@@ -326,3 +326,34 @@ def test_an_application_says_its_cluster_is_not_seen_and_stops_saying_so_when_it
         assert (st.state, st.reason) == ("DEGRADED" if said else "RUNNING", said)
         assert len(w.journal) == applies, w.journal[applies:]
         drained()
+
+
+def test_an_object_the_namespaces_policy_forbids_is_not_applied_until_the_policy_allows_it(
+        ) -> None:
+    """docs/teams.md: the propagator reads the policy itself — a manifest holding a kind
+    the policy does not list is applied nowhere, says why, and is applied once the policy
+    lets it (the policy's change alone, no new generation)."""
+    w = World()
+    cluster(w.store, "de")
+
+    def allow(*kinds: str) -> None:
+        put(w.store, keys.resource_key("NamespacePolicy", "default"), msgspec.json.encode({
+            "api": "core", "kind": "NamespacePolicy", "metadata": {"name": "default"},
+            "spec": {"kinds": list(kinds)}}))
+
+    allow("apps/Deployment")
+    application(w.store, "web")
+    bind(w.store, "web", "de")
+    w.reconcile("web")
+    de = w.connections.clusters.get("de")
+    assert de is None or not de.objects  # not even asked
+    st = status(w.store, "web").status
+    assert st.reason.startswith("not running: not applied on default/de: default/de: not "
+                                "allowed by the policy of namespace default")
+    assert st.state == "FAILED" and st.errors == {"default/de": (
+        "not allowed by the policy of namespace default: ConfigMap web: kind "
+        "core/ConfigMap is not among apps/Deployment")}
+    allow("apps/Deployment", "ConfigMap")
+    w.reconcile("web")
+    assert [r.name for r in w.connections.clusters["de"].objects] == ["web"]
+    assert status(w.store, "web").status.state != "FAILED"

@@ -31,6 +31,7 @@ from berth.store.documents import (
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import PaceSpec
 from berth.store.documents.rollouts import RolloutControl
+from berth.store.documents.tenancy import NamespacePolicySpec
 from berth_testkit.memory import FakeClock
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
@@ -55,6 +56,7 @@ class Table:
     unbooked: set[str] = field(default_factory=set)
     serving: set[str] | None = None  # None: not sharded
     barred: set[str] = field(default_factory=set)  # where the namespace may not run
+    limits_: NamespacePolicySpec | None = None  # what the namespace's objects may be
     is_home: bool = False
     asked: list[str] = field(default_factory=list)
 
@@ -129,6 +131,9 @@ class Table:
 
     def admits(self, namespace: str, cid: str) -> bool:
         return cid.partition("/")[2] not in self.barred
+
+    def limits(self, namespace: str) -> NamespacePolicySpec | None:
+        return self.limits_
 
 
 def app(generation: int = 1, manifest: list[Any] | None = None,
@@ -252,6 +257,40 @@ def test_each_target_rendered_by_its_overrides_or_said_why_not() -> None:
     assert facts.unrendered == {"default/b": "not rendered: Override default/o rule 1: "
                                               "cluster default/b has no label 'tier' "
                                               "(${cluster.labels.tier})"}
+
+
+def test_an_object_the_namespaces_policy_forbids_holds_every_copy_that_has_it() -> None:
+    """docs/teams.md: a kind or a Kubernetes namespace the policy does not allow — as
+    written, or as an override makes one cluster's copy — is not applied there, and says
+    why; a copy without it is applied."""
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "admin"}}
+    kinds = NamespacePolicySpec(kinds=["ConfigMap", "apps/Deployment"])
+    facts = build(Table(limits_=kinds), on(), app(manifest=[CM, binding]))
+    assert facts is not None and facts.rendered == {}
+    why = ("not allowed by the policy of namespace default: ClusterRoleBinding admin: kind "
+           "rbac.authorization.k8s.io/ClusterRoleBinding is not among ConfigMap, "
+           "apps/Deployment")
+    assert facts.unrendered == {"default/a": why, "default/b": why}
+    allowed = build(Table(limits_=kinds), on(), app(manifest=[CM]))
+    assert allowed is not None and allowed.unrendered == {}
+    # one cluster's override puts the ConfigMap where the policy does not let it be
+    inside = NamespacePolicySpec(target_namespaces=["team-a"])
+    placed = {**CM, "metadata": {"name": "x", "namespace": "team-a"}}
+    facts = build(Table(limits_=inside, labels={"a": {"ns": "team-a"}, "b": {"ns": "kube-system"}},
+                        rules=[{"patch": {"object": {"kind": "ConfigMap", "name": "x"},
+                                          "operations": [{"op": "replace",
+                                                          "path": "/metadata/namespace",
+                                                          "value": "${cluster.labels.ns}"}]}}]),
+                  on(),
+                  app(manifest=[placed]))
+    assert facts is not None and list(facts.rendered) == ["default/a"]
+    assert facts.unrendered == {"default/b": "not allowed by the policy of namespace default: "
+                                             "ConfigMap x: namespace kube-system, not one of "
+                                             "team-a"}
+    facts = build(Table(limits_=inside), on(), app(manifest=[CM]))  # names no namespace
+    assert facts is not None and facts.unrendered["default/a"].endswith(
+        "ConfigMap x: no namespace, not one of team-a")
 
 
 def test_a_target_joining_a_staged_rollout_takes_its_stage_by_its_labels_in_etcd_now() -> None:

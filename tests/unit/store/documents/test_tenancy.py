@@ -49,6 +49,10 @@ def test_a_set_holds_the_clusters_of_its_namespaces_that_it_chooses() -> None:
     (policy(clusterSets=["a b"]), "spec.clusterSets[0]: invalid name 'a b'"),
     (policy(priorityClasses=["-x"]), "spec.priorityClasses[0]: invalid name '-x'"),
     (policy(maxPriority=2_000_000_000), "spec.maxPriority: 2000000000 is beyond"),
+    (policy(kinds=["apps/"]), "spec.kinds[0]: 'apps/' is not a kind"),
+    (policy(kinds=["a/b/C"]), "spec.kinds[0]: 'a/b/C' is not a kind"),
+    (policy(targetNamespaces=["Kube_System"]),
+     "spec.targetNamespaces[0]: 'Kube_System' is not a Kubernetes namespace name"),
 ])
 def test_each_mistake_is_named_by_its_field(doc: ClusterSet | NamespacePolicy,
                                              said: str) -> None:
@@ -60,5 +64,33 @@ def test_a_good_policy_and_set_have_no_problem() -> None:
     assert problems(cluster_set(namespaces=["platform"])) == []
     assert problems(policy(clusterSets=["shared"], priorityClasses=[], maxPriority=10)) == []
     assert policy().spec.priority_classes is None  # absent: any class
+    assert problems(policy(kinds=["ConfigMap", "apps/Deployment", "core/Secret"],
+                           targetNamespaces=["team-a"])) == []
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         policy(clusterSet=["typo"])
+
+
+def test_a_policy_forbids_the_kinds_and_namespaces_it_does_not_list() -> None:
+    spec = policy(kinds=["ConfigMap", "apps/Deployment", "core/Secret"],
+                  targetNamespaces=["team-a", "team-a-jobs"]).spec
+
+    def obj(api: str, kind: str, namespace: str | None = "team-a") -> dict[str, Any]:
+        meta = {"name": "x"} if namespace is None else {"name": "x", "namespace": namespace}
+        return {"apiVersion": api, "kind": kind, "metadata": meta}
+
+    assert spec.forbids(obj("v1", "ConfigMap")) == ""
+    assert spec.forbids(obj("apps/v1", "Deployment", "team-a-jobs")) == ""
+    assert spec.forbids(obj("v1", "Secret")) == ""  # core/Secret: the core group's
+    assert spec.forbids(obj("extensions/v1beta1", "Deployment")) == (
+        "Deployment x: kind extensions/Deployment is not among ConfigMap, apps/Deployment, "
+        "core/Secret")
+    assert spec.forbids(obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None)) == (
+        "ClusterRoleBinding x: kind rbac.authorization.k8s.io/ClusterRoleBinding is not "
+        "among ConfigMap, apps/Deployment, core/Secret")
+    assert spec.forbids(obj("v1", "ConfigMap", "kube-system")) == (
+        "ConfigMap x: namespace kube-system, not one of team-a, team-a-jobs")
+    assert spec.forbids(obj("v1", "ConfigMap", None)) == (
+        "ConfigMap x: no namespace, not one of team-a, team-a-jobs")
+    nothing = policy(kinds=[]).spec
+    assert nothing.forbids(obj("v1", "ConfigMap")) == "ConfigMap x: kind core/ConfigMap is not among none"
+    assert policy().spec.forbids(obj("v1", "Anything", None)) == ""  # absent: any
