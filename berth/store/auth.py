@@ -67,12 +67,20 @@ def add_user(store: Store, name: str, password_hash: str) -> None:
     with it (an empty password gets an empty password's hash); only a password change
     takes a hash as given, base64-encoded. So a new user is added with a password
     nobody knows, then given the hash."""
-    if name not in users(store):
+    if user_roles(store, name) is None:  # one user read, not the list of all
         _call(store, "user/add", {"name": name, "password": secrets.token_hex(32)},
               f"adding user {name}")
     _call(store, "user/changepw", {
         "name": name, "hashedPassword": base64.b64encode(password_hash.encode()).decode()},
         f"giving {name} its password")
+
+
+def make_user(store: Store, name: str, password: str) -> None:
+    """Create ``name`` with ``password``, which etcd hashes itself (one hash: what
+    adding a user costs etcd anyway). For a password made where it is given out, as
+    ``berth access grant`` does; an agent keeps its own and sends the hash
+    (:func:`add_user`)."""
+    _call(store, "user/add", {"name": name, "password": password}, f"adding user {name}")
 
 
 def delete_user(store: Store, name: str) -> bool:

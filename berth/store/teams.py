@@ -63,7 +63,7 @@ def grant(store: Store, namespace: str, user: str, password: str | None = None) 
     made = None
     if auth.user_roles(store, user) is None:  # no such user (one read, not every user)
         made = password or secrets.token_urlsafe(24)
-        auth.add_user(store, user, auth.hashed(made))
+        auth.make_user(store, user, made)  # hashed by etcd alone: once, not twice
     elif password is not None:
         auth.add_user(store, user, auth.hashed(password))
     auth.give_role(store, user, role)

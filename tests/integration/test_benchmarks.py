@@ -78,6 +78,8 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
      [r"clusters in Pull mode \(4 agents\)",
       r"the propagator's CPU [\d.]+ ms per application, the agents' [\d.]+ ms",
       r"moves / floor \(target: .*\): all [\d.]+, p50 [\d.]+, p99 [\d.]+"]),
+    ("access_bench.py", ["--users", "3"],
+     [r"3 users: berth access grant [\d.]+ s", r"ratio grant/floor: [\d.]+"]),
     ("agents_scale_bench.py", ["--agents", "4", "--apps", "20", "--move", "0.5",
                                "--servers", "1"],
      [r"pull: 4 agents authenticated, heartbeating and watching",
