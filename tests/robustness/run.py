@@ -150,11 +150,15 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
     log(f"[{healed - t0:7.1f} s] every fault healed; waiting for the system to converge")
     wrong: list[str] = []
     converged: float | None = None
+    said = 0.0
     while time.monotonic() - healed < bound:
         wrong = checks.final(system, traffic)
         if not wrong:
             converged = time.monotonic() - healed
             break
+        if time.monotonic() - said >= 10:  # what the wait is for, in the run's log
+            said = time.monotonic()
+            log(f"[{said - t0:7.1f} s] not converged: {len(wrong)} wrong, e.g. {wrong[0]}")
         time.sleep(2)
     time.sleep(2)
     sampler.stop()
