@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
+from berth.store.documents.reasons import listed
 from berth.store.documents.selection import ClusterChoice
 
 
@@ -73,17 +74,13 @@ class NamespacePolicySpec(CamelStrict):
         where = meta.get("namespace") if isinstance(meta, Mapping) else None
         if self.kinds is not None and kind not in self.kinds and (
                 f"{group}/{kind}" not in self.kinds):
-            return f"{kind} {name}: kind {group}/{kind} is not among {_listed(self.kinds)}"
+            return f"{kind} {name}: kind {group}/{kind} is not among {listed(self.kinds) or 'none'}"
         if self.target_namespaces is not None and where not in self.target_namespaces:
             said = f"namespace {where}" if isinstance(where, str) and where else (
                 "no namespace")
             return (f"{kind} {name}: {said}, not one of "
-                    f"{_listed(self.target_namespaces)}")
+                    f"{listed(self.target_namespaces) or 'none'}")
         return ""
-
-
-def _listed(names: list[str]) -> str:
-    return ", ".join(names) if names else "none"
 
 
 class NamespacePolicy(Strict, tag_field="kind", tag="NamespacePolicy"):
