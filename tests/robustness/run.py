@@ -95,17 +95,9 @@ def fleet_pace(seconds: float) -> PaceSpec:
     return PaceSpec(in_transition=IN_TRANSITION, per_minute=PER_MINUTE, windows=windows)
 
 
-# The schedulers' configuration: the fault table's (the defaults), but a cluster back
-# ONLINE is trusted after 15 s, not 60 (``anti_flap.settle``). A run's faults come
-# seconds apart, and with the default most of the wait for convergence after the last
-# one was the settle of a cluster just back (80-120 s); the default's own promise is
-# the fault table's row "c's settle over".
-SCHEDULER = "anti_flap:\n  settle: 15\n"
-
-
 def run(seed: int, seconds: float, *, workdir: Path, bound: float = 240.0,
         interval: float = 0.3, log: Callable[[str], None] = print) -> Report:
-    system = System(workdir, log=log, scheduler=SCHEDULER)
+    system = System(workdir, log=log)
     try:
         system.start()
         return _run(system, seed, seconds, bound=bound, interval=interval, log=log)
