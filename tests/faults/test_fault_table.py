@@ -414,24 +414,26 @@ def test_an_agent_cut_off_past_its_lease_and_back(system: System) -> None:
         for p in system.procs["agent"]:
             assert p.proc is not None
             p.proc.send_signal(signal.SIGSTOP)
-        deadline = time.monotonic() + 60
-        while b'"OFFLINE"' not in (system.db.get(keys.status_key(
-                "Cluster", "default", PULL)) or KV("", b"", 0, 0, 0)).value:
-            assert time.monotonic() < deadline, f"{PULL} never seen OFFLINE"
-            time.sleep(0.2)
-        while _movable(system, PULL):  # every application that may go elsewhere went
-            assert time.monotonic() < deadline + 120, f"{_movable(system, PULL)} not moved"
-            time.sleep(0.5)
-        time.sleep(3)  # and their copies elsewhere made, the old ones marked for deletion
-        names = _configmaps(system, PULL)
-        facts["kept"], facts["names"] = len(names), names
-        system.db.compact(system.db.revision())
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        facts["sampler"] = sampler
-        for p in system.procs["agent"]:
-            assert p.proc is not None
-            p.proc.send_signal(signal.SIGCONT)
+        try:
+            deadline = time.monotonic() + 60
+            while b'"OFFLINE"' not in (system.db.get(keys.status_key(
+                    "Cluster", "default", PULL)) or KV("", b"", 0, 0, 0)).value:
+                assert time.monotonic() < deadline, f"{PULL} never seen OFFLINE"
+                time.sleep(0.2)
+            while _movable(system, PULL):  # every application that may go elsewhere went
+                assert time.monotonic() < deadline + 120, f"{_movable(system, PULL)} not moved"
+                time.sleep(0.5)
+            time.sleep(3)  # and their copies elsewhere made, the old ones marked for deletion
+            names = _configmaps(system, PULL)
+            facts["kept"], facts["names"] = len(names), names
+            system.db.compact(system.db.revision())
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            facts["sampler"] = sampler
+        finally:  # thawed also when the row failed: else every later row meets them frozen
+            for p in system.procs["agent"]:
+                assert p.proc is not None
+                p.proc.send_signal(signal.SIGCONT)
 
     def then() -> tuple[bool, str]:
         stop.set()

@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 
 
 class _SentMeta(msgspec.Struct):
+    name: str  # required as a Work's are: a value without them is no work
+    namespace: str
+    cluster: str
     digest: str = ""
 
 
@@ -72,10 +75,14 @@ class _SentSpec(msgspec.Struct):
 
 
 class _Sent(msgspec.Struct):
-    """Of a work as stored, what tells whether it is what would be written now."""
+    """Of a work as stored, what tells whether it is what would be written now. What a
+    :class:`Work` requires, this requires too: with every field optional, a value that is
+    no work (``{"kind": "Work"}``, written by hand) read as a work of digest "" that
+    this replica had not written, never as garbage to write over — and the copy waited
+    for its agent's report of it for good (the fault table's garbage row, 2026-12-02)."""
 
-    metadata: _SentMeta = msgspec.field(default_factory=_SentMeta)
-    spec: _SentSpec = msgspec.field(default_factory=_SentSpec)
+    metadata: _SentMeta
+    spec: _SentSpec
 
 
 @dataclass(frozen=True, slots=True)
