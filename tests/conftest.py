@@ -13,6 +13,7 @@ on one of them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 
 from berth.store import EtcdConfig, Store
 from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable
+from berth_testkit.servers.orphans import reap
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "faults": ("integration", "faults"),
@@ -35,6 +37,19 @@ SECONDS = {"faults/test_fault_table.py": 576, "integration/test_available.py": 5
            "robustness/test_short.py": 509, "integration/test_benchmarks.py": 471,
            "integration/test_rollouts.py": 316, "integration/test_propagator_apply.py": 200,
            "integration/test_decoding_threads.py": 130, "integration/test_demo.py": 95}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before anything starts (once: in the controller, not in each worker), the servers
+    a test run that was killed left running are stopped (berth_testkit.servers.orphans);
+    the run says which."""
+    if hasattr(session.config, "workerinput"):
+        return
+    killed = reap()
+    if killed:
+        print(f"stopped {len(killed)} servers a dead test run left running:", file=sys.stderr)
+        for line in killed[:20]:
+            print(f"  {line}", file=sys.stderr)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

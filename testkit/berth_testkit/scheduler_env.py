@@ -33,6 +33,7 @@ from berth.store.documents import (
 )
 from berth.store.documents.base import Metadata
 from berth_testkit.servers.etcd import ROOT
+from berth_testkit.servers.orphans import spawn
 
 if TYPE_CHECKING:
     from berth.controllers.runtime.clock import Clock
@@ -170,7 +171,7 @@ class BerthProcess:
     def start(self) -> Self:
         self._began = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
+            self.proc = spawn(self.args, stdout=out, stderr=subprocess.STDOUT,
                                          cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1",
                                                    **self.env})
         return self

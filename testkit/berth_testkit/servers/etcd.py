@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from berth_testkit.servers.orphans import spawn
+
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (the kit is installed editable)
 INSTALL = ROOT / "scripts" / "install-etcd.sh"
 HOW = (
@@ -224,7 +226,7 @@ class EtcdServer:
     def launch(self) -> None:
         """Start the process without waiting (a cluster's members start together)."""
         with open(self.workdir / "etcd.log", "ab") as log:  # the child keeps its own copy
-            self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT)
+            self.proc = spawn(self.args(), stdout=log, stderr=subprocess.STDOUT)
 
     def start(self, timeout: float = 30.0) -> EtcdServer:
         self.launch()

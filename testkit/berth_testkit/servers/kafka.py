@@ -25,6 +25,7 @@ from berth_testkit.servers.etcd import (
     stop_process,
     tail,
 )
+from berth_testkit.servers.orphans import spawn
 
 INSTALL = ROOT / "scripts" / "install-kafka.sh"
 HOW = "Kafka is needed: run scripts/install-kafka.sh (needs java and maven)"
@@ -79,7 +80,7 @@ class KafkaServer:
         cmd = ["java", "-Xmx512m", "-cp", f"{self.home / 'libs'}/*",
                f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}", main, *args]
         with open(self.workdir / "kafka.log", "ab") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT)
         if wait and proc.wait(120) != 0:
             raise ServerUnavailable(f"{main} failed:\n{self.log_tail()}")
         return proc

@@ -53,6 +53,7 @@ from berth_testkit.servers.etcd import (
     stop_process,
     tail,
 )
+from berth_testkit.servers.orphans import spawn
 
 INSTALL = ROOT / "scripts" / "install-kube.sh"
 HOW = ("a Kubernetes control plane and kwok are needed: run scripts/install-kube.sh "
@@ -280,7 +281,7 @@ class KubeCluster:
                 proc = self.others.get(name)
                 if proc is None or proc.poll() is not None:
                     with open(self.workdir / f"{name}.log", "ab") as log:
-                        self.others[name] = subprocess.Popen(args, stdout=log,
+                        self.others[name] = spawn(args, stdout=log,
                                                              stderr=subprocess.STDOUT)
             for i in range(self.nodes):  # again after a restart: its data may be gone
                 self.add_node(f"{self.name}-node-{i}")
@@ -303,7 +304,7 @@ class KubeCluster:
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition", "--v=0",
         ]
         with open(w / "kube-apiserver.log", "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = spawn(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

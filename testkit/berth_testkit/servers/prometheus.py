@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from berth_testkit.servers.etcd import ServerUnavailable, free_port, kill_process, stop_process
+from berth_testkit.servers.orphans import spawn
 
 HOW = ("Prometheus is needed: run scripts/install-prometheus.sh "
        "(apt-get install prometheus prometheus-pushgateway)")
@@ -46,7 +47,7 @@ class PrometheusServer:
             "    honor_labels: true\n"
             f"    static_configs: [{{targets: ['127.0.0.1:{self.gateway_port}']}}]\n")
         with open(self.workdir / "pushgateway.log", "ab") as log:
-            self.procs.append(subprocess.Popen(
+            self.procs.append(spawn(
                 ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{self.gateway_port}"],
                 stdout=log, stderr=subprocess.STDOUT))
         self.start_prometheus()
@@ -56,7 +57,7 @@ class PrometheusServer:
 
     def start_prometheus(self) -> None:
         with open(self.workdir / "prometheus.log", "ab") as log:
-            self.prometheus = subprocess.Popen(
+            self.prometheus = spawn(
                 ["prometheus", f"--config.file={self.workdir / 'prometheus.yml'}",
                  f"--storage.tsdb.path={self.workdir / 'data'}",
                  f"--web.listen-address=127.0.0.1:{self.port}"],
