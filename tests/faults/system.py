@@ -238,7 +238,10 @@ class System:
         self.etcd.start()
         # The harness (the "user") is given the members in the other order: faults of the
         # member berth's processes talk to are berth's to survive, not the harness's.
-        self.store = Store(EtcdConfig(url=",".join(m.url for m in reversed(self.etcd.members))))
+        # (30 s a call: a compaction waits for the whole history to go, which took
+        # over 10 s on a loaded machine, and the row failed on the harness's own timeout)
+        self.store = Store(EtcdConfig(url=",".join(m.url for m in reversed(self.etcd.members)),
+                                      timeout=30))
         for name in LABELS:
             self.clusters[name] = KubeCluster(f"fault-{name}").start()
             self.kube[name] = self._client(name)
