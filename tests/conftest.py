@@ -21,7 +21,7 @@ import pytest
 
 from berth.store import EtcdConfig, Store
 from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable
-from berth_testkit.servers.orphans import reap
+from berth_testkit.servers.launch import reap
 
 FOLDERS = {"unit": ("unit",), "integration": ("integration",),
            "faults": ("integration", "faults"),
@@ -41,7 +41,7 @@ SECONDS = {"faults/test_fault_table.py": 576, "integration/test_available.py": 5
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before anything starts (once: in the controller, not in each worker), the servers
-    a test run that was killed left running are stopped (berth_testkit.servers.orphans);
+    a test run that was killed left running are stopped (berth_testkit.servers.launch);
     the run says which."""
     if hasattr(session.config, "workerinput"):
         return

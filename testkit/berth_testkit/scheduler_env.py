@@ -33,7 +33,7 @@ from berth.store.documents import (
 )
 from berth.store.documents.base import Metadata
 from berth_testkit.servers.etcd import ROOT
-from berth_testkit.servers.orphans import spawn
+from berth_testkit.servers.launch import spawn
 
 if TYPE_CHECKING:
     from berth.controllers.runtime.clock import Clock

@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from berth_testkit.servers.orphans import spawn
+from berth_testkit.servers.launch import spawn
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout (the kit is installed editable)
 INSTALL = ROOT / "scripts" / "install-etcd.sh"

@@ -25,7 +25,7 @@ from berth_testkit.servers.etcd import (
     stop_process,
     tail,
 )
-from berth_testkit.servers.orphans import spawn
+from berth_testkit.servers.launch import spawn
 
 INSTALL = ROOT / "scripts" / "install-kafka.sh"
 HOW = "Kafka is needed: run scripts/install-kafka.sh (needs java and maven)"

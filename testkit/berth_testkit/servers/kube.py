@@ -53,7 +53,7 @@ from berth_testkit.servers.etcd import (
     stop_process,
     tail,
 )
-from berth_testkit.servers.orphans import spawn
+from berth_testkit.servers.launch import spawn
 
 INSTALL = ROOT / "scripts" / "install-kube.sh"
 HOW = ("a Kubernetes control plane and kwok are needed: run scripts/install-kube.sh "

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from berth_testkit.servers.etcd import ServerUnavailable, free_port, kill_process, stop_process
-from berth_testkit.servers.orphans import spawn
+from berth_testkit.servers.launch import spawn
 
 HOW = ("Prometheus is needed: run scripts/install-prometheus.sh "
        "(apt-get install prometheus prometheus-pushgateway)")
