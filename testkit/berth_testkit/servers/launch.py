@@ -16,8 +16,8 @@ the benchmarks' scripts start the same servers and are never taken for a dead ru
 **Go's collector at** ``GOGC=400`` in tests (unless the environment says otherwise):
 the Go servers (etcd, the Kubernetes control planes, Prometheus) spend less CPU
 collecting, for twice the memory, which this machine has and its CPU has not. The
-benchmarks and the demo keep Go's default: they measure and show what a user runs. Measured
-2026-12-03 on ``test_available.py``'s 200-application move (Push), alternating,
+benchmarks and the demo keep Go's default: they measure and show what a user runs.
+Measured 2026-12-03 on ``test_available.py``'s 200-application move (Push), alternating,
 two runs each: 86 and 82 s of CPU in all against 91 and 89 (the API servers 33.8
 and 31.1 s against 36.0 and 35.5 s); an API server's peak resident memory 690 MB
 against 346 MB.
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 RUN_DIR = Path(os.environ.get("BERTH_TEST_RUN_DIR", "/tmp/berth-test-servers"))
+GOGC = "400"  # Go's collector in the servers a test starts (above)
 
 
 def _started(pid: int) -> str | None:
@@ -48,9 +49,6 @@ def _started(pid: int) -> str | None:
 
 def _me() -> Path:
     return RUN_DIR / f"{os.getpid()}-{_started(os.getpid())}"
-
-
-GOGC = "400"
 
 
 def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
