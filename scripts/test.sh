@@ -9,7 +9,7 @@
 #                             every unit test (-m unit) on two workers; extra arguments go
 #                             to pytest
 #   scripts/test.sh --workers N   the suite on N workers side by side (docs/development.md:
-#                             about 31 min on two cores, not yet reliable there: a test
+#                             about 35 min on two cores, not yet reliable there: a test
 #                             bound by time may miss its bound on a machine that busy)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
