@@ -1,8 +1,9 @@
 """A cluster's unary calls through berth's own HTTP client against a real kube-apiserver,
 authenticated each way a kubeconfig says: a token, a token file read again after a
 401 (rotated), an exec plugin run once and again after a 401; TLS by the embedded CA,
-skipped when the kubeconfig says so, refused with the wrong CA. An apply without
-force creates, and meets a namesake someone else made as Contested."""
+skipped when the kubeconfig says so, refused with the wrong CA. A creation meets a
+namesake someone else made as Exists, touching nothing of it, and claims its fields
+as an apply's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from berth.controllers.propagator.kube import Connection, Contested, KubeObject, Rejected
+from berth.controllers.propagator.kube import Connection, Exists, KubeObject, Rejected
 from berth.store.documents import KubeObjectRef
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
@@ -61,28 +62,59 @@ def test_a_token_applies_reads_and_deletes(cluster: KubeCluster) -> None:
         conn.close()
 
 
-def test_an_apply_without_force_creates_and_overwrites_no_one_elses_fields(
+def test_a_creation_touches_no_namesake_and_claims_its_fields_as_an_apply(
         cluster: KubeCluster) -> None:
-    """What berth read as absent it applies without force (execute.py): created if it
-    is still absent (the watch cache, read first, shows it then), applied again over
-    berth's own fields, refused where someone else set a field otherwise."""
+    """What berth read as absent it creates (execute.py): a namesake someone made since
+    is met as Exists and left as it was — whether or not its fields clash with
+    berth's (a server-side apply would merge into it where they do not: the
+    robustness run, seed 29). berth's creation is claimed as its apply, so that an
+    apply that drops a field removes it; one left unclaimed (its creator stopped
+    between the two calls) is claimed at the next apply, and a claim overtaken by
+    another's write is made again."""
     conn = Connection(cluster.kubeconfig(), 5.0)
+    path = "/api/v1/namespaces/default/configmaps"
+
+    def managers(name: str) -> list[tuple[str, str]]:
+        got = cluster.request("GET", f"{path}/{name}")["metadata"]["managedFields"]
+        return sorted((m["manager"], m["operation"]) for m in got)
+
     try:
-        kind, ref = conn.locate(config_map("unforced"))
-        assert conn.get(ref, cached=True) is None
-        made = conn.apply(kind, ref, config_map("unforced"), force=False)
-        assert conn.apply(kind, ref, config_map("unforced"), force=False).metadata.uid == (
-            made.metadata.uid)
-        cluster.request("POST", "/api/v1/namespaces/default/configmaps?fieldManager=someone",
-                        {**config_map("theirs"), "data": {"v": "theirs"}})
+        kind, ref = conn.locate(config_map("made"))
+        two = {**config_map("made"), "data": {"v": "1", "w": "2"}}
+        made = conn.create(kind, ref, two)
+        assert managers("made") == [("berth", "Apply")]
+        assert conn.apply(kind, ref, config_map("made")).metadata.uid == made.metadata.uid
+        assert cluster.request("GET", f"{path}/made")["data"] == {"v": "1"}  # w dropped
+        with pytest.raises(Exists, match="already exists"):
+            conn.create(kind, ref, config_map("made"))
+
+        cluster.request("POST", f"{path}?fieldManager=someone",
+                        {**config_map("theirs"), "data": {"other": "theirs"}})
         kind, theirs = conn.locate(config_map("theirs"))
-        with pytest.raises(Contested, match="conflict"):
-            conn.apply(kind, theirs, config_map("theirs"), force=False)
-        path = "/api/v1/namespaces/default/configmaps/theirs"
-        assert cluster.request("GET", path)["data"] == {"v": "theirs"}  # untouched
-        conn.apply(kind, theirs, config_map("theirs"))  # with force: taken over
-        assert cluster.request("GET", path)["data"] == {"v": "1"}
-        for name in ("unforced", "theirs"):
+        with pytest.raises(Exists):  # no field of theirs clashes with berth's: refused
+            conn.create(kind, theirs, config_map("theirs"))
+        stored = cluster.request("GET", f"{path}/theirs")
+        assert stored["data"] == {"other": "theirs"} and "annotations" not in stored[
+            "metadata"] and managers("theirs") == [("someone", "Update")]  # untouched
+
+        # made as berth's creation whose claim was lost: claimed at the next apply
+        cluster.request("POST", f"{path}?fieldManager=berth", {**two, "metadata": {
+            "name": "unclaimed", "namespace": "default"}})
+        kind, unclaimed = conn.locate(config_map("unclaimed"))
+        assert managers("unclaimed") == [("berth", "Update")]
+        conn.apply(kind, unclaimed, config_map("unclaimed"))
+        assert managers("unclaimed") == [("berth", "Apply")]
+        assert cluster.request("GET", f"{path}/unclaimed")["data"] == {"v": "1"}
+
+        # a claim from an answer another's write has overtaken: read again, claimed
+        raw = cluster.request("POST", f"{path}?fieldManager=berth", {**two, "metadata": {
+            "name": "overtaken", "namespace": "default"}})
+        cluster.request("PATCH", f"{path}/overtaken?fieldManager=someone",
+                        {"metadata": {"labels": {"someone": "was-here"}}}, content="merge")
+        kind, overtaken = conn.locate(config_map("overtaken"))
+        conn._claim(kind, overtaken, json.dumps(raw).encode())
+        assert managers("overtaken") == [("berth", "Apply"), ("someone", "Update")]
+        for name in ("made", "theirs", "unclaimed", "overtaken"):
             conn.delete(KubeObjectRef("v1", "ConfigMap", name, "default"))
     finally:
         conn.close()

@@ -13,8 +13,8 @@ An object has one owner (the annotation ``berth.dev/application``): one that
 exists on a cluster before berth applies it there, managed by another
 application or by nobody berth knows, is not taken over unless the
 application says ``conflictResolution: Overwrite`` — nor one made between
-berth's read of the cluster and its apply (an object read as absent is applied
-without force, and the cluster refuses it where someone else's fields differ);
+berth's read of the cluster and its apply (an object read as absent is created,
+which the cluster refuses if it exists);
 berth deletes only objects that still say they are the application's, with
 the uid it read (a namesake made meanwhile is left alone), and with the
 application's ``deletionPropagation`` (Background: what the object's
@@ -34,7 +34,6 @@ plan finishes; status writes go through a :class:`StatusSink`.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
@@ -45,7 +44,7 @@ from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.health import JOB_DONE, Health, copy_of
 from berth.controllers.propagator.kube import (
     OWNER,
-    Contested,
+    Exists,
     Kind,
     KubeObject,
     Rejected,
@@ -82,10 +81,14 @@ class ClusterClient(Protocol):
         """The kind of a manifest object and where it lives; NotServed/Unavailable."""
         ...
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
-              force: bool = True) -> KubeObject:
-        """Server-side apply; the object as stored. Rejected or Unavailable; without
-        ``force``, Contested where another field manager holds a field otherwise."""
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        """Server-side apply, forced; the object as stored. Rejected or Unavailable."""
+        ...
+
+    def create(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        """Make an object read as absent, its fields berth's as an apply's; the object
+        as stored. Exists if a namesake is there now (nothing written), Rejected or
+        Unavailable."""
         ...
 
     def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
@@ -140,7 +143,6 @@ OnApplied = Callable[[str, Kind, KubeObjectRef, KubeObject], None]
 Gate = Callable[[str], AbstractContextManager[bool]]
 HANDED_OVER = "served by another propagator replica now"
 LAPSED = "this replica's lease may have ended (not renewed in time): nothing sent"
-MAKING_STRIPES = 64  # locks that serialize creations of one object (by hash)
 
 
 def always(_cid: str) -> AbstractContextManager[bool]:
@@ -192,10 +194,13 @@ class Guarded:
     def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
         return self.client.locate(body)
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
-              force: bool = True) -> KubeObject:
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
         self._check(ref, "applied")
-        return self.client.apply(kind, ref, body, force=force)
+        return self.client.apply(kind, ref, body)
+
+    def create(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        self._check(ref, "created")
+        return self.client.create(kind, ref, body)
 
     def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
         return self.client.get(ref, cached=cached)
@@ -217,10 +222,6 @@ class Executor:
         self.own_writes = own_writes
         self.on_applied = on_applied if on_applied is not None else []
         self.authority: Authority = authority if authority is not None else Leased()
-        # Creations of one object on one cluster, one at a time (striped by its name):
-        # two applications of berth's naming it apply as one field manager, so the
-        # cluster would not say that the second overwrote the first's.
-        self._making = tuple(threading.Lock() for _ in range(MAKING_STRIPES))
 
     def apply(self, step: Apply, app: App, progress: Progress,
               record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
@@ -318,25 +319,19 @@ class Executor:
                    body: dict[str, Any], progress: Progress,
                    absent: tuple[str, bool] | None) -> KubeObject:
         """Apply one object. ``absent``: it was read as absent (the owner and whether
-        the application may take another's over): made without force, so that one
-        someone made in the meantime is not overwritten unless it may be — one of
-        another application of berth's neither: read again past the cache first, one
-        creation of it at a time in this process (the cluster cannot tell two of
-        berth's applications apart: one field manager)."""
-        making = (self._making[hash((cid, ref)) % MAKING_STRIPES] if absent is not None
-                  else nullcontext())
+        the application may take another's over): created, which the cluster refuses
+        if anyone made it since — then read again past the cache, and applied only if
+        it is the application's or may be taken over. A creation is atomic on the
+        cluster: of two of berth's applications naming one object, in one process or
+        two, one makes it and the other finds it made."""
         self.own_writes.begin(cid, ref)
         try:
-            with making:
-                if absent is not None:
-                    owner, adopt = absent
-                    if self._check_owner(client, cid, ref, owner, adopt, cached=False):
-                        absent = None  # made meanwhile, and the application's to apply
+            if absent is None:
+                stored = client.apply(kind, ref, body)
+            else:
                 try:
-                    stored = client.apply(kind, ref, body, force=absent is None)
-                except Contested:
-                    if absent is None:
-                        raise
+                    stored = client.create(kind, ref, body)
+                except Exists:
                     owner, adopt = absent  # made meanwhile: whose? read past the cache
                     self._check_owner(client, cid, ref, owner, adopt, cached=False)
                     stored = client.apply(kind, ref, body)
@@ -365,10 +360,9 @@ class Executor:
         a restart): from the cluster's watch when it shows the object as the
         application's, else by reading the object — from the API server's watch cache
         (``cached``), which spares its etcd a read. Whatever the read, someone may make
-        the object between it and the apply: an object read as absent is read again
-        past the cache before it is made, and made without force — one made meanwhile
-        by someone else's field manager is met as Contested and read again
-        (:meth:`_apply_one`), never overwritten unseen."""
+        the object between it and the apply: an object read as absent is created, and
+        one made meanwhile is read again (:meth:`_apply_one`), never overwritten
+        unseen."""
         if self.clients.seen_owner(cid, ref) == owner:
             return True
         existing = client.get(ref, cached=cached)

@@ -2,7 +2,7 @@
 
 lightkube reads the kubeconfig: the cluster's CA, the user's token, token
 file, client certificate or exec plugin (``trust_env`` off). berth speaks the
-REST API itself — discovery, server-side apply, get and delete through its
+REST API itself — discovery, create, server-side apply, get and delete through its
 own HTTP/1.1 client (``berth/kubehttp.py``), watches through httpx — and decodes
 only the few fields it reads with its own small msgspec types. It does not
 use lightkube's typed models: decoding them for the first time from two
@@ -32,6 +32,7 @@ import msgspec
 from lightkube import KubeConfig
 from lightkube.config import models as _kubeconfig_models
 
+from berth.controllers.propagator import managed
 from berth.http import Answer
 from berth.kubehttp import KubeHttp
 from berth.store.codec import decoder, typed
@@ -52,6 +53,7 @@ OWNER = "berth.dev/application"  # annotation: "<namespace>/<name>" of the appli
 GENERATION = "berth.dev/generation"  # annotation: the application's generation applied
 DECISION = "berth.dev/decision"  # annotation: the scheduler's decision that placed it
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CLAIM_TRIES = 5  # claims of a creation's fields that others' writes may overtake (managed.py)
 # A list of the objects' metadata alone (names are all a probe reads of the CRDs: a
 # CRD's schema can weigh hundreds of KiB), or the whole list from a server that cannot.
 METADATA_ONLY = ("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,"
@@ -81,9 +83,9 @@ class NotServed(Unavailable):
     """The cluster serves no such apiVersion or kind (yet: its CRD may come)."""
 
 
-class Contested(Unavailable):
-    """An apply without force met fields another field manager holds with other values:
-    the object exists, made or changed by someone else, and was left as it was."""
+class Exists(Unavailable):
+    """A creation met a namesake: someone made the object since berth read it as
+    absent. Nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,13 @@ class _NamedList(msgspec.Struct):
     # null, not [], in a PartialObjectMetadataList with nothing in it (a cluster with no
     # CRD: the probe said "custom resources unknown" there)
     items: list[_Named] | None = None
+
+
+def _reason(resp: Answer) -> str:
+    try:
+        return typed(resp.body, _Status).reason
+    except msgspec.DecodeError:
+        return ""
 
 
 def _error(resp: Answer) -> str:
@@ -277,51 +286,99 @@ class Connection:
     # -- acting ----------------------------------------------------------------
 
     def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
-              dry_run: bool = False, force: bool = True) -> KubeObject:
-        """Server-side apply one located object; the object as stored. A namespace it
-        lives in that the cluster does not have is created first (as Karmada does;
-        berth never deletes one: other things may live there). ``dry_run``: judged
-        with strict field validation and written nowhere (a missing namespace is not
-        created: the object is judged in ``default``). ``force=False``: for an object
-        read as absent — Contested if it exists now with fields another manager set
-        otherwise, nothing of theirs overwritten."""
-        meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
-        params = {"fieldManager": FIELD_MANAGER}
-        if force:
-            params["force"] = "true"
+              dry_run: bool = False) -> KubeObject:
+        """Server-side apply one located object, forced (berth's fields win over others'
+        edits of them); the object as stored. A namespace it lives in that the
+        cluster does not have is created first (as Karmada does; berth never deletes
+        one: other things may live there). ``dry_run``: judged with strict field
+        validation and written nowhere (a missing namespace is not created: the
+        object is judged in ``default``). An object whose creation berth has not
+        claimed yet (:mod:`managed`) is claimed and applied again."""
+        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
         if dry_run:
             params |= {"dryRun": "All", "fieldValidation": "Strict"}
+        send = self._sender("PATCH", kind, ref, body, params, "application/apply-patch+yaml")
+        resp = self._sent(send, ref, dry_run=dry_run)
+        if not dry_run and managed.claim(resp.body, FIELD_MANAGER) is not None:
+            log.info("%s: claiming the fields of berth's creation of it (made, unclaimed, "
+                     "by a replica that stopped between the two)", ref)
+            self._claim(kind, ref, resp.body)
+            resp = self._sent(send, ref, dry_run=False)
+        return self._stored(ref, resp.body)
 
-        def patch(namespace: str | None) -> Answer:
+    def create(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        """Make a located object berth read as absent; the object as stored. Exists if
+        a namesake is there now (someone made it since the read: nothing of theirs is
+        touched — a server-side apply would merge into it wherever their fields do
+        not clash with berth's). Its fields are then claimed as an apply's
+        (:mod:`managed`), so that later applies own what berth made."""
+        send = self._sender("POST", kind, ref, body, {"fieldManager": FIELD_MANAGER},
+                            "application/json")
+        resp = self._sent(send, ref, dry_run=False)
+        return self._claim(kind, ref, resp.body)
+
+    def _sender(self, method: str, kind: Kind, ref: KubeObjectRef, body: dict[str, Any],
+                params: dict[str, str], content_type: str) -> Callable[[str | None], Answer]:
+        meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "namespace"}
+
+        def send(namespace: str | None) -> Answer:
             if namespace is not None:
                 meta["namespace"] = namespace
             return self._request(
-                "PATCH", kind.path(ref.name, namespace), params=params,
-                content_type="application/apply-patch+yaml",
+                method, kind.path(ref.name if method != "POST" else None, namespace),
+                params=params, content_type=content_type,
                 body=msgspec.json.encode({**body, "metadata": meta}))  # JSON is YAML
+        return send
 
-        resp = patch(ref.namespace)
+    def _sent(self, send: Callable[[str | None], Answer], ref: KubeObjectRef, *,
+              dry_run: bool) -> Answer:
+        """The answer to a write of ``ref`` (in a namespace made first if the cluster
+        lacks it); Exists, Rejected or Unavailable for a refusal."""
+        resp = send(ref.namespace)
         if (resp.status == 404 and ref.namespace is not None
                 and f'namespaces "{ref.namespace}" not found' in _error(resp)):
             if not dry_run:
                 self._create_namespace(ref.namespace)
-            resp = patch("default" if dry_run else ref.namespace)
+            resp = send("default" if dry_run else ref.namespace)
         if resp.status in (200, 201):
-            if resp.status == 200 and not force and not dry_run:
-                log.info("%s existed when berth made it: made a moment before by someone "
-                         "else, with what berth sets alike, or by an apply of berth's whose "
-                         "answer was lost; applied beside theirs", ref)
-            try:
-                return typed(resp.body, KubeObject)
-            except msgspec.DecodeError as exc:
-                raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
+            return resp
         text = _error(resp)
-        if resp.status == 409 and not force:
-            raise Contested(f"{ref}: {text}")
+        if resp.status == 409 and _reason(resp) == "AlreadyExists":
+            raise Exists(f"{ref}: {text}")
         if resp.status in (400, 422) or (
                 resp.status == 500 and _INVALID_500 in text):
             raise Rejected(f"{ref}: {text}")
         raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
+
+    def _claim(self, kind: Kind, ref: KubeObjectRef, raw: bytes) -> KubeObject:
+        """``raw`` (the object as a write answered it) with berth's creation claimed as
+        an apply (:func:`managed.claim`), read again and claimed anew while others'
+        writes overtake the claim (a controller's status, say)."""
+        path = kind.path(ref.name, ref.namespace)
+        for _ in range(CLAIM_TRIES):
+            patch = managed.claim(raw, FIELD_MANAGER)
+            if patch is None:
+                break
+            resp = self._request("PATCH", path, body=patch,
+                                 content_type="application/json-patch+json")
+            if resp.status not in (200, 409, 422):  # 409, 422: its resourceVersion moved
+                raise Unavailable(f"{ref}: claiming berth's fields: {_error(resp)}")
+            if resp.status != 200:
+                resp = self._request("GET", path)
+                if resp.status != 200:
+                    raise Unavailable(f"{ref}: claiming berth's fields: {_error(resp)}")
+            raw = resp.body
+        else:
+            log.warning("%s: berth's fields not claimed after %d tries (claimed at its next "
+                        "apply)", ref, CLAIM_TRIES)
+        return self._stored(ref, raw)
+
+    @staticmethod
+    def _stored(ref: KubeObjectRef, raw: bytes) -> KubeObject:
+        try:
+            return typed(raw, KubeObject)
+        except msgspec.DecodeError as exc:
+            raise Unavailable(f"{ref}: unreadable answer: {exc}") from exc
 
     def _create_namespace(self, name: str) -> None:
         log.info("creating namespace %s (an object berth applies lives there)", name)

@@ -3,6 +3,7 @@ with a journal of what was done (shared with a status sink) to check the order."
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ import msgspec
 from berth.controllers.propagator.health import HEALTHY, JOB_DONE, Health
 from berth.controllers.propagator.kube import (
     OWNER,
-    Contested,
+    Exists,
     Kind,
     KubeObject,
     NotServed,
@@ -44,8 +45,8 @@ class FakeCluster:
     jobs: Health = JOB_DONE  # but Jobs (batch/v1): complete
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
-    forced: list[tuple[str, bool]] = field(default_factory=list)  # (name, force) per apply
-    berths: set[KubeObjectRef] = field(default_factory=set)  # applied as berth's manager
+    calls: list[tuple[str, str]] = field(default_factory=list)  # ("create"/"apply", name)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # a creation is atomic
 
     def _up(self) -> None:
         if self.down:
@@ -59,17 +60,23 @@ class FakeCluster:
         ns = (body["metadata"].get("namespace") or "default") if kind.namespaced else None
         return kind, KubeObjectRef(body["apiVersion"], body["kind"], body["metadata"]["name"], ns)
 
-    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any], *,
-              force: bool = True) -> KubeObject:
+    def create(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
         self._up()
+        with self._lock:
+            if ref in self.objects:
+                raise Exists(f"{ref}: HTTP 409: configmaps {ref.name!r} already exists")
+            return self._write("create", kind, ref, body)
+
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        self._up()
+        with self._lock:
+            return self._write("apply", kind, ref, body)
+
+    def _write(self, how: str, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]
+               ) -> KubeObject:
         if ref.name in self.refuse:
             raise Rejected(f"{ref}: spec.replicas: Invalid value")
-        self.forced.append((ref.name, force))
-        if (not force and ref in self.objects and ref not in self.berths
-                and _owner(self.objects[ref]) != _owner(body)):  # as server-side apply:
-            # a conflict with another field manager's values; none with berth's own
-            raise Contested(f"{ref}: Apply failed with 1 conflict: .metadata.annotations")
-        self.berths.add(ref)
+        self.calls.append((how, ref.name))
         self.uncached.discard(ref)
         self.version += 1
         self.objects[ref] = body
@@ -103,28 +110,18 @@ class FakeCluster:
             return
         self.objects.pop(ref, None)
         self.uids.pop(ref, None)
-        self.berths.discard(ref)
         self.journal.append(("delete", self.name, ref.name))
 
     def place(self, ref: KubeObjectRef, owner: str, *, cached: bool = True) -> None:
         """An object someone else made (``owner``: the application of berth's its
-        annotation names, applied as berth's field manager; "" for none: someone
-        outside berth); ``cached=False``: a moment ago, so that the API server's watch
-        cache does not show it yet."""
+        annotation names; "" for none: someone outside berth); ``cached=False``: a
+        moment ago, so that the API server's watch cache does not show it yet."""
         if not cached:
             self.uncached.add(ref)
-        if owner:
-            self.berths.add(ref)
-        else:
-            self.berths.discard(ref)
         meta: dict[str, Any] = {"name": ref.name, "annotations": {OWNER: owner} if owner else {}}
         self.objects[ref] = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
         self.version += 1
         self.uids[ref] = f"uid-{self.version}"
-
-
-def _owner(body: dict[str, Any]) -> str:
-    return str(((body.get("metadata") or {}).get("annotations") or {}).get(OWNER, ""))
 
 
 @dataclass

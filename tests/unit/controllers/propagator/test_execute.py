@@ -247,21 +247,24 @@ def test_an_object_another_application_manages_is_not_taken_over() -> None:
     assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
 
 
-def test_an_object_read_as_absent_is_applied_without_force_and_its_own_again_with() -> None:
-    """Berth creates what it read as absent without forcing anything; what exists and is
-    the application's is applied with force (berth's fields win over others' edits)."""
+def test_an_object_read_as_absent_is_created_and_its_own_applied() -> None:
+    """Berth creates what it read as absent (the cluster refuses a creation if the object
+    exists); what exists and is the application's is applied, with force (berth's
+    fields win over others' edits)."""
     fleet = Fleet().add("a")
     end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
     assert isinstance(end, Finish) and end.state is not None
     end, _, _ = reconcile(fleet, App(2, bodies=(cm("x"),)), end.state, ("a",))
     assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
-    assert fleet["a"].forced == [("x", False), ("x", True)]
+    assert fleet["a"].calls == [("create", "x"), ("apply", "x")]
 
 
-def test_a_namesake_made_between_the_read_and_the_apply_is_not_taken_over() -> None:
+def test_a_namesake_made_between_the_read_and_the_creation_is_not_taken_over() -> None:
     """The read comes from the API server's watch cache, a moment behind, and anyone may
-    make the object after any read: an object read as absent is read again past the
-    cache before it is made, and taken over only as the application says."""
+    make the object after any read: the creation is refused, the object read again
+    past the cache, and taken over only as the application says. (A server-side
+    apply there would have merged berth's fields into theirs wherever they did not
+    clash: the robustness run, seed 29, "untouched".)"""
     for theirs, said in (("default/other", "managed by application default/other"),
                          ("", "someone outside berth")):
         fleet = Fleet().add("a")
@@ -272,33 +275,32 @@ def test_a_namesake_made_between_the_read_and_the_apply_is_not_taken_over() -> N
         assert end.state.state == "FAILED" and said in progress.errors["default/a"]
         annotations = fleet["a"].objects[ref("x")]["metadata"]["annotations"]
         assert annotations == ({"berth.dev/application": theirs} if theirs else {})
-        assert fleet["a"].forced == []  # read again before it was made: untouched
+        assert fleet["a"].calls == []  # refused: untouched
         fleet["a"].uncached.add(ref("x"))
         end, progress, _ = reconcile(fleet, App(1, bodies=(cm("x"),), adopt=True),
                                      ApplicationState(), ("a",))
         assert isinstance(end, Finish) and end.state is not None
         assert end.state.state == "RUNNING"  # conflictResolution: Overwrite
-        assert fleet["a"].forced == [("x", True)]
+        assert fleet["a"].calls == [("apply", "x")]
         assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
             "berth.dev/application": OWNER}
 
 
 def test_the_applications_own_object_unseen_by_the_cache_is_applied() -> None:
-    """An apply of berth's that landed unseen (its answer lost, the cache behind): read
-    again past the cache, it is the application's own, and nothing is refused."""
+    """An apply of berth's that landed unseen (its answer lost, the cache behind): its
+    creation refused, read again past the cache, it is the application's own, and
+    nothing is refused."""
     fleet = Fleet().add("a")
     fleet["a"].place(ref("x"), OWNER, cached=False)
     end, _, _ = reconcile(fleet, App(1, bodies=(cm("x"),)), ApplicationState(), ("a",))
     assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
-    assert fleet["a"].forced == [("x", True)]
+    assert fleet["a"].calls == [("apply", "x")]
 
 
 def test_two_applications_making_one_object_at_once_never_both_own_it() -> None:
-    """Two workers, two applications naming one object, both read it as absent: berth's
-    applications apply as one field manager, so the cluster would let the second
-    overwrite the first's owner. The creations take turns, each reading the object
-    again past the cache: one makes it, the other is refused (the robustness run,
-    seed 14: "one-owner")."""
+    """Two workers, two applications naming one object, both read it as absent: both
+    create it, the cluster makes it for one, and the other, reading it again, finds
+    it another's and is refused (the robustness run, seed 14: "one-owner")."""
     import threading
 
     fleet = Fleet().add("a")
@@ -333,6 +335,7 @@ def test_two_applications_making_one_object_at_once_never_both_own_it() -> None:
     assert len(made) == 1 and len(refused) == 1, outcomes
     assert fleet["a"].objects[ref("x")]["metadata"]["annotations"] == {
         "berth.dev/application": made[0]}
+    assert fleet["a"].calls == [("create", "x")]
 
 
 def test_only_objects_still_the_applications_are_deleted() -> None:
