@@ -11,8 +11,8 @@ may no longer use. What priority they may take is the scheduler's
 
 Policies are trusted only as they are read here: a tenant writes etcd directly,
 and an administrator's key that holds what is not a policy stands for the
-narrowest one (its own clusters, no class, priority 0) until it is fixed — never
-for none.
+narrowest one (its own clusters, no class, priority 0, a quota of nothing) until
+it is fixed — never for none.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from berth.store.documents.tenancy import (
 )
 
 # What an unreadable policy stands for: nothing beyond the namespace's own.
-NARROWEST = NamespacePolicySpec(cluster_sets=[], priority_classes=[], max_priority=0)
+NARROWEST = NamespacePolicySpec(cluster_sets=[], priority_classes=[], max_priority=0,
+                                quota={"cpu": 0, "memory": 0, "pods": 0})
 
 
 class Named(Protocol):

@@ -62,6 +62,7 @@ from berth.controllers.scheduler.framework import (
     Framework,
     MetricReading,
     Placed,
+    Quota,
     Ref,
     Room,
     Subject,
@@ -176,6 +177,9 @@ class Market:
 
     def bound_sets(self, namespace: str | None) -> list[str]:
         return []
+
+    def quota(self, subject: Subject) -> Quota | None:
+        return None
 
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
         zone = self.zone_of[candidate.ref.name]

@@ -26,6 +26,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, ClusterStatus
 from berth_testkit.scheduler_env import (
+    BerthProcess,
     PropagatorProcess,
     SchedulerProcess,
     binding,
@@ -77,12 +78,12 @@ def kube(clusters: dict[str, KubeCluster]) -> Iterator[dict[str, Client]]:
 
 @pytest.fixture
 def processes(etcd_server: EtcdServer, store: Store, tmp_path: Path,
-              clusters: dict[str, KubeCluster]) -> Iterator[None]:
+              clusters: dict[str, KubeCluster]) -> Iterator[dict[str, BerthProcess]]:
     for name, server in clusters.items():
         register(store, name, server.kubeconfig())
     prop = PropagatorProcess(etcd_server.url, tmp_path, config=PROPAGATOR).start()
     sched = SchedulerProcess(etcd_server.url, tmp_path, config=SCHEDULER).start()
-    yield
+    yield {"propagator": prop, "scheduler": sched}
     for proc in (sched, prop):
         proc.stop()
         print(proc.output()[-3000:])
@@ -128,7 +129,7 @@ def application(store: Store, name: str, manifest: list[Any], placement: dict[st
 
 def test_the_observer_reports_nodes_and_pods_as_they_change(
         store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
-        processes: None) -> None:
+        processes: dict[str, BerthProcess]) -> None:
     client = kube["small"]
     cap = wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1, timeout=30)
     assert (cap.allocatable["cpu"], cap.allocatable["memory"], cap.allocatable["pods"]) == (
@@ -154,7 +155,7 @@ def test_the_observer_reports_nodes_and_pods_as_they_change(
 
 def test_clusters_that_are_namespaces_of_one_server_share_its_pod_watch(
         store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
-        processes: None) -> None:
+        processes: dict[str, BerthProcess]) -> None:
     server = clusters["small"]
     wait_for(lambda: capacity(store, "small"), lambda c: c.nodes == 1, timeout=30)
     before = server.watches("pods")
@@ -186,7 +187,7 @@ def test_clusters_that_are_namespaces_of_one_server_share_its_pod_watch(
 
 def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
         store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
-        processes: None) -> None:
+        processes: dict[str, BerthProcess]) -> None:
     for name in ("small", "large"):
         wait_for(lambda name=name: capacity(store, name), lambda c: c.nodes == 1, timeout=30)
     divided = {"policy": "PickAll", "replicaScheduling": {"type": "Divided",
@@ -234,15 +235,17 @@ def test_replicas_divided_by_capacity_and_a_burst_never_over_commits(
 
 def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
         store: Store, kube: dict[str, Client], clusters: dict[str, KubeCluster],
-        processes: None) -> None:
+        processes: dict[str, BerthProcess]) -> None:
     """Team a has no cluster of its own: its policy binds a set holding the large cluster
     (of namespace default) alone. Its application is placed and applied there, never on
-    small (which scores the same); unbound, it leaves large though nothing else fits.
-    (The rules in memory: tests/unit/controllers/scheduler/test_tenancy.py.)"""
+    small (which scores the same); over the namespace's quota a second is not placed,
+    nor after the scheduler is killed and started again, until the quota is raised;
+    unbound, the set's cluster is left though nothing else fits. (The rules in memory:
+    tests/unit/controllers/scheduler/test_tenancy.py and test_quota.py.)"""
     for name in ("small", "large"):
         wait_for(lambda name=name: capacity(store, name), lambda c: c.nodes == 1, timeout=30)
 
-    def policy(*sets: str, **limits: list[str]) -> None:
+    def policy(*sets: str, **limits: Any) -> None:
         put(store, keys.resource_key("NamespacePolicy", "team-a"), msgspec.json.encode({
             "api": "core", "kind": "NamespacePolicy", "metadata": {"name": "team-a"},
             "spec": {"clusterSets": list(sets), **limits}}))
@@ -265,6 +268,11 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
 
     wait_for(lambda: deployed("large") or None, timeout=30)
     assert not deployed("small")
+
+    def deployed_as(name: str) -> bool:
+        return any(d.metadata is not None and d.metadata.name == name
+                   for d in kube["large"].list(Deployment, namespace="default"))
+
     # the kinds and Kubernetes namespaces its objects may have: a ClusterRoleBinding to
     # cluster-admin is applied nowhere, and says why; the Deployment stays
     policy("big", kinds=["apps/Deployment"], targetNamespaces=["default"])
@@ -289,6 +297,30 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     assert not [b for b in kube["large"].list(ClusterRoleBinding)
                 if b.metadata is not None and b.metadata.name == "team-a-admin"]
     assert said("api") is not None and deployed("large")
+    # its quota: api asks 100m of 150m; a second of 100m is not placed
+    limits = {"kinds": ["apps/Deployment"]}  # its manifest names no namespace
+    policy("big", quota={"cpu": "150m"}, **limits)
+
+    def more(generation: int) -> None:
+        put(store, keys.resource_key("Application", "more", "team-a"), msgspec.json.encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": "more", "namespace": "team-a", "generation": generation},
+            "spec": {"manifest": [workload("more", 1, "100m")]}}))
+
+    more(1)
+    refused = "over the quota of namespace team-a: cpu 100m asked, 50m of 150m left"
+    b = wait_for(lambda: binding(store, "more", "team-a"),
+                 lambda b: b.status.state == "Unschedulable", timeout=30)
+    assert b.status.reason == refused and not b.spec.targets
+    processes["scheduler"].kill()  # its successor counts the use again, from etcd
+    processes["scheduler"].start()
+    more(2)  # decided by the new leader
+    b = wait_for(lambda: binding(store, "more", "team-a"),
+                 lambda b: b.spec.generation == 2, timeout=30)
+    assert (b.status.state, b.status.reason) == ("Unschedulable", refused)
+    assert not deployed_as("more")
+    policy("big", quota={"cpu": "200m"}, **limits)
+    wait_for(lambda: deployed_as("more") or None, timeout=30)
     policy()  # the set unbound: team a may use no cluster now
     b = wait_for(lambda: binding(store, "api", "team-a"),
                  lambda b: b.status.state == "Unschedulable" and not b.spec.targets, timeout=30)

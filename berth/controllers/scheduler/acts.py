@@ -190,7 +190,7 @@ def _nothing_fits(subject: Subject, nofit: NoFit, bound: Bound, rules: Rules,
     priority = looks.priority(subject)
     if priority.problem:
         return Unschedulable(f"{priority.problem}: it makes no room; {why}", nofit)
-    if (rules.preemption and not current and priority.may_preempt
+    if (rules.preemption and not current and priority.may_preempt and not nofit.quota
             and nofit.evaluation is not None
             and not (binding is not None and binding.status.yielded_to)
             and looks.anything_below(priority.value)):

@@ -37,6 +37,7 @@ from berth.controllers.scheduler.framework import (
     Fleet,
     MetricReading,
     Placed,
+    Quota,
     Ref,
     Room,
     Subject,
@@ -415,6 +416,14 @@ class Cache:
     def bound_sets(self, namespace: str | None) -> list[str]:
         policy = self.tenancy.policy(namespace)
         return list(policy.spec.cluster_sets) if policy is not None else []
+
+    def quota(self, subject: Subject) -> Quota | None:
+        ns = subject.ref.namespace
+        policy = self.tenancy.policy(ns) if subject.ref.kind == "Application" else None
+        limit = policy.spec.limit if policy is not None else None
+        if ns is None or limit is None:
+            return None
+        return Quota(ns, limit, self.decisions.used(ns, but=subject.binding_key))
 
     def candidate_by_key(self, key: str) -> Candidate | None:
         if self._by_key_epoch != self.epoch:

@@ -32,6 +32,7 @@ from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store.documents import Target
 from berth.store.documents.reasons import listed
+from berth.store.documents.resources import NOTHING
 
 
 @dataclass(slots=True)
@@ -119,6 +120,7 @@ class NoFit:
     reason: str
     evaluation: Evaluation | None = None  # None when pre-filter refused the subject
     retry: bool = False  # a plugin failed: try again after a backoff
+    quota: bool = False  # it fits, but over its namespace's quota: no room is made for it
 
     def explained(self, limit: int) -> list[dict[str, Any]]:
         return explanation(self.evaluation, limit) if self.evaluation is not None else []
@@ -164,7 +166,8 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     chosen = select(subject, ranked, current, keep_current=keep_current,
                     fill=framework.selector(state))
     if not divided(subject):
-        return Decision(targets(chosen), evaluation, chosen, subject, state)
+        return _within_quota(Decision(targets(chosen), evaluation, chosen, subject, state),
+                             snapshot)
     total = total_replicas(subject)
     rooms = [room(subject, r.candidate, snapshot, current) for r in chosen]
     division = divide(subject, chosen, current, rooms, total)
@@ -175,7 +178,21 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
     chosen = [r for r, _ in shares]
     placed = [Target(t.kind, t.name, t.namespace, t.score, n)
               for t, (_, n) in zip(targets(chosen), shares, strict=True)]
-    return Decision(placed, evaluation, chosen, subject, state, division.unplaced)
+    return _within_quota(Decision(placed, evaluation, chosen, subject, state,
+                                  division.unplaced), snapshot)
+
+
+def _within_quota(decision: Decision, snapshot: Snapshot) -> Decision | NoFit:
+    """The decision, or a NoFit if what it asks of the fleet, with what the namespace's
+    other applications use, goes over the namespace's quota (docs/teams.md): checked
+    on the whole decision, since a quota counts every copy on every cluster."""
+    quota = snapshot.quota(decision.subject)
+    if quota is None:
+        return decision
+    asked = sum((snapshot.demand_on(decision.subject, r.candidate).on(t.replicas)
+                 for r, t in zip(decision.chosen, decision.targets, strict=True)), NOTHING)
+    over = quota.over(asked)
+    return NoFit(over, decision.evaluation, quota=True) if over else decision
 
 
 def _nowhere(subject: Subject, snapshot: Snapshot) -> str:

@@ -36,7 +36,7 @@ from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
 from berth.store.documents import Preemption
-from berth.store.documents.resources import Demand, Resources
+from berth.store.documents.resources import NOTHING, Demand, Resources
 
 PENDING = 2**62  # an assumed revision no watch event can reach
 # The last changes to each candidate's usage kept for a reader to catch up by (the
@@ -125,6 +125,10 @@ class Decisions:
         self._usage_version: Counter[str] = Counter()  # candidate key → changes
         # candidate key → its last changes: (version after it, the usage before, after)
         self._usage_changes: dict[str, list[UsageChange]] = {}
+        # What each namespace's placements ask of the fleet together (a quota limits it):
+        # binding key → (its application's namespace, what it asks of all its targets)
+        self._asks: dict[str, tuple[str | None, Resources]] = {}
+        self._namespace_use: dict[str | None, Resources] = {}
         self.passes = 0  # index passes so far (one per _reindex)
         self._plans: dict[str, Preemption] = {}  # binding key → its room-making plan
         # Each placed application's own priority and class, counted: what a plan reads to
@@ -340,6 +344,14 @@ class Decisions:
                 return None
             return version, kept[len(kept) - (version - since):]
 
+    def used(self, namespace: str | None, *, but: str = "") -> Resources:
+        """What the placements of ``namespace``'s applications ask of the fleet together,
+        assumed ones and rooms reserved included, Binding ``but``'s left out."""
+        with self._lock:
+            total = self._namespace_use.get(namespace, NOTHING)
+            mine = self._asks.get(but)
+            return total - mine[1] if mine is not None and mine[0] == namespace else total
+
     def recount(self) -> None:
         """What every placement asks counted again (the overrides, or a cluster's labels,
         changed what an application asks there)."""
@@ -415,6 +427,22 @@ class Decisions:
                 self._on_usage(c)
         if new:
             self._usage_at[key] = tuple(new)
+        self._ask(key, app.ref.namespace if app is not None else None,
+                  sum((u.ask for u in new.values()), NOTHING))
+
+    def _ask(self, key: str, namespace: str | None, ask: Resources) -> None:
+        """Binding ``key``'s application, of ``namespace``, asks ``ask`` of the fleet
+        (lock held)."""
+        was = self._asks.pop(key, None)
+        if was is not None:
+            left = self._namespace_use.get(was[0], NOTHING) - was[1]
+            if left.listed():
+                self._namespace_use[was[0]] = left
+            else:
+                self._namespace_use.pop(was[0], None)
+        if ask.listed():
+            self._asks[key] = (namespace, ask)
+            self._namespace_use[namespace] = self._namespace_use.get(namespace, NOTHING) + ask
 
     def _reindex(self, key: str) -> None:
         """Recompute where the application of Binding ``key`` is placed (lock held)."""

@@ -24,6 +24,7 @@ from berth.controllers.scheduler.framework import (
     Fleet,
     MetricReading,
     Placed,
+    Quota,
     Ref,
     Room,
     Subject,
@@ -134,6 +135,9 @@ class Overlay:
 
     def bound_sets(self, namespace: str | None) -> list[str]:
         return self.base.bound_sets(namespace)
+
+    def quota(self, subject: Subject) -> Quota | None:
+        return self.base.quota(subject)
 
     def metric(self, candidate: Candidate, ref: MetricRef) -> MetricReading:
         return self.base.metric(candidate, ref)

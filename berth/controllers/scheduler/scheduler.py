@@ -239,7 +239,8 @@ class Scheduler:
         self._next_periodic = clock.monotonic() + config.reschedule_after
         self._last_activation = 0.0
         # Subjects that may fit once placements change: key → whether a new placement
-        # can help (workload affinity) or only one that goes away (anti-affinity).
+        # can help (workload affinity) or only one that goes away (anti-affinity, and
+        # a namespace's quota).
         self._waiting_on_placements: dict[str, bool] = {}
         self._placements_lock = threading.Lock()
         self._placements_added = threading.Event()
@@ -653,7 +654,7 @@ class Scheduler:
                 return self._unschedulable(subject, binding, current, why,
                                            lambda: nofit.explained(limit),
                                            self.framework.metric_blind(nofit.evaluation),
-                                           nofit.evaluation)
+                                           nofit.evaluation, quota=nofit.quota)
             case acts.Hold(held=held, decision=decision, note=note):
                 if held.retry_after is not None:
                     self.queue.add_after(subject.key, held.retry_after + 0.01)
@@ -862,7 +863,8 @@ class Scheduler:
 
     def _unschedulable(self, subject: Subject, binding: BindingView | None, current: list[Target],
                        reason: str, explained: Explained, metric_blind: bool = False,
-                       evaluation: Evaluation | None = None) -> Attempt:
+                       evaluation: Evaluation | None = None, *, quota: bool = False
+                       ) -> Attempt:
         # Keep what runs where it runs: a brief outage of every cluster must not
         # tear the application down. The reason says it does not fit anymore.
         self._submit(subject, binding, current, BindingState.UNSCHEDULABLE, reason, explained,
@@ -872,11 +874,11 @@ class Scheduler:
             self.events.emit(InvolvedObject(ref.kind, ref.name, ref.namespace), WARNING,
                              "FailedScheduling", reason)
         self.queue.unschedulable_now(subject.key, metric_blind)
-        if depends_on_placements(subject):
-            assert subject.affinity is not None
+        if depends_on_placements(subject) or quota:  # over its quota: for one to go
             with self._placements_lock:
                 self._waiting_on_placements[subject.key] = (
-                    subject.affinity.workload_affinity is not None)
+                    subject.affinity is not None
+                    and subject.affinity.workload_affinity is not None)
         return Attempt.UNSCHEDULABLE
 
     def _submit(self, subject: Subject, binding: BindingView | None, new: list[Target],

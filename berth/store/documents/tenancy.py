@@ -8,12 +8,12 @@ that namespace — its applications are placed on the clusters of its own
 namespace and of those sets, nowhere else — and limits the priorities its
 applications may take: the PriorityClasses they may name, and the highest
 priority they may give themselves; and limits what their manifests may make on
-a member cluster: the kinds, and the Kubernetes namespaces the objects are in.
-A namespace without a policy is as berth always was: its own clusters, any
-priority, any object.
+a member cluster: the kinds, and the Kubernetes namespaces the objects are in;
+and gives it a quota of the fleet's resources. A namespace without a policy is
+as berth always was: its own clusters, any priority, any object, no quota.
 
-OCM's ManagedClusterSet and ManagedClusterSetBinding, and Kubernetes'
-ResourceQuota scoped to PriorityClasses, are the models. Where berth differs:
+OCM's ManagedClusterSet and ManagedClusterSetBinding, Kubernetes' ResourceQuota
+scoped to PriorityClasses, and Karmada's FederatedResourceQuota are the models. Where berth differs:
 the binding of a set to a namespace is a line in the namespace's policy, not a
 document in the namespace (a team must not bind a set to itself, and a
 namespace's documents are the team's to write).
@@ -22,12 +22,48 @@ namespace's documents are the team's to write).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import msgspec
 
 from berth.store.documents.base import CamelStrict, Metadata, Strict
 from berth.store.documents.reasons import listed
+from berth.store.documents.resources import QuantityError, Resources, quantity
 from berth.store.documents.selection import ClusterChoice
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A namespace's quota: the amounts (``amounts``) of the resources it names
+    (``names``: those alone are limited)."""
+
+    amounts: Resources
+    names: tuple[str, ...]
+
+    def over(self, used: Resources, asked: Resources) -> list[str]:
+        """Each limited resource that ``asked`` on top of ``used`` goes over:
+        ``cpu 3 asked, 1 of 4 left``."""
+        out = []
+        for name in self.names:
+            want = asked.get(name)
+            left = self.amounts.get(name) - used.get(name)
+            if want and want > left:
+                out.append(f"{name} {amount(name, want)} asked, "
+                           f"{amount(name, max(left, 0))} of {amount(name, self.amounts.get(name))}"
+                           " left")
+        return out
+
+
+def amount(name: str, value: int) -> str:
+    """An amount as a manifest would write it (CPU in cores or millicores, memory and
+    storage in the largest binary unit that divides it)."""
+    if name == "cpu":
+        return f"{value // 1000}" if value % 1000 == 0 else f"{value}m"
+    if name == "memory" or name.startswith(("ephemeral-storage", "hugepages-")):
+        for unit, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+            if value and value % size == 0:
+                return f"{value // size}{unit}"
+    return str(value)
 
 
 class ClusterSetSpec(CamelStrict):
@@ -56,13 +92,34 @@ class NamespacePolicySpec(CamelStrict):
     object their manifests may hold, each ``Kind`` (any group) or ``group/Kind`` (the
     core group is ``core``) (absent: any); ``targetNamespaces``: the Kubernetes
     namespaces their objects may be in, each object naming one of them — so none that
-    names no namespace, and no cluster-scoped object (absent: any)."""
+    names no namespace, and no cluster-scoped object (absent: any); ``quota``: what
+    its applications may ask of the whole fleet together, a Kubernetes resource list
+    (``cpu``, ``memory``, ``pods``, ``nvidia.com/gpu``, ...: the requests of every
+    copy on every cluster, as Karmada's FederatedResourceQuota ``overall``; a
+    resource it does not name is not limited; absent: none)."""
 
     cluster_sets: list[str] = []
     priority_classes: list[str] | None = None
     max_priority: int | None = None
     kinds: list[str] | None = None
     target_namespaces: list[str] | None = None
+    quota: dict[str, str | int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.quota is not None:
+            for name, value in self.quota.items():
+                try:
+                    if quantity(value) < 0:
+                        raise ValueError(f"quota.{name}: {value!r} is below 0")
+                except QuantityError as exc:
+                    raise ValueError(f"quota.{name}: {exc}") from exc
+
+    @property
+    def limit(self) -> Limit | None:
+        """The quota, read (None: no quota)."""
+        if self.quota is None:
+            return None
+        return Limit(Resources.of(self.quota), tuple(sorted(self.quota)))
 
     def forbids(self, body: Mapping[str, object]) -> str:
         """Why this policy forbids the object ``body`` (a manifest's, as it would be
@@ -91,4 +148,5 @@ class NamespacePolicy(Strict, tag_field="kind", tag="NamespacePolicy"):
     api: str = "core"
 
 
-__all__ = ["ClusterSet", "ClusterSetSpec", "NamespacePolicy", "NamespacePolicySpec"]
+__all__ = ["ClusterSet", "ClusterSetSpec", "Limit", "NamespacePolicy", "NamespacePolicySpec",
+           "amount"]

@@ -16,6 +16,7 @@ from berth.controllers.scheduler.framework import (
     Framework,
     MetricReading,
     Placed,
+    Quota,
     Ranking,
     Ref,
     Room,
@@ -84,6 +85,11 @@ class FakeSnapshot:
 
     def bound_sets(self, namespace: str | None) -> list[str]:
         return self.sets.get(namespace or "", [])
+
+    quotas: dict[str, Quota] = field(default_factory=dict)  # namespace → its quota, used
+
+    def quota(self, subject: Subject) -> Quota | None:
+        return self.quotas.get(subject.ref.namespace or "")
 
     def candidate_by_key(self, key: str) -> Candidate | None:
         return next((c for c in self.clusters if c.key == key), None)

@@ -16,6 +16,7 @@ from berth.controllers.scheduler.framework.types import (
     Candidate,
     MetricReading,
     Placed,
+    Quota,
     Ref,
     Room,
     Subject,
@@ -75,6 +76,11 @@ class Snapshot(Protocol):
 
     def demand_varies(self, subject: Subject) -> bool:
         """Whether ``demand_on`` may differ from ``subject.demand`` on some candidate."""
+        ...
+
+    def quota(self, subject: Subject) -> Quota | None:
+        """The quota of ``subject``'s namespace and what the namespace's other
+        placements use of it (assumed ones included); None where there is none."""
         ...
 
     def placed(self, namespace: str | None,

@@ -26,6 +26,7 @@ from berth.store.documents import (
 from berth.store.documents.pace import PaceOverride
 from berth.store.documents.priority import PREEMPTIBLE, Preemptible, PreemptionPolicy
 from berth.store.documents.resources import NO_DEMAND, Demand, Resources
+from berth.store.documents.tenancy import Limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,22 @@ class Room:
 
     allocatable: Resources
     free: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A namespace's quota of the fleet (docs/teams.md) and what its applications use of
+    it, the one being decided left out."""
+
+    namespace: str
+    limit: Limit
+    used: Resources
+
+    def over(self, asked: Resources) -> str:
+        """Why ``asked`` does not fit in what is left; empty when it does."""
+        over = self.limit.over(self.used, asked)
+        return (f"over the quota of namespace {self.namespace}: {'; '.join(over)}"
+                if over else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from berth.store.documents import ClusterSet, NamespacePolicy
+from berth.store.documents.resources import Resources
 from berth.store.documents.validate import problems
 
 
@@ -60,12 +61,36 @@ def test_each_mistake_is_named_by_its_field(doc: ClusterSet | NamespacePolicy,
     assert any(f.startswith(said) for f in found), found
 
 
+@pytest.mark.parametrize(("quota", "said"), [
+    ({"cpu": "x"}, "quota.cpu: 'x' is not a quantity"),
+    ({"memory": "-1Gi"}, "quota.memory: '-1Gi' is below 0"),
+    ({"pods": True}, "Expected `int | str`, got `bool` - at `$.spec.quota[...]`"),
+])
+def test_a_quota_that_is_not_one_is_refused_naming_its_resource(
+        quota: dict[str, Any], said: str) -> None:
+    """Refused where any process decodes the policy: a key that holds it stands for the
+    narrowest policy (tests/unit/controllers/scheduler/test_tenancy.py)."""
+    with pytest.raises(msgspec.ValidationError) as refused:
+        policy(quota=quota)
+    assert said in str(refused.value)
+
+
+def test_a_quota_limits_the_resources_it_names_alone() -> None:
+    limit = policy(quota={"cpu": "2", "nvidia.com/gpu": 1}).spec.limit
+    assert limit is not None and limit.names == ("cpu", "nvidia.com/gpu")
+    asked = Resources.of({"cpu": "1500m", "memory": "64Gi", "nvidia.com/gpu": 2})
+    assert limit.over(Resources.of({"cpu": "1"}), asked) == [
+        "cpu 1500m asked, 1 of 2 left", "nvidia.com/gpu 2 asked, 1 of 1 left"]
+    assert limit.over(Resources(), Resources.of({"memory": "1Ti"})) == []  # not named
+    assert policy().spec.limit is None
+
+
 def test_a_good_policy_and_set_have_no_problem() -> None:
     assert problems(cluster_set(namespaces=["platform"])) == []
     assert problems(policy(clusterSets=["shared"], priorityClasses=[], maxPriority=10)) == []
     assert policy().spec.priority_classes is None  # absent: any class
     assert problems(policy(kinds=["ConfigMap", "apps/Deployment", "core/Secret"],
-                           targetNamespaces=["team-a"])) == []
+                           targetNamespaces=["team-a"], quota={"cpu": "64", "pods": 100})) == []
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         policy(clusterSet=["typo"])
 
