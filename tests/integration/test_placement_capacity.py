@@ -238,7 +238,8 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
         processes: dict[str, BerthProcess]) -> None:
     """Team a has no cluster of its own: its policy binds a set holding the large cluster
     (of namespace default) alone. Its application is placed and applied there, never on
-    small (which scores the same); over the namespace's quota a second is not placed,
+    small (which scores the same); forbidden by the policy, its copy goes, and comes back
+    once allowed; over the namespace's quota a second is not placed,
     nor after the scheduler is killed and started again, until the quota is raised;
     unbound, the set's cluster is left though nothing else fits. (The rules in memory:
     tests/unit/controllers/scheduler/test_tenancy.py and test_quota.py.)"""
@@ -296,10 +297,15 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
         st.status.reason), st.status.reason
     assert not [b for b in kube["large"].list(ClusterRoleBinding)
                 if b.metadata is not None and b.metadata.name == "team-a-admin"]
-    assert said("api") is not None and deployed("large")
+    # api's Deployment names no Kubernetes namespace, which the policy now forbids: the
+    # copy that ran there goes
+    wait_for(lambda: not deployed("large") or None, timeout=30)
+    st = wait_for(lambda: said("api"), lambda st: "not allowed" in st.status.reason)
+    assert "Deployment api: no namespace, not one of default" in st.status.reason
     # its quota: api asks 100m of 150m; a second of 100m is not placed
-    limits = {"kinds": ["apps/Deployment"]}  # its manifest names no namespace
+    limits = {"kinds": ["apps/Deployment"]}
     policy("big", quota={"cpu": "150m"}, **limits)
+    wait_for(lambda: deployed("large") or None, timeout=30)  # allowed again: back
 
     def more(generation: int) -> None:
         put(store, keys.resource_key("Application", "more", "team-a"), msgspec.json.encode({

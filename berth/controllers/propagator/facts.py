@@ -197,8 +197,8 @@ class FactsBuilder:
                          move_timeout=self.move_timeout, owner=owner)
         served = tuple(c for c in targets if owned is None or c in owned)
         selecting = self._selecting(namespace, name, meta.labels) if not error else []
-        rendered, unrendered = self._rendered(served, bodies, selecting, namespace, name,
-                                              meta.generation, binding.spec.decision)
+        rendered, unrendered, forbidden = self._rendered(
+            served, bodies, selecting, namespace, name, meta.generation, binding.spec.decision)
         rollout = self._rollout(spec.rollout, spec.pace, recorded, meta.generation, targets,
                                 served, selecting, manifest, namespace,
                                 name) if not error else Inputs()
@@ -212,7 +212,7 @@ class FactsBuilder:
                      stale=stale,
                      unseen=unseen, shares=shares, owned=owned, health=health, now=now,
                      move_timeout=self.move_timeout, owner=owner, rendered=rendered,
-                     unrendered=unrendered, rollout=rollout)
+                     unrendered=unrendered, forbidden=forbidden, rollout=rollout)
 
     def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]
                   ) -> frozenset[str] | bool | None:
@@ -241,21 +241,23 @@ class FactsBuilder:
 
     def _rendered(self, targets: tuple[str, ...], bodies: tuple[dict[str, Any], ...],
                   selecting: list[Override], namespace: str, name: str, generation: int,
-                  decision: str = "") -> tuple[dict[str, Rendered], dict[str, str]]:
-        """Each target's copy as the overrides make it, and the targets whose copy cannot
-        be rendered (why, naming the rule) or holds an object the namespace's policy
-        forbids (docs/teams.md): neither is applied until the application, an override
-        or the policy changes."""
+                  decision: str = "") -> tuple[dict[str, Rendered], dict[str, str], frozenset[str]]:
+        """Each target's copy as the overrides make it, the targets whose copy cannot be
+        rendered (why, naming the rule) or holds an object the namespace's policy
+        forbids (docs/teams.md) — neither is applied until the application, an
+        override or the policy changes — and those of them the policy forbids."""
         rendered: dict[str, Rendered] = {}
         unrendered: dict[str, str] = {}
+        forbidden: set[str] = set()
         limits = self.reads.limits(namespace)
         if not bodies or (not selecting and limits is None):
-            return rendered, unrendered
+            return rendered, unrendered, frozenset()
         as_written = _forbidden(limits, namespace, bodies)
         for cid in targets:
             if not selecting:
                 if as_written:
                     unrendered[cid] = as_written
+                    forbidden.add(cid)
                 continue
             view = self.reads.cluster(cid)
             if view is None:
@@ -272,9 +274,10 @@ class FactsBuilder:
             why = _forbidden(limits, namespace, made.bodies) if made.fingerprint else as_written
             if why:
                 unrendered[cid] = why
+                forbidden.add(cid)
                 continue
             rendered[cid] = made
-        return rendered, unrendered
+        return rendered, unrendered, frozenset(forbidden)
 
     def _rollout(self, policy: RolloutPolicy | None, own: PaceOverride | None,
                  recorded: ApplicationState, gen: int, targets: tuple[str, ...],
@@ -313,7 +316,8 @@ class FactsBuilder:
             bodies = tuple(objects(manifest, namespace, name, gen))
         except ManifestError:
             return None
-        rendered, unrendered = self._rendered(served, bodies, selecting, namespace, name, gen)
+        rendered, unrendered, _ = self._rendered(served, bodies, selecting, namespace, name,
+                                                 gen)
         return Version(gen, bodies, rendered, unrendered)
 
 

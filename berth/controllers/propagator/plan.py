@@ -109,6 +109,9 @@ class Facts:
     # written), and the targets whose copy cannot be rendered (why: the rule named).
     rendered: Mapping[str, Rendered] = field(default_factory=dict)
     unrendered: Mapping[str, str] = field(default_factory=dict)
+    # Of those, the targets whose copy holds an object the namespace's policy forbids:
+    # a copy of the current generation there goes (docs/teams.md).
+    forbidden: frozenset[str] = frozenset()
     rollout: Inputs = field(default_factory=Inputs)  # how a new generation reaches them
 
     def mine(self, cid: str) -> bool:
@@ -249,6 +252,11 @@ def plan(facts: Facts, progress: Progress) -> Step:
         return Finish(state(was.state if progress.applied else AppState.PENDING, reason,
                             progress.applied, was.generation, errors, failed=was.failed,
                             rollout=was.rollout), retry=_retry(facts, errors))
+    for cid in sorted(facts.forbidden):  # its policy forbids what runs there now: it goes
+        have = progress.applied.get(cid)  # (an older generation stays: what was allowed)
+        if (have is not None and have.generation == gen and cid not in progress.cleared
+                and facts.mine(cid)):
+            return Clear(cid, facts.owner)
     wave = decide(facts.rollout, gen, facts.targets, progress.applied,
                   lambda c: _health(facts, progress, c), progress.rollout, facts.now,
                   facts.move_timeout)

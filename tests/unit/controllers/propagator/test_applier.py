@@ -328,11 +328,12 @@ def test_an_application_says_its_cluster_is_not_seen_and_stops_saying_so_when_it
         drained()
 
 
-def test_an_object_the_namespaces_policy_forbids_is_not_applied_until_the_policy_allows_it(
+def test_an_object_the_namespaces_policy_forbids_is_applied_only_while_the_policy_allows_it(
         ) -> None:
     """docs/teams.md: the propagator reads the policy itself — a manifest holding a kind
     the policy does not list is applied nowhere, says why, and is applied once the policy
-    lets it (the policy's change alone, no new generation)."""
+    lets it (the policy's change alone, no new generation); forbidden again, the copy
+    that runs there is removed."""
     w = World()
     cluster(w.store, "de")
 
@@ -357,3 +358,12 @@ def test_an_object_the_namespaces_policy_forbids_is_not_applied_until_the_policy
     w.reconcile("web")
     assert [r.name for r in w.connections.clusters["de"].objects] == ["web"]
     assert status(w.store, "web").status.state != "FAILED"
+    # forbidden again: the copy that runs goes (confinement before availability), and
+    # is not applied again while the policy stands
+    allow("apps/Deployment")
+    w.reconcile("web")
+    assert not w.connections.clusters["de"].objects
+    st = status(w.store, "web").status
+    assert st.state == "FAILED" and "default/de" not in st.applied
+    w.reconcile("web")
+    assert not w.connections.clusters["de"].objects
