@@ -32,7 +32,7 @@ from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.store.documents import Target
 from berth.store.documents.reasons import listed
-from berth.store.documents.resources import NOTHING
+from berth.store.documents.tenancy import placements
 
 
 @dataclass(slots=True)
@@ -190,7 +190,8 @@ def _within_quota(decision: Decision, snapshot: Snapshot) -> Decision | NoFit:
     if quota is None:
         return decision
     asked = sum((snapshot.demand_on(decision.subject, r.candidate).on(t.replicas)
-                 for r, t in zip(decision.chosen, decision.targets, strict=True)), NOTHING)
+                 for r, t in zip(decision.chosen, decision.targets, strict=True)),
+                placements(len(decision.targets)))
     over = quota.over(asked)
     return NoFit(over, decision.evaluation, quota=True) if over else decision
 

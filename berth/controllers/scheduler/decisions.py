@@ -37,6 +37,7 @@ from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
 from berth.store.documents import Preemption
 from berth.store.documents.resources import NOTHING, Demand, Resources
+from berth.store.documents.tenancy import placements
 
 PENDING = 2**62  # an assumed revision no watch event can reach
 # The last changes to each candidate's usage kept for a reader to catch up by (the
@@ -129,6 +130,8 @@ class Decisions:
         # binding key → (its application's namespace, what it asks of all its targets)
         self._asks: dict[str, tuple[str | None, Resources]] = {}
         self._namespace_use: dict[str | None, Resources] = {}
+        # told each namespace whose use fell (lock held: quick, and never calling back here)
+        self.on_freed: list[Callable[[str | None], None]] = []
         self.passes = 0  # index passes so far (one per _reindex)
         self._plans: dict[str, Preemption] = {}  # binding key → its room-making plan
         # Each placed application's own priority and class, counted: what a plan reads to
@@ -427,8 +430,9 @@ class Decisions:
                 self._on_usage(c)
         if new:
             self._usage_at[key] = tuple(new)
+        copies = len(doc.spec.targets) if doc is not None and app is not None else 0
         self._ask(key, app.ref.namespace if app is not None else None,
-                  sum((u.ask for u in new.values()), NOTHING))
+                  sum((u.ask for u in new.values()), placements(copies)))
 
     def _ask(self, key: str, namespace: str | None, ask: Resources) -> None:
         """Binding ``key``'s application, of ``namespace``, asks ``ask`` of the fleet
@@ -443,6 +447,10 @@ class Decisions:
         if ask.listed():
             self._asks[key] = (namespace, ask)
             self._namespace_use[namespace] = self._namespace_use.get(namespace, NOTHING) + ask
+        if was is not None and (was[0] != namespace or any(
+                ask.get(name) < amount for name, amount in was[1].items())):
+            for listener in self.on_freed:
+                listener(was[0])
 
     def _reindex(self, key: str) -> None:
         """Recompute where the application of Binding ``key`` is placed (lock held)."""

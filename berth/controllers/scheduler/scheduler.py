@@ -245,6 +245,9 @@ class Scheduler:
         self._placements_lock = threading.Lock()
         self._placements_added = threading.Event()
         self._placements_removed = threading.Event()
+        # a namespace's use fell (a placement went, or asks less): its applications over
+        # its quota may fit now
+        self.cache.decisions.on_freed.append(lambda _ns: self._placements_removed.set())
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
         self._deferred: dict[str, float] = {}  # deferred subject → its start (likewise)
         self._started = clock.monotonic()  # again at start(): first_picture_wait counts from it

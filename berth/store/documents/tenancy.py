@@ -31,6 +31,15 @@ from berth.store.documents.reasons import listed
 from berth.store.documents.resources import QuantityError, Resources, quantity
 from berth.store.documents.selection import ClusterChoice
 
+# A quota's counts beside resources: the applications placed, the copies they run.
+APPLICATIONS, COPIES = "applications", "copies"
+
+
+def placements(copies: int) -> Resources:
+    """What one application placed on ``copies`` clusters counts against a quota beside
+    what it asks (nothing if it is placed nowhere)."""
+    return Resources(scalar=((APPLICATIONS, 1), (COPIES, copies))) if copies else Resources()
+
 
 @dataclass(frozen=True, slots=True)
 class Limit:
@@ -95,8 +104,9 @@ class NamespacePolicySpec(CamelStrict):
     names no namespace, and no cluster-scoped object (absent: any); ``quota``: what
     its applications may ask of the whole fleet together, a Kubernetes resource list
     (``cpu``, ``memory``, ``pods``, ``nvidia.com/gpu``, ...: the requests of every
-    copy on every cluster, as Karmada's FederatedResourceQuota ``overall``; a
-    resource it does not name is not limited; absent: none)."""
+    copy on every cluster, as Karmada's FederatedResourceQuota ``overall``), and
+    how many ``applications`` may be placed and ``copies`` run (a resource it does
+    not name is not limited; absent: none)."""
 
     cluster_sets: list[str] = []
     priority_classes: list[str] | None = None
@@ -148,5 +158,5 @@ class NamespacePolicy(Strict, tag_field="kind", tag="NamespacePolicy"):
     api: str = "core"
 
 
-__all__ = ["ClusterSet", "ClusterSetSpec", "Limit", "NamespacePolicy", "NamespacePolicySpec",
-           "amount"]
+__all__ = ["APPLICATIONS", "COPIES", "ClusterSet", "ClusterSetSpec", "Limit", "NamespacePolicy",
+           "NamespacePolicySpec", "amount", "placements"]

@@ -70,8 +70,7 @@ def test_a_namespace_never_goes_over_its_quota_and_a_freed_share_is_used(
         b = until(store, "both", "Unschedulable")
         assert b.status.reason == ("over the quota of namespace team-a: cpu 1 asked, "
                                    "750m of 2 left")
-        # a share freed by asking less, not by leaving: y scaled down to one replica (its
-        # demand changed: a sweep tries the unschedulable again)
+        # a share freed by asking less, not by leaving: y scaled down to one replica
         app(store, "y", 500, replicas=1, generation=2)
         assert on(until(store, "both", "Scheduled")) == ["a", "b"]  # 1 of 1.25 left
 
@@ -110,3 +109,18 @@ def test_a_policy_key_that_holds_garbage_allows_nothing_more(
             "over the quota of namespace team-a: cpu 100m asked, 0 of 0 left; "
             "pods 1 asked, 0 of 0 left")
         assert on(until(store, "config", "Scheduled")) == ["a"]
+
+
+def test_a_quota_counts_applications_and_copies_too(store: MemoryStore,
+                                                    clock: FakeClock) -> None:
+    for name in ("a", "b"):
+        cluster(store, name, namespace="team-a")
+    policy(store, "team-a", quota={"applications": 3, "copies": 3})
+    application(store, "both", namespace="team-a", placement={"policy": "PickAll"})
+    application(store, "one", namespace="team-a")
+    with in_memory(store, clock):
+        assert on(until(store, "both", "Scheduled")) == ["a", "b"]
+        until(store, "one", "Scheduled")
+        application(store, "third", namespace="team-a")  # a ConfigMap: a copy all the same
+        assert until(store, "third", "Unschedulable").status.reason == (
+            "over the quota of namespace team-a: copies 1 asked, 0 of 3 left")
