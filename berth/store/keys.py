@@ -181,7 +181,11 @@ def binding_key(kind_name: str, namespace: str, name: str) -> Key:
     return Key(BINDINGS + _tail(kind(kind_name), name, namespace))
 
 
-def binding_prefix(kind_name: str) -> Prefix:
+def binding_prefix(kind_name: str, namespace: str | None = None) -> Prefix:
+    """The prefix of the scheduler's decisions for a kind (in one namespace if given)."""
+    if namespace:
+        check_namespace(namespace)
+        return Prefix(f"{BINDINGS}{kind(kind_name).plural}/{namespace}/")
     return Prefix(f"{BINDINGS}{kind(kind_name).plural}/")
 
 

@@ -14,11 +14,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
+import msgspec
 import pytest
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
-from berth.store import KV, Put, encode, keys, ledger
+from berth.store import KV, Delete, Put, encode, keys, ledger
+from berth.store.documents import Binding
 from berth.store.ops import prefix_end
 from berth_testkit.scheduler_env import BerthProcess
 from berth_testkit.servers.kube import METADATA
@@ -1045,6 +1048,114 @@ def test_a_rollout_through_a_propagator_kill_a_leader_change_and_a_compaction(
     fault(system, "a staged rollout through a propagator kill -9, a scheduler leader kill "
           "and a compaction: goes on where it was, then undo", act, expect_moves=None,
           extra=then)
+
+
+TEAM, TEAM_APPS, TEAM_QUOTA = "team-q", 100, 40  # a team's burst, twice its quota over
+TEAM_SET = frozenset("ac")  # the clusters its policy's set binds
+
+
+def test_a_teams_burst_over_its_quota_with_the_scheduler_leader_killed(
+        system: System) -> None:
+    """A team's namespace whose policy binds a set of clusters a and c, allows ConfigMaps
+    alone and a quota of 40 applications: 100 made at once (one of them holding a
+    ClusterRoleBinding), the scheduler leader killed once 10 are placed. Never over
+    the quota — at no revision of the recorded history more than 40 of them bound,
+    whoever led — and never outside its set nor its kinds; then 40 bound, 60
+    Unschedulable saying why, nothing of the team's on b. Removed at the end."""
+    from berth_testkit.scheduler_env import put
+
+    db = system.db
+    names = [f"quota-{i:03d}" for i in range(TEAM_APPS)]
+    put(db, keys.resource_key("ClusterSet", "team-q-set"), encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "team-q-set"},
+        "spec": {"namespaces": ["default"], "clusters": {"names": sorted(TEAM_SET)}}}))
+    put(db, keys.resource_key("NamespacePolicy", TEAM), encode({
+        "api": "core", "kind": "NamespacePolicy", "metadata": {"name": TEAM},
+        "spec": {"clusterSets": ["team-q-set"], "kinds": ["ConfigMap"],
+                 "quota": {"applications": TEAM_QUOTA}}}))
+    grab = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "team-q-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "Group", "name": TEAM,
+                          "apiGroup": "rbac.authorization.k8s.io"}]}
+
+    def team_app(i: int, name: str) -> Put:
+        manifest: list[Any] = [{"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": name, "namespace": "default"}}]
+        return Put(keys.resource_key("Application", name, TEAM), encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": name, "namespace": TEAM, "generation": 1},
+            "spec": {"manifest": manifest + ([grab] if i == 0 else [])}}))
+
+    def bound() -> dict[str, list[str]]:
+        out = {}
+        for kv in db.list_prefix(keys.binding_prefix("Application", TEAM))[0]:
+            b = msgspec.json.decode(kv.value, type=Binding)
+            out[b.metadata.name] = [t.name for t in b.spec.targets]
+        return out
+
+    revision = db.revision()
+
+    def act() -> None:
+        creating = threading.Thread(target=system._commit, args=(
+            [team_app(i, n) for i, n in enumerate(names)],))
+        creating.start()
+        deadline = time.monotonic() + 120
+        while sum(1 for on in bound().values() if on) < 10 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            system.leader("scheduler").kill()
+            creating.join()
+            time.sleep(3)
+        finally:
+            creating.join()
+            system.restart_dead("scheduler")
+        deadline = time.monotonic() + CONVERGE
+        while len(bound()) < TEAM_APPS and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def then() -> tuple[bool, str]:
+        with system.history.lock:
+            records = [r for r in system.history.bindings
+                       if r.revision > revision and r.name.startswith("quota-")]
+        on: dict[str, tuple[str, ...]] = {}
+        most, outside = 0, set()
+        for r in records:  # in revision order
+            targets = r.essence[0] if r.essence and r.essence != ("garbage",) else ()
+            on[r.name] = targets
+            most = max(most, sum(1 for t in on.values() if t))
+            outside |= {f"{r.name} on {t}" for t in targets if t not in TEAM_SET}
+        now = bound()
+        placed = sorted(n for n, t in now.items() if t)
+        refused = [n for n in names if n not in placed]
+        said = [n for n in refused if (b := db.get(keys.binding_key("Application", TEAM, n)))
+                and b"over the quota of namespace team-q" in b.value]
+        crb = [c for c in system.clusters.values() if c.request(
+            "GET", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/team-q-admin",
+            ok=(200, 404))]
+        on_b = [n for n in system.clusters["b"].request(
+            "GET", f"/api/v1/namespaces/default/configmaps?labelSelector={MANAGED_SELECTOR}"
+        ).get("items") or [] if n["metadata"]["name"].startswith("quota-")]
+        ok = (most <= TEAM_QUOTA and not outside and len(placed) == TEAM_QUOTA
+              and len(said) == len(refused) == TEAM_APPS - TEAM_QUOTA and not crb and not on_b)
+        return ok, (f"at most {most} of the team's {TEAM_APPS} bound at once (quota "
+                    f"{TEAM_QUOTA}); {len(placed)} bound, {len(said)} Unschedulable over "
+                    f"the quota; outside its set: {sorted(outside)[:3] or 'none'}; its "
+                    f"ClusterRoleBinding on {len(crb)} clusters, its ConfigMaps on b "
+                    f"{len(on_b)}")
+
+    try:
+        fault(system, f"a team's burst of {TEAM_APPS} over its quota of {TEAM_QUOTA}, "
+              "the scheduler leader kill -9 at 10: never over, never outside", act,
+              extra=then)
+    finally:
+        db.commit([Delete(keys.resource_key("Application", n, TEAM)) for n in names])
+        deadline = time.monotonic() + CONVERGE
+        while bound() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        db.commit([Delete(keys.resource_key("NamespacePolicy", TEAM)),
+                   Delete(keys.resource_key("ClusterSet", "team-q-set"))])
 
 
 def test_every_placement_change_through_the_faults_is_in_the_ledger_once(
