@@ -26,6 +26,10 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
                    help=f"a bearer token (or ${TOKEN_ENV}): required of every request, and "
                    "what lets an operator act; without one (nor client certificates) the "
                    "console only reads")
+    p.add_argument("--team-token", action="append", default=[], metavar="NAMESPACES=FILE",
+                   help="a team's bearer token, read from FILE: it sees and acts on the "
+                   "applications of NAMESPACES (comma-separated) alone, and the clusters "
+                   "they may use (repeat for each team; docs/console.md)")
     p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
     p.add_argument("--tls-key", metavar="FILE", help="its key")
     p.add_argument("--tls-client-ca", metavar="FILE",
@@ -44,16 +48,50 @@ def configure(p: argparse.ArgumentParser, _name: str) -> None:
 
 def _token(args: argparse.Namespace) -> str:
     if args.token_file:
-        try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"--token-file {args.token_file}: cannot read: {exc}") from None
-        source = f"--token-file {args.token_file}"
+        token = _read(args.token_file, f"--token-file {args.token_file}")
     else:
-        token, source = os.environ.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
+        token = _checked(os.environ.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}")
+    return token
+
+
+def _read(path: str, source: str) -> str:
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot read: {exc}") from None
+    return _checked(token, source)
+
+
+def _checked(token: str, source: str) -> str:
     if token and (len(token) < 16 or any(c.isspace() for c in token)):
         raise ValueError(f"{source}: a token of at least 16 characters without spaces, please")
     return token
+
+
+def _teams(args: argparse.Namespace, own: str) -> dict[str, frozenset[str]]:
+    """Each ``--team-token NAMESPACES=FILE``: its token → its namespaces."""
+    from berth.store import keys
+
+    teams: dict[str, frozenset[str]] = {}
+    for given in args.team_token:
+        said, sep, path = given.partition("=")
+        source = f"--team-token {given}"
+        names = [n.strip() for n in said.split(",") if n.strip()]
+        if not sep or not path or not names:
+            raise ValueError(f"{source}: NAMESPACES=FILE, e.g. team-a,team-a-ci=/etc/team-a")
+        for name in names:
+            try:
+                keys.check_namespace(name)
+            except ValueError as exc:
+                raise ValueError(f"{source}: {exc}") from None
+        token = _read(path, source)
+        if not token:
+            raise ValueError(f"{source}: the file holds no token")
+        if token == own or token in teams:
+            raise ValueError(f"{source}: the same token as another credential of this "
+                             "console; each needs its own")
+        teams[token] = frozenset(names)
+    return teams
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--tls-cert and --tls-key go together")
     if args.tls_client_ca and not args.tls_cert:
         raise ValueError("--tls-client-ca needs --tls-cert and --tls-key (HTTPS)")
-    access = Access(token=_token(args), client_certs=bool(args.tls_client_ca))
+    if args.tls_client_ca and args.team_token:
+        raise ValueError("--team-token with --tls-client-ca: a client certificate is the "
+                         "console's own credential, every team's with it; give the console "
+                         "--token-file instead")
+    own = _token(args)
+    access = Access(token=own, client_certs=bool(args.tls_client_ca), teams=_teams(args, own))
     if args.prometheus and not args.prometheus.startswith(("http://", "https://")):
         raise ValueError(f"--prometheus {args.prometheus!r}: an http:// or https:// URL")
     if not 0 < args.prometheus_window <= 24 * 90:

@@ -30,7 +30,9 @@ from typing import Any
 from berth.console import views as V
 from berth.controllers.runtime.informer import Event, EventType, Informer, Item
 from berth.controllers.runtime.supervise import Loop
+from berth.controllers.tenancy import Tenancy
 from berth.store import Store, StoreError, keys
+from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +94,14 @@ class Fleet:
             store, keys.resource_prefix("GlobalMetric"), V.MetricDef)
         self.values: Informer[V.MetricValueView] = Informer(
             store, keys.METRIC_VALUES, V.MetricValueView)
+        # the namespaces' policies and the cluster sets: which clusters a team's
+        # credential sees (berth.console.scope)
+        self.tenancy = Tenancy(
+            Informer(store, keys.resource_prefix("NamespacePolicy"), NamespacePolicy),
+            Informer(store, keys.resource_prefix("ClusterSet"), ClusterSet))
         self._informers: list[Informer[Any]] = [
             self.clusters, self.cluster_status, self.apps, self.bindings, self.app_status,
-            self.metric_defs, self.global_metric_defs, self.values]
+            self.metric_defs, self.global_metric_defs, self.values, *self.tenancy.informers]
         self._lock = threading.Lock()  # guards everything below
         self._version = 0
         self._history: dict[str, deque[tuple[float, float]]] = {}
@@ -194,6 +201,11 @@ class Fleet:
             return self._lost
 
     # -- reading ---------------------------------------------------------------------
+
+    def admits(self, namespace: str, cluster: V.Meta) -> bool:
+        """Whether ``namespace``'s applications may use ``cluster`` (its own namespace's,
+        or one of a set its policy binds), as the scheduler judges it."""
+        return self.tenancy.admits(namespace, f"{cluster.namespace}/{cluster.name}", cluster)
 
     def snapshot(self, *, history: Callable[[str], bool] | None = None) -> Snapshot:
         """The fleet now; with ``history``, the metric histories whose key it accepts."""

@@ -14,6 +14,9 @@ Credentials (:class:`Access`):
 
 - with a bearer token configured, every ``/api/`` request must carry it
   (``Authorization: Bearer …``), and actions are allowed;
+- a team's token (several may be configured) sees and acts on its namespaces
+  alone: every page is built from the fleet narrowed to them
+  (:mod:`berth.console.scope`);
 - with TLS client certificates required, the handshake authenticates every
   request, and actions are allowed;
 - with neither, the console reads for anyone who reaches it — so it must listen
@@ -32,8 +35,8 @@ import ipaddress
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -48,6 +51,7 @@ from berth.console.fleet import Fleet
 from berth.console.pages import PAGES, Endpoint
 from berth.console.pages.common import HEADERS, Console, error
 from berth.console.prometheus import History
+from berth.console.scope import EVERYTHING, Scope
 from berth.console.vocabulary import script
 from berth.store import Invalid, Store, StoreError
 
@@ -59,25 +63,37 @@ NEEDS_TOKEN = "this console needs its bearer token (Authorization: Bearer)"
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Who may read and who may act."""
+    """Who may read and who may act: the console's own credential, and the teams'."""
 
     token: str = ""  # the bearer token ("" none)
     client_certs: bool = False  # TLS with client certificates required
+    # a team's bearer token → the namespaces it sees and acts on (berth.console.scope)
+    teams: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def can_act(self) -> bool:
-        return bool(self.token) or self.client_certs
+        return bool(self.token) or self.client_certs or bool(self.teams)
+
+    def scope(self, request: Request) -> Scope | None:
+        """What the request's credential sees and may do; None: it carries none that
+        counts (every token is compared, each in constant time)."""
+        if self.client_certs:  # the TLS handshake refused any connection without one
+            return Scope(None, can_act=True)
+        if not self.token and not self.teams:
+            return EVERYTHING  # reads for anyone (on loopback alone: check_exposure)
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        given = value.strip().encode() if scheme.lower() == "bearer" else b""
+        found: Scope | None = None
+        if self.token and hmac.compare_digest(given, self.token.encode()):
+            found = Scope(None, can_act=True)
+        for token, namespaces in self.teams.items():
+            if hmac.compare_digest(given, token.encode()):
+                found = Scope(namespaces, can_act=True)
+        return found if given else None
 
     def allowed(self, request: Request) -> bool:
-        """The request carries the console's credential (or none is needed to read)."""
-        if self.client_certs:
-            return True  # the TLS handshake refused any connection without a certificate
-        if not self.token:
-            return True
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            value.strip().encode(), self.token.encode())
+        """The request carries a credential of the console's (or none is needed)."""
+        return self.scope(request) is not None
 
 
 def loopback(host: str) -> bool:
@@ -106,8 +122,10 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
 
     def guarded(handler: Endpoint) -> Endpoint:
         async def run(request: Request) -> Response:
-            if not access.allowed(request):
+            scope = access.scope(request)
+            if scope is None:
                 return error(NEEDS_TOKEN, 401)
+            request.state.scope = scope
             try:
                 return await handler(request)
             except Invalid as exc:  # a stored value that does not decode: named
@@ -166,7 +184,7 @@ def build(store: Store, fleet: Fleet, access: Access, *, coalesce: float = 0.5,
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_here, 405: not_here})
-    app.state.console = Console(store, fleet, access.can_act, prometheus)
+    app.state.console = Console(store, fleet, prometheus)
     return app
 
 

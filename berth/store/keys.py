@@ -204,6 +204,15 @@ def metric_value_key(name: str, namespace: str | None = None) -> Key:
     return Key(METRIC_VALUES + _tail(kind(kind_name), name, namespace))
 
 
+def metric_value_prefix(namespace: str | None = None) -> Prefix:
+    """The prefix of the values of one namespace's Metrics (without one: of the
+    GlobalMetrics)."""
+    if namespace:
+        check_namespace(namespace)
+        return Prefix(f"{METRIC_VALUES}{kind('Metric').plural}/{namespace}/")
+    return Prefix(f"{METRIC_VALUES}{kind('GlobalMetric').plural}/")
+
+
 def secrets_key(kind_name: str, name: str, namespace: str | None = None) -> Key:
     """The key of the secrets a resource's document carries, kept apart from it
     (:mod:`berth.store.credentials`)."""

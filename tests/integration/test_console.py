@@ -42,6 +42,7 @@ from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
 
 TOKEN = "console-test-token-8c1f0e2d9a"
+TEAM_TOKEN = "team-x-console-token-4b7e2c"  # sees namespace team-x alone
 NAMES = ("ca", "cb")
 
 
@@ -127,6 +128,7 @@ def world(etcd_server: EtcdServer, tmp_path_factory: pytest.TempPathFactory
     store = Store(EtcdConfig(url=etcd_server.url))
     store.call("kv/deleterange", {"key": "AA==", "range_end": "AA=="}, "wipe")
     (tmp / "token").write_text(TOKEN + "\n")
+    (tmp / "team-x-token").write_text(TEAM_TOKEN + "\n")
     with contextmanager(serving_all)(
             lambda n: KubeCluster(f"con-{n}", ready_delay=1.0, nodes=1), NAMES) as kube:
         url = etcd_server.url
@@ -134,7 +136,9 @@ def world(etcd_server: EtcdServer, tmp_path_factory: pytest.TempPathFactory
                  SchedulerProcess(url, tmp),
                  PropagatorProcess(url, tmp, config="probe_interval: 0.5\n"
                                    "retry_base_delay: 0.2\nretry_max_delay: 1\n")]
-        console = ConsoleProcess(url, tmp, extra=["--token-file", str(tmp / "token")])
+        console = ConsoleProcess(url, tmp, extra=["--token-file", str(tmp / "token"),
+                                                  "--team-token",
+                                                  f"team-x={tmp / 'team-x-token'}"])
         for p in [*procs, console]:
             p.start()
         try:
@@ -336,6 +340,41 @@ def test_no_response_carries_a_credential(world: World) -> None:
     assert r.status_code == 401 and TOKEN not in r.text
     page = world.driver.page_source
     assert not [x for x in secrets if x in page]
+
+
+def test_a_teams_token_shows_its_namespace_alone_in_the_page(world: World) -> None:
+    """Team x's token (docs/console.md "Teams"): its one application, nowhere to go (no
+    cluster in team-x, no policy binding a set), and none of the fleet's clusters nor
+    namespace default's applications — in the page as in the API."""
+    apply(world.tmp, {"api": "kubernetes", "kind": "Application",
+                      "metadata": {"name": "own", "namespace": "team-x"},
+                      "spec": {"manifest": [deployment("own", 1)]}}, etcd=world.etcd)
+    team = {"Authorization": f"Bearer {TEAM_TOKEN}"}
+    listed = wait_for(lambda: requests.get(world.console + "api/applications", headers=team,
+                                           timeout=10).json(), lambda d: d["rows"], timeout=30)
+    assert [(r["namespace"], r["name"]) for r in listed["rows"]] == [("team-x", "own")]
+    fleet = requests.get(world.console + "api/fleet", headers=team, timeout=10).json()
+    assert fleet["count"] == 0
+    r = requests.get(world.console + "api/applications/default/web", headers=team, timeout=10)
+    assert (r.status_code, r.json()) == (404, {"error": "no application default/web"})
+    r = requests.post(world.console + "api/applications/default/gated/rollout/pause",
+                      headers=team, timeout=10)
+    assert r.status_code == 404 and world.status("gated") is not None
+    driver = world.driver
+    try:
+        driver.execute_script("sessionStorage.setItem('berth-token', arguments[0])", TEAM_TOKEN)
+        driver.refresh()
+        world.open("applications")
+        until(lambda: driver.find_elements("css selector", "tr[data-app='team-x/own']"),
+              what="team x's application")
+        assert not driver.find_elements("css selector", "tr[data-app='default/web']")
+        screenshot(driver, "console-team")
+        world.open("fleet")
+        until(lambda: "Fleet: 0 clusters" in world.text("h1"), what="team x's fleet")
+    finally:
+        driver.execute_script("sessionStorage.setItem('berth-token', arguments[0])", TOKEN)
+        driver.refresh()
+        berth("delete", "app", "team-x/own", "--etcd", world.etcd)
 
 
 def test_a_console_that_loses_etcd_says_so_and_keeps_its_last_view(tmp_path: Path) -> None:

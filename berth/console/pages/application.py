@@ -22,7 +22,7 @@ from berth.actions import history
 from berth.actions.explain import RANKED_HEAD, REJECTED_HEAD, explanation
 from berth.actions.resources import decided, priority, room
 from berth.actions.rollouts import Refused, approve_stage, report, set_paused
-from berth.console.pages.common import Head, answer, console, error, head
+from berth.console.pages.common import Head, answer, console, error, head, scope, snapshot
 from berth.store import Store, StoreError, decode, events, keys, ledger
 from berth.store.documents import Application, ApplicationStatus, Binding
 from berth.store.documents.rollouts import WAITING, RolloutStrategy
@@ -207,7 +207,9 @@ def _rollout(store: Store, app: Application) -> Rollout:
 async def endpoint(request: Request) -> Response:
     c = console(request)
     ns, name = request.path_params["namespace"], request.path_params["name"]
-    data = await asyncio.to_thread(lambda: page(c.store, ns, name, head(c.fleet.snapshot())))
+    if not scope(request).sees(ns):  # another team's: as if there were none
+        return error(f"no application {ns}/{name}", 404)
+    data = await asyncio.to_thread(lambda: page(c.store, ns, name, head(snapshot(request))))
     if data is None:
         return error(f"no application {ns}/{name}", 404)
     return answer(data)
@@ -216,10 +218,12 @@ async def endpoint(request: Request) -> Response:
 async def act(request: Request) -> Response:
     """Approve a stage, pause or resume the application's rollout."""
     c = console(request)
-    if not c.can_act:
+    if not scope(request).can_act:
         return error("this console was started without a credential (--token-file or "
                      "--tls-client-ca): it only reads", 403)
     ns, name = request.path_params["namespace"], request.path_params["name"]
+    if not scope(request).sees(ns):
+        return error(f"no application {ns}/{name}", 404)
     action = request.path_params["action"]
     try:
         if action == "approve":

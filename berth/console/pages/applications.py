@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from berth.actions.resources import age, ready, selected, selector
 from berth.console.fleet import Snapshot
-from berth.console.pages.common import Head, answer, console, error, head
+from berth.console.pages.common import Head, answer, error, head, snapshot
 
 LIST_LIMIT = 500  # rows sent at once (the rest: filter, or page on)
 
@@ -77,7 +77,6 @@ def page(snap: Snapshot, *, namespace: str = "", labels: str = "", state: str = 
 
 
 async def endpoint(request: Request) -> Response:
-    fleet = console(request).fleet
     q = request.query_params
     try:
         offset = max(0, int(q.get("offset", "0")))
@@ -85,7 +84,7 @@ async def endpoint(request: Request) -> Response:
         return error(f"offset: {q.get('offset')!r} is not a number", 400)
     try:
         data = await asyncio.to_thread(lambda: page(
-            fleet.snapshot(), namespace=q.get("namespace", ""), labels=q.get("labels", ""),
+            snapshot(request), namespace=q.get("namespace", ""), labels=q.get("labels", ""),
             state=q.get("state", ""), offset=offset))
     except ValueError as exc:
         return error(str(exc), 400)

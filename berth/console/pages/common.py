@@ -9,6 +9,7 @@ finds what it serves in :class:`Console` (``request.app.state.console``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from starlette.responses import Response
 
 from berth.console.fleet import Fleet, Snapshot
 from berth.console.prometheus import History
+from berth.console.scope import Scope
 from berth.store import Store
 
 HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
@@ -29,18 +31,30 @@ HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
 
 @dataclass(frozen=True, slots=True)
 class Console:
-    """What the endpoints serve: etcd, the fleet's informers, who may act, and where
-    the metrics' history comes from before the console's own."""
+    """What the endpoints serve: etcd, the fleet's informers, and where the metrics'
+    history comes from before the console's own."""
 
     store: Store
     fleet: Fleet
-    can_act: bool
     prometheus: History | None = None
 
 
 def console(request: Request) -> Console:
     found: Console = request.app.state.console
     return found
+
+
+def scope(request: Request) -> Scope:
+    """What the request's credential sees and may do (set where it was checked)."""
+    found: Scope = request.state.scope
+    return found
+
+
+def snapshot(request: Request, *, history: Callable[[str], bool] | None = None) -> Snapshot:
+    """The fleet now, as the request's credential may see it: every page is built from
+    this, never from the fleet itself."""
+    fleet = console(request).fleet
+    return scope(request).narrow(fleet.snapshot(history=history), fleet.admits)
 
 
 class Head(msgspec.Struct, kw_only=True):

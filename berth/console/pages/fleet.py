@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from berth.console import views as V
 from berth.console.fleet import Snapshot
-from berth.console.pages.common import Head, answer, console, head
+from berth.console.pages.common import Head, answer, head, snapshot
 from berth.store import keys
 from berth.store.documents import Reachability
 from berth.store.documents.metrics import normalized
@@ -159,6 +159,5 @@ def page(snap: Snapshot, group_by: str = "") -> FleetPage:
 
 
 async def endpoint(request: Request) -> Response:
-    fleet = console(request).fleet
     group = request.query_params.get("group", "")
-    return answer(await asyncio.to_thread(lambda: page(fleet.snapshot(), group)))
+    return answer(await asyncio.to_thread(lambda: page(snapshot(request), group)))

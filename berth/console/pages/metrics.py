@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from berth.console.fleet import Snapshot
-from berth.console.pages.common import Head, answer, console, head
+from berth.console.pages.common import Head, answer, console, head, snapshot
 from berth.console.pages.fleet import metric_key
 from berth.console.prometheus import History, merged
 from berth.store import keys
@@ -88,5 +88,5 @@ def page(snap: Snapshot, prometheus: History | None = None) -> MetricsPage:
 
 async def endpoint(request: Request) -> Response:
     c = console(request)
-    snap = await asyncio.to_thread(lambda: c.fleet.snapshot(history=lambda _k: True))
+    snap = await asyncio.to_thread(lambda: snapshot(request, history=lambda _k: True))
     return answer(await asyncio.to_thread(page, snap, c.prometheus))

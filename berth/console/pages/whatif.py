@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from berth.bootstrap.load import to_document
-from berth.console.pages.common import answer, console, error
+from berth.console.pages.common import answer, console, error, scope
 from berth.controllers.scheduler.whatif import Answer, Consequence, leading_config, what_if
 from berth.store import Invalid, Store, StoreError, keys
 from berth.yamlfile import YamlRefused, documents
@@ -60,6 +60,9 @@ def page(store: Store, text: str) -> WhatIfPage:
 
 
 async def endpoint(request: Request) -> Response:
+    if scope(request).namespaces is not None:
+        return error("the what-if decides over the whole fleet, every namespace's "
+                     "applications with it: not with a team's credential", 403)
     body = await _bounded(request, MAX_WHATIF)
     if body is None:
         return error(f"the YAML is larger than {MAX_WHATIF >> 20} MiB", 413)

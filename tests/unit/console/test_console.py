@@ -18,6 +18,7 @@ from berth.console.fleet import Fleet
 from berth.console.pages import application, applications, metrics, whatif
 from berth.console.pages import fleet as fleet_page
 from berth.console.pages.common import head
+from berth.console.scope import Scope
 from berth.console.server import Access, check_exposure
 from berth.store import encode, keys
 from berth_testkit.cli import berth
@@ -335,3 +336,88 @@ def test_a_what_if_body_over_the_limit_is_refused_before_it_is_read_whole(
                                   chunks=(chunk,) * 40)  # 10 MiB, no length given
     assert status == 413 and b"larger than 1 MiB" in body
     assert asked == 5  # read until past the limit, no further
+
+
+# -- a team's credential (docs/console.md "Teams") -----------------------------------
+
+
+ADMIN, TEAM = "t0ken-long-enough-for-the-test", "team-t0ken-long-enough"
+
+
+def test_a_teams_token_sees_and_acts_on_its_namespaces_alone(fleet: Fleet) -> None:
+    """Team "team" may use the clusters of a set holding "de" (of namespace fleet); "us" is
+    nobody's it may use. Its token sees its applications alone, the clusters its policy
+    admits — with no other namespace's application in what a cluster reports — and acts
+    on its own; another's application is as if there were none; the what-if, which
+    decides over the whole fleet, is refused. The console's own token sees everything."""
+    from berth.console.server import build
+
+    store = fleet.store
+    put(store, keys.resource_key("ClusterSet", "shared"), encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "shared"},
+        "spec": {"namespaces": ["fleet"], "clusters": {"names": ["de"]}}}))
+    put(store, keys.resource_key("NamespacePolicy", "team"), encode({
+        "api": "core", "kind": "NamespacePolicy", "metadata": {"name": "team"},
+        "spec": {"clusterSets": ["shared"]}}))
+    put(store, keys.status_key("Cluster", "fleet", "de"), encode({
+        "api": "kubernetes", "kind": "Cluster", "metadata": {"name": "de", "namespace": "fleet"},
+        "status": {"state": "ONLINE", "capacity": {
+            "allocatable": {"cpu": 4000, "pods": 110}, "requested": {"cpu": 1500, "pods": 4},
+            "placed": {"team/web": 3, "other/batch": 1}}}}))
+    deadline = time.monotonic() + 10
+    while fleet.tenancy.policy("team") is None or "other/batch" not in str(
+            fleet.snapshot().cluster_status["fleet/de"]):
+        assert time.monotonic() < deadline, "the informers never saw the policy"
+        time.sleep(0.02)
+    app = build(store, fleet, Access(token=ADMIN, teams={TEAM: frozenset({"team"})}))
+
+    def get(path: str, token: str) -> tuple[int, Any]:
+        status, _, body, _ = call(app, "GET", path, token=token)
+        return status, json.loads(body)
+
+    status, listed = get("/api/applications", TEAM)
+    assert status == 200 and [(r["namespace"], r["name"]) for r in listed["rows"]] == [
+        ("team", "db"), ("team", "web")] and listed["namespaces"] == ["team"]
+    status, page = get("/api/fleet", TEAM)
+    assert page["count"] == 1
+    (de,) = [c for g in page["groups"] for c in g["clusters"]]
+    assert de["name"] == "de"
+    snap = fleet.snapshot()
+    narrowed = Scope(frozenset({"team"}), can_act=True).narrow(snap, fleet.admits)
+    capacity = narrowed.cluster_status["fleet/de"].status.capacity
+    assert capacity is not None and capacity.placed == {"team/web": 3}
+    assert get("/api/applications/team/web", TEAM)[0] == 200
+    assert get("/api/applications/other/batch", TEAM) == (
+        404, {"error": "no application other/batch"})
+    status, _, body, _ = call(app, "POST", "/api/applications/other/batch/rollout/pause",
+                              token=TEAM)
+    assert (status, json.loads(body)) == (404, {"error": "no application other/batch"})
+    status, _, _, _ = call(app, "POST", "/api/applications/team/web/rollout/pause", token=TEAM)
+    assert status == 200
+    status, _, body, _ = call(app, "POST", "/api/what-if", token=TEAM, chunks=(b"x",))
+    assert status == 403 and b"not with a team's credential" in body
+    # the console's own token: everything; another token: nothing
+    status, listed = get("/api/applications", ADMIN)
+    assert len(listed["rows"]) == 3 and get("/api/fleet", ADMIN)[1]["count"] == 2
+    assert get("/api/fleet", "not-a-token-of-this-console")[0] == 401
+    assert get("/api/fleet", "")[0] == 401
+
+
+def test_team_tokens_are_read_checked_and_never_shared(tmp_path: Path) -> None:
+    def teams(*given: str, own: str = "") -> dict[str, frozenset[str]]:
+        return console_cmd._teams(argparse.Namespace(team_token=list(given)), own)
+
+    (tmp_path / "a").write_text("team-a-token-0123456789\n")
+    (tmp_path / "b").write_text("team-b-token-0123456789\n")
+    assert teams(f"team-a,team-a-ci={tmp_path / 'a'}", f"team-b={tmp_path / 'b'}") == {
+        "team-a-token-0123456789": frozenset({"team-a", "team-a-ci"}),
+        "team-b-token-0123456789": frozenset({"team-b"})}
+    for given, said in ((f"{tmp_path / 'a'}", "NAMESPACES=FILE"),
+                        (f"Team_A={tmp_path / 'a'}", "Team_A"),
+                        (f"team-a={tmp_path / 'missing'}", "cannot read")):
+        with pytest.raises(ValueError, match=said):
+            teams(given)
+    with pytest.raises(ValueError, match="the same token as another"):
+        teams(f"team-a={tmp_path / 'a'}", f"team-b={tmp_path / 'a'}")
+    with pytest.raises(ValueError, match="the same token as another"):
+        teams(f"team-a={tmp_path / 'a'}", own="team-a-token-0123456789")
