@@ -34,6 +34,9 @@ def status(store: Store, namespace: str, name: str) -> ApplicationStatus | None:
     return decode(kv.value, ApplicationStatus, kv.key) if kv is not None else None
 
 
+UNKNOWN = "?"  # the stage of a cluster whose labels could not be read (a team's credential)
+
+
 def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState | None]:
     """The rollout of the application as text, and its state (None: none recorded)."""
     app = application(store, namespace, name)
@@ -57,6 +60,10 @@ def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState |
     for cid, why in sorted(r.failed.items()):
         lines.append(f"  failed {cid}: {why}")
     stage_of = _stages(store, app, list(st.status.applied))
+    unknown = sorted(cid for cid in st.status.applied if stage_of(cid)[1] == UNKNOWN)
+    if unknown:
+        lines.append(f"  stage {UNKNOWN}: {', '.join(unknown)}: a cluster of another namespace "
+                     "this credential may not read (its labels choose its stage), or one gone")
     rows = [("STAGE", "CLUSTER", "GENERATION", "HEALTH", "SINCE")]
     for cid, have in sorted(st.status.applied.items(), key=lambda i: (stage_of(i[0]), i[0])):
         health = have.health or "-"
@@ -73,14 +80,16 @@ def report(store: Store, namespace: str, name: str) -> tuple[str, RolloutState |
 def _stages(store: Store, app: Application, cids: list[str]
             ) -> Callable[[str], tuple[int, str]]:
     """(order, name) of the stage a cluster rolls in (Staged), else ``-``: the stages
-    chosen as the propagator chooses them, from the clusters' labels now."""
+    chosen as the propagator chooses them, from the clusters' labels now
+    (:data:`UNKNOWN` where they cannot be read: a team reads its namespace's alone)."""
     policy = app.spec.rollout
     if policy is None or policy.strategy != RolloutStrategy.STAGED:
         return lambda _cid: (0, "-")
-    labels = clusters(store, [])
+    labels = clusters(store, [], [app.metadata.namespace or ""])  # a team: its own alone
+    known = [cid for cid in sorted(cids) if cid in labels]
     order = {cid: (i, s.name) for i, (s, members) in enumerate(
-        stages(policy, sorted(cids), labels)) for cid in members}
-    return lambda cid: order.get(cid, (len(order), "-"))
+        stages(policy, known, labels)) for cid in members}
+    return lambda cid: order.get(cid, (len(order), "-" if cid in labels else UNKNOWN))
 
 
 class Refused(Exception):

@@ -6,7 +6,8 @@ the overrides that select it make it (``berth.store.documents.render``, what
 the propagator applies), as a unified diff of the manifest's YAML against the
 copy's, then each field that changed with the rule that made it and the rules
 whose value it replaced. A copy that cannot be rendered says why, naming the
-rule. Secrets stored apart stay ``<stored apart>``: nothing here shows them.
+rule; one on a cluster the credential may not read (a team's, docs/teams.md)
+says that. Secrets stored apart stay ``<stored apart>``: nothing here shows them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 
 from berth.actions.resources import Named
 from berth.bootstrap.overrides import stored
-from berth.store import Store, decode, keys
+from berth.store import Store, Unauthorized, decode, keys
 from berth.store.documents import Application, Binding
 from berth.store.documents.render import (
     Rendered,
@@ -55,7 +56,13 @@ def explain(store: Store, namespace: str, name: str, cluster: str | None,
     results: dict[str, Rendered | str] = {}
     for cid in _clusters(store, namespace, name, cluster):
         cns, _, cname = cid.partition("/")
-        ckv = store.get(keys.resource_key("Cluster", cname, cns))
+        try:
+            ckv = store.get(keys.resource_key("Cluster", cname, cns))
+        except Unauthorized:  # a team's credential, a cluster of another namespace's set
+            results[cid] = (f"a cluster of namespace {cns}, which this credential may not "
+                            "read: the overrides choose by its labels, so its copy is not "
+                            "shown here")
+            continue
         if ckv is None:
             results[cid] = "no such cluster"
             continue

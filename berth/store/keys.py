@@ -181,11 +181,7 @@ def binding_key(kind_name: str, namespace: str, name: str) -> Key:
     return Key(BINDINGS + _tail(kind(kind_name), name, namespace))
 
 
-def binding_prefix(kind_name: str, namespace: str | None = None) -> Prefix:
-    """The prefix of the scheduler's decisions for a kind (in one namespace if given)."""
-    if namespace:
-        check_namespace(namespace)
-        return Prefix(f"{BINDINGS}{kind(kind_name).plural}/{namespace}/")
+def binding_prefix(kind_name: str) -> Prefix:
     return Prefix(f"{BINDINGS}{kind(kind_name).plural}/")
 
 
@@ -208,8 +204,7 @@ def metric_value_prefix(namespace: str | None = None) -> Prefix:
     """The prefix of the values of one namespace's Metrics (without one: of the
     GlobalMetrics)."""
     if namespace:
-        check_namespace(namespace)
-        return Prefix(f"{METRIC_VALUES}{kind('Metric').plural}/{namespace}/")
+        return in_namespace(METRIC_VALUES, "Metric", namespace)
     return Prefix(f"{METRIC_VALUES}{kind('GlobalMetric').plural}/")
 
 

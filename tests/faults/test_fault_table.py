@@ -1090,7 +1090,7 @@ def test_a_teams_burst_over_its_quota_with_the_scheduler_leader_killed(
 
     def bound() -> dict[str, list[str]]:
         out = {}
-        for kv in db.list_prefix(keys.binding_prefix("Application", TEAM))[0]:
+        for kv in db.list_prefix(keys.in_namespace(keys.BINDINGS, "Application", TEAM))[0]:
             b = msgspec.json.decode(kv.value, type=Binding)
             out[b.metadata.name] = [t.name for t in b.spec.targets]
         return out

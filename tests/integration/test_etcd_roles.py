@@ -347,6 +347,43 @@ def test_a_team_writes_its_namespace_and_is_refused_everything_else(secure: Secu
     foreign = as_team(secure, alice, "get", "apps", "-n", "team-b")
     assert foreign.returncode != 0 and "Traceback" not in foreign.stderr
     assert "permission denied" in foreign.stderr, foreign.stderr
+    # placed (as the scheduler would) on its own cluster and a shared one of namespace
+    # platform, which its role may not read: explain overrides and rollout status say so
+    staged = msgspec.json.decode(team_app("staged", "team-a"))
+    staged["metadata"]["generation"] = 1
+    staged["spec"]["rollout"] = {"strategy": "Staged", "stages": [
+        {"name": "own", "clusters": {"names": ["own"]}}, {"name": "rest", "clusters": {}}]}
+    cluster = {"api": "kubernetes", "kind": "Cluster", "spec": {"mode": "Pull"}}
+    root.commit([
+        Put(keys.resource_key("Application", "staged", "team-a"), encode(staged), None),
+        *(Put(keys.resource_key("Cluster", n, ns), encode({**cluster, "metadata": {
+            "name": n, "namespace": ns}}), None) for ns, n in (("team-a", "own"),
+                                                             ("platform", "shared"))),
+        Put(keys.binding_key("Application", "team-a", "staged"), encode({
+            "api": "scheduling", "kind": "Binding",
+            "metadata": {"name": "staged", "namespace": "team-a"},
+            "spec": {"resource": {"kind": "Application", "name": "staged",
+                                  "namespace": "team-a"}, "generation": 1, "targets": [
+                {"kind": "Cluster", "name": "own", "namespace": "team-a"},
+                {"kind": "Cluster", "name": "shared", "namespace": "platform"}]},
+            "status": {"state": "Scheduled"}}), None),
+        Put(keys.status_key("Application", "team-a", "staged"), encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": "staged", "namespace": "team-a"},
+            "status": {"state": "RUNNING", "rollout": {"generation": 1, "phase": "Complete"},
+                       "applied": {"team-a/own": {"generation": 1},
+                                   "platform/shared": {"generation": 1}}}}), None)])
+    explained = as_team(secure, alice, "explain", "overrides", "team-a/staged")
+    assert explained.returncode == 0, explained.stderr
+    assert "cluster team-a/own: the manifest as written" in explained.stdout
+    assert ("cluster platform/shared: a cluster of namespace platform, which this credential "
+            "may not read") in explained.stdout, explained.stdout
+    status = as_team(secure, alice, "rollout", "status", "team-a/staged")
+    assert status.returncode == 0, status.stderr
+    rows = {line.split()[1]: line.split()[0] for line in status.stdout.splitlines()
+            if "/" in line and line.startswith("  ") and "stage" not in line}
+    assert rows == {"team-a/own": "own", "platform/shared": "?"}, status.stdout
+    assert "stage ?: platform/shared: a cluster of another namespace" in status.stdout
     shown = as_team(secure, admin, "access", "show", "team-a")
     assert f"role {team_role('team-a')}: users alice" in shown.stdout, shown.stdout
 
