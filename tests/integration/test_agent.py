@@ -321,6 +321,76 @@ def test_an_agent_cut_off_comes_back_and_removes_a_bounded_share_at_once(
     assert any(b"RemovalsHeld" in kv.value for kv in events)
 
 
+def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
+    store: Store, fleet: dict[str, Any], kube: dict[str, Client]
+) -> None:
+    """docs/teams.md in pull mode: team p's application on west (of namespace default,
+    in a set its policy binds). A kind its policy does not allow: nothing is sent to the
+    agent, the status says why; allowed, it runs there; forbidden again, the agent removes
+    the copy that ran; the set unbound, west is barred: the copy goes though the Binding
+    (not the scheduler's here) still names west. (Push mode: test_placement_capacity.)"""
+    team, web = "team-p", keys.resource_key("Application", "web", "team-p")
+    wait_for(lambda: cluster_state(store, "west"), lambda s: s == "ONLINE", timeout=30)
+    put(store, keys.resource_key("ClusterSet", "pull-set"), msgspec.json.encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "pull-set"},
+        "spec": {"namespaces": ["default"], "clusters": {"names": ["west"]}}}))
+
+    def policy(*sets: str, kinds: list[str]) -> None:
+        put(store, keys.resource_key("NamespacePolicy", team), msgspec.json.encode({
+            "api": "core", "kind": "NamespacePolicy", "metadata": {"name": team},
+            "spec": {"clusterSets": list(sets), "kinds": kinds}}))
+
+    def said() -> ApplicationStatus | None:
+        kv = store.get(keys.status_key("Application", team, "web"))
+        return decode(kv.value, ApplicationStatus, kv.key) if kv else None
+
+    def on_west() -> bool:
+        return present(kube["west"], Deployment, "web")
+
+    policy("pull-set", kinds=["apps/Deployment"])
+    manifest = [deployment("web"), config_map("web-conf", a="1")]
+    put(store, web, msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "web", "namespace": team, "generation": 1},
+        "spec": {"manifest": manifest}}))
+    put(store, keys.binding_key("Application", team, "web"), msgspec.json.encode({
+        "api": "scheduling", "kind": "Binding", "metadata": {"name": "web", "namespace": team},
+        "spec": {"resource": {"kind": "Application", "name": "web", "namespace": team},
+                 "generation": 1, "targets": [
+                     {"kind": "Cluster", "name": "west", "namespace": "default"}]},
+        "status": {"state": "Scheduled"}}))
+    st = wait_for(said, lambda s: s.status.state == "FAILED", timeout=30)
+    assert "not allowed by the policy of namespace team-p: ConfigMap web-conf" in (
+        st.status.reason), st.status.reason
+    assert store.get(keys.work_key("default/west", team, "web")) is None and not on_west()
+
+    policy("pull-set", kinds=["apps/Deployment", "ConfigMap"])
+    wait_for(said, lambda s: s.status.state == "RUNNING", timeout=60)
+    assert on_west() and present(kube["west"], ConfigMap, "web-conf")
+
+    policy("pull-set", kinds=["apps/Deployment"])  # what runs is forbidden now: it goes
+    wait_for(lambda: not on_west() or None, timeout=30)
+    assert not present(kube["west"], ConfigMap, "web-conf")
+    st = wait_for(said, lambda s: "not allowed" in s.status.reason, timeout=30)
+    assert "default/west" not in st.status.applied
+
+    policy("pull-set", kinds=["apps/Deployment", "ConfigMap"])
+    wait_for(lambda: on_west() or None, timeout=60)
+    policy(kinds=["apps/Deployment", "ConfigMap"])  # the set unbound: west is barred
+    wait_for(lambda: not on_west() or None, timeout=30)
+    assert not present(kube["west"], ConfigMap, "web-conf")
+
+    put(store, web, msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "web", "namespace": team, "generation": 1,
+                     "deleted": "2026-12-03T00:00:00Z"}, "spec": {"manifest": manifest}}))
+    wait_for(lambda: store.get(web) is None or None, timeout=60)
+    for key in (keys.resource_key("NamespacePolicy", team),
+                keys.resource_key("ClusterSet", "pull-set"),
+                keys.binding_key("Application", team, "web")):
+        store.delete(key)
+
+
 def test_a_credential_is_kept_in_a_secret_of_the_agents_own_cluster(
     clusters: dict[str, KubeCluster]
 ) -> None:
