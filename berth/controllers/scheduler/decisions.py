@@ -15,9 +15,12 @@ never half made.
 
 It also keeps where every application is placed, indexed by namespace and
 label, for workload affinity and spread: a query costs what it returns, not
-the size of the fleet's workload; and what each placement asks of each
+the size of the fleet's workload; what each placement asks of each
 cluster, with the last few changes to it per cluster, so that the cache keeps
-a cluster's room by those changes rather than summing its placements again.
+a cluster's room by those changes rather than summing its placements again;
+and what each namespace's placements ask of the fleet together, assumed ones
+included, which its quota limits (docs/teams.md), telling ``on_freed`` when
+that falls.
 """
 
 from __future__ import annotations
