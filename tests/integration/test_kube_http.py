@@ -66,11 +66,13 @@ def test_a_creation_touches_no_namesake_and_claims_its_fields_as_an_apply(
         cluster: KubeCluster) -> None:
     """What berth read as absent it creates (execute.py): a namesake someone made since
     is met as Exists and left as it was — whether or not its fields clash with
-    berth's (a server-side apply would merge into it where they do not: the
-    robustness run, seed 29). berth's creation is claimed as its apply, so that an
-    apply that drops a field removes it; one left unclaimed (its creator stopped
-    between the two calls) is claimed at the next apply, and a claim overtaken by
-    another's write is made again."""
+    berth's (a server-side apply without a precondition would merge into it where they
+    do not: the robustness run, seed 29). Either way of creating (the apply naming a
+    resourceVersion; the POST and the claim, for API servers that take none on
+    creation) leaves berth's apply owning what it made, so that an apply that drops a
+    field removes it; a POSTed creation left unclaimed (its creator stopped between
+    the two calls) is claimed at the next apply, and a claim overtaken by another's
+    write is made again."""
     conn = Connection(cluster.kubeconfig(), 5.0)
     path = "/api/v1/namespaces/default/configmaps"
 
@@ -79,20 +81,23 @@ def test_a_creation_touches_no_namesake_and_claims_its_fields_as_an_apply(
         return sorted((m["manager"], m["operation"]) for m in got)
 
     try:
-        kind, ref = conn.locate(config_map("made"))
         two = {**config_map("made"), "data": {"v": "1", "w": "2"}}
-        made = conn.create(kind, ref, two)
-        assert managers("made") == [("berth", "Apply")]
-        assert conn.apply(kind, ref, config_map("made")).metadata.uid == made.metadata.uid
-        assert cluster.request("GET", f"{path}/made")["data"] == {"v": "1"}  # w dropped
-        with pytest.raises(Exists, match="already exists"):
-            conn.create(kind, ref, config_map("made"))
+        for name, create in (("made", conn.create), ("posted", conn.create_and_claim)):
+            kind, ref = conn.locate(config_map(name))
+            made = create(kind, ref, {**two, "metadata": {"name": name,
+                                                          "namespace": "default"}})
+            assert managers(name) == [("berth", "Apply")], name
+            assert conn.apply(kind, ref, config_map(name)).metadata.uid == made.metadata.uid
+            assert cluster.request("GET", f"{path}/{name}")["data"] == {"v": "1"}  # w dropped
+            with pytest.raises(Exists):
+                create(kind, ref, config_map(name))
 
         cluster.request("POST", f"{path}?fieldManager=someone",
                         {**config_map("theirs"), "data": {"other": "theirs"}})
         kind, theirs = conn.locate(config_map("theirs"))
-        with pytest.raises(Exists):  # no field of theirs clashes with berth's: refused
-            conn.create(kind, theirs, config_map("theirs"))
+        for create in (conn.create, conn.create_and_claim):  # no field of theirs clashes
+            with pytest.raises(Exists):  # with berth's: refused all the same
+                create(kind, theirs, config_map("theirs"))
         stored = cluster.request("GET", f"{path}/theirs")
         assert stored["data"] == {"other": "theirs"} and "annotations" not in stored[
             "metadata"] and managers("theirs") == [("someone", "Update")]  # untouched
@@ -114,7 +119,7 @@ def test_a_creation_touches_no_namesake_and_claims_its_fields_as_an_apply(
         kind, overtaken = conn.locate(config_map("overtaken"))
         conn._claim(kind, overtaken, json.dumps(raw).encode())
         assert managers("overtaken") == [("berth", "Apply"), ("someone", "Update")]
-        for name in ("made", "theirs", "unclaimed", "overtaken"):
+        for name in ("made", "posted", "theirs", "unclaimed", "overtaken"):
             conn.delete(KubeObjectRef("v1", "ConfigMap", name, "default"))
     finally:
         conn.close()

@@ -54,6 +54,10 @@ GENERATION = "berth.dev/generation"  # annotation: the application's generation 
 DECISION = "berth.dev/decision"  # annotation: the scheduler's decision that placed it
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CLAIM_TRIES = 5  # claims of a creation's fields that others' writes may overtake (managed.py)
+# The resourceVersion a creation names (no object that exists has it), and what an API
+# server says that takes none on creation (Connection.create).
+NO_VERSION = "1"
+VERSION_ON_CREATE = "resourceVersion should not be set on objects to be created"
 # A list of the objects' metadata alone (names are all a probe reads of the CRDs: a
 # CRD's schema can weigh hundreds of KiB), or the whole list from a server that cannot.
 METADATA_ONLY = ("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,"
@@ -164,13 +168,6 @@ class _NamedList(msgspec.Struct):
     # null, not [], in a PartialObjectMetadataList with nothing in it (a cluster with no
     # CRD: the probe said "custom resources unknown" there)
     items: list[_Named] | None = None
-
-
-def _reason(resp: Answer) -> str:
-    try:
-        return typed(resp.body, _Status).reason
-    except msgspec.DecodeError:
-        return ""
 
 
 def _error(resp: Answer) -> str:
@@ -309,9 +306,34 @@ class Connection:
     def create(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
         """Make a located object berth read as absent; the object as stored. Exists if
         a namesake is there now (someone made it since the read: nothing of theirs is
-        touched — a server-side apply would merge into it wherever their fields do
-        not clash with berth's). Its fields are then claimed as an apply's
-        (:mod:`managed`), so that later applies own what berth made."""
+        touched — a server-side apply without a precondition would merge into it
+        wherever their fields do not clash with berth's).
+
+        One call: a server-side apply whose body names ``resourceVersion``
+        :data:`NO_VERSION`. The API server creates an absent object without
+        looking at it, owned by berth's apply as any apply's fields are, and
+        refuses (409) the apply on any object that exists, none of which has that
+        version (etcd's first revision is the API server's own first write). A
+        server that refuses a resourceVersion on creation (some releases, for some
+        kinds: kubernetes#106745) gets :meth:`create_and_claim`."""
+        meta = {**(body.get("metadata") or {}), "resourceVersion": NO_VERSION}
+        send = self._sender("PATCH", kind, ref, {**body, "metadata": meta},
+                            {"fieldManager": FIELD_MANAGER}, "application/apply-patch+yaml")
+        try:
+            resp = self._sent(send, ref, dry_run=False)
+        except Unavailable as exc:
+            if isinstance(exc, Exists) or VERSION_ON_CREATE not in str(exc):
+                raise
+            log.info("%s: the API server takes no resourceVersion on creation: created, "
+                     "then claimed", ref)
+            return self.create_and_claim(kind, ref, body)
+        return self._stored(ref, resp.body)
+
+    def create_and_claim(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]
+                         ) -> KubeObject:
+        """:meth:`create` in two calls: a POST (refused if a namesake exists: Exists),
+        then its fields claimed as berth's apply (:mod:`managed`; a creation's are an
+        Update's, which a later apply could not drop)."""
         send = self._sender("POST", kind, ref, body, {"fieldManager": FIELD_MANAGER},
                             "application/json")
         resp = self._sent(send, ref, dry_run=False)
@@ -343,7 +365,7 @@ class Connection:
         if resp.status in (200, 201):
             return resp
         text = _error(resp)
-        if resp.status == 409 and _reason(resp) == "AlreadyExists":
+        if resp.status == 409:  # a creation's namesake (AlreadyExists, or the version)
             raise Exists(f"{ref}: {text}")
         if resp.status in (400, 422) or (
                 resp.status == 500 and _INVALID_500 in text):

@@ -1,15 +1,17 @@
 """Which of an object's fields are berth's: its field manager's entry, made an apply's.
 
-berth makes an object it read as absent with a create (POST), the one call the
-API server refuses when a namesake exists — a server-side apply would merge
-into one someone made since the read wherever their fields do not clash. A
-create records its fields under berth's field manager as an *Update*, and
-fields an Update owns outlive the manifest: a later apply that drops one
-leaves it on the object. :func:`claim` turns that entry into berth's *Apply*
-entry, as a migration from client-side apply does (the fields the same, the
-operation told apart), so that every later apply owns, and may drop, exactly
-what berth made. An object left with the Update entry (its creator stopped
-between the two calls) is claimed at berth's next apply of it.
+berth makes an object it read as absent in a way the API server refuses when a
+namesake exists (``kube.Connection.create``) — a server-side apply without a
+precondition would merge into one someone made since the read wherever their
+fields do not clash. Where that takes a create (POST: an API server that takes
+no resourceVersion on creation), the creation records its fields under
+berth's field manager as an *Update*, and fields an Update owns outlive the
+manifest: a later apply that drops one leaves it on the object. :func:`claim`
+turns that entry into berth's *Apply* entry, as a migration from client-side
+apply is done (the fields the same, the operation told apart), so that every
+later apply owns, and may drop, exactly what berth made. An object left with
+the Update entry (its creator stopped between the two calls) is claimed at
+berth's next apply of it.
 """
 
 from __future__ import annotations
