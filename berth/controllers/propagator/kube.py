@@ -92,6 +92,11 @@ class Exists(Unavailable):
     absent. Nothing was written."""
 
 
+class NoVersionOnCreate(Unavailable):
+    """The API server takes no resourceVersion on a creation (kubernetes#106745):
+    nothing was written; create with a POST instead."""
+
+
 @dataclass(frozen=True, slots=True)
 class Probe:
     state: Reachability | None  # None: no verdict yet (failing within the grace)
@@ -321,9 +326,7 @@ class Connection:
                             {"fieldManager": FIELD_MANAGER}, "application/apply-patch+yaml")
         try:
             resp = self._sent(send, ref, dry_run=False)
-        except Unavailable as exc:
-            if isinstance(exc, Exists) or VERSION_ON_CREATE not in str(exc):
-                raise
+        except NoVersionOnCreate:
             log.info("%s: the API server takes no resourceVersion on creation: created, "
                      "then claimed", ref)
             return self.create_and_claim(kind, ref, body)
@@ -370,6 +373,8 @@ class Connection:
         if resp.status in (400, 422) or (
                 resp.status == 500 and _INVALID_500 in text):
             raise Rejected(f"{ref}: {text}")
+        if resp.status == 500 and VERSION_ON_CREATE in text:
+            raise NoVersionOnCreate(f"{ref}: {text}")
         raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
 
     def _claim(self, kind: Kind, ref: KubeObjectRef, raw: bytes) -> KubeObject:
