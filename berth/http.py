@@ -150,14 +150,15 @@ class Member:
         return self.request("POST", path, body, headers, timeout)
 
     def request(self, method: str, path: str, body: bytes, headers: dict[str, str],
-                timeout: float) -> Answer:
+                timeout: float, more: tuple[tuple[str, str], ...] = ()) -> Answer:
         """``method`` ``path`` (with its query) with ``body`` (not HEAD: its answer has no
-        body whatever its headers say); the answer. NotConnected, or another OSError."""
+        body whatever its headers say); the answer. ``more``: headers a name may repeat
+        in. NotConnected, or another OSError."""
         head = [method.encode("latin-1"), b" ", path.encode("latin-1"),
                 b" HTTP/1.1\r\nHost: ", self._authority, b"\r\n"]
         if body or method != "GET":
             head += [b"Content-Length: ", str(len(body)).encode(), b"\r\n"]
-        for name, value in headers.items():
+        for name, value in (*headers.items(), *more):
             head += [name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
         request = b"".join([*head, b"\r\n", body])
         conn = self._take() or self._connect(timeout)

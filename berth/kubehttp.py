@@ -55,20 +55,23 @@ class KubeHttp:
 
     def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
                 body: bytes = b"", content_type: str = "", timeout: float | None = None,
-                accept: str = "application/json") -> Answer:
-        """One call; its answer (any status). OSError when it could not be made."""
+                accept: str = "application/json",
+                acting: tuple[tuple[str, str], ...] = ()) -> Answer:
+        """One call; its answer (any status). ``acting``: the impersonation headers of
+        the identity it is made as (none: the kubeconfig's user). OSError when it could
+        not be made."""
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         headers = {"Accept": accept, "User-Agent": "berth"}
         if content_type:
             headers["Content-Type"] = content_type
         said = self._said if self._said is not None else self._renew(None)
         answer = self._member.request(method, target, body, {**headers, **said},
-                                      timeout or self.timeout)
+                                      timeout or self.timeout, acting)
         if answer.status == 401 and self._auth is not None:
             again = self._renew(said)
             if again != said:
                 answer = self._member.request(method, target, body, {**headers, **again},
-                                              timeout or self.timeout)
+                                              timeout or self.timeout, acting)
         return answer
 
     def _renew(self, refused: dict[str, str] | None) -> dict[str, str]:

@@ -322,23 +322,27 @@ def test_an_agent_cut_off_comes_back_and_removes_a_bounded_share_at_once(
 
 
 def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
-    store: Store, fleet: dict[str, Any], kube: dict[str, Client]
+    store: Store, fleet: dict[str, Any], kube: dict[str, Client],
+    clusters: dict[str, KubeCluster]
 ) -> None:
     """docs/teams.md in pull mode: team p's application on west (of namespace default,
     in a set its policy binds). A kind its policy does not allow: nothing is sent to the
     agent, the status says why; allowed, it runs there; forbidden again, the agent removes
-    the copy that ran; the set unbound, west is barred: the copy goes though the Binding
-    (not the scheduler's here) still names west. (Push mode: test_placement_capacity.)"""
+    the copy that ran; applied as the identity the policy names, what west's RBAC
+    forbids it (a ClusterRoleBinding, a ConfigMap in kube-system) is refused there and
+    said, the rest applied; the set unbound, west is barred: the copy goes though the
+    Binding (not the scheduler's here) still names west. (Push mode:
+    test_placement_capacity.)"""
     team, web = "team-p", keys.resource_key("Application", "web", "team-p")
     wait_for(lambda: cluster_state(store, "west"), lambda s: s == "ONLINE", timeout=30)
     put(store, keys.resource_key("ClusterSet", "pull-set"), msgspec.json.encode({
         "api": "core", "kind": "ClusterSet", "metadata": {"name": "pull-set"},
         "spec": {"namespaces": ["default"], "clusters": {"names": ["west"]}}}))
 
-    def policy(*sets: str, kinds: list[str]) -> None:
+    def policy(*sets: str, kinds: list[str] | None, **more: Any) -> None:
         put(store, keys.resource_key("NamespacePolicy", team), msgspec.json.encode({
             "api": "core", "kind": "NamespacePolicy", "metadata": {"name": team},
-            "spec": {"clusterSets": list(sets), "kinds": kinds}}))
+            "spec": {"clusterSets": list(sets), "kinds": kinds, **more}}))
 
     def said() -> ApplicationStatus | None:
         kv = store.get(keys.status_key("Application", team, "web"))
@@ -376,13 +380,61 @@ def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
 
     policy("pull-set", kinds=["apps/Deployment", "ConfigMap"])
     wait_for(lambda: on_west() or None, timeout=60)
-    policy(kinds=["apps/Deployment", "ConfigMap"])  # the set unbound: west is barred
+
+    # as west's deployer, which may manage Deployments and ConfigMaps of namespace
+    # default alone (the agent's credential impersonates it)
+    west, rbac = clusters["west"], "/apis/rbac.authorization.k8s.io/v1"
+    for path, body in (
+            ("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "deployer"}}),
+            (f"{rbac}/namespaces/default/roles", {"metadata": {"name": "deployer"}, "rules": [
+                {"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"],
+                 "verbs": ["*"]}]}),
+            (f"{rbac}/namespaces/default/rolebindings", {
+                "metadata": {"name": "deployer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "deployer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer",
+                              "namespace": "default"}]})):
+        west.request("POST", path, body, ok=(409,))
+    policy("pull-set", kinds=None, identity={"serviceAccount": "default/deployer"})
+    grab = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "team-p-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "Group", "name": "team-p",
+                          "apiGroup": "rbac.authorization.k8s.io"}]}
+    system = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "team-p-system", "namespace": "kube-system"}}
+    manifest = [deployment("web"), config_map("web-conf", a="2"), grab, system]
+    put(store, web, msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "web", "namespace": team, "generation": 2},
+        "spec": {"manifest": manifest}}))
+    put(store, keys.binding_key("Application", team, "web"), msgspec.json.encode({
+        "api": "scheduling", "kind": "Binding", "metadata": {"name": "web", "namespace": team},
+        "spec": {"resource": {"kind": "Application", "name": "web", "namespace": team},
+                 "generation": 2, "targets": [
+                     {"kind": "Cluster", "name": "west", "namespace": "default"}]},
+        "status": {"state": "Scheduled"}}))
+    st = wait_for(said, lambda s: "forbidden to" in s.status.reason, timeout=60)
+    assert ("forbidden to ServiceAccount default/deployer by cluster default/west's RBAC"
+            in st.status.reason), st.status.reason
+    assert "ClusterRoleBinding team-p-admin" in st.status.reason
+    assert "ConfigMap kube-system/team-p-system" in st.status.reason
+    conf = wait_for(lambda: west.request("GET", "/api/v1/namespaces/default/configmaps/web-conf"),
+                    lambda c: c.get("data") == {"a": "2"}, timeout=30)
+    assert conf["metadata"]["annotations"]["berth.dev/generation"] == "2" and on_west()
+    assert west.request("GET", "/api/v1/namespaces/kube-system/configmaps/team-p-system",
+                        ok=(404,)) == {}
+    assert west.request("GET", f"{rbac}/clusterrolebindings/team-p-admin", ok=(404,)) == {}
+
+    policy(kinds=None, identity={"serviceAccount": "default/deployer"})  # west barred
     wait_for(lambda: not on_west() or None, timeout=30)
     assert not present(kube["west"], ConfigMap, "web-conf")
 
     put(store, web, msgspec.json.encode({
         "api": "kubernetes", "kind": "Application",
-        "metadata": {"name": "web", "namespace": team, "generation": 1,
+        "metadata": {"name": "web", "namespace": team, "generation": 2,
                      "deleted": "2026-12-03T00:00:00Z"}, "spec": {"manifest": manifest}}))
     wait_for(lambda: store.get(web) is None or None, timeout=60)
     for key in (keys.resource_key("NamespacePolicy", team),

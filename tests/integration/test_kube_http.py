@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from berth.controllers.propagator.kube import Connection, Exists, KubeObject, Rejected
+from berth.controllers.propagator.kube import Connection, Exists, Forbidden, KubeObject, Rejected
 from berth.store.documents import KubeObjectRef
+from berth.store.documents.tenancy import Identity
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
 
@@ -121,6 +122,82 @@ def test_a_creation_touches_no_namesake_and_claims_its_fields_as_an_apply(
         assert managers("overtaken") == [("berth", "Apply"), ("someone", "Update")]
         for name in ("made", "posted", "theirs", "unclaimed", "overtaken"):
             conn.delete(KubeObjectRef("v1", "ConfigMap", name, "default"))
+    finally:
+        conn.close()
+
+
+def test_calls_made_as_an_identity_are_bounded_by_the_clusters_rbac(
+        cluster: KubeCluster) -> None:
+    """Kubernetes impersonation (docs/teams.md "Applied as the namespace's identity"):
+    berth's credential here is a ServiceAccount that may impersonate team-i's deployer
+    alone, which may manage the ConfigMaps of namespace team-i. As the deployer a
+    ConfigMap there is made, applied, read and deleted; a ClusterRoleBinding and a
+    ConfigMap in kube-system are Forbidden, with the API server's reason; another
+    identity, which berth may not impersonate, is Forbidden whatever it asks; berth's
+    own calls are its own."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for path, body in (
+            ("/api/v1/namespaces", {"metadata": {"name": "team-i"}}),
+            ("/api/v1/namespaces/team-i/serviceaccounts", {"metadata": {"name": "deployer"}}),
+            ("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "berth"}}),
+            (f"{rbac}/namespaces/team-i/roles", {"metadata": {"name": "deployer"}, "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]}),
+            (f"{rbac}/namespaces/team-i/rolebindings", {
+                "metadata": {"name": "deployer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "deployer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer",
+                              "namespace": "team-i"}]}),
+            (f"{rbac}/namespaces/team-i/roles", {"metadata": {"name": "berth"}, "rules": [
+                {"apiGroups": [""], "resources": ["serviceaccounts"],
+                 "resourceNames": ["deployer"], "verbs": ["impersonate"]}]}),
+            (f"{rbac}/namespaces/team-i/rolebindings", {
+                "metadata": {"name": "berth"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "berth"},
+                "subjects": [{"kind": "ServiceAccount", "name": "berth",
+                              "namespace": "default"}]})):
+        cluster.request("POST", path, body, ok=(409,))
+    token = cluster.request("POST", "/api/v1/namespaces/default/serviceaccounts/berth/token", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600}})["status"]["token"]
+    conn = Connection(with_user(cluster, {"token": token}), 5.0)
+    deployer = Identity(service_account="team-i/deployer")
+    team = conn.acting_as(deployer)
+    assert team is conn.acting_as(Identity(service_account="team-i/deployer"))  # one each
+    mine = {**config_map("mine"), "metadata": {"name": "mine", "namespace": "team-i"}}
+    grab = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "team-i-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "Group", "name": "team-i",
+                          "apiGroup": "rbac.authorization.k8s.io"}]}
+    system = {**config_map("system"), "metadata": {"name": "system",
+                                                     "namespace": "kube-system"}}
+    try:
+        kind, ref = team.locate(mine)
+        made = team.create(kind, ref, mine)
+        assert team.apply(kind, ref, mine).metadata.uid == made.metadata.uid
+        got = team.get(ref)
+        assert got is not None and got.metadata.uid == made.metadata.uid
+        team.delete(ref, uid=made.metadata.uid)
+        assert cluster.request("GET", "/api/v1/namespaces/team-i/configmaps/mine",
+                               ok=(404,)) == {}
+        for body in (grab, system):
+            kind, ref = team.locate(body)
+            for call in (team.create, team.apply):
+                with pytest.raises(Forbidden, match="system:serviceaccount:team-i:deployer"):
+                    call(kind, ref, body)
+            with pytest.raises(Forbidden):
+                team.get(ref)
+        other = conn.acting_as(Identity(service_account="team-j/deployer"))
+        kind, ref = other.locate(mine)
+        with pytest.raises(Forbidden, match="impersonate"):
+            other.create(kind, ref, mine)
+        with pytest.raises(Forbidden):  # berth itself may not write there
+            conn.create(kind, ref, mine)
+        assert not [b for b in cluster.request("GET", f"{rbac}/clusterrolebindings")["items"]
+                    if b["metadata"]["name"] == "team-i-admin"]
     finally:
         conn.close()
 

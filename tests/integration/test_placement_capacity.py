@@ -241,6 +241,8 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     small (which scores the same); forbidden by the policy, its copy goes, and comes back
     once allowed; over the namespace's quota a second is not placed,
     nor after the scheduler is killed and started again, until the quota is raised;
+    applied as the identity its policy names, what large's RBAC forbids that identity is
+    refused there and said, the rest applied;
     unbound, the set's cluster is left though nothing else fits. (The rules in memory:
     tests/unit/controllers/scheduler/test_tenancy.py and test_quota.py.)"""
     for name in ("small", "large"):
@@ -327,6 +329,54 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     assert not deployed_as("more")
     policy("big", quota={"cpu": "200m"}, **limits)
     wait_for(lambda: deployed_as("more") or None, timeout=30)
+
+    # applied as the namespace's identity: large's RBAC lets team a's deployer manage
+    # Deployments and ConfigMaps of Kubernetes namespace default alone (berth's own
+    # credential there impersonates it): of one application, a ClusterRoleBinding and
+    # a ConfigMap in kube-system are refused by large's API server and said, the rest
+    # applied; api and more, applied as the deployer too, run on
+    large, rbac = clusters["large"], "/apis/rbac.authorization.k8s.io/v1"
+    for path, body in (
+            ("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "deployer"}}),
+            (f"{rbac}/namespaces/default/roles", {"metadata": {"name": "deployer"}, "rules": [
+                {"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"],
+                 "verbs": ["*"]}]}),
+            (f"{rbac}/namespaces/default/rolebindings", {
+                "metadata": {"name": "deployer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "deployer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer",
+                              "namespace": "default"}]})):
+        large.request("POST", path, body, ok=(409,))
+    policy("big", quota={"cpu": "200m"}, identity={"serviceAccount": "default/deployer"})
+    system = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "team-a-system", "namespace": "kube-system"}}
+    put(store, keys.resource_key("Application", "mixed", "team-a"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "mixed", "namespace": "team-a", "generation": 1},
+        "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "team-a-ok", "namespace": "default"}},
+                              grab, system]}}))
+    st = wait_for(lambda: said("mixed"), lambda st: "forbidden to" in st.status.reason,
+                  timeout=30)
+    reason = st.status.reason
+    assert ("forbidden to ServiceAccount default/deployer by cluster default/large's RBAC"
+            in reason), reason
+    assert "ClusterRoleBinding team-a-admin" in reason and "ConfigMap kube-system/" in (
+        reason), reason
+    assert large.request("GET", "/api/v1/namespaces/default/configmaps/team-a-ok")
+    assert large.request("GET", "/api/v1/namespaces/kube-system/configmaps/team-a-system",
+                         ok=(404,)) == {}
+    assert large.request("GET", f"{rbac}/clusterrolebindings/team-a-admin", ok=(404,)) == {}
+    assert deployed("large") and deployed_as("more")
+    put(store, keys.resource_key("Application", "mixed", "team-a"), msgspec.json.encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "mixed", "namespace": "team-a", "generation": 1,
+                     "deleted": "2026-12-03T00:00:00Z"}, "spec": {"manifest": []}}))
+    mixed = keys.resource_key("Application", "mixed", "team-a")
+    wait_for(lambda: store.get(mixed) is None or None, timeout=30)  # nothing refused waits
+    assert large.request("GET", "/api/v1/namespaces/default/configmaps/team-a-ok",
+                         ok=(404,)) == {}  # removed as the deployer
     policy()  # the set unbound: team a may use no cluster now
     b = wait_for(lambda: binding(store, "api", "team-a"),
                  lambda b: b.status.state == "Unschedulable" and not b.spec.targets, timeout=30)

@@ -44,18 +44,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from berth.controllers.propagator.authority import HANDED_OVER, Leased
 from berth.controllers.propagator.concern import Applies, Concern
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import AppSecrets, Kubeconfigs
-from berth.controllers.propagator.execute import (
-    HANDED_OVER,
-    ClusterClient,
-    Executor,
-    Leased,
-    OnApplied,
-    Router,
-    run,
-)
+from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, Router, run
 from berth.controllers.propagator.facts import FactsBuilder
 from berth.controllers.propagator.health import Health, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
@@ -85,7 +78,7 @@ from berth.store.documents import (
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import Pace
 from berth.store.documents.rollouts import RolloutControl
-from berth.store.documents.tenancy import ClusterSet, NamespacePolicy
+from berth.store.documents.tenancy import ClusterSet, Identity, NamespacePolicy
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +219,9 @@ class Applier:
 
     # -- clusters, for the executor (execute.Clients) -------------------------------
 
-    def client(self, cid: str) -> ClusterClient | None:
-        """The cluster's connection; None if the Cluster is gone; Unavailable if unusable."""
+    def client(self, cid: str, identity: Identity | None = None) -> ClusterClient | None:
+        """The cluster's connection, its calls made as ``identity`` (None: berth's own
+        credential); None if the Cluster is gone; Unavailable if unusable."""
         ckey = cluster_key(cid)
         view = self.clusters.get(ckey)
         if view is None:
@@ -239,9 +233,10 @@ class Applier:
         if not kubeconfig:
             raise Unavailable(f"cluster {cid} has no kubeconfig")
         try:
-            return self.connections.get(ckey, kubeconfig)
+            conn = self.connections.get(ckey, kubeconfig)
         except Exception as exc:
             raise Unavailable(f"cluster {cid}: unusable kubeconfig: {safe(exc)}") from exc
+        return conn.acting_as(identity)
 
     def unreadable(self, cid: str) -> bool:
         return unreadable(self.store, cluster_key(cid))

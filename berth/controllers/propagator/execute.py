@@ -9,6 +9,15 @@ unit tests — and records each outcome in the
 judged from what the cluster answered (``health``). Errors are values here;
 only the cluster client raises, and only the executor catches.
 
+A copy is applied and removed as its namespace's identity where its policy names
+one (the step's ``identity``: Kubernetes impersonation, docs/teams.md), so the
+member cluster's RBAC has the last word: an object it forbids (HTTP 403) is
+left out, said in the copy's error and tried again later, while the copy's
+other objects are applied; while it is, the copy is not complete, and a move
+does not remove the old one. An object to remove that the identity may not read
+is looked up with berth's own credential: one that is not there (its creation
+was refused) is not waited for.
+
 An object has one owner (the annotation ``berth.dev/application``): one that
 exists on a cluster before berth applies it there, managed by another
 application or by nobody berth knows, is not taken over unless the
@@ -23,9 +32,7 @@ cluster, is not created again — not by a resync, a restart or a move; a new
 generation deletes and creates it, so it runs again.
 
 Every request that changes a cluster goes out only while this replica's
-:class:`Authority` holds (:class:`Guarded`): it serves the cluster (the shard's
-claim; an agent, its lease) and, by its own clock, its lease surely lives — a
-replica paused past its lease sends nothing more when it resumes.
+:class:`~controllers.propagator.authority.Authority` holds (:class:`Guarded`).
 
 :func:`run` asks the plan for a step, executes it, and asks again until the
 plan finishes; status writes go through a :class:`StatusSink`.
@@ -35,16 +42,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from prometheus_client import Counter
 
+from berth.controllers.propagator.authority import HANDED_OVER, LAPSED, Authority, Leased
 from berth.controllers.propagator.drift import OwnWrites
 from berth.controllers.propagator.health import JOB_DONE, Health, copy_of
 from berth.controllers.propagator.kube import (
     OWNER,
     Exists,
+    Forbidden,
     Kind,
     KubeObject,
     Rejected,
@@ -66,6 +74,7 @@ from berth.controllers.propagator.plan import (
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, HealthRule, KubeObjectRef
 from berth.store.documents.resources import with_replicas
+from berth.store.documents.tenancy import Identity
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +116,9 @@ class ClusterClient(Protocol):
 class Clients(Protocol):
     """How the executor reaches a cluster by id ("<namespace>/<name>")."""
 
-    def client(self, cid: str) -> ClusterClient | None:
-        """None if there is no such Cluster; Unavailable if it cannot be reached."""
+    def client(self, cid: str, identity: Identity | None = None) -> ClusterClient | None:
+        """Its client, making its calls as ``identity`` (None: berth's own credential);
+        None if there is no such Cluster; Unavailable if it cannot be reached."""
         ...
 
     def unreadable(self, cid: str) -> bool:
@@ -137,44 +147,6 @@ class StatusSink(Protocol):
 
 # (cluster id, kind, object, what the cluster stored): called after each object applied.
 OnApplied = Callable[[str, Kind, KubeObjectRef, KubeObject], None]
-
-
-# Whether this replica serves a cluster, held while requests go there (shard.py).
-Gate = Callable[[str], AbstractContextManager[bool]]
-HANDED_OVER = "served by another propagator replica now"
-LAPSED = "this replica's lease may have ended (not renewed in time): nothing sent"
-
-
-def always(_cid: str) -> AbstractContextManager[bool]:
-    return nullcontext(True)
-
-
-class Authority(Protocol):
-    """What entitles this replica to send requests to a cluster."""
-
-    def serving(self, cid: str) -> AbstractContextManager[bool]:
-        """True while this replica serves ``cid``: a hand-over waits for the block to end."""
-        ...
-
-    def holds(self, cid: str) -> bool:
-        """Whether a write sent to ``cid`` now surely arrives within this replica's lease,
-        by its own clock: asked before each write, so that a replica paused past its
-        lease sends nothing more when it resumes (``runtime/tenure.py``)."""
-        ...
-
-
-class Leased:
-    """A leader's authority (an agent's): every cluster, each write while its lease holds
-    (``holds``: always, without a lease)."""
-
-    def __init__(self, holds: Callable[[], bool] | None = None) -> None:
-        self._holds = holds
-
-    def serving(self, cid: str) -> AbstractContextManager[bool]:
-        return nullcontext(True)
-
-    def holds(self, cid: str) -> bool:
-        return self._holds is None or self._holds()
 
 
 class Guarded:
@@ -261,7 +233,7 @@ class Executor:
                progress: Progress, record: Callable[[ApplicationState], Retry | None]
                ) -> Retry | None:
         cid, gen = step.cluster, step.generation
-        client = self._client(cid)
+        client = self._client(cid, step.identity)
         before = progress.applied.get(cid) or ClusterApplied(0)
         renew = before.generation not in (0, gen)  # a new generation: its Jobs run again
         skip = set(step.skip)  # and those the cluster's own record says are done
@@ -274,19 +246,20 @@ class Executor:
             except Unavailable:  # e.g. a custom resource whose CRD comes first
                 located.append((None, None, body))
         there: dict[KubeObjectRef, bool] = {}  # whether each exists: applied with force
+        forbidden: dict[KubeObjectRef, str] = {}  # what the cluster's RBAC refused, and how
         for _, ref, _ in located:  # refused before anything is recorded or applied
             if ref is not None and ref not in skip:
-                there[ref] = self._check_owner(client, cid, ref, step.owner, app.adopt)
+                self._owned(client, cid, ref, step.owner, app.adopt, there, forbidden)
         halt = self._record(cid, gen, [ref for _, ref, _ in located if ref], progress, record)
         if halt is not None:
             return halt
-        done: list[KubeObjectRef] = []
+        done: list[KubeObjectRef] = []  # recorded there: applied, or there from before
         judged: list[tuple[KubeObjectRef, Health]] = []
         for kind, ref, body in located:
             if kind is None or ref is None:
                 kind, ref = client.locate(body)
                 if ref not in skip:
-                    there[ref] = self._check_owner(client, cid, ref, step.owner, app.adopt)
+                    self._owned(client, cid, ref, step.owner, app.adopt, there, forbidden)
                 halt = self._record(cid, gen, [ref], progress, record)
                 if halt is not None:
                     return halt
@@ -294,13 +267,22 @@ class Executor:
                 done.append(ref)
                 judged.append((ref, JOB_DONE))
                 continue
-            if renew and ref in before.objects and ref.job:
-                self.own_writes.forget(cid, ref)  # a Job's template cannot change: run it anew
-                client.delete(ref, propagation=app.propagation)
-            stored = self._apply_one(client, cid, kind, ref, body, progress,
-                                     None if there.get(ref, True) else (step.owner, app.adopt))
-            done.append(ref)
-            judged.append((ref, self.clients.judge(cid, ref, stored, app.rules)))
+            if ref not in forbidden:
+                try:
+                    if renew and ref in before.objects and ref.job:
+                        self.own_writes.forget(cid, ref)  # a Job's template cannot change
+                        client.delete(ref, propagation=app.propagation)
+                    stored = self._apply_one(client, cid, kind, ref, body, progress,
+                                             None if there.get(ref, True) else (step.owner,
+                                                                                app.adopt))
+                except Forbidden as exc:
+                    forbidden[ref] = str(exc)
+                else:
+                    done.append(ref)
+                    judged.append((ref, self.clients.judge(cid, ref, stored, app.rules)))
+                    continue
+            if ref in before.objects:  # forbidden now, there from before: not pruned
+                done.append(ref)
         left = self._remove(cid, client, [o for o in before.objects if o not in done],
                             app.propagation, step.owner)
         made = step.rendered
@@ -311,9 +293,24 @@ class Executor:
             rendered=made.fingerprint if made is not None else "")
         progress.refused_copies.pop(cid, None)
         progress.health[cid] = copy_of(judged)
-        if left:
-            progress.errors[cid] = f"could not prune {', '.join(map(str, left))}"
+        said = [f"could not prune {', '.join(map(str, left))}"] if left else []
+        if forbidden:
+            who = f" to {step.identity}" if step.identity is not None else ""
+            said.append(f"forbidden{who} by cluster {cid}'s RBAC (tried again later): "
+                        + "; ".join(forbidden.values()))
+        if said:
+            progress.errors[cid] = "; ".join(said)
         return None
+
+    def _owned(self, client: ClusterClient, cid: str, ref: KubeObjectRef, owner: str,
+               adopt: bool, there: dict[KubeObjectRef, bool],
+               forbidden: dict[KubeObjectRef, str]) -> None:
+        """Whether ``ref`` exists, into ``there`` (:meth:`_check_owner`); into
+        ``forbidden`` if the cluster's RBAC does not let the copy read it."""
+        try:
+            there[ref] = self._check_owner(client, cid, ref, owner, adopt)
+        except Forbidden as exc:
+            forbidden[ref] = str(exc)
 
     def _apply_one(self, client: ClusterClient, cid: str, kind: Kind, ref: KubeObjectRef,
                    body: dict[str, Any], progress: Progress,
@@ -423,11 +420,12 @@ class Executor:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
             else:
-                self._clear(cid, step.owner, progress, propagation)
+                self._clear(cid, step.owner, step.identity, progress, propagation)
 
-    def _clear(self, cid: str, owner: str, progress: Progress, propagation: str) -> None:
+    def _clear(self, cid: str, owner: str, identity: Identity | None, progress: Progress,
+               propagation: str) -> None:
         try:
-            client = self._reach(cid)
+            client = self._reach(cid, identity)
         except Unavailable as exc:
             progress.errors[cid] = str(exc)
             return
@@ -448,14 +446,14 @@ class Executor:
         else:
             del progress.applied[cid]
 
-    def _reach(self, cid: str) -> ClusterClient | None:
-        """The cluster's client, its writes guarded by this replica's authority; None if
-        there is no such Cluster."""
-        client = self.clients.client(cid)
+    def _reach(self, cid: str, identity: Identity | None = None) -> ClusterClient | None:
+        """The cluster's client as ``identity`` (None: berth's own credential), its writes
+        guarded by this replica's authority; None if there is no such Cluster."""
+        client = self.clients.client(cid, identity)
         return Guarded(client, cid, self.authority) if client is not None else None
 
-    def _client(self, cid: str) -> ClusterClient:
-        client = self._reach(cid)
+    def _client(self, cid: str, identity: Identity | None = None) -> ClusterClient:
+        client = self._reach(cid, identity)
         if client is None:
             raise Unavailable(f"cluster {cid} does not exist")
         return client
@@ -468,7 +466,7 @@ class Executor:
         for obj in reversed(objs):
             self.own_writes.forget(cid, obj)
             try:
-                current = client.get(obj)
+                current = self._get(cid, client, obj)
                 if current is None:
                     continue
                 theirs = current.metadata.annotations.get(OWNER, "")
@@ -481,6 +479,18 @@ class Executor:
                 log.info("cluster %s: %s", cid, exc)
                 left.insert(0, obj)
         return left
+
+
+    def _get(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> KubeObject | None:
+        """The object as ``client`` reads it, or as berth's own credential does where
+        the identity ``client`` acts as may not (Forbidden only if neither may)."""
+        try:
+            return client.get(ref)
+        except Forbidden:
+            own = self.clients.client(cid)
+            if own is None:
+                raise
+            return own.get(ref)
 
 
 class Steps(Protocol):

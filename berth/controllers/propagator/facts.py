@@ -48,7 +48,7 @@ from berth.store.documents.render import (
     selects_application,
 )
 from berth.store.documents.rollouts import RolloutControl, RolloutPolicy, RolloutStrategy
-from berth.store.documents.tenancy import NamespacePolicySpec
+from berth.store.documents.tenancy import Identity, NamespacePolicySpec
 
 FINALIZER = "berth.dev/propagator"  # the propagator's own: not waited for on deletion
 
@@ -128,6 +128,11 @@ class Reads(Protocol):
         make (kinds, Kubernetes namespaces); None where it limits none."""
         ...
 
+    def identity(self, namespace: str) -> Identity | None:
+        """Whom the objects of ``namespace`` are applied as on member clusters (its
+        policy's identity; None: berth's own credential)."""
+        ...
+
     def resend(self, cid: str, namespace: str, name: str) -> bool:
         """Whether a pull cluster's copy is to be sent again (its work no longer says so)."""
         ...
@@ -172,10 +177,11 @@ class FactsBuilder:
         if owned is False:
             return None
         assert owned is not True
-        owner = f"{namespace}/{name}"
+        owner, identity = f"{namespace}/{name}", reads.identity(namespace)
         if view is None:
             unreadable = bool(recorded.applied) and reads.app_unreadable(key)
-            return Facts(None, recorded, app_unreadable=unreadable, owned=owned, owner=owner)
+            return Facts(None, recorded, app_unreadable=unreadable, owned=owned, owner=owner,
+                         identity=identity)
         meta, spec = view.metadata, view.spec
         manifest = (spec.manifest if meta.deleted is not None  # removal needs no data
                     else reads.manifest(namespace, name, meta.generation, spec.manifest))
@@ -194,7 +200,7 @@ class FactsBuilder:
                   if have.generation > 0 and (owned is None or cid in owned)}
         if binding is None:
             return Facts(app, recorded, owned=owned, health=health, now=now,
-                         move_timeout=self.move_timeout, owner=owner)
+                         move_timeout=self.move_timeout, owner=owner, identity=identity)
         served = tuple(c for c in targets if owned is None or c in owned)
         selecting = self._selecting(namespace, name, meta.labels) if not error else []
         rendered, unrendered, forbidden = self._rendered(
@@ -211,7 +217,8 @@ class FactsBuilder:
                      stopped=not targets and bool(binding.status.yielded_to), barred=barred,
                      stale=stale,
                      unseen=unseen, shares=shares, owned=owned, health=health, now=now,
-                     move_timeout=self.move_timeout, owner=owner, rendered=rendered,
+                     move_timeout=self.move_timeout, owner=owner, identity=identity,
+                     rendered=rendered,
                      unrendered=unrendered, forbidden=forbidden, rollout=rollout)
 
     def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]

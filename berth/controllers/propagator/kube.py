@@ -14,12 +14,16 @@ serves every kind: the group/version's resource list (``/api/v1``,
 connection and refreshed when a kind is missing (a CRD applied a moment ago).
 
 One :class:`Connection` per cluster serves the observer, the applier and the
-drift watches. Error texts that reach logs or status keys come from
-:func:`safe` or the API server's own message: never a kubeconfig or a token.
+drift watches; :meth:`Connection.acting_as` gives the same connection making its
+calls as a namespace's identity (Kubernetes impersonation, docs/teams.md), whose
+refusals by the cluster's RBAC are :class:`Forbidden`. Error texts that reach logs
+or status keys come from :func:`safe` or the API server's own message: never a
+kubeconfig or a token.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import threading
@@ -37,6 +41,7 @@ from berth.http import Answer
 from berth.kubehttp import KubeHttp
 from berth.store.codec import decoder, typed
 from berth.store.documents import KubeObjectRef, Reachability
+from berth.store.documents.tenancy import Identity
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,11 @@ class NotServed(Unavailable):
 class Exists(Unavailable):
     """A creation met a namesake: someone made the object since berth read it as
     absent. Nothing was written."""
+
+
+class Forbidden(Unavailable):
+    """The cluster's RBAC refused the call (HTTP 403) to whom it was made as: retried
+    later, as an administrator of the cluster may grant it."""
 
 
 class NoVersionOnCreate(Unavailable):
@@ -175,6 +185,13 @@ class _NamedList(msgspec.Struct):
     items: list[_Named] | None = None
 
 
+def _refusal(resp: Answer, what: str) -> Unavailable:
+    """The error for a call about ``what`` the cluster did not answer as hoped."""
+    if resp.status == 403:
+        return Forbidden(f"{what}: {_error(resp)}")
+    return Unavailable(f"{what}: {_error(resp)}")
+
+
 def _error(resp: Answer) -> str:
     try:
         status = typed(resp.body, _Status)
@@ -204,12 +221,29 @@ class Connection:
         self._server_version = ""
         self._lock = threading.Lock()
         self.closed = False
+        self.identity: Identity | None = None  # whom its calls are made as (None: the user)
+        self._acting: tuple[tuple[str, str], ...] = ()  # the headers that say so
+        self._as: dict[tuple[tuple[str, str], ...], Connection] = {}  # by those headers
+
+    def acting_as(self, identity: Identity | None) -> Connection:
+        """This connection making its calls as ``identity`` (None: as its own user): one
+        per identity, sharing this one's sockets, credentials and discovery."""
+        if identity is None:
+            return self
+        acting = identity.headers()
+        with self._lock:
+            found = self._as.get(acting)
+            if found is None:
+                found = copy.copy(self)  # shares the http client, the kinds, the lock
+                found.identity, found._acting, found._as = identity, acting, {}
+                self._as[acting] = found
+        return found
 
     def _request(self, method: str, path: str, *, params: dict[str, str] | None = None,
                  body: bytes = b"", content_type: str = "") -> Answer:
         try:
             return self.http.request(method, path, params=params, body=body,
-                                     content_type=content_type)
+                                     content_type=content_type, acting=self._acting)
         except Exception as exc:
             raise Unavailable(f"{method} {path}: {safe(exc)}") from exc
 
@@ -266,7 +300,7 @@ class Connection:
         if resp.status == 404:
             raise NotServed(f"the cluster serves no {api_version}")
         if resp.status != 200:
-            raise Unavailable(f"discovery of {api_version}: {_error(resp)}")
+            raise _refusal(resp, f"discovery of {api_version}")
         try:
             listed = typed(resp.body, _ResourceList).resources
         except msgspec.DecodeError as exc:
@@ -375,7 +409,7 @@ class Connection:
             raise Rejected(f"{ref}: {text}")
         if resp.status == 500 and VERSION_ON_CREATE in text:
             raise NoVersionOnCreate(f"{ref}: {text}")
-        raise Unavailable(f"{ref}: {text}")  # 404: e.g. its namespace does not exist yet
+        raise _refusal(resp, str(ref))  # 404: e.g. its namespace does not exist yet
 
     def _claim(self, kind: Kind, ref: KubeObjectRef, raw: bytes) -> KubeObject:
         """``raw`` (the object as a write answered it) with berth's creation claimed as
@@ -389,11 +423,11 @@ class Connection:
             resp = self._request("PATCH", path, body=patch,
                                  content_type="application/json-patch+json")
             if resp.status not in (200, 409, 422):  # 409, 422: its resourceVersion moved
-                raise Unavailable(f"{ref}: claiming berth's fields: {_error(resp)}")
+                raise _refusal(resp, f"{ref}: claiming berth's fields")
             if resp.status != 200:
                 resp = self._request("GET", path)
                 if resp.status != 200:
-                    raise Unavailable(f"{ref}: claiming berth's fields: {_error(resp)}")
+                    raise _refusal(resp, f"{ref}: claiming berth's fields")
             raw = resp.body
         else:
             log.warning("%s: berth's fields not claimed after %d tries (claimed at its next "
@@ -418,7 +452,7 @@ class Connection:
         if resp.status in (400, 422):
             raise Rejected(f"namespace {name}: {_error(resp)}")
         if resp.status not in (200, 201, 409):
-            raise Unavailable(f"namespace {name}: {_error(resp)}")
+            raise _refusal(resp, f"namespace {name}")
 
     def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
         """The object as stored now; None if there is none. ``cached``: as the API
@@ -433,7 +467,7 @@ class Connection:
         if resp.status == 404:
             return None
         if resp.status != 200:
-            raise Unavailable(f"{ref}: {_error(resp)}")
+            raise _refusal(resp, str(ref))
         try:
             return typed(resp.body, KubeObject)
         except msgspec.DecodeError as exc:
@@ -462,7 +496,7 @@ class Connection:
         if resp.status == 409 and uid:
             return  # replaced by another object of that name: not berth's to delete
         if resp.status not in (200, 202, 404):
-            raise Unavailable(f"deleting {ref}: {_error(resp)}")
+            raise _refusal(resp, f"deleting {ref}")
 
     def close(self) -> None:
         self.closed = True

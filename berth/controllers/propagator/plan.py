@@ -58,6 +58,7 @@ from berth.store.documents import (
 from berth.store.documents.reasons import listed
 from berth.store.documents.render import Rendered
 from berth.store.documents.rollouts import COMPLETE, HALTED, PAUSED, ROLLED_BACK, RolloutState
+from berth.store.documents.tenancy import Identity
 
 CONFIRM = "confirm"  # the errors' entry for a failed check before a move removes anything
 FAILED_MEMORY = timedelta(hours=1)  # how long a target that failed stays in the status
@@ -105,6 +106,9 @@ class Facts:
     now: datetime | None = None  # for deadlines; None: none has passed
     move_timeout: float = 600.0  # seconds a new copy has to become available
     owner: str = ""  # "<namespace>/<name>" of the application (its objects say so)
+    # Whom its objects are applied and removed as on member clusters: its namespace's
+    # policy's identity (docs/teams.md; None: berth's own credential there).
+    identity: Identity | None = None
     # Each target's copy as the overrides that select it make it (absent: the manifest as
     # written), and the targets whose copy cannot be rendered (why: the rule named).
     rendered: Mapping[str, Rendered] = field(default_factory=dict)
@@ -168,6 +172,7 @@ class Apply:
     rendered: Rendered | None = None  # this cluster's copy as overrides make it
     bodies: tuple[dict[str, Any], ...] | None = None  # another generation's (None: the app's)
     rollout: RolloutState | None = None  # the rollout as decided for this step
+    identity: Identity | None = None  # whom to apply as (None: berth's own credential)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,7 @@ class Clear:
 
     cluster: str
     owner: str = ""
+    identity: Identity | None = None  # whom to remove them as (None: berth's credential)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +248,7 @@ def plan(facts: Facts, progress: Progress) -> Step:
             for cid in sorted(progress.applied):  # where it may not run: its copies go
                 if (cid not in progress.cleared and facts.mine(cid)
                         and (facts.stopped or cid in facts.barred)):
-                    return Clear(cid, facts.owner)
+                    return Clear(cid, facts.owner, facts.identity)
         if facts.stopped:
             return Finish(state(AppState.PENDING, reason, progress.applied, was.generation,
                                 progress.errors, failed=was.failed, rollout=was.rollout),
@@ -256,7 +262,7 @@ def plan(facts: Facts, progress: Progress) -> Step:
         have = progress.applied.get(cid)  # (an older generation stays: what was allowed)
         if (have is not None and have.generation == gen and cid not in progress.cleared
                 and facts.mine(cid)):
-            return Clear(cid, facts.owner)
+            return Clear(cid, facts.owner, facts.identity)
     wave = decide(facts.rollout, gen, facts.targets, progress.applied,
                   lambda c: _health(facts, progress, c), progress.rollout, facts.now,
                   facts.move_timeout)
@@ -290,7 +296,7 @@ def plan(facts: Facts, progress: Progress) -> Step:
                 return Write(now)  # recorded as running on both before anything is removed
             for cid in removable:
                 if cid not in progress.cleared and facts.mine(cid):
-                    return Clear(cid, facts.owner)
+                    return Clear(cid, facts.owner, facts.identity)
     recheck = [w for w in (_recheck(facts, progress, placed), wave.recheck) if w is not None]
     return Finish(now, retry=_retry(facts, errors, held(facts, progress)),
                   recheck=max(0.05, min(recheck)) if recheck else None)
@@ -319,7 +325,8 @@ def _apply(facts: Facts, progress: Progress, cid: str, gen: int,
     done = done_at({c: _seen(facts, progress, c) for c in progress.applied}, gen)
     return Apply(cid, gen, share, since, new, done,
                  facts.owner, version.rendered.get(cid) if version is not None else None,
-                 None if current or version is None else version.bodies, rollout)
+                 None if current or version is None else version.bodies, rollout,
+                 facts.identity)
 
 
 def _not_yet(facts: Facts, progress: Progress, cid: str, gen: int) -> bool:
@@ -356,7 +363,7 @@ def _stop_jobs_first(facts: Facts, progress: Progress, gen: int) -> Step | None:
                 or cid in progress.errors or cid in facts.unseen):
             continue  # (a Job its cluster shows complete is done: left there)
         if cid not in progress.cleared and facts.mine(cid):
-            return Clear(cid, facts.owner)
+            return Clear(cid, facts.owner, facts.identity)
         why = f"a running Job is stopped on {cid} before it starts on {listed(facts.targets)}"
         return Finish(msgspec.structs.replace(summary(facts, progress, gen),
                                               state=AppState.MIGRATING, reason=why), retry=why)
@@ -427,7 +434,7 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
     """An application deleted (or whose key vanished): clear every cluster, then go."""
     for cid in sorted(progress.applied):
         if cid not in progress.cleared and facts.mine(cid):
-            return Clear(cid, facts.owner)
+            return Clear(cid, facts.owner, facts.identity)
     errors = progress.errors
     now = state(AppState.DELETING, first(errors) or "removing its objects", progress.applied,
                 facts.recorded.generation, errors)

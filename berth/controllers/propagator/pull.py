@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from berth.controllers.propagator.execute import HANDED_OVER, Gate, always
+from berth.controllers.propagator.authority import HANDED_OVER, Gate, always
 from berth.controllers.propagator.health import UNKNOWN, Copy, Health
 from berth.controllers.propagator.plan import (
     CONFIRM,
@@ -263,7 +263,8 @@ class PullClusters:
         spec = WorkSpec(Intent.APPLY, step.generation, list(bodies), step.replicas,
                         list(step.skip), app.adopt, app.propagation, list(app.rules),
                         list(made.by) if made is not None else [],
-                        made.fingerprint if made is not None else "")
+                        made.fingerprint if made is not None else "",
+                        identity=step.identity)
         with self.gate(cid) as serving:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
@@ -362,7 +363,7 @@ class PullClusters:
                 return
             have = progress.applied.get(cid)
             spec = WorkSpec(Intent.DELETE, have.generation if have is not None else 0,
-                            propagation=propagation)
+                            propagation=propagation, identity=step.identity)
             try:
                 self._send(cid, namespace, name, spec)
             except _NotSent as exc:

@@ -32,7 +32,7 @@ from berth.store.documents import Binding, ClusterApplied, ClusterStatus, Health
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.rollouts import RolloutControl
-from berth.store.documents.tenancy import NamespacePolicySpec
+from berth.store.documents.tenancy import Identity, NamespacePolicySpec
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,10 @@ class Informed:
                               and policy.spec.target_namespaces is None):
             return None
         return policy.spec
+
+    def identity(self, namespace: str) -> Identity | None:
+        policy = self.tenancy.policy(namespace)
+        return policy.spec.identity if policy is not None else None
 
     def resend(self, cid: str, namespace: str, name: str) -> bool:
         return self.pull.resend(cid, namespace, name)

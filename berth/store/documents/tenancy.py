@@ -9,11 +9,14 @@ namespace and of those sets, nowhere else — and limits the priorities its
 applications may take: the PriorityClasses they may name, and the highest
 priority they may give themselves; and limits what their manifests may make on
 a member cluster: the kinds, and the Kubernetes namespaces the objects are in;
-and gives it a quota of the fleet's resources. A namespace without a policy is
-as berth always was: its own clusters, any priority, any object, no quota.
+gives it a quota of the fleet's resources; and names the identity its objects
+are applied as on member clusters (Kubernetes impersonation: the member's own
+RBAC has the last word). A namespace without a policy is as berth always was:
+its own clusters, any priority, any object, no quota, berth's own credential.
 
 OCM's ManagedClusterSet and ManagedClusterSetBinding, Kubernetes' ResourceQuota
-scoped to PriorityClasses, and Karmada's FederatedResourceQuota are the models. Where berth differs:
+scoped to PriorityClasses, Karmada's FederatedResourceQuota and OCM's
+ManifestWork executor are the models. Where berth differs:
 the binding of a set to a namespace is a line in the namespace's policy, not a
 document in the namespace (a team must not bind a set to itself, and a
 namespace's documents are the team's to write).
@@ -21,6 +24,7 @@ namespace's documents are the team's to write).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -39,6 +43,57 @@ def placements(copies: int) -> Resources:
     """What one application placed on ``copies`` clusters counts against a quota beside
     what it asks (nothing if it is placed nowhere)."""
     return Resources(scalar=((APPLICATIONS, 1), (COPIES, copies))) if copies else Resources()
+
+
+# Kubernetes' impersonation headers (client-go's rest.ImpersonationConfig).
+IMPERSONATE_USER, IMPERSONATE_GROUP = "Impersonate-User", "Impersonate-Group"
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+class Identity(CamelStrict):
+    """Who a namespace's objects are applied as on a member cluster: a
+    ``serviceAccount`` (``<namespace>/<name>`` there, as OCM's ManifestWork executor
+    names one) or a ``user`` with its ``groups``. berth's own credential there
+    impersonates it, so the member's RBAC decides what the objects may be."""
+
+    service_account: str = ""
+    user: str = ""
+    groups: list[str] = []
+
+    def __post_init__(self) -> None:
+        if bool(self.service_account) == bool(self.user):
+            raise ValueError("identity: name a serviceAccount or a user, one of the two")
+        if self.service_account:
+            namespace, _, name = self.service_account.partition("/")
+            if not (_LABEL.fullmatch(namespace) and _SUBDOMAIN.fullmatch(name)):
+                raise ValueError(f"identity.serviceAccount: {self.service_account!r} is not "
+                                 "<namespace>/<name> of a ServiceAccount")
+            if self.groups:
+                raise ValueError("identity.groups: a ServiceAccount's groups are its own "
+                                 "(name them with a user)")
+        for text in (self.user, *self.groups):
+            if not text.isprintable() or not text.isascii() or text != text.strip():
+                raise ValueError(f"identity: {text!r} is not a name a header can carry")
+
+    @property
+    def username(self) -> str:
+        """The user the member cluster sees (a ServiceAccount's is Kubernetes' own)."""
+        if self.service_account:
+            namespace, _, name = self.service_account.partition("/")
+            return f"system:serviceaccount:{namespace}:{name}"
+        return self.user
+
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        """The impersonation headers a request as this identity carries."""
+        return ((IMPERSONATE_USER, self.username),
+                *((IMPERSONATE_GROUP, group) for group in self.groups))
+
+    def __str__(self) -> str:
+        if self.service_account:
+            return f"ServiceAccount {self.service_account}"
+        return f"user {self.user}" + (f" (groups {', '.join(self.groups)})" if self.groups
+                                      else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +161,8 @@ class NamespacePolicySpec(CamelStrict):
     (``cpu``, ``memory``, ``pods``, ``nvidia.com/gpu``, ...: the requests of every
     copy on every cluster, as Karmada's FederatedResourceQuota ``overall``), and
     how many ``applications`` may be placed and ``copies`` run (a resource it does
-    not name is not limited; absent: none)."""
+    not name is not limited; absent: none); ``identity``: who its objects are applied
+    as on member clusters (absent: berth's own credential there)."""
 
     cluster_sets: list[str] = []
     priority_classes: list[str] | None = None
@@ -114,6 +170,7 @@ class NamespacePolicySpec(CamelStrict):
     kinds: list[str] | None = None
     target_namespaces: list[str] | None = None
     quota: dict[str, str | int] | None = None
+    identity: Identity | None = None
 
     def __post_init__(self) -> None:
         if self.quota is not None:
@@ -158,5 +215,5 @@ class NamespacePolicy(Strict, tag_field="kind", tag="NamespacePolicy"):
     api: str = "core"
 
 
-__all__ = ["APPLICATIONS", "COPIES", "ClusterSet", "ClusterSetSpec", "Limit", "NamespacePolicy",
-           "NamespacePolicySpec", "amount", "placements"]
+__all__ = ["APPLICATIONS", "COPIES", "ClusterSet", "ClusterSetSpec", "Identity", "Limit",
+           "NamespacePolicy", "NamespacePolicySpec", "amount", "placements"]

@@ -31,6 +31,7 @@ from berth.store.documents.decisions import (
     Reachability,
     StatusMeta,
 )
+from berth.store.documents.tenancy import Identity
 
 
 class Intent(StrEnum):
@@ -61,7 +62,9 @@ class WorkSpec(msgspec.Struct, omit_defaults=True):
     # the overrides that made this copy, and a fingerprint of what they made ("": none)
     overrides: list[str] = []
     rendered: str = ""
-    decision: str = ""  # the scheduler's decision it comes from (its ledger id)
+    # whom the agent applies and removes them as (its namespace's policy's identity,
+    # docs/teams.md; None: the agent's own credential)
+    identity: Identity | None = None
 
 
 class Work(msgspec.Struct, tag_field="kind", tag="Work"):

@@ -13,6 +13,7 @@ from berth.controllers.propagator.health import HEALTHY, JOB_DONE, Health
 from berth.controllers.propagator.kube import (
     OWNER,
     Exists,
+    Forbidden,
     Kind,
     KubeObject,
     NotServed,
@@ -22,6 +23,7 @@ from berth.controllers.propagator.kube import (
 )
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, HealthRule, KubeObjectRef
+from berth.store.documents.tenancy import Identity
 
 Journal = list[tuple[str, ...]]
 
@@ -40,6 +42,9 @@ class FakeCluster:
     objects: dict[KubeObjectRef, dict[str, Any]] = field(default_factory=dict)
     down: bool = False
     refuse: set[str] = field(default_factory=set)  # object names refused as invalid
+    # object names the cluster's RBAC forbids each impersonated user ("": berth's own)
+    forbid: dict[str, set[str]] = field(default_factory=dict)
+    acted: list[tuple[str, str, str]] = field(default_factory=list)  # (user, verb, name)
     version: int = 100
     health: Health = field(default_factory=lambda: Health(HEALTHY))  # every object judged so
     jobs: Health = JOB_DONE  # but Jobs (batch/v1): complete
@@ -47,6 +52,10 @@ class FakeCluster:
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
     calls: list[tuple[str, str]] = field(default_factory=list)  # ("create"/"apply", name)
     _lock: threading.Lock = field(default_factory=threading.Lock)  # a creation is atomic
+
+    def acting_as(self, identity: Identity | None) -> FakeCluster | Acting:
+        """This cluster's calls made as ``identity`` (None: as berth)."""
+        return self if identity is None else Acting(self, identity.username)
 
     def _up(self) -> None:
         if self.down:
@@ -125,6 +134,45 @@ class FakeCluster:
 
 
 @dataclass
+class Acting:
+    """A fake cluster's calls made as one user: those its ``forbid`` names are refused
+    as the cluster's RBAC refuses them (HTTP 403)."""
+
+    cluster: FakeCluster
+    user: str  # "": berth's own credential
+
+    def _may(self, verb: str, ref: KubeObjectRef) -> None:
+        if ref.name in self.cluster.forbid.get(self.user, set()):
+            raise Forbidden(f"{ref}: HTTP 403: User {self.user!r} cannot {verb} it")
+
+    def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
+        return self.cluster.locate(body)
+
+    def create(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        self._may("create", ref)
+        self.cluster.acted.append((self.user, "create", ref.name))
+        return self.cluster.create(kind, ref, body)
+
+    def apply(self, kind: Kind, ref: KubeObjectRef, body: dict[str, Any]) -> KubeObject:
+        self._may("patch", ref)
+        self.cluster.acted.append((self.user, "patch", ref.name))
+        return self.cluster.apply(kind, ref, body)
+
+    def get(self, ref: KubeObjectRef, *, cached: bool = False) -> KubeObject | None:
+        self._may("get", ref)
+        return self.cluster.get(ref, cached=cached)
+
+    def exists(self, ref: KubeObjectRef) -> bool:
+        return self.get(ref) is not None
+
+    def delete(self, ref: KubeObjectRef, *, propagation: str = "Background",
+               uid: str = "") -> None:
+        self._may("delete", ref)
+        self.cluster.acted.append((self.user, "delete", ref.name))
+        self.cluster.delete(ref, propagation=propagation, uid=uid)
+
+
+@dataclass
 class Fleet:
     """The Clients protocol over fake clusters named "default/<name>"."""
 
@@ -139,8 +187,10 @@ class Fleet:
     def __getitem__(self, name: str) -> FakeCluster:
         return self.clusters[f"default/{name}"]
 
-    def client(self, cid: str) -> FakeCluster | None:
-        return self.clusters.get(cid)
+    def client(self, cid: str, identity: Identity | None = None
+               ) -> FakeCluster | Acting | None:
+        cluster = self.clusters.get(cid)
+        return cluster.acting_as(identity) if cluster is not None else None
 
     def unreadable(self, cid: str) -> bool:
         return False

@@ -44,9 +44,10 @@ from berth.controllers.propagator.agent.budget import Budget, Kept
 from berth.controllers.propagator.agent.config import AgentConfig
 from berth.controllers.propagator.agent.join import Credentials, Keeper, Renewal
 from berth.controllers.propagator.agent.reports import Reports
+from berth.controllers.propagator.authority import Leased
 from berth.controllers.propagator.capacity import Tracker
 from berth.controllers.propagator.drift import DriftWatches, OwnWrites
-from berth.controllers.propagator.execute import Executor, Leased
+from berth.controllers.propagator.execute import Executor
 from berth.controllers.propagator.health import HEALTHY, Health, judge, with_copy
 from berth.controllers.propagator.kube import (
     OWNER,
@@ -77,6 +78,7 @@ from berth.store.documents import (
     KubeObjectRef,
     Reachability,
 )
+from berth.store.documents.tenancy import Identity
 from berth.store.documents.work import (
     Intent,
     Report,
@@ -218,8 +220,8 @@ class Agent:
         except Exception as exc:
             raise Unavailable(f"cluster {self.cid}: unusable kubeconfig: {safe(exc)}") from exc
 
-    def client(self, cid: str) -> Connection | None:
-        return self.connection() if cid == self.cid else None
+    def client(self, cid: str, identity: Identity | None = None) -> Connection | None:
+        return self.connection().acting_as(identity) if cid == self.cid else None
 
     def unreadable(self, cid: str) -> bool:
         return False
@@ -378,7 +380,7 @@ class Agent:
         applied = {self.cid: have} if have is not None else {}
         progress = Progress(applied, ApplicationState(applied=dict(applied)))
         step = Apply(self.cid, spec.generation, spec.replicas, since, skip=tuple(spec.skip),
-                     owner=owner, bodies=tuple(spec.objects))
+                     owner=owner, bodies=tuple(spec.objects), identity=spec.identity)
         app = App(spec.generation, bodies=tuple(spec.objects), rules=rules, adopt=spec.adopt,
                   propagation=spec.propagation)
 
@@ -444,8 +446,8 @@ class Agent:
             self._report(rkey, meta, st.work, have, intent=st.intent, held=held)
             return Retry(held, after=self.budget.retry_after())
         progress = Progress({self.cid: have}, ApplicationState())
-        self.executor.clear(Clear(self.cid, f"{meta.namespace}/{meta.name}"), progress,
-                            work.spec.propagation)
+        self.executor.clear(Clear(self.cid, f"{meta.namespace}/{meta.name}",
+                                  work.spec.identity), progress, work.spec.propagation)
         left = progress.applied.get(self.cid)
         error = progress.errors.get(self.cid, "")
         self._report(rkey, meta, revision, left, intent=Intent.DELETE, error=error,

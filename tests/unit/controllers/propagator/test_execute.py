@@ -12,6 +12,7 @@ from berth.controllers.propagator.health import HEALTHY, Health
 from berth.controllers.propagator.plan import App, Apply, Facts, Finish, Progress, state
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.store.documents.tenancy import Identity
 from berth_testkit.fakes.propagator import Fleet, Sink
 
 OWNER = "default/app"
@@ -601,3 +602,57 @@ def test_a_replica_whose_lease_lapsed_sends_the_cluster_nothing_more() -> None:
     assert isinstance(end, Finish) and end.retry
     assert not [j for j in fleet.journal if j[0] == "delete"]
     assert list(fleet["a"].objects) == [ref("x")]
+
+
+def test_a_copy_goes_as_its_namespaces_identity_and_what_the_clusters_rbac_forbids_waits(
+        ) -> None:
+    """docs/teams.md "Applied as the namespace's identity": every call for the copy is
+    made as the identity; an object the member's RBAC forbids is left out and tried
+    again, the others applied; absent, it keeps a move from removing the old copy."""
+    team = Identity(service_account="team-a/deployer")
+    fleet = Fleet().add("a", "b")
+    app = App(1, bodies=(cm("x"), cm("y"), cm("z")))
+
+    def reconcile_as(was: ApplicationState, target: str, *, resync: bool = False
+                     ) -> Finish | Retry:
+        facts = Facts(app, was, 1, (f"default/{target}",), owner=OWNER, identity=team,
+                      stale=frozenset({f"default/{target}"} if resync else ()))
+        return run(facts, Progress.start(was), Executor(fleet, OwnWrites()),
+                   Sink(fleet.journal))
+
+    end = reconcile_as(ApplicationState(), "a")
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert {(user, name) for user, _, name in fleet["a"].acted} == {
+        (team.username, "x"), (team.username, "y"), (team.username, "z")}
+
+    fleet["b"].forbid[team.username] = {"y"}  # b's RBAC does not let the team make y
+    end = reconcile_as(end.state, "b")
+    assert isinstance(end, Finish) and end.state is not None
+    assert set(fleet["b"].objects) == {ref("x"), ref("z")}
+    error = end.state.errors["default/b"]
+    assert "forbidden to ServiceAccount team-a/deployer by cluster default/b's RBAC" in error
+    assert "ConfigMap default/y: HTTP 403" in error and "default/x" not in error
+    assert ref("y") not in end.state.applied["default/b"].objects  # not there
+    assert end.retry  # tried again later
+    assert set(fleet["a"].objects) == {ref("x"), ref("y"), ref("z")}  # the old copy stays
+    assert not any(verb == "delete" for _, verb, _ in fleet["a"].acted)
+
+    fleet["b"].forbid.clear()  # granted: the copy completes and the move ends
+    end = reconcile_as(end.state, "b")
+    assert isinstance(end, Finish) and end.state is not None and end.state.state == "RUNNING"
+    assert set(fleet["b"].objects) == {ref("x"), ref("y"), ref("z")} and not fleet["a"].objects
+    assert {(user, verb) for user, verb, _ in fleet["a"].acted if verb == "delete"} == {
+        (team.username, "delete")}  # removed as the team too
+
+    fleet["b"].forbid[team.username] = {"y"}  # revoked: y stays (still in the manifest)
+    end = reconcile_as(end.state, "b", resync=True)
+    assert isinstance(end, Finish) and end.state is not None and "default/b" in end.state.errors
+    assert ref("y") in fleet["b"].objects and ref("y") in end.state.applied["default/b"].objects
+
+    # recorded, never made (a stop between the record and the creation), unreadable to
+    # the team: looked up with berth's own credential, not waited for on removal
+    fleet["b"].objects.pop(ref("y"))
+    gone = App(1, deleting=True, bodies=app.bodies)
+    facts = Facts(gone, end.state, 1, ("default/b",), owner=OWNER, identity=team)
+    end = run(facts, Progress.start(end.state), Executor(fleet, OwnWrites()), Sink(fleet.journal))
+    assert isinstance(end, Finish) and end.state is None and not fleet["b"].objects, end

@@ -31,7 +31,7 @@ from berth.store.documents import (
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import PaceSpec
 from berth.store.documents.rollouts import RolloutControl
-from berth.store.documents.tenancy import NamespacePolicySpec
+from berth.store.documents.tenancy import Identity, NamespacePolicySpec
 from berth_testkit.memory import FakeClock
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
@@ -134,6 +134,9 @@ class Table:
 
     def limits(self, namespace: str) -> NamespacePolicySpec | None:
         return self.limits_
+
+    def identity(self, namespace: str) -> Identity | None:
+        return self.limits_.identity if self.limits_ is not None else None
 
 
 def app(generation: int = 1, manifest: list[Any] | None = None,

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import pytest
 
+from berth.controllers.propagator.plan import App, Apply, Clear, Progress
 from berth.controllers.propagator.pull import PullClusters, digest_of
-from berth.store import encode, keys
-from berth.store.documents.work import Work, WorkMeta, WorkSpec
+from berth.store import decode, encode, keys
+from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
+from berth.store.documents.tenancy import Identity
+from berth.store.documents.work import Intent, Work, WorkMeta, WorkSpec
 from berth_testkit.memory import MemoryStore
 
 CID = "default/b"
@@ -54,3 +57,23 @@ def test_a_value_that_is_no_work_is_sent_again(garbage: bytes) -> None:
     sent = pull.sent(KEY)
     assert sent is not None and sent.revision == revision and sent.digest == ""
     assert pull.resend(CID, "default", "web")
+
+
+def test_a_work_names_the_identity_its_objects_are_applied_and_removed_as() -> None:
+    """docs/teams.md "Applied as the namespace's identity": in pull mode the agent
+    impersonates the identity its work names (an apply's and a removal's alike)."""
+    store, pull = world()
+    team = Identity(service_account="default/deployer")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}}
+    progress = Progress({}, ApplicationState())
+    assert pull.apply(Apply(CID, 1, owner="default/web", identity=team),
+                      App(1, bodies=(body,)), progress, lambda _state: None) is None
+    kv = store.get(KEY)
+    assert kv is not None and decode(kv.value, Work).spec.identity == team
+    progress.applied[CID] = ClusterApplied(1, [KubeObjectRef("v1", "ConfigMap", "web",
+                                                             "default")])
+    pull.clear(Clear(CID, "default/web", team), progress)
+    kv = store.get(KEY)
+    assert kv is not None
+    spec = decode(kv.value, Work).spec
+    assert (spec.intent, spec.identity) == (Intent.DELETE, team)

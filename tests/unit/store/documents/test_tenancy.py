@@ -119,3 +119,35 @@ def test_a_policy_forbids_the_kinds_and_namespaces_it_does_not_list() -> None:
     nothing = policy(kinds=[]).spec
     assert nothing.forbids(obj("v1", "ConfigMap")) == "ConfigMap x: kind core/ConfigMap is not among none"
     assert policy().spec.forbids(obj("v1", "Anything", None)) == ""  # absent: any
+
+
+@pytest.mark.parametrize(("identity", "said"), [
+    ({}, "identity: name a serviceAccount or a user, one of the two"),
+    ({"serviceAccount": "a/b", "user": "c"}, "name a serviceAccount or a user"),
+    ({"serviceAccount": "deployer"}, "'deployer' is not <namespace>/<name>"),
+    ({"serviceAccount": "Team_A/deployer"}, "is not <namespace>/<name>"),
+    ({"serviceAccount": "team-a/deployer", "groups": ["g"]}, "a ServiceAccount's groups"),
+    ({"user": "alice\r\nImpersonate-User: admin"}, "is not a name a header can carry"),
+    ({"user": "alice", "groups": [" spaced"]}, "is not a name a header can carry"),
+    ({"user": "alice", "extra": 1}, "unknown field"),
+])
+def test_an_identity_that_is_not_one_is_refused_naming_why(identity: dict[str, Any],
+                                                         said: str) -> None:
+    """Refused where any process decodes the policy: a header never carries what a team
+    could smuggle another header in with."""
+    with pytest.raises(msgspec.ValidationError) as refused:
+        policy(identity=identity)
+    assert said in str(refused.value) and "$.spec.identity" in str(refused.value)
+
+
+def test_an_identity_says_whom_the_member_cluster_sees() -> None:
+    sa = policy(identity={"serviceAccount": "team-a/deployer"}).spec.identity
+    assert sa is not None and sa.username == "system:serviceaccount:team-a:deployer"
+    assert sa.headers() == (("Impersonate-User", "system:serviceaccount:team-a:deployer"),)
+    assert str(sa) == "ServiceAccount team-a/deployer"
+    user = policy(identity={"user": "ci", "groups": ["team-a", "deployers"]}).spec.identity
+    assert user is not None and user.headers() == (
+        ("Impersonate-User", "ci"), ("Impersonate-Group", "team-a"),
+        ("Impersonate-Group", "deployers"))
+    assert str(user) == "user ci (groups team-a, deployers)"
+    assert policy().spec.identity is None  # absent: berth's own credential
