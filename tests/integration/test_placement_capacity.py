@@ -369,6 +369,10 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
                          ok=(404,)) == {}
     assert large.request("GET", f"{rbac}/clusterrolebindings/team-a-admin", ok=(404,)) == {}
     assert deployed("large") and deployed_as("more")
+    for name in ("api", "more"):  # applied again as the deployer, at once
+        wait_for(lambda name=name: said(name), lambda st: st.status.applied[
+            "default/large"].identity == "system:serviceaccount:default:deployer",
+            timeout=30)
     put(store, keys.resource_key("Application", "mixed", "team-a"), msgspec.json.encode({
         "api": "kubernetes", "kind": "Application",
         "metadata": {"name": "mixed", "namespace": "team-a", "generation": 1,

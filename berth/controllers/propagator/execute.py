@@ -290,7 +290,8 @@ class Executor:
             gen, done + left, step.replicas, since=step.since, new=step.new,
             done=[r for r in done if r in skip],
             overrides=list(made.by) if made is not None else [],
-            rendered=made.fingerprint if made is not None else "")
+            rendered=made.fingerprint if made is not None else "",
+            identity=step.identity.username if step.identity is not None else "")
         progress.refused_copies.pop(cid, None)
         progress.health[cid] = copy_of(judged)
         said = [f"could not prune {', '.join(map(str, left))}"] if left else []

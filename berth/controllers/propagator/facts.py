@@ -210,7 +210,8 @@ class FactsBuilder:
                                 name) if not error else Inputs()
         shares = {cluster_id(t.namespace or namespace, t.name): t.replicas for t in placed
                   if t.replicas is not None}
-        stale = frozenset(c for c in served if self._stale(c, namespace, name, recorded, since))
+        stale = frozenset(c for c in served if self._stale(c, namespace, name, recorded, since,
+                                                           identity))
         unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason,
@@ -232,10 +233,15 @@ class FactsBuilder:
         return frozenset() if not cids and self.reads.home(key) else False
 
     def _stale(self, cid: str, namespace: str, name: str, recorded: ApplicationState,
-               since: Since) -> bool:
+               since: Since, identity: Identity | None) -> bool:
         """Whether the copy on ``cid`` is to be applied again (an agent keeps its own
         cluster as its work says: a pull cluster's copy is sent again only when its work
-        no longer says to apply it)."""
+        no longer says to apply it); in either mode, a copy applied as another identity
+        than its namespace's policy names now."""
+        have = recorded.applied.get(cid)
+        if have is not None and have.generation > 0 and have.identity != (
+                identity.username if identity is not None else ""):
+            return True
         if self.reads.is_pull(cid):
             return self.reads.resend(cid, namespace, name)
         return (cid in since.drifted or since.applied.get(cid) != since.epoch

@@ -256,6 +256,9 @@ class ClusterApplied(msgspec.Struct, omit_defaults=True):
     # fingerprint of what they made ("": the manifest as written, no override applies).
     overrides: list[str] = []
     rendered: str = ""
+    # Whom its objects were applied as: the user an identity's calls are made as
+    # (docs/teams.md; "": berth's own credential there). Another now: applied again.
+    identity: str = ""
 
 
 class FailedTarget(msgspec.Struct, omit_defaults=True):

@@ -38,6 +38,7 @@ CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
 REF = KubeObjectRef("v1", "ConfigMap", "x", "default")
 KEY = keys.resource_key("Application", "web", "default")
 FINE = Copy(Health(HEALTHY, "", 1, 1))
+DEPLOYER = Identity(service_account="default/deployer")
 
 
 @dataclass
@@ -179,6 +180,16 @@ STALE = [
      on("a", "b"), Since(5, {"default/a": 1}, {}), ids("b")),
     ("sharded: only the served clusters' copies", Table(serving={"a"}), on("a", "b"),
      Since(1, {}, {}), ids("a")),
+    ("applied as berth, its policy naming an identity now: push and pull",
+     Table(pulls={"b"}, limits_=NamespacePolicySpec(identity=DEPLOYER)), on("a", "b"),
+     Since(0, {}, {"default/a": 0}), ids("a", "b")),
+    ("applied as the identity its policy names", Table(
+        limits_=NamespacePolicySpec(identity=DEPLOYER)), ApplicationState(applied={
+            "default/a": ClusterApplied(1, [REF], identity=DEPLOYER.username)}),
+     Since(0, {}, {"default/a": 0}), ids("b")),
+    ("applied as an identity its policy no longer names", Table(), ApplicationState(
+        applied={"default/a": ClusterApplied(1, [REF], identity=DEPLOYER.username)}),
+     Since(0, {}, {"default/a": 0}), ids("a", "b")),
 ]
 
 
