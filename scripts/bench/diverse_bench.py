@@ -4,6 +4,7 @@
         [--rate 500] [--seconds 10] [--no-latency] [--no-reaction] [--idle SECONDS]
         [--workloads [--no-requests]] [--changed SHARE] [--log-level LEVEL] [--config FILE]
         [--no-ledger] [--no-events] [--profile PREFIX] [--max-txn-ops N] [--quiet SECONDS]
+        [--namespaces N]
 
 1. Seeds ``--clusters`` ONLINE clusters and their metric values (workload.py)
    and starts ``berth scheduler`` as a child process.
@@ -29,6 +30,12 @@
 7. The ledger (docs/ledger.md): the records the scheduler wrote with its
    Bindings, their count and mean size (``--no-ledger``: the scheduler writes
    none; scripts/bench/ledger_bench.py compares the two).
+
+``--namespaces N``: the applications belong to N teams' namespaces, round robin,
+each with a NamespacePolicy (docs/teams.md) binding a ClusterSet of every cluster
+and a quota of every resource and count, too large to refuse anything: the same
+candidates and decisions as without, plus the cost of the policies — the set's
+filter and the quota's counting (scripts/bench/tenancy_bench.py compares the two).
 """
 
 from __future__ import annotations
@@ -162,6 +169,22 @@ def seed(store: Store, clusters: int, rng: random.Random, workloads: bool = Fals
     return sorted(metrics)
 
 
+def teams(store: Store, namespaces: int) -> list[str]:
+    """``namespaces`` teams' namespaces, each with a policy binding every cluster (of
+    namespace default) and a quota that refuses nothing."""
+    names = [f"team-{i:02d}" for i in range(namespaces)]
+    ops = [Put(keys.resource_key("ClusterSet", "fleet"), encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "fleet"},
+        "spec": {"namespaces": ["default"]}}))]
+    ops += [Put(keys.resource_key("NamespacePolicy", ns), encode({
+        "api": "core", "kind": "NamespacePolicy", "metadata": {"name": ns},
+        "spec": {"clusterSets": ["fleet"], "quota": {
+            "cpu": "1000000", "memory": "1000Ti", "pods": 10**9, "applications": 10**9,
+            "copies": 10**9}}})) for ns in names]
+    store.commit_chunks(ops)
+    return names
+
+
 def start_scheduler(url: str, port: int, store: Store, level: str = "WARNING",
                     config: str | None = None, max_txn_ops: int = 128
                     ) -> subprocess.Popen[bytes]:
@@ -243,6 +266,8 @@ def main() -> None:
                     help="the scheduler writes no events (events: false)")
     ap.add_argument("--figures", metavar="FILE",
                     help="also write the figures as JSON (fleet_ratios.py reads them)")
+    ap.add_argument("--namespaces", type=int, default=0, metavar="N",
+                    help="the applications in N teams' namespaces, each with a policy")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the scheduler: PREFIX-<phase>.txt")
     args = ap.parse_args()
@@ -267,7 +292,9 @@ def main() -> None:
         store = Store(EtcdConfig(url=server.url, max_txn_ops=args.max_txn_ops))
         t = time.perf_counter()
         metrics = seed(store, args.clusters, rng, args.workloads)
+        spaces = teams(store, args.namespaces) if args.namespaces else ["default"]
         print(f"seeded {args.clusters} clusters, {len(metrics)} metric values "
+              f"{f'and {args.namespaces} teams with policies ' if args.namespaces else ''}"
               f"in {time.perf_counter() - t:.1f}s")
         proc = start_scheduler(server.url, port, store, args.log_level, args.config,
                                args.max_txn_ops)
@@ -278,7 +305,9 @@ def main() -> None:
         names = [f"app-{i:06d}" for i in range(args.apps)]
         docs_by_name = {n: app_doc(n, rng, workloads=args.workloads,
                                    requests=not args.no_requests) for n in names}
-        ops = [Put(keys.resource_key("Application", n, "default"), encode(d))
+        for i, doc in enumerate(docs_by_name.values()):
+            doc["metadata"]["namespace"] = spaces[i % len(spaces)]
+        ops = [Put(keys.resource_key("Application", n, d["metadata"]["namespace"]), encode(d))
                for n, d in docs_by_name.items()]
         profile = Profile(args.profile, "throughput", proc.pid)
         assert server.proc is not None

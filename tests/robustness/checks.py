@@ -80,8 +80,23 @@ last fault begun before it. What each checks:
   says RolledBack and every target runs the generation it rolled from; every deleted
   one is
   gone from etcd and from every cluster.
+* ``quota``: the team (namespace ``team-r``, its policy's quota four applications)
+  never has more applications placed — Bindings with a target — than its quota, at
+  any revision of the history (docs/teams.md: never over, not under a burst, a
+  leader change or a scheduler killed mid-burst).
+* ``confined``: no Binding of the team's names a cluster outside the set its policy
+  binds (a and c), and no status of the team's records a copy — applied, or about to
+  be — outside it, or an object of a kind or Kubernetes namespace its policy does
+  not allow (the team's ServiceAccounts); at the end (``final``), none of its
+  objects is on a cluster outside the set, and none of a kind it may not make is
+  anywhere.
 * ``crash``: no process died but those the faults killed, and no log holds a
   traceback.
+
+``final`` holds the team too: as many of its applications placed as its quota lets
+(``min(quota, live)``), each on one cluster of its set and running its latest
+generation there — but one holding a ServiceAccount, held with the policy's reason
+and made nowhere; the rest Unschedulable over the quota, made nowhere.
 """
 
 from __future__ import annotations
@@ -111,7 +126,7 @@ from berth.store.documents.rollouts import COMPLETE, ENDED, ROLLED_BACK
 from tests.faults.system import PULL, System
 from tests.robustness.faults import Happened
 from tests.robustness.history import PLANTED, Event, Sample
-from tests.robustness.traffic import App, Traffic
+from tests.robustness.traffic import TEAM, TEAM_CLUSTERS, TEAM_KINDS, TEAM_QUOTA, App, Traffic
 
 T = TypeVar("T")
 
@@ -850,6 +865,108 @@ def check_foreign(samples: list[Sample], unreached: set[int], planted: set[str],
     return out
 
 
+def check_team(events: list[Event], faults: list[Happened]) -> list[Violation]:
+    """``quota`` and ``confined``, from the history."""
+    out: list[Violation] = []
+    bound = keys.binding_prefix("Application") + TEAM + "/"
+    stated = keys.status_prefix("Application") + TEAM + "/"
+    allowed = {f"default/{c}" for c in TEAM_CLUSTERS}
+    placed: set[str] = set()
+    over = False
+    said: set[tuple[str, str]] = set()
+
+    def confined(name: str, ev: Event, what: str) -> None:
+        if (name, what) not in said:
+            said.add((name, what))
+            out.append(Violation("confined", f"{TEAM}/{name}", ev.at,
+                                 f"{what} (revision {ev.revision})", before(faults, ev.at)))
+
+    for i, ev in enumerate(events):
+        if (name := _name(ev.key, bound)) is not None:
+            b = _decoded(ev, Binding)
+            if b is None or not b.spec.targets:
+                placed.discard(name)
+            else:
+                placed.add(name)
+                outside = sorted(c for t in b.spec.targets
+                                 if (c := f"{t.namespace or TEAM}/{t.name}") not in allowed)
+                if outside:
+                    confined(name, ev, f"its Binding names {', '.join(outside)}")
+        elif (name := _name(ev.key, stated)) is not None:
+            st = _decoded(ev, ApplicationStatus)
+            for cid, have in (st.status.applied.items() if st is not None else ()):
+                if cid not in allowed:
+                    confined(name, ev, f"its status records a copy on {cid}")
+                for ref in have.objects:
+                    if ref.kind not in TEAM_KINDS or ref.namespace != "default":
+                        confined(name, ev, f"its status records {ref} on {cid}")
+        if i + 1 < len(events) and events[i + 1].revision == ev.revision:
+            continue  # one transaction: counted once it is whole (seed 14: a placement and
+            # the deletion that made room for it, in one write)
+        if len(placed) > TEAM_QUOTA and not over:
+            out.append(Violation("quota", TEAM, ev.at,
+                                 f"{len(placed)} applications placed, over its quota of "
+                                 f"{TEAM_QUOTA}, at revision {ev.revision}: "
+                                 f"{', '.join(sorted(placed))}", before(faults, ev.at)))
+        over = len(placed) > TEAM_QUOTA
+    return out
+
+
+def final_team(db: Store, traffic: Traffic,
+               objects: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> list[str]:
+    """How the team's applications differ from what its policy and quota make of them."""
+    out: list[str] = []
+    where = {name: {c for c, found in objects.items() if any(
+        (kind, name) in found for kind in ("ConfigMap", "ServiceAccount"))}
+        for name in [*traffic.team, *traffic.team_deleted]}
+    placed = 0
+    for name, app in sorted(traffic.team.items()):
+        kv = db.get(keys.binding_key("Application", TEAM, name))
+        if kv is None:
+            out.append(f"{TEAM}/{name}: no Binding")
+            continue
+        b = msgspec.json.decode(kv.value, type=Binding)
+        on = {t.name for t in b.spec.targets}
+        skv = db.get(keys.status_key("Application", TEAM, name))
+        st = msgspec.json.decode(skv.value, type=ApplicationStatus).status if skv else None
+        reason = st.reason if st is not None else ""
+        if not on:
+            if "over the quota of namespace team-r" not in b.status.reason:
+                out.append(f"{TEAM}/{name}: placed nowhere: {b.status.reason}")
+            if where[name]:
+                out.append(f"{TEAM}/{name}: not placed, yet on {sorted(where[name])}")
+            continue
+        placed += 1
+        if len(on) != 1 or not on <= TEAM_CLUSTERS:
+            out.append(f"{TEAM}/{name}: bound to {sorted(on)}, want one of "
+                       f"{sorted(TEAM_CLUSTERS)}")
+        if app.shape == "grab":  # a kind its policy forbids: held, made nowhere
+            if "not allowed by the policy of namespace team-r: ServiceAccount" not in reason:
+                out.append(f"{TEAM}/{name}: a ServiceAccount, yet {reason!r}")
+            if where[name]:
+                out.append(f"{TEAM}/{name}: forbidden, yet on {sorted(where[name])}")
+            continue
+        if st is None or st.state != "RUNNING" or st.generation != app.generation:
+            out.append(f"{TEAM}/{name}: status {st.state if st else None} generation "
+                       f"{st.generation if st else None}: {reason}")
+        if where[name] != on:
+            out.append(f"{TEAM}/{name}: on {sorted(where[name])}, bound to {sorted(on)}")
+        for cname in on & where[name]:
+            have = objects[cname][("ConfigMap", name)].get("data", {}).get("generation")
+            if have != str(app.generation):
+                out.append(f"{TEAM}/{name}: on {cname} {have}, not {app.generation}")
+    want = min(TEAM_QUOTA, len(traffic.team))
+    if placed != want:
+        out.append(f"{TEAM}: {placed} applications placed, want {want} (a quota of "
+                   f"{TEAM_QUOTA}, {len(traffic.team)} live)")
+    for name in sorted(traffic.team_deleted):
+        if db.get(keys.resource_key("Application", name, TEAM)) is not None:
+            out.append(f"{TEAM}/{name} (deleted): its application is not removed")
+        if where[name]:
+            out.append(f"{TEAM}/{name} (deleted): left on {sorted(where[name])}")
+    return out
+
+
 def final(system: System, traffic: Traffic) -> list[str]:
     """Every way etcd and the clusters differ from the model now (empty: converged)."""
     db = system.db
@@ -859,7 +976,8 @@ def final(system: System, traffic: Traffic) -> list[str]:
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for path, kind in (("/api/v1/namespaces/default/configmaps", "ConfigMap"),
                            ("/apis/apps/v1/namespaces/default/deployments", "Deployment"),
-                           ("/apis/batch/v1/namespaces/default/jobs", "Job")):
+                           ("/apis/batch/v1/namespaces/default/jobs", "Job"),
+                           ("/api/v1/namespaces/default/serviceaccounts", "ServiceAccount")):
             try:
                 listed = server.request("GET", path + "?labelSelector=app.kubernetes.io%2F"
                                         "managed-by%3Dberth")
@@ -928,7 +1046,7 @@ def final(system: System, traffic: Traffic) -> list[str]:
         kind = app.kind
         out += [f"{name} (deleted): left on {c}" for c, found in objects.items()
                 if (kind, name) in found]
-    return out
+    return out + final_team(db, traffic, objects)
 
 
 def rolled_back(db: Store, name: str, app: App,

@@ -47,7 +47,8 @@ from tests.robustness.traffic import Traffic
 IN_TRANSITION, PER_MINUTE = 8, 30  # the fleet's pace during a run (docs/pace.md)
 INVARIANTS = ["binding-regressed", "decision-kept", "outside-term", "outside-claim", "pace",
               "ledger", "never-down", "copy-up", "job-again", "job-twice", "stage-order",
-              "rolling", "untouched", "one-owner", "final", "crash", "history-whole"]
+              "rolling", "untouched", "one-owner", "quota", "confined", "final", "crash",
+              "history-whole"]
 
 
 @dataclass
@@ -122,7 +123,9 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
         foreign.plant(name)
     sampler = Sampler(system.clusters, t0)
     sampler.start()
-    traffic = Traffic(system, random.Random(f"traffic {seed}"))
+    traffic = Traffic(system, random.Random(f"traffic {seed}"),
+                      team_rng=random.Random(f"team {seed}"))
+    system._commit(traffic.tenancy())
     injector = Injector(system, random.Random(f"faults {seed}"), t0, log=log,
                         compact_below=recorder.read_up_to, back_empty=foreign.plant)
     stop = threading.Event()
@@ -201,6 +204,8 @@ def _run(system: System, seed: int, seconds: float, *, bound: float, interval: f
                  "pace windows": len(pace.windows),
                  "live applications": len(traffic.apps),
                  "deleted applications": len(traffic.deleted),
+                 "the team's applications, live and deleted": len(traffic.team) + len(
+                     traffic.team_deleted),
                  **{f"seconds cluster {c} was cut off (copies there forgiven)": n
                     for c, n in checks.cut_off_seconds(faults, healed - t0).items()}},
         violations=[v.line() for v in violations])

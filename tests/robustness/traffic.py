@@ -9,6 +9,13 @@ rollout halts — or, for every other application, rolls back), a Job, a "thief"
 ConfigMap has the name of one berth did not make — and the model keeps what each
 should be, so the run's end can be checked against it.
 
+A team (namespace ``team-r``, docs/teams.md) shares the fleet: its policy binds a
+set of clusters a and c, allows ConfigMaps in Kubernetes namespace ``default``
+alone and a quota of four applications; every third operation is one of its own
+(made, changed, deleted) — now and then an application that also holds a
+ServiceAccount, which the policy forbids — from a stream of its own, so the
+default namespace's operations are the same with or without it.
+
 Every choice comes from the run's seeded ``random.Random``: the same seed makes the
 same operations in the same order (their timing follows the machine).
 """
@@ -42,6 +49,11 @@ FOREIGN = "foreign"  # a ConfigMap on every cluster that berth did not make: a t
 STRATEGIES = ["All", "Rolling", "Staged"]
 OVERRIDE = "robust"  # the one Override the traffic changes: a label on selected objects
 MAX_LIVE = 60
+# The team: its namespace, the set its policy binds (clusters of namespace default), its
+# quota of applications, and how many it keeps live at most (more than its quota).
+TEAM, TEAM_SET, TEAM_QUOTA, TEAM_MAX = "team-r", "robust-team", 4, 7
+TEAM_CLUSTERS = frozenset({"a", "c"})
+TEAM_KINDS = ("ConfigMap",)  # what its policy allows its manifests to hold
 
 
 @dataclass
@@ -56,6 +68,7 @@ class App:
     overridden: bool = False  # selected by the Override (label robust=yes)
     bad: bool = False  # its latest generation's Pods never become Ready on cluster a
     rollback: bool = False  # a Staged rollout that fails rolls back (else it halts)
+    namespace: str = "default"  # berth's (its objects are in Kubernetes' default)
 
     @property
     def policy(self) -> dict[str, Any]:
@@ -107,8 +120,11 @@ class App:
                          "containers": [{"name": "c", "image": f"x:{self.generation}"}]}}}}]
         if self.shape == "thief":  # another's object by name: refused, never taken
             meta = {"name": FOREIGN, "namespace": "default"}
-        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
-                 "data": {"generation": str(self.generation)}}]
+        made: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                                       "data": {"generation": str(self.generation)}}]
+        if self.shape == "grab":  # a team's, with a kind its policy forbids: never made
+            made.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+        return made
 
     def document(self, *, deleted: bool = False) -> bytes:
         spec: dict[str, Any] = {"manifest": self.manifest()}
@@ -124,7 +140,7 @@ class App:
                 if self.rollback:
                     rollout["onFailure"] = "Rollback"
             spec["rollout"] = rollout
-        metadata: dict[str, Any] = {"name": self.name, "namespace": "default",
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
                                     "generation": self.generation}
         if self.overridden:
             metadata["labels"] = {"robust": "yes"}
@@ -150,9 +166,14 @@ class Traffic:
     made: int = 0
     deleted_at: dict[str, float] = field(default_factory=dict)  # time.monotonic()
     prices: dict[str, float] = field(default_factory=lambda: {"price_a": 2, "price_b": 2})
+    team_rng: random.Random | None = None  # the team's own stream (None: no team)
+    team: dict[str, App] = field(default_factory=dict)
+    team_deleted: dict[str, App] = field(default_factory=dict)
+    steps: int = 0
 
     def step(self) -> str:
-        """One operation, chosen by the seed; what it was."""
+        """One operation, chosen by the seed (and, every third, one of the team's); what
+        it was."""
         live = list(self.apps)
         weights = {"create": 6 if len(live) < MAX_LIVE else 0, "update": 5 if live else 0,
                    "metric": 2, "relabel": 1, "override": 1, "delete": 2 if live else 0}
@@ -160,7 +181,49 @@ class Traffic:
         op = self.rng.choice(kinds)
         getattr(self, "_" + op)(live)
         self.ops[op] += 1
+        self.steps += 1
+        if self.team_rng is not None and self.steps % 3 == 0:
+            self.ops[self._team(self.team_rng)] += 1
         return op
+
+    def tenancy(self) -> list[Put]:
+        """The team's cluster set and policy, written before the traffic begins."""
+        return [Put(keys.resource_key("ClusterSet", TEAM_SET), encode({
+                    "api": "core", "kind": "ClusterSet", "metadata": {"name": TEAM_SET},
+                    "spec": {"namespaces": ["default"],
+                             "clusters": {"names": sorted(TEAM_CLUSTERS)}}}), None),
+                Put(keys.resource_key("NamespacePolicy", TEAM), encode({
+                    "api": "core", "kind": "NamespacePolicy", "metadata": {"name": TEAM},
+                    "spec": {"clusterSets": [TEAM_SET], "kinds": list(TEAM_KINDS),
+                             "targetNamespaces": ["default"],
+                             "quota": {"applications": TEAM_QUOTA}}}), None)]
+
+    def _team(self, rng: random.Random) -> str:
+        """One of the team's operations: what it was."""
+        live = list(self.team)
+        weights = {"create": 3 if len(live) < TEAM_MAX else 0, "update": 2 if live else 0,
+                   "delete": 2 if live else 0}
+        op = rng.choice([k for k, w in weights.items() for _ in range(w)])
+        if op == "create":
+            shape = "grab" if rng.random() < 0.2 else "cm"
+            made = len(self.team) + len(self.team_deleted)  # not self.made: its stream stays
+            app = App(f"t-{shape}-{made:04d}", shape, 0, namespace=TEAM)
+            self._apply(app)
+            self.team[app.name] = app
+        elif op == "update":
+            app = self.team[rng.choice(live)]
+            app.generation += 1
+            try:
+                self._apply(app)
+            except BaseException:
+                app.generation -= 1
+                raise
+        else:
+            app = self.team.pop(rng.choice(live))
+            self._write(keys.resource_key("Application", app.name, TEAM),
+                        app.document(deleted=True))
+            self.team_deleted[app.name] = app
+        return f"team {op}"
 
     def _apply(self, app: App) -> None:
         """Write the application as ``berth apply --force`` does: its generation and,
@@ -247,4 +310,5 @@ class Traffic:
         self.deleted_at[app.name] = time.monotonic()
 
 
-__all__ = ["FOREIGN", "RULES", "App", "Traffic"]
+__all__ = ["FOREIGN", "RULES", "TEAM", "TEAM_CLUSTERS", "TEAM_KINDS", "TEAM_QUOTA", "App",
+           "Traffic"]

@@ -16,6 +16,7 @@ from berth.store.documents import (
     BindingSpec,
     ClusterApplied,
     FailedTarget,
+    KubeObjectRef,
     StatusMeta,
     Target,
 )
@@ -35,12 +36,13 @@ from tests.robustness.checks import (
     check_pace,
     check_rollout_steps,
     check_stages,
+    check_team,
     cut_off_seconds,
     ledger_now,
 )
 from tests.robustness.faults import Happened
 from tests.robustness.history import Event, Sample
-from tests.robustness.traffic import App
+from tests.robustness.traffic import TEAM, TEAM_QUOTA, App
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -491,3 +493,41 @@ def test_a_job_made_again_is_excused_only_when_its_cluster_was_cut_off_before_be
     assert found(113.8, 132.3) == []  # 5.45 s after the stamp, 4.45 s after :37
     assert found(114.6, 132.3) == ["job-again"]  # over SEEN after any time in that second
     assert found(113.8, 115.0) == ["job-again"]  # the copy made after it was back
+
+
+def test_the_team_over_its_quota_or_outside_its_set_is_a_violation() -> None:
+    """``quota``: more of the team's applications placed at once than its quota, at any
+    revision; ``confined``: a Binding or a status of the team's naming a cluster outside
+    its set, or a status recording an object its policy forbids."""
+    h = History()
+
+    def bind(app: str, *on: str, at: float) -> None:
+        h.put(keys.binding_key("Application", TEAM, app), Binding(
+            metadata=BindingMeta(app, TEAM),
+            spec=BindingSpec(ObjectRef("Application", app, TEAM), 1,
+                             [Target("Cluster", c, "default") for c in on])), at)
+
+    for n in range(TEAM_QUOTA):
+        bind(f"t{n}", "a", at=float(n))
+    bind("t0", at=5.0)  # one freed ...
+    bind("t9", "c", at=6.0)  # ... and taken: never over
+    bind("t8", "c", at=6.5)  # taken in the very write that frees another: never over
+    h.put(keys.binding_key("Application", TEAM, "t9"), {"deleted": True}, 6.5, same=True)
+    assert check_team(h.events, []) == []
+    bind("t10", "c", at=7.0)  # one more than the quota
+    bind("t11", "b", at=8.0)  # and outside its set
+    h.put(keys.status_key("Application", TEAM, "t1"), ApplicationStatus(
+        StatusMeta("t1", TEAM), ApplicationState(applied={
+            "default/a": ClusterApplied(0, [KubeObjectRef("v1", "ServiceAccount", "t1",
+                                                          "default")]),
+            "default/b": ClusterApplied(0, [])})), 9.0)
+    found = sorted((v.invariant, v.subject, v.what.split(" (revision")[0])
+                   for v in check_team(h.events, []))
+    assert found == [
+        ("confined", f"{TEAM}/t1", "its status records ServiceAccount default/t1 on default/a"),
+        ("confined", f"{TEAM}/t1", "its status records a copy on default/b"),
+        ("confined", f"{TEAM}/t11", "its Binding names default/b"),
+        ("quota", TEAM, f"{TEAM_QUOTA + 1} applications placed, over its quota of "
+                        f"{TEAM_QUOTA}, at revision {h.events[-3].revision}: t1, t10, t2, "
+                        "t3, t8"),
+    ], found
