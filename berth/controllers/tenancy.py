@@ -27,6 +27,7 @@ from berth.store import keys
 from berth.store.documents.tenancy import (
     ClusterSet,
     ClusterSetSpec,
+    Limit,
     NamespacePolicy,
     NamespacePolicySpec,
 )
@@ -55,6 +56,7 @@ class Policy:
     spec: NamespacePolicySpec
     sets: tuple[ClusterSetSpec, ...]  # the bound sets that exist
     problem: str = ""  # why it stands for the narrowest (its key held no policy)
+    limit: Limit | None = None  # its quota, read once (None: none)
 
     def admits(self, cid: str, labels: Mapping[str, str]) -> bool:
         """Whether the namespace may place on cluster ``cid`` with ``labels``."""
@@ -127,12 +129,12 @@ class Tenancy:
             spec = item.obj.spec
             ns = item.obj.metadata.name
             policies[ns] = Policy(ns, spec, tuple(sets[n] for n in spec.cluster_sets
-                                                  if n in sets))
+                                                  if n in sets), limit=spec.limit)
         for ns in unreadable:
             policies[ns] = Policy(ns, NARROWEST, (), problem=(
                 f"the policy of namespace {ns} "
                 f"({self._policies.prefix}{ns}) is not a NamespacePolicy: the narrowest "
-                "stands for it"))
+                "stands for it"), limit=NARROWEST.limit)
         table = _Table(version, policies)
         self._table = table  # a change meanwhile bumped the version: read again next time
         return table

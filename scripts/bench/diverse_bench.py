@@ -305,8 +305,8 @@ def main() -> None:
         names = [f"app-{i:06d}" for i in range(args.apps)]
         docs_by_name = {n: app_doc(n, rng, workloads=args.workloads,
                                    requests=not args.no_requests) for n in names}
-        for i, doc in enumerate(docs_by_name.values()):
-            doc["metadata"]["namespace"] = spaces[i % len(spaces)]
+        for i, made in enumerate(docs_by_name.values()):
+            made["metadata"]["namespace"] = spaces[i % len(spaces)]
         ops = [Put(keys.resource_key("Application", n, d["metadata"]["namespace"]), encode(d))
                for n, d in docs_by_name.items()]
         profile = Profile(args.profile, "throughput", proc.pid)

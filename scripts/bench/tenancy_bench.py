@@ -66,7 +66,7 @@ def main() -> None:
             ratios.append(ratio)
             print(f"  round {n}: the scheduler's CPU per Binding {got['off']['cpu_us']:.0f} µs "
                   f"off, {got['on']['cpu_us']:.0f} µs on ({args.namespaces} namespaces with "
-                  f"policies): on/off {ratio:.3f}; × etcd's for the same writes "
+                  f"policies): on/off {ratio:.3f}; times etcd's for the same writes "
                   f"{got['off']['cpu_ratio']:.2f} off, {got['on']['cpu_ratio']:.2f} on",
                   flush=True)
     median = statistics.median(ratios)

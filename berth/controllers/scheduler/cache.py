@@ -5,7 +5,7 @@ metrics-cache's keys, cluster health from the propagator's status keys.
 ``epoch`` changes whenever a candidate, its status, a metric definition or the
 published metric values change. :meth:`Cache.fleet` freezes the candidates of a kind and
 namespace into a :class:`Fleet` once per change; when only metric values
-changed, the new Fleet keeps the old one's structural indexes.
+changed, the new Fleet keeps the old one's structural indexes (:mod:`fleets`).
 
 Metric values are read as of the metrics-cache's last complete picture
 (``MetricPicture``): values written since are held back until the marker that
@@ -32,6 +32,7 @@ from berth.controllers.runtime.clock import SYSTEM, Clock
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.controllers.scheduler.decisions import Decisions
 from berth.controllers.scheduler.demands import Demands, where
+from berth.controllers.scheduler.fleets import Fleets
 from berth.controllers.scheduler.framework import (
     Candidate,
     Fleet,
@@ -162,9 +163,10 @@ class Cache:
         self._readings: tuple[int, dict[tuple[str, str | None, bool, float], MetricReading]] = (
             -1, {})
         self._lock = threading.Lock()
-        self._fleets: dict[tuple[str, str | None], Fleet] = {}
-        self._fleets_before: dict[tuple[str, str | None], Fleet] = {}
+        self.fleets = Fleets(self._build_candidates, self._epochs)
         self._by_key: dict[str, Candidate] = {}
+        # each Cluster's candidate (with the view it was made of), of one candidate epoch
+        self._made: tuple[int, dict[str, tuple[ClusterView, Candidate]]] = (-1, {})
         self._by_key_epoch = -1
         self._subjects: dict[str, tuple[int, Subject]] = {}
         self.decisions = Decisions(self.bindings, self.applications,
@@ -359,44 +361,22 @@ class Cache:
 
     def fleet(self, subject: Subject) -> Fleet:
         """The subject's candidates, frozen, as of now (rebuilt only after a change)."""
-        where = (subject.candidate_kind, subject.ref.namespace)
-        with self._lock:
-            cand_epoch, metric_epoch = self._cand_epoch, self._metric_epoch
-            hit = self._fleets.get(where)
-        if hit is not None and hit.cand_epoch == cand_epoch:
-            if hit.metric_epoch == metric_epoch:
-                return hit
-            fleet = hit.with_metrics(metric_epoch)
-        else:
-            # Built after reading the epochs: a change meanwhile only makes it rebuilt again.
-            fleet = Fleet(self._build_candidates(*where), cand_epoch=cand_epoch,
-                          metric_epoch=metric_epoch)
-        with self._lock:
-            if hit is not None:
-                self._fleets_before[where] = hit
-            self._fleets[where] = fleet
-        return fleet
+        return self.fleets.of(subject.candidate_kind, subject.ref.namespace)
 
     def fleets_changed(self) -> bool:
-        """Whether a fleet changed (its candidates or metric values) since a sweep last
-        took the one before: it has not been taken, or not yet built again."""
-        with self._lock:
-            epochs = (self._cand_epoch, self._metric_epoch)
-            return bool(self._fleets_before) or any(
-                (f.cand_epoch, f.metric_epoch) != epochs for f in self._fleets.values())
+        return self.fleets.changed()
 
     def take_fleet_before(self, subject: Subject) -> Fleet | None:
-        """The fleet :meth:`fleet` handed out before its last change (of candidates or
-        metric values), what the decisions before that change read; once (a sweep
-        reads it after the change), so that no old fleet is kept longer."""
+        return self.fleets.take_before(subject.candidate_kind, subject.ref.namespace)
+
+    def _epochs(self) -> tuple[int, int]:
         with self._lock:
-            return self._fleets_before.pop((subject.candidate_kind, subject.ref.namespace),
-                                           None)
+            return self._cand_epoch, self._metric_epoch
 
     def _build_candidates(self, kind: str, ns: str | None) -> list[Candidate]:
         if kind == "Cluster":  # its namespace's, and those of the sets bound to it
             admits = self.tenancy.admitter(ns)
-            found = [self._cluster(item.obj) for item in self.clusters.items()
+            found = [self._cluster_of(item) for item in self.clusters.items()
                      if admits(item.obj.metadata)]
         elif kind == "Project":
             found = [self._cloud("Project", item.obj) for item in self.projects.items()
@@ -420,7 +400,7 @@ class Cache:
     def quota(self, subject: Subject) -> Quota | None:
         ns = subject.ref.namespace
         policy = self.tenancy.policy(ns) if subject.ref.kind == "Application" else None
-        limit = policy.spec.limit if policy is not None else None
+        limit = policy.limit if policy is not None else None
         if ns is None or limit is None:
             return None
         return Quota(ns, limit, self.decisions.used(ns, but=subject.binding_key))
@@ -446,6 +426,18 @@ class Cache:
             if found is not None:
                 self._by_key[key] = found
         return found
+
+    def _cluster_of(self, item: Item[ClusterView]) -> Candidate:
+        """:meth:`_cluster`, made once per candidate epoch (the teams' namespaces that
+        share clusters list them each)."""
+        epoch, made = self._made
+        if epoch != self._cand_epoch:  # replaced whole: a change of status bumps it
+            epoch, made = self._cand_epoch, {}
+            self._made = (epoch, made)
+        found = made.get(item.key)
+        if found is None or found[0] is not item.obj:
+            found = made[item.key] = (item.obj, self._cluster(item.obj))
+        return found[1]
 
     def _cluster(self, view: ClusterView) -> Candidate:
         m = view.metadata

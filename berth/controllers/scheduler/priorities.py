@@ -94,10 +94,18 @@ class Priorities:
         """The lowest priority of applications of these (namespace, own priority, class
         name) (None: there are none)."""
         table = self._current()
-        return min((resolve(Subject(Ref("Application", ns, ""), keys.NO_KEY, "",
-                                    priority=own, priority_class=cls),
-                            table.classes, table.default, self._policy(ns)).value
-                    for ns, own, cls in ranks), default=None)
+        values: dict[tuple[int | None, str | None, int | None, bool], int] = {}
+        for ns, own, cls in ranks:  # resolved once per what the value depends on: the
+            policy = self._policy(ns)  # namespaces of teams with like policies are alike
+            spec = policy.spec if policy is not None else None
+            barred = cls is not None and spec is not None and (
+                spec.priority_classes is not None and cls not in spec.priority_classes)
+            alike = (own, cls, spec.max_priority if spec is not None else None, barred)
+            if alike not in values:
+                values[alike] = resolve(Subject(Ref("Application", ns, ""), keys.NO_KEY, "",
+                                                priority=own, priority_class=cls),
+                                        table.classes, table.default, policy).value
+        return min(values.values(), default=None)
 
 
 def resolve(subject: Subject, classes: dict[str, PriorityClass],
