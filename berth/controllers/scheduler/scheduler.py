@@ -814,7 +814,8 @@ class Scheduler:
         if moved:
             self.writer.moves(encode(self.antiflap.record()))
         writes = [w for w in (self._write(d.subject, b, Outcome(d.targets, BindingState.SCHEDULED,
-                                                                d.reason, self._explainer(d, b),
+                                                                self._reason(d),
+                                                                self._explainer(d, b),
                                                                 d.evaluation))
                               for d, b in members) if w is not None]
         if len(members) > 1:
@@ -822,6 +823,17 @@ class Scheduler:
         elif writes:
             self.writer.submit(writes[0])
         return True
+
+    def _reason(self, decision: Decision) -> str:
+        """The placed Binding's reason: the decision's, after the problem of a class its
+        application may not name (one that does not exist, or that its namespace's policy
+        does not allow: placed at its own priority, it makes room nowhere)."""
+        subject = decision.subject
+        if subject.priority_class is None:  # no class named, no problem: the common case
+            return decision.reason
+        problem = self.cache.priorities.of(subject).problem
+        return (f"{problem}: placed at its own priority; {decision.reason}" if problem
+                else decision.reason)
 
     def _explainer(self, decision: Decision, binding: BindingView | None) -> Explained:
         """The explanation of ``decision``, written over ``binding``: placed by a plan that

@@ -85,6 +85,27 @@ def test_a_set_unbound_takes_its_clusters_away(store: MemoryStore, clock: FakeCl
         assert b.status.reason.startswith("0/1 clusters are available"), b.status.reason
 
 
+def test_a_placed_binding_says_the_class_its_application_may_not_name(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """docs/teams.md "Priority": placed at its own priority, the Binding says why — not
+    only when it fits nowhere (then it also makes no room)."""
+    shared_fleet(store)
+    put(store, keys.resource_key("PriorityClass", "urgent"), msgspec.json.encode({
+        "api": "core", "kind": "PriorityClass", "metadata": {"name": "urgent"},
+        "spec": {"value": 1000}}))
+    policy(store, "team-a", clusterSets=["pool"], priorityClasses=[])
+    application(store, "web", namespace="team-a", priorityClassName="urgent")
+    application(store, "calm", namespace="team-a")
+    application(store, "theirs", namespace="team-b", priorityClassName="urgent")
+    with in_memory(store, clock):
+        b = where(store, "web", "team-a")
+        assert b.status.reason.startswith(
+            "priority class 'urgent' is not allowed in namespace team-a: placed at its own "
+            "priority; 2/2 clusters are available"), b.status.reason
+        assert where(store, "calm", "team-a").status.reason.startswith("2/2 clusters")
+        assert where(store, "theirs", "team-b").status.reason.startswith("1/1 clusters")
+
+
 def test_a_policy_key_that_holds_garbage_stands_for_the_narrowest(
         store: MemoryStore, clock: FakeClock) -> None:
     shared_fleet(store)
