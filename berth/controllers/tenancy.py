@@ -57,6 +57,8 @@ class Policy:
     sets: tuple[ClusterSetSpec, ...]  # the bound sets that exist
     problem: str = ""  # why it stands for the narrowest (its key held no policy)
     limit: Limit | None = None  # its quota, read once (None: none)
+    # each bound set's quota that exists, read once: (name, quota, the set)
+    set_limits: tuple[tuple[str, Limit, ClusterSetSpec], ...] = ()
 
     def admits(self, cid: str, labels: Mapping[str, str]) -> bool:
         """Whether the namespace may place on cluster ``cid`` with ``labels``."""
@@ -129,7 +131,10 @@ class Tenancy:
             spec = item.obj.spec
             ns = item.obj.metadata.name
             policies[ns] = Policy(ns, spec, tuple(sets[n] for n in spec.cluster_sets
-                                                  if n in sets), limit=spec.limit)
+                                                  if n in sets), limit=spec.limit,
+                                  set_limits=tuple((n, limit, sets[n]) for n, limit
+                                                   in sorted(spec.set_limits.items())
+                                                   if n in sets))
         for ns in unreadable:
             policies[ns] = Policy(ns, NARROWEST, (), problem=(
                 f"the policy of namespace {ns} "

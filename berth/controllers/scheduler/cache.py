@@ -46,6 +46,7 @@ from berth.controllers.scheduler.framework import (
 from berth.controllers.scheduler.framework.rooms import Rooms
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.priorities import Priorities
+from berth.controllers.scheduler.quotas import quota_of
 from berth.controllers.scheduler.readings import reading
 from berth.controllers.scheduler.roombook import RoomBook
 from berth.controllers.scheduler.subjects import (
@@ -398,12 +399,7 @@ class Cache:
         return list(policy.spec.cluster_sets) if policy is not None else []
 
     def quota(self, subject: Subject) -> Quota | None:
-        ns = subject.ref.namespace
-        policy = self.tenancy.policy(ns) if subject.ref.kind == "Application" else None
-        limit = policy.limit if policy is not None else None
-        if ns is None or limit is None:
-            return None
-        return Quota(ns, limit, self.decisions.used(ns, but=subject.binding_key))
+        return quota_of(subject, self.tenancy, self.decisions, self.clusters)
 
     def candidate_by_key(self, key: str) -> Candidate | None:
         if self._by_key_epoch != self.epoch:

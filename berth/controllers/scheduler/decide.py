@@ -185,14 +185,19 @@ def decide(framework: Framework, subject: Subject, snapshot: Snapshot, current: 
 def _within_quota(decision: Decision, snapshot: Snapshot) -> Decision | NoFit:
     """The decision, or a NoFit if what it asks of the fleet, with what the namespace's
     other applications use, goes over the namespace's quota (docs/teams.md): checked
-    on the whole decision, since a quota counts every copy on every cluster."""
+    on the whole decision, since a quota counts every copy on every cluster; then what
+    it asks of each cluster set the policy gives a quota of, against that set's."""
     quota = snapshot.quota(decision.subject)
     if quota is None:
         return decision
-    asked = sum((snapshot.demand_on(decision.subject, r.candidate).on(t.replicas)
-                 for r, t in zip(decision.chosen, decision.targets, strict=True)),
-                placements(len(decision.targets)))
-    over = quota.over(asked)
+    asks = [(r.candidate.key, snapshot.demand_on(decision.subject, r.candidate).on(t.replicas))
+            for r, t in zip(decision.chosen, decision.targets, strict=True)]
+    over = quota.over(sum((a for _, a in asks), placements(len(asks))))
+    for limited in quota.sets if not over else ():  # and each set's, of its copies there
+        there = [a for key, a in asks if limited.holds(key)]
+        over = quota.over_in(limited, sum(there, placements(len(there)))) if there else ""
+        if over:
+            break
     return NoFit(over, decision.evaluation, quota=True) if over else decision
 
 

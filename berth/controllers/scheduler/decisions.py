@@ -133,6 +133,7 @@ class Decisions:
         # binding key → (its application's namespace, what it asks of all its targets)
         self._asks: dict[str, tuple[str | None, Resources]] = {}
         self._namespace_use: dict[str | None, Resources] = {}
+        self._asked_in: dict[str | None, set[str]] = {}  # namespace → its keys in _asks
         # told each namespace whose use fell (lock held: quick, and never calling back here)
         self.on_freed: list[Callable[[str | None], None]] = []
         self.passes = 0  # index passes so far (one per _reindex)
@@ -358,6 +359,26 @@ class Decisions:
             mine = self._asks.get(but)
             return total - mine[1] if mine is not None and mine[0] == namespace else total
 
+    def used_in(self, namespace: str | None, inside: Callable[[str], bool], *,
+                but: str = "") -> Resources:
+        """What the placements of ``namespace``'s applications ask of the candidates
+        ``inside`` says (by key) — assumed ones and rooms reserved included, Binding
+        ``but``'s left out — with the applications that have a copy there and the copies
+        (a cluster set's quota). It sums them: it costs what the namespace has placed."""
+        total = NOTHING
+        with self._lock:
+            for key in self._asked_in.get(namespace, ()):
+                if key == but:
+                    continue
+                on = [c for c in self._usage_at.get(key, ()) if inside(c)]
+                for c in on:
+                    total += self._usage[c][key].ask
+                placed = self._placed.get(namespace, {}).get(key)
+                copies = sum(1 for t in placed.targets if inside(
+                    _candidate_key(t.kind, t.namespace, t.name))) if placed else 0
+                total += placements(copies)
+        return total
+
     def recount(self) -> None:
         """What every placement asks counted again (the overrides, or a cluster's labels,
         changed what an application asks there)."""
@@ -447,9 +468,14 @@ class Decisions:
                 self._namespace_use[was[0]] = left
             else:
                 self._namespace_use.pop(was[0], None)
+            keys_of = self._asked_in[was[0]]
+            keys_of.discard(key)
+            if not keys_of:
+                del self._asked_in[was[0]]
         if ask.listed():
             self._asks[key] = (namespace, ask)
             self._namespace_use[namespace] = self._namespace_use.get(namespace, NOTHING) + ask
+            self._asked_in.setdefault(namespace, set()).add(key)
         if was is not None and (was[0] != namespace or any(
                 ask.get(name) < amount for name, amount in was[1].items())):
             for listener in self.on_freed:

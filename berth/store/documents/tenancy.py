@@ -161,8 +161,11 @@ class NamespacePolicySpec(CamelStrict):
     (``cpu``, ``memory``, ``pods``, ``nvidia.com/gpu``, ...: the requests of every
     copy on every cluster, as Karmada's FederatedResourceQuota ``overall``), and
     how many ``applications`` may be placed and ``copies`` run (a resource it does
-    not name is not limited; absent: none); ``identity``: who its objects are applied
-    as on member clusters (absent: berth's own credential there)."""
+    not name is not limited; absent: none); ``setQuotas``: a quota of the same shape
+    per cluster set it binds, counting only the copies on that set's clusters (an
+    application counts once in a set where it has a copy), as Karmada's
+    ``staticAssignments`` per cluster; ``identity``: who its objects are applied as on
+    member clusters (absent: berth's own credential there)."""
 
     cluster_sets: list[str] = []
     priority_classes: list[str] | None = None
@@ -170,16 +173,15 @@ class NamespacePolicySpec(CamelStrict):
     kinds: list[str] | None = None
     target_namespaces: list[str] | None = None
     quota: dict[str, str | int] | None = None
+    set_quotas: dict[str, dict[str, str | int]] | None = None
     identity: Identity | None = None
 
     def __post_init__(self) -> None:
-        if self.quota is not None:
-            for name, value in self.quota.items():
-                try:
-                    if quantity(value) < 0:
-                        raise ValueError(f"quota.{name}: {value!r} is below 0")
-                except QuantityError as exc:
-                    raise ValueError(f"quota.{name}: {exc}") from exc
+        _amounts("quota", self.quota or {})
+        for name, quota in (self.set_quotas or {}).items():
+            if name not in self.cluster_sets:
+                raise ValueError(f"setQuotas.{name}: the set is not among clusterSets")
+            _amounts(f"setQuotas.{name}", quota)
 
     @property
     def limit(self) -> Limit | None:
@@ -187,6 +189,12 @@ class NamespacePolicySpec(CamelStrict):
         if self.quota is None:
             return None
         return Limit(Resources.of(self.quota), tuple(sorted(self.quota)))
+
+    @property
+    def set_limits(self) -> dict[str, Limit]:
+        """Each bound set's quota, read."""
+        return {name: Limit(Resources.of(quota), tuple(sorted(quota)))
+                for name, quota in (self.set_quotas or {}).items()}
 
     def forbids(self, body: Mapping[str, object]) -> str:
         """Why this policy forbids the object ``body`` (a manifest's, as it would be
@@ -205,6 +213,16 @@ class NamespacePolicySpec(CamelStrict):
             return (f"{kind} {name}: {said}, not one of "
                     f"{listed(self.target_namespaces) or 'none'}")
         return ""
+
+
+def _amounts(where: str, quota: Mapping[str, str | int]) -> None:
+    """Refuse a quota's amount that is no quantity, or below 0, naming it."""
+    for name, value in quota.items():
+        try:
+            if quantity(value) < 0:
+                raise ValueError(f"{where}.{name}: {value!r} is below 0")
+        except QuantityError as exc:
+            raise ValueError(f"{where}.{name}: {exc}") from exc
 
 
 class NamespacePolicy(Strict, tag_field="kind", tag="NamespacePolicy"):

@@ -25,6 +25,7 @@ from berth.controllers.scheduler.framework.types import (
     Quota,
     Ref,
     Room,
+    SetQuota,
     Subject,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "Ref",
     "Registry",
     "Room",
+    "SetQuota",
     "Snapshot",
     "Status",
     "Subject",

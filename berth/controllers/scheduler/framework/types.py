@@ -8,7 +8,7 @@ become a :class:`Subject`; clusters and clouds both become a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,19 +132,37 @@ class Room:
 
 
 @dataclass(frozen=True, slots=True)
-class Quota:
-    """A namespace's quota of the fleet (docs/teams.md) and what its applications use of
-    it, the one being decided left out."""
+class SetQuota:
+    """A namespace's quota of one cluster set (``setQuotas``) and what its applications'
+    copies there use of it, the one being decided left out."""
 
-    namespace: str
+    name: str
     limit: Limit
     used: Resources
+    holds: Callable[[str], bool]  # whether a candidate (by key) is in the set
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A namespace's quota of the fleet (docs/teams.md) and what its applications use of
+    it, the one being decided left out; and its quotas of cluster sets."""
+
+    namespace: str
+    limit: Limit | None
+    used: Resources
+    sets: tuple[SetQuota, ...] = ()
 
     def over(self, asked: Resources) -> str:
         """Why ``asked`` does not fit in what is left; empty when it does."""
-        over = self.limit.over(self.used, asked)
+        over = self.limit.over(self.used, asked) if self.limit is not None else []
         return (f"over the quota of namespace {self.namespace}: {'; '.join(over)}"
                 if over else "")
+
+    def over_in(self, quota: SetQuota, asked: Resources) -> str:
+        """Why ``asked`` of ``quota``'s set does not fit in what is left of it."""
+        over = quota.limit.over(quota.used, asked)
+        return (f"over the quota of namespace {self.namespace} in cluster set "
+                f"{quota.name}: {'; '.join(over)}" if over else "")
 
 
 @dataclass(frozen=True, slots=True)

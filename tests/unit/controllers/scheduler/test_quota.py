@@ -124,3 +124,34 @@ def test_a_quota_counts_applications_and_copies_too(store: MemoryStore,
         application(store, "third", namespace="team-a")  # a ConfigMap: a copy all the same
         assert until(store, "third", "Unschedulable").status.reason == (
             "over the quota of namespace team-a: copies 1 asked, 0 of 3 left")
+
+
+def test_a_sets_quota_counts_the_copies_on_its_clusters_alone(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """``setQuotas`` (Karmada's staticAssignments, per cluster set): team a may run two
+    copies on the GPU set and 1500m of CPU there; its copies elsewhere are not counted,
+    and an application counts once in the set where it has a copy."""
+    cluster(store, "own", namespace="team-a", labels={"pool": "own"})
+    for name in ("g1", "g2"):
+        cluster(store, name, namespace="platform", labels={"pool": "gpu"})
+    put(store, keys.resource_key("ClusterSet", "gpu"), msgspec.json.encode({
+        "api": "core", "kind": "ClusterSet", "metadata": {"name": "gpu"},
+        "spec": {"namespaces": ["platform"], "clusters": {"matchLabels": {"pool": "gpu"}}}}))
+    policy(store, "team-a", clusterSets=["gpu"],
+           setQuotas={"gpu": {"copies": 2, "cpu": "1500m"}})
+    gpu = {"constraints": {"cluster": {"labels": ["pool is gpu"]}}}
+    with in_memory(store, clock):
+        app(store, "everywhere", 500, placement={"policy": "PickAll"})  # 2 copies on gpu
+        assert on(until(store, "everywhere", "Scheduled")) == ["g1", "g2", "own"]
+        app(store, "more", 100, **gpu)
+        b = until(store, "more", "Unschedulable")
+        assert b.status.reason == ("over the quota of namespace team-a in cluster set gpu: "
+                                   "copies 1 asked, 0 of 2 left"), b.status.reason
+        app(store, "home", 4000, constraints={"cluster": {"labels": ["pool is own"]}})
+        assert on(until(store, "home", "Scheduled")) == ["own"]  # outside the set: free
+        store.delete(keys.resource_key("Application", "everywhere", "team-a"))
+        assert on(until(store, "more", "Scheduled")) in (["g1"], ["g2"])
+        app(store, "heavy", 1500, **gpu)  # 100m used of 1500m
+        b = until(store, "heavy", "Unschedulable")
+        assert b.status.reason == ("over the quota of namespace team-a in cluster set gpu: "
+                                   "cpu 1500m asked, 1400m of 1500m left"), b.status.reason

@@ -151,3 +151,15 @@ def test_an_identity_says_whom_the_member_cluster_sees() -> None:
         ("Impersonate-Group", "deployers"))
     assert str(user) == "user ci (groups team-a, deployers)"
     assert policy().spec.identity is None  # absent: berth's own credential
+
+
+def test_a_sets_quota_names_a_bound_set_and_quantities() -> None:
+    limits = policy(clusterSets=["gpu"], setQuotas={"gpu": {"nvidia.com/gpu": 4,
+                                                          "copies": 2}}).spec.set_limits
+    assert list(limits) == ["gpu"] and limits["gpu"].names == ("copies", "nvidia.com/gpu")
+    for spec, said in (({"setQuotas": {"gpu": {"cpu": 1}}},
+                        "setQuotas.gpu: the set is not among clusterSets"),
+                       ({"clusterSets": ["gpu"], "setQuotas": {"gpu": {"cpu": "lots"}}},
+                        "setQuotas.gpu.cpu: 'lots' is not a quantity")):
+        with pytest.raises(msgspec.ValidationError, match=said):
+            policy(**spec)
