@@ -22,6 +22,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, ClusterStatus
 from berth.store.documents.work import Heartbeat, Report, Work
+from berth_testkit.rbac import RBAC, cluster_admin, deployer, in_kube_system
 from berth_testkit.scheduler_env import AgentProcess, PropagatorProcess, put, record_puts, wait_for
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
@@ -383,28 +384,9 @@ def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
 
     # as west's deployer, which may manage Deployments and ConfigMaps of namespace
     # default alone (the agent's credential impersonates it)
-    west, rbac = clusters["west"], "/apis/rbac.authorization.k8s.io/v1"
-    for path, body in (
-            ("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "deployer"}}),
-            (f"{rbac}/namespaces/default/roles", {"metadata": {"name": "deployer"}, "rules": [
-                {"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"],
-                 "verbs": ["*"]}]}),
-            (f"{rbac}/namespaces/default/rolebindings", {
-                "metadata": {"name": "deployer"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": "deployer"},
-                "subjects": [{"kind": "ServiceAccount", "name": "deployer",
-                              "namespace": "default"}]})):
-        west.request("POST", path, body, ok=(409,))
-    policy("pull-set", kinds=None, identity={"serviceAccount": "default/deployer"})
-    grab = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "team-p-admin"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "cluster-admin"},
-            "subjects": [{"kind": "Group", "name": "team-p",
-                          "apiGroup": "rbac.authorization.k8s.io"}]}
-    system = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "team-p-system", "namespace": "kube-system"}}
+    west = clusters["west"]
+    policy("pull-set", kinds=None, identity=deployer(west))
+    grab, system = cluster_admin("team-p-admin", "team-p"), in_kube_system("team-p-system")
     manifest = [deployment("web"), config_map("web-conf", a="2"), grab, system]
     put(store, web, msgspec.json.encode({
         "api": "kubernetes", "kind": "Application",
@@ -428,7 +410,7 @@ def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
     assert conf["metadata"]["annotations"]["berth.dev/generation"] == "2" and on_west()
     assert west.request("GET", "/api/v1/namespaces/kube-system/configmaps/team-p-system",
                         ok=(404,)) == {}
-    assert west.request("GET", f"{rbac}/clusterrolebindings/team-p-admin", ok=(404,)) == {}
+    assert west.request("GET", f"{RBAC}/clusterrolebindings/team-p-admin", ok=(404,)) == {}
 
     policy(kinds=None, identity={"serviceAccount": "default/deployer"})  # west barred
     wait_for(lambda: not on_west() or None, timeout=30)

@@ -25,6 +25,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from berth.store import Store, decode, keys
 from berth.store.documents import ApplicationStatus, ClusterStatus
+from berth_testkit.rbac import RBAC, cluster_admin, deployer, in_kube_system
 from berth_testkit.scheduler_env import (
     BerthProcess,
     PropagatorProcess,
@@ -279,12 +280,7 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     # the kinds and Kubernetes namespaces its objects may have: a ClusterRoleBinding to
     # cluster-admin is applied nowhere, and says why; the Deployment stays
     policy("big", kinds=["apps/Deployment"], targetNamespaces=["default"])
-    grab = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "team-a-admin"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "cluster-admin"},
-            "subjects": [{"kind": "Group", "name": "team-a",
-                          "apiGroup": "rbac.authorization.k8s.io"}]}
+    grab = cluster_admin("team-a-admin", "team-a")
     put(store, keys.resource_key("Application", "grab", "team-a"), msgspec.json.encode({
         "api": "kubernetes", "kind": "Application",
         "metadata": {"name": "grab", "namespace": "team-a", "generation": 1},
@@ -335,22 +331,9 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     # credential there impersonates it): of one application, a ClusterRoleBinding and
     # a ConfigMap in kube-system are refused by large's API server and said, the rest
     # applied; api and more, applied as the deployer too, run on
-    large, rbac = clusters["large"], "/apis/rbac.authorization.k8s.io/v1"
-    for path, body in (
-            ("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "deployer"}}),
-            (f"{rbac}/namespaces/default/roles", {"metadata": {"name": "deployer"}, "rules": [
-                {"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments"],
-                 "verbs": ["*"]}]}),
-            (f"{rbac}/namespaces/default/rolebindings", {
-                "metadata": {"name": "deployer"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": "deployer"},
-                "subjects": [{"kind": "ServiceAccount", "name": "deployer",
-                              "namespace": "default"}]})):
-        large.request("POST", path, body, ok=(409,))
-    policy("big", quota={"cpu": "200m"}, identity={"serviceAccount": "default/deployer"})
-    system = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "team-a-system", "namespace": "kube-system"}}
+    large = clusters["large"]
+    policy("big", quota={"cpu": "200m"}, identity=deployer(large))
+    system = in_kube_system("team-a-system")
     put(store, keys.resource_key("Application", "mixed", "team-a"), msgspec.json.encode({
         "api": "kubernetes", "kind": "Application",
         "metadata": {"name": "mixed", "namespace": "team-a", "generation": 1},
@@ -367,7 +350,7 @@ def test_a_teams_application_runs_only_where_its_namespaces_policy_lets_it(
     assert large.request("GET", "/api/v1/namespaces/default/configmaps/team-a-ok")
     assert large.request("GET", "/api/v1/namespaces/kube-system/configmaps/team-a-system",
                          ok=(404,)) == {}
-    assert large.request("GET", f"{rbac}/clusterrolebindings/team-a-admin", ok=(404,)) == {}
+    assert large.request("GET", f"{RBAC}/clusterrolebindings/team-a-admin", ok=(404,)) == {}
     assert deployed("large") and deployed_as("more")
     for name in ("api", "more"):  # applied again as the deployer, at once
         wait_for(lambda name=name: said(name), lambda st: st.status.applied[
