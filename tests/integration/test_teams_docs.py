@@ -4,7 +4,8 @@ applied to both), berth's scheduler and propagator under their own etcd roles on
 etcd with mutual TLS and authentication, and each team's person with the credential
 ``berth access grant`` gave them. Each team is placed only on its sets, applied as its
 deployer, confined by etcd to its namespace, refused a class it may not use and what
-the members' RBAC refuses its deployer, and held to its quota."""
+the members' RBAC refuses its deployer, and held to its quota — through a burst with
+the scheduler killed as it lands."""
 
 from __future__ import annotations
 
@@ -140,6 +141,26 @@ def test_two_teams_share_the_fleet_as_the_page_says(secure: Secure,
                      timeout=60)
         assert [t.name for t in b.spec.targets] == ["shared"]
         wait_for(lambda: deployed("shared", "team-a", "batch") or None, timeout=60)
+
+        # beyond the page: a burst over the quota (grab and batch placed: one more of
+        # three applications left) with the scheduler killed as it lands; its successor
+        # counts the use again from the Bindings, and the team is never over
+        burst = [f"burst-{i}" for i in range(4)]
+        ok(berth(alice, "apply", "-f", "-", stdin=yaml.safe_dump_all([
+            {"api": "kubernetes", "kind": "Application",
+             "metadata": {"name": name, "namespace": "team-a"},
+             "spec": {"manifest": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": name, "namespace": "team-a"}}]}}
+            for name in burst])))
+        procs[0].kill()
+        procs[0].start()
+        decided = {name: wait_for(lambda name=name: binding("team-a", name),
+                                  lambda b: b.status.state in ("Scheduled", "Unschedulable"),
+                                  timeout=60) for name in burst}
+        placed = [n for n, b in decided.items() if b.spec.targets]
+        assert len(placed) == 1, {n: b.status.reason for n, b in decided.items()}
+        assert all(b.status.reason == "over the quota of namespace team-a: applications 1 "
+                   "asked, 0 of 3 left" for n, b in decided.items() if n not in placed)
         for p in procs:
             assert "Traceback" not in p.output()
     finally:

@@ -38,7 +38,7 @@ from berth.controllers.scheduler.framework import Placed, Ref, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
-from berth.store.documents import Preemption
+from berth.store.documents import ObjectRef, Preemption
 from berth.store.documents.resources import NOTHING, Demand, Resources
 from berth.store.documents.tenancy import placements
 
@@ -134,6 +134,9 @@ class Decisions:
         self._asks: dict[str, tuple[str | None, Resources]] = {}
         self._namespace_use: dict[str | None, Resources] = {}
         self._asked_in: dict[str | None, set[str]] = {}  # namespace → its keys in _asks
+        # binding key → its application as last seen (what a Binding that outlives its
+        # application still holds: the application is deleted first)
+        self._last_app: dict[str, Subject] = {}
         # told each namespace whose use fell (lock held: quick, and never calling back here)
         self.on_freed: list[Callable[[str | None], None]] = []
         self.passes = 0  # index passes so far (one per _reindex)
@@ -454,9 +457,13 @@ class Decisions:
                 self._on_usage(c)
         if new:
             self._usage_at[key] = tuple(new)
-        copies = len(doc.spec.targets) if doc is not None and app is not None else 0
-        self._ask(key, app.ref.namespace if app is not None else None,
-                  sum((u.ask for u in new.values()), placements(copies)))
+        # a Binding counts against its namespace's quota until it goes: one whose
+        # application is gone and was never seen here (a new leader's) counts itself and
+        # its copies, what they asked unknown
+        copies = len(doc.spec.targets) if doc is not None else 0
+        namespace = (app.ref.namespace if app is not None
+                     else doc.spec.resource.namespace if doc is not None else None)
+        self._ask(key, namespace, sum((u.ask for u in new.values()), placements(copies)))
 
     def _ask(self, key: str, namespace: str | None, ask: Resources) -> None:
         """Binding ``key``'s application, of ``namespace``, asks ``ask`` of the fleet
@@ -498,15 +505,15 @@ class Decisions:
             ref = doc.spec.resource if doc is not None else None
             if ref is not None and ref.kind == "Application" and doc is not None and (
                     doc.status.preemption is not None):  # room reserved for it
-                self._reusage(key, doc, self._applications.get(
-                    keys.resource_key("Application", ref.name, ref.namespace)))
+                self._reusage(key, doc, self._application(key, ref))
             else:
                 self._reusage(key, None, None)
+                self._last_app.pop(key, None)
             self._rank(key, None)
             self._drop(key)
             return
         ref = doc.spec.resource
-        app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
+        app = self._application(key, ref)
         self._reusage(key, doc, app)
         self._rank(key, app)
         labels = app.labels if app is not None else (old.labels if old else None)
@@ -530,6 +537,16 @@ class Decisions:
         self._namespace[key] = ref.namespace
         for k, v in labels.items():
             self._by_label.setdefault((ref.namespace, k, v), set()).add(key)
+
+    def _application(self, key: str, ref: ObjectRef) -> Subject | None:
+        """The application Binding ``key`` places: as the informer has it, else — deleted,
+        its Binding not yet — as it was last seen, so that what it holds (capacity, its
+        namespace's quota) is not free before its Binding goes (lock held)."""
+        app = self._applications.get(keys.resource_key("Application", ref.name, ref.namespace))
+        if app is None:
+            return self._last_app.get(key)
+        self._last_app[key] = app
+        return app
 
     def _drop(self, key: str) -> Placed | None:
         if key not in self._namespace:

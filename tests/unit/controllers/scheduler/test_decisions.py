@@ -277,3 +277,28 @@ def test_the_index_follows_writes_whether_their_echo_comes_before_or_after_the_a
     assert on() == {"c4"} and d.assumed() == 0
     bindings.deliver(bkey("web"), view("web", "c4"), 14, EventType.DELETED)
     assert on() == set() and d.placed("default") == []
+
+
+def test_a_binding_that_outlives_its_application_holds_its_share_until_it_goes() -> None:
+    """An application is deleted before its Binding: what it placed still runs, and
+    counts against its namespace's quota (and its clusters' room) until the Binding
+    goes — the robustness run, seeds 14 and 29: a team five applications over a quota
+    of four, the fifth placed between an application's deletion and its Binding's."""
+    d, bindings, applications = setup(a={}, b={})
+    freed: list[str | None] = []
+    d.on_freed.append(freed.append)
+    bindings.deliver(bkey("a"), view("a", "c1", "c2"), 5)
+    bindings.deliver(bkey("b"), view("b", "c1"), 6)
+    both = {"applications": 2, "copies": 3}
+    assert d.used("default").listed() == both
+    key = keys.resource_key("Application", "a", "default")
+    applications.deliver(key, applications.cache[key].obj, 7, EventType.DELETED)
+    assert d.used("default").listed() == both and not freed  # its Binding still places it
+    bindings.deliver(bkey("a"), view("a", "c1", "c2"), 8, EventType.DELETED)
+    assert d.used("default").listed() == {"applications": 1, "copies": 1}
+    assert freed == ["default"]
+    # a new leader reading a Binding whose application went before it started: the
+    # Binding counts itself and its copies (what they asked went with the application)
+    fresh, bindings, _ = setup()
+    bindings.deliver(bkey("x"), view("x", "c1", "c2"), 9)
+    assert fresh.used("default").listed() == {"applications": 1, "copies": 2}
