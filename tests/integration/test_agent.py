@@ -403,8 +403,8 @@ def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
             in st.status.reason), st.status.reason
     assert "ClusterRoleBinding team-p-admin" in st.status.reason
     assert "ConfigMap kube-system/team-p-system" in st.status.reason
-    assert st.status.applied["default/west"].identity == (
-        "system:serviceaccount:default:deployer")  # as the agent reported it
+    wait_for(said, lambda s: s.status.applied["default/west"].identity == (
+        "system:serviceaccount:default:deployer"), timeout=30)  # as the agent reported it
     conf = wait_for(lambda: west.request("GET", "/api/v1/namespaces/default/configmaps/web-conf"),
                     lambda c: c.get("data") == {"a": "2"}, timeout=30)
     assert conf["metadata"]["annotations"]["berth.dev/generation"] == "2" and on_west()

@@ -385,7 +385,8 @@ class Executor:
         new = [ref for ref in refs if ref not in have.objects]
         if not new:
             return None
-        progress.applied[cid] = ClusterApplied(have.generation, have.objects + new, have.replicas)
+        progress.applied[cid] = ClusterApplied(have.generation, have.objects + new, have.replicas,
+                                               identity=have.identity)
         written = intent(progress.status, progress.applied, cid, gen, progress.rollout)
         halt = record(written)
         if halt is None:
