@@ -352,18 +352,23 @@ def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
     def on_west() -> bool:
         return present(kube["west"], Deployment, "web")
 
+    def placed(generation: int, manifest: list[dict[str, Any]]) -> None:
+        """web at ``generation``, bound to west (as the scheduler would)."""
+        put(store, web, msgspec.json.encode({
+            "api": "kubernetes", "kind": "Application",
+            "metadata": {"name": "web", "namespace": team, "generation": generation},
+            "spec": {"manifest": manifest}}))
+        put(store, keys.binding_key("Application", team, "web"), msgspec.json.encode({
+            "api": "scheduling", "kind": "Binding",
+            "metadata": {"name": "web", "namespace": team},
+            "spec": {"resource": {"kind": "Application", "name": "web", "namespace": team},
+                     "generation": generation, "targets": [
+                         {"kind": "Cluster", "name": "west", "namespace": "default"}]},
+            "status": {"state": "Scheduled"}}))
+
     policy("pull-set", kinds=["apps/Deployment"])
     manifest = [deployment("web"), config_map("web-conf", a="1")]
-    put(store, web, msgspec.json.encode({
-        "api": "kubernetes", "kind": "Application",
-        "metadata": {"name": "web", "namespace": team, "generation": 1},
-        "spec": {"manifest": manifest}}))
-    put(store, keys.binding_key("Application", team, "web"), msgspec.json.encode({
-        "api": "scheduling", "kind": "Binding", "metadata": {"name": "web", "namespace": team},
-        "spec": {"resource": {"kind": "Application", "name": "web", "namespace": team},
-                 "generation": 1, "targets": [
-                     {"kind": "Cluster", "name": "west", "namespace": "default"}]},
-        "status": {"state": "Scheduled"}}))
+    placed(1, manifest)
     st = wait_for(said, lambda s: s.status.state == "FAILED", timeout=30)
     assert "not allowed by the policy of namespace team-p: ConfigMap web-conf" in (
         st.status.reason), st.status.reason
@@ -388,16 +393,7 @@ def test_a_pull_clusters_copy_is_held_removed_and_barred_as_its_policy_says(
     policy("pull-set", kinds=None, identity=deployer(west))
     grab, system = cluster_admin("team-p-admin", "team-p"), in_kube_system("team-p-system")
     manifest = [deployment("web"), config_map("web-conf", a="2"), grab, system]
-    put(store, web, msgspec.json.encode({
-        "api": "kubernetes", "kind": "Application",
-        "metadata": {"name": "web", "namespace": team, "generation": 2},
-        "spec": {"manifest": manifest}}))
-    put(store, keys.binding_key("Application", team, "web"), msgspec.json.encode({
-        "api": "scheduling", "kind": "Binding", "metadata": {"name": "web", "namespace": team},
-        "spec": {"resource": {"kind": "Application", "name": "web", "namespace": team},
-                 "generation": 2, "targets": [
-                     {"kind": "Cluster", "name": "west", "namespace": "default"}]},
-        "status": {"state": "Scheduled"}}))
+    placed(2, manifest)
     st = wait_for(said, lambda s: "forbidden to" in s.status.reason, timeout=60)
     assert ("forbidden to ServiceAccount default/deployer by cluster default/west's RBAC"
             in st.status.reason), st.status.reason
