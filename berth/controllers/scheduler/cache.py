@@ -425,14 +425,16 @@ class Cache:
 
     def _cluster_of(self, item: Item[ClusterView]) -> Candidate:
         """:meth:`_cluster`, made once per candidate epoch (the teams' namespaces that
-        share clusters list them each)."""
-        epoch, made = self._made
-        if epoch != self._cand_epoch:  # replaced whole: a change of status bumps it
-            epoch, made = self._cand_epoch, {}
-            self._made = (epoch, made)
-        found = made.get(item.key)
+        share clusters list them each); under the cache's lock, made outside it."""
+        with self._lock:
+            if self._made[0] != self._cand_epoch:  # a change of status bumps the epoch
+                self._made = (self._cand_epoch, {})
+            made = self._made[1]
+            found = made.get(item.key)
         if found is None or found[0] is not item.obj:
-            found = made[item.key] = (item.obj, self._cluster(item.obj))
+            found = (item.obj, self._cluster(item.obj))
+            with self._lock:
+                made[item.key] = found
         return found[1]
 
     def _cluster(self, view: ClusterView) -> Candidate:
