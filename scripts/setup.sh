@@ -68,6 +68,11 @@ if ! command -v openssl >/dev/null; then   # certificates for TLS tests and API 
   step "openssl (apt)" bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl'
 fi
 step "python virtualenv .venv (berth, pinned by constraints.txt)" install_python
+# Bytecode written once, here: a Python run with PYTHONDONTWRITEBYTECODE (as some shells
+# and containers set it) never writes it, and every process the suite or the demo starts
+# would compile berth's modules again (a quarter of a process's start; docs/development.md)
+step "berth's bytecode" "$here/.venv/bin/python" -m compileall -q -j 0 "$here/berth" \
+  "$here/testkit/berth_testkit" "$here/tests" "$here/scripts"
 if [ "$what" != --fast ]; then
   step "etcd (built once into $cache)" bash "$here/scripts/install-etcd.sh"
   step "kubernetes control plane and kwok (built once into $cache; the first time ~6 min)" \

@@ -8,22 +8,23 @@
 #                             built or started), then ruff, mypy, the import contracts and
 #                             every unit test (-m unit) on two workers; extra arguments go
 #                             to pytest
-#   scripts/test.sh --workers N   the suite on N workers side by side (docs/development.md:
-#                             about 35 min on two cores, not yet reliable there: a test
-#                             bound by time may miss its bound on a machine that busy)
+#   scripts/test.sh --workers N   the suite on N workers side by side (2 unless this says
+#                             otherwise; 1: in one process, about twice as long)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 mode=all
-side=()
+workers=2  # the machine's two cores: a third only loads it more (docs/development.md)
 if [ "${1:-}" = --fast ]; then
   mode=--fast
   shift
 elif [ "${1:-}" = --workers ]; then
   [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "--workers needs a number of workers" >&2; exit 2; }
-  side=(-n "$2" --dist loadscope --no-loadscope-reorder)
+  workers=$2
   shift 2
 fi
+side=()
+[ "$workers" = 1 ] || side=(-n "$workers" --dist loadscope --no-loadscope-reorder)
 source scripts/setup.sh "$mode"
 
 echo "== ruff" >&2
@@ -40,6 +41,6 @@ fi
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
 echo "== pytest (berth is plain Python, as it ships)" >&2
-# in one process unless --workers (tests/conftest.py lays the tests out for them); the
-# slowest 20 tests are printed at the end of every run (what the suite's time goes to)
+# on two workers unless --workers says otherwise (tests/conftest.py lays the tests out for
+# them); the slowest 20 tests are printed at the end of every run (what the time goes to)
 python -m pytest -p no:cacheprovider "${side[@]}" --durations=20 "$@"
