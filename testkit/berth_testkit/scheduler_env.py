@@ -240,9 +240,12 @@ class ExporterProcess(BerthProcess):
     command = "exporter"
 
 
-AGENT_CONFIG = ("probe_interval: 0.5\nprobe_timeout: 1\nrequest_timeout: 3\n"
-                "retry_base_delay: 0.2\nretry_max_delay: 1\nresync_interval: 600\n"
-                "capacity_interval: 0.2\n")
+# (the probe's and a request's timeouts are the defaults, as the propagator's are in the
+# tests that run both modes: with 1 s and 3 s, a loaded API server — 200 Deployments
+# applied at once beside another test — made a pull cluster OFFLINE, and its applications
+# moved, where the same cluster in Push mode stayed ONLINE)
+AGENT_CONFIG = ("probe_interval: 0.5\nretry_base_delay: 0.2\nretry_max_delay: 1\n"
+                "resync_interval: 600\ncapacity_interval: 0.2\n")
 
 
 def reached(mode: str, kubeconfig: dict[str, Any]) -> dict[str, Any]:
