@@ -216,11 +216,9 @@ def window(history: History, revision: int, before: dict[str, tuple[str, ...]]) 
 
 
 class System:
-    def __init__(self, workdir: Path, log: Callable[[str], None] = print, *,
-                 scheduler: str = SCHEDULER) -> None:
+    def __init__(self, workdir: Path, log: Callable[[str], None] = print) -> None:
         self.workdir = workdir
         self.log = log
-        self.scheduler = scheduler  # the schedulers' config (YAML)
         self.etcd = EtcdCluster(3)
         self.clusters: dict[str, KubeCluster] = {}
         self.prometheus = PrometheusServer()
@@ -256,7 +254,7 @@ class System:
         self._seed()
         self._record()
         url = self.etcd.url
-        for command, cls, config in (("scheduler", SchedulerProcess, self.scheduler),
+        for command, cls, config in (("scheduler", SchedulerProcess, SCHEDULER),
                                      ("propagator", PropagatorProcess, PROPAGATOR),
                                      ("metrics-cache", MetricsCacheProcess, METRICS_CACHE)):
             self.procs[command] = [cls(url, self.workdir, config=config, name=str(i)).start()

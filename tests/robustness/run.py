@@ -7,10 +7,7 @@ promises checked from the recorded history afterwards (docs/faults.md, "Robustne
 
 The system is the fault table's (tests/faults/system.py): a three-member etcd, three
 kube-apiservers with kwok nodes (cluster b in Pull mode, reached by its two agents),
-Prometheus and Kafka, two replicas of every berth process; the schedulers hold a
-move to a cluster back ONLINE for 15 s (``settle``: the default's minute, which the
-fault table proves, made each seed's convergence wait a minute for moves the run had
-long since judged). Traffic
+Prometheus and Kafka, two replicas of every berth process. Traffic
 (:mod:`tests.robustness.traffic`) and faults (:mod:`tests.robustness.faults`) each
 draw from a random stream of the seed, so a seed replays the same operations and
 faults in the same order. After the time given, every fault is healed, the run waits
@@ -48,7 +45,6 @@ from tests.robustness.history import Foreign, Recorder, Sampler
 from tests.robustness.traffic import Traffic
 
 IN_TRANSITION, PER_MINUTE = 8, 30  # the fleet's pace during a run (docs/pace.md)
-SCHEDULER = "anti_flap:\n  settle: 15\n"
 INVARIANTS = ["binding-regressed", "decision-kept", "outside-term", "outside-claim", "pace",
               "ledger", "never-down", "copy-up", "job-again", "job-twice", "stage-order",
               "rolling", "untouched", "one-owner", "quota", "confined", "final", "crash",
@@ -102,7 +98,7 @@ def fleet_pace(seconds: float) -> PaceSpec:
 
 def run(seed: int, seconds: float, *, workdir: Path, bound: float = 240.0,
         interval: float = 0.3, log: Callable[[str], None] = print) -> Report:
-    system = System(workdir, log=log, scheduler=SCHEDULER)
+    system = System(workdir, log=log)
     try:
         system.start()
         return _run(system, seed, seconds, bound=bound, interval=interval, log=log)
