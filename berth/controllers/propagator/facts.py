@@ -80,6 +80,10 @@ class Reads(Protocol):
         """Why the observer does not see the cluster ONLINE ("": it does, or said nothing)."""
         ...
 
+    def returned(self, cid: str) -> datetime | None:
+        """When the cluster last came back ONLINE (None: it did not, or is not ONLINE)."""
+        ...
+
     def overrides(self) -> list[Override]:
         """Every override, global and namespaced."""
         ...
@@ -213,11 +217,12 @@ class FactsBuilder:
         stale = frozenset(c for c in served if self._stale(c, namespace, name, recorded, since,
                                                            identity))
         unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
+        returned = {cid: at for cid in targets if (at := reads.returned(cid)) is not None}
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason,
                      stopped=not targets and bool(binding.status.yielded_to), barred=barred,
-                     stale=stale,
-                     unseen=unseen, shares=shares, owned=owned, health=health, now=now,
+                     stale=stale, unseen=unseen, returned=returned, shares=shares,
+                     owned=owned, health=health, now=now,
                      move_timeout=self.move_timeout, owner=owner, identity=identity,
                      rendered=rendered,
                      unrendered=unrendered, forbidden=forbidden, rollout=rollout)

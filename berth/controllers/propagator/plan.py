@@ -97,6 +97,9 @@ class Facts:
     app_unreadable: bool = False  # the application's key holds something else
     stale: frozenset[str] = frozenset()  # applied there, but apply again (drift, resync)
     unseen: Mapping[str, str] = field(default_factory=dict)  # not seen ONLINE, and why
+    # When each target last came back ONLINE: a copy's ``move_timeout`` counts from then
+    # if that is later than when it was applied (it had no chance meanwhile).
+    returned: Mapping[str, datetime] = field(default_factory=dict)
     shares: Mapping[str, int] = field(default_factory=dict)  # a divided application's replicas
     # The clusters this replica serves (None: every one). Steps on the others are their
     # owners'; what their owners recorded in the status stands for them here.
@@ -264,8 +267,8 @@ def plan(facts: Facts, progress: Progress) -> Step:
                 and facts.mine(cid)):
             return Clear(cid, facts.owner, facts.identity)
     wave = decide(facts.rollout, gen, facts.targets, progress.applied,
-                  lambda c: _health(facts, progress, c), progress.rollout, facts.now,
-                  facts.move_timeout)
+                  lambda c: _health(facts, progress, c), lambda c: _started(facts, progress, c),
+                  progress.rollout, facts.now, facts.move_timeout)
     want = wave.want
     stopping = _stop_jobs_first(facts, progress, gen)
     if stopping is not None:
@@ -379,15 +382,27 @@ def _serves_nothing(facts: Facts, progress: Progress, cid: str) -> bool:
     return not h.healthy and h.state != UNKNOWN and h.available == 0
 
 
-def _deadline(facts: Facts, have: ClusterApplied | None) -> datetime | None:
-    if have is None or have.since is None:
+def _started(facts: Facts, progress: Progress, cid: str) -> datetime | None:
+    """When the copy on ``cid`` began its time to become available: when it was
+    applied, or when its cluster last came back ONLINE if that is later (it had no
+    chance meanwhile). None while no time runs: not applied, or its cluster not seen
+    ONLINE (nothing there can be seen, so nothing is judged)."""
+    have = progress.applied.get(cid)
+    if have is None or have.since is None or cid in facts.unseen:
         return None
-    return have.since + timedelta(seconds=facts.move_timeout)
+    back = facts.returned.get(cid)
+    return max(have.since, back) if back is not None else have.since
+
+
+def _deadline(facts: Facts, progress: Progress, cid: str) -> datetime | None:
+    """When the copy on ``cid`` must be available (None: no time runs)."""
+    start = _started(facts, progress, cid)
+    return start + timedelta(seconds=facts.move_timeout) if start is not None else None
 
 
 def _late(facts: Facts, progress: Progress, cid: str) -> bool:
     """Whether the copy on ``cid`` is still not available past its deadline."""
-    end = _deadline(facts, progress.applied.get(cid))
+    end = _deadline(facts, progress, cid)
     return (end is not None and facts.now is not None and facts.now >= end
             and not _health(facts, progress, cid).healthy)
 
@@ -398,7 +413,7 @@ def _recheck(facts: Facts, progress: Progress, placed: list[str]) -> float | Non
     for cid in placed:
         if _health(facts, progress, cid).healthy or not facts.mine(cid):
             continue
-        end = _deadline(facts, progress.applied.get(cid))
+        end = _deadline(facts, progress, cid)
         left = RECHECK if end is None or facts.now is None else (end - facts.now).total_seconds()
         waits.append(min(RECHECK, left) if left > 0 else RECHECK)
     return max(0.05, min(waits)) if waits else None

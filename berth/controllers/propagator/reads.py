@@ -72,11 +72,18 @@ class Informed:
             return None
 
     def unseen(self, cid: str) -> str:
-        ns, _, name = cid.partition("/")
-        st = self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
+        st = self._status(cid)
         if st is None or st.status.state in (Reachability.ONLINE, None):
             return ""
         return st.status.state + (f" ({st.status.reason})" if st.status.reason else "")
+
+    def returned(self, cid: str) -> datetime | None:
+        st = self._status(cid)
+        return st.status.returned if st is not None else None
+
+    def _status(self, cid: str) -> ClusterStatus | None:
+        ns, _, name = cid.partition("/")
+        return self.cluster_statuses.get(keys.status_key("Cluster", ns, name))
 
     def overrides(self) -> list[Override]:
         every: list[Override] = [i.obj for i in self.global_overrides.items()]

@@ -119,8 +119,10 @@ def deadline(policy: RolloutPolicy, move_timeout: float) -> float:
 
 def decide(inputs: Inputs, gen: int, targets: tuple[str, ...],
            applied: Mapping[str, ClusterApplied], health: Callable[[str], Health],
-           was: RolloutState | None, now: datetime | None, move_timeout: float) -> Wave:
-    """The generation each target runs now, and the rollout's state."""
+           started: Callable[[str], datetime | None], was: RolloutState | None,
+           now: datetime | None, move_timeout: float) -> Wave:
+    """The generation each target runs now, and the rollout's state. ``started``: when a
+    target's copy began its time to become available (None: no time runs there now)."""
     policy = inputs.policy
     if policy is None or not rolls(policy):
         return Wave(dict.fromkeys(targets, gen))
@@ -128,7 +130,7 @@ def decide(inputs: Inputs, gen: int, targets: tuple[str, ...],
     if stable == 0 or stable >= gen or (
             was is not None and was.generation == gen and was.phase == COMPLETE):
         return Wave(dict.fromkeys(targets, gen), RolloutState(gen, stable, COMPLETE))
-    return _Rollout(inputs, policy, gen, stable, targets, applied, health,
+    return _Rollout(inputs, policy, gen, stable, targets, applied, health, started,
                     was if was is not None and was.generation == gen else None,
                     now, move_timeout).decide()
 
@@ -138,10 +140,12 @@ class _Rollout:
 
     def __init__(self, inputs: Inputs, policy: RolloutPolicy, gen: int, stable: int,
                  targets: tuple[str, ...], applied: Mapping[str, ClusterApplied],
-                 health: Callable[[str], Health], same: RolloutState | None,
-                 now: datetime | None, move_timeout: float) -> None:
+                 health: Callable[[str], Health], started: Callable[[str], datetime | None],
+                 same: RolloutState | None, now: datetime | None, move_timeout: float
+                 ) -> None:
         self.inputs, self.policy, self.gen, self.stable = inputs, policy, gen, stable
         self.targets, self.applied, self.health = targets, applied, health
+        self.started = started
         self.same, self.now = same, now
         self.limit = deadline(policy, move_timeout)
         self.prior_kept = inputs.prior is not None and inputs.prior.generation == stable
@@ -195,10 +199,10 @@ class _Rollout:
 
     def _late(self, cid: str) -> str:
         """Why the new generation failed on ``cid`` ("": it has time left)."""
-        have = self.applied.get(cid)
-        if have is None or have.since is None or self.now is None:
+        start = self.started(cid)
+        if start is None or self.now is None:
             return ""
-        end = have.since + timedelta(seconds=self.limit)
+        end = start + timedelta(seconds=self.limit)
         if self.now < end:
             self.waits.append((end - self.now).total_seconds())
             return ""

@@ -49,6 +49,7 @@ class Table:
     labels: dict[str, dict[str, str]] = field(default_factory=dict)  # informer's
     labels_now: dict[str, dict[str, str]] = field(default_factory=dict)  # etcd's now
     offline: dict[str, str] = field(default_factory=dict)
+    back: dict[str, datetime] = field(default_factory=dict)  # when it came back ONLINE
     rules: list[dict[str, Any]] = field(default_factory=list)  # one override's rules
     kept_manifests: dict[int, list[Any]] = field(default_factory=dict)
     garbage: bool = False
@@ -82,6 +83,9 @@ class Table:
 
     def unseen(self, cid: str) -> str:
         return self.offline.get(cid.partition("/")[2], "")
+
+    def returned(self, cid: str) -> datetime | None:
+        return self.back.get(cid.partition("/")[2])
 
     def overrides(self) -> list[Override]:
         if not self.rules:
@@ -235,10 +239,12 @@ def test_a_vanished_key_reads_etcd_only_when_something_is_recorded_applied() -> 
 
 
 def test_targets_not_seen_online_say_why_and_a_binding_alone_gives_the_targets() -> None:
-    facts = build(Table(offline={"b": "OFFLINE (no answer)"}), on("a"))
+    at = datetime(2026, 12, 3, 12, tzinfo=UTC)
+    facts = build(Table(offline={"b": "OFFLINE (no answer)"}, back={"a": at}), on("a"))
     assert facts is not None
     assert facts.targets == ("default/a", "default/b") and facts.binding_generation == 1
     assert facts.unseen == {"default/b": "OFFLINE (no answer)"}
+    assert facts.returned == {"default/a": at}  # a copy's time to become available counts from then
     assert facts.rollout.policy is None  # not rolled: every target at once
     facts = build(Table(targets=None), on("a"))
     assert facts is not None and facts.targets == () and facts.binding_generation is None

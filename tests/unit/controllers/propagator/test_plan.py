@@ -375,6 +375,31 @@ def test_a_new_target_not_available_in_time_is_recorded_failed_for_the_scheduler
     assert isinstance(step, Finish) and step.state is not None and not step.state.failed
 
 
+def test_a_copy_is_judged_only_on_time_its_cluster_was_seen() -> None:
+    """Robustness seed 29: a's API stopped a moment after a Job's first copy was applied
+    there, and the copy was recorded failed while a was OFFLINE; the only cluster it
+    could run on was avoided for 900 s."""
+    was = recorded("PROGRESSING", since(700, on(1, "a"), new=True))
+    slow = {"a": waiting(0, "starting")}
+    # not seen ONLINE: no verdict, and the status says why it is not observed
+    given = facts(was=was, health=slow, unseen={"default/a": "OFFLINE (unreachable)"})
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Finish) and step.state is not None and not step.state.failed
+    assert "not observed: cluster default/a is OFFLINE" in step.state.reason
+    # back ONLINE 100 s ago: its time counts from then
+    back = NOW - timedelta(seconds=100)
+    given = facts(was=was, health=slow, returned={"default/a": back})
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Finish) and step.state is not None and not step.state.failed
+    assert step.recheck == 10.0 and step.state.state == "PROGRESSING"
+    # and once that time has passed too, it is late
+    given = facts(was=was, health=slow,
+                  returned={"default/a": NOW - timedelta(seconds=TIMEOUT + 1)})
+    step = plan(given, Done().progress(given))
+    assert isinstance(step, Finish) and step.state is not None
+    assert step.state.failed["default/a"].reason == "starting"
+
+
 def test_a_job_complete_at_this_generation_is_not_created_again() -> None:
     job = KubeObjectRef("batch/v1", "Job", "once", "default")
     was = recorded("RUNNING", {"default/a": ClusterApplied(1, [job], done=[job])})

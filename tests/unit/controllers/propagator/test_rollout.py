@@ -64,11 +64,18 @@ def run(policy: RolloutPolicy | None, applied: dict[str, ClusterApplied],
         health: dict[str, Health] | None = None, *, gen: int = 2,
         targets: str = "abc", was: RolloutState | None = None,
         control: RolloutControl | None = None, prior: Version | None = PRIOR,
-        labels: dict[str, dict[str, str]] | None = None) -> Wave:
+        labels: dict[str, dict[str, str]] | None = None, unseen: str = "") -> Wave:
+    """One decision; the clusters named in ``unseen`` are not seen ONLINE."""
     judged = {f"default/{c}": h for c, h in (health or {}).items()}
     return decide(Inputs(policy, control, labels or {}, prior), gen,
                   tuple(f"default/{t}" for t in targets), applied,
-                  lambda c: judged.get(c, FINE), was, NOW, 600.0)
+                  lambda c: judged.get(c, FINE), lambda c: since(applied, c, unseen),
+                  was, NOW, 600.0)
+
+
+def since(applied: dict[str, ClusterApplied], cid: str, unseen: str = "") -> datetime | None:
+    have = applied.get(cid)
+    return None if have is None or cid.partition("/")[2] in unseen else have.since
 
 
 def want(wave: Wave) -> str:
@@ -163,6 +170,19 @@ def test_a_cluster_past_its_deadline_halts_the_rollout_where_it_is() -> None:
     assert want(wave) == "2111" and wave.state is not None and wave.state.phase == HALTED
 
 
+def test_a_cluster_not_seen_or_just_back_has_not_failed_the_rollout() -> None:
+    policy = rolling(progress_deadline="60s")
+    applied = copies(a=(2, 61), b=1, c=1)
+    wave = run(policy, applied, {"a": CRASH}, unseen="a")  # OFFLINE: nothing to judge
+    assert want(wave) == "211" and wave.state is not None and wave.state.phase == ROLLING
+    assert not wave.state.failed
+    # its time counts from when it came back ONLINE (10 s ago: 50 s left)
+    wave = decide(Inputs(policy, None, {}, PRIOR), 2, ("default/a", "default/b", "default/c"),
+                  applied, lambda c: CRASH, lambda c: NOW - timedelta(seconds=10), None, NOW,
+                  600.0)
+    assert wave.state is not None and wave.state.phase == ROLLING and wave.recheck == 50.0
+
+
 def test_max_failures_lets_that_many_fail() -> None:
     policy = rolling(progress_deadline="60s", max_failures=1, max_unavailable=2)
     wave = run(policy, copies(a=(2, 61), b=1, c=1), {"a": CRASH})
@@ -222,7 +242,7 @@ def test_a_step_keeps_the_fleets_pace() -> None:
     def paced(pace: PaceSpec, transit: int) -> Wave:
         return decide(Inputs(rolling(max_unavailable=3), pace=pace, transit=transit, prior=PRIOR),
                       2, ("default/a", "default/b", "default/c"), copies(a=1, b=1, c=1),
-                      lambda c: FINE, None, NOW, 600.0)
+                      lambda c: FINE, lambda c: None, None, NOW, 600.0)
 
     full = paced(PaceSpec(in_transition=5), 5)
     assert want(full) == "111" and full.recheck == 1.0
