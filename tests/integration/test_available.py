@@ -4,7 +4,7 @@ an application down (docs/propagator.md "Health", "Moves").
 The clusters run Pods (``testkit/berth_testkit/servers/kube.py``: controllers, kube-scheduler, kwok's
 kubelets), which become Ready three seconds after they are scheduled, so that removing
 an old copy before the new one is available would show. A sampler reads every
-Deployment's ``availableReplicas`` on every cluster every 100 ms; the real scheduler,
+Deployment's ``availableReplicas`` on every cluster as it changes; the real scheduler,
 metrics-cache and propagator move the applications when a metric changes.
 """
 
@@ -21,7 +21,9 @@ import pytest
 
 from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, Binding
-from berth_testkit.availability import Sampler
+from berth_testkit.availability import DEPLOYMENTS, Sampler
+from berth_testkit.availability import available as available_now
+from berth_testkit.mirror import Mirror, Objects, mirrored
 from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
@@ -153,9 +155,24 @@ def test_a_metric_driven_move_of_20_applications_never_takes_one_down(
         time.sleep(0.3)
     now = sampler.now()
     assert all(set(now[n]) == {"south"} and now[n]["south"] == 2 for n in names), now
-    assert sampler.samples > 5  # it watched the whole move (about 3 s of ready delay)
+    assert sampler.samples > 5  # it saw the move's changes, not only its lists
     assert {n: sampler.fewest[n] for n in names} == dict.fromkeys(names, 2), (
         "an application had fewer than its 2 replicas available during the move")
+
+
+def test_the_sampler_counts_a_dip_however_short(clusters: dict[str, KubeCluster]) -> None:
+    """The instrument the tests above rely on: a Deployment's status said unavailable for
+    as long as its controller takes to say otherwise (well under the 100 ms a poll would
+    have needed to catch it) is counted."""
+    north, path = clusters["north"], "/apis/apps/v1/namespaces/default/deployments"
+    north.request("POST", path, {**deployment("dip"), "metadata": {"name": "dip"}})
+    wait_for(lambda: available(clusters, "dip", "north"), lambda n: n == 2, timeout=60)
+    with Sampler({"north": north}) as sampler:
+        assert sampler.fewest == {"dip": 2}
+        north.request("PATCH", f"{path}/dip/status", {"status": {"availableReplicas": 0}},
+                      content="merge")
+        wait_for(lambda: sampler.fewest.get("dip"), lambda n: n == 0, timeout=10)
+    north.request("DELETE", f"{path}/dip", ok=(200, 404))
 
 
 def test_a_move_to_a_cluster_whose_pods_never_become_ready_keeps_the_old_copy(
@@ -553,9 +570,10 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
 ) -> None:
     """The fleet's pace allows 20 copies in transition: a metric change moves 200
-    applications, and a sampler (every 100 ms: the Bindings, then the Deployments on
-    the new cluster) never sees more than 20 whose Binding names the new cluster and
-    whose copy there is not yet available (docs/pace.md). Two applications set
+    applications, and a sampler (watching the Bindings and the Deployments on the new
+    cluster: at each change of either; a new most confirmed by reading the Deployments
+    then) never sees more than 20 whose Binding names the new cluster and whose copy
+    there is not yet available (docs/pace.md). Two applications set
     their own pace over it: one with no limit on the count moves without waiting, one
     whose window is open all day stays, saying why."""
     names = [f"paced-{i:03d}" for i in range(200)]
@@ -571,38 +589,68 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     for name in [*names, "urgent", "frozen"]:
         wait_for(lambda name=name: status(store, name), state("RUNNING", "north"),
                  timeout=180)
-    most = [0]
-    samples = [0]
+    most, samples = [0], [0]
     held: dict[str, str] = {}  # application → a reason its Binding gave for waiting
-    stop = threading.Event()
+    on: dict[str, list[str]] = {}  # application → its Binding's targets
+    ready: set[str] = set()  # Deployments available on south at their generation
+    lock = threading.Lock()  # owns the five above
     south = clusters["south"]
 
-    def sample() -> None:
-        while not stop.wait(0.1):
-            on = {}
-            for kv in store.list_prefix(keys.binding_prefix("Application"))[0]:
-                b = decode(kv.value, Binding, kv.key)
+    def count() -> None:  # each change of either: what is in transition now
+        moving = [n for n in names if on.get(n) == ["south"] and n not in ready]
+        if len(moving) > most[0]:
+            # a new most: confirmed by the Deployments read now, after the Bindings (the
+            # watch of 200 Deployments may lag the propagator's, which ended a move the
+            # scheduler then started another for)
+            listed = south.request("GET", DEPLOYMENTS)
+            now = {d["metadata"]["name"] for d in listed.get("items", []) if ready_on(d)}
+            most[0] = max(most[0], sum(1 for n in moving if n not in now))
+        samples[0] += 1
+
+    def bind(kvs: list[tuple[str, bytes]]) -> None:
+        with lock:
+            for key, value in kvs:
+                b = decode(value, Binding, key)
                 on[b.metadata.name] = targets(b)
                 if b.status.reason.startswith("Held back"):
                     held.setdefault(b.metadata.name, b.status.reason)
-            listed = south.request("GET", "/apis/apps/v1/namespaces/default/deployments")
-            ready = {d["metadata"]["name"] for d in listed.get("items", [])
-                     if d.get("status", {}).get("availableReplicas", 0) >= 1
-                     and d["status"].get("observedGeneration") == d["metadata"]["generation"]}
-            moving = sum(1 for n in names if on.get(n) == ["south"] and n not in ready)
-            most[0] = max(most[0], moving)
-            samples[0] += 1
+            count()
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    def ready_on(d: dict[str, Any]) -> bool:
+        return (available_now(d) >= 1
+                and d["status"].get("observedGeneration") == d["metadata"]["generation"])
+
+    def on_south(_: str, objects: Objects, changed: set[str]) -> None:
+        with lock:
+            for n in changed:
+                d = objects.get(n)
+                if d is not None and ready_on(d):
+                    ready.add(n)
+                else:
+                    ready.discard(n)
+            count()
+
+    listed, revision = store.list_prefix(keys.binding_prefix("Application"))
+    bind([(kv.key, kv.value) for kv in listed])
+    watch = store.watch(keys.binding_prefix("Application"), revision + 1)
+
+    def follow() -> None:
+        for batch in watch:
+            bind([(e.key, e.value) for e in batch.events if e.type == "PUT"])
+
+    follower = threading.Thread(target=follow, daemon=True, name="bindings")
+    follower.start()
+    mirror = Mirror("south", south, DEPLOYMENTS, on_south)
+    mirrored([mirror])
     try:
         greens(store, north=0.2, south=0.9, broken=0.1)
         for name in [*names, "urgent"]:
             wait_for(lambda name=name: status(store, name), state("RUNNING", "south"),
                      timeout=300)
     finally:
-        stop.set()
-        sampler.join()
+        mirror.stop()
+        watch.close()
+        follower.join(10)
         store.delete(keys.resource_key("Pace", "fleet"))
     print(f"{samples[0]} samples; at most {most[0]} of 200 moving applications in transition")
     assert samples[0] > 50 and 10 <= most[0] <= 20, most[0]  # paced, and it was used

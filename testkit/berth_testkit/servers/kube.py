@@ -39,6 +39,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -409,6 +410,38 @@ class KubeCluster:
                 return {}
             raise ServerUnavailable(f"{method} {path}: HTTP {r.status}: {r.data[:300]!r}")
         return dict(json.loads(r.data or b"{}"))
+
+    def watch(self, path: str, resource_version: str, timeout: float = 60.0
+              ) -> Iterator[dict[str, Any]]:
+        """The events of a watch on ``path`` (a list's path) from ``resource_version``, as
+        the API server streams them, for at most ``timeout`` seconds (then it ends, as a
+        watch does). A dropped connection raises OSError; a refused watch (410 Gone: the
+        version was compacted) :class:`ServerUnavailable`."""
+        try:
+            r = self._pool.request(
+                "GET", f"{self.url}{path}?watch=1&resourceVersion={resource_version}"
+                f"&allowWatchBookmarks=true&timeoutSeconds={int(timeout)}",
+                headers={"Authorization": f"Bearer {self.token}"}, preload_content=False,
+                timeout=urllib3.Timeout(connect=5, read=timeout + 10), retries=False)
+        except urllib3.exceptions.HTTPError as exc:
+            raise urllib.error.URLError(f"WATCH {path}: {exc}") from exc
+        try:
+            if r.status != 200:
+                raise ServerUnavailable(f"WATCH {path}: HTTP {r.status}: {r.read()[:300]!r}")
+            rest = b""
+            for chunk in r.stream(None):  # events are lines; a chunk may hold part of one
+                *lines, rest = (rest + chunk).split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        raise ServerUnavailable(f"WATCH {path}: {event.get('object')}")
+                    yield dict(event)
+        except urllib3.exceptions.HTTPError as exc:
+            raise urllib.error.URLError(f"WATCH {path}: {exc}") from exc
+        finally:
+            r.release_conn()
 
     def watches(self, resource: str) -> int:
         """How many watches of ``resource`` (a plural: "pods") the API server holds open
