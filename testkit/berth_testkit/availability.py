@@ -6,7 +6,6 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from berth_testkit.mirror import Mirror, Objects, mirrored
 from berth_testkit.servers.etcd import ServerUnavailable
 from berth_testkit.servers.kube import KubeCluster
 
@@ -14,22 +13,23 @@ DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 
 
 class Sampler:
-    """Every Deployment's available replicas on every cluster, as each change happens
-    (``mirror.py``): per application, the fewest available over all clusters at any
-    moment, however short."""
+    """Every Deployment's available replicas on every cluster, every 100 ms: per
+    application, the fewest available over all clusters at any sample.
+
+    It polls rather than watches (``mirror.py``): totals over several clusters summed
+    from one watch per cluster counted lows that a read of every cluster at once did
+    not show (a cluster's watch a moment behind another's), so a watch's low needs a
+    confirming read, and the poll is that read (docs/development.md, "Samplers")."""
 
     def __init__(self, clusters: dict[str, KubeCluster]) -> None:
         self.clusters = clusters
         self.fewest: dict[str, int] = {}
-        self.samples = 0  # states counted: each cluster's lists and each change after
-        self._lock = threading.Lock()  # owns fewest, samples and _on
-        self._on: dict[str, dict[str, int]] = {c: {} for c in clusters}  # cluster → name → available
-        self._mirrors = [Mirror(c, kube, DEPLOYMENTS, self._count)
-                         for c, kube in clusters.items()]
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def now(self) -> dict[str, dict[str, int]]:
-        """Deployment name → cluster → available replicas (its status, as kubectl shows),
-        read from each cluster now."""
+        """Deployment name → cluster → available replicas (its status, as kubectl shows)."""
         seen: dict[str, dict[str, int]] = defaultdict(dict)
         for cname, kube in self.clusters.items():
             try:
@@ -41,21 +41,20 @@ class Sampler:
         return seen
 
     def __enter__(self) -> Sampler:
-        mirrored(self._mirrors)  # counting starts once every cluster was listed
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for m in self._mirrors:
-            m.stop()
+        self._stop.set()
+        self._thread.join(10)
 
-    def _count(self, cname: str, objects: Objects, changed: set[str]) -> None:
-        """Cluster ``cname`` changed: count every application it touched at its new total."""
-        with self._lock:
-            self._on[cname] = {n: available(d) for n, d in objects.items()}
-            for name in changed:
-                total = sum(where.get(name, 0) for where in self._on.values())
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, where in self.now().items():
+                total = sum(where.values())
                 self.fewest[name] = min(self.fewest.get(name, total), total)
             self.samples += 1
+            self._stop.wait(0.1)
 
 
 def available(deployment: dict[str, Any]) -> int:

@@ -2,8 +2,9 @@
 samplers: each change is seen as it happens, at the cost of the changes alone.
 
 Polling a list ten times a second cost the API server and the test about a fifth of
-a core per three clusters while it ran (20 Deployments each), and could miss a state
-shorter than its period; a watch sees every state the API server records.
+a core per three clusters while it ran (20 Deployments each). Two mirrors are two
+streams, each a moment behind its server in its own way: a count over several of
+them confirms what it finds by reading (docs/development.md, "Samplers").
 """
 
 from __future__ import annotations

@@ -489,7 +489,7 @@ def held_back(system: System) -> tuple[bool, str]:
 
 # -- workloads that run Pods: availability during moves (docs/propagator.md "Moves that never take
 # an application down"). Each row's application is a Deployment of 2 replicas; a
-# sampler watches its available replicas on every cluster (every change counted).
+# sampler reads its available replicas on every cluster every 100 ms.
 
 
 def _path(system: System, name: str, revision: int) -> list[tuple[str, ...]]:

@@ -25,8 +25,6 @@ from berth.cli.main import main
 from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus
 from berth.store.documents.rollouts import HALTED, ROLLED_BACK
-from berth_testkit.availability import DEPLOYMENTS
-from berth_testkit.mirror import Mirror, Objects, mirrored
 from berth_testkit.scheduler_env import (
     MetricsCacheProcess,
     PropagatorProcess,
@@ -136,32 +134,35 @@ def ready(d: dict[str, Any] | None) -> bool:
 
 
 class Watcher:
-    """Watches the application's Deployment on each cluster (``mirror.py``) for the whole
-    test: at each change on any of them, the generation each carries and whether it is
-    ready. ``on`` is in the rollout's order."""
+    """Reads the application's Deployment on each cluster every 100 ms: the generation
+    it carries and whether it is ready, for the whole test. ``on`` is in the rollout's
+    order."""
 
     def __init__(self, clusters: dict[str, KubeCluster], app: str, on: list[str]) -> None:
-        self.app, self.on = app, on
+        self.clusters, self.app, self.on = clusters, app, on
         self.samples: list[dict[str, tuple[int, bool]]] = []
-        self._now: dict[str, tuple[int, bool]] = dict.fromkeys(on, (0, False))
-        self._lock = threading.Lock()  # owns samples and _now
-        self._mirrors = [Mirror(c, clusters[c], DEPLOYMENTS, self._changed) for c in on]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Watcher:
-        mirrored(self._mirrors)
+        self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
-        for m in self._mirrors:
-            m.stop()
+        self._stop.set()
+        self._thread.join()
 
-    def _changed(self, cluster: str, objects: Objects, changed: set[str]) -> None:
-        if self.app not in changed:
-            return
-        d = objects.get(self.app)
-        with self._lock:
-            self._now[cluster] = (generation(d), ready(d))
-            self.samples.append(dict(self._now))
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sample = {}
+            # in the reverse of the rollout's order: a cluster seen started now was started
+            # before the ones before it are read (else a cluster read unready just before
+            # it became ready, and the next one started meanwhile, would look like two)
+            for c in reversed(self.on):
+                d = on_cluster(self.clusters[c], self.app)
+                sample[c] = (generation(d), ready(d))
+            self.samples.append(sample)
+            self._stop.wait(0.1)
 
     def most_unready_on(self, gen: int) -> int:
         most = max((sum(1 for g, ok in s.values() if g == gen and not ok)
