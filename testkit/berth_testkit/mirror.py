@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,6 +32,7 @@ class Mirror:
         self.name, self.kube, self.path, self.on_change = name, kube, path, on_change
         self.objects: dict[str, dict[str, Any]] = {}  # owned by the mirror's thread
         self.listed = threading.Event()  # listed once, or found down
+        self.error: BaseException | None = None  # what ended the mirror's thread early
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"mirror-{name}")
 
@@ -41,42 +41,66 @@ class Mirror:
         return self
 
     def stop(self) -> None:
+        """Stop watching; what ended the thread early (its callback's error) is raised
+        here, in the test, not lost on the thread."""
         self._stop.set()
         self._thread.join(10)
+        if self.error is not None:
+            raise self.error
 
-    def _replace(self, objects: dict[str, dict[str, Any]]) -> None:
+    def _tell(self, changed: set[str]) -> None:
+        try:
+            self.on_change(self.name, self.objects, changed)
+        except Exception as exc:  # not a watch that broke: the mirror ends with it
+            raise _Failed() from exc
+
+    def _list(self) -> str:
+        """List the path again (nothing when the cluster does not answer); its version."""
+        try:
+            listed = self.kube.request("GET", self.path)
+            objects = {o["metadata"]["name"]: o for o in listed.get("items", [])}
+            version = str(listed["metadata"]["resourceVersion"])
+        except (OSError, ServerUnavailable, KeyError):
+            objects, version = {}, ""
         changed = set(self.objects) | set(objects)
         self.objects = objects
-        self.on_change(self.name, self.objects, changed)
+        self._tell(changed)
+        return version
+
+    def _follow(self, version: str) -> None:
+        """Apply the watch's changes from ``version`` until it ends or breaks."""
+        try:
+            for event in self.kube.watch(self.path, version, timeout=30):
+                if self._stop.is_set():
+                    return
+                if event.get("type") == "BOOKMARK":
+                    continue
+                obj = event["object"]
+                name = obj["metadata"]["name"]
+                if event.get("type") == "DELETED":
+                    self.objects.pop(name, None)
+                else:
+                    self.objects[name] = obj
+                self._tell({name})
+        except (OSError, ServerUnavailable, KeyError, ValueError):
+            time.sleep(0.1)  # listed again: what changed meanwhile is in the list
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                listed = self.kube.request("GET", self.path)
-                self._replace({o["metadata"]["name"]: o for o in listed.get("items", [])})
-                version = str(listed["metadata"]["resourceVersion"])
-            except (OSError, ServerUnavailable, KeyError):
-                self._replace({})
-                version = ""
+        try:
+            while not self._stop.is_set():
+                version = self._list()
+                self.listed.set()
+                if version:
+                    self._follow(version)
+                else:
+                    self._stop.wait(0.2)
+        except Exception as exc:  # kept for stop() to raise: the callback's, or a bug
+            self.error = exc.__cause__ if isinstance(exc, _Failed) else exc
             self.listed.set()
-            if not version:
-                self._stop.wait(0.2)
-                continue
-            try:
-                for event in self.kube.watch(self.path, version, timeout=30):
-                    if self._stop.is_set():
-                        return
-                    if event.get("type") == "BOOKMARK":
-                        continue
-                    obj = event["object"]
-                    name = obj["metadata"]["name"]
-                    if event.get("type") == "DELETED":
-                        self.objects.pop(name, None)
-                    else:
-                        self.objects[name] = obj
-                    self.on_change(self.name, self.objects, {name})
-            except (OSError, ServerUnavailable, urllib.error.URLError, KeyError, ValueError):
-                time.sleep(0.1)  # listed again: what changed meanwhile is in the list
+
+
+class _Failed(Exception):
+    """The callback raised (its error is the cause)."""
 
 
 def mirrored(mirrors: list[Mirror], timeout: float = 30.0) -> None:

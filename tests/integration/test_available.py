@@ -619,9 +619,14 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     bind([(kv.key, kv.value) for kv in listed])
     watch = store.watch(keys.binding_prefix("Application"), revision + 1)
 
+    failed: list[BaseException] = []  # what ended the Bindings' thread early
+
     def follow() -> None:
-        for batch in watch:
-            bind([(e.key, e.value) for e in batch.events if e.type == "PUT"])
+        try:
+            for batch in watch:
+                bind([(e.key, e.value) for e in batch.events if e.type == "PUT"])
+        except Exception as exc:  # raised in the test below, not lost on the thread
+            failed.append(exc)
 
     follower = threading.Thread(target=follow, daemon=True, name="bindings")
     follower.start()
@@ -633,10 +638,11 @@ def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
             wait_for(lambda name=name: status(store, name), state("RUNNING", "south"),
                      timeout=300)
     finally:
-        mirror.stop()
         watch.close()
         follower.join(10)
         store.delete(keys.resource_key("Pace", "fleet"))
+        mirror.stop()  # raises what ended it early
+    assert not failed, failed
     print(f"{samples[0]} samples; at most {most[0]} of 200 moving applications in transition")
     assert samples[0] > 50 and 10 <= most[0] <= 20, most[0]  # paced, and it was used
     assert any("inTransition" in reason for reason in held.values()), held
