@@ -44,6 +44,7 @@ from berth.store import (
     keys,
 )
 from berth.store.documents import ApplicationStatus, Binding, MetricPicture
+from berth_testkit.mirror import Mirror, Objects, mirrored
 from berth_testkit.scheduler_env import (
     AgentProcess,
     BerthProcess,
@@ -72,14 +73,17 @@ RULES: list[tuple[list[str], frozenset[str]]] = [
 METRICS = {"a": ("price_a", "prom"), "b": ("price_b", "prom"), "c": ("wind_c", "kafka")}
 MANAGED: dict[str, Any] = {"app.kubernetes.io/managed-by": "berth"}
 MANAGED_SELECTOR = quote(",".join(f"{k}={v}" for k, v in MANAGED.items()), safe="")
+CONFIGMAPS = f"/api/v1/namespaces/default/configmaps?labelSelector={MANAGED_SELECTOR}"
+READ_EVERY = 10.0  # seconds: converge reads the whole truth at least this often
 
 SCHEDULER = ""
 MOVE_TIMEOUT = 15.0
-# grace: a pull cluster without a heartbeat for 5 s is OFFLINE — more than its agents
-# take to start again on this loaded machine (a CI run saw 5 s from kill -9 to leading:
-# with grace 2, 1 s after the 2 s lease, every copy on b moved); the defaults keep the
-# same order (30 s against a 15 s lease)
-PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 10\nrequest_timeout: 3\n"
+# grace: a pull cluster without a heartbeat for 8 s is OFFLINE — more than its agents
+# take to start again on this loaded machine (a CI run saw 5 s from kill -9 to leading
+# with grace 2, 1 s after the 2 s lease, every copy on b moved; a run on two workers took
+# longer than 5 s, and 194 copies moved); the defaults keep the same order (30 s against
+# a 15 s lease)
+PROPAGATOR = ("probe_interval: 0.5\nprobe_timeout: 1\ngrace: 16\nrequest_timeout: 3\n"
               "retry_base_delay: 0.2\nretry_max_delay: 2\nresync_interval: 600\n"
               f"move_timeout: {MOVE_TIMEOUT}\n")
 METRICS_CACHE = "poll_interval: 0.5\nlease_ttl: 3\nstale_after: 60\ntimeout: 1\nretries: 0\n"
@@ -146,30 +150,31 @@ class History:
                     [r for r in self.statuses if r.revision > revision])
 
 
-def _term(value: bytes) -> tuple[int, str]:
-    """A Binding's leader term and decision id (0 and "" for anything else)."""
+def _decoded(value: bytes, kind: type[Any]) -> Any:
+    """``value`` as ``kind`` (None: it is not one)."""
     try:
-        b = msgspec.json.decode(value, type=Binding)
+        return msgspec.json.decode(value, type=kind)
     except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _term(doc: Any) -> tuple[int, str]:
+    """A Binding's leader term and decision id (0 and "" for one that did not decode)."""
+    if not isinstance(doc, Binding):
         return 0, ""
-    return b.status.term, b.spec.decision
+    return doc.status.term, doc.spec.decision
 
 
-def _binding_essence(value: bytes) -> tuple[Any, ...] | None:
-    try:
-        b = msgspec.json.decode(value, type=Binding)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return ("garbage",)
-    return (tuple(t.name for t in b.spec.targets), b.spec.generation, b.status.state,
-            b.status.reason if not b.status.reason.startswith("Scheduled") else "")
-
-
-def _status_essence(value: bytes) -> tuple[Any, ...] | None:
-    try:
-        s = msgspec.json.decode(value, type=ApplicationStatus)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return ("garbage",)
-    return (msgspec.json.encode(s.status),)
+def _essence(doc: Any) -> tuple[Any, ...]:
+    """What an observer compares of a Binding or a status (``("garbage",)``: it did not
+    decode)."""
+    if isinstance(doc, Binding):
+        return (tuple(t.name for t in doc.spec.targets), doc.spec.generation,
+                doc.status.state,
+                doc.status.reason if not doc.status.reason.startswith("Scheduled") else "")
+    if isinstance(doc, ApplicationStatus):
+        return (msgspec.json.encode(doc.status),)
+    return ("garbage",)
 
 
 @dataclass
@@ -229,6 +234,12 @@ class System:
         self.history = History()
         self.generation: dict[str, int] = {}
         self._watches: list[Watch] = []
+        # The last seen by the watches (owned by history.lock): each application's
+        # (key, Binding or status; None: not one), each cluster's ConfigMaps' generations.
+        self._bindings: dict[str, tuple[str, Any]] = {}
+        self._statuses: dict[str, tuple[str, Any]] = {}
+        self._held: dict[str, dict[str, str]] = {}
+        self._mirrors: list[Mirror] = []
         self._bump = 0
 
     # -- setup ------------------------------------------------------------------------
@@ -253,6 +264,7 @@ class System:
         produce(self.kafka.bootstrap, "energy", [("wind_c", b"4")])  # c scores best
         self._seed()
         self._record()
+        self._mirror()
         url = self.etcd.url
         for command, cls, config in (("scheduler", SchedulerProcess, SCHEDULER),
                                      ("propagator", PropagatorProcess, PROPAGATOR),
@@ -304,21 +316,36 @@ class System:
 
     def _record(self) -> None:
         start = self.db.revision() + 1
-        for prefix, target, essence in (
-            (keys.binding_prefix("Application"), self.history.bindings, _binding_essence),
-            (keys.status_prefix("Application"), self.history.statuses, _status_essence),
+        for prefix, target, kind, view in (
+            (keys.binding_prefix("Application"), self.history.bindings, Binding,
+             self._bindings),
+            (keys.status_prefix("Application"), self.history.statuses, ApplicationStatus,
+             self._statuses),
         ):
             watch = Watch(self.db, prefix, start)
             self._watches.append(watch)
 
-            def run(w: Watch = watch, out: list[Record] = target,
-                    ess: Callable[[bytes], tuple[Any, ...] | None] = essence) -> None:
+            def run(w: Watch = watch, out: list[Record] = target, kind: type = kind,
+                    view: dict[str, tuple[str, Any]] = view) -> None:
                 for batch in w:
+                    records = []
+                    now: dict[str, tuple[str, Any] | None] = {}  # None: deleted
+                    for ev in batch.events:
+                        name = ev.key.rsplit("/", 1)[1]
+                        doc = _decoded(ev.value, kind) if ev.type == "PUT" else None
+                        records.append(Record(
+                            ev.mod_revision, name,
+                            _essence(doc) if ev.type == "PUT" else None,
+                            *(_term(doc) if kind is Binding else (0, ""))))
+                        if not keys.problem(ev.key):  # outside berth's layout: not one
+                            now[name] = (ev.key, doc) if ev.type == "PUT" else None
                     with self.history.lock:
-                        out.extend(Record(ev.mod_revision, ev.key.rsplit("/", 1)[1],
-                                          ess(ev.value) if ev.type == "PUT" else None,
-                                          *(_term(ev.value) if ev.type == "PUT" else (0, "")))
-                                   for ev in batch.events)
+                        out.extend(records)
+                        for name, seen in now.items():
+                            if seen is None:
+                                view.pop(name, None)
+                            else:
+                                view[name] = seen
 
             threading.Thread(target=run, daemon=True, name=f"record {prefix}").start()
         election = Watch(self.db, keys.lease_key("scheduler"), start)
@@ -333,10 +360,35 @@ class System:
 
         threading.Thread(target=terms, daemon=True, name="record terms").start()
 
+    def _mirror(self) -> None:
+        """berth's ConfigMaps on each cluster, kept current by a watch (docs/development.md,
+        "Samplers"): what :meth:`converge` looks at between its reads."""
+
+        def on_change(cluster: str, objects: Objects, changed: set[str]) -> None:
+            with self.history.lock:
+                held = self._held.setdefault(cluster, {})
+                for name in changed:
+                    obj = objects.get(name)
+                    if obj is None:
+                        held.pop(name, None)
+                    else:
+                        held[name] = (obj.get("data") or {}).get("generation", "")
+
+        self._mirrors = [Mirror(name, server, CONFIGMAPS, on_change)
+                         for name, server in self.clusters.items()]
+        mirrored(self._mirrors)
+
     def stop(self) -> None:
+        """Stop everything; what ended a mirror early is raised once all is stopped."""
         stop_all(p for procs in self.procs.values() for p in procs)
         for w in self._watches:
             w.close()
+        failed: list[BaseException] = []
+        for m in self._mirrors:
+            try:
+                m.stop()
+            except Exception as exc:
+                failed.append(exc)
         for c in self.kube.values():
             c.close()
         if self.store is not None:
@@ -346,6 +398,8 @@ class System:
         self.prometheus.cleanup()
         self.kafka.cleanup()
         self.etcd.cleanup()
+        if failed:
+            raise failed[0]
 
     # -- load -------------------------------------------------------------------------
 
@@ -510,44 +564,56 @@ class System:
         return out
 
     def wrong(self, down: frozenset[str] = frozenset()) -> list[str]:
-        """Every way the system differs from what it should be (empty: converged).
-        ``down``: clusters whose API is stopped (not read; their applications are
-        expected to stay bound there only when no other cluster is allowed)."""
-        out: list[str] = []
-        bindings: dict[str, Binding] = {}
+        """Every way the system differs from what it should be (empty: converged), read
+        now from etcd and the clusters. ``down``: clusters whose API is stopped (not
+        read; their applications are expected to stay bound there only when no other
+        cluster is allowed)."""
+        problems: list[str] = []
+        bindings: dict[str, tuple[str, Any]] = {}
         for kv in self.db.list_prefix(keys.binding_prefix("Application"))[0]:
-            if keys.problem(kv.key):
-                continue  # written by hand outside berth's layout: not a Binding
-            try:
-                bindings[kv.key.rsplit("/", 1)[1]] = msgspec.json.decode(kv.value, type=Binding)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                out.append(f"{kv.key}: not a Binding")
-        statuses: dict[str, ApplicationStatus] = {}
+            if not keys.problem(kv.key):  # else written by hand outside berth's layout
+                bindings[kv.key.rsplit("/", 1)[1]] = (kv.key, _decoded(kv.value, Binding))
+        statuses: dict[str, tuple[str, Any]] = {}
         for kv in self.db.list_prefix(keys.status_prefix("Application"))[0]:
-            if keys.problem(kv.key):
-                continue
-            try:
-                statuses[kv.key.rsplit("/", 1)[1]] = msgspec.json.decode(
-                    kv.value, type=ApplicationStatus)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                out.append(f"{kv.key}: not a status")
+            if not keys.problem(kv.key):
+                statuses[kv.key.rsplit("/", 1)[1]] = (kv.key, _decoded(kv.value,
+                                                                       ApplicationStatus))
         held: dict[str, dict[str, str]] = {}  # cluster → ConfigMap name → generation
         for name, server in self.clusters.items():
             if name in down:
                 continue
             try:  # as JSON: read every second, 2,000 objects as lightkube's took a core
-                listed = server.request("GET", "/api/v1/namespaces/default/configmaps"
-                                        f"?labelSelector={MANAGED_SELECTOR}")
+                listed = server.request("GET", CONFIGMAPS)
                 held[name] = {cm["metadata"]["name"]: (cm.get("data") or {}).get(
                     "generation", "") for cm in listed.get("items") or []}
             except Exception as exc:  # a cluster still starting
-                out.append(f"cluster {name}: {exc}")
+                problems.append(f"cluster {name}: {exc}")
                 held[name] = {}
-        for name in bindings:
-            if name.startswith("app-") and name not in self.generation:
+        return problems + self._judge(bindings, statuses, held, down)
+
+    def seems_wrong(self, down: frozenset[str] = frozenset()) -> list[str]:
+        """:meth:`wrong` as the watches have it: what the recorder saw last of each
+        Binding and status, and each cluster's ConfigMaps as its mirror has them. Each
+        a moment behind, in its own way: an empty answer is confirmed by :meth:`wrong`."""
+        with self.history.lock:
+            bindings, statuses = dict(self._bindings), dict(self._statuses)
+            held = {name: dict(self._held.get(name, {})) for name in self.clusters
+                    if name not in down}
+        return self._judge(bindings, statuses, held, down)
+
+    def _judge(self, bindings: dict[str, tuple[str, Any]],
+               statuses: dict[str, tuple[str, Any]], held: dict[str, dict[str, str]],
+               down: frozenset[str]) -> list[str]:
+        """What is wrong in what was seen: each application's (key, Binding) and (key,
+        status) — None where the value did not decode — and each cluster's ConfigMaps
+        that are up (name → the generation in its data)."""
+        out = [f"{key}: not a Binding" for key, b in bindings.values() if b is None]
+        out += [f"{key}: not a status" for key, s in statuses.values() if s is None]
+        for name, (_, doc) in bindings.items():
+            if doc is not None and name.startswith("app-") and name not in self.generation:
                 out.append(f"{name}: a Binding survives its application")
         for name, gen in self.generation.items():
-            b = bindings.get(name)
+            b = bindings.get(name, ("", None))[1]
             if b is None:
                 out.append(f"{name}: no Binding")
                 continue
@@ -563,7 +629,7 @@ class System:
                 if ok - down:
                     out.append(f"{name}: still on {target}, which is down")
                 continue
-            s = statuses.get(name)
+            s = statuses.get(name, ("", None))[1]
             running = [r.name for r in s.status.running_on] if s else []
             # Moved off a cluster that is down: made before broken, the old copy is
             # removed when that cluster answers again.
@@ -582,15 +648,23 @@ class System:
         return out
 
     def converge(self, timeout: float, down: frozenset[str] = frozenset()) -> tuple[float, list[str]]:
-        """Seconds until :meth:`wrong` is empty (and what was still wrong at the timeout)."""
+        """Seconds until :meth:`wrong` is empty (and what was still wrong at the timeout).
+
+        Looked at every second as the watches have it (:meth:`seems_wrong`), and read
+        whole only when that looks right, or every ``READ_EVERY`` seconds all the same
+        (a watch that fell behind delays the verdict, never makes it): reading 2,000
+        Bindings, statuses and ConfigMaps a second cost the run a third of a core."""
         t0 = time.monotonic()
         last: list[str] = []
+        read = t0
         while time.monotonic() - t0 < timeout:
-            last = self.wrong(down)
-            if not last:
-                return time.monotonic() - t0, []
+            if not self.seems_wrong(down) or time.monotonic() - read >= READ_EVERY:
+                read = time.monotonic()
+                last = self.wrong(down)
+                if not last:
+                    return time.monotonic() - t0, []
             time.sleep(1.0)
-        return time.monotonic() - t0, last
+        return time.monotonic() - t0, self.wrong(down)
 
     def etcd_members(self) -> dict[str, str]:
         """The etcd member each live berth process talks to (its ``berth_etcd_member``)."""

@@ -549,8 +549,11 @@ def test_overrides_make_each_clusters_copy_and_explain_themselves(
 
 
 # 200 Deployments at once on one cluster of a busy machine: a copy took more than 12 s to
-# become available there (a run side by side), and its application went elsewhere
-@pytest.mark.move_timeout(40.0)
+# become available there (a run side by side), and its application went elsewhere; on two
+# workers, three runs in four saw one whose Deployment its controller had not observed in
+# 40 s. The pace is what is tested here, not how soon a copy is given up: given up only
+# after the setup's own bound (180 s)
+@pytest.mark.move_timeout(180.0)
 def test_a_metric_change_that_moves_200_applications_keeps_the_fleets_pace(
     store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster]
 ) -> None:
