@@ -8,14 +8,14 @@
 #                             built or started), then ruff, mypy, the import contracts and
 #                             every unit test (-m unit) on two workers; extra arguments go
 #                             to pytest
-#   scripts/test.sh --workers N   the suite on N workers side by side (docs/development.md:
-#                             about 40 min on two cores, not yet reliably green there: a
-#                             test bound by time may miss its bound on a machine that busy)
+#   scripts/test.sh --workers N   the suite on N workers side by side (two unless said:
+#                             about 40 min on two cores; --workers 1: in one process,
+#                             about 70 min; docs/development.md)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 mode=all
-workers=1  # one process unless --workers says otherwise (CI: one process)
+workers=2  # two workers side by side unless --workers says otherwise (CI: two)
 if [ "${1:-}" = --fast ]; then
   mode=--fast
   shift
@@ -42,6 +42,6 @@ fi
 echo "== docs (Sphinx; warnings, broken links among them, are errors)" >&2
 scripts/docs.sh
 echo "== pytest (berth is plain Python, as it ships)" >&2
-# in one process unless --workers (tests/conftest.py lays the tests out for them); the
+# on two workers unless --workers (tests/conftest.py lays the tests out for them); the
 # slowest 20 tests are printed at the end of every run (what the suite's time goes to)
 python -m pytest -p no:cacheprovider "${side[@]}" --durations=20 "$@"
