@@ -48,7 +48,7 @@ from berth.controllers.propagator.authority import HANDED_OVER, Leased
 from berth.controllers.propagator.concern import Applies, Concern
 from berth.controllers.propagator.config import PropagatorConfig
 from berth.controllers.propagator.credentials import AppSecrets, Kubeconfigs
-from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied, Router, run
+from berth.controllers.propagator.execute import ClusterClient, Executor, OnApplied
 from berth.controllers.propagator.facts import FactsBuilder
 from berth.controllers.propagator.health import Health, judge
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject, Unavailable, safe
@@ -57,6 +57,7 @@ from berth.controllers.propagator.objects import NoPods, Pods, observed
 from berth.controllers.propagator.plan import Finish, Progress
 from berth.controllers.propagator.pull import PullClusters
 from berth.controllers.propagator.reads import Informed, unreadable
+from berth.controllers.propagator.reconcile import Router, run
 from berth.controllers.propagator.shard import Shard
 from berth.controllers.propagator.status import Doc, StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_key

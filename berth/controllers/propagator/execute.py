@@ -1,4 +1,4 @@
-"""Carrying out a plan's steps against clusters, and the reconcile loop around them.
+"""Carrying out a plan's steps against clusters (the loop around them: ``reconcile.py``).
 
 The :class:`Executor` runs :class:`~controllers.propagator.plan.Apply`,
 ``Confirm`` and ``Clear`` steps through a :class:`ClusterClient` — the real
@@ -34,8 +34,7 @@ generation deletes and creates it, so it runs again.
 Every request that changes a cluster goes out only while this replica's
 :class:`~controllers.propagator.authority.Authority` holds (:class:`Guarded`).
 
-:func:`run` asks the plan for a step, executes it, and asks again until the
-plan finishes; status writes go through a :class:`StatusSink`.
+A copy is applied step by step, and removed in reverse (``order.py``).
 """
 
 from __future__ import annotations
@@ -44,11 +43,13 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import msgspec
 from prometheus_client import Counter
 
+from berth.controllers.propagator import order
 from berth.controllers.propagator.authority import HANDED_OVER, LAPSED, Authority, Leased
 from berth.controllers.propagator.drift import OwnWrites
-from berth.controllers.propagator.health import JOB_DONE, Health, copy_of
+from berth.controllers.propagator.health import JOB_DONE, Health, copy_of, gated
 from berth.controllers.propagator.kube import (
     OWNER,
     Exists,
@@ -64,12 +65,8 @@ from berth.controllers.propagator.plan import (
     Apply,
     Clear,
     Confirm,
-    Facts,
-    Finish,
     Progress,
-    Write,
     intent,
-    plan,
 )
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, HealthRule, KubeObjectRef
@@ -80,7 +77,6 @@ log = logging.getLogger(__name__)
 
 APPLIES = Counter("berth_propagator_applies_total", "Objects applied to clusters", ["result"])
 
-MAX_STEPS = 1000  # a plan that has not finished by then is a bug: stop and say so
 
 
 class ClusterClient(Protocol):
@@ -137,12 +133,6 @@ class Clients(Protocol):
 
 class Conflicted(Exception):
     """The object is another's on the cluster: not applied, not taken over."""
-
-
-class StatusSink(Protocol):
-    def write(self, state: ApplicationState) -> Retry | None:
-        """Write the status if it changed; a Retry if it could not be written."""
-        ...
 
 
 # (cluster id, kind, object, what the cluster stored): called after each object applied.
@@ -235,7 +225,10 @@ class Executor:
         cid, gen = step.cluster, step.generation
         client = self._client(cid, step.identity)
         before = progress.applied.get(cid) or ClusterApplied(0)
-        renew = before.generation not in (0, gen)  # a new generation: its Jobs run again
+        # A new generation: its Jobs run again (those a waiting step had not reached yet
+        # too, when it reaches them).
+        renew = {r for r in before.objects if r.job} if before.generation not in (0, gen) \
+            else set(before.rerun)
         skip = set(step.skip)  # and those the cluster's own record says are done
         if before.generation == gen:
             skip.update(before.done)
@@ -255,46 +248,70 @@ class Executor:
             return halt
         done: list[KubeObjectRef] = []  # recorded there: applied, or there from before
         judged: list[tuple[KubeObjectRef, Health]] = []
-        for kind, ref, body in located:
-            if kind is None or ref is None:
-                kind, ref = client.locate(body)
-                if ref not in skip:
-                    self._owned(client, cid, ref, step.owner, app.adopt, there, forbidden)
-                halt = self._record(cid, gen, [ref], progress, record)
-                if halt is not None:
-                    return halt
-            if ref in skip:  # complete at this generation: never created again
-                done.append(ref)
-                judged.append((ref, JOB_DONE))
+        waiting = ""  # why the steps from here on are not applied yet ("": none waits)
+        pending: list[KubeObjectRef] = []  # their objects (those located)
+        units = order.cut(located)
+        for n, step_bodies in enumerate(units):
+            if waiting:  # not applied now: what is there from before stays, unpruned
+                later = [ref for _, ref, _ in step_bodies if ref is not None]
+                pending += later
+                done.extend(ref for ref in later if ref in before.objects)
                 continue
-            if ref not in forbidden:
-                try:
-                    if renew and ref in before.objects and ref.job:
-                        self.own_writes.forget(cid, ref)  # a Job's template cannot change
-                        client.delete(ref, propagation=app.propagation)
-                    stored = self._apply_one(client, cid, kind, ref, body, progress,
-                                             None if there.get(ref, True) else (step.owner,
-                                                                                app.adopt))
-                except Forbidden as exc:
-                    forbidden[ref] = str(exc)
-                else:
+            ready: list[tuple[KubeObjectRef, Health | None]] = []  # None: not applied
+            for kind, ref, body in step_bodies:
+                if kind is None or ref is None:
+                    kind, ref = client.locate(body)
+                    if ref not in skip:
+                        self._owned(client, cid, ref, step.owner, app.adopt, there, forbidden)
+                    halt = self._record(cid, gen, [ref], progress, record)
+                    if halt is not None:
+                        return halt
+                if ref in skip:  # complete at this generation: never created again
                     done.append(ref)
-                    judged.append((ref, self.clients.judge(cid, ref, stored, app.rules)))
+                    judged.append((ref, JOB_DONE))
+                    ready.append((ref, JOB_DONE))
                     continue
-            if ref in before.objects:  # forbidden now, there from before: not pruned
-                done.append(ref)
-        left = self._remove(cid, client, [o for o in before.objects if o not in done],
-                            app.propagation, step.owner)
+                if ref not in forbidden:
+                    try:
+                        if ref in renew:
+                            self.own_writes.forget(cid, ref)  # a Job's template cannot change
+                            client.delete(ref, propagation=app.propagation)
+                        stored = self._apply_one(client, cid, kind, ref, body, progress,
+                                                 None if there.get(ref, True) else (step.owner,
+                                                                                    app.adopt))
+                    except Forbidden as exc:
+                        forbidden[ref] = str(exc)
+                    else:
+                        done.append(ref)
+                        health = self.clients.judge(cid, ref, stored, app.rules)
+                        judged.append((ref, health))
+                        ready.append((ref, health))
+                        continue
+                if ref in before.objects:  # forbidden now, there from before: not pruned
+                    done.append(ref)
+                ready.append((ref, None))  # not applied: what follows waits
+            if n + 1 < len(units):
+                waiting = order.behind(ready, units[n + 1][0][2])
+        pruning = ""  # why what the generation dropped is not all gone yet
+        if waiting:  # the rest waits: nothing is pruned until every step is applied
+            done += [o for o in before.objects if o not in done]
+            left: list[KubeObjectRef] = []
+        else:
+            left, pruning = self._remove(cid, client,
+                                         [o for o in before.objects if o not in done],
+                                         app.propagation, step.owner)
         made = step.rendered
         progress.applied[cid] = ClusterApplied(
             gen, done + left, step.replicas, since=step.since, new=step.new,
             done=[r for r in done if r in skip],
             overrides=list(made.by) if made is not None else [],
             rendered=made.fingerprint if made is not None else "",
-            identity=step.identity.username if step.identity is not None else "")
+            identity=step.identity.username if step.identity is not None else "",
+            waiting=waiting, rerun=[r for r in pending if r in renew])
         progress.refused_copies.pop(cid, None)
-        progress.health[cid] = copy_of(judged)
-        said = [f"could not prune {', '.join(map(str, left))}"] if left else []
+        copy = copy_of(judged)
+        progress.health[cid] = msgspec.structs.replace(copy, health=gated(copy.health, waiting))
+        said = [pruning or f"could not prune {', '.join(map(str, left))}"] if left else []
         if forbidden:
             who = f" to {step.identity}" if step.identity is not None else ""
             said.append(f"forbidden{who} by cluster {cid}'s RBAC (tried again later): "
@@ -440,11 +457,11 @@ class Executor:
                         ", ".join(map(str, objects)))
             del progress.applied[cid]
             return
-        left = self._remove(cid, client, objects, propagation, owner)
+        left, why = self._remove(cid, client, objects, propagation, owner)
         if left:
             was = progress.applied[cid]
             progress.applied[cid] = ClusterApplied(was.generation, left, was.replicas)
-            progress.errors[cid] = f"could not remove {', '.join(map(str, left))}"
+            progress.errors[cid] = why or f"could not remove {', '.join(map(str, left))}"
         else:
             del progress.applied[cid]
 
@@ -461,27 +478,56 @@ class Executor:
         return client
 
     def _remove(self, cid: str, client: ClusterClient, objs: list[KubeObjectRef],
-                propagation: str, owner: str) -> list[KubeObjectRef]:
-        """Delete objects (last applied first) that are still the application's; those
-        that could not be deleted."""
+                propagation: str, owner: str) -> tuple[list[KubeObjectRef], str]:
+        """Delete objects that are still the application's, in reverse apply order: a
+        step's only once every object of the step after it is gone (``order.py``).
+        Returns those not deleted (in their recorded order), and why when it is not an
+        error but an object still going that the rest waits for."""
+        present: list[tuple[order.Step, KubeObjectRef, KubeObject]] = []
         left: list[KubeObjectRef] = []
-        for obj in reversed(objs):
+        for obj in reversed(objs):  # last applied first, where their steps are equal
             self.own_writes.forget(cid, obj)
             try:
                 current = self._get(cid, client, obj)
-                if current is None:
-                    continue
-                theirs = current.metadata.annotations.get(OWNER, "")
-                if theirs != owner:
-                    log.warning("%s on cluster %s is managed by %s now: left there", obj, cid,
-                                f"application {theirs}" if theirs else "someone outside berth")
-                    continue
+            except Unavailable as exc:
+                log.info("cluster %s: %s", cid, exc)
+                left.append(obj)
+                continue
+            if current is None:
+                continue
+            theirs = current.metadata.annotations.get(OWNER, "")
+            if theirs != owner:
+                log.warning("%s on cluster %s is managed by %s now: left there", obj, cid,
+                            f"application {theirs}" if theirs else "someone outside berth")
+                continue
+            present.append((order.on_cluster(obj.kind, current.metadata.annotations), obj, current))
+        present.sort(key=lambda p: p[0], reverse=True)  # stable: the order above holds
+        going: list[KubeObjectRef] = []  # deleted, of the step before this one
+        why = ""
+        for i, (at, obj, current) in enumerate(present):
+            if going and at != present[i - 1][0]:
+                still = [o for o in going if self._gone(cid, client, o) is False]
+                if still:
+                    why = (f"removing in order: {order.named(at)} waits for {still[0]} to "
+                           "go")
+                    left += still + [o for _, o, _ in present[i:]]
+                    break
+                going = []
+            try:
                 client.delete(obj, propagation=propagation, uid=current.metadata.uid)
             except Unavailable as exc:
                 log.info("cluster %s: %s", cid, exc)
-                left.insert(0, obj)
-        return left
+                left.append(obj)
+            else:
+                going.append(obj)
+        return [o for o in objs if o in left], why if left else ""
 
+    def _gone(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> bool | None:
+        """Whether ``ref`` no longer exists (None: the cluster did not say)."""
+        try:
+            return self._get(cid, client, ref) is None
+        except Unavailable:
+            return None
 
     def _get(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> KubeObject | None:
         """The object as ``client`` reads it, or as berth's own credential does where
@@ -493,72 +539,3 @@ class Executor:
             if own is None:
                 raise
             return own.get(ref)
-
-
-class Steps(Protocol):
-    """What carries out a plan's steps: the :class:`Executor` on the clusters' API, the
-    pull clusters' works (``pull.py``), or a :class:`Router` between them."""
-
-    def apply(self, step: Apply, app: App, progress: Progress,
-              record: Callable[[ApplicationState], Retry | None]) -> Retry | None: ...
-
-    def confirm(self, step: Confirm, progress: Progress) -> None: ...
-
-    def clear(self, step: Clear, progress: Progress, propagation: str = "Background"
-              ) -> None: ...
-
-
-class Router:
-    """Each step to where its cluster is reached: its API (``push``), or its agent's
-    work (``pull``) when ``is_pull`` says so."""
-
-    def __init__(self, push: Steps, pull: Steps, is_pull: Callable[[str], bool]) -> None:
-        self.push = push
-        self.pull = pull
-        self.is_pull = is_pull
-
-    def _of(self, cid: str) -> Steps:
-        return self.pull if self.is_pull(cid) else self.push
-
-    def apply(self, step: Apply, app: App, progress: Progress,
-              record: Callable[[ApplicationState], Retry | None]) -> Retry | None:
-        return self._of(step.cluster).apply(step, app, progress, record)
-
-    def confirm(self, step: Confirm, progress: Progress) -> None:
-        pulled = tuple(c for c in step.clusters if self.is_pull(c))
-        pushed = tuple(c for c in step.clusters if c not in pulled)
-        for steps, clusters in ((self.push, pushed), (self.pull, pulled)):
-            if clusters and progress.confirmed is not False:
-                progress.confirmed = None
-                steps.confirm(Confirm(clusters, step.owner), progress)
-        if progress.confirmed is None:
-            progress.confirmed = True  # nothing to check
-
-    def clear(self, step: Clear, progress: Progress, propagation: str = "Background") -> None:
-        self._of(step.cluster).clear(step, progress, propagation)
-
-
-def run(facts: Facts, progress: Progress, executor: Steps, sink: StatusSink
-        ) -> Finish | Retry:
-    """Execute the plan's steps until it finishes; a status write that failed ends it
-    early with its Retry."""
-    app = facts.app if facts.app is not None else App(0)
-    for _ in range(MAX_STEPS):
-        step = plan(facts, progress)
-        halt: Retry | None = None
-        if isinstance(step, Finish):
-            return step
-        if isinstance(step, Apply):
-            progress.rollout = step.rollout or progress.rollout  # as decided for it
-            halt = executor.apply(step, app, progress, sink.write)
-        elif isinstance(step, Confirm):
-            executor.confirm(step, progress)
-        elif isinstance(step, Clear):
-            executor.clear(step, progress, app.propagation)
-        elif isinstance(step, Write):
-            halt = sink.write(step.state)
-            if halt is None:
-                progress.status = step.state
-        if halt is not None:
-            return halt
-    raise RuntimeError(f"the plan did not finish in {MAX_STEPS} steps: {progress}")

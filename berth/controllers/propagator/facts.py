@@ -287,8 +287,12 @@ class FactsBuilder:
                 unrendered[cid] = f"not rendered: {exc}"
                 continue
             if made.fingerprint:
-                made = dataclasses.replace(made, bodies=remark(made.bodies, namespace, name,
-                                                               generation, decision))
+                try:
+                    made = dataclasses.replace(made, bodies=remark(
+                        made.bodies, namespace, name, generation, decision))
+                except ManifestError as exc:  # a rule made a wave that is none
+                    unrendered[cid] = f"not rendered: {exc}"
+                    continue
             why = _forbidden(limits, namespace, made.bodies) if made.fingerprint else as_written
             if why:
                 unrendered[cid] = why

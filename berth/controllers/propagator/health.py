@@ -414,10 +414,18 @@ class Copy(msgspec.Struct, frozen=True):
     complete: tuple[KubeObjectRef, ...] = ()
 
 
+def gated(health: Health, waiting: str) -> Health:
+    """A copy's health while a step of it waits to be applied (``waiting``: for what;
+    "": none waits): not available yet, saying why, unless it is worse off already."""
+    if not waiting or ORDER[health.state] < ORDER[PROGRESSING]:
+        return health
+    return Health(PROGRESSING, waiting, health.available, health.desired)
+
+
 def with_copy(have: ClusterApplied, copy: Copy) -> ClusterApplied:
     """``have`` with its health as judged: Jobs complete now counted done, and a copy
-    that became available no longer ``new``."""
-    h = copy.health
+    that became available no longer ``new``; while a step of it waits, not available."""
+    h = gated(copy.health, have.waiting)
     done = sorted({*have.done, *copy.complete}, key=str) if h.healthy or copy.complete \
         else have.done
     return msgspec.structs.replace(

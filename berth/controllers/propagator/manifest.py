@@ -12,14 +12,16 @@ A workload's pod template gets the owner annotation too (not the generation
 nor the decision: a new generation that leaves the template as it was, or a
 move, restarts no Pod), so that the cluster observer can count the
 application's pods.
-Namespaces and CustomResourceDefinitions go first, as kubectl and Helm order
-them, so a manifest may bring the namespace or the CRD its other objects need.
+The objects are put in apply order (``order.py``: what others need, then the
+workloads, then what uses them; waves within each), so a manifest may bring the
+namespace, the CRD or the ConfigMap its other objects need.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from berth.controllers.propagator import order
 from berth.controllers.propagator.kube import (
     DECISION,
     FIELD_MANAGER,
@@ -27,8 +29,6 @@ from berth.controllers.propagator.kube import (
     MANAGED_BY,
     OWNER,
 )
-
-_FIRST = {"Namespace": 0, "CustomResourceDefinition": 1}
 
 
 class ManifestError(ValueError):
@@ -74,15 +74,20 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 def remark(bodies: tuple[dict[str, Any], ...], namespace: str, name: str, generation: int,
            decision: str = "") -> tuple[dict[str, Any], ...]:
-    """Bodies an override changed, marked as berth's again: no rule takes away what the
-    drift watches, the owner check and the health of a generation rely on."""
-    return tuple(_mark(b, f"{namespace}/{name}", generation, decision) for b in bodies)
+    """Bodies an override changed, marked as berth's again (no rule takes away what the
+    drift watches, the owner check and the health of a generation rely on) and put in
+    apply order again (a rule may change a wave); ManifestError if a wave is not one."""
+    try:
+        return tuple(order.ordered(_mark(b, f"{namespace}/{name}", generation, decision)
+                                   for b in bodies))
+    except order.WaveError as exc:
+        raise ManifestError(str(exc)) from None
 
 
 def objects(manifest: list[Any], namespace: str, name: str, generation: int,
             decision: str = "") -> list[dict[str, Any]]:
     """The manifest's objects, marked, in apply order; ManifestError if malformed."""
-    out: list[tuple[int, int, dict[str, Any]]] = []
+    out: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str | None, str]] = set()
     for i, obj in enumerate(manifest):
         where = f"spec.manifest[{i}]"
@@ -101,7 +106,10 @@ def objects(manifest: list[Any], namespace: str, name: str, generation: int,
         if ident in seen:
             raise ManifestError(f"{where}: {obj['kind']} {meta['name']} appears twice")
         seen.add(ident)
-        out.append((_FIRST.get(obj["kind"], 2), i,
-                    _mark(obj, f"{namespace}/{name}", generation, decision)))
-    return [body for _, _, body in sorted(out, key=lambda t: (t[0], t[1]))]
+        try:
+            order.step_of(obj)
+        except order.WaveError as exc:
+            raise ManifestError(f"{where}.{exc}") from None
+        out.append(_mark(obj, f"{namespace}/{name}", generation, decision))
+    return order.ordered(out)
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from berth.controllers.propagator.health import UNKNOWN, Copy, Health, with_copy
+from berth.controllers.propagator.health import UNKNOWN, Copy, Health, gated, with_copy
 from berth.controllers.propagator.jobs import done_at, finished, running_job, working
 from berth.controllers.propagator.rollout import Inputs, Version, Wave, decide
 from berth.store.documents import (
@@ -348,10 +348,10 @@ def _seen(facts: Facts, progress: Progress, cid: str) -> ClusterApplied:
 def _health(facts: Facts, progress: Progress, cid: str) -> Health:
     """The copy on ``cid`` as judged now; for a cluster another replica serves, as it
     recorded it."""
+    have = progress.applied.get(cid)
     judged = progress.health.get(cid) or facts.health.get(cid)
     if judged is not None:
-        return judged.health
-    have = progress.applied.get(cid)
+        return gated(judged.health, have.waiting if have is not None else "")
     if have is None or not have.health:
         return Health(UNKNOWN, "not observed yet")
     return Health(have.health, have.reason, have.available, have.desired)
@@ -434,7 +434,7 @@ def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
     have = facts.recorded.applied.get(cid)
     return (have is None or have.generation != gen or cid in facts.recorded.errors
             or cid in facts.stale or have.replicas != facts.shares.get(cid)
-            or have.rendered != made)
+            or have.rendered != made or bool(have.waiting))
 
 
 def _lowers(facts: Facts, cid: str) -> bool:

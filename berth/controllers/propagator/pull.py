@@ -305,7 +305,7 @@ class PullClusters:
             progress.applied[cid] = ClusterApplied(
                 got.generation, list(got.objects), step.replicas, since=step.since,
                 new=step.new, done=list(got.done), overrides=list(spec.overrides),
-                rendered=spec.rendered, identity=got.identity)
+                rendered=spec.rendered, identity=got.identity, waiting=got.waiting)
             if got.generation == step.generation and got.health:
                 progress.health[cid] = _copy(got)
         if st.error:

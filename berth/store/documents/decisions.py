@@ -259,6 +259,12 @@ class ClusterApplied(msgspec.Struct, omit_defaults=True):
     # Whom its objects were applied as: the user an identity's calls are made as
     # (docs/teams.md; "": berth's own credential there). Another now: applied again.
     identity: str = ""
+    # Why the copy's next step is not applied yet: the object of the step before that
+    # is not ready for it (docs/order.md; "": every step is applied). Applied again
+    # until none waits. ``rerun``: Jobs of an older generation in the steps not
+    # applied yet, run again (deleted and made anew) when their step comes.
+    waiting: str = ""
+    rerun: list[KubeObjectRef] = []
 
 
 class FailedTarget(msgspec.Struct, omit_defaults=True):

@@ -47,6 +47,8 @@ class FakeCluster:
     acted: list[tuple[str, str, str]] = field(default_factory=list)  # (user, verb, name)
     version: int = 100
     health: Health = field(default_factory=lambda: Health(HEALTHY))  # every object judged so
+    judged: dict[str, Health] = field(default_factory=dict)  # but these (by name)
+    held: set[str] = field(default_factory=set)  # names a finalizer keeps after a delete
     jobs: Health = JOB_DONE  # but Jobs (batch/v1): complete
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
@@ -117,9 +119,11 @@ class FakeCluster:
         self._up()
         if uid and self.uids.get(ref) not in (None, uid):
             return
+        self.journal.append(("delete", self.name, ref.name))
+        if ref.name in self.held:  # marked deleted; there until its finalizer is done
+            return
         self.objects.pop(ref, None)
         self.uids.pop(ref, None)
-        self.journal.append(("delete", self.name, ref.name))
 
     def place(self, ref: KubeObjectRef, owner: str, *, cached: bool = True) -> None:
         """An object someone else made (``owner``: the application of berth's its
@@ -198,6 +202,8 @@ class Fleet:
     def judge(self, cid: str, ref: KubeObjectRef, obj: KubeObject,
               rules: tuple[HealthRule, ...]) -> Health:
         cluster = self.clusters[cid]
+        if ref.name in cluster.judged:
+            return cluster.judged[ref.name]
         return cluster.jobs if (ref.api_version, ref.kind) == ("batch/v1", "Job") else (
             cluster.health)
 

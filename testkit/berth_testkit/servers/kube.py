@@ -413,10 +413,10 @@ class KubeCluster:
 
     def watch(self, path: str, resource_version: str, timeout: float = 60.0
               ) -> Iterator[dict[str, Any]]:
-        """The events of a watch on ``path`` (a list's path, with its query if any) from ``resource_version``, as
-        the API server streams them, for at most ``timeout`` seconds (then it ends, as a
-        watch does). A dropped connection raises OSError; a refused watch (410 Gone: the
-        version was compacted) :class:`ServerUnavailable`."""
+        """The events of a watch on ``path`` (a list's path, with its query if any) from
+        ``resource_version``, as the API server streams them, for at most ``timeout``
+        seconds (then it ends, as a watch does). A dropped connection raises OSError; a
+        refused watch (410 Gone: the version was compacted) :class:`ServerUnavailable`."""
         join = "&" if "?" in path else "?"  # a path may carry its own query
         try:
             r = self._pool.request(

@@ -364,7 +364,8 @@ class Agent:
             epoch = self._epoch
             drifted = key in self._drifted
         due = (st.work != revision or bool(st.error) or drifted or have is None
-               or self._applied_epoch.get(key) != epoch or st.intent is not Intent.APPLY)
+               or self._applied_epoch.get(key) != epoch or st.intent is not Intent.APPLY
+               or bool(have.waiting))  # a step waits: applied again until none does
         if not due and have is not None:  # nothing to apply: judge what is there
             judged = self._judged(have, owner, rules)
             if judged != have or self.reports.garbled(rkey):

@@ -7,9 +7,10 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from berth.controllers.propagator.drift import OwnWrites, newer
-from berth.controllers.propagator.execute import Executor, run
+from berth.controllers.propagator.execute import Executor
 from berth.controllers.propagator.health import HEALTHY, Health
 from berth.controllers.propagator.plan import App, Apply, Facts, Finish, Progress, state
+from berth.controllers.propagator.reconcile import run
 from berth.controllers.runtime import Retry
 from berth.store.documents import ApplicationState, ClusterApplied, KubeObjectRef
 from berth.store.documents.tenancy import Identity

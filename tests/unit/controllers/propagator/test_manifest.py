@@ -12,13 +12,15 @@ def cm(name: str, **meta: object) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **meta}}
 
 
-def test_objects_are_marked_and_namespaces_and_crds_go_first() -> None:
+def test_objects_are_marked_and_go_in_apply_order() -> None:
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "a.b"}}
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
-    out = objects([cm("x", labels={"tier": "web"}), crd, ns], "default", "web", 1)
-    assert [o["kind"] for o in out] == ["Namespace", "CustomResourceDefinition", "ConfigMap"]
-    meta = out[2]["metadata"]
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    out = objects([deploy, cm("x", labels={"tier": "web"}), crd, ns], "default", "web", 1)
+    assert [o["kind"] for o in out] == ["Namespace", "ConfigMap", "CustomResourceDefinition",
+                                        "Deployment"]
+    meta = out[1]["metadata"]
     assert meta["labels"] == {"tier": "web", "app.kubernetes.io/managed-by": "berth"}
     assert meta["annotations"] == {"berth.dev/application": "default/web",
                                    "berth.dev/generation": "1"}
@@ -51,3 +53,10 @@ def test_rest_paths() -> None:
     assert deployments.path() == "/apis/apps/v1/deployments"  # every namespace (watch)
     crds = Kind("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
     assert crds.path("a.b", None) == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b"
+
+
+def test_a_wave_that_is_no_integer_is_refused_naming_the_object_and_annotation() -> None:
+    with pytest.raises(ManifestError, match=r"spec.manifest\[1\].metadata.annotations"
+                       r"\[argocd.argoproj.io/sync-wave\]: 'soon' is not an integer"):
+        objects([cm("a"), cm("b", annotations={"argocd.argoproj.io/sync-wave": "soon"})],
+                "default", "web", 1)

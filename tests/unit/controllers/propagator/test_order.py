@@ -1,0 +1,193 @@
+"""A copy's objects in the order they need (docs/order.md): the order itself, what each
+step waits for, and the executor applying and removing a copy step by step against an
+in-memory cluster. The same on real clusters: tests/integration/test_order.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from berth.controllers.propagator import order
+from berth.controllers.propagator.drift import OwnWrites
+from berth.controllers.propagator.execute import Executor
+from berth.controllers.propagator.health import (
+    HEALTHY,
+    JOB_DONE,
+    PROGRESSING,
+    UNHEALTHY,
+    UNKNOWN,
+    Health,
+)
+from berth.controllers.propagator.kube import Kind
+from berth.controllers.propagator.plan import App, Facts, Finish, Progress
+from berth.controllers.propagator.reconcile import run
+from berth.store.documents import ApplicationState
+from berth_testkit.fakes.propagator import Fleet, Sink
+
+pytestmark = pytest.mark.unit
+OWNER = "default/app"
+
+
+def obj(kind: str, name: str, api: str = "v1", **annotations: str) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": kind,
+            "metadata": {"name": name, "annotations": {"berth.dev/application": OWNER,
+                                                       **annotations}}}
+
+
+def kinds(bodies: list[dict[str, Any]]) -> list[str]:
+    return [b["metadata"]["name"] for b in bodies]
+
+
+def test_kinds_go_in_argo_cds_order_in_three_stages_custom_resources_last() -> None:
+    manifest = [obj("Widget", "w", "example.com/v1"), obj("Deployment", "web", "apps/v1"),
+                obj("Ingress", "in", "networking.k8s.io/v1"), obj("Service", "svc"),
+                obj("CustomResourceDefinition", "crd", "apiextensions.k8s.io/v1"),
+                obj("Job", "migrate", "batch/v1"), obj("ConfigMap", "cfg"),
+                obj("Secret", "s"), obj("ServiceAccount", "sa"), obj("Namespace", "ns"),
+                obj("ClusterRole", "role", "rbac.authorization.k8s.io/v1"),
+                obj("StatefulSet", "db", "apps/v1")]
+    assert kinds(order.ordered(manifest)) == [
+        "ns", "sa", "s", "cfg", "crd", "role", "svc",  # what others need
+        "web", "db", "migrate",  # workloads (Deployment, StatefulSet, Job: Argo CD's order)
+        "in", "w"]  # what uses them: an Ingress, then kinds Argo CD does not name
+    assert [order.stage(k) for k in ("PersistentVolumeClaim", "CronJob", "APIService",
+                                     "MutatingWebhookConfiguration")] == [
+        order.NEEDED, order.WORKLOADS, order.USERS, order.USERS]
+
+
+def test_a_wave_orders_within_its_stage_and_berths_own_annotation_wins() -> None:
+    manifest = [obj("Deployment", "web", "apps/v1"),
+                obj("StatefulSet", "db", "apps/v1", **{"argocd.argoproj.io/sync-wave": "-1"}),
+                obj("ConfigMap", "late", **{"berth.dev/wave": "5",
+                                            "argocd.argoproj.io/sync-wave": "-5"}),
+                obj("ConfigMap", "cfg")]
+    assert kinds(order.ordered(manifest)) == ["cfg", "late", "db", "web"]
+    assert order.named((order.WORKLOADS, -1)) == "workloads, wave -1"
+    assert order.named((order.NEEDED, 0)) == "what others need"
+    with pytest.raises(order.WaveError, match=r"berth.dev/wave\]: 'x' is not an integer"):
+        order.wave({"berth.dev/wave": "x"})
+
+
+@pytest.mark.parametrize(("kind", "health", "ready"), [
+    ("ConfigMap", Health(UNKNOWN), True),  # applied is enough
+    ("PersistentVolumeClaim", Health(PROGRESSING, "Pending"), True),  # waits for a consumer
+    ("Service", Health(PROGRESSING, "no ingress yet"), True),  # a load balancer's address
+    ("CustomResourceDefinition", Health(PROGRESSING, "not Established"), False),
+    ("CustomResourceDefinition", Health(HEALTHY), True),
+    ("Namespace", Health(PROGRESSING, "Terminating"), False),
+    ("Deployment", Health(PROGRESSING, "1/2 available"), False),
+    ("Deployment", Health(UNHEALTHY, "CrashLoopBackOff"), False),
+    ("Deployment", Health(HEALTHY), True),
+    ("Job", Health(HEALTHY, "running"), False),  # a Job: complete, as Argo CD waits
+    ("Job", JOB_DONE, True),
+    ("Widget", Health(PROGRESSING), False),
+    ("Widget", Health(HEALTHY), True),
+])
+def test_what_a_step_waits_for_in_the_one_before(kind: str, health: Health,
+                                                  ready: bool) -> None:
+    assert order.ready(kind, health) is ready
+
+
+def reconcile(fleet: Fleet, app: App, was: ApplicationState) -> Finish:
+    facts = Facts(app, was, app.generation, ("default/a",), owner=OWNER)
+    end = run(facts, Progress.start(was), Executor(fleet, OwnWrites()), Sink(fleet.journal))
+    assert isinstance(end, Finish)
+    return end
+
+
+def operator_fleet() -> Fleet:
+    fleet = Fleet().add("a")
+    fleet["a"].kinds[("example.com/v1", "Widget")] = Kind("/apis/example.com/v1", "widgets",
+                                                          True)
+    return fleet
+
+
+MANIFEST = (obj("Widget", "w", "example.com/v1"), obj("Deployment", "operator", "apps/v1"),
+            obj("ConfigMap", "cfg"))
+
+
+def test_a_step_is_applied_once_the_one_before_is_ready_and_the_copy_says_what_it_waits_for(
+) -> None:
+    fleet = operator_fleet()
+    fleet["a"].judged["operator"] = Health(PROGRESSING, "0/1 replicas available")
+    app = App(1, bodies=tuple(order.ordered(MANIFEST)))
+    end = reconcile(fleet, app, ApplicationState())
+    assert end.state is not None
+    assert [j for j in fleet.journal if j[0] == "apply"] == [
+        ("apply", "a", "cfg"), ("apply", "a", "operator")]  # the Widget waits
+    have = end.state.applied["default/a"]
+    assert have.waiting == (
+        "what uses them waits for Deployment default/operator "
+        "(Progressing: 0/1 replicas available)")
+    assert [o.name for o in have.objects] == ["cfg", "operator"]
+    assert end.state.state == "PROGRESSING"
+    assert (have.health, have.reason) == ("Progressing", have.waiting)
+    # still not ready: applied again (it waits on), nothing more
+    fleet.journal.clear()
+    end = reconcile(fleet, app, end.state)
+    assert ("apply", "a", "w") not in fleet.journal and end.state is not None
+    assert end.state.applied["default/a"].waiting
+    # the operator available: the Widget goes, and the copy is RUNNING
+    fleet["a"].judged["operator"] = Health(HEALTHY)
+    end = reconcile(fleet, app, end.state)
+    assert end.state is not None and end.state.state == "RUNNING"
+    assert fleet.journal[-1] == ("apply", "a", "w")
+    assert not end.state.applied["default/a"].waiting
+
+
+def test_a_new_generation_leaves_what_waits_as_it_was_and_prunes_nothing_until_done() -> None:
+    fleet = operator_fleet()
+    first = (*MANIFEST, obj("ConfigMap", "old"))
+    end = reconcile(fleet, App(1, bodies=tuple(order.ordered(first))), ApplicationState())
+    assert end.state is not None and end.state.state == "RUNNING"
+    fleet["a"].judged["operator"] = Health(PROGRESSING, "rolling")
+    fleet.journal.clear()
+    end = reconcile(fleet, App(2, bodies=tuple(order.ordered(MANIFEST))), end.state)
+    assert end.state is not None and ("delete", "a", "old") not in fleet.journal
+    assert [o.name for o in end.state.applied["default/a"].objects] == [
+        "cfg", "operator", "w", "old"]  # the Widget of generation 1 and the dropped one stay
+    fleet["a"].judged["operator"] = Health(HEALTHY)
+    end = reconcile(fleet, App(2, bodies=tuple(order.ordered(MANIFEST))), end.state)
+    assert end.state is not None and end.state.state == "RUNNING"
+    assert fleet.journal[-2:] == [("apply", "a", "w"), ("delete", "a", "old")]
+
+
+def test_removal_goes_in_reverse_and_a_step_waits_until_the_one_after_it_is_gone() -> None:
+    fleet = operator_fleet()
+    app = App(1, bodies=tuple(order.ordered(MANIFEST)))
+    end = reconcile(fleet, app, ApplicationState())
+    fleet["a"].held.add("w")  # its finalizer needs the operator to run
+    fleet.journal.clear()
+    gone = App(1, deleting=True)
+    assert end.state is not None
+    end = reconcile(fleet, gone, end.state)
+    assert fleet.journal == [("delete", "a", "w")] and end.retry
+    assert end.state is not None and end.state.errors["default/a"] == (
+        "removing in order: workloads waits for Widget default/w to go")
+    assert {o.name for o in end.state.applied["default/a"].objects} == {"w", "operator", "cfg"}
+    fleet["a"].held.clear()
+    fleet["a"].objects = {r: b for r, b in fleet["a"].objects.items() if r.name != "w"}
+    end = reconcile(fleet, gone, end.state)
+    assert fleet.journal[-2:] == [("delete", "a", "operator"), ("delete", "a", "cfg")]
+    assert end.remove and not fleet["a"].objects
+
+
+def test_a_job_a_waiting_step_had_not_reached_runs_again_when_its_step_comes() -> None:
+    fleet = Fleet().add("a")
+    db = obj("Deployment", "db", "apps/v1", **{"berth.dev/wave": "-1"})
+    migrate = obj("Job", "migrate", "batch/v1")
+    bodies = tuple(order.ordered([migrate, db]))
+    end = reconcile(fleet, App(1, bodies=bodies), ApplicationState())
+    assert end.state is not None and end.state.state == "RUNNING"
+    fleet["a"].judged["db"] = Health(PROGRESSING, "rolling")
+    fleet.journal.clear()
+    end = reconcile(fleet, App(2, bodies=bodies), end.state)
+    assert end.state is not None and ("apply", "a", "migrate") not in fleet.journal
+    assert [r.name for r in end.state.applied["default/a"].rerun] == ["migrate"]
+    end = reconcile(fleet, App(2, bodies=bodies), end.state)  # still waits: kept as it is
+    assert end.state is not None and ("delete", "a", "migrate") not in fleet.journal
+    fleet["a"].judged["db"] = Health(HEALTHY)
+    end = reconcile(fleet, App(2, bodies=bodies), end.state)
+    assert fleet.journal[-2:] == [("delete", "a", "migrate"), ("apply", "a", "migrate")]
+    assert end.state is not None and not end.state.applied["default/a"].rerun
