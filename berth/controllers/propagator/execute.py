@@ -251,7 +251,7 @@ class Executor:
         waiting = ""  # why the steps from here on are not applied yet ("": none waits)
         pending: list[KubeObjectRef] = []  # their objects (those located)
         units = order.cut(located)
-        for n, step_bodies in enumerate(units):
+        for n, (_, step_bodies) in enumerate(units):
             if waiting:  # not applied now: what is there from before stays, unpruned
                 later = [ref for _, ref, _ in step_bodies if ref is not None]
                 pending += later
@@ -291,7 +291,7 @@ class Executor:
                     done.append(ref)
                 ready.append((ref, None))  # not applied: what follows waits
             if n + 1 < len(units):
-                waiting = order.behind(ready, units[n + 1][0][2])
+                waiting = order.behind(ready, units[n + 1][0])
         pruning = ""  # why what the generation dropped is not all gone yet
         if waiting:  # the rest waits: nothing is pruned until every step is applied
             done += [o for o in before.objects if o not in done]

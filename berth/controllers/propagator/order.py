@@ -30,7 +30,7 @@ the step after it is gone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from berth.controllers.propagator.health import Health
@@ -90,12 +90,19 @@ def wave(annotations: Mapping[str, Any]) -> int:
     return 0
 
 
-def step_of(body: Mapping[str, Any]) -> Step:
-    """The step a manifest object is applied in; WaveError as :func:`wave`."""
+def step_of(body: Mapping[str, Any], *, strict: bool = True) -> Step:
+    """The step a manifest object is applied in by its own kind and wave; WaveError as
+    :func:`wave` (``strict=False``: such a wave counts as 0, for what a cluster or a work
+    holds, which a manifest could not have brought)."""
     meta = body.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return (stage(str(body.get("kind", ""))),
-            wave(annotations if isinstance(annotations, Mapping) else {}))
+    try:
+        return (stage(str(body.get("kind", ""))),
+                wave(annotations if isinstance(annotations, Mapping) else {}))
+    except WaveError:
+        if strict:
+            raise
+        return stage(str(body.get("kind", ""))), 0
 
 
 def rank(kind: str) -> int:
@@ -103,15 +110,34 @@ def rank(kind: str) -> int:
     return _RANK.get(kind, len(KINDS))
 
 
-def key(body: Mapping[str, Any], index: int) -> tuple[int, int, int, int]:
-    """Where ``body`` (the ``index``-th of its manifest) goes in apply order."""
-    return (*step_of(body), rank(str(body.get("kind", ""))), index)
+def places(bodies: Sequence[Mapping[str, Any]], *, strict: bool = True
+           ) -> list[tuple[Step, int, int]]:
+    """Each body's place in apply order: its step, its kind's rank, its index. A
+    Namespace goes in the earliest step of what the manifest puts in it (Argo CD moves
+    it so too), never after an object that lives in it."""
+    steps = [step_of(b, strict=strict) for b in bodies]
+    earliest: dict[str, Step] = {}
+    for b, at in zip(bodies, steps, strict=True):
+        meta = b.get("metadata")
+        ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+        if isinstance(ns, str) and ns:
+            earliest[ns] = min(at, earliest.get(ns, at))
+    out = []
+    for i, (b, at) in enumerate(zip(bodies, steps, strict=True)):
+        kind = str(b.get("kind", ""))
+        meta = b.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if kind == "Namespace" and isinstance(name, str) and name in earliest:
+            at = min(at, earliest[name])
+        out.append((at, rank(kind), i))
+    return out
 
 
 def ordered(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``bodies`` in apply order (stable: the manifest's order breaks ties)."""
-    pairs = [(key(b, i), b) for i, b in enumerate(bodies)]
-    return [b for _, b in sorted(pairs, key=lambda p: p[0])]
+    """``bodies`` in apply order (stable: the manifest's order breaks ties, where Argo CD
+    orders by name); WaveError as :func:`wave`."""
+    listed = list(bodies)
+    return [listed[i] for _, _, i in sorted(places(listed))]
 
 
 def ready(kind: str, health: Health) -> bool:
@@ -130,49 +156,35 @@ def named(step: Step) -> str:
 
 
 def on_cluster(kind: str, annotations: Mapping[str, Any]) -> Step:
-    """The step of an object on a cluster (a wave that is no integer: 0, as one that a
-    manifest cannot bring; someone else wrote it)."""
-    try:
-        return stage(kind), wave(annotations)
-    except WaveError:
-        return stage(kind), 0
+    """The step of an object as a cluster shows it (its kind and annotations)."""
+    return step_of({"kind": kind, "metadata": {"annotations": annotations}}, strict=False)
 
 
 Located = tuple[Kind | None, KubeObjectRef | None, dict[str, Any]]
 
 
-def cut(located: list[Located]) -> list[list[Located]]:
+def cut(located: list[Located]) -> list[tuple[Step, list[Located]]]:
     """The located objects put in apply order (they come in it, but for a work written
     before the order was berth's) and cut into their steps."""
-    placed = []
-    for i, entry in enumerate(located):
-        kind = str(entry[2].get("kind", ""))
-        meta = entry[2].get("metadata") or {}
-        placed.append(((on_cluster(kind, meta.get("annotations") or {}), rank(kind), i),
-                       entry))
-    out: list[list[Located]] = []
-    last: Step | None = None
-    for (at, _, _), entry in sorted(placed, key=lambda p: p[0]):
-        if at != last:
-            out.append([])
-            last = at
-        out[-1].append(entry)
+    out: list[tuple[Step, list[Located]]] = []
+    for at, _, i in sorted(places([entry[2] for entry in located], strict=False)):
+        if not out or out[-1][0] != at:
+            out.append((at, []))
+        out[-1][1].append(located[i])
     return out
 
 
-def behind(judged: list[tuple[KubeObjectRef, Health | None]], following: dict[str, Any]
-            ) -> str:
-    """Why the step of ``following`` may not begin, its step before judged as ``ready``
+def behind(judged: list[tuple[KubeObjectRef, Health | None]], following: Step) -> str:
+    """Why the step ``following`` may not begin, its step before judged as ``judged``
     says (None: an object not applied, the cluster's RBAC forbids it); "" when it may."""
     for ref, health in judged:
-        if health is None or not ready(ref.kind, health):
-            meta = following.get("metadata") or {}
-            at = on_cluster(str(following.get("kind", "")), meta.get("annotations") or {})
-            if health is None:
-                said = "not applied: forbidden by the cluster's RBAC"
-            elif ref.job and health.healthy:
-                said = "not complete yet"
-            else:
-                said = f"{health.state}: {health.reason}" if health.reason else health.state
-            return f"{named(at)} waits for {ref} ({said})"
+        if health is None:
+            said = "not applied: forbidden by the cluster's RBAC"
+        elif ready(ref.kind, health):
+            continue
+        elif ref.job and health.healthy:
+            said = "not complete yet"
+        else:
+            said = f"{health.state}: {health.reason}" if health.reason else health.state
+        return f"{named(following)} waits for {ref} ({said})"
     return ""

@@ -69,6 +69,59 @@ def test_a_wave_orders_within_its_stage_and_berths_own_annotation_wins() -> None
         order.wave({"berth.dev/wave": "x"})
 
 
+# Argo CD's own cases (gitops-engine pkg/sync/sync_tasks_test.go), as berth answers them.
+
+def test_argo_cds_kind_order_namespace_first_apiservice_last_named_unknown_after() -> None:
+    # Test_syncTasks_kindOrder
+    assert order.rank("Namespace") == 0
+    assert order.rank("APIService") == len(order.KINDS) - 1
+    assert order.rank("MyCRD") == len(order.KINDS)
+
+
+def test_argo_cds_sort_of_kinds_and_waves() -> None:
+    # TestSortSyncTask, its kinds: ConfigMap, PersistentVolume, Service, then Pod. Its
+    # waves: Argo CD orders by wave first; berth by stage first, so a wave orders only
+    # within a stage (a Pod in wave -1 still comes after a ConfigMap in wave 0). Its
+    # names: Argo CD orders equal kinds by name; berth keeps the manifest's order, as
+    # Helm's kind sorter does.
+    unsorted = [obj("Pod", "p"), obj("Service", "s"), obj("PersistentVolume", "pv"),
+                obj("ConfigMap", "c"), obj("ConfigMap", "b"),
+                obj("ConfigMap", "late", **{"argocd.argoproj.io/sync-wave": "1"}),
+                obj("ConfigMap", "early", **{"argocd.argoproj.io/sync-wave": "-1"}),
+                obj("Pod", "first", **{"argocd.argoproj.io/sync-wave": "-1"})]
+    assert kinds(order.ordered(unsorted)) == ["early", "c", "b", "pv", "s", "late", "first",
+                                              "p"]
+
+
+def test_argo_cds_namespace_before_a_custom_resource() -> None:
+    # TestSyncNamespaceAgainstCRD
+    assert kinds(order.ordered([obj("Workflow", "wf", "argoproj.io/v1"),
+                                obj("Namespace", "ns")])) == ["ns", "wf"]
+
+
+def test_argo_cds_namespace_moves_before_what_lives_in_it_whatever_its_wave() -> None:
+    # TestSyncTasksSort_NamespaceAndObjectInNamespace: a Namespace takes the earliest
+    # step of what the manifest puts in it (there: PreSync hooks, which berth has not)
+    def inside(kind: str, name: str, ns: str, wave: str) -> dict[str, Any]:
+        body = obj(kind, name, **{"argocd.argoproj.io/sync-wave": wave})
+        body["metadata"]["namespace"] = ns
+        return body
+
+    one = obj("Namespace", "one", **{"argocd.argoproj.io/sync-wave": "1"})
+    two = obj("Namespace", "two", **{"argocd.argoproj.io/sync-wave": "2"})
+    unsorted = [inside("Secret", "s1", "one", "-3"), inside("Secret", "s2", "two", "-2"),
+                one, two]
+    assert kinds(order.ordered(unsorted)) == ["one", "s1", "two", "s2"]
+
+
+def test_argo_cds_crd_before_its_custom_resource() -> None:
+    # TestSyncTasksSort_CRDAndCR (there the resource is a PreSync hook: berth's stages
+    # put a custom resource after every CRD whatever its wave)
+    cr = obj("Workflow", "wf", "argoproj.io/v1", **{"berth.dev/wave": "-9"})
+    crd = obj("CustomResourceDefinition", "workflows.argoproj.io", "apiextensions.k8s.io/v1")
+    assert kinds(order.ordered([cr, crd])) == ["workflows.argoproj.io", "wf"]
+
+
 @pytest.mark.parametrize(("kind", "health", "ready"), [
     ("ConfigMap", Health(UNKNOWN), True),  # applied is enough
     ("PersistentVolumeClaim", Health(PROGRESSING, "Pending"), True),  # waits for a consumer
