@@ -353,8 +353,9 @@ def test_drift_is_reapplied(
                     if present(east, ConfigMap, "drift") else None, timeout=15)
     assert back.data == {"v": "mine"}
     wait_for(lambda: "was deleted by someone else" in propagator.output() or None, timeout=5)
-    # The re-apply applied the Deployment before the ConfigMap (manifest order), so
-    # nothing is in flight now: this change is someone else's after berth's apply.
+    # The re-apply applies the ConfigMap, then the Deployment (docs/order.md): a change
+    # to the Deployment is someone else's after berth's apply of it, or while it is in
+    # flight (then seen as a change right after it): reverted either way.
     east.patch(Deployment, "drift", {"spec": {"replicas": 5}}, namespace="default",
                patch_type=PatchType.MERGE, field_manager="someone")
     wait_for(lambda: east.get(Deployment, "drift", namespace="default"),
