@@ -482,17 +482,16 @@ class Executor:
         """Delete objects that are still the application's, in reverse apply order: a
         step's only once every object of the step after it is gone (``order.py``).
         Returns those not deleted (in their recorded order), and why when it is not an
-        error but an object still going that the rest waits for."""
+        error but an object still going that the rest waits for. Where the cluster does
+        not answer, nothing of an earlier step goes."""
         present: list[tuple[order.Step, KubeObjectRef, KubeObject]] = []
-        left: list[KubeObjectRef] = []
         for obj in reversed(objs):  # last applied first, where their steps are equal
             self.own_writes.forget(cid, obj)
             try:
                 current = self._get(cid, client, obj)
-            except Unavailable as exc:
+            except Unavailable as exc:  # its step unknown: nothing goes before it is read
                 log.info("cluster %s: %s", cid, exc)
-                left.append(obj)
-                continue
+                return list(objs), ""
             if current is None:
                 continue
             theirs = current.metadata.annotations.get(OWNER, "")
@@ -500,34 +499,35 @@ class Executor:
                 log.warning("%s on cluster %s is managed by %s now: left there", obj, cid,
                             f"application {theirs}" if theirs else "someone outside berth")
                 continue
-            present.append((order.on_cluster(obj.kind, current.metadata.annotations), obj, current))
+            present.append((order.on_cluster(obj.kind, current.metadata.annotations), obj,
+                            current))
         present.sort(key=lambda p: p[0], reverse=True)  # stable: the order above holds
-        going: list[KubeObjectRef] = []  # deleted, of the step before this one
-        why = ""
+        going: list[KubeObjectRef] = []  # deleted, of the step being removed
+        failed: list[KubeObjectRef] = []  # not deleted: the cluster refused or did not answer
         for i, (at, obj, current) in enumerate(present):
-            if going and at != present[i - 1][0]:
-                still = [o for o in going if self._gone(cid, client, o) is False]
-                if still:
+            if i and at != present[i - 1][0]:
+                still = [o for o in going if not self._gone(cid, client, o)]
+                if still or failed:
+                    rest = {o for _, o, _ in present[i:]} | set(still) | set(failed)
                     why = (f"removing in order: {order.named(at)} waits for {still[0]} to "
-                           "go")
-                    left += still + [o for _, o, _ in present[i:]]
-                    break
+                           "go") if still and not failed else ""
+                    return [o for o in objs if o in rest], why
                 going = []
             try:
                 client.delete(obj, propagation=propagation, uid=current.metadata.uid)
             except Unavailable as exc:
                 log.info("cluster %s: %s", cid, exc)
-                left.append(obj)
+                failed.append(obj)
             else:
                 going.append(obj)
-        return [o for o in objs if o in left], why if left else ""
+        return [o for o in objs if o in failed], ""
 
-    def _gone(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> bool | None:
-        """Whether ``ref`` no longer exists (None: the cluster did not say)."""
+    def _gone(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> bool:
+        """Whether ``ref`` no longer exists (not if the cluster did not say)."""
         try:
             return self._get(cid, client, ref) is None
         except Unavailable:
-            return None
+            return False
 
     def _get(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> KubeObject | None:
         """The object as ``client`` reads it, or as berth's own credential does where

@@ -49,6 +49,7 @@ class FakeCluster:
     health: Health = field(default_factory=lambda: Health(HEALTHY))  # every object judged so
     judged: dict[str, Health] = field(default_factory=dict)  # but these (by name)
     held: set[str] = field(default_factory=set)  # names a finalizer keeps after a delete
+    stuck: set[str] = field(default_factory=set)  # names whose delete fails (no answer)
     jobs: Health = JOB_DONE  # but Jobs (batch/v1): complete
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
@@ -119,6 +120,8 @@ class FakeCluster:
         self._up()
         if uid and self.uids.get(ref) not in (None, uid):
             return
+        if ref.name in self.stuck:
+            raise Unavailable(f"cluster {self.name}: DELETE {ref.name}: timed out")
         self.journal.append(("delete", self.name, ref.name))
         if ref.name in self.held:  # marked deleted; there until its finalizer is done
             return

@@ -244,3 +244,15 @@ def test_a_job_a_waiting_step_had_not_reached_runs_again_when_its_step_comes() -
     end = reconcile(fleet, App(2, bodies=bodies), end.state)
     assert fleet.journal[-2:] == [("delete", "a", "migrate"), ("apply", "a", "migrate")]
     assert end.state is not None and not end.state.applied["default/a"].rerun
+
+
+def test_a_later_step_the_cluster_would_not_delete_keeps_every_earlier_one() -> None:
+    fleet = operator_fleet()
+    end = reconcile(fleet, App(1, bodies=tuple(order.ordered(MANIFEST))), ApplicationState())
+    assert end.state is not None
+    fleet["a"].stuck.add("w")
+    fleet.journal.clear()
+    end = reconcile(fleet, App(1, deleting=True), end.state)
+    assert fleet.journal == [] and end.retry and end.state is not None
+    assert "could not remove" in end.state.errors["default/a"]
+    assert {o.name for o in end.state.applied["default/a"].objects} == {"w", "operator", "cfg"}
