@@ -58,14 +58,27 @@ def cluster_id(view: ClusterView) -> str:
 def _returned(current: ClusterStatus | None, state: Reachability | None,
               now: datetime) -> datetime | None:
     """``status.returned`` for a cluster found ``state``: now if it just came back ONLINE
-    from another state, as it was while it stays ONLINE, else None (a cluster seen for
-    the first time has not come back from anything)."""
+    from another state it went to after it had been ONLINE, as it was while it stays
+    ONLINE, else None (a cluster seen for the first time, or ONLINE for the first time
+    after its agent joined, has not come back from anything)."""
     if state != Reachability.ONLINE or current is None:
         return None
     was = current.status
     if was.state == Reachability.ONLINE:
         return was.returned
-    return now if was.state else None
+    return now if was.state and was.joined is not None else None
+
+
+def _joined(current: ClusterStatus | None, state: Reachability | None,
+            now: datetime) -> datetime | None:
+    """``status.joined``: when the cluster was first seen ONLINE (kept); for a status an
+    older berth wrote while the cluster was ONLINE, when it was probed so."""
+    was = current.status if current is not None else None
+    if was is not None and was.joined is not None:
+        return was.joined
+    if was is not None and was.state == Reachability.ONLINE:
+        return was.probed or now
+    return now if state == Reachability.ONLINE else None
 
 
 class Observer:
@@ -356,8 +369,9 @@ class Observer:
             StatusMeta(view.metadata.name, view.metadata.namespace,
                        self.shard.identity if self.shard is not None else ""),
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
-                         now, capacity, _returned(current, probe.state, now), held,
-                         probe.version or (current.status.version if current else "")))
+                         now, capacity, returned=_returned(current, probe.state, now),
+                         joined=_joined(current, probe.state, now), held=held,
+                         version=probe.version or (current.status.version if current else "")))
         guard = garbage or (item.mod_revision if item else 0)
         fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
         if self.shard is not None and fence is None:  # handed over since the probe

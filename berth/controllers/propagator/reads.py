@@ -78,8 +78,10 @@ class Informed:
         return st.status.state + (f" ({st.status.reason})" if st.status.reason else "")
 
     def returned(self, cid: str) -> datetime | None:
+        """When the cluster last became ONLINE: came back, or was first seen so (a copy's
+        time to become available counts from then at the earliest)."""
         st = self._status(cid)
-        return st.status.returned if st is not None else None
+        return (st.status.returned or st.status.joined) if st is not None else None
 
     def _status(self, cid: str) -> ClusterStatus | None:
         ns, _, name = cid.partition("/")

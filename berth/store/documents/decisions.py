@@ -187,6 +187,9 @@ class ClusterState(msgspec.Struct, omit_defaults=True):
     # stays ONLINE. What the scheduler's ``settle`` counts from, whichever scheduler
     # leads (a new leader did not see the cluster come back).
     returned: datetime | None = None
+    # When it was first seen ONLINE; kept whatever follows. None: never yet (a cluster
+    # whose first ONLINE follows only a wait for its agent to join has not come back).
+    joined: datetime | None = None
     # A pull cluster's agent holds removals back (a bounded share at once), and why.
     held: str = ""
     version: str = ""  # the Kubernetes version its API server says ("": not known)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import REGISTRY
 
-from berth.controllers.propagator.observer import _returned
+from berth.controllers.propagator.observer import _joined, _returned
 from berth.controllers.runtime import Event, EventType
 from berth.controllers.scheduler.antiflap import AntiFlap, AntiFlapConfig
 from berth.controllers.scheduler.cache import Cache
@@ -168,8 +168,10 @@ def test_bad_settings_are_refused(bad: dict[str, float]) -> None:
         AntiFlapConfig(**bad)  # type: ignore[arg-type]
 
 
-def _status(state: str, returned: datetime | None = None) -> ClusterStatus:
-    return ClusterStatus(StatusMeta("c", "default"), ClusterState(state, returned=returned))
+def _status(state: str, returned: datetime | None = None, joined: datetime | None = T0,
+            probed: datetime | None = None) -> ClusterStatus:
+    return ClusterStatus(StatusMeta("c", "default"), ClusterState(
+        state, returned=returned, joined=joined, probed=probed))
 
 
 def test_the_observer_records_when_a_cluster_came_back_and_keeps_it_while_online() -> None:
@@ -179,6 +181,20 @@ def test_the_observer_records_when_a_cluster_came_back_and_keeps_it_while_online
     assert _returned(_status("UNHEALTHY"), "ONLINE", now) == now
     assert _returned(_status("ONLINE", T0), "ONLINE", now) == T0
     assert _returned(_status("ONLINE", T0), "OFFLINE", now) is None
+    # OFFLINE only while its agent had not joined yet (a run on two workers: the move to
+    # it was held for a minute by `settle`): its first ONLINE is no return
+    assert _returned(_status("OFFLINE", joined=None), "ONLINE", now) is None
+
+
+def test_the_observer_records_when_a_cluster_was_first_online_and_keeps_it() -> None:
+    now = datetime.now(UTC)
+    assert _joined(None, "OFFLINE", now) is None
+    assert _joined(None, "ONLINE", now) == now
+    assert _joined(_status("OFFLINE", joined=None), "ONLINE", now) == now
+    assert _joined(_status("ONLINE", joined=T0), "OFFLINE", now) == T0
+    # written by a berth before `joined`, while ONLINE: joined when it was probed so
+    ago = now - timedelta(minutes=5)
+    assert _joined(_status("ONLINE", joined=None, probed=ago), "OFFLINE", now) == ago
 
 
 def test_a_scheduler_knows_a_cluster_came_back_from_its_status_alone() -> None:
