@@ -56,6 +56,7 @@ from berth.controllers.propagator.kube import (
     Forbidden,
     Kind,
     KubeObject,
+    NotServed,
     Rejected,
     Unavailable,
 )
@@ -176,6 +177,24 @@ class Guarded:
         self.client.delete(ref, propagation=propagation, uid=uid)
 
 
+def _unserved(client: ClusterClient, unit: list[order.Located],
+              bodies: tuple[dict[str, Any], ...], at: order.Step) -> str:
+    """Why the step ``at`` waits for its cluster to serve a kind its copy's own CRD
+    defines (Established a moment before the API's discovery lists it); "" when every
+    kind of the step is served. A kind nothing in the copy defines raises NotServed, an
+    error as before."""
+    for kind, _, body in unit:
+        if kind is not None:
+            continue
+        try:
+            client.locate(body)
+        except NotServed as exc:
+            if not order.defines(bodies, body):
+                raise
+            return f"{order.named(at)} waits for the cluster to serve its kind ({exc})"
+    return ""
+
+
 class Executor:
     def __init__(self, clients: Clients, own_writes: OwnWrites,
                  on_applied: list[OnApplied] | None = None,
@@ -251,7 +270,9 @@ class Executor:
         waiting = ""  # why the steps from here on are not applied yet ("": none waits)
         pending: list[KubeObjectRef] = []  # their objects (those located)
         units = order.cut(located)
-        for n, (_, step_bodies) in enumerate(units):
+        for n, (at, step_bodies) in enumerate(units):
+            if not waiting:
+                waiting = _unserved(client, step_bodies, bodies, at)
             if waiting:  # not applied now: what is there from before stays, unpruned
                 later = [ref for _, ref, _ in step_bodies if ref is not None]
                 pending += later

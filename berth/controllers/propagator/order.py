@@ -140,6 +140,20 @@ def ordered(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [listed[i] for _, _, i in sorted(places(listed))]
 
 
+def defines(bodies: Iterable[Mapping[str, Any]], body: Mapping[str, Any]) -> bool:
+    """Whether a CustomResourceDefinition among ``bodies`` defines ``body``'s kind."""
+    group = str(body.get("apiVersion", "")).rpartition("/")[0]
+    for crd in bodies:
+        spec = crd.get("spec")
+        if crd.get("kind") != "CustomResourceDefinition" or not isinstance(spec, Mapping):
+            continue
+        names = spec.get("names")
+        if (spec.get("group") == group and isinstance(names, Mapping)
+                and names.get("kind") == body.get("kind")):
+            return True
+    return False
+
+
 def ready(kind: str, health: Health) -> bool:
     """Whether an object of ``kind``, judged ``health``, lets the next step begin."""
     if stage(kind) == NEEDED:

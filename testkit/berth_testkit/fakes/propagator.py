@@ -50,6 +50,7 @@ class FakeCluster:
     judged: dict[str, Health] = field(default_factory=dict)  # but these (by name)
     held: set[str] = field(default_factory=set)  # names a finalizer keeps after a delete
     stuck: set[str] = field(default_factory=set)  # names whose delete fails (no answer)
+    unlisted: set[str] = field(default_factory=set)  # kinds discovery does not list yet
     jobs: Health = JOB_DONE  # but Jobs (batch/v1): complete
     uids: dict[KubeObjectRef, str] = field(default_factory=dict)
     uncached: set[KubeObjectRef] = field(default_factory=set)  # not in the watch cache yet
@@ -67,7 +68,7 @@ class FakeCluster:
     def locate(self, body: dict[str, Any]) -> tuple[Kind, KubeObjectRef]:
         self._up()
         kind = self.kinds.get((body["apiVersion"], body["kind"]))
-        if kind is None:
+        if kind is None or body["kind"] in self.unlisted:
             raise NotServed(f"the cluster serves no kind {body['kind']}")
         ns = (body["metadata"].get("namespace") or "default") if kind.namespaced else None
         return kind, KubeObjectRef(body["apiVersion"], body["kind"], body["metadata"]["name"], ns)

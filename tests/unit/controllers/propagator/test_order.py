@@ -256,3 +256,28 @@ def test_a_later_step_the_cluster_would_not_delete_keeps_every_earlier_one() -> 
     assert fleet.journal == [] and end.retry and end.state is not None
     assert "could not remove" in end.state.errors["default/a"]
     assert {o.name for o in end.state.applied["default/a"].objects} == {"w", "operator", "cfg"}
+
+
+def test_a_kind_its_own_crd_defines_not_yet_served_is_waited_for_not_an_error() -> None:
+    fleet = Fleet().add("a")
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com",
+                        "annotations": {"berth.dev/application": OWNER}},
+           "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}}}
+    widget = obj("Widget", "w", "example.com/v1")
+    fleet["a"].unlisted.add("Widget")  # Established, not yet in the API's discovery
+    app = App(1, bodies=tuple(order.ordered([widget, crd])))
+    end = reconcile(fleet, app, ApplicationState())
+    assert end.state is not None and not end.state.errors
+    assert end.state.applied["default/a"].waiting.startswith(
+        "what uses them waits for the cluster to serve its kind")
+    fleet["a"].unlisted.clear()
+    end = reconcile(fleet, app, end.state)
+    assert end.state is not None and end.state.state == "RUNNING"
+    # a kind nothing in the copy defines is an error, as before
+    fleet["a"].unlisted.add("Gadget")
+    fleet["a"].kinds[("example.com/v1", "Gadget")] = fleet["a"].kinds[("example.com/v1",
+                                                                        "Widget")]
+    lone = App(1, bodies=(obj("Gadget", "g", "example.com/v1"),))
+    end = reconcile(fleet, lone, ApplicationState())
+    assert end.state is not None and "serves no kind Gadget" in end.state.reason
