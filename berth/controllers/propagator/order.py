@@ -31,6 +31,7 @@ the step after it is gone.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from enum import IntEnum
 from typing import Any
 
 from berth.controllers.propagator.health import Health
@@ -51,8 +52,18 @@ KINDS = ("Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecuri
          "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass",
          "Ingress", "APIService")
 _RANK = {kind: i for i, kind in enumerate(KINDS)}
-NEEDED, WORKLOADS, USERS = 0, 1, 2  # the stages
-STAGE_NAMES = ("what others need", "workloads", "what uses them")
+
+
+class Stage(IntEnum):
+    """The stages, in the order they are applied (a closed set)."""
+
+    NEEDED = 0  # what others need
+    WORKLOADS = 1
+    USERS = 2  # what uses them
+
+
+NEEDED, WORKLOADS, USERS = Stage.NEEDED, Stage.WORKLOADS, Stage.USERS
+STAGE_NAMES = {NEEDED: "what others need", WORKLOADS: "workloads", USERS: "what uses them"}
 _WORKLOADS = frozenset({"DaemonSet", "Pod", "ReplicationController", "ReplicaSet",
                         "Deployment", "HorizontalPodAutoscaler", "StatefulSet", "Job",
                         "CronJob"})
@@ -60,14 +71,14 @@ _LAST_NAMED = frozenset({"IngressClass", "Ingress", "APIService"})
 # Built-in kinds of the first stage whose readiness others wait for (the rest: applied).
 _WAITED = frozenset({"CustomResourceDefinition", "Namespace"})
 
-Step = tuple[int, int]  # (stage, wave)
+Step = tuple[Stage, int]  # (stage, wave)
 
 
 class WaveError(ValueError):
     """An object's wave annotation is not an integer (the message names it)."""
 
 
-def stage(kind: str) -> int:
+def stage(kind: str) -> Stage:
     """The stage of objects of ``kind``."""
     if kind in _WORKLOADS:
         return WORKLOADS
