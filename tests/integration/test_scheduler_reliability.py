@@ -99,6 +99,9 @@ def test_two_replicas_one_leads_and_the_other_takes_over(
         holder = store.get(keys.lease_key("scheduler"))
         # Its lines are written a moment after they are logged (what kill -9 loses).
         wait_for(lambda: "leads (term" in a.output() or None, timeout=5)
+        # The standby has looked (on a loaded machine it may start campaigning only
+        # after a kill; it would then never have seen the leader to name it).
+        wait_for(lambda: "stands by" in b.output() or None, timeout=10)
         a.kill()
         killed = time.monotonic()
         wait_for(lambda: ((kv := store.get(keys.lease_key("scheduler"))) is not None
