@@ -78,7 +78,8 @@ def propagation(status: ApplicationStatus | None) -> str:
     where = ", ".join(f"{r.namespace + '/' if r.namespace else ''}{r.name}"
                       for r in st.running_on) or "nowhere"
     reason = f" ({st.reason})" if st.reason else ""
-    return f"propagator: {st.state or '?'}{reason}; running on {where}"
+    waits = "".join(f"\n  waits on {cid}: {why}" for cid, why in sorted(st.waits_for.items()))
+    return f"propagator: {st.state or '?'}{reason}; running on {where}{waits}"
 
 
 __all__ = ["RANKED_HEAD", "REJECTED_HEAD", "explanation", "propagation", "render"]

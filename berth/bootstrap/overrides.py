@@ -41,7 +41,7 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> list[str]:
     out: list[str] = []
     # each new override against the applications it selects, stored or new
     every = any(isinstance(o, GlobalOverride) for _, o in new_overrides)
-    apps = _stored_apps(store, None if every else {
+    apps = stored_apps(store, None if every else {
         o.metadata.namespace or "" for _, o in new_overrides}) if new_overrides else []
     in_input = {(a.metadata.namespace, a.metadata.name) for _, a in new_apps}
     candidates = [a for a in apps if (a.metadata.namespace, a.metadata.name) not in in_input]
@@ -76,7 +76,7 @@ def stored(store: Store, namespaces: Iterable[str] | None = None) -> list[Overri
     return found
 
 
-def _stored_apps(store: Store, namespaces: Iterable[str] | None) -> list[Application]:
+def stored_apps(store: Store, namespaces: Iterable[str] | None) -> list[Application]:
     """The applications of ``namespaces`` (None: of every namespace) that decode."""
     found: list[Application] = []
     prefixes = ([keys.resource_prefix("Application")] if namespaces is None else

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from berth.bootstrap import history, overrides, stages
+from berth.bootstrap import depends, history, overrides, stages
 from berth.bootstrap.load import Loaded, LoadErrors
 from berth.store import KV, Delete, Put, Store, StoreError, encode, keys
 from berth.store.codec import decode
@@ -80,8 +80,9 @@ def plan(store: Store, loaded: Sequence[Loaded], *, force: bool,
     now = now or datetime.now(UTC)
     misfits = overrides.problems(store, loaded)
     doubled, unchosen = stages.problems(store, loaded)
-    misfits += doubled
-    for warning in unchosen:
+    loops, unmet = depends.problems(store, loaded)
+    misfits += doubled + loops
+    for warning in unchosen + unmet:
         log.warning("%s", warning)
     if misfits:
         raise LoadErrors(misfits)

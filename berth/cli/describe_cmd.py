@@ -120,6 +120,10 @@ def _application(store: Store, s: Shown) -> list[str]:
                     f"{w.start}-{w.end}" + (f" {'/'.join(w.days)}" if w.days else "")
                     for w in spec.pace.windows) or "none")) if value is not None) or "-"))
     out.append(f"Priority:    {priority(spec)}")
+    if spec.depends_on:
+        out.append("Depends on:  " + ", ".join(
+            d.name + (f" (when {d.when})" if d.when != "Available" else "")
+            for d in spec.depends_on))
     out += placement(s)
     out += room(s.binding)
     st = s.status.status if isinstance(s.status, ApplicationStatus) else None
@@ -148,6 +152,8 @@ def _application(store: Store, s: Shown) -> list[str]:
                        f"{failed.generation}, {failed.at:%Y-%m-%d %H:%M:%S}Z ({failed.reason})")
         for cid, error in sorted(st.errors.items()):
             out.append(f"  Error on {cid}: {error}")
+        for cid, why in sorted(st.waits_for.items()):
+            out.append(f"  Waits on {cid}: {why} (not applied there until then)")
         r = st.rollout
         if r is not None:
             out.append(f"Rollout:     generation {r.generation} {r.phase or '-'}"

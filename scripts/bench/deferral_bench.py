@@ -225,6 +225,12 @@ class Market:
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return 0
 
+    def placed_as(self, key: str) -> list[Target] | None:
+        return None
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        return ()  # no dependencies here
+
 
 @dataclass(order=True)
 class Job:

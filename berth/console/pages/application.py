@@ -164,6 +164,8 @@ def page(store: Store, namespace: str, name: str, head_of: dict[str, Any]
                             f"{c.available or 0}/{c.desired}" if c.desired is not None else "-",
                             c.since.isoformat() if c.since else None)
                   for cid, c in sorted(s.applied.items())]
+        health += [HealthRow(cid, 0, "Waiting", why, "-", None)  # for its dependencies
+                   for cid, why in sorted(s.waits_for.items()) if cid not in s.applied]
     entries, ledger_problems = ledger.history(store, "Application", namespace, name)
     found, bad = events.listed(store, events.prefix("Application", namespace, name))
     return ApplicationPage(

@@ -165,7 +165,8 @@ class Applier:
         reads = Informed(store, self.bindings, clusters, cluster_statuses, self.overrides,
                          self.global_overrides, self.controls, self.paces, self.transit,
                          self.secrets, Manifests(store), self.pull, self.book, concern.seen,
-                         shard, concern.claimable, self.tenancy)
+                         shard, concern.claimable, self.tenancy, self.apps, self.statuses,
+                         concern.dependencies)
         self.facts = FactsBuilder(reads, clock, move_timeout=config.move_timeout)
         authority = shard if shard is not None else Leased(store.holds)
         self.executor = Router(Executor(self, concern.own_writes, self.on_applied, authority),

@@ -30,12 +30,13 @@ from berth.controllers.propagator.kube import OWNER, Connections, KubeObject
 from berth.controllers.propagator.objects import Book, Pods, judge_copy
 from berth.controllers.propagator.plan import Progress
 from berth.controllers.propagator.status import StatusWriter
-from berth.controllers.propagator.views import AppView, ClusterView, cluster_id
+from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, dependencies
 from berth.controllers.runtime import Event, EventType, Informer, WorkQueue
 from berth.controllers.runtime.clock import Clock
 from berth.controllers.runtime.observe import LATENCY_BUCKETS, Stopwatch
 from berth.controllers.runtime.transit import Transit, transit_id
 from berth.store import keys
+from berth.store.dependencies import Dependencies
 from berth.store.documents import (
     ApplicationState,
     ApplicationStatus,
@@ -137,6 +138,7 @@ class Concern:
         self._to_available = Stopwatch(TO_AVAILABLE)
         self._lock = threading.Lock()
         self._claimable: set[str] = set()  # clusters a replica can serve (with a kubeconfig)
+        self.dependencies = Dependencies()  # who depends on whom, as the applications say
 
     def claimable(self) -> list[str]:
         """The clusters some replica can serve: with a kubeconfig or an agent (Pull), not
@@ -147,7 +149,20 @@ class Concern:
     # -- what etcd says ----------------------------------------------------------
 
     def on_app(self, event: Event[AppView]) -> None:
+        """An application changed: it is reconciled, and so are the dependencies it had
+        or has (a removal held for it may go) and its dependents (one waiting for it to
+        exist, or to be deleted)."""
         self.queue.add(event.key)
+        gone = event.type is EventType.DELETED
+        if gone and keys.under(keys.STATUS, event.key) in self.statuses:
+            # its key vanished while copies are recorded: what it depends on stays
+            # known until they are removed (its status goes), for the removals it holds
+            concerned = self.dependencies.of(event.key)
+        else:
+            concerned = self.dependencies.put(event.key, () if gone else dependencies(
+                event.obj)) | self.dependencies.of(event.key)
+        for key in sorted(concerned):
+            self.queue.add(key)
 
     def on_override(self, event: Event[Any]) -> None:
         """An override changed: reconcile what it selects (or selected); a cluster whose
@@ -200,6 +215,14 @@ class Concern:
         elif (self.sharded and event.type is EventType.MODIFIED
               and not self.writer.ours(event.key, event.obj)):
             self.queue.add(key)  # another replica's progress: a move or a lower may go on
+        if event.type is EventType.DELETED or event.old is None or (
+                event.old.status.applied != event.obj.status.applied):
+            # where it runs, and how, changed: its dependents may go on there, and
+            # its dependencies may leave where it no longer runs
+            for other in sorted(self.dependencies.of(key) | set(self.dependencies.on(key))):
+                self.queue.add(other)
+            if event.type is EventType.DELETED and key not in self.apps:
+                self.dependencies.put(key, ())  # gone, copies and all
         st = event.obj.status
         if event.type is not EventType.DELETED and st.state == AppState.RUNNING:
             self._to_available.stop(key, (st.generation, frozenset(

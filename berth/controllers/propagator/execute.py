@@ -504,7 +504,9 @@ class Executor:
         step's only once every object of the step after it is gone (``order.py``).
         Returns those not deleted (in their recorded order), and why when it is not an
         error but an object still going that the rest waits for. Where the cluster does
-        not answer, nothing of an earlier step goes."""
+        not answer, nothing of an earlier step goes. Deleted in the foreground, the last
+        step's objects are also waited for: the copy is gone once they are, with what
+        their controllers made (a dependency's copy there waits for that)."""
         present: list[tuple[order.Step, KubeObjectRef, KubeObject]] = []
         for obj in reversed(objs):  # last applied first, where their steps are equal
             self.own_writes.forget(cid, obj)
@@ -541,6 +543,10 @@ class Executor:
                 failed.append(obj)
             else:
                 going.append(obj)
+        if propagation == "Foreground" and not failed:
+            still = [o for o in going if not self._gone(cid, client, o)]
+            if still:
+                return [o for o in objs if o in still], f"removing: waits for {still[0]} to go"
         return [o for o in objs if o in failed], ""
 
     def _gone(self, cid: str, client: ClusterClient, ref: KubeObjectRef) -> bool:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from berth.controllers.propagator.depends import keeping, waits
 from berth.controllers.propagator.health import Copy
 from berth.controllers.propagator.manifest import ManifestError, objects, remark
 from berth.controllers.propagator.plan import CONFIRM, App, Facts
@@ -37,6 +38,7 @@ from berth.controllers.propagator.views import AppView, ClusterView, cluster_id
 from berth.controllers.runtime.clock import Clock
 from berth.store import keys
 from berth.store.credentials import with_current_secrets
+from berth.store.dependencies import named
 from berth.store.documents import ApplicationState, Binding, ClusterApplied, HealthRule
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import PaceOverride, PaceSpec, effective
@@ -154,6 +156,22 @@ class Reads(Protocol):
         """Whether the application is this replica's own share (its home)."""
         ...
 
+    def application(self, namespace: str, name: str) -> AppView | None:
+        """Another application as the informer has it (a dependency)."""
+        ...
+
+    def recorded(self, namespace: str, name: str) -> ApplicationState | None:
+        """Another application's status as the informer has it."""
+        ...
+
+    def dependents(self, key: keys.Key) -> set[keys.Key]:
+        """The applications that depend on ``key``."""
+        ...
+
+    def cycle(self, key: keys.Key) -> list[str] | None:
+        """A loop of dependencies through ``key`` (None: none)."""
+        ...
+
 
 class FactsBuilder:
     """Facts from :class:`Reads`, dated by ``clock``."""
@@ -182,10 +200,11 @@ class FactsBuilder:
             return None
         assert owned is not True
         owner, identity = f"{namespace}/{name}", reads.identity(namespace)
+        needed = self._needed(key, recorded)
         if view is None:
             unreadable = bool(recorded.applied) and reads.app_unreadable(key)
             return Facts(None, recorded, app_unreadable=unreadable, owned=owned, owner=owner,
-                         identity=identity)
+                         identity=identity, needed=needed)
         meta, spec = view.metadata, view.spec
         manifest = (spec.manifest if meta.deleted is not None  # removal needs no data
                     else reads.manifest(namespace, name, meta.generation, spec.manifest))
@@ -195,16 +214,19 @@ class FactsBuilder:
         except ManifestError as exc:
             bodies, error = (), str(exc)
         rules = tuple(spec.health)
+        # a dependent's copy is gone, for its dependencies, once its Pods are too
+        propagation = "Foreground" if spec.dependsOn else spec.deletionPropagation
         app = App(meta.generation, meta.deleted is not None,
                   tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error,
-                  rules, spec.conflictResolution == "Overwrite", spec.deletionPropagation)
+                  rules, spec.conflictResolution == "Overwrite", propagation)
         now = self.clock.now()
         health = {cid: reads.copy(cid, owner, have, rules, now)
                   for cid, have in recorded.applied.items()
                   if have.generation > 0 and (owned is None or cid in owned)}
         if binding is None:
             return Facts(app, recorded, owned=owned, health=health, now=now,
-                         move_timeout=self.move_timeout, owner=owner, identity=identity)
+                         move_timeout=self.move_timeout, owner=owner, identity=identity,
+                         needed=needed)
         served = tuple(c for c in targets if owned is None or c in owned)
         selecting = self._selecting(namespace, name, meta.labels) if not error else []
         rendered, unrendered, forbidden = self._rendered(
@@ -225,7 +247,39 @@ class FactsBuilder:
                      owned=owned, health=health, now=now,
                      move_timeout=self.move_timeout, owner=owner, identity=identity,
                      rendered=rendered,
-                     unrendered=unrendered, forbidden=forbidden, rollout=rollout)
+                     unrendered=unrendered, forbidden=forbidden, rollout=rollout,
+                     waits_for=self._waits_for(key, view, targets), needed=needed)
+
+    def _waits_for(self, key: keys.Key, view: AppView, targets: tuple[str, ...]
+                   ) -> dict[str, str]:
+        """Per target, what its copy waits for of the application's dependencies (the
+        first not ready there), or the loop of dependencies it is on."""
+        if not view.spec.dependsOn or not targets:
+            return {}
+        loop = self.reads.cycle(key)
+        if loop is not None:
+            return dict.fromkeys(targets, f"on a loop of dependencies: {named(loop)}")
+        ns = view.metadata.namespace or ""
+        deps = [(f"{ns}/{d.name}", d.when, self.reads.application(ns, d.name),
+                 self.reads.recorded(ns, d.name)) for d in view.spec.dependsOn]
+        out = {}
+        for cid in targets:
+            why = next((w for dep in deps if (w := waits(*dep, cid))), "")
+            if why:
+                out[cid] = why
+        return out
+
+    def _needed(self, key: keys.Key, recorded: ApplicationState) -> dict[str, str]:
+        """Per cluster the application is recorded on, the dependents recorded there."""
+        dependents = self.reads.dependents(key)
+        if not dependents or not recorded.applied:
+            return {}
+        states = []
+        for d in sorted(dependents):
+            ref = keys.parse_key(d)
+            states.append((f"{ref.namespace}/{ref.name}",
+                           self.reads.recorded(ref.namespace or "", ref.name)))
+        return {cid: who for cid in recorded.applied if (who := keeping(states, cid))}
 
     def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]
                   ) -> frozenset[str] | bool | None:

@@ -36,7 +36,7 @@ what reads and executes them lives apart (``facts.py``, ``execute.py``, ``applie
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -120,6 +120,12 @@ class Facts:
     # a copy of the current generation there goes (docs/teams.md).
     forbidden: frozenset[str] = frozenset()
     rollout: Inputs = field(default_factory=Inputs)  # how a new generation reaches them
+    # Per target, what its copy waits for before it is applied there: a dependency not
+    # yet available there, or a loop of dependencies (docs/order.md "Dependencies").
+    waits_for: Mapping[str, str] = field(default_factory=dict)
+    # Per cluster, the dependents that still run there: the copy there stays (a move's
+    # removal and the application's deletion wait for them to leave).
+    needed: Mapping[str, str] = field(default_factory=dict)
 
     def mine(self, cid: str) -> bool:
         return self.owned is None or cid in self.owned
@@ -277,7 +283,8 @@ def plan(facts: Facts, progress: Progress) -> Step:
     # first; one whose share shrinks only once they all have theirs, available.
     raising = [c for c in facts.targets if not _lowers(facts, c)]
     for cid in raising + [c for c in facts.targets if _lowers(facts, c)]:
-        if cid not in progress.tried and _needs_apply(facts, cid, want[cid]):
+        if (cid not in progress.tried and _needs_apply(facts, cid, want[cid])
+                and not _gated(facts, cid, want[cid])):
             if _lowers(facts, cid) and any(_not_yet(facts, progress, c, want[c])
                                            for c in raising):
                 break
@@ -290,7 +297,8 @@ def plan(facts: Facts, progress: Progress) -> Step:
     now = summary(facts, progress, gen, wave)
     available = len(placed) == len(facts.targets) and all(
         _health(facts, progress, c).healthy for c in placed)
-    removable = [c for c in leaving if available or _serves_nothing(facts, progress, c)]
+    removable = [c for c in leaving if (available or _serves_nothing(facts, progress, c))
+                 and c not in facts.needed]  # never from under a dependent
     if removable and len(placed) == len(facts.targets):
         if progress.confirmed is None:  # others' targets: their owners applied and recorded
             return Confirm(tuple(c for c in placed if facts.mine(c)), facts.owner)
@@ -437,6 +445,16 @@ def _needs_apply(facts: Facts, cid: str, gen: int) -> bool:
             or have.rendered != made or bool(have.waiting))
 
 
+def _gated(facts: Facts, cid: str, gen: int) -> bool:
+    """Whether the copy on ``cid`` waits for its dependencies before generation ``gen``
+    is applied there: as Fleet does, a copy is installed or upgraded only once they are
+    available there; one that runs at ``gen`` is applied again (drift) whatever they do."""
+    if cid not in facts.waits_for:
+        return False
+    have = facts.recorded.applied.get(cid)
+    return have is None or have.generation != gen
+
+
 def _lowers(facts: Facts, cid: str) -> bool:
     """Whether the Binding gives ``cid`` fewer replicas than it runs with now."""
     have = facts.recorded.applied.get(cid)
@@ -446,13 +464,15 @@ def _lowers(facts: Facts, cid: str) -> bool:
 
 
 def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
-    """An application deleted (or whose key vanished): clear every cluster, then go."""
+    """An application deleted (or whose key vanished): clear every cluster, then go; a
+    cluster where its dependents still run, once they left it."""
     for cid in sorted(progress.applied):
-        if cid not in progress.cleared and facts.mine(cid):
+        if cid not in progress.cleared and facts.mine(cid) and cid not in facts.needed:
             return Clear(cid, facts.owner, facts.identity)
     errors = progress.errors
-    now = state(AppState.DELETING, first(errors) or "removing its objects", progress.applied,
-                facts.recorded.generation, errors)
+    kept = _kept(facts, progress.applied)
+    now = state(AppState.DELETING, first(errors) or kept or "removing its objects",
+                progress.applied, facts.recorded.generation, errors)
     if progress.applied:  # what is left on others' clusters is theirs to remove
         failed = sorted(c for c in errors if facts.mine(c))
         return Finish(now, retry=("not yet removed from " + listed(failed)) if failed else "")
@@ -461,6 +481,13 @@ def _removal(facts: Facts, progress: Progress, app: App | None) -> Step:
             app.foreign_finalizers)
         return Finish(now)
     return Finish(remove=True)
+
+
+def _kept(facts: Facts, clusters: Iterable[str]) -> str:
+    """``kept on x while default/web runs there`` for the copies of ``clusters`` the
+    application's dependents hold ("" when none)."""
+    return listed((f"kept on {c} while {facts.needed[c]} runs there"
+                   for c in sorted(clusters) if c in facts.needed), "; ")
 
 
 def _retry(facts: Facts, errors: dict[str, str], held: Mapping[str, str] | None = None
@@ -599,7 +626,14 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
     late = [c for c in waiting if _late(facts, progress, c)]
     failed = _failed(facts, progress, gen, late)
     still = f"; still running on {', '.join(leaving)}" if leaving else ""
-    if missing and all(c in progress.waiting for c in missing):  # their agents' to do
+    kept = _kept(facts, leaving)
+    gated = {c: facts.waits_for[c] for c in missing if _gated(facts, c, want.get(c, gen))}
+    if gated and all(c in gated or c in progress.waiting for c in missing):
+        name = AppState.WAITING  # (its dependencies' events reconcile it again)
+        reason = listed([*(f"{c}: {why}" for c, why in sorted(gated.items())),
+                         *(progress.waiting[c] for c in missing if c not in gated)],
+                        "; ") + still
+    elif missing and all(c in progress.waiting for c in missing):  # their agents' to do
         older = placed or any(applied[c].generation > 0 for c in targets if c in applied)
         name = (AppState.MIGRATING if leaving else AppState.PROGRESSING if older
                 else AppState.PENDING)
@@ -625,10 +659,10 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
         name = AppState.MIGRATING if leaving else AppState.PROGRESSING
         reason = listed((_copy(facts, progress, c) for c in waiting), "; ") + still
     elif leaving:  # a pull cluster's agent removes its copy
-        rest = [c for c in leaving if c not in progress.waiting]
+        rest = [c for c in leaving if c not in progress.waiting and c not in facts.needed]
         name, reason = AppState.MIGRATING, "; ".join(
             [progress.waiting[c] for c in leaving if c in progress.waiting]
-            + ([f"removing from {listed(rest)}"] if rest else []))
+            + ([f"removing from {listed(rest)}"] if rest else []) + ([kept] if kept else []))
     else:
         name, reason = AppState.RUNNING, ""
     if errors:
@@ -639,8 +673,10 @@ def summary(facts: Facts, progress: Progress, gen: int, wave: Wave | None = None
     if rollout is not None and rollout.phase != COMPLETE:
         name, reason = _rolling(rollout, name, reason, sum(
             1 for c in placed if applied[c].generation == gen), len(targets))
-    return state(name, reason, applied, oldest(applied), errors, failed=failed,
-                 refused=refused, rollout=rollout)
+    out = state(name, reason, applied, oldest(applied), errors, failed=failed,
+                refused=refused, rollout=rollout)
+    out.waits_for = gated
+    return out
 
 
 def _rolling(r: RolloutState, name: AppState, reason: str, on_new: int, targets: int

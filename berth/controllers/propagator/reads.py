@@ -23,12 +23,21 @@ from berth.controllers.propagator.manifests import Manifests
 from berth.controllers.propagator.objects import Book
 from berth.controllers.propagator.pull import PullClusters
 from berth.controllers.propagator.shard import Shard
-from berth.controllers.propagator.views import ClusterView, cluster_key
+from berth.controllers.propagator.views import AppView, ClusterView, cluster_key
 from berth.controllers.runtime import Informer
 from berth.controllers.runtime.transit import Transit
 from berth.controllers.tenancy import Tenancy
 from berth.store import Invalid, Store, StoreError, decode, keys
-from berth.store.documents import Binding, ClusterApplied, ClusterStatus, HealthRule, Reachability
+from berth.store.dependencies import Dependencies
+from berth.store.documents import (
+    ApplicationState,
+    ApplicationStatus,
+    Binding,
+    ClusterApplied,
+    ClusterStatus,
+    HealthRule,
+    Reachability,
+)
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.rollouts import RolloutControl
@@ -56,6 +65,9 @@ class Informed:
     shard: Shard | None  # None: this replica serves every cluster
     claimable: Callable[[], list[str]]  # the clusters some replica can serve
     tenancy: Tenancy  # where each namespace may place (docs/teams.md)
+    apps: Informer[AppView]
+    statuses: Informer[ApplicationStatus]
+    dependencies: Dependencies  # who depends on whom (the applications' watch feeds it)
 
     def binding(self, namespace: str, name: str) -> Binding | None:
         return self.bindings.get(keys.binding_key("Application", namespace, name))
@@ -156,6 +168,19 @@ class Informed:
 
     def home(self, key: str) -> bool:
         return self.shard is None or self.shard.mine(key)
+
+    def application(self, namespace: str, name: str) -> AppView | None:
+        return self.apps.get(keys.resource_key("Application", name, namespace))
+
+    def recorded(self, namespace: str, name: str) -> ApplicationState | None:
+        st = self.statuses.get(keys.status_key("Application", namespace, name))
+        return st.status if st is not None else None
+
+    def dependents(self, key: keys.Key) -> set[keys.Key]:
+        return self.dependencies.of(key)
+
+    def cycle(self, key: keys.Key) -> list[str] | None:
+        return self.dependencies.cycle(key)
 
 
 def unreadable(store: Store, key: keys.Key) -> bool:

@@ -4,10 +4,10 @@ health changing on its cluster, and each step of a rollout (docs/ledger.md).
 :func:`copy_record` is pure: from the status as it was and as it is about to be
 written, the changes an operator would want remembered — the application's
 state (``RUNNING`` → ``DEGRADED``), a copy becoming Healthy, Unhealthy or
-removed, a rollout starting, pausing, resuming, moving to
-a stage (an approval, when it waited for one), completing, halting or rolling
-back. A status rewritten for anything else (its reason's wording, the
-available count) is not recorded.
+removed, a copy beginning or ending its wait for its dependencies there, a
+rollout starting, pausing, resuming, moving to a stage (an approval, when it
+waited for one), completing, halting or rolling back. A status rewritten for
+anything else (its reason's wording, the available count) is not recorded.
 """
 
 from __future__ import annotations
@@ -42,6 +42,16 @@ def health_changes(old: ApplicationState | None, new: ApplicationState) -> list[
     return out
 
 
+def wait_changes(old: ApplicationState | None, new: ApplicationState) -> list[L.Change]:
+    """Each cluster whose copy began or ended waiting for its dependencies there (a new
+    wording of the same wait is not one)."""
+    before = old.waits_for if old is not None else {}
+    return [L.Change(cluster=cid, what="waits", was="waiting" if cid in before else "",
+                     now="waiting" if cid in new.waits_for else "ready",
+                     detail=new.waits_for.get(cid, ""))
+            for cid in sorted(set(before) ^ set(new.waits_for))]
+
+
 def _where(r: RolloutState) -> str:
     phase = r.phase or "-"
     return f"{phase}/{r.stage}" if r.stage else phase
@@ -74,7 +84,7 @@ def copy_record(old: ApplicationState | None, new: ApplicationState, at: datetim
                 ) -> L.Record | None:
     """The record of writing ``new`` over ``old``; None: nothing to remember."""
     steps, operator = rollout_changes(old.rollout if old is not None else None, new.rollout)
-    changes = health_changes(old, new) + steps
+    changes = health_changes(old, new) + wait_changes(old, new) + steps
     was = old.state if old is not None else None
     if was != new.state:
         changes.insert(0, L.Change(cluster="", what="state", was=was or "",
@@ -105,6 +115,10 @@ def events_of(record: L.Record | None, old: ApplicationState | None, new: Applic
         if c.what == "state":
             out.append((WARNING if c.now in _WARNING_STATES else NORMAL, c.now.title(),
                         new.reason or c.now))
+        elif c.what == "waits":
+            out.append((NORMAL, "WaitingForDependency" if c.now == "waiting" else
+                        "DependencyReady", f"{c.cluster}: {c.detail}" if c.detail
+                        else c.cluster))
         elif c.what == "health":
             reason = _HEALTH_EVENTS.get(c.now, c.now)
             out.append((WARNING if c.now == HealthState.UNHEALTHY else NORMAL, reason,
@@ -120,4 +134,4 @@ def events_of(record: L.Record | None, old: ApplicationState | None, new: Applic
     return out
 
 
-__all__ = ["copy_record", "events_of", "health_changes", "rollout_changes"]
+__all__ = ["copy_record", "events_of", "health_changes", "rollout_changes", "wait_changes"]

@@ -52,6 +52,11 @@ class ClusterView(msgspec.Struct):
         return self.metadata.deleted is None and (self.pull or bool(self.spec.kubeconfig))
 
 
+class _Dependency(msgspec.Struct):
+    name: str
+    when: Literal["Available", "Applied"] = "Available"
+
+
 class _AppSpec(msgspec.Struct):
     manifest: list[Any] = []
     health: list[HealthRule] = []
@@ -59,8 +64,15 @@ class _AppSpec(msgspec.Struct):
     deletionPropagation: Literal["Background", "Foreground"] = "Background"
     rollout: RolloutPolicy | None = None
     pace: PaceOverride | None = None
+    dependsOn: list[_Dependency] = []
 
 
 class AppView(msgspec.Struct):
     metadata: _Meta
     spec: _AppSpec = msgspec.field(default_factory=_AppSpec)
+
+
+def dependencies(view: AppView) -> tuple[keys.Key, ...]:
+    """The keys of the applications ``view`` depends on (its namespace's)."""
+    ns = view.metadata.namespace or ""
+    return tuple(keys.resource_key("Application", d.name, ns) for d in view.spec.dependsOn)

@@ -573,6 +573,14 @@ class Cache:
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.decisions.version(namespace, labels)
 
+    def placed_as(self, key: str) -> list[Target] | None:
+        binding, _ = self.decisions.get(keys.under(keys.BINDINGS, keys.Key(key)))
+        return list(binding.spec.targets) if binding is not None else None
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        subject = self.applications.get(key)
+        return subject.depends_on if subject is not None else ()
+
 
 def _without_capacity(s: ClusterState) -> tuple[Reachability | None, tuple[str, ...]]:
     return (s.state, tuple(s.custom_resources))

@@ -156,6 +156,12 @@ class Overlay:
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return self.base.placements_version(namespace, labels)
 
+    def placed_as(self, key: str) -> list[Target] | None:
+        return self.base.placed_as(key)
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        return self.base.depends_on(key)
+
 
 _ZERO = Resources()
 

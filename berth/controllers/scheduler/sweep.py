@@ -45,7 +45,7 @@ def swept(items: list[Item[BindingView]], cache: Cache, framework: Framework
     cache's order. Deferred work (no targets yet: a forecast may have
     changed) and subjects whose target left the fleet come first of the rest;
     ties keep the cache's order. Last, those whose placement depends on where
-    others run (workload affinity or anti-affinity), decided on where the
+    others run (workload affinity or anti-affinity, dependencies), decided on where the
     others now run: decided in turn with the rest, one could move on a
     placement the sweep then changed, and move again in the next sweep.
     """
@@ -129,6 +129,8 @@ def subject_key(item: Item[BindingView]) -> str:
 
 
 def depends_on_placements(subject: Subject) -> bool:
-    """Whether where ``subject`` may run depends on where other workloads run."""
+    """Whether where ``subject`` may run depends on where other workloads run (workload
+    affinity, or its dependencies)."""
     aff = subject.affinity
-    return aff is not None and bool(aff.workload_affinity or aff.workload_anti_affinity)
+    return bool(subject.depends_on) or (
+        aff is not None and bool(aff.workload_affinity or aff.workload_anti_affinity))

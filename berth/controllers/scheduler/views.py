@@ -30,7 +30,7 @@ from berth.store.documents import (
     Taint,
     Toleration,
 )
-from berth.store.documents.application import AppConstraints
+from berth.store.documents.application import AppConstraints, Dependency
 from berth.store.documents.infrastructure import ClusterConstraints
 from berth.store.documents.openstack import MagnumConstraints
 from berth.store.documents.pace import PaceOverride
@@ -61,6 +61,7 @@ class AppSpec(msgspec.Struct):
     preemptible: Preemptible | None = None
     gang: Gang | None = None
     pace: PaceOverride | None = None
+    depends_on: list[Dependency] = msgspec.field(default_factory=list, name="dependsOn")
 
 
 class AppView(msgspec.Struct):

@@ -189,6 +189,16 @@ class HealthRule(CamelStrict):
         return self.kind == kind and self.api_version in (None, api_version)
 
 
+class Dependency(CamelStrict):
+    """An application of the same namespace that must be there first on each cluster
+    (docs/order.md "Dependencies"): its copy available there (``when: Available``, the
+    default), or only applied at its current generation (``Applied``: configuration
+    that nothing judges)."""
+
+    name: str
+    when: Literal["Available", "Applied"] = "Available"
+
+
 class ApplicationSpec(Strict):
     manifest: list[dict[str, Any]] = []
     constraints: AppConstraints | None = None
@@ -217,6 +227,8 @@ class ApplicationSpec(Strict):
         default="Background", name="deletionPropagation")
     rollout: RolloutPolicy | None = None  # how a new generation reaches its clusters
     pace: PaceOverride | None = None  # its own over the fleet's pace (docs/pace.md)
+    # Applications whose copy on a cluster comes before its own there (docs/order.md).
+    depends_on: list[Dependency] = msgspec.field(default_factory=list, name="dependsOn")
     # Krake's application fields, accepted so its YAML loads unchanged.
     observer_schema: Any = None
     tosca: Any = None

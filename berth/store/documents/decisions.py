@@ -288,6 +288,7 @@ class AppState(StrEnum):
     RUNNING = "RUNNING"  # available on every target at its generation
     MIGRATING = "MIGRATING"  # moving: running on the new targets, the old still there
     DEGRADED = "DEGRADED"  # running, but not as decided (a cluster unseen, a halt)
+    WAITING = "WAITING"  # a target's copy waits for its dependencies there (dependsOn)
     FAILED = "FAILED"  # refused, or not running anywhere it should
     DELETING = "DELETING"  # being removed from its clusters
 
@@ -315,6 +316,9 @@ class ApplicationState(msgspec.Struct, omit_defaults=True):
     # scheduler moves it only by force, and the propagator stops it before it starts it
     # elsewhere (a running Job is moved break before make).
     working: int = 0
+    # Per target ("<namespace>/<name>"), what its copy waits for before it is applied
+    # there: a dependency not yet available there (docs/order.md "Dependencies").
+    waits_for: dict[str, str] = {}
 
 
 class ApplicationStatus(msgspec.Struct, omit_defaults=True, tag_field="kind", tag="Application"):

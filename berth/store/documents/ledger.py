@@ -80,7 +80,7 @@ class Change(msgspec.Struct, omit_defaults=True):
     rollout's step (``started``, ``done``, ``halted``, ``rolled back``, ``approved``)."""
 
     cluster: str  # namespace/name ("" for the application's state and its rollout)
-    what: str  # "state", "health" or "rollout"
+    what: str  # "state", "health", "waits" (for its dependencies there) or "rollout"
     was: str = ""
     now: str = ""
     detail: str = ""

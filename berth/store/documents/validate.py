@@ -342,6 +342,24 @@ def _deferral(p: Placement) -> Iterator[Problem]:
                       "replicaScheduling type Divided")
 
 
+def _depends_on(doc: Application) -> Iterator[Problem]:
+    """Each dependency a valid name, neither the application itself nor named twice (a
+    cycle through others is the set's to find: ``berth.store.dependencies``)."""
+    seen: set[str] = set()
+    for i, dep in enumerate(doc.spec.depends_on):
+        path = f"spec.dependsOn[{i}].name"
+        try:
+            keys.check_name(dep.name)
+        except ValueError as exc:
+            yield Problem(path, str(exc))
+            continue
+        if dep.name == doc.metadata.name:
+            yield Problem(path, "an application cannot depend on itself")
+        elif dep.name in seen:
+            yield Problem(path, f"{dep.name!r} is named twice")
+        seen.add(dep.name)
+
+
 def _application(doc: Application) -> Iterator[Problem]:
     spec = doc.spec
     if spec.constraints and spec.constraints.cluster:
@@ -358,6 +376,7 @@ def _application(doc: Application) -> Iterator[Problem]:
             keys.check_name(spec.priority_class_name, "spec.priorityClassName")
         except ValueError as exc:
             yield Problem("spec.priorityClassName", str(exc))
+    yield from _depends_on(doc)
     for i, obj in enumerate(spec.manifest):
         if not obj.get("kind") or not obj.get("apiVersion"):
             yield Problem(f"spec.manifest[{i}]", "a Kubernetes object needs apiVersion and kind")

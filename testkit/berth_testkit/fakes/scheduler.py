@@ -119,6 +119,18 @@ class FakeSnapshot:
     def placements_version(self, namespace: str | None, labels: Mapping[str, str]) -> int:
         return hash(tuple(id(p) for p in self.others))
 
+    deps: dict[str, tuple[str, ...]] = field(default_factory=dict)  # subject name → names
+
+    def placed_as(self, key: str) -> list[Target] | None:
+        name = keys.parse_key(key).name
+        if name not in self.targets:
+            return None
+        return [Target("Cluster", n, "default") for n in self.targets[name]]
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        return tuple(keys.resource_key("Application", n, "default")
+                     for n in self.deps.get(keys.parse_key(key).name, ()))
+
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:
         return [p for p in self.others if p.ref.namespace == namespace and all(

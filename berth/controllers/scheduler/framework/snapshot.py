@@ -100,5 +100,14 @@ class Snapshot(Protocol):
         """Changes whenever ``placed(namespace, labels)`` may have changed."""
         ...
 
+    def placed_as(self, key: str) -> list[Target] | None:
+        """Where the application at ``key`` is placed, as decided (assumed or seen); None
+        when it has no Binding."""
+        ...
+
+    def depends_on(self, key: str) -> tuple[str, ...]:
+        """The keys of the applications the application at ``key`` depends on."""
+        ...
+
 
 __all__ = ["Snapshot"]

@@ -91,6 +91,8 @@ class Subject:
     # cluster (Snapshot.demand_on)
     workloads: tuple[bytes, ...] = ()
     pace: PaceOverride | None = None  # its own over the fleet's (docs/pace.md)
+    # The keys of the applications it is placed with (spec.dependsOn: docs/order.md)
+    depends_on: tuple[keys.Key, ...] = ()
     signature: bytes = b""  # equal for subjects the cacheable filters treat alike
 
     @property

@@ -13,6 +13,7 @@ from berth.controllers.scheduler.plugins.cluster_groups import ClusterGroups
 from berth.controllers.scheduler.plugins.cluster_selector import ClusterSelector
 from berth.controllers.scheduler.plugins.custom_resources import CustomResources
 from berth.controllers.scheduler.plugins.default_binder import DefaultBinder
+from berth.controllers.scheduler.plugins.depends_on import DependsOn
 from berth.controllers.scheduler.plugins.extender import Extender
 from berth.controllers.scheduler.plugins.failed_targets import FailedTargets
 from berth.controllers.scheduler.plugins.gang import Gang
@@ -29,7 +30,7 @@ REGISTRY: dict[str, Callable[..., Plugin]] = {
     cls.name: cls
     for cls in (
         CandidateOnline, Capacity, ClusterAffinity, ClusterGroups, ClusterSelector,
-        CustomResources, DefaultBinder, FailedTargets, Gang, LabelConstraints,
+        CustomResources, DefaultBinder, DependsOn, FailedTargets, Gang, LabelConstraints,
         MetricConstraints, MetricScore, PlacementFixed, PrioritySort, TaintToleration,
         TopologySpread, WorkloadAffinity,
     )

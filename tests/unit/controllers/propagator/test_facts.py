@@ -16,6 +16,7 @@ from berth.controllers.propagator.health import HEALTHY, UNKNOWN, Copy, Health
 from berth.controllers.propagator.plan import Facts
 from berth.controllers.propagator.views import AppView, ClusterView
 from berth.store import keys
+from berth.store.dependencies import Dependencies
 from berth.store.documents import (
     ApplicationState,
     Binding,
@@ -61,6 +62,9 @@ class Table:
     limits_: NamespacePolicySpec | None = None  # what the namespace's objects may be
     is_home: bool = False
     asked: list[str] = field(default_factory=list)
+    others: dict[str, AppView] = field(default_factory=dict)  # other applications by name
+    statuses: dict[str, ApplicationState] = field(default_factory=dict)  # theirs by name
+    graph: Dependencies = field(default_factory=Dependencies)
 
     def binding(self, namespace: str, name: str) -> Binding | None:
         if self.targets is None:
@@ -143,14 +147,31 @@ class Table:
     def identity(self, namespace: str) -> Identity | None:
         return self.limits_.identity if self.limits_ is not None else None
 
+    def application(self, namespace: str, name: str) -> AppView | None:
+        return self.others.get(name)
+
+    def recorded(self, namespace: str, name: str) -> ApplicationState | None:
+        return self.statuses.get(name)
+
+    def dependents(self, key: keys.Key) -> set[keys.Key]:
+        return self.graph.of(key)
+
+    def cycle(self, key: keys.Key) -> list[str] | None:
+        return self.graph.cycle(key)
+
 
 def app(generation: int = 1, manifest: list[Any] | None = None,
-        rollout: dict[str, Any] | None = None) -> AppView:
+        rollout: dict[str, Any] | None = None, *, name: str = "web",
+        depends_on: list[dict[str, str]] | None = None, deleted: bool = False) -> AppView:
     spec: dict[str, Any] = {"manifest": [CM] if manifest is None else manifest}
     if rollout:
         spec["rollout"] = rollout
-    return msgspec.convert({"metadata": {"name": "web", "namespace": "default",
-                                         "generation": generation}, "spec": spec}, AppView)
+    if depends_on:
+        spec["dependsOn"] = depends_on
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "generation": generation}
+    if deleted:
+        meta["deleted"] = "2026-11-30T00:00:00Z"
+    return msgspec.convert({"metadata": meta, "spec": spec}, AppView)
 
 
 def on(*clusters: str, gen: int = 1) -> ApplicationState:
@@ -328,3 +349,67 @@ def test_a_target_joining_a_staged_rollout_takes_its_stage_by_its_labels_in_etcd
     # a generation the history no longer holds: nothing to roll back to
     facts = build(Table(), on("a"), app(2, rollout=staged))
     assert facts is not None and facts.rollout.prior is None
+
+
+def _key(name: str) -> keys.Key:
+    return keys.resource_key("Application", name, "default")
+
+
+def _healthy(*clusters: str, gen: int = 1) -> ApplicationState:
+    return ApplicationState(applied={f"default/{c}": ClusterApplied(
+        gen, [REF], health=HEALTHY) for c in clusters})
+
+
+# (name, the dependency's application and status, dependsOn's when, per target: waits for)
+WAITS: list[tuple[str, AppView | None, ApplicationState | None, str, dict[str, str]]] = [
+    ("none of it exists", None, None, "Available",
+     dict.fromkeys(("a", "b"), "waits for application default/db, which does not exist")),
+    ("available on a only", app(name="db"), _healthy("a"), "Available",
+     {"b": "waits for default/db to run on default/b"}),
+    ("applied on both, available on neither", app(name="db"), on("a", "b"), "Available",
+     {c: f"waits for default/db to be available on default/{c} (Unknown)" for c in "ab"}),
+    ("applied on both: enough for when: Applied", app(name="db"), on("a", "b"), "Applied", {}),
+    ("an older generation applied: not enough for Applied", app(2, name="db"), on("a", "b"),
+     "Applied", {c: f"waits for default/db generation 2 on default/{c} (it has 1)"
+                 for c in "ab"}),
+    ("available, but an older generation: enough for Available", app(2, name="db"),
+     _healthy("a", "b"), "Available", {}),
+    ("its own steps still wait there", app(name="db"), ApplicationState(applied={
+        "default/a": ClusterApplied(1, [REF], health=HEALTHY, waiting="workloads wait"),
+        "default/b": ClusterApplied(1, [REF], health=HEALTHY)}), "Available",
+     {"a": "waits for default/db on default/a: workloads wait"}),
+    ("being deleted", app(name="db", deleted=True), _healthy("a", "b"), "Available",
+     dict.fromkeys(("a", "b"), "waits for application default/db, which is being deleted")),
+]
+
+
+@pytest.mark.parametrize(("dep", "status", "when", "expected"), [w[1:] for w in WAITS],
+                         ids=[w[0] for w in WAITS])
+def test_each_target_waits_for_what_its_dependency_lacks_there(
+        dep: AppView | None, status: ApplicationState | None, when: str,
+        expected: dict[str, str]) -> None:
+    table = Table(others={"db": dep} if dep else {}, statuses={"db": status} if status else {})
+    facts = build(table, ApplicationState(),
+                  app(depends_on=[{"name": "db", "when": when}]))
+    assert facts is not None
+    assert facts.waits_for == {f"default/{c}": why for c, why in expected.items()}
+
+
+def test_a_loop_of_dependencies_holds_every_target_and_is_named() -> None:
+    table = Table(others={"db": app(name="db")}, statuses={"db": _healthy("a", "b")})
+    table.graph.put(KEY, (_key("db"),))
+    table.graph.put(_key("db"), (KEY,))
+    facts = build(table, ApplicationState(), app(depends_on=[{"name": "db"}]))
+    assert facts is not None
+    assert facts.waits_for == dict.fromkeys(
+        ids("a", "b"), "on a loop of dependencies: web → db → web")
+
+
+def test_a_copy_is_needed_where_a_dependent_is_recorded() -> None:
+    table = Table(statuses={"api": on("a"), "ui": on("a", "b"), "cli": on("c")})
+    for dependent in ("api", "ui", "cli"):
+        table.graph.put(_key(dependent), (KEY,))
+    facts = build(table, on("a", "b", "c", "d"))
+    assert facts is not None
+    assert facts.needed == {"default/a": "default/api, default/ui", "default/b": "default/ui",
+                            "default/c": "default/cli"}

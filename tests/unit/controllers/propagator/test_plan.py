@@ -120,6 +120,7 @@ def describe(step: Step) -> str:
 
 
 MOVED = recorded("RUNNING", on(1, "a"))
+DB_WAITS = "waits for default/db to be available on default/a (Progressing: 0/1 available)"
 BOTH = on(1, "a", "b")
 # as the status says it once written: both copies judged available
 ON_BOTH = state("MIGRATING", "removing from default/a",
@@ -320,6 +321,41 @@ ROWS: list[tuple[str, Facts, Done, str, str]] = [
     ("shards: deleted: only this replica's clusters cleared here",
      facts(App(1, deleting=True), recorded("RUNNING", BOTH), owned=A),
      Done(applied=on(1, "b"), cleared=("a",)), "Finish DELETING on b", ""),
+    # dependencies (docs/order.md "Dependencies"): a copy waits for theirs on its cluster
+    ("depends: its dependency not available there: WAITING, nothing applied, not retried",
+     facts(waits_for={"default/a": DB_WAITS}), Done(), "Finish WAITING on -",
+     "default/a: " + DB_WAITS),
+    ("depends: available there now: applied", facts(), Done(), "Apply a gen 1", ""),
+    ("depends: one target waits, the other is applied",
+     facts(targets=("a", "b"), waits_for={"default/a": DB_WAITS}), Done(), "Apply b gen 1", ""),
+    ("depends: ... and once applied there, the other still WAITING",
+     facts(targets=("a", "b"), waits_for={"default/a": DB_WAITS}),
+     Done(applied=on(1, "b"), tried=("b",)), "Finish WAITING on b", "default/a: " + DB_WAITS),
+    ("depends: a copy that runs at this generation is applied again (drift) regardless",
+     facts(was=MOVED, stale=A, waits_for={"default/a": DB_WAITS}), Done(), "Apply a gen 1", ""),
+    ("depends: a new generation waits too (as Fleet gates an upgrade): the old one runs",
+     facts(App(2, bodies=APP.bodies), MOVED, binding=2, waits_for={"default/a": DB_WAITS}),
+     Done(), "Finish WAITING on a", DB_WAITS),
+    ("depends: a move to a cluster where its dependency is not yet: the old copy stays",
+     facts(was=MOVED, targets=("b",), waits_for={"default/b": DB_WAITS}), Done(),
+     "Finish WAITING on a", "still running on default/a"),
+    ("depends: a loop of dependencies: never applied, said",
+     facts(waits_for={"default/a": "on a loop of dependencies: web → db → web"}), Done(),
+     "Finish WAITING on -", "loop of dependencies: web → db → web"),
+    # ... and a dependency's copy stays where a dependent still runs
+    ("needed: a moved dependency's old copy stays while a dependent runs there",
+     facts(was=MOVED, targets=("b",), needed={"default/a": "default/web"}),
+     Done(applied=BOTH, tried=("b",)), "Finish MIGRATING on a,b",
+     "kept on default/a while default/web runs there"),
+    ("needed: once the dependent left it, the move goes on",
+     facts(was=MOVED, targets=("b",)), Done(applied=BOTH, tried=("b",)), "Confirm b", ""),
+    ("needed: a deleted dependency keeps its copy where a dependent runs, not retried",
+     facts(App(1, deleting=True), recorded("RUNNING", BOTH), needed={"default/a": "default/web"}),
+     Done(applied=on(1, "a"), cleared=("b",)), "Finish DELETING on a",
+     "kept on default/a while default/web runs there"),
+    ("needed: ... the other clusters cleared meanwhile",
+     facts(App(1, deleting=True), recorded("RUNNING", BOTH), needed={"default/a": "default/web"}),
+     Done(), "Clear b", ""),
 ]
 
 

@@ -48,3 +48,24 @@ def test_rollout_steps_are_recorded_and_an_approval_is_the_operators() -> None:
                                                             reason="failed on eu-1")), AT)
     assert halted is not None and halted.changes[0].now == "halted: Halted"
     assert halted.changes[0].detail == "failed on eu-1"
+
+
+def test_a_copy_beginning_and_ending_its_wait_for_dependencies_is_recorded_and_told() -> None:
+    from berth.controllers.propagator.record import events_of
+
+    why = "waits for default/db to run on default/de"
+    waiting = ApplicationState(state="WAITING", reason=f"default/de: {why}",
+                               waits_for={"default/de": why})
+    r = copy_record(ApplicationState(), waiting, AT)
+    assert r is not None
+    assert [(c.what, c.cluster, c.was, c.now, c.detail) for c in r.changes] == [
+        ("state", "", "", "WAITING", ""), ("waits", "default/de", "", "waiting", why)]
+    assert ("Normal", "WaitingForDependency", f"default/de: {why}") in events_of(
+        r, None, waiting)
+    reworded = ApplicationState(state="WAITING", reason="x", waits_for={"default/de": "other"})
+    assert copy_record(waiting, reworded, AT) is None  # the same wait, worded anew
+    ready = state(de="Healthy")
+    r = copy_record(waiting, ready, AT)
+    assert r is not None
+    assert ("waits", "default/de", "waiting", "ready") in [
+        (c.what, c.cluster, c.was, c.now) for c in r.changes]
