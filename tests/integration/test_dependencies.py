@@ -11,6 +11,10 @@ tests/unit/bootstrap/test_depends.py."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +37,7 @@ from berth_testkit.scheduler_env import (
     started,
     wait_for,
 )
+from berth_testkit.servers.etcd import ROOT
 from berth_testkit.servers.kube import KubeCluster
 
 CLUSTERS = ("one", "two")
@@ -58,20 +63,26 @@ def kubes() -> Iterator[dict[str, KubeCluster]]:
             server.cleanup()
 
 
-@pytest.fixture(params=["Push", "Pull"])
-def berth(request: pytest.FixtureRequest, etcd_server: Any, store: Store, tmp_path: Path,
-          kubes: dict[str, KubeCluster]) -> Iterator[str]:
+@contextlib.contextmanager
+def running(mode: str, url: str, store: Store, tmp_path: Path,
+            kubes: dict[str, KubeCluster]) -> Iterator[str]:
     for name, kube in kubes.items():
         put(store, keys.resource_key("Cluster", name, "default"), encode({
             "api": "kubernetes", "kind": "Cluster",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": reached(request.param, kube.kubeconfig())}))
-    procs = [SchedulerProcess(etcd_server.url, tmp_path),
-             PropagatorProcess(etcd_server.url, tmp_path, config=FAST)]
-    procs += agents_for(request.param, etcd_server.url, tmp_path,
-                        {n: k.kubeconfig() for n, k in kubes.items()}, config=FAST)
+            "spec": reached(mode, kube.kubeconfig())}))
+    procs = [SchedulerProcess(url, tmp_path), PropagatorProcess(url, tmp_path, config=FAST)]
+    procs += agents_for(mode, url, tmp_path, {n: k.kubeconfig() for n, k in kubes.items()},
+                        config=FAST)
     with started(procs, store, CLUSTERS):
-        yield request.param
+        yield mode
+
+
+@pytest.fixture(params=["Push", "Pull"])
+def berth(request: pytest.FixtureRequest, etcd_server: Any, store: Store, tmp_path: Path,
+          kubes: dict[str, KubeCluster]) -> Iterator[str]:
+    with running(request.param, etcd_server.url, store, tmp_path, kubes) as mode:
+        yield mode
 
 
 @dataclass(frozen=True)
@@ -84,13 +95,15 @@ class Sample:
 
 
 class Sampler:
-    """Both clusters read every 0.2 s; the applications' states as the statuses said."""
+    """Both clusters read every 0.2 s; the applications' states as the statuses said.
+    ``web`` and ``db``: the applications' names, and their Deployments'."""
 
-    def __init__(self, kubes: dict[str, KubeCluster], store: Store) -> None:
-        self.kubes, self.store = kubes, store
+    def __init__(self, kubes: dict[str, KubeCluster], store: Store, web: str = "web",
+                 db: str = "db") -> None:
+        self.kubes, self.store, self.web, self.db = kubes, store, web, db
         self.samples: list[Sample] = []
-        self.states: dict[str, list[str]] = {"web": [], "db": []}  # each change, in order
-        self.reasons: dict[str, list[str]] = {"web": [], "db": []}
+        self.states: dict[str, list[str]] = {web: [], db: []}  # each change, in order
+        self.reasons: dict[str, list[str]] = {web: [], db: []}
         self.failed: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="deps-sampler")
@@ -104,16 +117,16 @@ class Sampler:
 
     def _sample(self) -> None:
         for name, kube in self.kubes.items():
-            db = kube.request("GET", "/apis/apps/v1/namespaces/default/deployments/db",
-                              ok=(200, 404))
-            web = kube.request("GET", "/apis/apps/v1/namespaces/default/deployments/web",
-                               ok=(200, 404))
-            pods = kube.request("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
+            deployments = "/apis/apps/v1/namespaces/default/deployments/"
+            db = kube.request("GET", deployments + self.db, ok=(200, 404))
+            web = kube.request("GET", deployments + self.web, ok=(200, 404))
+            pods = kube.request("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3D"
+                                + self.web)
             self.samples.append(Sample(
                 time.monotonic(), name,
                 db.get("status", {}).get("availableReplicas", 0) if db.get("kind") else None,
                 bool(web.get("kind")), len(pods.get("items", []))))
-        for app in ("web", "db"):
+        for app in (self.web, self.db):
             st = status(self.store, app)
             if st is not None and (not self.states[app] or self.states[app][-1] != (
                     st.status.state or "")):
@@ -209,3 +222,37 @@ def test_a_web_tier_never_runs_where_its_database_is_not_available(
     assert sampler.broken() == [], sampler.broken()[:5]
     # the web tier ran on both clusters in turn, as did the database
     assert any(s.web for s in sampler.on("one")) and any(s.web for s in sampler.on("two"))
+
+
+def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "berth.cli.main", *args], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, env={**os.environ, "BERTH_ETCD": url})
+
+
+def test_the_shop_of_the_page_as_written(etcd_server: Any, store: Store, tmp_path: Path,
+                                         kubes: dict[str, KubeCluster]) -> None:
+    """docs/order.md "A worked example", followed (Push mode)."""
+    with running("Push", etcd_server.url, store, tmp_path, kubes), Sampler(
+            kubes, store, web="shop-web", db="shop-db") as sampler:
+        applied = cli(etcd_server.url, "apply", "-f", "docs/examples/order/shop.yaml")
+        assert applied.returncode == 0 and "warn" not in applied.stderr.lower(), applied.stderr
+        for name in ("shop-db", "shop-config", "cache-operator", "shop-web"):
+            wait_for(lambda n=name: status(store, n),  # type: ignore[misc]
+                     lambda s: s.status.state == "RUNNING", timeout=90)
+        db, web = status(store, "shop-db"), status(store, "shop-web")
+        assert db is not None and web is not None
+        assert [r.name for r in web.status.running_on] == [r.name for r in db.status.running_on]
+        described = cli(etcd_server.url, "describe", "application", "shop-web")
+        assert described.returncode == 0, described.stderr
+        listed = cli(etcd_server.url, "get", "applications")
+        assert listed.returncode == 0, listed.stderr
+        for name in ("shop-db", "shop-config", "cache-operator", "shop-web"):
+            cli(etcd_server.url, "delete", "application", name)
+        for name in ("shop-db", "shop-config", "cache-operator", "shop-web"):
+            wait_for(lambda n=name: None if store.get(keys.resource_key(  # type: ignore[misc]
+                "Application", n, "default")) else True, timeout=90)
+    assert "Depends on:  shop-db, shop-config (when Applied), cache-operator" in (
+        described.stdout), described.stdout
+    assert "WAITING" in sampler.states["shop-web"], sampler.states["shop-web"]
+    assert sampler.broken() == [], sampler.broken()[:5]
+    assert any(s.web for s in sampler.samples)

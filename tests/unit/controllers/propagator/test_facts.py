@@ -360,7 +360,10 @@ def _healthy(*clusters: str, gen: int = 1) -> ApplicationState:
         gen, [REF], health=HEALTHY) for c in clusters})
 
 
-# (name, the dependency's application and status, dependsOn's when, per target: waits for)
+# (name, the dependency's application and status, dependsOn's when, per target: waits for).
+# Flux's cases (kustomize-controller's kustomization_dependson_test.go): "fails due to
+# dependency not found" is a wait (its DependencyNotReady), the first row; not ready
+# (Flux: not Ready) and ready follow, per cluster here.
 WAITS: list[tuple[str, AppView | None, ApplicationState | None, str, dict[str, str]]] = [
     ("none of it exists", None, None, "Available",
      dict.fromkeys(("a", "b"), "waits for application default/db, which does not exist")),

@@ -97,6 +97,14 @@ def where(text: str) -> str:
          ".clusterSelectorTerms[0].matchExpressions[0].values: 'many' is not an integer"),
         ("kind: Application\nmetadata: {name: a, namespace: Bad}\nspec: {}",
          "f.yaml#2 metadata.namespace: invalid namespace 'Bad'"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: a}]}",
+         "f.yaml#2 spec.dependsOn[0].name: an application cannot depend on itself"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: b}, {name: b}]}",
+         "f.yaml#2 spec.dependsOn[1].name: 'b' is named twice"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: 'b c'}]}",
+         "f.yaml#2 spec.dependsOn[0].name: invalid name 'b c'"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: b, when: Ready}]}",
+         "f.yaml#2 spec.dependsOn[0].when: Invalid enum value 'Ready'"),
     ],
 )
 def test_bad_documents_name_the_field(text: str, message: str) -> None:
