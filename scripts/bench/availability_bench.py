@@ -45,6 +45,13 @@ for each (``berth agent``, one process each, with that cluster's kubeconfig): th
 propagator writes their work to etcd and reads their reports (docs/agents.md); the
 agents' CPU per application is printed beside the propagator's.
 
+``--chain 3`` makes the first half of the applications chains of three, each
+depending on the one before it (``spec.dependsOn``, docs/order.md: placed with it,
+applied on its cluster once it is available there, its old copy kept until the
+dependent left) and the three on one pair; the second half stays as it was. Every
+figure is then printed for each half as well: what order across applications costs,
+measured against its own run.
+
 ``--rollout Rolling`` gives every application ``spec.rollout: {strategy: Rolling}``:
 a move is no new generation, so this measures what the rollout's bookkeeping costs
 the propagator on every reconcile (docs/rollouts.md); run it with and without.
@@ -224,6 +231,9 @@ def main() -> None:
                     help="every application's spec.rollout.strategy (Staged: one stage)")
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the propagator: PREFIX-<phase>.txt")
+    ap.add_argument("--chain", type=int, default=0,
+                    help="the first half of the applications in chains of this many, each "
+                    "depending on the one before (0: none)")
     ap.add_argument("--mode", choices=["Push", "Pull"], default="Push",
                     help="Pull: every cluster reached by an agent of its own (a process "
                     "each, with that cluster's kubeconfig), its work through etcd")
@@ -234,12 +244,34 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="berth-availability-"))
     n_clusters = args.servers * args.contexts
     pairs = n_clusters // 2
+    chain = args.chain if args.chain > 1 else 0
+    chained = (args.apps // 2) // chain * chain if chain else 0  # apps 0 .. chained-1
+
+    def pair_of(i: int) -> int:
+        """The pair application ``i`` may run on: a chain's members share one."""
+        return (i // chain) % pairs if i < chained else i % pairs
+
+    def halves(values: dict[str, float]) -> str:
+        """``values`` of the chained half and of the rest, p50 / p99 / all."""
+        if not chain:
+            return ""
+        out = []
+        for label, part in (("chained", [v for n, v in values.items()
+                                         if int(n.split("-")[1]) < chained]),
+                            ("unchained", [v for n, v in values.items()
+                                           if int(n.split("-")[1]) >= chained])):
+            if part:
+                out.append(f"{label} ({len(part)}) p50 {pct(part, 0.5):.2f} s, p99 "
+                           f"{pct(part, 0.99):.2f} s, all {max(part):.2f} s")
+        return "; ".join(out)
     print(f"{args.apps} applications (a Deployment of 2 replicas each) on {n_clusters} "
           f"clusters: {args.contexts} kubeconfig contexts (each its own namespace) on each of "
           f"{args.servers} working control planes (this 2-core machine does not hold "
           f"{n_clusters}); Pods Ready {args.ready_delay:g} s after they are placed; rollout "
           f"strategy {args.rollout}; clusters in {args.mode} mode" + (
-              f" ({n_clusters} agents)" if args.mode == "Pull" else ""), flush=True)
+              f" ({n_clusters} agents)" if args.mode == "Pull" else "") + (
+              f"; the first {chained} in chains of {chain}, each depending on the one before"
+              if chain else ""), flush=True)
     server = EtcdServer().start()
     pods = 2 * args.apps // args.servers + 200
     t = time.perf_counter()
@@ -292,12 +324,14 @@ def main() -> None:
         ops = []
         for i in range(args.apps):
             name = f"app-{i:05d}"
-            pair = i % pairs
+            spec: dict[str, Any] = {"manifest": [deployment(name)], "constraints": {
+                "cluster": {"labels": [f"pair = p{pair_of(i)}"]}}, "rollout": rollout}
+            if i < chained and i % chain:
+                spec["dependsOn"] = [{"name": f"app-{i - 1:05d}"}]
             ops.append(Put(keys.resource_key("Application", name, "default"), encode({
                 "api": "kubernetes", "kind": "Application",
                 "metadata": {"name": name, "namespace": "default", "generation": 1},
-                "spec": {"manifest": [deployment(name)], "constraints": {"cluster": {
-                    "labels": [f"pair = p{pair}"]}}, "rollout": rollout}})))
+                "spec": spec})))
         profile = Profile(args.profile, "apply", propagator.pid)
         cpu = cpu_seconds(propagator.pid)
         agents_cpu = _cpu(agents)
@@ -320,6 +354,9 @@ def main() -> None:
               f"{cpu / args.apps * 1e3:.1f} ms per application" + (
                   f", the agents' {agents_cpu / args.apps * 1e3:.1f} ms" if agents else "")
               + f"; {grouped(port)}", flush=True)
+        if chain:
+            print("write → available by half: " + halves(
+                {n: statuses.running[n] - written[n] for n in written}), flush=True)
         with avail.lock:  # the cluster's word (its watch) → berth's (the status key)
             lag = [statuses.running[n] - avail.first[n] for n in written if n in avail.first]
         print(f"a Deployment available on its cluster → its application RUNNING in etcd: p50 "
@@ -353,11 +390,11 @@ def main() -> None:
               f"{pct(each, 0.99) / pct(fl.after, 0.99):.2f})", flush=True)
 
         flip = list(range(round(args.move * pairs)))
-        moved = [f"app-{i:05d}" for i in range(args.apps) if i % pairs in flip]
+        moved = [f"app-{i:05d}" for i in range(args.apps) if pair_of(i) in flip]
         if not moved:
             raise SystemExit(f"--move {args.move:g} moves no application of {args.apps} over "
                              f"{len(clusters)} clusters: give more clusters or a larger share")
-        target = {n: clusters[int(n.split("-")[1]) % pairs + pairs] for n in moved}
+        target = {n: clusters[pair_of(int(n.split("-")[1])) + pairs] for n in moved}
         fewest = [float("inf")]
         dips: dict[str, float] = {}  # application → when it was first seen below 2
         sampling = threading.Event()
@@ -397,6 +434,9 @@ def main() -> None:
               f"available on its new cluster and removed from its old one {done:.1f} s after "
               f"the metric changed; beyond the Pods' {args.ready_delay:g} s readiness delay: "
               f"p50 {pct(extra, 0.5):.2f} s, p99 {pct(extra, 0.99):.2f} s", flush=True)
+        if chain:
+            print("change → moved by half: " + halves(
+                {n: statuses.alone[n][1] - changed for n in moved}), flush=True)
         print(f"fewest available / desired of any application at any sample during the moves: "
               f"{fewest[0]:.2f}; the propagator's CPU {cpu / len(moved) * 1e3:.1f} ms per move; "
               f"{grouped(port)}", flush=True)

@@ -23,7 +23,7 @@ from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.store import KV, Delete, Put, encode, keys, ledger
 from berth.store.documents import Binding
 from berth.store.ops import prefix_end
-from berth_testkit.scheduler_env import BerthProcess
+from berth_testkit.scheduler_env import BerthProcess, put
 from berth_testkit.servers.kube import METADATA
 from tests.faults.system import (
     MANAGED_SELECTOR,
@@ -333,8 +333,8 @@ def base64_of(raw: bytes) -> str:
 
 
 def _movable(system: System, cluster: str) -> int:
-    return sum(1 for name, on in system.targets().items()
-               if on == (cluster,) and allowed(name) - {cluster})
+    return sum(1 for name, on in system.targets().items()  # the 2,000's, not a row's own
+               if name.startswith("app-") and on == (cluster,) and allowed(name) - {cluster})
 
 
 @pytest.mark.parametrize(("cluster", "empty"), [("a", False), ("c", True)])
@@ -373,6 +373,138 @@ def test_a_cluster_api_stopped_then_back(system: System, cluster: str, empty: bo
 
         fault(system, f"{cluster}'s settle over: the moves held back land", settled,
               expect_moves=holding, extra=lambda: held_back(system))
+
+
+def _dependent(system: System, name: str, generation: int, *, on: str | None = None,
+               depends_on: str | None = None) -> None:
+    """An application of the dependency rows: a Deployment of one replica that Pods run,
+    pinned to cluster ``on``, or depending on ``depends_on`` (and so placed with it)."""
+    spec: dict[str, Any] = {"manifest": [{
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                     "containers": [{"name": "c", "image": "x:1", "resources": {
+                         "requests": {"cpu": "10m"}}}]}}}}]}
+    if on is not None:
+        spec["placement"] = {"policy": "PickFixed", "clusterNames": [on]}
+    if depends_on is not None:
+        spec["dependsOn"] = [{"name": depends_on}]
+    put(system.db, keys.resource_key("Application", name, "default"), encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": name, "namespace": "default", "generation": generation},
+        "spec": spec}))
+
+
+class _Pairs:
+    """On each cluster that answers, every 0.2 s: whether the web tier's Deployment is
+    there, and the database's available replicas; samples where the web tier is on a
+    cluster without its database available are kept."""
+
+    def __init__(self, system: System, web: str, db: str) -> None:
+        self.system, self.web, self.db = system, web, db
+        self.samples = 0
+        self.broken: list[tuple[str, int | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pairs")
+        self._thread.start()
+
+    def _run(self) -> None:
+        from berth_testkit.availability import DEPLOYMENTS, available
+        while not self._stop.wait(0.2):
+            for cname, kube in self.system.clusters.items():
+                try:
+                    listed = kube.request("GET", DEPLOYMENTS)
+                except Exception:  # a cluster that is down shows nothing
+                    continue
+                have = {d["metadata"]["name"]: available(d) for d in listed.get("items", [])}
+                if self.web in have and not have.get(self.db):
+                    self.broken.append((cname, have.get(self.db)))
+            self.samples += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _running_on(system: System, name: str, generation: int) -> list[str]:
+    s = system.status(name)
+    return ([r.name for r in s.status.running_on] if s is not None
+            and s.status.state == "RUNNING" and s.status.generation == generation else [])
+
+
+def test_a_dependencys_old_cluster_lost_mid_move(system: System) -> None:
+    """A web tier depends on its database; the database moves a → c and the web tier
+    follows; a's API stops mid-move (docs/order.md "Dependencies")."""
+    db, web = "dep-db", "dep-web"
+    _dependent(system, db, 1, on="a")
+    _dependent(system, web, 1, depends_on=db)
+    deadline = time.monotonic() + 90
+    while not (_running_on(system, db, 1) == ["a"] and _running_on(system, web, 1) == ["a"]):
+        assert time.monotonic() < deadline, (system.status(db), system.status(web))
+        time.sleep(0.2)
+    pairs = _Pairs(system, web, db)
+    waited: list[str] = []
+
+    def act() -> None:
+        _dependent(system, db, 2, on="c")  # the database moves; the web tier follows it
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            s = system.status(web)
+            if s is not None and "default/c" in s.status.waits_for:
+                waited.append(s.status.waits_for["default/c"])
+                break
+            time.sleep(0.05)
+        system.cluster_down("a")  # mid-move: the web tier waits for the database on c
+
+    def then() -> tuple[bool, str]:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            s, d = system.status(web), system.status(db)
+            if (s is not None and d is not None and "c" in [r.name for r in s.status.running_on]
+                    and s.status.applied.get("default/c") is not None
+                    and s.status.applied["default/c"].health == "Healthy"):
+                break
+            time.sleep(0.2)
+        d = system.status(db)
+        kept = d is not None and "default/a" in d.status.applied  # a's copy: not yet removed
+        on = [r.name for r in s.status.running_on] if s else []
+        return ("c" in on and kept and bool(waited) and not pairs.broken), (
+            f"the web tier waited on c ({waited[0] if waited else 'NEVER said'}), runs on "
+            f"{', '.join(on) or 'nothing'}; the database's copy on a kept while the web "
+            f"tier's is recorded there: {'yes' if kept else 'NO'}; web without its database "
+            f"available: {len(pairs.broken)} of {pairs.samples} samples")
+
+    try:
+        fault(system, "a dependency's old cluster lost mid-move (database a → c, the web tier "
+              "following it, a's API stopped)", act, expect_moves=_movable(system, "a"),
+              down=frozenset("a"), extra=then)
+    finally:
+        def back() -> tuple[bool, str]:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (
+                    _running_on(system, db, 2) == ["c"] and _running_on(system, web, 1) == ["c"]
+                    and sorted(system.status(db).status.applied) == ["default/c"]):  # type: ignore[union-attr]
+                time.sleep(0.2)
+            pairs.stop()
+            left = {n for n in (db, web) if n in _deployments_on(system, "a")}
+            ok = (_running_on(system, db, 2) == ["c"] and _running_on(system, web, 1) == ["c"]
+                  and not left and not pairs.broken)
+            for name in (web, db):
+                system.db.delete(keys.resource_key("Application", name, "default"))
+            return ok, (f"both on c; left on a: {', '.join(sorted(left)) or 'nothing'}; web "
+                        f"without its database available: {len(pairs.broken)} of "
+                        f"{pairs.samples} samples (the web tier's copy on a went first)")
+
+        fault(system, "... a back: the web tier's old copy removed before the database's",
+              lambda: system.cluster_up("a"), extra=back)
+
+
+def _deployments_on(system: System, cluster: str) -> set[str]:
+    """The Deployments on ``cluster`` now, by name."""
+    from berth_testkit.availability import DEPLOYMENTS
+    listed = system.clusters[cluster].request("GET", DEPLOYMENTS)
+    return {d["metadata"]["name"] for d in listed.get("items", [])}
 
 
 def _configmaps(system: System, cluster: str) -> set[str]:

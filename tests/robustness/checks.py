@@ -650,6 +650,47 @@ def _reaches(what: str) -> set[str]:
     return {PULL} if " agent " in f" {what} " else set()
 
 
+DEPENDS_SKEW = 1.0  # seconds the recorder may read a status after a sampler saw its effect
+
+
+def check_depends_first(samples: list[Sample], events: list[Event], traffic: Apps
+                        ) -> list[Violation]:
+    """A web tier's Deployment appears on a cluster only where its dependency's copy was
+    available before (docs/order.md "Dependencies"): for each first sight of it on a
+    cluster, a status of the dependency recorded no later than then (give or take
+    ``DEPENDS_SKEW``) said its copy there Healthy."""
+    webs = {n: a.depends_on for n, a in [*traffic.apps.items(), *traffic.deleted.items()]
+            if a.depends_on}
+    if not webs:
+        return []
+    prefix = keys.status_prefix("Application") + "default/"
+    ready: dict[tuple[str, str], float] = {}  # (dependency, cluster) → first seen available
+    for ev in events:
+        name = _name(ev.key, prefix)
+        if name is None or name not in webs.values() or ev.type != "PUT":
+            continue
+        try:
+            st = msgspec.json.decode(ev.value, type=ApplicationStatus).status
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        for cid, have in st.applied.items():
+            if have.health == "Healthy" and not have.waiting:
+                ready.setdefault((name, cid.partition("/")[2]), ev.at)
+    out: list[Violation] = []
+    seen: set[tuple[str, str]] = set()  # (web, cluster)
+    for s in samples:
+        if s.kind != "Deployment" or s.name not in webs or (s.name, s.cluster) in seen:
+            continue
+        seen.add((s.name, s.cluster))  # first seen there
+        dep = webs[s.name]
+        at = ready.get((dep, s.cluster))
+        if at is None or at > s.at + DEPENDS_SKEW:
+            out.append(Violation("depends-first", s.name, s.at, f"on {s.cluster} before "
+                                 f"{dep} was seen available there" + (
+                                     f" ({at - s.at:.1f} s later)" if at else "")))
+    return out
+
+
 def check_jobs_twice(samples: list[Sample], faults: list[Happened]) -> list[Violation]:
     passes: dict[int, dict[tuple[str, str], set[str]]] = defaultdict(lambda: defaultdict(set))
     began: dict[int, float] = {}
@@ -1004,6 +1045,11 @@ def final(system: System, traffic: Traffic) -> list[str]:
         skv = db.get(keys.status_key("Application", "default", name))
         st = msgspec.json.decode(skv.value, type=ApplicationStatus) if skv else None
         count, allowed = app.expected(labels)
+        if app.depends_on:  # with its dependency, wherever that is
+            dkv = db.get(keys.binding_key("Application", "default", app.depends_on))
+            allowed = ({t.name for t in msgspec.json.decode(dkv.value, type=Binding).spec.targets}
+                       if dkv else set())
+            count = min(1, len(allowed))
         if st is not None and st.status.finished == app.generation:
             allowed = set(labels)  # done: not moved, not for a changed label (the docs)
         if len(on) != count or not on <= allowed:

@@ -47,8 +47,8 @@ from tests.robustness.traffic import Traffic
 IN_TRANSITION, PER_MINUTE = 8, 30  # the fleet's pace during a run (docs/pace.md)
 INVARIANTS = ["binding-regressed", "decision-kept", "outside-term", "outside-claim", "pace",
               "ledger", "never-down", "copy-up", "job-again", "job-twice", "stage-order",
-              "rolling", "untouched", "one-owner", "quota", "confined", "final", "crash",
-              "history-whole"]
+              "rolling", "untouched", "one-owner", "quota", "confined", "depends-first", "final",
+              "crash", "history-whole"]
 
 
 @dataclass

@@ -77,6 +77,7 @@ def check(run: Saved) -> list[checks.Violation]:
             + checks.check_jobs(run.samples, run.faults, run.run_time)
             + checks.check_jobs_twice(run.samples, run.faults)
             + checks.check_stages(run.samples, run.events, traffic, run.faults)
+            + checks.check_depends_first(run.samples, run.events, traffic)
             + checks.check_rollout_steps(run.events, traffic, run.pace, run.faults)
             + checks.check_foreign(run.samples, run.unreached, run.planted, run.faults)
             + checks.check_team(run.events, run.faults))

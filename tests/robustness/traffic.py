@@ -6,8 +6,10 @@ one of a few shapes — a ConfigMap placed PickOne under a label constraint, Pic
 PickAll, a Deployment whose Pods run (All, Rolling or Staged rollouts; now and then a
 generation whose Pods never become Ready on the first stage's cluster, so that the
 rollout halts — or, for every other application, rolls back), a Job, a "thief" whose
-ConfigMap has the name of one berth did not make — and the model keeps what each
-should be, so the run's end can be checked against it.
+ConfigMap has the name of one berth did not make, a "web" Deployment that depends on
+a live ConfigMap application (docs/order.md "Dependencies": placed with it, deleted
+with it) — and the model keeps what each should be, so the run's end can be checked
+against it.
 
 A team (namespace ``team-r``, docs/teams.md) shares the fleet: its policy binds a
 set of clusters a and c, allows ConfigMaps in Kubernetes namespace ``default``
@@ -44,7 +46,7 @@ RULES: list[tuple[list[str], str]] = [
     (["zone is z1"], "zone=z1"),
     (["tier is silver"], "tier=silver"),
 ]
-SHAPES = ["cm", "cm", "cm", "pickn", "all", "deploy", "deploy", "job", "thief"]
+SHAPES = ["cm", "cm", "cm", "pickn", "all", "deploy", "deploy", "job", "thief", "web"]
 FOREIGN = "foreign"  # a ConfigMap on every cluster that berth did not make: a thief names it
 STRATEGIES = ["All", "Rolling", "Staged"]
 OVERRIDE = "robust"  # the one Override the traffic changes: a label on selected objects
@@ -69,6 +71,7 @@ class App:
     bad: bool = False  # its latest generation's Pods never become Ready on cluster a
     rollback: bool = False  # a Staged rollout that fails rolls back (else it halts)
     namespace: str = "default"  # berth's (its objects are in Kubernetes' default)
+    depends_on: str = ""  # a web tier's: the ConfigMap application it depends on
 
     @property
     def policy(self) -> dict[str, Any]:
@@ -100,11 +103,12 @@ class App:
     @property
     def kind(self) -> str:
         """The kind of its one object."""
-        return {"deploy": "Deployment", "job": "Job"}.get(self.shape, "ConfigMap")
+        return {"deploy": "Deployment", "web": "Deployment", "job": "Job"}.get(self.shape,
+                                                                                 "ConfigMap")
 
     def manifest(self) -> list[dict[str, Any]]:
         meta = {"name": self.name, "namespace": "default"}
-        if self.shape == "deploy":
+        if self.shape in ("deploy", "web"):
             return [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                      "spec": {"replicas": 2, "selector": {"matchLabels": {"app": self.name}},
                               "template": {"metadata": {"labels": {"app": self.name}, **(
@@ -132,6 +136,8 @@ class App:
             spec["constraints"] = {"cluster": {"labels": RULES[self.rule][0]}}
         if self.policy:
             spec["placement"] = self.policy
+        if self.depends_on:
+            spec["dependsOn"] = [{"name": self.depends_on}]
         if self.shape == "deploy" and self.strategy != "All":
             rollout: dict[str, Any] = {"strategy": self.strategy, "progressDeadline": "60s"}
             if self.strategy == "Staged":
@@ -247,6 +253,12 @@ class Traffic:
         app = App(name, shape, rule, strategy=self.rng.choice(STRATEGIES),
                   overridden=self.rng.random() < 0.3,
                   rollback=self.made % 2 == 0)  # not a draw: the seed's stream stays
+        if shape == "web":  # on a live ConfigMap application, placed where it is
+            bases = sorted(n for n, a in self.apps.items() if a.shape == "cm")
+            if bases:
+                app.rule, app.depends_on = 0, self.rng.choice(bases)
+            else:
+                app.shape = "cm"
         self._apply(app)
         self.apps[name] = app
 
@@ -302,12 +314,15 @@ class Traffic:
         self.override_rev = rev
 
     def _delete(self, live: list[str]) -> None:
+        """An application deleted, with the web tiers that depend on it (before it: its
+        removal from a cluster waits for theirs)."""
         app = self.apps[self.rng.choice(live)]
-        self._write(keys.resource_key("Application", app.name, "default"),
-                    app.document(deleted=True))
-        del self.apps[app.name]
-        self.deleted[app.name] = app
-        self.deleted_at[app.name] = time.monotonic()
+        for gone in [*(a for a in self.apps.values() if a.depends_on == app.name), app]:
+            self._write(keys.resource_key("Application", gone.name, "default"),
+                        gone.document(deleted=True))
+            del self.apps[gone.name]
+            self.deleted[gone.name] = gone
+            self.deleted_at[gone.name] = time.monotonic()
 
 
 __all__ = ["FOREIGN", "RULES", "TEAM", "TEAM_CLUSTERS", "TEAM_KINDS", "TEAM_QUOTA", "App",

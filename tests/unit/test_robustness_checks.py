@@ -531,3 +531,23 @@ def test_the_team_over_its_quota_or_outside_its_set_is_a_violation() -> None:
                         f"{TEAM_QUOTA}, at revision {h.events[-3].revision}: t1, t10, t2, "
                         "t3, t8"),
     ], found
+
+
+def test_a_web_tier_first_seen_where_its_dependency_was_not_available_is_a_violation() -> None:
+    from tests.robustness.checks import check_depends_first
+
+    h = History()
+    h.status("base", 2.0, {"a": HEALTHY, "c": NEW})  # available on a, not (yet) on c
+    h.status("base", 9.0, {"a": HEALTHY, "c": HEALTHY})
+    traffic = SimpleNamespace(apps={"web": App("web", "web", 0, depends_on="base")},
+                              deleted={})
+    samples = [Sample(3.0, 3, "a", "Deployment", "web", "x:1", available=2),  # after a: fine
+               Sample(4.5, 4, "c", "Deployment", "web", "x:1"),  # before c was: wrong
+               Sample(8.5, 8, "a", "Deployment", "web", "x:1")]  # seen before: not again
+    found = check_depends_first(samples, h.events, traffic)
+    assert [(v.invariant, v.subject, v.at) for v in found] == [("depends-first", "web", 4.5)]
+    assert "on c before base was seen available there (4.5 s later)" in found[0].what
+    # the recorder reading the status a moment after the sampler saw its effect: no
+    # violation within the skew
+    late = [Sample(8.6, 8, "c", "Deployment", "web", "x:1")]
+    assert check_depends_first(late, h.events, traffic) == []
