@@ -231,6 +231,12 @@ class Market:
     def depends_on(self, key: str) -> tuple[str, ...]:
         return ()  # no dependencies here
 
+    def dependents_of(self, key: str) -> list[str]:
+        return []
+
+    def follows(self, key: str) -> bool:
+        return False
+
 
 @dataclass(order=True)
 class Job:

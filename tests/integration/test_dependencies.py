@@ -240,8 +240,12 @@ def test_the_shop_of_the_page_as_written(etcd_server: Any, store: Store, tmp_pat
             wait_for(lambda n=name: status(store, n),  # type: ignore[misc]
                      lambda s: s.status.state == "RUNNING", timeout=90)
         db, web = status(store, "shop-db"), status(store, "shop-web")
-        assert db is not None and web is not None
+        config = status(store, "shop-config")
+        assert db is not None and web is not None and config is not None
         assert [r.name for r in web.status.running_on] == [r.name for r in db.status.running_on]
+        # the configuration followed the web tier there, and nowhere else
+        assert [r.name for r in config.status.running_on] == [
+            r.name for r in web.status.running_on]
         described = cli(etcd_server.url, "describe", "application", "shop-web")
         assert described.returncode == 0, described.stderr
         listed = cli(etcd_server.url, "get", "applications")

@@ -72,6 +72,7 @@ from berth.controllers.scheduler.views import (
 )
 from berth.controllers.tenancy import Tenancy
 from berth.store import Store, keys
+from berth.store.dependencies import Dependencies
 from berth.store.documents import (
     ClusterState,
     ClusterStatus,
@@ -96,6 +97,9 @@ class Cache:
                  assume_ttl: float = 300.0, picture_grace: float = 60.0,
                  clock: Clock = SYSTEM) -> None:
         self.clock = clock
+        # who depends on whom, as the subjects say (the scheduler's subject handler
+        # keeps it; its own lock)
+        self.dependencies = Dependencies()
         def informer(prefix: keys.Prefix, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
@@ -580,6 +584,13 @@ class Cache:
     def depends_on(self, key: str) -> tuple[str, ...]:
         subject = self.applications.get(key)
         return subject.depends_on if subject is not None else ()
+
+    def dependents_of(self, key: str) -> list[str]:
+        return sorted(self.dependencies.of(key))
+
+    def follows(self, key: str) -> bool:
+        subject = self.applications.get(key)
+        return subject is not None and subject.placement.follow_dependents
 
 
 def _without_capacity(s: ClusterState) -> tuple[Reachability | None, tuple[str, ...]]:

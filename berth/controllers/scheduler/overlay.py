@@ -162,6 +162,12 @@ class Overlay:
     def depends_on(self, key: str) -> tuple[str, ...]:
         return self.base.depends_on(key)
 
+    def dependents_of(self, key: str) -> list[str]:
+        return self.base.dependents_of(key)
+
+    def follows(self, key: str) -> bool:
+        return self.base.follows(key)
+
 
 _ZERO = Resources()
 

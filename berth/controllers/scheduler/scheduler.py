@@ -95,7 +95,6 @@ from berth.controllers.scheduler.trim import Trimmer
 from berth.controllers.scheduler.views import BindingView, ClusterView, MagnumView
 from berth.store import Invalid, Store, decode, encode, keys
 from berth.store import ledger as L
-from berth.store.dependencies import Dependencies
 from berth.store.documents import BindingState, HeldBy, MovesStarted, Preemption, Target
 from berth.store.documents.pace import PaceSpec, effective
 from berth.store.documents.resources import Resources
@@ -250,7 +249,6 @@ class Scheduler:
         # its quota may fit now
         self.cache.decisions.on_freed.append(lambda _ns: self._placements_removed.set())
         self._waiting: dict[str, _Held] = {}  # scheduling thread only
-        self.dependencies = Dependencies()  # who depends on whom: the subjects' watch's
         self._deferred: dict[str, float] = {}  # deferred subject → its start (likewise)
         self._started = clock.monotonic()  # again at start(): first_picture_wait counts from it
         self.deferral = Deferral(config.deferral_margin, config.deferral_min_saving)
@@ -514,8 +512,8 @@ class Scheduler:
         if isinstance(obj, Subject | ClusterView | MagnumView):
             self.queue.add(event.key)
         if event.type is EventType.DELETED or isinstance(obj, Subject):
-            self.dependencies.put(event.key, obj.depends_on if isinstance(obj, Subject) and (
-                event.type is not EventType.DELETED) else ())
+            self.cache.dependencies.put(event.key, obj.depends_on if isinstance(
+                obj, Subject) and event.type is not EventType.DELETED else ())
 
     def _on_binding(self, event: Event[BindingView]) -> None:
         # A placement changed: subjects waiting on workload affinity may fit now.
@@ -532,9 +530,10 @@ class Scheduler:
         except (KeyError, ValueError):
             log.warning("Binding %s names no valid resource", event.key)
             return
-        if refs(new) != refs(old):  # its dependents go where it goes (docs/order.md)
-            for dependent in sorted(self.dependencies.of(subject_key)):
-                self.queue.add(dependent)
+        if refs(new) != refs(old):  # its dependents go where it goes, and what follows
+            graph = self.cache.dependencies  # its dependents where they go (docs/order.md)
+            for other in sorted(graph.of(subject_key) | set(graph.on(subject_key))):
+                self.queue.add(other)
         if event.type is EventType.DELETED:  # someone removed our decision: decide again
             self.queue.add(subject_key)
         else:
@@ -899,7 +898,8 @@ class Scheduler:
         self.queue.unschedulable_now(subject.key, metric_blind)
         if depends_on_placements(subject) or quota:  # over its quota: for one to go
             with self._placements_lock:
-                self._waiting_on_placements[subject.key] = bool(subject.depends_on) or (
+                self._waiting_on_placements[subject.key] = bool(
+                    subject.depends_on or subject.placement.follow_dependents) or (
                     subject.affinity is not None
                     and subject.affinity.workload_affinity is not None)
         return Attempt.UNSCHEDULABLE

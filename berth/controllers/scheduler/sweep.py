@@ -132,5 +132,5 @@ def depends_on_placements(subject: Subject) -> bool:
     """Whether where ``subject`` may run depends on where other workloads run (workload
     affinity, or its dependencies)."""
     aff = subject.affinity
-    return bool(subject.depends_on) or (
+    return bool(subject.depends_on or subject.placement.follow_dependents) or (
         aff is not None and bool(aff.workload_affinity or aff.workload_anti_affinity))

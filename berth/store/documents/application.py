@@ -132,6 +132,10 @@ class Placement(CamelStrict):
     a cloud): the first group is filled while it has room, the rest overflow
     to the next; clusters in no group are not candidates.
 
+    ``followDependents``: only clusters where an application that depends on it
+    is placed are candidates (with PickAll: every one of them), and they are not
+    held back by it in turn.
+
     Deferrable work: ``startBefore`` (a time) or ``maxDelay`` (a duration
     from the application's creation) says when it must have started at the
     latest, ``costMetric`` which metric measures what running costs (carbon
@@ -150,6 +154,9 @@ class Placement(CamelStrict):
     start_before: datetime | None = None
     max_delay: str | float | None = None  # 8h, 90m, or seconds
     cost_metric: str | None = None
+    # Placed where the applications that depend on it are (docs/order.md "Dependencies"):
+    # shared configuration following its users, as Karmada's propagateDeps ships it.
+    follow_dependents: bool = False
 
     @property
     def deferrable(self) -> bool:

@@ -131,6 +131,16 @@ class FakeSnapshot:
         return tuple(keys.resource_key("Application", n, "default")
                      for n in self.deps.get(keys.parse_key(key).name, ()))
 
+    followers: set[str] = field(default_factory=set)  # names placed with their dependents
+
+    def dependents_of(self, key: str) -> list[str]:
+        name = keys.parse_key(key).name
+        return sorted(keys.resource_key("Application", n, "default")
+                      for n, on in self.deps.items() if name in on)
+
+    def follows(self, key: str) -> bool:
+        return keys.parse_key(key).name in self.followers
+
     def placed(self, namespace: str | None,
                labels: Mapping[str, str] | None = None) -> list[Placed]:
         return [p for p in self.others if p.ref.namespace == namespace and all(

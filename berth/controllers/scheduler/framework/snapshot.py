@@ -109,5 +109,14 @@ class Snapshot(Protocol):
         """The keys of the applications the application at ``key`` depends on."""
         ...
 
+    def dependents_of(self, key: str) -> list[str]:
+        """The keys of the applications that depend on the application at ``key``."""
+        ...
+
+    def follows(self, key: str) -> bool:
+        """Whether the application at ``key`` is placed where its dependents are
+        (``placement.followDependents``)."""
+        ...
+
 
 __all__ = ["Snapshot"]

@@ -9,6 +9,12 @@ waiting there for good. An application on a loop of dependencies is placed
 nowhere, the loop named. A dependency that is placed nowhere (yet) makes the
 dependent Unschedulable, saying which; the scheduler decides it again when the
 dependency's Binding changes.
+
+The other way round, an application with ``placement.followDependents`` goes
+where the applications that depend on it are placed (shared configuration
+following its users, Karmada's ``propagateDeps``): its candidates are their
+clusters, and they are not held back by it (it would wait for them, and they for
+it). It is decided again when one of their Bindings changes.
 """
 
 from __future__ import annotations
@@ -43,36 +49,46 @@ class DependsOn(Plugin, points.PreFilter, points.Filter, points.FilterSet):
     name = NAME
 
     def pre_filter(self, state: CycleState, subject: Subject, snapshot: Snapshot) -> Status:
-        if not subject.depends_on:
+        follows = subject.placement.follow_dependents
+        if not subject.depends_on and not follows:
             return SKIP
         loop = cycle(subject.key, snapshot.depends_on)
         if loop is not None:
             return unschedulable(f"on a loop of dependencies: {named(loop)}")
-        where: dict[str, set[str]] = {}
+        where: dict[str, set[str]] = {}  # why → the candidates that pass it
         nowhere = []
         for dep in subject.depends_on:
+            if snapshot.follows(dep):
+                continue  # it goes where this one goes, not the other way round
             targets = snapshot.placed_as(dep)
             if not targets:
                 nowhere.append(_owner(dep))
                 continue
-            where[_owner(dep)] = {candidate_key(t.kind, t.namespace, t.name) for t in targets}
+            where[f"its dependency {_owner(dep)} is not placed here"] = {
+                candidate_key(t.kind, t.namespace, t.name) for t in targets}
         if nowhere:
             return unschedulable(f"its dependencies are placed nowhere yet: {listed(nowhere)}")
+        if follows:
+            users = {candidate_key(t.kind, t.namespace, t.name)
+                     for d in snapshot.dependents_of(subject.key)
+                     for t in snapshot.placed_as(d) or ()}
+            if not users:
+                return unschedulable("it follows its dependents, and none is placed yet")
+            where["no application that depends on it is placed here"] = users
         state.data[NAME] = where
         return SUCCESS
 
     def filter(self, state: CycleState, subject: Subject, candidate: Candidate,
                snapshot: Snapshot) -> Status:
         where: dict[str, set[str]] = state.data[NAME]
-        lacking = [owner for owner, on in where.items() if candidate.key not in on]
-        return unschedulable(f"its dependency {listed(lacking)} is not placed here") if (
-            lacking) else SUCCESS
+        why = next((why for why, on in where.items() if candidate.key not in on), "")
+        return unschedulable(why) if why else SUCCESS
 
     def filter_set(self, state: CycleState, subject: Subject, fleet: Fleet, within: int,
                    snapshot: Snapshot) -> list[tuple[Status, int]]:
         out: list[tuple[Status, int]] = []
         where: dict[str, set[str]] = state.data[NAME]
-        for owner, on in where.items():
+        for why, on in where.items():
             passing = 0
             for key in on:
                 i = fleet.by_key.get(key)
@@ -80,7 +96,6 @@ class DependsOn(Plugin, points.PreFilter, points.Filter, points.FilterSet):
                     passing |= 1 << i
             failed = within & ~passing
             if failed:
-                out.append((unschedulable(f"its dependency {owner} is not placed here"),
-                            failed))
+                out.append((unschedulable(why), failed))
                 within &= passing
         return out

@@ -52,3 +52,29 @@ def test_without_dependencies_it_is_skipped() -> None:
     assert DependsOn().pre_filter(CycleState(), app("web"), snap).code.name == "SKIP"
     _, chosen = evaluate(snap, app("web", placement=Placement(policy="PickAll")))
     assert sorted(chosen) == ["a", "b", "c", "d"]
+
+
+def test_a_dependency_that_follows_goes_where_its_dependents_are_and_holds_none_back() -> None:
+    snap = fleet(api=["a", "b"], ui=["b", "c"])
+    snap.deps = {"api": ("cfg",), "ui": ("cfg",)}
+    snap.followers = {"cfg"}
+    cfg = app("cfg", placement=Placement(policy="PickAll", follow_dependents=True))
+    _, chosen = evaluate(snap, cfg)
+    assert sorted(chosen) == ["a", "b", "c"]  # the union of its dependents' clusters
+    plugin, state = DependsOn(), CycleState()
+    assert plugin.pre_filter(state, cfg, snap).ok
+    assert rejected_both_ways(plugin, cfg, snap, state) == (["d"], ["d"])
+    # a dependent of it is placed by its own rules, not held where cfg is (nowhere yet)
+    del snap.targets["ui"]
+    _, chosen = evaluate(snap, app("ui", depends_on=(key("cfg"),),
+                                   placement=Placement(policy="PickAll")))
+    assert sorted(chosen) == ["a", "b", "c", "d"]
+
+
+def test_a_dependency_that_follows_with_no_dependent_placed_waits_saying_so() -> None:
+    snap = fleet()
+    snap.followers = {"cfg"}
+    ev, chosen = evaluate(snap, app("cfg", placement=Placement(policy="PickAll",
+                                                               follow_dependents=True)))
+    assert chosen == [] and ev.error is not None
+    assert "it follows its dependents, and none is placed yet" in ev.error.reason
