@@ -55,6 +55,10 @@ measured against its own run.
 ``--rollout Rolling`` gives every application ``spec.rollout: {strategy: Rolling}``:
 a move is no new generation, so this measures what the rollout's bookkeeping costs
 the propagator on every reconcile (docs/rollouts.md); run it with and without.
+
+Over 600 lines, on purpose: one run's phases (placements, their floor, moves, theirs)
+share the control planes, the watches and the sampler, and compare against each
+other; apart, each would start its own.
 """
 
 from __future__ import annotations
@@ -243,9 +247,9 @@ def main() -> None:
         rollout["stages"] = [{"name": "all"}]
     work = Path(tempfile.mkdtemp(prefix="berth-availability-"))
     n_clusters = args.servers * args.contexts
-    pairs = n_clusters // 2
-    chain = args.chain if args.chain > 1 else 0
-    chained = (args.apps // 2) // chain * chain if chain else 0  # apps 0 .. chained-1
+    pairs: int = n_clusters // 2
+    chain: int = args.chain if args.chain > 1 else 0
+    chained: int = (args.apps // 2) // chain * chain if chain else 0  # apps 0 .. chained-1
 
     def pair_of(i: int) -> int:
         """The pair application ``i`` may run on: a chain's members share one."""
