@@ -38,7 +38,7 @@ from berth_testkit.scheduler_env import (
     wait_for,
 )
 from berth_testkit.servers.etcd import EtcdServer, ServerUnavailable, make_tls
-from berth_testkit.servers.kube import KubeCluster
+from berth_testkit.servers.kube import CRASH, KubeCluster
 from berth_testkit.servers.serving import serving_all
 
 TOKEN = "console-test-token-8c1f0e2d9a"
@@ -375,6 +375,33 @@ def test_a_teams_token_shows_its_namespace_alone_in_the_page(world: World) -> No
         driver.execute_script("sessionStorage.setItem('berth-token', arguments[0])", TOKEN)
         driver.refresh()
         berth("delete", "app", "team-x/own", "--etcd", world.etcd)
+
+
+def test_a_copy_waiting_for_its_dependency_is_said_in_the_page(world: World) -> None:
+    """An application whose dependency's Pods never become Ready (docs/order.md
+    "Dependencies"): WAITING, and its cluster's row says what it waits for."""
+    slow = deployment("slow-db", 1)
+    slow["spec"]["template"]["metadata"]["annotations"] = {CRASH: "yes"}
+    apply(world.tmp, {"api": "kubernetes", "kind": "Application",
+                      "metadata": {"name": "slow-db", "namespace": "default"},
+                      "spec": {"manifest": [slow], "placement": {
+                          "policy": "PickFixed", "clusterNames": ["ca"]}}},
+          {"api": "kubernetes", "kind": "Application",
+           "metadata": {"name": "needy", "namespace": "default"},
+           "spec": {"manifest": [deployment("needy", 1)], "dependsOn": [{"name": "slow-db"}]}},
+          etcd=world.etcd)
+    try:
+        wait_for(lambda: world.status("needy"), lambda s: s["status"].get("state") == "WAITING",
+                 timeout=60)
+        world.open("application/default/needy")
+        row = until(lambda: world.driver.find_elements(
+            "css selector", "#health tr[data-cluster='default/ca']"), what="the waiting row")
+        assert "Waiting" in row[0].text
+        assert "waits for default/slow-db to be available on default/ca" in row[0].text
+        assert "WAITING" in world.text("#page")
+        screenshot(world.driver, "console-waiting")
+    finally:
+        berth("delete", "app", "default/needy", "default/slow-db", "--etcd", world.etcd)
 
 
 def test_a_console_that_loses_etcd_says_so_and_keeps_its_last_view(tmp_path: Path) -> None:
