@@ -22,7 +22,7 @@ from typing import Any
 
 from berth.bootstrap.load import Loaded
 from berth.bootstrap.overrides import stored_apps
-from berth.store import Store
+from berth.store import Store, Unauthorized
 from berth.store.dependencies import cycle
 from berth.store.documents import Application
 
@@ -37,13 +37,20 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> tuple[list[str], list[st
     if not any(isinstance(i.doc, Application) and (i.doc.spec.depends_on or _beyond(i.doc))
                for i in new.values()):
         return [], []  # (nothing to read)
-    namespaces = {ns for ns, _ in new}
-    apps: dict[tuple[str, str], Application] = {
-        (a.metadata.namespace or "", a.metadata.name): a for a in stored_apps(store, namespaces)}
+    namespaces = {ns for ns, _ in new} | {d.namespace for i in new.values()
+                                          if isinstance(i.doc, Application)
+                                          for d in i.doc.spec.depends_on if d.namespace}
+    apps: dict[tuple[str, str], Application] = {}
+    for ns in sorted(namespaces):  # another namespace a team may not read: not checked
+        try:
+            found = stored_apps(store, {ns})
+        except Unauthorized:
+            continue
+        apps.update({(a.metadata.namespace or "", a.metadata.name): a for a in found})
     for at, item in new.items():
         assert isinstance(item.doc, Application)
         apps[at] = item.doc
-    edges = {f"{ns}/{name}": [f"{ns}/{d.name}" for d in a.spec.depends_on]
+    edges = {f"{ns}/{name}": [d.key_in(ns) for d in a.spec.depends_on]
              for (ns, name), a in apps.items()}
     errors: list[str] = []
     warnings: list[str] = []
@@ -55,11 +62,12 @@ def problems(store: Store, loaded: Sequence[Loaded]) -> tuple[list[str], list[st
         loop = cycle(f"{ns}/{name}", lambda n: edges.get(n, ()))
         if loop is not None:
             errors.append(f"{item.where}: spec.dependsOn: a loop of dependencies: "
-                          f"{' → '.join(n.partition('/')[2] for n in loop)}")
+                          f"{' → '.join(_short(n, ns) for n in loop)}")
         for i, dep in enumerate(doc.spec.depends_on):
-            if (ns, dep.name) not in apps:
-                warnings.append(f"{item.where}: spec.dependsOn[{i}]: application {ns}/"
-                                f"{dep.name} does not exist (its copies wait until it does)")
+            if (dep.namespace or ns, dep.name) not in apps:
+                warnings.append(f"{item.where}: spec.dependsOn[{i}]: application "
+                                f"{dep.key_in(ns)} does not exist (its copies wait until "
+                                "it does)")
     for (ns, _), item in sorted(new.items()):
         assert isinstance(item.doc, Application)
         warnings += [f"{item.where}: {w}" for w in _unprovided(item.doc, apps, ns)]
@@ -71,7 +79,7 @@ def _unprovided(doc: Application, apps: Mapping[tuple[str, str], Application],
     """What ``doc``'s workloads reference that neither it nor its dependencies provide."""
     provided = _provides(doc)
     for dep in doc.spec.depends_on:
-        other = apps.get((ns, dep.name))
+        other = apps.get((dep.namespace or ns, dep.name))
         if other is not None:
             provided |= _provides(other)
     by: dict[tuple[str, str], str] = {}
@@ -93,6 +101,12 @@ def _unprovided(doc: Application, apps: Mapping[tuple[str, str], Application],
             else:
                 yield (f"{where} uses {kind} {name}, which no application provides: it "
                        "must exist on each cluster")
+
+
+def _short(key: str, ns: str) -> str:
+    """``name`` of ``<ns>/name``, ``other/name`` of another namespace's."""
+    other, _, name = key.partition("/")
+    return name if other == ns else key
 
 
 def _beyond(doc: Application) -> bool:

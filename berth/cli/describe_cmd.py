@@ -122,7 +122,8 @@ def _application(store: Store, s: Shown) -> list[str]:
     out.append(f"Priority:    {priority(spec)}")
     if spec.depends_on:
         out.append("Depends on:  " + ", ".join(
-            d.name + (f" (when {d.when})" if d.when != "Available" else "")
+            (f"{d.namespace}/" if d.namespace else "") + d.name
+            + (f" (when {d.when})" if d.when != "Available" else "")
             for d in spec.depends_on))
     out += placement(s)
     out += room(s.binding)

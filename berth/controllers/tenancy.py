@@ -148,6 +148,14 @@ class Tenancy:
         """The policy of ``namespace``; None where it has none."""
         return self._current().policies.get(namespace) if namespace else None
 
+    def may_depend(self, namespace: str | None, on: str | None) -> bool:
+        """Whether applications of ``namespace`` may depend on those of ``on``: their own,
+        or another whose policy names ``namespace`` among its ``dependents``."""
+        if namespace == on:
+            return True
+        policy = self.policy(on)
+        return policy is not None and namespace in policy.spec.dependents
+
     def admitter(self, namespace: str | None) -> Callable[[Named], bool]:
         """Whether applications of ``namespace`` may be placed on a cluster, by its
         metadata."""

@@ -234,6 +234,9 @@ class Market:
     def dependents_of(self, key: str) -> list[str]:
         return []
 
+    def may_depend(self, namespace: str | None, on: str | None) -> bool:
+        return namespace == on
+
     def follows(self, key: str) -> bool:
         return False
 

@@ -172,6 +172,10 @@ class Reads(Protocol):
         """A loop of dependencies through ``key`` (None: none)."""
         ...
 
+    def may_depend(self, namespace: str, on: str) -> bool:
+        """Whether applications of ``namespace`` may depend on those of ``on``."""
+        ...
+
 
 class FactsBuilder:
     """Facts from :class:`Reads`, dated by ``clock``."""
@@ -260,8 +264,15 @@ class FactsBuilder:
         if loop is not None:
             return dict.fromkeys(targets, f"on a loop of dependencies: {named(loop)}")
         ns = view.metadata.namespace or ""
-        deps = [(f"{ns}/{d.name}", d.when, self.reads.application(ns, d.name),
-                 self.reads.recorded(ns, d.name)) for d in view.spec.dependsOn]
+        for d in view.spec.dependsOn:  # another namespace's, without its consent: never
+            on = d.namespace or ns
+            if not self.reads.may_depend(ns, on):
+                return dict.fromkeys(targets, f"may not depend on {on}/{d.name}: the policy "
+                                     f"of namespace {on} does not name {ns} among its "
+                                     "dependents")
+        deps = [(f"{d.namespace or ns}/{d.name}", d.when,
+                 self.reads.application(d.namespace or ns, d.name),
+                 self.reads.recorded(d.namespace or ns, d.name)) for d in view.spec.dependsOn]
         out = {}
         for cid in targets:
             why = next((w for dep in deps if (w := waits(*dep, cid))), "")
@@ -274,11 +285,13 @@ class FactsBuilder:
         dependents = self.reads.dependents(key)
         if not dependents or not recorded.applied:
             return {}
+        own = keys.parse_key(key).namespace or ""
         states = []
         for d in sorted(dependents):
             ref = keys.parse_key(d)
-            states.append((f"{ref.namespace}/{ref.name}",
-                           self.reads.recorded(ref.namespace or "", ref.name)))
+            if self.reads.may_depend(ref.namespace or "", own):  # else it holds nothing
+                states.append((f"{ref.namespace}/{ref.name}",
+                               self.reads.recorded(ref.namespace or "", ref.name)))
         return {cid: who for cid in recorded.applied if (who := keeping(states, cid))}
 
     def _involved(self, key: str, recorded: ApplicationState, targets: tuple[str, ...]

@@ -182,6 +182,9 @@ class Informed:
     def cycle(self, key: keys.Key) -> list[str] | None:
         return self.dependencies.cycle(key)
 
+    def may_depend(self, namespace: str, on: str) -> bool:
+        return self.tenancy.may_depend(namespace, on)
+
 
 def unreadable(store: Store, key: keys.Key) -> bool:
     """Whether ``key`` holds a value an informer skipped (it did not decode);

@@ -55,6 +55,7 @@ class ClusterView(msgspec.Struct):
 class _Dependency(msgspec.Struct):
     name: str
     when: Literal["Available", "Applied"] = "Available"
+    namespace: str | None = None
 
 
 class _AppSpec(msgspec.Struct):
@@ -73,6 +74,7 @@ class AppView(msgspec.Struct):
 
 
 def dependencies(view: AppView) -> tuple[keys.Key, ...]:
-    """The keys of the applications ``view`` depends on (its namespace's)."""
+    """The keys of the applications ``view`` depends on."""
     ns = view.metadata.namespace or ""
-    return tuple(keys.resource_key("Application", d.name, ns) for d in view.spec.dependsOn)
+    return tuple(keys.resource_key("Application", d.name, d.namespace or ns)
+                 for d in view.spec.dependsOn)

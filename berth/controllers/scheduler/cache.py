@@ -588,6 +588,9 @@ class Cache:
     def dependents_of(self, key: str) -> list[str]:
         return sorted(self.dependencies.of(key))
 
+    def may_depend(self, namespace: str | None, on: str | None) -> bool:
+        return self.tenancy.may_depend(namespace, on)
+
     def follows(self, key: str) -> bool:
         subject = self.applications.get(key)
         return subject is not None and subject.placement.follow_dependents

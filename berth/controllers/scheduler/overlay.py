@@ -165,6 +165,9 @@ class Overlay:
     def dependents_of(self, key: str) -> list[str]:
         return self.base.dependents_of(key)
 
+    def may_depend(self, namespace: str | None, on: str | None) -> bool:
+        return self.base.may_depend(namespace, on)
+
     def follows(self, key: str) -> bool:
         return self.base.follows(key)
 

@@ -244,7 +244,8 @@ def subject_from_application(key: keys.Key, app: AppView) -> Subject:
         demand=_shared_demand(asked) if s.manifest else NO_DEMAND,
         workloads=workloads,
         pace=s.pace,
-        depends_on=tuple(keys.resource_key("Application", d.name, app.metadata.namespace)
+        depends_on=tuple(keys.resource_key("Application", d.name,
+                                           d.namespace or app.metadata.namespace)
                          for d in s.depends_on),
     )
     subject.signature = _signature(

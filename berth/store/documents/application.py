@@ -197,13 +197,19 @@ class HealthRule(CamelStrict):
 
 
 class Dependency(CamelStrict):
-    """An application of the same namespace that must be there first on each cluster
-    (docs/order.md "Dependencies"): its copy available there (``when: Available``, the
-    default), or only applied at its current generation (``Applied``: configuration
-    that nothing judges)."""
+    """An application that must be there first on each cluster (docs/order.md
+    "Dependencies"): its copy available there (``when: Available``, the default), or
+    only applied at its current generation (``Applied``: configuration that nothing
+    judges). Of the same namespace, or of ``namespace`` where that namespace's policy
+    lets this one depend on it (its ``dependents``)."""
 
     name: str
     when: Literal["Available", "Applied"] = "Available"
+    namespace: str | None = None
+
+    def key_in(self, namespace: str | None) -> str:
+        """``<namespace>/<name>`` of the application it names, for one of ``namespace``."""
+        return f"{self.namespace or namespace or ''}/{self.name}"
 
 
 class ApplicationSpec(Strict):

@@ -165,7 +165,10 @@ class NamespacePolicySpec(CamelStrict):
     per cluster set it binds, counting only the copies on that set's clusters (an
     application counts once in a set where it has a copy), as Karmada's
     ``staticAssignments`` per cluster; ``identity``: who its objects are applied as on
-    member clusters (absent: berth's own credential there)."""
+    member clusters (absent: berth's own credential there); ``dependents``: the other
+    namespaces whose applications may depend on this one's (``spec.dependsOn``,
+    docs/order.md: they are placed where its applications are and hold their removal
+    from a cluster while they run there; absent: none)."""
 
     cluster_sets: list[str] = []
     priority_classes: list[str] | None = None
@@ -175,6 +178,7 @@ class NamespacePolicySpec(CamelStrict):
     quota: dict[str, str | int] | None = None
     set_quotas: dict[str, dict[str, str | int]] | None = None
     identity: Identity | None = None
+    dependents: list[str] = []
 
     def __post_init__(self) -> None:
         _amounts("quota", self.quota or {})

@@ -346,18 +346,23 @@ def _depends_on(doc: Application) -> Iterator[Problem]:
     """Each dependency a valid name, neither the application itself nor named twice (a
     cycle through others is the set's to find: ``berth.store.dependencies``)."""
     seen: set[str] = set()
+    own = doc.metadata.namespace
     for i, dep in enumerate(doc.spec.depends_on):
         path = f"spec.dependsOn[{i}].name"
         try:
             keys.check_name(dep.name)
+            if dep.namespace is not None:
+                keys.check_namespace(dep.namespace)
         except ValueError as exc:
-            yield Problem(path, str(exc))
+            yield Problem(path if "namespace" not in str(exc) else
+                          f"spec.dependsOn[{i}].namespace", str(exc))
             continue
-        if dep.name == doc.metadata.name:
+        named = dep.key_in(own)
+        if named == f"{own or ''}/{doc.metadata.name}":
             yield Problem(path, "an application cannot depend on itself")
-        elif dep.name in seen:
-            yield Problem(path, f"{dep.name!r} is named twice")
-        seen.add(dep.name)
+        elif named in seen:
+            yield Problem(path, f"{named!r} is named twice")
+        seen.add(named)
 
 
 def _application(doc: Application) -> Iterator[Problem]:

@@ -138,6 +138,11 @@ class FakeSnapshot:
         return sorted(keys.resource_key("Application", n, "default")
                       for n, on in self.deps.items() if name in on)
 
+    consents: set[tuple[str, str]] = field(default_factory=set)  # (dependent's ns, its)
+
+    def may_depend(self, namespace: str | None, on: str | None) -> bool:
+        return namespace == on or (namespace or "", on or "") in self.consents
+
     def follows(self, key: str) -> bool:
         return keys.parse_key(key).name in self.followers
 

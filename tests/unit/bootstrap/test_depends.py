@@ -14,11 +14,14 @@ from berth_testkit.memory import MemoryStore
 
 
 def application(name: str, *, on: tuple[str, ...] = (), manifest: list[dict[str, Any]] | None
-                = None) -> Loaded:
-    spec: dict[str, Any] = {"manifest": manifest or [], "dependsOn": [{"name": n} for n in on]}
+                = None, namespace: str = "default") -> Loaded:
+    """``on``: names, or ``namespace/name`` of another namespace's."""
+    deps = [{"name": n.rpartition("/")[2], **({"namespace": n.partition("/")[0]}
+                                               if "/" in n else {})} for n in on]
+    spec: dict[str, Any] = {"manifest": manifest or [], "dependsOn": deps}
     return to_document(f"apps.yaml#{name}", {"api": "kubernetes", "kind": "Application",
                                              "metadata": {"name": name,
-                                                          "namespace": "default"},
+                                                          "namespace": namespace},
                                              "spec": spec})
 
 
@@ -82,3 +85,11 @@ def test_a_reference_nothing_provides_is_said() -> None:
         application("web", manifest=[reads, config("flags")])])
     assert warnings == ["apps.yaml#web: spec.manifest[0] (Deployment web) uses Secret token, "
                         "which no application provides: it must exist on each cluster"]
+
+
+def test_a_loop_through_another_namespace_is_refused_and_named() -> None:
+    errors, _ = depends.problems(MemoryStore(), [
+        application("web", on=("platform/db",)),
+        application("db", on=("default/web",), namespace="platform")])
+    assert "apps.yaml#web: spec.dependsOn: a loop of dependencies: web → platform/db → web" in (
+        errors)

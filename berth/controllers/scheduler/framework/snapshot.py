@@ -113,6 +113,11 @@ class Snapshot(Protocol):
         """The keys of the applications that depend on the application at ``key``."""
         ...
 
+    def may_depend(self, namespace: str | None, on: str | None) -> bool:
+        """Whether applications of ``namespace`` may depend on those of ``on`` (their own,
+        or another's whose policy names ``namespace`` among its ``dependents``)."""
+        ...
+
     def follows(self, key: str) -> bool:
         """Whether the application at ``key`` is placed where its dependents are
         (``placement.followDependents``)."""

@@ -57,7 +57,13 @@ class DependsOn(Plugin, points.PreFilter, points.Filter, points.FilterSet):
             return unschedulable(f"on a loop of dependencies: {named(loop)}")
         where: dict[str, set[str]] = {}  # why → the candidates that pass it
         nowhere = []
+        own = subject.ref.namespace
         for dep in subject.depends_on:
+            on = keys.parse_key(dep).namespace
+            if not snapshot.may_depend(own, on):
+                return unschedulable(f"may not depend on {_owner(dep)}: the policy of "
+                                     f"namespace {on} does not name {own} among its "
+                                     "dependents")
             if snapshot.follows(dep):
                 continue  # it goes where this one goes, not the other way round
             targets = snapshot.placed_as(dep)
@@ -71,6 +77,7 @@ class DependsOn(Plugin, points.PreFilter, points.Filter, points.FilterSet):
         if follows:
             users = {candidate_key(t.kind, t.namespace, t.name)
                      for d in snapshot.dependents_of(subject.key)
+                     if snapshot.may_depend(keys.parse_key(d).namespace, own)
                      for t in snapshot.placed_as(d) or ()}
             if not users:
                 return unschedulable("it follows its dependents, and none is placed yet")

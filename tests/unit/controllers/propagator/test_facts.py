@@ -159,6 +159,11 @@ class Table:
     def cycle(self, key: keys.Key) -> list[str] | None:
         return self.graph.cycle(key)
 
+    consents: set[tuple[str, str]] = field(default_factory=set)  # (dependent's, its ns)
+
+    def may_depend(self, namespace: str, on: str) -> bool:
+        return namespace == on or (namespace, on) in self.consents
+
 
 def app(generation: int = 1, manifest: list[Any] | None = None,
         rollout: dict[str, Any] | None = None, *, name: str = "web",
@@ -416,3 +421,27 @@ def test_a_copy_is_needed_where_a_dependent_is_recorded() -> None:
     assert facts is not None
     assert facts.needed == {"default/a": "default/api, default/ui", "default/b": "default/ui",
                             "default/c": "default/cli"}
+
+
+def test_another_namespaces_dependency_is_waited_for_only_with_its_consent() -> None:
+    platform_db = msgspec.convert({"metadata": {"name": "db", "namespace": "platform",
+                                                "generation": 1}, "spec": {}}, AppView)
+    table = Table(others={"db": platform_db}, statuses={"db": _healthy("a", "b")})
+    view = app(depends_on=[{"name": "db", "namespace": "platform"}])
+    facts = build(table, ApplicationState(), view)
+    assert facts is not None and facts.waits_for == dict.fromkeys(ids("a", "b"), (
+        "may not depend on platform/db: the policy of namespace platform does not name "
+        "default among its dependents"))
+    table.consents = {("default", "platform")}
+    facts = build(table, ApplicationState(), view)
+    assert facts is not None and facts.waits_for == {}
+
+
+def test_a_dependent_without_consent_holds_nothing_of_another_namespaces() -> None:
+    table = Table(statuses={"api": on("a")})
+    table.graph.put(keys.resource_key("Application", "api", "team-x"), (KEY,))
+    facts = build(table, on("a"))
+    assert facts is not None and facts.needed == {}
+    table.consents = {("team-x", "default")}
+    facts = build(table, on("a"))
+    assert facts is not None and facts.needed == {"default/a": "team-x/api"}

@@ -100,7 +100,7 @@ def where(text: str) -> str:
         ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: a}]}",
          "f.yaml#2 spec.dependsOn[0].name: an application cannot depend on itself"),
         ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: b}, {name: b}]}",
-         "f.yaml#2 spec.dependsOn[1].name: 'b' is named twice"),
+         "f.yaml#2 spec.dependsOn[1].name: 'default/b' is named twice"),
         ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: 'b c'}]}",
          "f.yaml#2 spec.dependsOn[0].name: invalid name 'b c'"),
         ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: b, when: Ready}]}",

@@ -78,3 +78,18 @@ def test_a_dependency_that_follows_with_no_dependent_placed_waits_saying_so() ->
                                                                follow_dependents=True)))
     assert chosen == [] and ev.error is not None
     assert "it follows its dependents, and none is placed yet" in ev.error.reason
+
+
+def test_another_namespaces_dependency_only_where_its_policy_lets_this_one_depend() -> None:
+    snap = fleet()
+    snap.clusters.append(cluster("p1"))
+    db = keys.resource_key("Application", "db", "platform")
+    snap.targets["db"] = ["a"]  # (the fake finds targets by name)
+    web = app("web", depends_on=(db,), placement=Placement(policy="PickAll"))
+    ev, chosen = evaluate(snap, web)
+    assert chosen == [] and ev.error is not None
+    assert ("may not depend on platform/db: the policy of namespace platform does not name "
+            "default among its dependents") in ev.error.reason
+    snap.consents = {("default", "platform")}
+    _, chosen = evaluate(snap, web)
+    assert chosen == ["a"]
