@@ -97,9 +97,7 @@ class Cache:
                  assume_ttl: float = 300.0, picture_grace: float = 60.0,
                  clock: Clock = SYSTEM) -> None:
         self.clock = clock
-        # who depends on whom, as the subjects say (the scheduler's subject handler
-        # keeps it; its own lock)
-        self.dependencies = Dependencies()
+        self.dependencies = Dependencies()  # who depends on whom (the subjects' handler's)
         def informer(prefix: keys.Prefix, type_: type) -> Informer:  # type: ignore[type-arg]
             return Informer(store, prefix, type_, idle_timeout=idle_timeout)
 
@@ -582,8 +580,7 @@ class Cache:
         return list(binding.spec.targets) if binding is not None else None
 
     def depends_on(self, key: str) -> tuple[str, ...]:
-        subject = self.applications.get(key)
-        return subject.depends_on if subject is not None else ()
+        return s.depends_on if (s := self.applications.get(key)) is not None else ()
 
     def dependents_of(self, key: str) -> list[str]:
         return sorted(self.dependencies.of(key))
