@@ -93,3 +93,22 @@ def test_a_loop_through_another_namespace_is_refused_and_named() -> None:
         application("db", on=("default/web",), namespace="platform")])
     assert "apps.yaml#web: spec.dependsOn: a loop of dependencies: web → platform/db → web" in (
         errors)
+
+
+def test_a_reference_an_override_adds_counts_and_names_the_cluster() -> None:
+    cluster = to_document("c.yaml#1", {"api": "kubernetes", "kind": "Cluster",
+                                       "metadata": {"name": "eu", "namespace": "default"},
+                                       "spec": {}})
+    adds = to_document("o.yaml#1", {"api": "core", "kind": "Override",
+                                    "metadata": {"name": "tokens", "namespace": "default"},
+                                    "spec": {"applications": {"names": ["web"]}, "rules": [
+                                        {"patch": {"object": {"kind": "Deployment",
+                                                              "name": "web"}, "operations": [
+                                            {"op": "add", "path":
+                                             "/spec/template/spec/containers/0/envFrom",
+                                             "value": [{"secretRef": {"name": "token"}}]}]}}]}})
+    _, warnings = depends.problems(MemoryStore(), [cluster, adds,
+                                                   application("web", manifest=[web()])])
+    assert warnings == ["apps.yaml#web: spec.manifest[0] (Deployment web, as overrides make "
+                        "it for cluster default/eu) uses Secret token, which no application "
+                        "provides: it must exist on each cluster"]
