@@ -255,8 +255,8 @@ class Cache:
         if status.returned is not None:  # wall clock to this process's monotonic clock
             ago = (self.clock.now() - status.returned).total_seconds()
             at = self.clock.monotonic() - max(0.0, ago)
-        elif was not in (None, Reachability.ONLINE):  # an observer that does not record it
-            at = self.clock.monotonic()
+        elif status.joined is None and was not in (None, Reachability.ONLINE):
+            at = self.clock.monotonic()  # an observer that records neither: as seen here
         if at is not None:
             with self._lock:
                 self._returned[event.key] = at
