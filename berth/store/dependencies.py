@@ -103,7 +103,7 @@ class Dependencies:
             return set(self._of.get(key, ()))
 
     def cycle(self, key: str) -> list[str] | None:
-        """A loop through ``key`` (None: none)."""
+        """A loop through ``key`` (None: none): walked under the lock, over what it reaches
+        alone (no copy of the whole graph per reconcile)."""
         with self._lock:
-            on = dict(self._on)
-        return cycle(key, lambda k: on.get(k, ()))
+            return cycle(key, lambda k: self._on.get(k, ()))

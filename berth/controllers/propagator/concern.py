@@ -215,14 +215,15 @@ class Concern:
         elif (self.sharded and event.type is EventType.MODIFIED
               and not self.writer.ours(event.key, event.obj)):
             self.queue.add(key)  # another replica's progress: a move or a lower may go on
-        if event.type is EventType.DELETED or event.old is None or (
-                event.old.status.applied != event.obj.status.applied):
-            # where it runs, and how, changed: its dependents may go on there, and
-            # its dependencies may leave where it no longer runs
-            for other in sorted(self.dependencies.of(key) | set(self.dependencies.on(key))):
+        # where it runs, and how, changed: its dependents may go on there, and its
+        # dependencies may leave where it no longer runs (most have neither: no compare)
+        others = self.dependencies.of(key) | set(self.dependencies.on(key))
+        if others and (event.type is EventType.DELETED or event.old is None
+                       or event.old.status.applied != event.obj.status.applied):
+            for other in sorted(others):
                 self.queue.add(other)
-            if event.type is EventType.DELETED and key not in self.apps:
-                self.dependencies.put(key, ())  # gone, copies and all
+        if event.type is EventType.DELETED and key not in self.apps:
+            self.dependencies.put(key, ())  # gone, copies and all
         st = event.obj.status
         if event.type is not EventType.DELETED and st.state == AppState.RUNNING:
             self._to_available.stop(key, (st.generation, frozenset(
