@@ -23,6 +23,7 @@ from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.store import KV, Delete, Put, encode, keys, ledger
 from berth.store.documents import Binding
 from berth.store.ops import prefix_end
+from berth_testkit.availability import DEPLOYMENTS, Sampler, available
 from berth_testkit.scheduler_env import BerthProcess, put
 from berth_testkit.servers.kube import METADATA
 from tests.faults.system import (
@@ -410,7 +411,6 @@ class _Pairs:
         self._thread.start()
 
     def _run(self) -> None:
-        from berth_testkit.availability import DEPLOYMENTS, available
         while not self._stop.wait(0.2):
             for cname, kube in self.system.clusters.items():
                 try:
@@ -502,7 +502,6 @@ def test_a_dependencys_old_cluster_lost_mid_move(system: System) -> None:
 
 def _deployments_on(system: System, cluster: str) -> set[str]:
     """The Deployments on ``cluster`` now, by name."""
-    from berth_testkit.availability import DEPLOYMENTS
     listed = system.clusters[cluster].request("GET", DEPLOYMENTS)
     return {d["metadata"]["name"] for d in listed.get("items", [])}
 
@@ -634,6 +633,18 @@ def _path(system: System, name: str, revision: int) -> list[tuple[str, ...]]:
     return path
 
 
+def _fewest(sampler: Sampler, name: str) -> tuple[int, str]:
+    """The fewest replicas of ``name`` available while ``sampler`` ran, and for the row:
+    ``2/2``, or where the low was seen and how many samples could not read a cluster."""
+    fewest = sampler.fewest.get(name, 0)
+    said = f"{fewest}/2"
+    if fewest < 2:
+        said += f": {sampler.low.get(name, 'never seen')}"
+    if sampler.incomplete:
+        said += f"; {sampler.incomplete} of {sampler.samples} samples missed a cluster"
+    return fewest, said
+
+
 def _placed(system: System, name: str, on: str, generation: int) -> None:
     system.workload(name, generation, "z1" if on == "a" else "z2")
     deadline = time.monotonic() + 90
@@ -647,7 +658,6 @@ def _placed(system: System, name: str, on: str, generation: int) -> None:
 
 
 def test_a_move_to_a_cluster_whose_pods_never_become_ready(system: System) -> None:
-    from berth_testkit.availability import Sampler
 
     name = "wl-stuck"
     _placed(system, name, "a", 1)
@@ -672,19 +682,18 @@ def test_a_move_to_a_cluster_whose_pods_never_become_ready(system: System) -> No
         path = _path(system, name, revision)
         on = [r.name for r in s.status.running_on] if s else []
         failed = sorted(s.status.failed) if s else []
-        fewest = sampler.fewest.get(name, 0)
+        fewest, low = _fewest(sampler, name)
         ok = (on == ["a"] and failed == ["default/b"] and path == [("b",), ("a",)]
               and fewest >= 2 and "b" not in sampler.now().get(name, {}))
         return ok, (f"{name}: moved {' → '.join('/'.join(p) for p in [('a',), *path])}, "
                     f"runs on {', '.join(on) or 'nothing'}, b recorded failed: "
-                    f"{'yes' if failed else 'NO'}, fewest available {fewest}/2")
+                    f"{'yes' if failed else 'NO'}, fewest available {low}")
 
     fault(system, "a move to a cluster whose Pods never become Ready (b tainted): old copy "
           "kept, placed back", act, extra=then)
 
 
 def test_a_node_removed_during_a_move(system: System) -> None:
-    from berth_testkit.availability import Sampler
 
     name = "wl-node"
     _placed(system, name, "b", 1)
@@ -714,7 +723,7 @@ def test_a_node_removed_during_a_move(system: System) -> None:
         sampler.__exit__()
         a.add_node(node)
         on = [r.name for r in s.status.running_on] if s else []
-        fewest = sampler.fewest.get(name, 0)
+        fewest, low = _fewest(sampler, name)
         # Kubernetes replaces Pods bound to a lost Node only after its pod garbage
         # collector's quarantine (40 s), longer than move_timeout here (15 s): the move
         # fails and the application goes back to b, which never stopped serving.
@@ -723,13 +732,12 @@ def test_a_node_removed_during_a_move(system: System) -> None:
             f"{name}: runs on {', '.join(on) or 'nothing'} ({s.status.state if s else '-'})"
             + ("; a not available in time (its Pods on the lost Node counted by the cluster "
                "were not counted by berth): back on b" if back else "")
-            + f"; fewest available {fewest}/2")
+            + f"; fewest available {low}")
 
     fault(system, "a kwok Node removed during a move", act, extra=then)
 
 
 def test_a_new_generation_whose_pods_crash(system: System) -> None:
-    from berth_testkit.availability import Sampler
 
     name = "wl-crash"
     _placed(system, name, "a", 1)
@@ -752,14 +760,14 @@ def test_a_new_generation_whose_pods_crash(system: System) -> None:
                     break
             time.sleep(0.2)
         sampler.__exit__()
-        fewest = sampler.fewest.get(name, 0)
+        fewest, low = _fewest(sampler, name)
         path = _path(system, name, revision)
         ok = (said == "PROGRESSING" and late is not None and not late.status.failed
               and "CrashLoopBackOff" in late.status.reason and fewest >= 2
               and path in ([], [("a",)]))  # the new generation's Binding, still on a
         return ok, (f"{name}: said {said or 'nothing'} with CrashLoopBackOff, then "
                     f"{late.status.state if late else 'not DEGRADED'}; not moved; the old Pods "
-                    f"kept serving (fewest available {fewest}/2)")
+                    f"kept serving (fewest available {low})")
 
     fault(system, "a new generation whose Pods crash", act, extra=then)
 

@@ -1002,10 +1002,23 @@ def final_team(db: Store, traffic: Traffic,
                    f"{TEAM_QUOTA}, {len(traffic.team)} live)")
     for name in sorted(traffic.team_deleted):
         if db.get(keys.resource_key("Application", name, TEAM)) is not None:
-            out.append(f"{TEAM}/{name} (deleted): its application is not removed")
+            out.append(f"{TEAM}/{name} (deleted): its application is not removed"
+                       + _standing(db, TEAM, name))
         if where[name]:
             out.append(f"{TEAM}/{name} (deleted): left on {sorted(where[name])}")
     return out
+
+
+def _standing(db: Store, namespace: str, name: str) -> str:
+    """What an application's status and Binding say now, for a violation: `` (status
+    DELETING: …; bound to …)``, or that there are none."""
+    skv = db.get(keys.status_key("Application", namespace, name))
+    st = msgspec.json.decode(skv.value, type=ApplicationStatus).status if skv else None
+    bkv = db.get(keys.binding_key("Application", namespace, name))
+    b = msgspec.json.decode(bkv.value, type=Binding) if bkv else None
+    return (f" (status {f'{st.state}: {st.reason}' if st else 'none'}; "
+            + (f"bound to {sorted(t.name for t in b.spec.targets)}" if b else "no Binding")
+            + ")")
 
 
 def final(system: System, traffic: Traffic) -> list[str]:
@@ -1088,7 +1101,8 @@ def final(system: System, traffic: Traffic) -> list[str]:
         if db.get(keys.binding_key("Application", "default", name)) is not None:
             out.append(f"{name} (deleted): its Binding is left")
         if db.get(keys.resource_key("Application", name, "default")) is not None:
-            out.append(f"{name} (deleted): its application is not removed")
+            out.append(f"{name} (deleted): its application is not removed"
+                       + _standing(db, "default", name))
         kind = app.kind
         out += [f"{name} (deleted): left on {c}" for c, found in objects.items()
                 if (kind, name) in found]

@@ -185,6 +185,7 @@ class Applier:
         # what the process and its watches call
         self.on_drift, self.on_pods = concern.on_drift, concern.on_pods
         self.gained, self.requeue_cluster = concern.gained, concern.requeue_cluster
+        self.members_changed = concern.members_changed
         self.claimable = concern.claimable
 
     @property

@@ -28,7 +28,7 @@ from berth.controllers.propagator.facts import Since
 from berth.controllers.propagator.health import UNKNOWN, Copy
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject
 from berth.controllers.propagator.objects import Book, Pods, judge_copy
-from berth.controllers.propagator.plan import Progress
+from berth.controllers.propagator.plan import CONFIRM, Progress
 from berth.controllers.propagator.status import StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, dependencies
 from berth.controllers.runtime import Event, EventType, Informer, WorkQueue
@@ -268,6 +268,23 @@ class Concern:
             st = item.obj.status
             if cid in st.errors or cid in st.applied:
                 self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
+
+    def members_changed(self) -> None:
+        """The propagator's replicas changed: what is on no cluster belongs to its home
+        replica, which may be another now, so it is reconciled again here (a replica
+        that is not its home drops it at once). Without this, such work dropped while
+        no replica saw itself its home — a replica's own member key gone as it
+        registers anew after etcd missed its lease — waited for the next resync (a
+        robustness run, seed 14: a team's deleted application on no cluster, not
+        removed 240 s later, the one path found that leaves it so)."""
+        placed = {keys.resource_key_of(item.key) for item in self.statuses.items()
+                  if item.obj.status.applied
+                  or any(c != CONFIRM for c in item.obj.status.errors)}
+        placed.update(keys.resource_key_of(b.key) for b in self.bindings.items()
+                      if b.obj.spec.targets)
+        for key in {*self.apps.list_keys(), *map(keys.resource_key_of,
+                                                  self.statuses.list_keys())} - placed:
+            self.queue.add(key)
 
     def gained(self, cid: str) -> None:
         """A cluster this replica now serves: what has work to do there is reconciled

@@ -63,7 +63,9 @@ class Propagator:
         self.kubeconfigs = Kubeconfigs(store, idle_timeout=idle)
         self.shard = Shard(store, identity or default_identity(), ttl=lease_ttl,
                            clusters=lambda: self.applier.claimable(), on_gain=self._gain,
-                           on_lose=self._lose, idle_timeout=idle)
+                           on_lose=self._lose,
+                           on_members=lambda: self.applier.members_changed(),
+                           idle_timeout=idle)
         # every cluster's watches, one thread each sort: Nodes and Pods (the observer's),
         # and the drift watches, whose news (available now) never waits behind a Pod's
         self.hub = Hub("capacity-watches")

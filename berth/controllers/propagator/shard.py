@@ -28,6 +28,13 @@ clock (``runtime/tenure.py``) — a replica paused past its lease, its claims
 taken by another meanwhile, sends nothing more when it resumes. ``on_gain``
 and ``on_lose`` tell the observer and the applier (called on the shard's
 thread; ``on_lose`` after the cluster's requests ended).
+
+Work that belongs to no cluster (an application on none) is one replica's
+too, its *home*'s: the member its key hashes to (:meth:`Shard.mine`). A replica
+that is not its home drops it, so when the live members change — a replica
+joins or leaves, or one's own key goes and comes back as it registers anew —
+``on_members`` tells every replica to look at that work again, and its home now
+does it (called on the informer's thread).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from contextlib import contextmanager
 
 import msgspec
 
-from berth.controllers.runtime import Informer
+from berth.controllers.runtime import Event, Informer
 from berth.controllers.runtime.supervise import Loop
 from berth.controllers.runtime.tenure import Tenure, margin_for
 from berth.store import Conflict, Delete, Fence, Put, Store, StoreError, Unavailable, keys
@@ -79,6 +86,7 @@ class Shard:
     def __init__(self, store: Store, identity: str, *, ttl: int,
                  clusters: Callable[[], list[str]],
                  on_gain: Callable[[str], None], on_lose: Callable[[str], None],
+                 on_members: Callable[[], None] = lambda: None,
                  idle_timeout: float = 30.0) -> None:
         if ttl < 2:
             raise ValueError("a lease TTL below 2 seconds cannot be kept alive reliably")
@@ -88,9 +96,11 @@ class Shard:
         self.clusters = clusters  # the cluster ids there are
         self.on_gain = on_gain
         self.on_lose = on_lose
+        self.on_members = on_members
         self.leases: Informer[Holder] = Informer(store, PREFIX, Holder,
                                                  idle_timeout=idle_timeout)
-        self.leases.add_handler(lambda _e: self._wake.set())
+        self._members: list[str] = []  # as last told (the informer's thread's only)
+        self.leases.add_handler(self._on_lease)
         self.leases.add_invalid_handler(self._garbage_seen)
         self._garbage: set[str] = set()  # claim keys holding no claim (under _cond)
         self._cond = threading.Condition()
@@ -158,6 +168,16 @@ class Shard:
     def mine(self, key: str) -> bool:
         """Whether work that belongs to no cluster (``key``) is this replica's."""
         return owner(key, self.members()) == self.identity
+
+    def _on_lease(self, event: Event[Holder]) -> None:
+        """A claim or a member changed: the loop looks now; the live members changed:
+        ``on_members``."""
+        self._wake.set()
+        if event.key.startswith(MEMBERS):
+            members = self.members()
+            if members != self._members:
+                self._members = members
+                self.on_members()
 
     # -- running ---------------------------------------------------------------
 

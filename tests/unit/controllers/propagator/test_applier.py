@@ -367,3 +367,27 @@ def test_an_object_the_namespaces_policy_forbids_is_applied_only_while_the_polic
     assert st.state == "FAILED" and "default/de" not in st.applied
     w.reconcile("web")
     assert not w.connections.clusters["de"].objects
+
+
+def test_when_the_replicas_change_what_is_on_no_cluster_is_looked_at_again() -> None:
+    """Work on no cluster is its home replica's; the others drop it. When the members
+    change, every replica queues that work again (and only it), so the new home does it.
+    (The Shard's side, telling of the change, is in test_shard.py.)"""
+    w = web_on_de()
+    application(w.store, "lonely")  # not placed yet: on no cluster
+    application(w.store, "over")
+    put(w.store, keys.binding_key("Application", "default", "over"), Binding(
+        BindingMeta(name="over", namespace="default"),
+        BindingSpec(ObjectRef("Application", "over", "default"), 1, []),
+        BindingStatus(state="Unschedulable", reason="over the quota")))
+    w.reconcile("lonely")
+    w.reconcile("over")
+    queue = w.applier.queue
+    while (queued := queue.get(0)) is not None:
+        queue.done(queued)
+    w.applier.members_changed()
+    got = set()
+    while (queued := queue.get(0)) is not None:
+        got.add(queued)
+        queue.done(queued)
+    assert got == {keys.resource_key("Application", n, "default") for n in ("lonely", "over")}
