@@ -9,7 +9,7 @@
 #                             every unit test (-m unit) on two workers; extra arguments go
 #                             to pytest
 #   scripts/test.sh --workers N   the suite on N workers side by side (two unless said:
-#                             about 40 min on two cores; --workers 1: in one process,
+#                             about 30 min on two cores; --workers 1: in one process,
 #                             about 70 min; docs/development.md)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -28,7 +28,7 @@ from berth.controllers.propagator.facts import Since
 from berth.controllers.propagator.health import UNKNOWN, Copy
 from berth.controllers.propagator.kube import OWNER, Connections, KubeObject
 from berth.controllers.propagator.objects import Book, Pods, judge_copy
-from berth.controllers.propagator.plan import CONFIRM, Progress
+from berth.controllers.propagator.plan import Progress
 from berth.controllers.propagator.status import StatusWriter
 from berth.controllers.propagator.views import AppView, ClusterView, cluster_id, dependencies
 from berth.controllers.runtime import Event, EventType, Informer, WorkQueue
@@ -270,20 +270,27 @@ class Concern:
                 self._requeue(keys.resource_key_of(item.key), cid if drifted else None)
 
     def members_changed(self) -> None:
-        """The propagator's replicas changed: what is on no cluster belongs to its home
-        replica, which may be another now, so it is reconciled again here (a replica
-        that is not its home drops it at once). Without this, such work dropped while
-        no replica saw itself its home — a replica's own member key gone as it
+        """The propagator's replicas changed: what no replica serves a cluster of — an
+        application on no cluster, or only on clusters nobody can serve — belongs to its
+        home replica, which may be another now, so it is reconciled again here (a
+        replica that is not its home drops it at once). Without this, such work dropped
+        while no replica saw itself its home — a replica's own member key gone as it
         registers anew after etcd missed its lease — waited for the next resync (a
         robustness run, seed 14: a team's deleted application on no cluster, not
         removed 240 s later, the one path found that leaves it so)."""
-        placed = {keys.resource_key_of(item.key) for item in self.statuses.items()
-                  if item.obj.status.applied
-                  or any(c != CONFIRM for c in item.obj.status.errors)}
-        placed.update(keys.resource_key_of(b.key) for b in self.bindings.items()
-                      if b.obj.spec.targets)
+        claimable = set(self.claimable())
+        served: set[keys.Key] = set()
+        for item in self.statuses.items():
+            st = item.obj.status
+            if any(c in claimable for c in (*st.applied, *st.errors)):
+                served.add(keys.resource_key_of(item.key))
+        for b in self.bindings.items():
+            ns = b.obj.spec.resource.namespace
+            if any(cluster_id(t.namespace or ns, t.name) in claimable
+                   for t in b.obj.spec.targets):
+                served.add(keys.resource_key_of(b.key))
         for key in {*self.apps.list_keys(), *map(keys.resource_key_of,
-                                                  self.statuses.list_keys())} - placed:
+                                                  self.statuses.list_keys())} - served:
             self.queue.add(key)
 
     def gained(self, cid: str) -> None:

@@ -370,8 +370,9 @@ def test_an_object_the_namespaces_policy_forbids_is_applied_only_while_the_polic
 
 
 def test_when_the_replicas_change_what_is_on_no_cluster_is_looked_at_again() -> None:
-    """Work on no cluster is its home replica's; the others drop it. When the members
-    change, every replica queues that work again (and only it), so the new home does it.
+    """Work on no cluster a replica can serve is its home replica's; the others drop it.
+    When the members change, every replica queues that work again (and only it), so the
+    new home does it.
     (The Shard's side, telling of the change, is in test_shard.py.)"""
     w = web_on_de()
     application(w.store, "lonely")  # not placed yet: on no cluster
@@ -380,8 +381,10 @@ def test_when_the_replicas_change_what_is_on_no_cluster_is_looked_at_again() -> 
         BindingMeta(name="over", namespace="default"),
         BindingSpec(ObjectRef("Application", "over", "default"), 1, []),
         BindingStatus(state="Unschedulable", reason="over the quota")))
-    w.reconcile("lonely")
-    w.reconcile("over")
+    application(w.store, "nowhere")
+    bind(w.store, "nowhere", "gone")  # a cluster nobody can serve: the home's too
+    for name in ("lonely", "over", "nowhere"):
+        w.reconcile(name)
     queue = w.applier.queue
     while (queued := queue.get(0)) is not None:
         queue.done(queued)
@@ -390,4 +393,5 @@ def test_when_the_replicas_change_what_is_on_no_cluster_is_looked_at_again() -> 
     while (queued := queue.get(0)) is not None:
         got.add(queued)
         queue.done(queued)
-    assert got == {keys.resource_key("Application", n, "default") for n in ("lonely", "over")}
+    assert got == {keys.resource_key("Application", n, "default")
+                   for n in ("lonely", "over", "nowhere")}
