@@ -13,9 +13,10 @@ cannot be read makes the kubeconfig unusable at once) and the user's
 authentication (a token, a token file, an exec plugin, a user name and password).
 The authentication is lightkube's own flow, driven here once for the header it
 sets, which is then kept and sent with every call; an answer 401 drives the flow
-on, as httpx would, so that a token file is read again, or an exec plugin run
-again, and the call is made once more with what it gives. That is when lightkube
-itself renews them.
+on, as httpx would, so that a token file is read again, and the call is made once
+more with what it gives. That is when lightkube itself renews them. An exec plugin
+is berth's own (``berth/kubeexec.py``: bounded in time, its token kept until it
+expires), asked for the token of every call and told of a 401.
 """
 
 from __future__ import annotations
@@ -29,14 +30,20 @@ from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
 
 from berth.http import Answer, Member
+from berth.kubeexec import ExecError, ExecPlugin
 
 AUTHORIZATION = "Authorization"
+
+
+class CredentialError(OSError):
+    """No credential to send: a token file gone, an exec plugin failing (its reason)."""
 
 
 class KubeHttp:
     """One cluster's API server, as the user its kubeconfig names (thread-safe)."""
 
-    def __init__(self, config: SingleConfig, timeout: float) -> None:
+    def __init__(self, config: SingleConfig, timeout: float,
+                 plugin: ExecPlugin | None = None) -> None:
         server = config.cluster.server
         parts = urlsplit(server)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -49,7 +56,8 @@ class KubeHttp:
             if parts.scheme == "https" else None
         self._member = Member(f"{parts.scheme}://{parts.netloc}",
                               lambda: tls or ssl.create_default_context())
-        self._auth = user_auth(config.user)
+        self._plugin = plugin  # the user's exec plugin: lightkube's flow is not used
+        self._auth = user_auth(config.user) if plugin is None else None
         self._lock = threading.Lock()  # renewing the authentication, once at a time
         self._said: dict[str, str] | None = None  # the header the flow set, until a 401
 
@@ -64,6 +72,9 @@ class KubeHttp:
         headers = {"Accept": accept, "User-Agent": "berth"}
         if content_type:
             headers["Content-Type"] = content_type
+        if self._plugin is not None:
+            return self._by_plugin(self._plugin, method, target, body, headers,
+                                   timeout or self.timeout, acting)
         said = self._said if self._said is not None else self._renew(None)
         answer = self._member.request(method, target, body, {**headers, **said},
                                       timeout or self.timeout, acting)
@@ -73,6 +84,31 @@ class KubeHttp:
                 answer = self._member.request(method, target, body, {**headers, **again},
                                               timeout or self.timeout, acting)
         return answer
+
+    def _by_plugin(self, plugin: ExecPlugin, method: str, target: str, body: bytes,
+                   headers: dict[str, str], timeout: float,
+                   acting: tuple[tuple[str, str], ...]) -> Answer:
+        """A call with the plugin's token; after a 401, once more with the one it gives
+        then (if another)."""
+        token = self._token(plugin)
+        answer = self._member.request(method, target, body,
+                                      {**headers, AUTHORIZATION: f"Bearer {token}"},
+                                      timeout, acting)
+        if answer.status == 401:
+            plugin.refused(token)
+            again = self._token(plugin)
+            if again != token:
+                answer = self._member.request(method, target, body,
+                                              {**headers, AUTHORIZATION: f"Bearer {again}"},
+                                              timeout, acting)
+        return answer
+
+    @staticmethod
+    def _token(plugin: ExecPlugin) -> str:
+        try:
+            return plugin.token()
+        except ExecError as exc:
+            raise CredentialError(f"authenticating: {exc}") from exc
 
     def _renew(self, refused: dict[str, str] | None) -> dict[str, str]:
         """The header to authenticate with: the flow's first (``refused`` None), or what
@@ -91,8 +127,8 @@ class KubeHttp:
                     sent = flow.send(httpx.Response(401, request=sent))
             except StopIteration:
                 return refused or {}
-            except Exception as exc:  # a token file gone, an exec plugin failing
-                raise OSError(f"authenticating: {type(exc).__name__}: "
+            except Exception as exc:  # a token file gone
+                raise CredentialError(f"authenticating: {type(exc).__name__}: "
                               f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from exc
             value = sent.headers.get(AUTHORIZATION)
             self._said = {AUTHORIZATION: value} if value else {}
@@ -102,4 +138,4 @@ class KubeHttp:
         self._member.close()
 
 
-__all__ = ["KubeHttp"]
+__all__ = ["CredentialError", "KubeHttp"]

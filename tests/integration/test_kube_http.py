@@ -1,16 +1,19 @@
 """A cluster's unary calls through berth's own HTTP client against a real kube-apiserver,
 authenticated each way a kubeconfig says: a token, a token file read again after a
-401 (rotated), an exec plugin run once and again after a 401; TLS by the embedded CA,
+401 (rotated), an exec plugin run once and again after a 401 or once its token
+expired (its calls and a watch sharing it); TLS by the embedded CA,
 skipped when the kubeconfig says so, refused with the wrong CA. A creation meets a
 namesake someone else made as Exists, touching nothing of it, and claims its fields
 as an apply's."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import ssl
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 
 from berth.controllers.propagator.kube import Connection, Exists, Forbidden, KubeObject, Rejected
+from berth.controllers.propagator.watches import ClusterWatches, Hub
 from berth.store.documents import KubeObjectRef
 from berth.store.documents.tenancy import Identity
 from berth_testkit.servers.kube import KubeCluster
@@ -246,6 +250,55 @@ def test_an_exec_plugin_runs_once_and_again_after_a_401(cluster: KubeCluster,
             assert bad.probe(5.0).state == "ONLINE"  # the 401 ran it again
         finally:
             bad.close()
+    finally:
+        conn.close()
+
+
+def test_an_exec_plugins_token_is_renewed_when_it_expires_and_a_watch_goes_through_it(
+        cluster: KubeCluster, tmp_path: Path) -> None:
+    """client.authentication.k8s.io/v1, a token valid for two seconds, told which
+    cluster (its exec extension): the calls and a watch of one connection share it,
+    and it is asked for again once it expires."""
+    runs, asked = tmp_path / "runs", tmp_path / "asked"
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import datetime, json, os, pathlib\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "runs.write_text(runs.read_text() + 'x' if runs.exists() else 'x')\n"
+        f"pathlib.Path({str(asked)!r}).write_text(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        "until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=2)\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',\n"
+        "                  'kind': 'ExecCredential', 'status': {\n"
+        f"                  'token': {cluster.token!r},\n"
+        "                  'expirationTimestamp': until.strftime('%Y-%m-%dT%H:%M:%SZ')}}))\n")
+    config = with_user(cluster, {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(plugin)], "interactiveMode": "Never", "provideClusterInfo": True}},
+        extensions=[{"name": "client.authentication.k8s.io/exec",
+                     "extension": {"clusterName": "spoke-1"}}])
+    conn = Connection(config, 5.0)
+    try:
+        assert conn.probe(5.0).state == "ONLINE"
+        assert json.loads(asked.read_text())["spec"]["cluster"]["config"] == {
+            "clusterName": "spoke-1"}
+
+        hub = Hub("test-exec")  # never started: its loop is closed below
+
+        async def watch() -> int:
+            client = ClusterWatches(hub, "k", conn).client
+            try:
+                r = await client.get("/api/v1/namespaces/default/configmaps",
+                                     params={"watch": "1", "timeoutSeconds": "1"})
+                return r.status_code
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(watch()) == 200  # the calls' token, not run again
+        assert runs.read_text() == "x"
+        time.sleep(2.2)  # expired: run again before the next call
+        assert conn.get(KubeObjectRef("v1", "ConfigMap", "none", "default")) is None
+        assert runs.read_text() == "xx"
+        hub.loop.close()
     finally:
         conn.close()
 

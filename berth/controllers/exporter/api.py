@@ -22,6 +22,7 @@ from lightkube import KubeConfig
 
 from berth.controllers.exporter.shapes import Ref
 from berth.http import Answer
+from berth.kubeexec import plugin_of
 from berth.kubehttp import KubeHttp
 
 MANAGER = "berth-exporter"
@@ -92,7 +93,7 @@ class Api:
         single = KubeConfig.from_dict(kubeconfig).get()
         if single is None:
             raise ValueError("the kubeconfig names no current context")
-        self.http = KubeHttp(single, timeout)
+        self.http = KubeHttp(single, timeout, plugin_of(kubeconfig, single.context_name))
         self.namespace = namespace
 
     def _call(self, method: str, path: str, what: str, *, body: Any = None,

@@ -38,7 +38,8 @@ from lightkube.config import models as _kubeconfig_models
 
 from berth.controllers.propagator import managed
 from berth.http import Answer
-from berth.kubehttp import KubeHttp
+from berth.kubeexec import plugin_of
+from berth.kubehttp import CredentialError, KubeHttp
 from berth.store.codec import decoder, typed
 from berth.store.documents import KubeObjectRef, Reachability
 from berth.store.documents.tenancy import Identity
@@ -216,7 +217,10 @@ class Connection:
         # the credentials are kept nowhere else)
         self.server = "server " + hashlib.sha256(
             repr((single.cluster, single.user, single.fname)).encode()).hexdigest()[:32]
-        self.http = KubeHttp(single, timeout)
+        # the user's exec plugin, berth's own (one per connection: its token is shared by
+        # the calls and the watches, and it runs once for all of them)
+        self.exec = plugin_of(kubeconfig, single.context_name)
+        self.http = KubeHttp(single, timeout, self.exec)
         self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind
         self._server_version = ""
         self._lock = threading.Lock()
@@ -254,6 +258,8 @@ class Connection:
             resp = self.http.request("GET", "/readyz", timeout=timeout)
             if resp.status == 404:  # older API servers: /version answers if it is up
                 resp = self.http.request("GET", "/version", timeout=timeout)
+        except CredentialError as exc:  # reachable perhaps, but not with these credentials
+            return Probe(Reachability.UNHEALTHY, f"credentials: {str(exc)[:300]}")
         except Exception as exc:
             return Probe(Reachability.OFFLINE, f"unreachable: {safe(exc)}")
         if resp.status in (401, 403):

@@ -50,6 +50,7 @@ import httpx2 as httpx
 from lightkube.config.client_adapter import AsyncClient, ConnectionParams
 
 from berth.controllers.propagator.kube import Connection, Unavailable, WatchRefused, safe
+from berth.kubeexec import ExecAuth
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class ClusterWatches:
         if self._client is None:  # made on the loop's thread, where it is used
             self._client = AsyncClient(self.conn.config, ConnectionParams(
                 timeout=httpx.Timeout(self.conn.timeout, read=None), trust_env=False))
+            if self.conn.exec is not None:  # berth's own flow, the calls' token shared
+                self._client.auth = ExecAuth(self.conn.exec)
         return self._client
 
     def add(self, name: str, run: Run) -> None:
