@@ -121,11 +121,11 @@ class ExecPlugin:
         self._held: Credential | None = None
 
     def token(self) -> str:
-        """The token to send now: the one held, unless it expired (then the plugin is
-        run again)."""
+        """The token to send now: the one held, unless it expired — now past its expiry,
+        client-go's rule — (then the plugin is run again)."""
         with self._lock:
             held = self._held
-            if held is None or (held.expires is not None and held.expires <= self.clock()):
+            if held is None or (held.expires is not None and self.clock() > held.expires):
                 held = self._held = self._run()
             return held.token
 

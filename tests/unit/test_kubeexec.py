@@ -59,9 +59,9 @@ def test_a_token_is_kept_until_it_expires_then_the_plugin_runs_again(tmp_path: P
                                     f"'expirationTimestamp': {stamp!r}}})"),
                    {"server": "https://x"}, clock=clock)
     assert [p.token(), p.token()] == ["t1", "t1"] and runs(tmp_path) == 1
-    clock.now += 59
-    assert p.token() == "t1"
-    clock.now += 1  # expired: client-go's rule, expiry not after now
+    clock.now += 60
+    assert p.token() == "t1"  # at its expiry: not yet past it (client-go's rule)
+    clock.now += 0.5
     assert p.token() == "t2" and runs(tmp_path) == 2
 
 
