@@ -93,9 +93,12 @@ def test_a_pull_cluster_runs_its_work_and_moves_go_both_ways(
     beat = wait_for(lambda: store.get(keys.heartbeat_key("default/west")), lambda kv: decode(
         kv.value, Heartbeat, kv.key).status.capacity is not None, timeout=30)
     assert beat.lease != 0  # on the leader's lease
+    said = decode(beat.value, Heartbeat, beat.key).status
+    assert said.kubernetes.startswith("v1.") and said.version  # the cluster's; berth's
     wait_for(lambda: store.get(keys.status_key("Cluster", "default", "west")),
-             lambda kv: decode(kv.value, ClusterStatus, kv.key).status.capacity is not None,
-             timeout=30)
+             lambda kv: decode(kv.value, ClusterStatus, kv.key).status.capacity is not None
+             and decode(kv.value, ClusterStatus, kv.key).status.version == said.kubernetes,
+             timeout=30)  # (its ClusterProfile says it: the exporter reads it from there)
 
     app(store, "web", [deployment("web", replicas=2), config_map("web-conf", a="1")])
     bind(store, "web", 1, "west")

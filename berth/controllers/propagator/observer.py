@@ -304,7 +304,8 @@ class Observer:
                           "off from etcd, or never joined)")
         else:
             probe = Probe(beat.state, f"its agent reports: {beat.reason}" if beat.reason
-                          else "", tuple(beat.custom_resources))
+                          else "", tuple(beat.custom_resources),
+                          beat.kubernetes[:64])  # (an agent's word: bounded as a probe's)
         now = time.monotonic()
         with self._failures_lock:
             if probe.state == Reachability.ONLINE:

@@ -110,7 +110,8 @@ class AgentState(msgspec.Struct, omit_defaults=True):
     probed: datetime | None = None
     expires: datetime | None = None  # when its etcd credential does (None: never)
     held: str = ""  # deletions held back (a bounded share at once), and why
-    version: str = ""
+    version: str = ""  # the agent's own (berth's) version
+    kubernetes: str = ""  # the cluster's, as its API server says ("": not known)
 
 
 class Heartbeat(msgspec.Struct, tag_field="kind", tag="Heartbeat"):

@@ -96,7 +96,8 @@ class Beat:
         capacity = self.capacity() if probe.state == Reachability.ONLINE else None
         state = AgentState(self.identity, probe.state, probe.reason,
                            list(probe.custom_resources), capacity, self._since,
-                           expires=self.renewal.expires, held=self.held(), version=VERSION)
+                           expires=self.renewal.expires, held=self.held(), version=VERSION,
+                           kubernetes=probe.version)
         with self._lock:
             said = self._said
         if state != said:
