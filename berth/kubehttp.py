@@ -21,8 +21,10 @@ expires), asked for the token of every call and told of a 401.
 
 from __future__ import annotations
 
+import base64
 import ssl
 import threading
+from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import httpx2 as httpx
@@ -39,6 +41,19 @@ class CredentialError(OSError):
     """No credential to send: a token file gone, an exec plugin failing (its reason)."""
 
 
+def _ca(config: SingleConfig) -> str:
+    """The cluster's CA as the kubeconfig holds it, as data (a file named is read; one
+    that cannot be, "": the connection says why it is unusable when it is made)."""
+    cluster = config.cluster
+    if cluster.certificate_auth_data or not cluster.certificate_auth:
+        return cluster.certificate_auth_data or ""
+    try:
+        return base64.b64encode(Path(config.abs_file(cluster.certificate_auth)).read_bytes()
+                                ).decode()
+    except Exception:  # unreadable, or relative to no file
+        return ""
+
+
 class KubeHttp:
     """One cluster's API server, as the user its kubeconfig names (thread-safe)."""
 
@@ -49,6 +64,8 @@ class KubeHttp:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"the cluster's server is not an http(s) URL: {server!r}")
         self._prefix = parts.path.rstrip("/")
+        self.server = server
+        self.ca = _ca(config)  # where it is, said without a credential (base64 PEM)
         self.timeout = timeout
         if config.user is None:
             raise ValueError("the kubeconfig's context names no user")

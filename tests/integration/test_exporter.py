@@ -44,6 +44,7 @@ from berth.store.documents import (
     ClusterSpec,
     ClusterState,
     ClusterStatus,
+    Endpoint,
     Export,
     Exported,
     Metadata,
@@ -76,12 +77,14 @@ def _put(store: Store, key: str, doc: Any) -> None:
 
 
 def cluster(store: Store, name: str, *, labels: dict[str, str] | None = None,
-            state: str = "ONLINE", ns: str = "default") -> None:
+            state: str = "ONLINE", ns: str = "default", push: bool = False) -> None:
+    """A Cluster and its status (``push``: with the endpoint a propagator says)."""
     _put(store, keys.resource_key("Cluster", name, ns), Cluster(
         Metadata(name=name, namespace=ns, labels=labels or {}),
         ClusterSpec(metrics=[MetricRef("energy", 1.0)])))
     _put(store, keys.status_key("Cluster", ns, name), ClusterStatus(
-        StatusMeta(name, ns), ClusterState(state, version="v1.36.3")))
+        StatusMeta(name, ns), ClusterState(state, version="v1.36.3", endpoint=Endpoint(
+            f"https://{name}.example:6443", "Q0E=") if push else None)))
 
 
 def app(store: Store, name: str, targets: list[str], copies: dict[str, bool] | None = None,
@@ -192,15 +195,16 @@ def _synced(store: Store, name: str = "argocd") -> bool:
 def test_250_clusters_validate_and_slice_in_three(store: Store, api: KubeCluster,
                                                   exporter: Callable[..., Exporter]) -> None:
     """Every shape as the upstream CRDs define it, on a real API server: 250 clusters
-    as ClusterProfiles, and one application placed on all of them as three SIG slices
+    as ClusterProfiles (half with an access provider), and one application placed on all of them as three SIG slices
     sharing one decision key, indexed 0..2 (and three OCM objects)."""
     names = [f"c{i:03d}" for i in range(250)]
     for i, name in enumerate(names):
         cluster(store, name, labels={"zone": f"z{i % 3}"},
-                state="ONLINE" if i % 50 else "OFFLINE")
+                state="ONLINE" if i % 50 else "OFFLINE", push=i % 2 == 0)
     _put(store, keys.metric_value_key("energy"), MetricValue(
         Metadata(name="energy"), MetricValueStatus(value=0.42, observed=datetime.now(UTC))))
     app(store, "everywhere", names)
+    export(store, api, accessProvider="token-reader")
     exporter(workers=8)
     wait(lambda: _synced(store), 180, "the export synced")
     slices = items(api, f"{SIG}/placementdecisions",
@@ -230,6 +234,12 @@ def test_250_clusters_validate_and_slice_in_three(store: Store, api: KubeCluster
     assert props["label.berth.io/zone"]["value"] == "z1"
     assert props["metric.berth.io/energy"]["value"] == "0.42"
     assert "lastObservedTime" in props["metric.berth.io/energy"]
+    # the Export's access provider, with where a push cluster is (never a credential);
+    # a cluster whose status says no endpoint (a pull cluster's) lists none
+    assert profiles["c002"]["status"]["accessProviders"] == [
+        {"name": "token-reader", "cluster": {"server": "https://c002.example:6443",
+                                             "certificate-authority-data": "Q0E="}}]
+    assert "accessProviders" not in c001["status"]
     crds = {c["metadata"]["name"] for c in api.request(
         "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]}
     assert {"clusterprofiles.multicluster.x-k8s.io", "placementdecisions.multicluster.x-k8s.io",

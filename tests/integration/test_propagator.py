@@ -70,6 +70,10 @@ def test_a_cluster_is_online_and_its_crds_are_discovered(
     register(store, "one", kube.kubeconfig())
     s = wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
     assert "crontabs.stable.example.com" not in s.status.custom_resources
+    # where it is, as its kubeconfig says, and no credential (the exporter says it)
+    said = kube.kubeconfig()["clusters"][0]["cluster"]
+    assert s.status.endpoint is not None and (s.status.endpoint.server, s.status.endpoint.ca) \
+        == (said["server"], said["certificate-authority-data"])
     from lightkube import Client, KubeConfig
     from lightkube.codecs import from_dict
 

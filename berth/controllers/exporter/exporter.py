@@ -495,7 +495,8 @@ class Exporter:
                     continue
                 status = self.cluster_statuses.get(keys.status_key(
                     "Cluster", meta.namespace or "", meta.name))
-                p = cluster_profile(cid, names[cid], item.obj, status, values)
+                p = cluster_profile(cid, names[cid], item.obj, status, values,
+                                    spec.access_provider)
                 out[f"cluster:{cid}"] = [self._profile(runner, spec.cluster_manager, p)]
         apps: dict[str, datetime | None] = dict(dirty.apps)
         if dirty.everything:

@@ -123,6 +123,16 @@ class Property:
 
 
 @dataclass(frozen=True, slots=True)
+class Access:
+    """An access provider a cluster is reached through (KEP-4322's ``accessProviders``):
+    its name, as the consumers' provider file knows it, and where the cluster is."""
+
+    name: str
+    server: str
+    ca: str = ""  # base64 PEM, as certificate-authority-data
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     """What a berth Cluster is, for its ClusterProfile."""
 
@@ -133,6 +143,7 @@ class Profile:
     message: str
     version: str = ""
     properties: tuple[Property, ...] = ()
+    access: tuple[Access, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -181,6 +192,10 @@ def profile(export: str, manager: str, p: Profile, transition: datetime) -> Want
     }
     if p.version:
         status["version"] = {"kubernetes": p.version}
+    if p.access:  # credentials never: the consumer's provider brings its own
+        status["accessProviders"] = [
+            {"name": a.name, "cluster": {"server": a.server, **(
+                {"certificate-authority-data": a.ca} if a.ca else {})}} for a in p.access]
     body = {"metadata": _meta(p.name, export, {CLUSTER_MANAGER_LABEL: manager},
                               {CLUSTER_ANNOTATION: p.cluster}),
             "spec": {"displayName": p.cluster, "clusterManager": {"name": manager}}}
@@ -242,6 +257,6 @@ def argocd_config_map(export: str, name: str) -> Wanted:
 
 __all__ = ["APPLICATION_ANNOTATION", "DECISION_INDEX", "DECISION_KEY", "EXPORT_LABEL",
            "MANAGED_BY", "OCM_PLACEMENT", "OCM_VERSION", "PER_SLICE", "PLACEMENT_KEY",
-           "SIG_VERSION", "TERM_ANNOTATION", "Decision", "Placement", "Profile", "Property",
-           "Ref", "Role", "Wanted", "argocd_config_map", "base_name", "cluster_name", "kube_name",
-           "ocm_decisions", "profile", "sig_decisions"]
+           "SIG_VERSION", "TERM_ANNOTATION", "Access", "Decision", "Placement", "Profile",
+           "Property", "Ref", "Role", "Wanted", "argocd_config_map", "base_name",
+           "cluster_name", "kube_name", "ocm_decisions", "profile", "sig_decisions"]

@@ -17,6 +17,7 @@ from typing import Any, assert_never
 import msgspec
 
 from berth.controllers.exporter.shapes import (
+    Access,
     Decision,
     Placement,
     Profile,
@@ -25,7 +26,14 @@ from berth.controllers.exporter.shapes import (
     cluster_name,
 )
 from berth.store import keys
-from berth.store.documents import BindingState, HealthState, MetricRef, Reachability, Target
+from berth.store.documents import (
+    BindingState,
+    Endpoint,
+    HealthState,
+    MetricRef,
+    Reachability,
+    Target,
+)
 
 
 class Meta(msgspec.Struct):
@@ -86,6 +94,7 @@ class ClusterStateView(msgspec.Struct):
     state: Reachability | None = None
     reason: str = ""
     version: str = ""
+    endpoint: Endpoint | None = None
 
 
 class ClusterStatusView(msgspec.Struct):
@@ -185,9 +194,11 @@ def _health(state: Reachability | None) -> tuple[str, str]:
 
 def cluster_profile(cid: str, name: str, cluster: ClusterView,
                     status: ClusterStatusView | None,
-                    values: dict[keys.Key, ValueView]) -> Profile:
+                    values: dict[keys.Key, ValueView], provider: str = "") -> Profile:
     """A cluster's profile: its health as berth's propagator last saw it, its labels and
-    its metrics' current values (``values`` by metric value key) as properties."""
+    its metrics' current values (``values`` by metric value key) as properties; with
+    ``provider``, the access provider it is reached through, where the propagator said
+    where it is (a push cluster)."""
     state = status.status if status is not None else ClusterStateView()
     healthy, reason = _health(state.state)
     # (a property's name: at most 253 characters, its value at least 1: a longer label
@@ -203,7 +214,9 @@ def cluster_profile(cid: str, name: str, cluster: ClusterView,
         props.append(Property(prop, f"{value.status.value:g}", value.status.observed))
     message = state.reason or ({"True": "its API server answers berth's probes"}.get(
         healthy, "berth has not probed it yet"))
-    return Profile(cid, name, healthy, reason, message, state.version, tuple(props))
+    access = (Access(provider, state.endpoint.server, state.endpoint.ca),) if (
+        provider and state.endpoint is not None and state.endpoint.server) else ()
+    return Profile(cid, name, healthy, reason, message, state.version, tuple(props), access)
 
 
 __all__ = ["AppHead", "AppStatusView", "BindingView", "ClusterStatusView", "ClusterView",

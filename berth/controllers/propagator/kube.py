@@ -24,6 +24,7 @@ kubeconfig or a token.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -41,7 +42,7 @@ from berth.http import Answer
 from berth.kubeexec import plugin_of
 from berth.kubehttp import CredentialError, KubeHttp
 from berth.store.codec import decoder, typed
-from berth.store.documents import KubeObjectRef, Reachability
+from berth.store.documents import Endpoint, KubeObjectRef, Reachability
 from berth.store.documents.tenancy import Identity
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class Probe:
     reason: str = ""
     custom_resources: tuple[str, ...] = ()
     version: str = ""  # the API server's gitVersion ("": not known)
+    endpoint: Endpoint | None = None  # where it is, as the kubeconfig says (no credential)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +223,7 @@ class Connection:
         # the calls and the watches, and it runs once for all of them)
         self.exec = plugin_of(kubeconfig, single.context_name)
         self.http = KubeHttp(single, timeout, self.exec)
+        self.endpoint = Endpoint(self.http.server, self.http.ca)
         self._kinds: dict[str, dict[str, Kind]] = {}  # apiVersion → kind name → Kind
         self._server_version = ""
         self._lock = threading.Lock()
@@ -254,6 +257,10 @@ class Connection:
     # -- observing -------------------------------------------------------------
 
     def probe(self, timeout: float) -> Probe:
+        """What the API server says of itself, and where it is (as the kubeconfig says)."""
+        return dataclasses.replace(self._probe(timeout), endpoint=self.endpoint)
+
+    def _probe(self, timeout: float) -> Probe:
         try:
             resp = self.http.request("GET", "/readyz", timeout=timeout)
             if resp.status == 404:  # older API servers: /version answers if it is up

@@ -339,7 +339,7 @@ class Observer:
                 probe = Probe(was.state if was else None, f"{probe.reason} "
                               f"({failures}/{self.config.grace} failed probes)",
                               tuple(was.custom_resources) if was else (),
-                              was.version if was else "")
+                              was.version if was else "", probe.endpoint)
         else:
             with self._failures_lock:
                 self._failures.pop(key, None)
@@ -358,9 +358,9 @@ class Observer:
         if not garbage and current is not None and (
                 current.status.state, current.status.reason,
                 tuple(current.status.custom_resources), current.status.held,
-                current.status.version) == (
+                current.status.version, current.status.endpoint) == (
                 probe.state, probe.reason, probe.custom_resources, held,
-                probe.version or current.status.version) and same(
+                probe.version or current.status.version, probe.endpoint) and same(
                 current.status.capacity, capacity):
             return
         if not probe.state:
@@ -372,7 +372,8 @@ class Observer:
             ClusterState(probe.state, probe.reason, list(probe.custom_resources),
                          now, capacity, returned=_returned(current, probe.state, now),
                          joined=_joined(current, probe.state, now), held=held,
-                         version=probe.version or (current.status.version if current else "")))
+                         version=probe.version or (current.status.version if current else ""),
+                         endpoint=probe.endpoint))
         guard = garbage or (item.mod_revision if item else 0)
         fence = self.shard.fence(cluster_id(view)) if self.shard is not None else None
         if self.shard is not None and fence is None:  # handed over since the probe

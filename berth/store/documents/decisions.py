@@ -177,6 +177,16 @@ class Reachability(StrEnum):
     OFFLINE = "OFFLINE"  # it does not answer (or its agent stopped beating)
 
 
+class Endpoint(msgspec.Struct, omit_defaults=True, frozen=True,
+               rename={"ca": "certificate-authority-data"}):
+    """Where a push cluster's API server is, as its kubeconfig says: no credential, so
+    that a process that may not read credentials can say where the cluster is (the
+    exporter, in a ClusterProfile's ``accessProviders``)."""
+
+    server: str
+    ca: str = ""  # its CA, PEM in base64 as a kubeconfig holds it ("": the system's)
+
+
 class ClusterState(msgspec.Struct, omit_defaults=True):
     state: Reachability | None = None  # None: not probed yet
     reason: str = ""
@@ -193,6 +203,7 @@ class ClusterState(msgspec.Struct, omit_defaults=True):
     # A pull cluster's agent holds removals back (a bounded share at once), and why.
     held: str = ""
     version: str = ""  # the Kubernetes version its API server says ("": not known)
+    endpoint: Endpoint | None = None  # a push cluster's (None: a pull cluster's, or unknown)
 
 
 class ClusterStatus(msgspec.Struct, tag_field="kind", tag="Cluster"):

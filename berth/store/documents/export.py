@@ -62,6 +62,9 @@ class ExportSpec(CamelStrict):
     applications: ApplicationChoice | None = None  # None: every application
     argocd: ArgoCD | None = None
     install_crds: bool = msgspec.field(default=True, name="installCRDs")  # when absent
+    # the access provider berth's push clusters are reached through, by its consumers'
+    # name: each ClusterProfile lists it with the cluster's server and CA ("": none)
+    access_provider: str = ""
 
 
 class Export(Strict, tag_field="kind", tag="Export"):

@@ -455,6 +455,9 @@ def _export(doc: Export) -> Iterator[Problem]:
     if spec.argocd is not None and not LABEL_VALUE_RE.fullmatch(spec.argocd.config_map):
         yield Problem("spec.argocd.configMap", f"{spec.argocd.config_map!r} is not a "
                       "Kubernetes object name")
+    if spec.access_provider and not LABEL_VALUE_RE.fullmatch(spec.access_provider):
+        yield Problem("spec.accessProvider", f"{spec.access_provider!r} is not a provider "
+                      "name (letters, digits, '-', '_', '.', at most 63)")
     if not LABEL_VALUE_RE.fullmatch(spec.cluster_manager):
         yield Problem("spec.clusterManager", f"{spec.cluster_manager!r} is not a label value "
                       "(letters, digits, '-', '_', '.', at most 63)")

@@ -20,6 +20,7 @@ from berth.controllers.exporter.shapes import (
     cluster_name,
     kube_name,
     ocm_decisions,
+    profile,
     sig_decisions,
 )
 from berth.controllers.exporter.target import Seen, _ours
@@ -179,6 +180,29 @@ def test_a_profile_says_health_labels_and_metric_values() -> None:
     assert (unknown.healthy, unknown.reason) == ("Unknown", "NotProbed")
 
 
+def test_a_profile_lists_the_access_provider_with_where_the_cluster_is_never_a_credential(
+) -> None:
+    """With an Export's accessProvider, a push cluster's profile lists it, with the server
+    and CA its status says (KEP-4322's accessProviders; the consumer's provider file
+    brings the credential); a pull cluster's status says no endpoint: none listed."""
+    cluster = msgspec.convert({"metadata": {"name": "paris", "namespace": "eu"}}, ClusterView)
+    push = msgspec.convert({"metadata": {"name": "paris", "namespace": "eu"}, "status": {
+        "state": "ONLINE", "endpoint": {"server": "https://paris:6443",
+                                        "certificate-authority-data": "Q0E="}}},
+        ClusterStatusView)
+    p = cluster_profile("eu/paris", "paris", cluster, push, {}, "token-reader")
+    status = profile("hub", "berth", p, datetime(2026, 12, 4, tzinfo=UTC)).status
+    assert status is not None and status["accessProviders"] == [
+        {"name": "token-reader", "cluster": {"server": "https://paris:6443",
+                                             "certificate-authority-data": "Q0E="}}]
+    none = profile("hub", "berth", cluster_profile("eu/paris", "paris", cluster, push, {}),
+                   datetime(2026, 12, 4, tzinfo=UTC)).status
+    assert none is not None and "accessProviders" not in none  # no provider named
+    pull = msgspec.convert({"metadata": {"name": "paris", "namespace": "eu"}, "status": {
+        "state": "ONLINE", "version": "v1.36.3"}}, ClusterStatusView)
+    assert cluster_profile("eu/paris", "paris", cluster, pull, {}, "token-reader").access == ()
+
+
 def test_what_berth_sets_is_compared_without_the_term() -> None:
     (w,) = ocm_decisions("hub", _placement(1))
     listed = {"apiVersion": "x", "kind": "PlacementDecision", "metadata": {
@@ -203,6 +227,7 @@ def _export(**spec: object) -> Export:
     ({"shapes": ["ClusterProfile", "ClusterProfile"]}, "named twice"),
     ({"shapes": ["PlacementDecision"], "argocd": {}}, "spec.argocd: Argo CD reads"),
     ({"clusterManager": "a b"}, "spec.clusterManager"),
+    ({"accessProvider": "token reader"}, "spec.accessProvider"),
     ({"kubeconfig": {}}, "spec.kubeconfig"),
 ])
 def test_an_export_is_refused_with_the_field_named(spec: dict[str, object], said: str) -> None:
