@@ -1,7 +1,8 @@
 """A cluster's unary calls through berth's own HTTP client against a real kube-apiserver,
 authenticated each way a kubeconfig says: a token, a token file read again after a
 401 (rotated), an exec plugin run once and again after a 401 or once its token
-expired (its calls and a watch sharing it); TLS by the embedded CA,
+expired (its calls and a watch sharing it), a cluster reached from its ClusterProfile
+through the consumer's access provider; TLS by the embedded CA,
 skipped when the kubeconfig says so, refused with the wrong CA. A creation meets a
 namesake someone else made as Exists, touching nothing of it, and claims its fields
 as an apply's."""
@@ -19,13 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from berth.controllers.propagator.kube import Connection, Exists, Forbidden, KubeObject, Rejected
 from berth.controllers.propagator.watches import ClusterWatches, Hub
+from berth.kubeaccess import kubeconfig, providers
 from berth.store.documents import KubeObjectRef
 from berth.store.documents.tenancy import Identity
+from berth_testkit.servers.etcd import ServerUnavailable
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
+
+CRDS = Path(__file__).resolve().parents[2] / "berth" / "controllers" / "exporter" / "crds"
 
 
 @pytest.fixture(scope="module")
@@ -301,6 +307,67 @@ def test_an_exec_plugins_token_is_renewed_when_it_expires_and_a_watch_goes_throu
         hub.loop.close()
     finally:
         conn.close()
+
+
+def test_a_cluster_is_reached_from_its_clusterprofile_through_the_consumers_provider(
+        cluster: KubeCluster, tmp_path: Path) -> None:
+    """A ClusterProfile stored under the upstream CRD lists where its cluster is for an
+    access provider; the consumer's provider file names that provider's exec plugin,
+    which learns from the cluster's exec extension which token to read (as the
+    reference secretreader plugin reads a Secret): the credential comes from the
+    plugin, never from the profile."""
+    crd = yaml.safe_load((CRDS / "multicluster.x-k8s.io_clusterprofiles.yaml").read_text())
+    cluster.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd,
+                    ok=(201, 409))
+    base = "/apis/multicluster.x-k8s.io/v1alpha1/namespaces/default/clusterprofiles"
+    deadline = time.monotonic() + 30
+    while not any(c.get("type") == "Established" and c.get("status") == "True" for c in (
+            cluster.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                            "clusterprofiles.multicluster.x-k8s.io").get("status") or {}
+            ).get("conditions") or []):
+        assert time.monotonic() < deadline, "the ClusterProfile CRD was never established"
+        time.sleep(0.2)
+    token = tmp_path / "spoke-1.token"
+    token.write_text(cluster.token)
+    said = cluster.kubeconfig()["clusters"][0]["cluster"]
+    body = {"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+            "metadata": {"name": "spoke-1"},
+            "spec": {"displayName": "spoke-1", "clusterManager": {"name": "test-hub"}}}
+    while True:  # established, and served once discovery has it
+        try:
+            cluster.request("POST", base, body, ok=(201, 409))
+            break
+        except (OSError, ServerUnavailable):
+            assert time.monotonic() < deadline, "the ClusterProfile CRD was never served"
+            time.sleep(0.5)
+    stored = cluster.request("GET", f"{base}/spoke-1")
+    stored["status"] = {"accessProviders": [{"name": "token-reader", "cluster": {
+        "server": said["server"], "certificate-authority-data": said["certificate-authority-data"],
+        "extensions": [{"name": "client.authentication.k8s.io/exec",
+                        "extension": {"tokenFile": str(token)}}]}}]}
+    cluster.request("PUT", f"{base}/spoke-1/status", stored)
+    profile = cluster.request("GET", f"{base}/spoke-1")  # as a consumer lists it
+    plugin = tmp_path / "reader.py"
+    plugin.write_text(
+        "import json, os, pathlib\n"
+        "asked = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        "path = pathlib.Path(asked['spec']['cluster']['config']['tokenFile'])\n"
+        "print(json.dumps({'apiVersion': asked['apiVersion'], 'kind': 'ExecCredential',\n"
+        "                  'status': {'token': path.read_text()}}))\n")
+    offered = providers({"providers": [
+        {"name": "gke-fleet", "execConfig": {"command": "absent"}},
+        {"name": "token-reader", "execConfig": {
+            "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+            "args": [str(plugin)], "provideClusterInfo": True}}]})
+    config = kubeconfig(profile, offered)
+    assert cluster.token not in json.dumps(config)  # the credential is in no kubeconfig
+    conn = Connection(config, 5.0)
+    try:
+        assert conn.probe(5.0).state == "ONLINE"
+        assert conn.get(KubeObjectRef("v1", "ConfigMap", "none", "default")) is None
+    finally:
+        conn.close()
+    cluster.request("DELETE", f"{base}/spoke-1", ok=(200, 404))
 
 
 def test_tls_by_the_ca_skipped_when_said_and_refused_with_another_ca(
