@@ -22,7 +22,9 @@ Where berth differs, and why:
 
 * **Bounded.** client-go waits for the plugin as long as it takes; a plugin that
   hangs would hold a thread of the propagator for good. berth waits ``timeout``
-  seconds (10 by default), then kills the plugin and its children and says so.
+  seconds (10 by default), then kills the plugin and its children and says so. A
+  plugin that failed is not run again for ``retry_after`` seconds (5): the calls
+  meanwhile fail at once with its reason, rather than each waiting for it again.
 * **Tokens only.** A plugin may answer a client certificate and key instead; berth
   refuses that with a clear reason (its connections take their TLS identity from the
   kubeconfig when they are made).
@@ -60,6 +62,7 @@ EXTENSION = "client.authentication.k8s.io/exec"  # the cluster's extension for i
 VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 REMOVED = "client.authentication.k8s.io/v1alpha1"
 TIMEOUT = 10.0  # seconds a plugin may take (client-go: unbounded)
+RETRY_AFTER = 5.0  # seconds a failed plugin is not run again (its failure said meanwhile)
 SAID = 200  # characters of the plugin's own last line of error output kept
 
 
@@ -80,7 +83,8 @@ class ExecPlugin:
     the kubeconfig has them); :class:`ExecError` when they are unusable."""
 
     def __init__(self, user_exec: Any, cluster: Any, *, timeout: float = TIMEOUT,
-                 clock: Callable[[], float] = time.time) -> None:
+                 retry_after: float = RETRY_AFTER, clock: Callable[[], float] = time.time,
+                 ticks: Callable[[], float] = time.monotonic) -> None:
         if not isinstance(user_exec, dict):
             raise ExecError("the user's exec is not a mapping")
         command = user_exec.get("command")
@@ -116,9 +120,10 @@ class ExecPlugin:
             {"apiVersion": version, "kind": "ExecCredential", "spec": spec})
         hint = user_exec.get("installHint")
         self.hint = hint.strip() if isinstance(hint, str) else ""
-        self.timeout, self.clock = timeout, clock
-        self._lock = threading.Lock()  # one run at a time; guards _held
+        self.timeout, self.retry_after, self.clock, self.ticks = timeout, retry_after, clock, ticks
+        self._lock = threading.Lock()  # one run at a time; guards the two below
         self._held: Credential | None = None
+        self._failed: tuple[float, ExecError] | None = None  # when (ticks), and how
 
     def token(self) -> str:
         """The token to send now: the one held, unless it expired — now past its expiry,
@@ -126,7 +131,15 @@ class ExecPlugin:
         with self._lock:
             held = self._held
             if held is None or (held.expires is not None and self.clock() > held.expires):
-                held = self._held = self._run()
+                if self._failed is not None and (
+                        self.ticks() - self._failed[0] < self.retry_after):
+                    raise self._failed[1]
+                try:
+                    held = self._held = self._run()
+                except ExecError as exc:
+                    self._failed = (self.ticks(), exc)
+                    raise
+                self._failed = None
             return held.token
 
     def refused(self, token: str) -> None:

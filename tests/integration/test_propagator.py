@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,3 +194,52 @@ def test_a_dead_loop_is_reported_by_alive_and_resync_survives_a_changing_cache(
         assert not p.alive()
     finally:
         p.stop()
+
+
+def test_an_exec_plugin_that_hangs_costs_its_cluster_alone_for_a_bounded_time(
+    store: Store, propagator: PropagatorProcess, kube: KubeCluster, tmp_path: Path
+) -> None:
+    """A cluster whose kubeconfig's exec plugin never answers is UNHEALTHY within the
+    plugin's bound (10 s), saying so, the plugin killed; the other clusters go on as
+    before; a plugin berth cannot use is said when the kubeconfig is read."""
+    script = tmp_path / "hangs.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    hangs = kube.kubeconfig()
+    hangs["users"] = [{"name": "admin", "user": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(script)]}}}]
+    old = kube.kubeconfig()
+    old["users"] = [{"name": "admin", "user": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "aws"}}}]
+    began = time.monotonic()
+    register(store, "hangs", hangs)
+    register(store, "old", old)
+    register(store, "one", kube.kubeconfig())
+    wait_for(lambda: status(store, "one"), lambda s: s.status.state == "ONLINE", timeout=20)
+    stuck = wait_for(lambda: status(store, "hangs"),
+                     lambda s: s.status.state == "UNHEALTHY", timeout=40)
+    assert "gave no credential within 10 s: stopped" in stuck.status.reason, stuck.status
+    assert time.monotonic() - began < 30
+    unusable = wait_for(lambda: status(store, "old"),
+                        lambda s: s.status.state == "OFFLINE", timeout=20)
+    assert "v1alpha1 was removed in Kubernetes 1.24" in unusable.status.reason
+    left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True)
+    assert left.stdout.strip() == "" or _only_starting(left.stdout), left.stdout
+    for name in ("hangs", "old", "one"):
+        store.delete(keys.resource_key("Cluster", name, "default"))
+
+
+def _only_starting(pids: str) -> bool:
+    """The plugin runs again every few seconds while the cluster is probed: a process
+    seen now is one younger than the bound, never one the bound should have ended."""
+    for pid in pids.split():
+        try:
+            start = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        except (OSError, IndexError, ValueError):
+            continue
+        ticks = os.sysconf("SC_CLK_TCK")
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        if uptime - start / ticks > 12:
+            return False
+    return True
+

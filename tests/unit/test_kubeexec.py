@@ -214,3 +214,24 @@ def test_a_plugin_that_fails_makes_its_cluster_unhealthy_saying_why(tmp_path: Pa
     assert (probe.state, probe.reason) == (
         "UNHEALTHY", f"credentials: authenticating: exec plugin {sys.executable} failed with "
                      "exit code 1: no such account")
+
+
+def test_a_plugin_that_failed_is_not_run_again_for_a_while_its_failure_said_meanwhile(
+        tmp_path: Path) -> None:
+    """Each call waiting for a failing (or hanging) plugin again would hold every thread
+    that reaches the cluster: for ``retry_after`` seconds its failure is said at once."""
+    ticks = Clock()
+    flag = tmp_path / "works"
+    p = ExecPlugin(plugin(tmp_path, f"if not pathlib.Path({str(flag)!r}).exists(): "
+                                    "sys.exit(1)\nsay({'token': 't'})"),
+                   {}, retry_after=5.0, ticks=ticks)
+    for _ in range(3):
+        with pytest.raises(ExecError, match="failed with exit code 1"):
+            p.token()
+    assert runs(tmp_path) == 1
+    flag.write_text("yes")
+    ticks.now += 4.9
+    with pytest.raises(ExecError):
+        p.token()
+    ticks.now += 0.2
+    assert p.token() == "t" and runs(tmp_path) == 2
