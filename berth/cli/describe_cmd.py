@@ -214,6 +214,9 @@ def _cluster(store: Store, s: Shown) -> list[str]:
                               "probed every probe_interval)" if st.probed else "")
                            + (f"; back ONLINE {age(st.returned)} ago" if st.returned else "")
                            if st is not None else "not observed (yet)"),
+        "Kubernetes:  " + ((st.version or "version not known")
+                           + (f", at {st.endpoint.server}" if st.endpoint is not None else "")
+                           if st is not None else "not observed (yet)"),
         f"Applications: {len(on)}" + (f" ({', '.join(on[:10])}"
                                       + (", ..." if len(on) > 10 else "") + ")" if on else ""),
     ]

@@ -4,6 +4,7 @@ applications on two real kube-apiservers."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -662,6 +663,11 @@ def test_get_and_describe_show_both_sides_and_never_a_secret(
         ["east", "ONLINE"], ["west", "ONLINE"]]
     code, out = berth("describe", "cluster", "default/east", "--etcd", url)
     assert "State:       ONLINE" in out and "Applications: 1 (default/shop)" in out
+    # its version as its API server says (a pull cluster's, as its agent reports it), and
+    # where a push cluster is (the propagator's word: its kubeconfig's server)
+    server = clusters["east"].kubeconfig()["clusters"][0]["cluster"]["server"]
+    assert re.search(r"Kubernetes:  v1\.\d+", out), out
+    assert (f", at {server}" in out) == (propagator.mode != "pull"), out
     if propagator.mode == "pull":  # no credential of a pull cluster is in etcd at all
         code, out = berth("get", "cluster", "east", "-o", "yaml", "--show-secrets",
                           "--etcd", url)
