@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args"
 ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
-ARGS_POLICIES = ("Append", "Ignore")
-ENVS_POLICIES = ("AppendIfNotExists", "Replace", "Ignore")
+ArgsPolicy = Literal["", "Append", "Ignore"]  # "": none said (Ignore)
+EnvsPolicy = Literal["", "AppendIfNotExists", "Replace", "Ignore"]
+ARGS_POLICIES: tuple[ArgsPolicy, ...] = ("Append", "Ignore")
+ENVS_POLICIES: tuple[EnvsPolicy, ...] = ("AppendIfNotExists", "Replace", "Ignore")
 
 
 class AccessError(Exception):
@@ -49,8 +51,8 @@ class AccessError(Exception):
 class Provider:
     name: str
     exec_config: dict[str, Any] | None  # the kubeconfig user's ``exec``
-    args_policy: str = ""  # "", Append, Ignore
-    envs_policy: str = ""  # "", AppendIfNotExists, Replace, Ignore
+    args_policy: ArgsPolicy = ""
+    envs_policy: EnvsPolicy = ""
 
 
 def providers(data: Any) -> tuple[Provider, ...]:
@@ -68,15 +70,17 @@ def providers(data: Any) -> tuple[Provider, ...]:
         exec_config = p.get("execConfig")
         if exec_config is not None and not isinstance(exec_config, dict):
             raise AccessError(f"{where} ({p['name']}): execConfig is not an object")
-        args, envs = (p.get("profileSourcedCLIArgsPolicy") or "",
-                      p.get("profileSourcedEnvVarsPolicy") or "")
-        if args and args not in ARGS_POLICIES:
-            raise AccessError(f"{where} ({p['name']}): unsupported "
-                              f"ProfileSourcedCLIArgsPolicy: {args!r}")
-        if envs and envs not in ENVS_POLICIES:
-            raise AccessError(f"{where} ({p['name']}): unsupported "
-                              f"ProfileSourcedEnvVarsPolicy: {envs!r}")
-        out.append(Provider(p["name"], exec_config, args, envs))
+        args = next((a for a in ARGS_POLICIES
+                     if a == p.get("profileSourcedCLIArgsPolicy")), None)
+        envs = next((e for e in ENVS_POLICIES
+                     if e == p.get("profileSourcedEnvVarsPolicy")), None)
+        if args is None and p.get("profileSourcedCLIArgsPolicy"):
+            raise AccessError(f"{where} ({p['name']}): unsupported ProfileSourcedCLIArgsPolicy: "
+                              f"{p['profileSourcedCLIArgsPolicy']!r}")
+        if envs is None and p.get("profileSourcedEnvVarsPolicy"):
+            raise AccessError(f"{where} ({p['name']}): unsupported ProfileSourcedEnvVarsPolicy: "
+                              f"{p['profileSourcedEnvVarsPolicy']!r}")
+        out.append(Provider(p["name"], exec_config, args or "", envs or ""))
     return tuple(out)
 
 
@@ -132,7 +136,8 @@ def kubeconfig(profile: dict[str, Any], offered: tuple[Provider, ...]) -> dict[s
             "contexts": [{"name": name, "context": {"cluster": name, "user": provider.name}}]}
 
 
-def _envs(name: str, extension: Any, own: list[Any], policy: str) -> list[dict[str, str]]:
+def _envs(name: str, extension: Any, own: list[Any], policy: EnvsPolicy
+          ) -> list[dict[str, str]]:
     """The plugin's variables with the profile's: the provider's own win with
     AppendIfNotExists, the profile's with Replace; ordered by name."""
     if not isinstance(extension, dict) or not all(
@@ -145,4 +150,5 @@ def _envs(name: str, extension: Any, own: list[Any], policy: str) -> list[dict[s
     return [{"name": k, "value": merged[k]} for k in sorted(merged)]
 
 
-__all__ = ["AccessError", "Provider", "accessor", "kubeconfig", "providers"]
+__all__ = ["AccessError", "ArgsPolicy", "EnvsPolicy", "Provider", "accessor", "kubeconfig",
+           "providers"]

@@ -260,21 +260,15 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 class ExecAuth(httpx.Auth):
-    """The plugin's token on an httpx client's requests (the watches'), run again after
-    a 401; the plugin runs on a worker thread, never on the event loop."""
+    """The plugin's token on an asynchronous httpx client's requests (the watches'), run
+    again after a 401; the plugin runs on a worker thread, never on the event loop."""
 
     def __init__(self, plugin: ExecPlugin) -> None:
         self.plugin = plugin
 
     def sync_auth_flow(self, request: httpx.Request
                        ) -> Generator[httpx.Request, httpx.Response, None]:
-        token = self.plugin.token()
-        request.headers["Authorization"] = f"Bearer {token}"
-        response = yield request
-        if response.status_code == 401:
-            self.plugin.refused(token)
-            request.headers["Authorization"] = f"Bearer {self.plugin.token()}"
-            yield request
+        raise NotImplementedError("an asynchronous client's (a call goes through KubeHttp)")
 
     async def async_auth_flow(self, request: httpx.Request
                               ) -> AsyncGenerator[httpx.Request, httpx.Response]:
