@@ -1,5 +1,5 @@
 """``berth exporter``: write berth's clusters and decisions into the Kubernetes APIs that
-Export documents name, in the fleet's standard shapes (docs/exports.md)."""
+Export documents name, in the fleet's standard shapes (docs/argocd.md)."""
 
 from __future__ import annotations
 

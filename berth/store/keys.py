@@ -17,6 +17,7 @@ returns) makes them, so a key built by hand elsewhere does not type-check:
     /berth/v1/scheduler/moves                         the moves its leader started lately
     /berth/v1/secrets/<plural>/[<namespace>/]<name>   the secrets a document carries
     /berth/v1/exported/exports/<name>                 what the exporter made of an Export
+    /berth/v1/exported/applications/<namespace>/<name>   Argo CD's word on its copies
     /berth/v1/history/applications/<namespace>/<name> an application's last manifests
     /berth/v1/rollouts/applications/<namespace>/<name> what an operator says of a rollout
     /berth/v1/ledger/<plural>/<namespace>/<name>/<id>.<by>.<bytes>   what happened, why
@@ -234,6 +235,17 @@ def in_namespace(family: Prefix, kind_name: str, namespace: str) -> Prefix:
 def exported_key(name: str) -> Key:
     """The key of what the exporter last made of the Export ``name``."""
     return Key(EXPORTED + _tail(kind("Export"), name, None))
+
+
+def verdicts_key(namespace: str, name: str) -> Key:
+    """The key of what the tool that deploys an application says of its copies (the
+    exporter reads Argo CD's Applications into it)."""
+    return Key(EXPORTED + _tail(kind("Application"), name, namespace))
+
+
+def verdicts_prefix() -> Prefix:
+    """The prefix of every application's deploying tool's verdicts."""
+    return Prefix(EXPORTED + kind("Application").plural + "/")
 
 
 def history_key(namespace: str, name: str) -> Key:

@@ -10,7 +10,11 @@ metrics-cache and propagator move the applications when a metric changes.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, Binding
+from berth_testkit.appset import ApplicationSets
 from berth_testkit.availability import DEPLOYMENTS, Sampler
 from berth_testkit.availability import available as available_now
 from berth_testkit.mirror import Mirror, Objects, mirrored
 from berth_testkit.scheduler_env import (
+    ExporterProcess,
     MetricsCacheProcess,
     PropagatorProcess,
     SchedulerProcess,
@@ -34,6 +41,7 @@ from berth_testkit.scheduler_env import (
     reached,
     record_puts,
     started,
+    stop_all,
     targets,
     wait_for,
 )
@@ -91,7 +99,7 @@ def berth(request: pytest.FixtureRequest, etcd_server: EtcdServer, store: Store,
     procs += agents_for(request.param, etcd_server.url, tmp_path,
                         {name: kube.kubeconfig() for name, kube in clusters.items()})
     with started(procs, store, NAMES):
-        yield {"procs": procs}
+        yield {"procs": procs, "url": etcd_server.url}
 
 
 def greens(store: Store, **values: float) -> None:
@@ -158,6 +166,83 @@ def test_a_metric_driven_move_of_20_applications_never_takes_one_down(
     assert sampler.samples > 5  # it watched the whole move (about 3 s of ready delay)
     assert {n: sampler.fewest[n] for n in names} == dict.fromkeys(names, 2), (
         "an application had fewer than its 2 replicas available during the move")
+
+
+def test_a_move_argo_cd_deploys_never_takes_the_application_down(
+    store: Store, berth: dict[str, Any], clusters: dict[str, KubeCluster], tmp_path: Path
+) -> None:
+    """Placement only: berth places ``web-argo``, Argo CD deploys it (the stand-in for its
+    ApplicationSet and application controllers, ``berth_testkit.appset``), reading the
+    exporter's PlacementDecision on north's API. A move keeps north in the decisions —
+    so Argo CD keeps its Application and workload there — until the copy on south is
+    available by berth's reading of it (in Pull mode, its agent's) and Argo CD's own
+    word; then Argo CD deletes north's. Sampled every 0.2 s, never below 2 of 2."""
+    hub = clusters["north"]  # Argo CD's cluster
+    hub.request("POST", "/api/v1/namespaces", {"metadata": {"name": "argocd"}},
+                ok=(200, 201, 409))
+    for name, kube in clusters.items():  # Argo CD's clusters, by berth's names
+        hub.request("POST", "/api/v1/namespaces/argocd/secrets", {
+            "metadata": {"name": f"cluster-{name}",
+                         "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "data": {k: base64.b64encode(v.encode()).decode()
+                     for k, v in (("name", name), ("server", kube.url))}},
+            ok=(200, 201, 409))
+    appset = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+              "metadata": {"name": "web-argo", "namespace": "argocd"},
+              "spec": {"generators": [{"clusterDecisionResource": {
+                  "configMapRef": "berth-placements", "labelSelector": {"matchLabels": {
+                      "cluster.open-cluster-management.io/placement": "default.web-argo"}}}}],
+                  "template": {
+                      "metadata": {"name": "web-argo-{{name}}",
+                                   "labels": {"berth.io/cluster": "{{clusterName}}"}},
+                      "spec": {"project": "default", "destination": {
+                          "server": "{{server}}", "namespace": "default"}}}}}
+    argo = ApplicationSets(hub, "argocd", appset, clusters, deployment("web-argo"))
+    argo.install()
+    export = {"api": "core", "kind": "Export", "metadata": {"name": "argocd"},
+              "spec": {"namespace": "argocd", "argocd": {"configMap": "berth-placements"},
+                       "kubeconfig": hub.kubeconfig()}}
+    app = {"api": "kubernetes", "kind": "Application",
+           "metadata": {"name": "web-argo", "namespace": "default"},
+           "spec": {"constraints": {"cluster": {"labels": ["zone = test", "broken = false"]}},
+                    "deployedBy": {
+                        "tool": "argocd", "export": "argocd", "applicationSet": "web-argo",
+                        "objects": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                     "name": "web-argo", "namespace": "default"}]}}}
+    done = subprocess.run([sys.executable, "-m", "berth.cli.main", "apply", "-f", "-"],
+                          input=yaml.safe_dump_all([export, app]), capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "BERTH_ETCD": berth["url"]})
+    assert done.returncode == 0, done.stderr
+    exporter = ExporterProcess(berth["url"], tmp_path, config="verdicts: 0.2\n").start()
+    try:
+        with argo:
+            running = wait_for(lambda: status(store, "web-argo"), state("RUNNING", "north"),
+                               timeout=90)
+            assert running.status.applied["default/north"].observed
+            assert available(clusters, "web-argo", "north") == 2
+            assert "web-argo-north" in argo.healthy_at
+            with Sampler(clusters) as sampler:
+                greens(store, north=0.2, south=0.9, broken=0.1)
+                moving = wait_for(lambda: status(store, "web-argo"),
+                                  state("MIGRATING", "north", "south"), timeout=60)
+                wait_for(lambda: status(store, "web-argo"), state("RUNNING", "south"),
+                         timeout=90)
+                wait_for(lambda: argo.deleted_at.get("web-argo-north"), timeout=30)
+                time.sleep(0.5)
+            # (before the exporter's first writes, Argo CD's generator finds nothing)
+            assert all("configMapRef" in e or "no clusterDecisionResources" in e
+                       for e in argo.errors), argo.errors
+        assert "still running on default/north" in moving.status.reason
+        # Argo CD removed north's copy only after south's was Healthy by its word too
+        assert argo.deleted_at["web-argo-north"] > argo.healthy_at["web-argo-south"]
+        now = sampler.now()
+        assert now["web-argo"] == {"south": 2}, now
+        assert sampler.samples > 5 and sampler.fewest["web-argo"] == 2, (
+            sampler.fewest["web-argo"], sampler.low.get("web-argo"))
+        assert "Traceback" not in exporter.output()
+    finally:
+        stop_all([exporter])
 
 
 def test_a_move_to_a_cluster_whose_pods_never_become_ready_keeps_the_old_copy(

@@ -16,10 +16,13 @@ class ExporterConfig(msgspec.Struct, forbid_unknown_fields=True):
     events: bool = True  # say an export's failures and recoveries as events
     event_ttl: float = 3600.0
     watch_idle_timeout: float = 30.0
+    # seconds between two reads of Argo CD's Applications, for the applications it
+    # deploys (docs/argocd.md "Moves"): a move waits this long, at most, for its word
+    verdicts: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.timeout <= 0 or self.resync <= 0 or self.max_backoff <= 0:
-            raise ValueError("timeout, resync and max_backoff must be positive")
+        if min(self.timeout, self.resync, self.max_backoff, self.verdicts) <= 0:
+            raise ValueError("timeout, resync, max_backoff and verdicts must be positive")
         if self.workers < 1:
             raise ValueError("workers must be at least 1")
         if self.settle < 0:

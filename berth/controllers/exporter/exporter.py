@@ -6,14 +6,16 @@ Export has a runner: a supervised loop of its own, so an API that is down or slo
 delays only that export. A change marks what it concerns dirty in every runner (an
 application, or the clusters' profiles); the runner gathers a burst of them, builds
 the objects wanted for what is dirty from the informers' current documents, and
-writes what differs (:mod:`berth.controllers.exporter.target`). Every ``resync``
+writes what differs (:mod:`berth.controllers.exporter.target`); beside it, a reader
+of Argo CD's Applications for the applications Argo CD deploys (``verdicts.py``).
+Every ``resync``
 seconds, and whenever its API was out of reach, a runner compares everything again,
 which also removes what belongs to applications, clusters or shapes gone meanwhile.
 
 An export's API failing is retried with backoff (1 s doubling to ``max_backoff``),
 and said once as an event and in its status (``/berth/v1/exported/exports/<name>``);
 nothing dirty is forgotten meanwhile. An Export deleted has everything it wrote
-removed (retried while this process runs; docs/exports.md says what a restart
+removed (retried while this process runs; docs/argocd.md says what a restart
 meanwhile leaves).
 """
 
@@ -44,6 +46,7 @@ from berth.controllers.exporter.shapes import (
     sig_decisions,
 )
 from berth.controllers.exporter.target import ARGOCD_SOURCE, Outcome, Superseded, Target
+from berth.controllers.exporter.verdicts import VerdictReader, deployed
 from berth.controllers.exporter.views import (
     AppHead,
     AppStatusView,
@@ -62,7 +65,7 @@ from berth.store import Deposed, Store, StoreError, keys
 from berth.store.codec import encode
 from berth.store.credentials import STORED, Credentials, merge_users, missing_users
 from berth.store.documents import Export, Exported, Shape
-from berth.store.documents.export import ExportedMeta, ExportedStatus, ExportState
+from berth.store.documents.export import ExportedMeta, ExportedStatus, ExportState, Verdicts
 from berth.store.events import NORMAL, WARNING, InvolvedObject
 from berth.store.ops import Delete, Put
 
@@ -139,19 +142,30 @@ class Runner:
         self.synced: datetime | None = None
         self._loop = Loop(f"export {name}", self._step,
                           deadline=self.config.timeout * 20 + self.config.max_backoff + 120)
+        # Argo CD's word on the copies it deploys, for the applications naming this export
+        self.verdicts = VerdictReader(name, self.target.api, store,
+                                      lambda: deployed(exporter.apps.items()),
+                                      exporter.verdicts, lambda: self.names,
+                                      self.config.verdicts)
+        self._verdicts = Loop(f"verdicts {name}", self.verdicts.step,
+                              deadline=self.config.timeout * 3 + self.config.verdicts + 60)
 
     def start(self) -> None:
         self._loop.start()
+        self._verdicts.start()
 
     def stop(self) -> None:
         self._stopping.set()
+        self.verdicts.stopping.set()
         self._loop.halt()
+        self._verdicts.halt()
         self._wake.set()
         self._loop.stop(timeout=self.config.timeout + 5)
+        self._verdicts.stop(timeout=self.config.timeout + 5)
         self.target.close()
 
     def alive(self) -> bool:
-        return self._loop.alive()
+        return self._loop.alive() and self._verdicts.alive()
 
     def mark(self, app: str | None = None, at: datetime | None = None, *,
              profiles: bool = False, everything: bool = False) -> None:
@@ -274,9 +288,10 @@ class Exporter:
         self.cluster_statuses: Informer[ClusterStatusView] = informer(
             keys.status_prefix("Cluster"), ClusterStatusView)
         self.values: Informer[ValueView] = informer(keys.METRIC_VALUES, ValueView)
+        self.verdicts: Informer[Verdicts] = informer(keys.verdicts_prefix(), Verdicts)
         self.informers: list[Informer[Any]] = [
             self.exports, self.secrets, self.apps, self.bindings, self.statuses,
-            self.clusters, self.cluster_statuses, self.values]
+            self.clusters, self.cluster_statuses, self.values, self.verdicts]
         self.events = Recorder(store, "exporter", ttl=config.event_ttl) if config.events \
             else None
         self._lock = threading.Lock()  # guards runners (the plan loop changes it)

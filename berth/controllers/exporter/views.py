@@ -43,10 +43,16 @@ class Meta(msgspec.Struct):
     deleted: datetime | None = None
 
 
+class AppSpecHead(msgspec.Struct):
+    deployedBy: Any = None  # who deploys it, when not berth (read by ``verdicts.py``)
+
+
 class AppHead(msgspec.Struct):
-    """An application: which one, and its labels (its manifest is never decoded)."""
+    """An application: which one, its labels, and who deploys it when another tool does
+    (its manifest is never decoded)."""
 
     metadata: Meta
+    spec: AppSpecHead = msgspec.field(default_factory=AppSpecHead)
 
 
 class BindingSpecView(msgspec.Struct):

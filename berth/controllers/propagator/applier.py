@@ -76,6 +76,7 @@ from berth.store.documents import (
     HealthRule,
     KubeObjectRef,
 )
+from berth.store.documents.export import Verdicts
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import Pace
 from berth.store.documents.rollouts import RolloutControl
@@ -135,6 +136,10 @@ class Applier:
                      idle_timeout=idle),
             Informer(store, keys.resource_prefix("ClusterSet"), ClusterSet, idle_timeout=idle))
         self.transit = Transit()
+        # what the tool deploying a placement-only application says of its copies (the
+        # exporter's reading of Argo CD): a change judges that application again
+        self.verdicts: Informer[Verdicts] = Informer(
+            store, keys.verdicts_prefix(), Verdicts, idle_timeout=idle)
         self.queue: WorkQueue[keys.Key] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)
         # what the statuses say, as events (docs/events.md): started and stopped with the
@@ -166,7 +171,7 @@ class Applier:
                          self.global_overrides, self.controls, self.paces, self.transit,
                          self.secrets, Manifests(store), self.pull, self.book, concern.seen,
                          shard, concern.claimable, self.tenancy, self.apps, self.statuses,
-                         concern.dependencies)
+                         concern.dependencies, self.verdicts)
         self.facts = FactsBuilder(reads, clock, move_timeout=config.move_timeout)
         authority = shard if shard is not None else Leased(store.holds)
         self.executor = Router(Executor(self, concern.own_writes, self.on_applied, authority),
@@ -179,6 +184,7 @@ class Applier:
         self.overrides.add_handler(concern.on_override)
         self.global_overrides.add_handler(concern.on_override)
         self.controls.add_handler(concern.on_named)
+        self.verdicts.add_handler(concern.on_named)
         clusters.add_handler(concern.on_cluster)
         cluster_statuses.add_handler(concern.on_cluster_status)
         self.tenancy.listeners.append(concern.on_tenancy)
@@ -191,7 +197,7 @@ class Applier:
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
         return (self.apps, self.bindings, self.statuses, self.secrets.informer,
-                self.overrides, self.global_overrides, self.controls, self.paces,
+                self.overrides, self.global_overrides, self.controls, self.paces, self.verdicts,
                 *self.tenancy.informers, *self.pull.informers)
 
     def is_pull(self, cid: str) -> bool:

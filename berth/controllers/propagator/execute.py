@@ -49,7 +49,7 @@ from prometheus_client import Counter
 from berth.controllers.propagator import order
 from berth.controllers.propagator.authority import HANDED_OVER, LAPSED, Authority, Leased
 from berth.controllers.propagator.drift import OwnWrites
-from berth.controllers.propagator.health import JOB_DONE, Health, copy_of, gated
+from berth.controllers.propagator.health import JOB_DONE, PROGRESSING, Health, copy_of, gated
 from berth.controllers.propagator.kube import (
     OWNER,
     Exists,
@@ -226,6 +226,9 @@ class Executor:
                 progress.errors[cid] = HANDED_OVER
                 return None
             try:
+                if app.observe:
+                    self._observe(step, app, progress)
+                    return None
                 return self._apply(step, app, bodies, progress, record)
             except Rejected as exc:
                 if made is not None and made.fingerprint:  # this cluster's copy alone
@@ -340,6 +343,25 @@ class Executor:
         if said:
             progress.errors[cid] = "; ".join(said)
         return None
+
+    def _observe(self, step: Apply, app: App, progress: Progress) -> None:
+        """Read the copy another tool deployed on one cluster and judge it, writing
+        nothing there: an object not there yet is on its way (its tool deploys it)."""
+        cid = step.cluster
+        client = self._client(cid, step.identity)
+        judged: list[tuple[KubeObjectRef, Health]] = []
+        for ref in app.observe:
+            try:
+                seen = client.get(ref)
+            except Forbidden as exc:
+                raise Unavailable(f"{ref} on cluster {cid} cannot be read: {exc}") from exc
+            judged.append((ref, Health(PROGRESSING, f"{ref} not there yet") if seen is None
+                           else self.clients.judge(cid, ref, seen, app.rules)))
+        progress.applied[cid] = ClusterApplied(
+            step.generation, list(app.observe), step.replicas, since=step.since,
+            new=step.new, identity=step.identity.username if step.identity else "",
+            observed=True)
+        progress.health[cid] = copy_of(judged)
 
     def _owned(self, client: ClusterClient, cid: str, ref: KubeObjectRef, owner: str,
                adopt: bool, there: dict[KubeObjectRef, bool],
@@ -470,6 +492,9 @@ class Executor:
             progress.errors[cid] = str(exc)
             return
         objects = progress.applied[cid].objects
+        if progress.applied[cid].observed:  # its tool's to remove: berth forgets it
+            del progress.applied[cid]
+            return
         if client is None:
             if self.clients.unreadable(cid):
                 progress.errors[cid] = f"the Cluster document of {cid} does not decode"

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from berth.controllers.propagator.depends import keeping, waits
+from berth.controllers.propagator.deployed import observed_refs, unready
 from berth.controllers.propagator.health import Copy
 from berth.controllers.propagator.manifest import ManifestError, objects, remark
 from berth.controllers.propagator.plan import CONFIRM, App, Facts
@@ -40,6 +41,7 @@ from berth.store import keys
 from berth.store.credentials import with_current_secrets
 from berth.store.dependencies import named
 from berth.store.documents import ApplicationState, Binding, ClusterApplied, HealthRule
+from berth.store.documents.export import ToolVerdict
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import PaceOverride, PaceSpec, effective
 from berth.store.documents.render import (
@@ -176,6 +178,11 @@ class Reads(Protocol):
         """Whether applications of ``namespace`` may depend on those of ``on``."""
         ...
 
+    def verdicts(self, namespace: str, name: str) -> Mapping[str, ToolVerdict] | None:
+        """What the tool that deploys the application says of its copies, by cluster
+        (None: nothing read yet)."""
+        ...
+
 
 class FactsBuilder:
     """Facts from :class:`Reads`, dated by ``clock``."""
@@ -217,16 +224,23 @@ class FactsBuilder:
                                           binding.spec.decision if binding else "")), ""
         except ManifestError as exc:
             bodies, error = (), str(exc)
+        by = spec.deployedBy
+        if by is not None and bodies:
+            bodies, error = (), ("spec.deployedBy: an application another tool deploys has "
+                                 "no manifest: give one or the other")
         rules = tuple(spec.health)
         # a dependent's copy is gone, for its dependencies, once its Pods are too
         propagation = "Foreground" if spec.dependsOn else spec.deletionPropagation
         app = App(meta.generation, meta.deleted is not None,
                   tuple(f for f in meta.finalizers if f != FINALIZER), bodies, error,
-                  rules, spec.conflictResolution == "Overwrite", propagation)
+                  rules, spec.conflictResolution == "Overwrite", propagation,
+                  observed_refs(by))
         now = self.clock.now()
+        # (a push cluster's copy another tool deployed is read again by the reconcile)
         health = {cid: reads.copy(cid, owner, have, rules, now)
                   for cid, have in recorded.applied.items()
-                  if have.generation > 0 and (owned is None or cid in owned)}
+                  if have.generation > 0 and (owned is None or cid in owned)
+                  and not (have.observed and not reads.is_pull(cid))}
         if binding is None:
             return Facts(app, recorded, owned=owned, health=health, now=now,
                          move_timeout=self.move_timeout, owner=owner, identity=identity,
@@ -244,6 +258,9 @@ class FactsBuilder:
                                                            identity))
         unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
         returned = {cid: at for cid in targets if (at := reads.returned(cid)) is not None}
+        said = reads.verdicts(namespace, name) if by is not None and by.argocd else None
+        waits_on_tool = {cid: why for cid in served
+                         if by is not None and by.argocd and (why := unready(by, said, cid))}
         return Facts(app, recorded, binding.spec.generation, targets,
                      binding.status.reason,
                      stopped=not targets and bool(binding.status.yielded_to), barred=barred,
@@ -252,7 +269,8 @@ class FactsBuilder:
                      move_timeout=self.move_timeout, owner=owner, identity=identity,
                      rendered=rendered,
                      unrendered=unrendered, forbidden=forbidden, rollout=rollout,
-                     waits_for=self._waits_for(key, view, targets), needed=needed)
+                     waits_for=self._waits_for(key, view, targets), needed=needed,
+                     unready=waits_on_tool)
 
     def _waits_for(self, key: keys.Key, view: AppView, targets: tuple[str, ...]
                    ) -> dict[str, str]:
@@ -317,6 +335,7 @@ class FactsBuilder:
         if self.reads.is_pull(cid):
             return self.reads.resend(cid, namespace, name)
         return (cid in since.drifted or since.applied.get(cid) != since.epoch
+                or (have is not None and have.observed)  # another tool's: read each time
                 or self.reads.unobserved(cid, recorded.applied.get(cid)))
 
     def _selecting(self, namespace: str, name: str, labels: dict[str, str]) -> list[Override]:

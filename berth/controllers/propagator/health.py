@@ -422,10 +422,11 @@ def gated(health: Health, waiting: str) -> Health:
     return Health(PROGRESSING, waiting, health.available, health.desired)
 
 
-def with_copy(have: ClusterApplied, copy: Copy) -> ClusterApplied:
+def with_copy(have: ClusterApplied, copy: Copy, unready: str = "") -> ClusterApplied:
     """``have`` with its health as judged: Jobs complete now counted done, and a copy
-    that became available no longer ``new``; while a step of it waits, not available."""
-    h = gated(copy.health, have.waiting)
+    that became available no longer ``new``; while a step of it waits, or the tool
+    that deploys it does not call it available (``unready``: why), not available."""
+    h = gated(copy.health, have.waiting or unready)
     done = sorted({*have.done, *copy.complete}, key=str) if h.healthy or copy.complete \
         else have.done
     return msgspec.structs.replace(

@@ -77,6 +77,9 @@ class App:
     rules: tuple[HealthRule, ...] = ()  # how its custom resources are judged
     adopt: bool = False  # may take over objects others manage (conflictResolution)
     propagation: str = "Background"  # how its objects are deleted
+    # Placement only: another tool deploys its copies, these objects on each cluster,
+    # which berth reads and judges and never writes or removes (``spec.deployedBy``).
+    observe: tuple[KubeObjectRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,10 @@ class Facts:
     # Per cluster, the dependents that still run there: the copy there stays (a move's
     # removal and the application's deletion wait for them to leave).
     needed: Mapping[str, str] = field(default_factory=dict)
+    # Per target, why the tool that deploys the application does not call its copy
+    # there available yet (Argo CD: its Application not Healthy and Synced); absent:
+    # it does, or no tool's word is asked.
+    unready: Mapping[str, str] = field(default_factory=dict)
 
     def mine(self, cid: str) -> bool:
         return self.owned is None or cid in self.owned
@@ -359,7 +366,8 @@ def _health(facts: Facts, progress: Progress, cid: str) -> Health:
     have = progress.applied.get(cid)
     judged = progress.health.get(cid) or facts.health.get(cid)
     if judged is not None:
-        return gated(judged.health, have.waiting if have is not None else "")
+        return gated(judged.health, (have.waiting if have is not None else "")
+                     or facts.unready.get(cid, ""))
     if have is None or not have.health:
         return Health(UNKNOWN, "not observed yet")
     return Health(have.health, have.reason, have.available, have.desired)
@@ -580,7 +588,7 @@ def judged(facts: Facts, progress: Progress) -> dict[str, ClusterApplied]:
         copy = progress.health.get(cid) or facts.health.get(cid)
         if copy is None or have.generation == 0:
             continue
-        out[cid] = with_copy(have, copy)
+        out[cid] = with_copy(have, copy, facts.unready.get(cid, ""))
     return out
 
 

@@ -264,7 +264,7 @@ class PullClusters:
                         list(step.skip), app.adopt, app.propagation, list(app.rules),
                         list(made.by) if made is not None else [],
                         made.fingerprint if made is not None else "",
-                        identity=step.identity)
+                        identity=step.identity, observe=list(app.observe))
         with self.gate(cid) as serving:
             if not serving:
                 progress.errors[cid] = HANDED_OVER
@@ -274,7 +274,9 @@ class PullClusters:
                 progress.errors[cid] = revoked
                 return None
             if cid not in progress.applied:  # recorded before it is sent (nothing forgotten)
-                progress.applied[cid] = ClusterApplied(0, refs_of(bodies), step.replicas)
+                progress.applied[cid] = ClusterApplied(
+                    0, list(app.observe) or refs_of(bodies), step.replicas,
+                    observed=bool(app.observe))
                 written = intent(progress.status, progress.applied, cid, step.generation,
                                  progress.rollout)
                 halt = record(written)
@@ -305,7 +307,8 @@ class PullClusters:
             progress.applied[cid] = ClusterApplied(
                 got.generation, list(got.objects), step.replicas, since=step.since,
                 new=step.new, done=list(got.done), overrides=list(spec.overrides),
-                rendered=spec.rendered, identity=got.identity, waiting=got.waiting)
+                rendered=spec.rendered, identity=got.identity, waiting=got.waiting,
+                observed=got.observed)
             if got.generation == step.generation and got.health:
                 progress.health[cid] = _copy(got)
         if st.error:
@@ -351,6 +354,11 @@ class PullClusters:
                 self._drop(cid, key)
                 progress.applied.pop(cid, None)
                 return
+            have = progress.applied.get(cid)
+            if have is not None and have.observed:  # its tool's to remove: nothing to ask
+                self._drop(cid, key)
+                progress.applied.pop(cid, None)
+                return
             report, revision = self.current(cid, namespace, name)
             st = report.status if report is not None else None
             if revision == 0 and (st is None or st.cleared):
@@ -361,7 +369,6 @@ class PullClusters:
                 self._drop(cid, key)
                 progress.applied.pop(cid, None)
                 return
-            have = progress.applied.get(cid)
             spec = WorkSpec(Intent.DELETE, have.generation if have is not None else 0,
                             propagation=propagation, identity=step.identity)
             try:

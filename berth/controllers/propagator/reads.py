@@ -10,7 +10,7 @@ informer keeps ten manifests per application).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,6 +38,7 @@ from berth.store.documents import (
     HealthRule,
     Reachability,
 )
+from berth.store.documents.export import ToolVerdict, Verdicts
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.pace import FLEET, Pace, PaceSpec
 from berth.store.documents.rollouts import RolloutControl
@@ -68,6 +69,7 @@ class Informed:
     apps: Informer[AppView]
     statuses: Informer[ApplicationStatus]
     dependencies: Dependencies  # who depends on whom (the applications' watch feeds it)
+    verdicts_seen: Informer[Verdicts]  # the exporter's: Argo CD's word on its copies
 
     def binding(self, namespace: str, name: str) -> Binding | None:
         return self.bindings.get(keys.binding_key("Application", namespace, name))
@@ -184,6 +186,10 @@ class Informed:
 
     def may_depend(self, namespace: str, on: str) -> bool:
         return self.tenancy.may_depend(namespace, on)
+
+    def verdicts(self, namespace: str, name: str) -> Mapping[str, ToolVerdict] | None:
+        doc = self.verdicts_seen.get(keys.verdicts_key(namespace, name))
+        return doc.status.clusters if doc is not None else None
 
 
 def unreadable(store: Store, key: keys.Key) -> bool:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from berth.store import keys
-from berth.store.documents import HealthRule
+from berth.store.documents import DeployedBy, HealthRule
 from berth.store.documents.pace import PaceOverride
 from berth.store.documents.rollouts import RolloutPolicy
 
@@ -66,6 +66,7 @@ class _AppSpec(msgspec.Struct):
     rollout: RolloutPolicy | None = None
     pace: PaceOverride | None = None
     dependsOn: list[_Dependency] = []
+    deployedBy: DeployedBy | None = None
 
 
 class AppView(msgspec.Struct):

@@ -9,6 +9,7 @@ scheduler), are spelled as there: ``clusterSelector``, ``affinity``, ``toleratio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal
 
@@ -212,8 +213,71 @@ class Dependency(CamelStrict):
         return f"{self.namespace or namespace or ''}/{self.name}"
 
 
+class DeployedObject(CamelStrict):
+    """One object of a copy another tool deploys: where to read it on each cluster."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None  # None for cluster-scoped kinds
+
+
+class DeployedBy(CamelStrict):
+    """An application berth places and another tool deploys (docs/argocd.md "Moves"):
+    it has no manifest; its copy on a cluster is ``objects``, which berth reads there
+    and judges as its own, never writing or removing them. With ``tool: argocd``,
+    the Application Argo CD's ApplicationSet ``applicationSet`` generates for each
+    cluster (in the namespace of the Export named ``export``) must say Healthy and
+    Synced — at ``revision`` when one is given — before the copy counts available."""
+
+    tool: str  # "argocd", or the name of another tool (its objects alone are judged)
+    objects: list[DeployedObject] = []
+    export: str = ""  # tool argocd: the Export whose API holds Argo CD's Applications
+    application_set: str = ""  # tool argocd: the ApplicationSet generating them
+    revision: str = ""  # tool argocd: the revision they must be synced at ("": any)
+
+    @property
+    def argocd(self) -> bool:
+        return self.tool == ARGOCD
+
+    def problems(self, manifest: bool) -> Iterator[tuple[str, str]]:
+        """What is wrong with it (the path below ``spec.deployedBy``, why); ``manifest``:
+        the application has one too."""
+        if manifest:
+            yield "", "an application another tool deploys has no manifest: give one or the other"
+        if not self.tool.strip():
+            yield ".tool", "name the tool that deploys it (argocd, or another)"
+        if not self.objects:
+            yield ".objects", ("name the objects its copy is on each cluster: berth judges "
+                               "them before a move removes the old copy")
+        seen: set[tuple[str, str, str, str]] = set()
+        for i, o in enumerate(self.objects):
+            if not (o.api_version and o.kind and o.name):
+                yield f".objects[{i}]", "needs apiVersion, kind and name"
+                continue
+            key = (o.api_version, o.kind, o.namespace or "", o.name)
+            if key in seen:
+                yield f".objects[{i}]", f"{o.kind} {o.namespace or ''}/{o.name} is named twice"
+            seen.add(key)
+        if self.argocd:
+            for name, value in (("export", self.export),
+                                ("applicationSet", self.application_set)):
+                if not value:
+                    yield f".{name}", ("Argo CD's Applications are found by the Export "
+                                       "whose API holds them and the ApplicationSet that "
+                                       "generates them")
+        elif self.export or self.application_set or self.revision:
+            yield "", (f"export, applicationSet and revision are Argo CD's: not for tool "
+                       f"{self.tool!r}")
+
+
+ARGOCD = "argocd"
+
+
 class ApplicationSpec(Strict):
     manifest: list[dict[str, Any]] = []
+    # Placement only: another tool deploys its copies (it then has no manifest).
+    deployed_by: DeployedBy | None = msgspec.field(default=None, name="deployedBy")
     constraints: AppConstraints | None = None
     migration: bool | None = None
     placement: Placement | None = None

@@ -279,6 +279,9 @@ class ClusterApplied(msgspec.Struct, omit_defaults=True):
     # applied yet, run again (deleted and made anew) when their step comes.
     waiting: str = ""
     rerun: list[KubeObjectRef] = []
+    # Another tool deployed these objects (``spec.deployedBy``): berth reads them, never
+    # writes or removes them; the copy goes when that tool removes it.
+    observed: bool = False
 
 
 class FailedTarget(msgspec.Struct, omit_defaults=True):

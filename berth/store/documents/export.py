@@ -1,5 +1,5 @@
 """Exports: berth's clusters and decisions, written into a Kubernetes API in the fleet's
-standard shapes, for the tools that read those (docs/exports.md).
+standard shapes, for the tools that read those (docs/argocd.md).
 
 An ``Export`` names one Kubernetes API (a kubeconfig; its users are kept apart like
 a Cluster's, :mod:`berth.store.credentials`), the namespace written there, the
@@ -100,5 +100,37 @@ class Exported(msgspec.Struct, tag_field="kind", tag="Export", omit_defaults=Tru
     api: str = "core"
 
 
+class ToolVerdict(msgspec.Struct, omit_defaults=True):
+    """What the tool that deploys an application says of its copy on one cluster (Argo
+    CD: the Application its ApplicationSet generated for that cluster)."""
+
+    application: str = ""  # the Application that deploys it there
+    health: str = ""  # its health status: Healthy, Progressing, Degraded, Missing, ...
+    sync: str = ""  # its sync status: Synced, OutOfSync, Unknown
+    revision: str = ""  # the revision it is synced at
+    message: str = ""  # why it is not Healthy, as it says
+
+
+class VerdictsMeta(msgspec.Struct, omit_defaults=True):
+    name: str
+    namespace: str
+
+
+class VerdictsStatus(msgspec.Struct, omit_defaults=True):
+    export: str = ""  # the Export whose API they were read from
+    clusters: dict[str, ToolVerdict] = {}  # berth's cluster "<namespace>/<name>" → verdict
+    term: int = 0  # the exporter's term that wrote this
+
+
+class Verdicts(msgspec.Struct, tag_field="kind", tag="Verdicts", omit_defaults=True):
+    """``/berth/v1/exported/applications/<namespace>/<name>``, the exporter's: what the
+    tool that deploys a placement-only application says of its copies."""
+
+    metadata: VerdictsMeta
+    status: VerdictsStatus = msgspec.field(default_factory=VerdictsStatus)
+    api: str = "core"
+
+
 __all__ = ["ALL_SHAPES", "ApplicationChoice", "ArgoCD", "Export", "ExportSpec", "ExportState",
-           "Exported", "ExportedMeta", "ExportedStatus", "Shape"]
+           "Exported", "ExportedMeta", "ExportedStatus", "Shape", "ToolVerdict", "Verdicts",
+           "VerdictsMeta", "VerdictsStatus"]

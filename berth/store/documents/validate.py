@@ -367,6 +367,9 @@ def _depends_on(doc: Application) -> Iterator[Problem]:
 
 def _application(doc: Application) -> Iterator[Problem]:
     spec = doc.spec
+    if spec.deployed_by is not None:
+        yield from (Problem(f"spec.deployedBy{path}", why)
+                    for path, why in spec.deployed_by.problems(bool(spec.manifest)))
     if spec.constraints and spec.constraints.cluster:
         c = spec.constraints.cluster
         yield from _expressions(c.labels, "spec.constraints.cluster.labels", label=True)

@@ -65,6 +65,9 @@ class WorkSpec(msgspec.Struct, omit_defaults=True):
     # whom the agent applies and removes them as (its namespace's policy's identity,
     # docs/teams.md; None: the agent's own credential)
     identity: Identity | None = None
+    # Placement only (``spec.deployedBy``): another tool deploys the copy; the agent reads
+    # these objects and judges them, never writing or removing them (``objects`` empty).
+    observe: list[KubeObjectRef] = []
 
 
 class Work(msgspec.Struct, tag_field="kind", tag="Work"):

@@ -365,7 +365,8 @@ class Agent:
             drifted = key in self._drifted
         due = (st.work != revision or bool(st.error) or drifted or have is None
                or self._applied_epoch.get(key) != epoch or st.intent is not Intent.APPLY
-               or bool(have.waiting))  # a step waits: applied again until none does
+               or bool(have.waiting)  # a step waits: applied again until none does
+               or bool(spec.observe))  # another tool's copy: read again each time
         if not due and have is not None:  # nothing to apply: judge what is there
             judged = self._judged(have, owner, rules)
             if judged != have or self.reports.garbled(rkey):
@@ -383,7 +384,7 @@ class Agent:
         step = Apply(self.cid, spec.generation, spec.replicas, since, skip=tuple(spec.skip),
                      owner=owner, bodies=tuple(spec.objects), identity=spec.identity)
         app = App(spec.generation, bodies=tuple(spec.objects), rules=rules, adopt=spec.adopt,
-                  propagation=spec.propagation)
+                  propagation=spec.propagation, observe=tuple(spec.observe))
 
         def record(state: ApplicationState) -> Retry | None:
             """Objects about to be applied, recorded first (not yet for this work)."""
