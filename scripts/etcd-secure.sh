@@ -32,6 +32,12 @@
 #   berth-exporter       reads everything but secrets, and the secrets of
 #                        Exports (the credentials of the APIs it writes to);
 #                        writes what it made of each Export, and events
+#   berth-inventory      reads everything but secrets, and the secrets of
+#                        Inventories (the hubs' credentials); writes Clusters
+#                        and their secrets only in the berth namespaces named
+#                        by BERTH_INVENTORY_NAMESPACES (space-separated;
+#                        default: inventory), what it made of each Inventory,
+#                        and events
 # (etcd grants by prefix, and a ledger key names its resource before its writer:
 # the scheduler and the propagator may each write the whole ledger; each writes
 # only keys that name it.)
@@ -151,6 +157,17 @@ grant berth-exporter readwrite "${R}exported/" --prefix
 grant berth-exporter readwrite "${R}leases/exporter" --prefix
 grant berth-exporter readwrite "${R}events/" --prefix
 
+role berth-inventory
+no_secrets berth-inventory
+grant berth-inventory read "${R}secrets/inventories/" --prefix
+for ns in ${BERTH_INVENTORY_NAMESPACES:-inventory}; do
+  grant berth-inventory readwrite "${R}clusters/$ns/" --prefix
+  grant berth-inventory readwrite "${R}secrets/clusters/$ns/" --prefix
+done
+grant berth-inventory readwrite "${R}status/inventories/" --prefix
+grant berth-inventory readwrite "${R}leases/inventory" --prefix
+grant berth-inventory readwrite "${R}events/" --prefix
+
 role berth-console
 # the web console: reads everything but secrets; writes an operator's rollout controls
 no_secrets berth-console
@@ -160,12 +177,12 @@ role berth-admin
 grant berth-admin read "$R" --prefix
 for plural in globalmetricsproviders metricsproviders globalmetrics metrics globalclouds \
               clouds clusters applications projects magnumclusters globaloverrides overrides paces \
-              priorityclasses exports clustersets namespacepolicies \
+              priorityclasses exports inventories clustersets namespacepolicies \
               secrets history rollouts; do
   grant berth-admin readwrite "${R}$plural/" --prefix
 done
 
-for process in scheduler propagator metrics-cache exporter console admin; do
+for process in scheduler propagator metrics-cache exporter inventory console admin; do
   user "berth-$process" "berth-$process"
 done
 
@@ -178,6 +195,6 @@ if [ -z "${ETCDCTL_USER:-}" ]; then
   echo "etcd-secure: authentication enabled (root's password: $dir/root)" >&2
 fi
 echo "etcd-secure: users berth-scheduler, berth-propagator, berth-metrics-cache, berth-exporter," \
-     "berth-console," \
+     "berth-inventory, berth-console," \
      "berth-admin;" \
      "passwords in $dir" >&2

@@ -30,6 +30,7 @@ from berth.store.documents import (
     Reachability,
     Target,
 )
+from berth.store.documents.inventory import InventoryRead
 from berth.store.documents.registration import Registration
 from berth.store.documents.render import Where, selects_application, selects_cluster
 
@@ -83,6 +84,7 @@ class Shown:
     selects: tuple[int, int] | None = None
     registration: Registration | None = None  # a pull cluster's agent's (docs/agents.md)
     exported: Exported | None = None  # an Export's: what the exporter made of it
+    inventoried: InventoryRead | None = None  # an Inventory's: what the inventory made of it
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -141,6 +143,8 @@ def _joins(kind: keys.Kind, ref: keys.KeyRef) -> list[tuple[str, keys.Key, type[
         out.append(("value", keys.metric_value_key(ref.name, ref.namespace), MetricValue))
     if kind.name == "Export":
         out.append(("exported", keys.exported_key(ref.name), Exported))
+    if kind.name == "Inventory":
+        out.append(("inventoried", keys.status_key("Inventory", "", ref.name), InventoryRead))
     return out
 
 

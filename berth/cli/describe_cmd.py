@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             lines += placement(s)
         if kind.name == "Export":
             lines += _exported(s)
+        if kind.name == "Inventory":
+            lines += _inventoried(s)
     for note in s.notes:
         lines.append(f"Warning:     {note}")
     lines += described(store, kind.name, ns if kind.namespaced else None, name)
@@ -247,6 +249,19 @@ def _exported(s: Shown) -> list[str]:
            "Objects:     " + (", ".join(f"{n} {shape}" for shape, n in st.objects.items())
                               or "-")]
     out += [f"Refused:     {item}: {why}" for item, why in st.refused.items()]
+    return out
+
+
+def _inventoried(s: Shown) -> list[str]:
+    """What the inventory process made of an Inventory: its state, each profile's."""
+    st = s.inventoried.status if s.inventoried is not None else None
+    if st is None:
+        return ["Inventory:   nothing yet (is an inventory process running? "
+                "docs/inventory.md)"]
+    out = [f"Inventory:   {st.state.value}" + (f": {st.reason}" if st.reason else "")
+           + (f" (read {age(st.synced)} ago)" if st.synced else "")]
+    out += [f"Profile:     {name} → {p.cluster or '-'}: {p.state.value}"
+            + (f" ({p.reason})" if p.reason else "") for name, p in sorted(st.profiles.items())]
     return out
 
 

@@ -213,6 +213,15 @@ COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {  # kind → (columns, 
          ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
         [("SYNCED", lambda s: age(s.exported.status.synced) if s.exported else "-"),
          ("REASON", lambda s: (s.exported.status.reason or "-") if s.exported else "-")]),
+    "Inventory": (
+        [("HUB NAMESPACE", lambda s: str(_doc(s, "spec.namespace"))),
+         ("INTO", lambda s: str(_doc(s, "spec.cluster_namespace"))),
+         ("STATE", lambda s: s.inventoried.status.state.value if s.inventoried else "-"),
+         ("PROFILES", lambda s: str(len(s.inventoried.status.profiles))
+          if s.inventoried else "-"),
+         ("AGE", lambda s: age(_doc(s, "metadata.created", None)))],
+        [("REASON", lambda s: (s.inventoried.status.reason or "-") if s.inventoried
+          else "-")]),
     "ClusterSet": (
         [("NAMESPACES", lambda s: ",".join(_doc(s, "spec.namespaces", []))),
          ("CLUSTERS", lambda s: _choice(_doc(s, "spec.clusters", None))),

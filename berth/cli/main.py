@@ -20,7 +20,7 @@ from typing import Any
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 # the long-running processes; the rest are one-shot tools
-PROCESSES = {"scheduler", "metrics-cache", "propagator", "agent", "exporter"}
+PROCESSES = {"scheduler", "metrics-cache", "propagator", "agent", "exporter", "inventory"}
 
 COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line help)
     "bootstrap": ("bootstrap_cmd", "seed etcd from YAML documents (all or nothing)"),
@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name: (module in berth.cli, one-line
     "agent": ("agent_cmd", "run a pull cluster's agent: carry out its work from inside it"),
     "exporter": ("exporter_cmd", "run the exporter: clusters and decisions as ClusterProfiles "
                  "and PlacementDecisions (Argo CD, OCM)"),
+    "inventory": ("inventory_cmd", "run the inventory: a hub's ClusterProfiles as berth's "
+                  "Clusters"),
     "get": ("get_cmd", "list resources as a table (kubectl's manner)"),
     "describe": ("describe_cmd", "one resource with its Binding, status and history"),
     "explain": ("explain_cmd", "explain a scheduling decision"),

@@ -39,7 +39,8 @@ import msgspec
 
 D = TypeVar("D", bound=msgspec.Struct)
 
-KUBECONFIG_KINDS: Final = frozenset({"Cluster", "Export"})  # documents with a kubeconfig
+# documents with a kubeconfig
+KUBECONFIG_KINDS: Final = frozenset({"Cluster", "Export", "Inventory"})
 SECRET_FIELD: Final = re.compile(r"(token|password|secret|key-data|keyData|credential)", re.I)
 APART: Final = "<stored apart>"  # where a secret was, in the document others read
 

@@ -107,6 +107,7 @@ KINDS: dict[str, Kind] = {
         Kind("Pace", "core", "paces", False),
         Kind("PriorityClass", "core", "priorityclasses", False),
         Kind("Export", "core", "exports", False),
+        Kind("Inventory", "core", "inventories", False),
         Kind("ClusterSet", "core", "clustersets", False),
         Kind("NamespacePolicy", "core", "namespacepolicies", False),
     )

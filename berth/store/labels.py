@@ -8,6 +8,7 @@ label and the single value as integers and fail when either is not one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -51,3 +52,20 @@ def selector_matches(match_labels: Mapping[str, str], expressions: Iterable[Expr
     """All of ``match_labels`` and all ``expressions`` hold (an empty selector matches)."""
     return all(labels.get(k) == v for k, v in match_labels.items()) and all(
         expression_matches(e, labels) for e in expressions)
+
+
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def label_problem(key: str, value: str) -> str:
+    """Why ``key: value`` is not a Kubernetes label ("": it is one): a key is a name of at
+    most 63 characters, with an optional DNS subdomain prefix and '/'; a value is empty
+    or such a name."""
+    prefix, _, name = key.rpartition("/")
+    if not _NAME.fullmatch(name) or (prefix and not _PREFIX.fullmatch(prefix)) or (
+            "/" in key and not prefix):
+        return f"{key!r} is not a label key"
+    if value and not _NAME.fullmatch(value):
+        return f"{value!r} is not a label value (at most 63 letters, digits, '-', '_', '.')"
+    return ""

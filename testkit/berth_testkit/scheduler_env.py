@@ -240,6 +240,10 @@ class ExporterProcess(BerthProcess):
     command = "exporter"
 
 
+class InventoryProcess(BerthProcess):
+    command = "inventory"
+
+
 # (the probe's and a request's timeouts are the defaults, as the propagator's are in the
 # tests that run both modes: with 1 s and 3 s, a loaded API server — 200 Deployments
 # applied at once beside another test — made a pull cluster OFFLINE, and its applications

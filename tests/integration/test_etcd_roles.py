@@ -36,7 +36,7 @@ from tests.integration.conftest import Secure
 from tests.integration.test_agent_security import refused
 
 USERS = ("berth-scheduler", "berth-propagator", "berth-metrics-cache", "berth-exporter",
-         "berth-console", "berth-admin")
+         "berth-inventory", "berth-console", "berth-admin")
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +213,16 @@ def test_each_process_works_under_its_role(secure: Secure, kube: KubeCluster,
     ("berth-scheduler", "read", keys.secrets_key("Export", "hub")),
     ("berth-propagator", "read", keys.secrets_key("Export", "hub")),
     ("berth-console", "write", keys.exported_key("hub")),
+    # the inventory writes Clusters in its own berth namespaces alone (default: inventory)
+    ("berth-inventory", "write", keys.resource_key("Cluster", "x", "default")),
+    ("berth-inventory", "write", keys.secrets_key("Cluster", "x", "default")),
+    ("berth-inventory", "read", keys.secrets_key("Cluster", "east", "default")),
+    ("berth-inventory", "write", keys.binding_key("Application", "default", "x")),
+    ("berth-inventory", "write", keys.resource_key("Application", "x", "inventory")),
+    ("berth-inventory", "write", keys.resource_key("Inventory", "hub")),
+    ("berth-inventory", "list", keys.SECRETS),
+    ("berth-exporter", "read", keys.secrets_key("Inventory", "hub")),
+    ("berth-propagator", "read", keys.secrets_key("Inventory", "hub")),
 ])
 def test_each_process_is_refused_outside_its_role(secure: Secure, user: str, op: str,
                                                   key: str) -> None:
@@ -447,3 +457,15 @@ def test_a_team_writes_its_namespace_and_is_refused_everything_else(secure: Secu
         key=secure.tls.client_key, user="alice", password=password, timeout=5)).get(own))
     assert as_team(secure, admin, "access", "revoke", "team-a", "--user", "alice"
                  ).returncode == 1
+
+
+def test_the_inventory_writes_clusters_in_its_namespaces_alone(secure: Secure) -> None:
+    store = secure.store("berth-inventory")
+    try:
+        made = [keys.resource_key("Cluster", "x", "inventory"),
+                keys.secrets_key("Cluster", "x", "inventory"),
+                keys.status_key("Inventory", "", "hub")]
+        store.commit([Put(k, b"{}", None) for k in made])
+        store.commit([Delete(k) for k in made])
+    finally:
+        store.close()

@@ -920,11 +920,16 @@ class Scheduler:
         """The write ``outcome`` makes of ``binding``, now, in this leader's term, with its
         ledger record when the ledger is on. An application that made room keeps saying
         so while it stays where that left it (it makes no room in turn, and is no victim
-        again for a while)."""
+        again for a while) — in its reason too, while it is placed nowhere: a later pass
+        that finds it no cluster says why beside whom it was stopped for."""
         if (binding is not None and binding.status.yielded_to and not outcome.yielded_to
                 and (outcome.state is not BindingState.SCHEDULED
                      or refs(outcome.targets) == refs(binding.spec.targets))):
-            outcome = replace(outcome, yielded_to=binding.status.yielded_to,
+            who = binding.status.yielded_to
+            reason = outcome.reason
+            if not outcome.targets and f"to make room for {who}" not in reason:
+                reason = f"stopped to make room for {who}: {reason}"
+            outcome = replace(outcome, reason=reason, yielded_to=who,
                               yielded_plan=binding.status.yielded_plan)
         return binding_write(subject, binding, outcome, term=self.term,
                              now=self._stamps.next(self.clock.now()),

@@ -74,6 +74,7 @@ from berth.store.documents.infrastructure import (
     GlobalCloud,
     Taint,
 )
+from berth.store.documents.inventory import Inventory, InventorySpec
 from berth.store.documents.metrics import (
     ForecastPoint,
     GlobalMetric,
@@ -112,6 +113,7 @@ Resource = (
     | Pace
     | PriorityClass
     | Export
+    | Inventory
     | ClusterSet
     | NamespacePolicy
 )
@@ -132,6 +134,7 @@ RESOURCE_TYPES: dict[str, type[Resource]] = {
     "Pace": Pace,
     "PriorityClass": PriorityClass,
     "Export": Export,
+    "Inventory": Inventory,
     "ClusterSet": ClusterSet,
     "NamespacePolicy": NamespacePolicy,
 }
@@ -179,6 +182,8 @@ __all__ = [
     "HealthRule",
     "HealthState",
     "HeldBy",
+    "Inventory",
+    "InventorySpec",
     "KubeObjectRef",
     "MagnumCluster",
     "MatchExpression",

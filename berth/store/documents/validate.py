@@ -29,6 +29,7 @@ from berth.store.documents.application import (
 from berth.store.documents.durations import DurationError, seconds
 from berth.store.documents.export import ALL_SHAPES, Export, Shape
 from berth.store.documents.infrastructure import Cloud, Cluster, ClusterMode
+from berth.store.documents.inventory import Inventory
 from berth.store.documents.metrics import Metric, MetricRef, MetricsProvider
 from berth.store.documents.openstack import MagnumCluster, Project
 from berth.store.documents.overrides import RULE_KINDS, Override, OverrideRule
@@ -95,6 +96,8 @@ def problems(doc: Resource) -> list[Problem]:
             found += _priority_class(doc)
         case Export():
             found += _export(doc)
+        case Inventory():
+            found += [Problem(f"spec{path}", why) for path, why in doc.spec.problems()]
         case ClusterSet():
             found += _cluster_set(doc)
         case NamespacePolicy():
