@@ -14,17 +14,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+import yaml
 
 from berth.controllers.scheduler.antiflap import AntiFlapConfig
 from berth.store import KV, Delete, Put, encode, keys, ledger
 from berth.store.documents import Binding
 from berth.store.ops import prefix_end
 from berth_testkit.availability import DEPLOYMENTS, Sampler, available
-from berth_testkit.scheduler_env import BerthProcess, put
+from berth_testkit.scheduler_env import BerthProcess, InventoryProcess, put
+from berth_testkit.servers.cut import Cut
 from berth_testkit.servers.kube import METADATA
 from tests.faults.system import (
     MANAGED_SELECTOR,
@@ -770,6 +773,170 @@ def test_a_new_generation_whose_pods_crash(system: System) -> None:
                     f"kept serving (fewest available {low})")
 
     fault(system, "a new generation whose Pods crash", act, extra=then)
+
+
+INV = "inventory"  # the berth namespace the inventory's clusters land in
+PROFILES = "/apis/multicluster.x-k8s.io/v1alpha1/namespaces/fleet/clusterprofiles"
+PROFILE_CRD = (Path(__file__).resolve().parents[2] / "berth" / "controllers" / "exporter"
+               / "crds" / "multicluster.x-k8s.io_clusterprofiles.yaml")
+# An access provider's exec plugin, as the reference secretreader: the token from the file
+# its cluster's exec extension names — and failing, as a token store that is down, while
+# a file beside it says so.
+READER = """import json, os, pathlib, sys
+asked = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+path = pathlib.Path(asked["spec"]["cluster"]["config"]["tokenFile"])
+if path.with_suffix(".broken").exists():
+    sys.exit("the token store does not answer")
+print(json.dumps({"apiVersion": asked["apiVersion"], "kind": "ExecCredential",
+                  "status": {"token": path.read_text()}}))
+"""
+
+
+def _inv_status(system: System, kind: str, name: str) -> Any:
+    kv = system.db.get(keys.status_key(kind, INV if kind != "Inventory" else "", name))
+    return msgspec.json.decode(kv.value) if kv is not None else None
+
+
+def _inv_web(system: System) -> tuple[str, list[str]]:
+    st = _inv_status(system, "Application", "inv-web")
+    status = (st or {}).get("status") or {}
+    return status.get("state", ""), [r["name"] for r in status.get("running_on") or []]
+
+
+def _until(check: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _an_inventory(system: System, cut: Cut) -> None:
+    """A hub on c's API (reached through ``cut``) whose ClusterProfiles name clusters a
+    and c, their credentials from the reader plugin; its inventory process (two
+    replicas); an application of 2 replicas on its cluster inv-a."""
+    hub = system.clusters["c"]
+    hub.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                yaml.safe_load(PROFILE_CRD.read_text()), ok=(201, 409))
+    hub.request("POST", "/api/v1/namespaces", {"metadata": {"name": "fleet"}}, ok=(201, 409))
+    assert _until(lambda: _served(hub), 30), "the ClusterProfile CRD was never served"
+    workdir = system.workdir
+    (workdir / "reader.py").write_text(READER)
+    for name in ("a", "c"):
+        member = system.clusters[name]
+        token = workdir / f"inv-{name}.token"
+        token.write_text(member.token)
+        hub.request("POST", PROFILES, {
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+            "metadata": {"name": f"inv-{name}"},
+            "spec": {"displayName": name, "clusterManager": {"name": "hub"}}}, ok=(201, 409))
+        stored = hub.request("GET", f"{PROFILES}/inv-{name}")
+        at = member.kubeconfig()["clusters"][0]["cluster"]
+        stored["status"] = {
+            "conditions": [{"type": "ControlPlaneHealthy", "status": "True", "reason": "Up",
+                            "message": "", "lastTransitionTime": "2026-12-04T00:00:00Z"}],
+            "properties": [{"name": "region", "value": name}],
+            "accessProviders": [{"name": "reader", "cluster": {
+                "server": at["server"],
+                "certificate-authority-data": at["certificate-authority-data"],
+                "extensions": [{"name": "client.authentication.k8s.io/exec",
+                                "extension": {"tokenFile": str(token)}}]}}]}
+        hub.request("PUT", f"{PROFILES}/inv-{name}/status", stored)
+    through = hub.kubeconfig()
+    through["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{cut.port}"
+    put(system.db, keys.resource_key("Inventory", "hub"), encode({
+        "api": "core", "kind": "Inventory", "metadata": {"name": "hub"},
+        "spec": {"kubeconfig": through, "namespace": "fleet", "clusterNamespace": INV,
+                 "providers": {"providers": [{"name": "reader", "execConfig": {
+                     "apiVersion": "client.authentication.k8s.io/v1",
+                     "command": sys.executable, "args": [str(workdir / "reader.py")],
+                     "provideClusterInfo": True}}]}}}))
+    system.procs["inventory"] = [InventoryProcess(
+        system.etcd.url, workdir, config="interval: 0.5\n", name=str(i)).start()
+        for i in range(2)]
+    put(system.db, keys.resource_key("Application", "inv-web", INV), encode({
+        "api": "kubernetes", "kind": "Application",
+        "metadata": {"name": "inv-web", "namespace": INV},
+        "spec": {"affinity": {"clusterAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchLabels": {"region": "a"}}}]}},
+            "manifest": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                          "metadata": {"name": "inv-web", "namespace": "default"},
+                          "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "inv"}},
+                                   "template": {"metadata": {"labels": {"app": "inv"}},
+                                                "spec": {"containers": [{
+                                                    "name": "c", "image": "x:1",
+                                                    "resources": {"requests": {
+                                                        "cpu": "10m"}}}]}}}}]}}))
+    assert _until(lambda: _inv_web(system) == ("RUNNING", ["inv-a"]), 120), (
+        f"inv-web never RUNNING on inv-a: {_inv_web(system)}")
+
+
+def _served(hub: Any) -> bool:
+    try:
+        hub.request("GET", PROFILES)
+    except Exception:  # not yet established (429, 404)
+        return False
+    return True
+
+
+def test_an_inventorys_hub_cut_off_and_an_exec_plugin_failing(system: System) -> None:
+    """Two rows on clusters that a hub's inventory made: its hub unreachable changes
+    nothing; a cluster whose credential plugin fails is UNHEALTHY within bounds, with
+    the plugin's reason, and alone: its application moves, no other cluster is touched."""
+    with Cut("127.0.0.1", system.clusters["c"].port) as cut:
+        _an_inventory(system, cut)
+        revisions = {n: system.db.get(keys.resource_key("Cluster", n, INV)) for n in (
+            "inv-a", "inv-c")}
+        sampler = Sampler({n: system.clusters[n] for n in ("a", "c")}).__enter__()
+
+        def unchanged() -> tuple[bool, str]:
+            failing = _until(lambda: (_inv_status(system, "Inventory", "hub") or {}).get(
+                "status", {}).get("state") == "Failing", 30)
+            time.sleep(3)  # several passes of the inventory while its hub is out of reach
+            same = all((kv := system.db.get(keys.resource_key("Cluster", n, INV))) is not None
+                       and was is not None and kv.mod_revision == was.mod_revision
+                       for n, was in revisions.items())
+            cut.restore()
+            back = _until(lambda: (_inv_status(system, "Inventory", "hub") or {}).get(
+                "status", {}).get("state") == "Synced", 30)
+            web = _inv_web(system)
+            return failing and same and back and web == ("RUNNING", ["inv-a"]), (
+                f"the inventory said {'Failing' if failing else 'NOTHING'}, its clusters "
+                f"{'untouched' if same else 'REWRITTEN'}, inv-web {web[0]} on "
+                f"{', '.join(web[1])}; Synced again once back: {'yes' if back else 'NO'}")
+
+        fault(system, "an inventory's hub cut off (its API unreachable), then back: nothing "
+              "moves", cut.cut, extra=unchanged)
+        broken = system.workdir / "inv-a.broken"
+
+        def moved() -> tuple[bool, str]:
+            t0 = time.monotonic()
+            sick = _until(lambda: "credentials" in ((_inv_status(system, "Cluster", "inv-a")
+                                                     or {}).get("status") or {}).get(
+                "reason", ""), 60)
+            took = time.monotonic() - t0
+            reason = ((_inv_status(system, "Cluster", "inv-a") or {}).get("status")
+                      or {}).get("reason", "")
+            went = _until(lambda: "inv-c" in _inv_web(system)[1], 120)
+            others = [(ns, n) for ns, n in (("default", "a"), ("default", "c"), (INV, "inv-c"))
+                      if b'"ONLINE"' not in (system.db.get(keys.status_key(
+                          "Cluster", ns, n)) or KV("", b"", 0, 0, 0)).value]
+            broken.unlink()
+            done = _until(lambda: _inv_web(system) == ("RUNNING", ["inv-c"]), 120)
+            sampler.__exit__()
+            fewest, low = _fewest(sampler, "inv-web")
+            return sick and went and done and not others and fewest >= 2, (
+                f"inv-a {'UNHEALTHY' if sick else 'NOT unhealthy'} in {took:.1f} s "
+                f"({reason[:80]}); inv-web moved to inv-c: {'yes' if went else 'NO'}, old "
+                f"copy gone once the plugin works: {'yes' if done else 'NO'}; other clusters "
+                f"{'ONLINE' if not others else 'NOT ONLINE: ' + str(others)}; fewest "
+                f"available {low}")
+
+        fault(system, "an inventory cluster's exec plugin failing: UNHEALTHY with its "
+              "reason, its application moves, no other cluster touched",
+              broken.touch, extra=moved)
 
 
 def test_a_scheduler_leader_paused_never_writes_after_its_term(system: System) -> None:

@@ -37,7 +37,8 @@ class InventorySpec(CamelStrict):
     cluster_manager: str = ""  # only profiles labelled x-k8s.io/cluster-manager: <this>
     # the consumer's provider file, its contents: {"providers": [{"name", "execConfig"}]}
     providers: dict[str, Any] = msgspec.field(default_factory=dict)
-    cluster_namespace: str = "default"  # the berth namespace its clusters land in
+    # the berth namespace its clusters land in (the one etcd-secure.sh lets it write)
+    cluster_namespace: str = "inventory"
     labels: dict[str, str] = {}  # added to each of its clusters
 
     def problems(self) -> Iterator[tuple[str, str]]:

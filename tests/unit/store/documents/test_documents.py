@@ -105,6 +105,28 @@ def where(text: str) -> str:
          "f.yaml#2 spec.dependsOn[0].name: invalid name 'b c'"),
         ("kind: Application\nmetadata: {name: a}\nspec: {dependsOn: [{name: b, when: Ready}]}",
          "f.yaml#2 spec.dependsOn[0].when: Invalid enum value 'Ready'"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {manifest: [{apiVersion: v1, kind: S}], "
+         "deployedBy: {tool: argocd, objects: [{apiVersion: v1, kind: S, name: s}]}}",
+         "f.yaml#2 spec.deployedBy: an application another tool deploys has no manifest"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {deployedBy: {tool: argocd, export: e, "
+         "applicationSet: s}}",
+         "f.yaml#2 spec.deployedBy.objects: name the objects its copy is on each cluster"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {deployedBy: {tool: argocd, objects: "
+         "[{apiVersion: v1, kind: S, name: s}]}}",
+         "f.yaml#2 spec.deployedBy.export: Argo CD's Applications are found by the Export"),
+        ("kind: Application\nmetadata: {name: a}\nspec: {deployedBy: {tool: flux, objects: "
+         "[{apiVersion: v1, kind: S, name: s}], revision: r}}",
+         "f.yaml#2 spec.deployedBy: export, applicationSet and revision are Argo CD's"),
+        ("kind: Inventory\nmetadata: {name: i}\nspec: {namespace: Fleet, kubeconfig: {}}",
+         "f.yaml#2 spec.namespace: 'Fleet' is not a namespace name"),
+        ("kind: Inventory\nmetadata: {name: i}\nspec: {namespace: f, kubeconfig: {}}",
+         "f.yaml#2 spec.kubeconfig: a kubeconfig with clusters and a current-context"),
+        ("kind: Inventory\nmetadata: {name: i}\nspec: {namespace: f, kubeconfig: {}, providers: "
+         "{providers: [{execConfig: {}}]}}",
+         "f.yaml#2 spec.providers: providers[0]: a provider needs a name"),
+        ("kind: Inventory\nmetadata: {name: i}\nspec: {namespace: f, kubeconfig: {}, labels: "
+         "{'a/b/c': x}}",
+         "f.yaml#2 spec.labels.a/b/c: 'a/b/c' is not a label key"),
     ],
 )
 def test_bad_documents_name_the_field(text: str, message: str) -> None:
