@@ -780,15 +780,18 @@ PROFILES = "/apis/multicluster.x-k8s.io/v1alpha1/namespaces/fleet/clusterprofile
 PROFILE_CRD = (Path(__file__).resolve().parents[2] / "berth" / "controllers" / "exporter"
                / "crds" / "multicluster.x-k8s.io_clusterprofiles.yaml")
 # An access provider's exec plugin, as the reference secretreader: the token from the file
-# its cluster's exec extension names — and failing, as a token store that is down, while
-# a file beside it says so.
-READER = """import json, os, pathlib, sys
+# its cluster's exec extension names, good for 5 s (a provider's expire within the hour:
+# berth runs the plugin again once it has) — and failing, as a token store that is down,
+# while a file beside it says so.
+READER = """import datetime, json, os, pathlib, sys
 asked = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
 path = pathlib.Path(asked["spec"]["cluster"]["config"]["tokenFile"])
 if path.with_suffix(".broken").exists():
     sys.exit("the token store does not answer")
+until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=5)
 print(json.dumps({"apiVersion": asked["apiVersion"], "kind": "ExecCredential",
-                  "status": {"token": path.read_text()}}))
+                  "status": {"token": path.read_text(),
+                             "expirationTimestamp": until.strftime("%Y-%m-%dT%H:%M:%SZ")}}))
 """
 
 
@@ -857,7 +860,7 @@ def _an_inventory(system: System, cut: Cut) -> None:
         for i in range(2)]
     put(system.db, keys.resource_key("Application", "inv-web", INV), encode({
         "api": "kubernetes", "kind": "Application",
-        "metadata": {"name": "inv-web", "namespace": INV},
+        "metadata": {"name": "inv-web", "namespace": INV, "generation": 1},
         "spec": {"affinity": {"clusterAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 100, "preference": {"matchLabels": {"region": "a"}}}]}},
@@ -900,7 +903,7 @@ def test_an_inventorys_hub_cut_off_and_an_exec_plugin_failing(system: System) ->
                        for n, was in revisions.items())
             cut.restore()
             back = _until(lambda: (_inv_status(system, "Inventory", "hub") or {}).get(
-                "status", {}).get("state") == "Synced", 30)
+                "status", {}).get("state", "Synced") == "Synced", 30)  # (the default: omitted)
             web = _inv_web(system)
             return failing and same and back and web == ("RUNNING", ["inv-a"]), (
                 f"the inventory said {'Failing' if failing else 'NOTHING'}, its clusters "
@@ -929,7 +932,7 @@ def test_an_inventorys_hub_cut_off_and_an_exec_plugin_failing(system: System) ->
             fewest, low = _fewest(sampler, "inv-web")
             return sick and went and done and not others and fewest >= 2, (
                 f"inv-a {'UNHEALTHY' if sick else 'NOT unhealthy'} in {took:.1f} s "
-                f"({reason[:80]}); inv-web moved to inv-c: {'yes' if went else 'NO'}, old "
+                f"({reason[:160]}); inv-web moved to inv-c: {'yes' if went else 'NO'}, old "
                 f"copy gone once the plugin works: {'yes' if done else 'NO'}; other clusters "
                 f"{'ONLINE' if not others else 'NOT ONLINE: ' + str(others)}; fewest "
                 f"available {low}")

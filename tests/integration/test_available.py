@@ -176,7 +176,8 @@ def test_a_move_argo_cd_deploys_never_takes_the_application_down(
     exporter's PlacementDecision on north's API. A move keeps north in the decisions —
     so Argo CD keeps its Application and workload there — until the copy on south is
     available by berth's reading of it (in Pull mode, its agent's) and Argo CD's own
-    word; then Argo CD deletes north's. Sampled every 0.2 s, never below 2 of 2."""
+    word; then Argo CD deletes north's. The propagator and the exporter are killed and
+    started again mid-move. Sampled every 0.1 s, never below 2 of 2."""
     hub = clusters["north"]  # Argo CD's cluster
     hub.request("POST", "/api/v1/namespaces", {"metadata": {"name": "argocd"}},
                 ok=(200, 201, 409))
@@ -226,6 +227,14 @@ def test_a_move_argo_cd_deploys_never_takes_the_application_down(
                 greens(store, north=0.2, south=0.9, broken=0.1)
                 moving = wait_for(lambda: status(store, "web-argo"),
                                   state("MIGRATING", "north", "south"), timeout=60)
+                # mid-move, the propagator and the exporter killed and started again: the
+                # promise holds across them (what holds north is in etcd, not in memory)
+                propagator = next(p for p in berth["procs"]
+                                  if isinstance(p, PropagatorProcess))
+                for p in (propagator, exporter):
+                    p.kill()
+                for p in (propagator, exporter):
+                    p.start()
                 wait_for(lambda: status(store, "web-argo"), state("RUNNING", "south"),
                          timeout=90)
                 wait_for(lambda: argo.deleted_at.get("web-argo-north"), timeout=30)
