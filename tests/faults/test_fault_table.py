@@ -26,6 +26,7 @@ from berth.store import KV, Delete, Put, encode, keys, ledger
 from berth.store.documents import Binding
 from berth.store.ops import prefix_end
 from berth_testkit.availability import DEPLOYMENTS, Sampler, available
+from berth_testkit.plugins import token_reader
 from berth_testkit.scheduler_env import BerthProcess, InventoryProcess, put
 from berth_testkit.servers.cut import Cut
 from berth_testkit.servers.kube import METADATA
@@ -779,20 +780,6 @@ INV = "inventory"  # the berth namespace the inventory's clusters land in
 PROFILES = "/apis/multicluster.x-k8s.io/v1alpha1/namespaces/fleet/clusterprofiles"
 PROFILE_CRD = (Path(__file__).resolve().parents[2] / "berth" / "controllers" / "exporter"
                / "crds" / "multicluster.x-k8s.io_clusterprofiles.yaml")
-# An access provider's exec plugin, as the reference secretreader: the token from the file
-# its cluster's exec extension names, good for 5 s (a provider's expire within the hour:
-# berth runs the plugin again once it has) — and failing, as a token store that is down,
-# while a file beside it says so.
-READER = """import datetime, json, os, pathlib, sys
-asked = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
-path = pathlib.Path(asked["spec"]["cluster"]["config"]["tokenFile"])
-if path.with_suffix(".broken").exists():
-    sys.exit("the token store does not answer")
-until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=5)
-print(json.dumps({"apiVersion": asked["apiVersion"], "kind": "ExecCredential",
-                  "status": {"token": path.read_text(),
-                             "expirationTimestamp": until.strftime("%Y-%m-%dT%H:%M:%SZ")}}))
-"""
 
 
 def _inv_status(system: System, kind: str, name: str) -> Any:
@@ -825,7 +812,9 @@ def _an_inventory(system: System, cut: Cut) -> None:
     hub.request("POST", "/api/v1/namespaces", {"metadata": {"name": "fleet"}}, ok=(201, 409))
     assert _until(lambda: _served(hub), 30), "the ClusterProfile CRD was never served"
     workdir = system.workdir
-    (workdir / "reader.py").write_text(READER)
+    # its tokens good for 5 s (a provider's expire within the hour): berth runs it again
+    # once one has, and a plugin that fails then is what the second row is about
+    token_reader(workdir / "reader.py", lifetime=5)
     for name in ("a", "c"):
         member = system.clusters[name]
         token = workdir / f"inv-{name}.token"

@@ -26,6 +26,7 @@ from berth.store import Store, decode, encode, keys
 from berth.store.documents import ApplicationStatus, ClusterStatus
 from berth.store.documents.inventory import INVENTORY_LABEL, InventoryRead
 from berth_testkit.availability import Sampler
+from berth_testkit.plugins import token_reader
 from berth_testkit.scheduler_env import (
     InventoryProcess,
     PropagatorProcess,
@@ -130,13 +131,7 @@ def test_a_hubs_profiles_become_clusters_applications_run_and_move_on(
     for name, kube in kubes.items():
         tokens[name] = tmp_path / f"{name}.token"
         tokens[name].write_text(kube.token)
-    plugin = tmp_path / "reader.py"
-    plugin.write_text(
-        "import json, os, pathlib\n"
-        "asked = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
-        "path = pathlib.Path(asked['spec']['cluster']['config']['tokenFile'])\n"
-        "print(json.dumps({'apiVersion': asked['apiVersion'], 'kind': 'ExecCredential',\n"
-        "                  'status': {'token': path.read_text()}}))\n")
+    plugin = token_reader(tmp_path / "reader.py")
     for name, kube in kubes.items():
         profile(hub, name, kube, tokens[name])
     # a Cluster of someone else's, named as a profile will be

@@ -27,6 +27,7 @@ from berth.controllers.propagator.watches import ClusterWatches, Hub
 from berth.kubeaccess import kubeconfig, providers
 from berth.store.documents import KubeObjectRef
 from berth.store.documents.tenancy import Identity
+from berth_testkit.plugins import token_reader
 from berth_testkit.servers.etcd import ServerUnavailable
 from berth_testkit.servers.kube import KubeCluster
 from berth_testkit.servers.serving import serving_all
@@ -347,13 +348,7 @@ def test_a_cluster_is_reached_from_its_clusterprofile_through_the_consumers_prov
                         "extension": {"tokenFile": str(token)}}]}}]}
     cluster.request("PUT", f"{base}/spoke-1/status", stored)
     profile = cluster.request("GET", f"{base}/spoke-1")  # as a consumer lists it
-    plugin = tmp_path / "reader.py"
-    plugin.write_text(
-        "import json, os, pathlib\n"
-        "asked = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
-        "path = pathlib.Path(asked['spec']['cluster']['config']['tokenFile'])\n"
-        "print(json.dumps({'apiVersion': asked['apiVersion'], 'kind': 'ExecCredential',\n"
-        "                  'status': {'token': path.read_text()}}))\n")
+    plugin = token_reader(tmp_path / "reader.py")
     offered = providers({"providers": [
         {"name": "gke-fleet", "execConfig": {"command": "absent"}},
         {"name": "token-reader", "execConfig": {
