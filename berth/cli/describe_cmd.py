@@ -259,7 +259,7 @@ def _inventoried(s: Shown) -> list[str]:
         return ["Inventory:   nothing yet (is an inventory process running? "
                 "docs/inventory.md)"]
     out = [f"Inventory:   {st.state.value}" + (f": {st.reason}" if st.reason else "")
-           + (f" (read {age(st.synced)} ago)" if st.synced else "")]
+           + (f" (so since {age(st.synced)})" if st.synced else "")]
     out += [f"Profile:     {name} → {p.cluster or '-'}: {p.state.value}"
             + (f" ({p.reason})" if p.reason else "") for name, p in sorted(st.profiles.items())]
     return out

@@ -226,6 +226,20 @@ def test_a_hubs_profiles_become_clusters_applications_run_and_move_on(
         wait_for(lambda: cluster_doc(store, "west") is None or None, timeout=30)
         assert store.get(keys.secrets_key("Cluster", "west", NS)) is None
         assert running_on("east")(app_status(store))
+        # east deleted while the application runs there (and has nowhere else to go): its
+        # Cluster stays, tainted, and says why; the profile back, the taint goes
+        hub.request("DELETE", f"{PROFILES}/east")
+        gone = wait_for(lambda: cluster_doc(store, "east"),
+                        lambda d: any(t["key"] == "inventory.berth.io/gone"
+                                      for t in d["spec"].get("taints", [])), timeout=30)
+        said = wait_for(lambda: inventory(store), lambda s: "waiting for application "
+                        "inventory/web to leave" in s.status.profiles["east"].reason
+                        if "east" in s.status.profiles else False, timeout=30)
+        assert said.status.profiles["east"].state == "Gone" and gone is not None
+        profile(hub, "east", east, tokens["east"])
+        wait_for(lambda: cluster_doc(store, "east"),
+                 lambda d: not d["spec"].get("taints"), timeout=30)
+        assert running_on("east")(app_status(store))
         for p in procs:
             assert "Traceback" not in p.output(), p.log.name
     finally:

@@ -36,6 +36,7 @@ from lightkube import KubeConfig
 
 from berth.controllers.inventory.config import InventoryConfig
 from berth.controllers.inventory.profiles import (
+    DIGEST_LABEL,
     MANAGER_LABEL,
     PROFILE_VERSION,
     Wanted,
@@ -347,6 +348,8 @@ class InventoryController:
             doc["spec"] = {**doc["spec"], "taints": [*taints, {"key": GONE_TAINT,
                                                               "effect": "NoSchedule"}]}
             doc["metadata"]["generation"] = meta.generation + 1
+            # no profile's digest: a profile of its name that comes back rewrites it whole
+            doc["metadata"]["labels"] = {**doc["metadata"]["labels"], DIGEST_LABEL: "gone"}
             doc["metadata"]["modified"] = datetime.now(UTC).replace(microsecond=0)
             failed = self._commit([Put(key, encode(doc), item.mod_revision)], key)
             log.info("inventory: cluster %s tainted %s (%s)", cid, GONE_TAINT, why)

@@ -94,7 +94,9 @@ class InventoryStatus(msgspec.Struct, omit_defaults=True):
     state: InventoryState = InventoryState.SYNCED
     reason: str = ""
     profiles: dict[str, ProfileStatus] = {}  # by profile name
-    synced: datetime | None = None  # when it last read the hub whole
+    # when it read the hub whole and found this (written again only when what it says
+    # changes: not each pass)
+    synced: datetime | None = None
     term: int = 0  # the inventory process's term that wrote this
 
 
