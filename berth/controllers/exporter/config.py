@@ -17,7 +17,7 @@ class ExporterConfig(msgspec.Struct, forbid_unknown_fields=True):
     event_ttl: float = 3600.0
     watch_idle_timeout: float = 30.0
     # seconds between two reads of Argo CD's Applications, for the applications it
-    # deploys (docs/argocd.md "Moves"): a move waits this long, at most, for its word
+    # deploys (docs/argocd.md, section 7): a move waits this long, at most, for its word
     verdicts: float = 1.0
 
     def __post_init__(self) -> None:

@@ -1,4 +1,4 @@
-"""Argo CD's word on the copies it deploys for berth (docs/argocd.md "Moves").
+"""Argo CD's word on the copies it deploys for berth (docs/argocd.md, section 7).
 
 An application berth places and Argo CD deploys (``spec.deployedBy.tool: argocd``)
 names the Export whose API holds Argo CD's Applications and the ApplicationSet that

@@ -223,7 +223,7 @@ class DeployedObject(CamelStrict):
 
 
 class DeployedBy(CamelStrict):
-    """An application berth places and another tool deploys (docs/argocd.md "Moves"):
+    """An application berth places and another tool deploys (docs/argocd.md, section 7):
     it has no manifest; its copy on a cluster is ``objects``, which berth reads there
     and judges as its own, never writing or removing them. With ``tool: argocd``,
     the Application Argo CD's ApplicationSet ``applicationSet`` generates for each
