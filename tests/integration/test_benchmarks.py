@@ -90,6 +90,12 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
       r"pull, first placements: 20 RUNNING in [\d.]+ s; .* Binding → its agent's report "
       r"p50 [\d.]+ s",
       r"pull / push: first placements all [\d.]+, p99 [\d.]+; moves p99 [\d.]+; etcd CPU"]),
+    # (a profile's samples summed per stage: a sample of py-spy's raw output stands in for
+    # one diverse_bench.py --profile records)
+    ("stages.py", [str(Path(__file__).with_name("stages-sample.txt")), "--per", "10",
+                   "--us-per-item", "100"],
+     [r"100 samples .* over 10 items", r"decide \(framework, plugins\) +60\.0%  +60\.0 µs",
+      r"etcd requests .* 25\.0%", r"decode .* 10\.0%", r"other .* 5\.0%"]),
 ]
 
 
