@@ -40,7 +40,13 @@ from berth.controllers.runtime.clock import Clock
 from berth.store import keys
 from berth.store.credentials import with_current_secrets
 from berth.store.dependencies import named
-from berth.store.documents import ApplicationState, Binding, ClusterApplied, HealthRule
+from berth.store.documents import (
+    ApplicationState,
+    Binding,
+    ClusterApplied,
+    HealthRule,
+    KubeObjectRef,
+)
 from berth.store.documents.export import ToolVerdict
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import PaceOverride, PaceSpec, effective
@@ -228,6 +234,8 @@ class FactsBuilder:
         if by is not None and bodies:
             bodies, error = (), ("spec.deployedBy: an application another tool deploys has "
                                  "no manifest: give one or the other")
+        elif by is not None and not error:  # what it may read is what it may apply
+            error = _unreadable(reads.limits(namespace), namespace, observed_refs(by))
         rules = tuple(spec.health)
         # a dependent's copy is gone, for its dependencies, once its Pods are too
         propagation = "Foreground" if spec.dependsOn else spec.deletionPropagation
@@ -427,6 +435,18 @@ class FactsBuilder:
         rendered, unrendered, _ = self._rendered(served, bodies, selecting, namespace, name,
                                                  gen)
         return Version(gen, bodies, rendered, unrendered)
+
+
+def _unreadable(limits: NamespacePolicySpec | None, namespace: str,
+                refs: tuple[KubeObjectRef, ...]) -> str:
+    """Why the policy of ``namespace`` forbids a copy another tool deploys to be these
+    objects ("": it allows them): the kinds and Kubernetes namespaces its applications
+    may apply are those their copies may be read as, so that a team learns nothing of
+    another's objects through berth's reading of them."""
+    stubs = tuple({"apiVersion": r.api_version, "kind": r.kind,
+                   "metadata": {"name": r.name, "namespace": r.namespace}} for r in refs)
+    why = _forbidden(limits, namespace, stubs)
+    return f"spec.deployedBy.objects: {why}" if why else ""
 
 
 def _forbidden(limits: NamespacePolicySpec | None, namespace: str,

@@ -29,6 +29,7 @@ from berth.store.documents import (
     ObjectRef,
     Target,
 )
+from berth.store.documents.export import ToolVerdict
 from berth.store.documents.overrides import Override
 from berth.store.documents.pace import PaceSpec
 from berth.store.documents.rollouts import RolloutControl
@@ -163,6 +164,11 @@ class Table:
 
     def may_depend(self, namespace: str, on: str) -> bool:
         return namespace == on or (namespace, on) in self.consents
+
+    said: dict[str, ToolVerdict] | None = None  # Argo CD's word, by cluster (None: none)
+
+    def verdicts(self, namespace: str, name: str) -> dict[str, ToolVerdict] | None:
+        return self.said
 
 
 def app(generation: int = 1, manifest: list[Any] | None = None,
@@ -445,3 +451,43 @@ def test_a_dependent_without_consent_holds_nothing_of_another_namespaces() -> No
     table.consents = {("team-x", "default")}
     facts = build(table, on("a"))
     assert facts is not None and facts.needed == {"default/a": "team-x/api"}
+
+
+def deployed(objects: list[dict[str, str]] | None = None) -> AppView:
+    """``web`` placed by berth and deployed by Argo CD (no manifest)."""
+    return msgspec.convert({"metadata": {"name": "web", "namespace": "default",
+                                         "generation": 1},
+                            "spec": {"deployedBy": {
+                                "tool": "argocd", "export": "argocd", "applicationSet": "web",
+                                "objects": objects or [{"apiVersion": "apps/v1",
+                                                        "kind": "Deployment", "name": "web",
+                                                        "namespace": "shop"}]}}}, AppView)
+
+
+def test_a_copy_another_tool_deploys_is_read_each_time_and_waits_for_its_word() -> None:
+    """spec.deployedBy: the copy is the objects named, read again at every reconcile on a
+    push cluster (no watch sees them), and a target Argo CD does not call available yet
+    says why; its policy's kinds and namespaces bound what may be read, as what may be
+    applied."""
+    web = KubeObjectRef("apps/v1", "Deployment", "web", "shop")
+    observed = ApplicationState(applied={"default/a": ClusterApplied(1, [web], observed=True)})
+    said = {"default/a": ToolVerdict("web-a", "Healthy", "Synced", "r1"),
+            "default/b": ToolVerdict("web-b", "Progressing", "Synced", "r1", "1 of 2")}
+    facts = build(Table(said=said), observed, deployed(),
+                  Since(0, {}, {"default/a": 0}))
+    assert facts is not None and facts.app is not None
+    assert facts.app.observe == (web,) and facts.app.bodies == ()
+    assert facts.stale == ids("a", "b")  # a: read again though applied in this epoch
+    assert facts.unready == {"default/b": "Argo CD's Application web-b is Progressing: 1 of 2"}
+    assert "default/a" not in facts.health  # judged by the reading, not by the book
+    # the team's policy: only its own namespace's objects
+    ours = NamespacePolicySpec(target_namespaces=["team-a"])
+    refused = build(Table(limits_=ours, said=said), ApplicationState(), deployed())
+    assert refused is not None and refused.app is not None
+    assert refused.app.manifest_error == (
+        "spec.deployedBy.objects: not allowed by the policy of namespace default: "
+        "Deployment web: namespace shop, not one of team-a")
+    allowed = build(Table(limits_=ours, said=said), ApplicationState(), deployed(
+        [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+          "namespace": "team-a"}]))
+    assert allowed is not None and allowed.app is not None and not allowed.app.manifest_error
