@@ -195,6 +195,11 @@ class InventoryController:
 
     def _sync(self, inv: Inventory) -> None:
         name, spec = inv.metadata.name, inv.spec
+        wrong = [f"spec{path}: {why}" for path, why in spec.problems()]
+        if wrong:  # written past `berth apply`'s checks: refused here too, said
+            self._publish(name, self._kept(name, InventoryState.FAILING,
+                                           "not used: " + "; ".join(wrong[:3])))
+            return
         skey = keys.secrets_key("Inventory", name)
         secret = self.secrets.get(skey)
         users = secret.users if secret is not None else []
