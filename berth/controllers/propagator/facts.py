@@ -184,9 +184,11 @@ class Reads(Protocol):
         """Whether applications of ``namespace`` may depend on those of ``on``."""
         ...
 
-    def verdicts(self, namespace: str, name: str) -> Mapping[str, ToolVerdict] | None:
-        """What the tool that deploys the application says of its copies, by cluster
-        (None: nothing read yet)."""
+    def verdicts(self, namespace: str, name: str, export: str
+                 ) -> Mapping[str, ToolVerdict] | None:
+        """What the tool that deploys the application says of its copies, by cluster, as
+        read through the Export ``export`` (None: nothing read through it: one read
+        through another Export, since deleted or no longer named, is no word at all)."""
         ...
 
 
@@ -266,7 +268,8 @@ class FactsBuilder:
                                                            identity))
         unseen = {cid: why for cid in targets if (why := reads.unseen(cid))}
         returned = {cid: at for cid in targets if (at := reads.returned(cid)) is not None}
-        said = reads.verdicts(namespace, name) if by is not None and by.argocd else None
+        said = reads.verdicts(namespace, name, by.export) if by is not None and by.argocd \
+            else None
         waits_on_tool = {cid: why for cid in served
                          if by is not None and by.argocd and (why := unready(by, said, cid))}
         return Facts(app, recorded, binding.spec.generation, targets,

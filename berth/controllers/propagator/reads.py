@@ -187,9 +187,11 @@ class Informed:
     def may_depend(self, namespace: str, on: str) -> bool:
         return self.tenancy.may_depend(namespace, on)
 
-    def verdicts(self, namespace: str, name: str) -> Mapping[str, ToolVerdict] | None:
+    def verdicts(self, namespace: str, name: str, export: str
+                 ) -> Mapping[str, ToolVerdict] | None:
         doc = self.verdicts_seen.get(keys.verdicts_key(namespace, name))
-        return doc.status.clusters if doc is not None else None
+        return doc.status.clusters if doc is not None and doc.status.export == export \
+            else None
 
 
 def unreadable(store: Store, key: keys.Key) -> bool:

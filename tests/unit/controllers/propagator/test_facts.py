@@ -167,7 +167,9 @@ class Table:
 
     said: dict[str, ToolVerdict] | None = None  # Argo CD's word, by cluster (None: none)
 
-    def verdicts(self, namespace: str, name: str) -> dict[str, ToolVerdict] | None:
+    def verdicts(self, namespace: str, name: str, export: str
+                 ) -> dict[str, ToolVerdict] | None:
+        assert export == "argocd"  # the one the application names
         return self.said
 
 
