@@ -196,6 +196,14 @@ def test_a_hubs_profiles_become_clusters_applications_run_and_move_on(
         hub.request("PUT", f"{PROFILES}/west", stored)
         wait_for(lambda: cluster_doc(store, "west"),
                  lambda d: d["metadata"]["labels"].get("tier") == "one", timeout=30)
+        # the inventory process killed and started again: it takes up what it made, and
+        # rewrites none of it (each Cluster's digest says nothing changed)
+        made = {n: store.get(keys.resource_key("Cluster", n, NS)) for n in ("east", "west")}
+        procs[0].kill()
+        procs[0].start()
+        wait_for(lambda: procs[0].output().count("inventory: leading") or None, timeout=30)
+        time.sleep(2)  # several passes
+        assert {n: store.get(keys.resource_key("Cluster", n, NS)) for n in made} == made
         berth(etcd_server, "apply", "-f", "-", stdin=yaml.safe_dump(app))
         wait_for(lambda: app_status(store), running_on("west"), timeout=90)
         # the hub cannot be read: nothing changes, the status says why
