@@ -52,6 +52,9 @@ class Occupants:
         self.cache, self.now, self.protect, self.below = cache, now, protect, below
         self.promised = {v.application for p in cache.decisions.plans() for v in p.victims
                          if p.deadline.timestamp() > now}
+        # a plan reads a hundred candidates' occupants: each priority is resolved once per
+        # what it depends on (the namespace's policy, the class, its own value)
+        self._priorities: dict[tuple[str | None, int | None, str | None, object], int] = {}
 
     def __call__(self, candidate: str) -> list[Occupant]:
         cache, now = self.cache, self.now
@@ -60,11 +63,14 @@ class Occupants:
             binding, _ = cache.decisions.get(bkey)
             if binding is None:
                 continue
-            r = binding.spec.resource
-            subject = cache.subject(keys.resource_key(r.kind, r.name, r.namespace))
+            subject = cache.subject(keys.ROOT + bkey[len(keys.BINDINGS):])  # its resource
             if subject is None or subject.deleted:
                 continue
-            priority = cache.priorities.of(subject).value
+            alike = (subject.ref.namespace, subject.priority, subject.priority_class,
+                     subject.preemption_policy)
+            priority = self._priorities.get(alike)
+            if priority is None:
+                priority = self._priorities[alike] = cache.priorities.of(subject).value
             if priority >= self.below:
                 continue  # never a victim
             exempt = ""
