@@ -148,7 +148,8 @@ class Informer(Generic[T]):
         """Keep values of ``type_``; with ``convert``, keep ``convert(key, value)``.
         ``layout``: why a key is not one to keep (None: it is). ``known(key,
         revision, read)``: the value this process itself wrote at exactly that revision,
-        if it knows it (its own writes echoed by the watch are then not decoded again);
+        as kept (converted already), if it knows it (its own writes echoed by the watch
+        are then neither decoded nor converted again: handlers see the very object);
         ``read()`` gives the stored bytes, for a writer that knows what it wrote but not
         yet where it landed."""
         self.store = store
@@ -370,8 +371,8 @@ class Informer(Generic[T]):
             if obj is None:
                 obj = decode(read(), self.type, key)
                 _check_identity(key, obj)
-            if self.convert is not None:
-                obj = self.convert(key, obj)
+                if self.convert is not None:
+                    obj = self.convert(key, obj)
         except Exception as exc:
             DECODE_ERRORS.labels(self.prefix).inc()
             if isinstance(exc, Misplaced):

@@ -57,6 +57,7 @@ from prometheus_client import Counter, Histogram
 
 from berth.controllers.runtime.observe import Labelled, Lines
 from berth.controllers.scheduler.decisions import Token
+from berth.controllers.scheduler.subjects import compact_binding
 from berth.controllers.scheduler.views import BindingView
 from berth.store import (
     Conflict,
@@ -106,7 +107,7 @@ class Write:
     subject_key: str
     binding_key: keys.Key
     value: bytes | None  # the encoded Binding (None: delete it)
-    view: BindingView | None  # what is assumed until the watch shows it
+    view: BindingView | None  # what is assumed until the watch shows it (compacted)
     enqueued: float = 0.0
     token: Token | None = None
     base: int = 0  # the Binding's revision the decision was made on (0: none stored)
@@ -124,7 +125,8 @@ class Write:
         self.subject_key = subject_key
         self.binding_key = binding_key
         self.value = encode(doc) if doc is not None else None
-        self.view = BindingView.of(doc) if doc is not None else None
+        # as the cache keeps it: the watch's echo of it is kept as it is (not made again)
+        self.view = compact_binding(binding_key, BindingView.of(doc)) if doc is not None else None
         self.enqueued = 0.0
         self.token = None
         self.base = 0

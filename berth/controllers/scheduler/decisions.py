@@ -328,7 +328,10 @@ class Decisions:
         if not binding:
             return
         with self._lock:
-            self._reindex(binding)
+            # no Binding, none decided: nothing is indexed of it (every index is cleared
+            # with its Binding) — a new application's event, the common case
+            if binding in self._assumed or self._bindings.item(binding) is not None:
+                self._reindex(binding)
 
     def usage_version(self, candidate: str) -> int:
         """Changes whenever ``usage(candidate)`` may have changed (cheap: no copy)."""
