@@ -26,9 +26,12 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("explanation", ("scheduler/outcome.py", "actions/explain.py", "framework/status.py")),
     ("ledger record", ("store/ledger.py", "scheduler/record.py")),
     ("decide (framework, plugins)", ("scheduler/framework/", "scheduler/plugins/",
-                                     "scheduler/decide.py", "scheduler/decisions.py")),
+                                     "scheduler/decide.py")),
+    # the placements' indexes (what each decision assumed, the usage, the quotas): kept
+    # as decisions are made and echoed, not deciding
     ("cache, assume, snapshot", ("scheduler/cache.py", "scheduler/fleets.py",
-                                 "scheduler/overlay.py", "scheduler/readings.py")),
+                                 "scheduler/overlay.py", "scheduler/readings.py",
+                                 "scheduler/decisions.py")),
     ("queue", ("scheduler/queue/", "runtime/workqueue.py")),
     ("bind (batching, transactions)", ("scheduler/binder.py",)),
     ("informer (watch, events)", ("runtime/informer.py", "store/watch.py")),
