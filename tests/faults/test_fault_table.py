@@ -882,8 +882,6 @@ def test_an_inventorys_hub_cut_off_and_an_exec_plugin_failing(system: System) ->
     the plugin's reason, and alone: its application moves, no other cluster is touched."""
     with Cut("127.0.0.1", system.clusters["c"].port) as cut:
         _an_inventory(system, cut)
-        here = _inv_web(system)[1][0]  # where it runs: the plugin fails for it below
-        there = "inv-c" if here == "inv-a" else "inv-a"
         revisions = {n: system.db.get(keys.resource_key("Cluster", n, INV)) for n in (
             "inv-a", "inv-c")}
         sampler = Sampler({n: system.clusters[n] for n in ("a", "c")}).__enter__()
@@ -899,13 +897,22 @@ def test_an_inventorys_hub_cut_off_and_an_exec_plugin_failing(system: System) ->
             back = _until(lambda: (_inv_status(system, "Inventory", "hub") or {}).get(
                 "status", {}).get("state", "Synced") == "Synced", 30)  # (the default: omitted)
             web = _inv_web(system)
-            return failing and same and back and web == ("RUNNING", [here]), (
+            # RUNNING on one cluster, not necessarily where it was: a first copy on inv-a
+            # that missed move_timeout under load went to inv-c, and it goes back to the
+            # cluster it prefers once that failure is forgotten (a CI run saw it do so
+            # during this row) — nothing the hub's cut made
+            return failing and same and back and web[0] == "RUNNING" and len(
+                web[1]) == 1, (
                 f"the inventory said {'Failing' if failing else 'NOTHING'}, its clusters "
                 f"{'untouched' if same else 'REWRITTEN'}, inv-web {web[0]} on "
                 f"{', '.join(web[1])}; Synced again once back: {'yes' if back else 'NO'}")
 
         fault(system, "an inventory's hub cut off (its API unreachable), then back: nothing "
               "moves", cut.cut, extra=unchanged)
+        assert _until(lambda: _inv_web(system)[0] == "RUNNING"
+                      and len(_inv_web(system)[1]) == 1, 120), _inv_web(system)
+        here = _inv_web(system)[1][0]  # where it runs now: the plugin fails for it
+        there = "inv-c" if here == "inv-a" else "inv-a"
         broken = system.workdir / f"{here}.broken"
 
         def moved() -> tuple[bool, str]:
