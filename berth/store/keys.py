@@ -548,6 +548,12 @@ def under(family: Prefix, key: Key) -> Key:
     return Key(family + key[len(ROOT):]) if key.startswith(ROOT) else NO_KEY
 
 
+def resource_of(family: Prefix, key: str) -> Key:
+    """The resource key ``key`` (under ``family``, as :func:`under` made it) is about;
+    NO_KEY for a key outside that family. No check beyond the prefix, as ``under``."""
+    return Key(ROOT + key[len(family):]) if key.startswith(family) else NO_KEY
+
+
 def resource_key_of(key: str) -> Key:
     """The key of the resource a binding or status key is about (a resource key: itself)."""
     ref = parse_key(key)

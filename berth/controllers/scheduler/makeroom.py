@@ -63,7 +63,7 @@ class Occupants:
             binding, _ = cache.decisions.get(bkey)
             if binding is None:
                 continue
-            subject = cache.subject(keys.ROOT + bkey[len(keys.BINDINGS):])  # its resource
+            subject = cache.subject(keys.resource_of(keys.BINDINGS, bkey))
             if subject is None or subject.deleted:
                 continue
             alike = (subject.ref.namespace, subject.priority, subject.priority_class,

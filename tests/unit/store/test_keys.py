@@ -118,3 +118,11 @@ def test_a_cluster_id_must_name_a_namespace_and_a_name() -> None:
     for bad in ("site-1", "edge/", "/site-1", "edge/site 1"):
         with pytest.raises(ValueError):
             keys.work_prefix(bad)
+
+
+def test_a_binding_or_status_key_leads_back_to_its_resource() -> None:
+    app = keys.resource_key("Application", "web", "team-a")
+    for family in (keys.BINDINGS, keys.STATUS):
+        assert keys.resource_of(family, keys.under(family, app)) == app
+    assert keys.resource_of(keys.BINDINGS, keys.status_key("Application", "team-a", "web")) \
+        == keys.NO_KEY
