@@ -91,6 +91,18 @@ def synced(ctl: InventoryController, key: str, present: bool = True) -> None:
     until(lambda: (ctl.clusters.get(key) is not None) == present)
 
 
+def east_made(store: MemoryStore, ctl: InventoryController, hub: Hub
+              ) -> tuple[Inventory, str]:
+    """The hub holding profile east, the inventory synced once, its Cluster seen: the
+    Inventory and the Cluster's key."""
+    inv = inventory(store, INVENTORY)
+    hub.profiles = [profile("east")]
+    ctl._sync(inv)
+    key = keys.resource_key("Cluster", "east", "inventory")
+    synced(ctl, key)
+    return inv, key
+
+
 def test_profiles_become_clusters_and_a_users_cluster_is_left_alone(
         running: tuple[MemoryStore, InventoryController, Hub]) -> None:
     store, ctl, hub = running
@@ -121,14 +133,11 @@ def test_profiles_become_clusters_and_a_users_cluster_is_left_alone(
 def test_a_hub_that_cannot_be_read_changes_nothing(
         running: tuple[MemoryStore, InventoryController, Hub]) -> None:
     store, ctl, hub = running
-    inv = inventory(store, INVENTORY)
-    hub.profiles = [profile("east")]
-    ctl._sync(inv)
-    synced(ctl, keys.resource_key("Cluster", "east", "inventory"))
+    inv, key = east_made(store, ctl, hub)
     hub.down = True
-    before = store.get(keys.resource_key("Cluster", "east", "inventory"))
+    before = store.get(key)
     ctl._sync(inv)
-    assert store.get(keys.resource_key("Cluster", "east", "inventory")) == before
+    assert store.get(key) == before
     status = said(store).status
     assert status.state == "Failing" and "the hub cannot be read" in status.reason
     assert status.profiles["east"].state == "Push"  # what it last said of each, kept
@@ -137,11 +146,7 @@ def test_a_hub_that_cannot_be_read_changes_nothing(
 def test_a_deleted_profile_leaves_once_nothing_runs_there_and_may_come_back(
         running: tuple[MemoryStore, InventoryController, Hub]) -> None:
     store, ctl, hub = running
-    inv = inventory(store, INVENTORY)
-    hub.profiles = [profile("east")]
-    ctl._sync(inv)
-    key = keys.resource_key("Cluster", "east", "inventory")
-    synced(ctl, key)
+    inv, key = east_made(store, ctl, hub)
     put(store, keys.binding_key("Application", "inventory", "web"), {
         "api": "kubernetes", "kind": "Binding",
         "metadata": {"name": "web", "namespace": "inventory"},

@@ -121,6 +121,24 @@ def test_a_deletion_is_assumed_too() -> None:
     assert d.assumed() == 0 and d.get(bkey("web")) == (None, 0)
 
 
+def test_an_application_without_a_binding_indexes_nothing_until_its_binding_comes() -> None:
+    """A new application's event, no Binding stored nor decided: no index pass; the
+    Binding seen after it is indexed with the application as it is by then."""
+    d, bindings, applications = setup()
+    key = keys.resource_key("Application", "web", "default")
+    passes = d.passes
+    applications.deliver(key, app("web", {"app": "web"}), 1, EventType.ADDED)
+    assert d.passes == passes and d.placed("default") == []
+    applications.deliver(key, app("web", {"app": "web", "tier": "1"}), 2)
+    assert d.passes == passes
+    bindings.deliver(bkey("web"), view("web", "c1"), 3, EventType.ADDED)
+    assert [p.ref.name for p in d.placed("default", {"tier": "1"})] == ["web"]
+    # once it has a Binding, the application's changes are indexed again
+    applications.deliver(key, app("web", {"app": "other"}), 4)
+    assert d.placed("default", {"tier": "1"}) == []
+    assert [p.ref.name for p in d.placed("default", {"app": "other"})] == ["web"]
+
+
 def test_placements_are_found_by_label_and_follow_every_change() -> None:
     d, _, applications = setup(a={"app": "db", "tier": "1"}, b={"app": "db"},
                                c={"app": "web"})
