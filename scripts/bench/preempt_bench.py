@@ -127,11 +127,11 @@ def measure(url: str, arrivals: int) -> dict[str, Any]:
             out = decide(framework, subject, cache, [])
             if isinstance(out, NoFit) and out.evaluation is not None:
                 alone = time.process_time()
+                priority = cache.priorities.of(subject).value
+                occupants = makeroom.Occupants(cache, time.time(), 600.0, priority)
                 found = preempt.plan(
-                    framework, subject, cache.priorities.of(subject).value, out.evaluation,
-                    cache, makeroom.Occupants(cache, time.time(), 600.0,
-                                              cache.priorities.of(subject).value),
-                    limit=config.preemption.candidates)
+                    framework, subject, priority, out.evaluation, cache, occupants,
+                    limit=config.preemption.candidates, lowest=occupants.lowest)
                 walls.append(time.perf_counter() - wall)
                 cpus.append(time.process_time() - cpu)
                 planning.append(time.process_time() - alone)

@@ -31,7 +31,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # as decisions are made and echoed, not deciding
     ("cache, assume, snapshot", ("scheduler/cache.py", "scheduler/fleets.py",
                                  "scheduler/overlay.py", "scheduler/readings.py",
-                                 "scheduler/decisions.py")),
+                                 "scheduler/decisions.py", "scheduler/ranks.py")),
     ("queue", ("scheduler/queue/", "runtime/workqueue.py")),
     ("bind (batching, transactions)", ("scheduler/binder.py",)),
     ("informer (watch, events)", ("runtime/informer.py", "store/watch.py")),

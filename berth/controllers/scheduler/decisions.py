@@ -36,6 +36,7 @@ from typing import NamedTuple
 from berth.controllers.runtime import Event, EventType, Source
 from berth.controllers.scheduler.framework import Placed, Ref, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.ranks import Rank, Ranks
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
 from berth.store.documents import ObjectRef, Preemption
@@ -55,7 +56,6 @@ def _ref(kind: str, namespace: str | None, name: str) -> Ref:
 
 
 _candidate_key = lru_cache(maxsize=1 << 16)(candidate_key)  # one key string per cluster
-
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -141,10 +141,9 @@ class Decisions:
         self.on_freed: list[Callable[[str | None], None]] = []
         self.passes = 0  # index passes so far (one per _reindex)
         self._plans: dict[str, Preemption] = {}  # binding key → its room-making plan
-        # Each placed application's own priority and class, counted: what a plan reads to
-        # know at once whether anything placed is less important than its preemptor.
-        self._ranks: dict[str, tuple[str | None, int | None, str | None]] = {}
-        self._rank_counts: Counter[tuple[str | None, int | None, str | None]] = Counter()
+        # each placed application's rank, counted fleet-wide and on each candidate it asks
+        # something of (``_usage_at``): what a plan reads (ranks.py)
+        self._ranks = Ranks()
         bindings.add_handler(self._binding_event)
         bindings.add_invalid_handler(self._garbage_seen)
         bindings.add_cleared_handler(self._garbage_gone)
@@ -392,24 +391,17 @@ class Decisions:
             for key in list(self._usage_at):
                 self._reindex(key)
 
-    def ranks(self) -> list[tuple[str | None, int | None, str | None]]:
-        """The distinct (namespace, own priority, class name) of the placed applications
-        (a namespace's policy limits what they may take)."""
+    def ranks(self) -> list[Rank]:
+        """The distinct ranks (namespace, own priority, class name) of the placed
+        applications (a namespace's policy limits what they may take)."""
         with self._lock:
-            return list(self._rank_counts)
+            return self._ranks.placed()
 
-    def _rank(self, key: str, app: Subject | None) -> None:
-        """Binding ``key``'s application is placed as ``app`` (None: not placed; lock
-        held)."""
-        old = self._ranks.pop(key, None)
-        if old is not None:
-            self._rank_counts[old] -= 1
-            if not self._rank_counts[old]:
-                del self._rank_counts[old]
-        if app is not None:
-            rank = (app.ref.namespace, app.priority, app.priority_class)
-            self._ranks[key] = rank
-            self._rank_counts[rank] += 1
+    def ranks_on(self, candidate: str) -> list[Rank]:
+        """The distinct ranks of the applications whose placements ask something of
+        ``candidate`` (its possible victims are among them)."""
+        with self._lock:
+            return self._ranks.on(candidate)
 
     def plans(self) -> list[Preemption]:
         """The plans making room, as their Bindings say (running or out of time)."""
@@ -504,6 +496,7 @@ class Decisions:
             doc = item.obj if item is not None else None
         ns = self._namespace.get(key, "")
         old = self._placed[ns].get(key) if ns != "" else None
+        self._ranks.uncount(key, self._usage_at.get(key, ()))  # (before its usage changes)
         if doc is None or doc.spec.resource.kind != "Application" or not doc.spec.targets:
             ref = doc.spec.resource if doc is not None else None
             if ref is not None and ref.kind == "Application" and doc is not None and (
@@ -512,13 +505,14 @@ class Decisions:
             else:
                 self._reusage(key, None, None)
                 self._last_app.pop(key, None)
-            self._rank(key, None)
             self._drop(key)
             return
         ref = doc.spec.resource
         app = self._application(key, ref)
         self._reusage(key, doc, app)
-        self._rank(key, app)
+        if app is not None:
+            self._ranks.count(key, (app.ref.namespace, app.priority, app.priority_class),
+                              self._usage_at.get(key, ()))
         labels = app.labels if app is not None else (old.labels if old else None)
         targets = tuple(_ref(t.kind, t.namespace, t.name) for t in doc.spec.targets)
         if old is not None and old.targets == targets and old.labels == labels:

@@ -27,6 +27,7 @@ from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.outcome import names
 from berth.controllers.scheduler.overlay import Overlay
 from berth.controllers.scheduler.preempt import Occupant, Plan
+from berth.controllers.scheduler.ranks import Rank
 from berth.controllers.scheduler.views import BindingView
 from berth.store import keys
 from berth.store.documents import BindingState, Preemption, Target, Victim, Yield
@@ -55,6 +56,16 @@ class Occupants:
         # a plan reads a hundred candidates' occupants: each priority is resolved once per
         # what it depends on (the namespace's policy, the class, its own value)
         self._priorities: dict[tuple[str | None, int | None, str | None, object], int] = {}
+        self._ranked: dict[Rank, int] = {}  # the same, by rank, for the bounds
+
+    def lowest(self, candidate: str) -> float:
+        """No application placed on ``candidate`` is less important (inf: none is placed
+        there): what bounds a plan there before its occupants are read."""
+        ranks = self.cache.decisions.ranks_on(candidate)
+        for rank in ranks:
+            if rank not in self._ranked:
+                self._ranked[rank] = self.cache.priorities.lowest([rank]) or 0
+        return min((self._ranked[rank] for rank in ranks), default=float("inf"))
 
     def __call__(self, candidate: str) -> list[Occupant]:
         cache, now = self.cache, self.now

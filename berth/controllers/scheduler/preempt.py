@@ -26,14 +26,18 @@ cluster scale, and with victims moved rather than killed:
    taken: the first draft that places it on its cluster is the plan (a draft
    that does not is no plan; the next is tried).
 
-Step 3 is nearly all of a plan's cost (a decision per victim), so drafts are
-made best first: before its victims are decided, a candidate's place in the
-order of step 4 is bounded below by what it would be were every victim that may
-move moved (one that may not is stopped in any draft). A draft is made only
-when no candidate's bound is below every draft made, and a draft is tried for
-the application (step 5) only when it is below every bound left: the plan is the
-one ordering every draft would choose, and most candidates are never drafted
-(at 1,000 clusters a plan's CPU fell from 39 to 18 ms: docs/benchmarks.md).
+Step 3 is nearly all of a plan's cost (a decision per victim), and reading a
+candidate's occupants most of the rest, so both are done best first. Before its
+occupants are read, a candidate's place in the order of step 4 is bounded below
+by one victim, moved, of the lowest priority placed there (``lowest``); once
+they are read and its victims chosen, by what it would be were every victim that
+may move moved (one that may not is stopped in any draft). A candidate is read,
+and a draft made, only when nothing is below its bound; a draft is tried for the
+application (step 5) only when it is below every bound left: the plan is the one
+ordering every draft would choose, and most candidates are never read (at 1,000
+clusters a plan's CPU fell from 39 to 18 ms by drafting best first, and to 2.4-2.7
+ms by reading best first, how short each candidate is taken from the fleet's room
+arrays: docs/benchmarks.md).
 
 Nothing is written here: the scheduler carries the plan out
 (docs/scheduler.md "Priority and preemption").
@@ -51,9 +55,9 @@ from berth.controllers.scheduler.framework import (
     Evaluation,
     Framework,
     Subject,
-    ordinals,
 )
 from berth.controllers.scheduler.framework.helpers.replicas import divided, total_replicas
+from berth.controllers.scheduler.framework.rooms import shortfall
 from berth.controllers.scheduler.framework.snapshot import Snapshot
 from berth.controllers.scheduler.framework.types import candidate_key
 from berth.controllers.scheduler.overlay import Overlay
@@ -140,43 +144,55 @@ def need_of(subject: Subject, d: Demand) -> Resources:
 
 def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Evaluation,
          snapshot: Snapshot, occupants: Callable[[str], Sequence[Occupant]], *,
-         limit: int = 100) -> Plan | NoPlan:
+         limit: int = 100, lowest: Callable[[str], float] | None = None) -> Plan | NoPlan:
     """The best plan to make room for ``preemptor`` (at ``priority``), nothing fitting it
-    in ``evaluation``; ``occupants``: who is placed on a candidate (by key). At most
-    ``limit`` candidates are tried, those least short of room first; the preemptor is
-    decided with the room made on the best first, then the next, until it fits."""
+    in ``evaluation``; ``occupants``: who is placed on a candidate (by key); ``lowest``:
+    no application placed on it is less important (None: no bound known). At most
+    ``limit`` candidates are tried,
+    those least short of room first; the preemptor is decided with the room made on the
+    best first, then the next, until it fits."""
     out = NoPlan()
     fleet = evaluation.fleet
+    refused = 0
+    for status, bits in evaluation.groups():
+        if status.plugin == CAPACITY:
+            refused |= bits
+    rooms = snapshot.rooms(fleet)
     tried: list[tuple[int, Candidate, Resources, Resources]] = []
     # what it needs of each cluster, the same everywhere unless its overrides vary it
-    same = None if snapshot.demand_varies(preemptor) else need_of(preemptor, preemptor.demand)
-    for status, bits in evaluation.groups():
-        if status.plugin != CAPACITY:
-            continue
-        for i in ordinals(bits):
+    if not snapshot.demand_varies(preemptor):
+        need = need_of(preemptor, preemptor.demand)
+        for short, i in rooms.least_short(need, refused, limit):
+            room = rooms.rooms[i]
+            assert room is not None  # (least_short lists only those judged)
+            tried.append((short, fleet.candidates[i], room.free, need))
+    else:
+        for i, room in rooms.members(refused):
             c = fleet.candidates[i]
-            room = snapshot.capacity(c)
-            if room is not None:
-                need = same if same is not None else need_of(
-                    preemptor, snapshot.demand_on(preemptor, c))
-                tried.append((_shortfall(need, room.allocatable, room.free), c, room.free,
-                              need))
-    tried.sort(key=lambda t: (t[0], t[1].key))
+            need = need_of(preemptor, snapshot.demand_on(preemptor, c))
+            tried.append((shortfall(need, room.allocatable, room.free), c, room.free, need))
+        tried.sort(key=lambda t: (t[0], t[1].key))
     overlay = Overlay(snapshot)
     # Best first (the module's doc): each entry's order is unique (it ends in the
     # cluster's key), so no two entries compare further.
-    heap: list[tuple[_Order, _Draft | _Victims]] = []
+    heap: list[tuple[_Order, _Unread | _Victims | _Draft]] = []
     for short, c, free, need in tried[:limit]:
-        found = _victims(priority, preemptor, need, c, free, occupants(c.key), short)
-        if isinstance(found, str):
-            out.reasons[c.key] = found
-            if found is NOTHING_LOWER:
-                out.nothing_lower.add(c.key)
-        else:
-            heap.append((found.bound(), found))
+        unread = _Unread(c, free, need, short)
+        heap.append((unread.bound(lowest(c.key) if lowest else float("-inf")), unread))
     heapq.heapify(heap)
     while heap:
         _, entry = heapq.heappop(heap)
+        if isinstance(entry, _Unread):
+            c = entry.cluster
+            found = _victims(priority, preemptor, entry.need, c, entry.free,
+                             occupants(c.key), entry.short)
+            if isinstance(found, str):
+                out.reasons[c.key] = found
+                if found is NOTHING_LOWER:
+                    out.nothing_lower.add(c.key)
+            else:
+                heapq.heappush(heap, (found.bound(), found))
+            continue
         if isinstance(entry, _Victims):
             draft = _draft(framework, entry, overlay)
             if isinstance(draft, str):
@@ -191,7 +207,7 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
     return out
 
 
-_Order = tuple[int, float, int, float, int, int, str]
+_Order = tuple[int, float, int, float, float, int, str]
 
 
 def _order(stopped: list[int], every: list[int], short: int, key: str) -> _Order:
@@ -199,6 +215,25 @@ def _order(stopped: list[int], every: list[int], short: int, key: str) -> _Order
     priorities of the victims stopped and of every victim."""
     return (len(stopped), max(stopped, default=float("-inf")), len(every) - len(stopped),
             max(every, default=float("-inf")), sum(every), short, key)
+
+
+@dataclass(slots=True)
+class _Unread:
+    """A candidate whose occupants are not read yet."""
+
+    cluster: Candidate
+    free: Resources
+    need: Resources
+    short: int
+
+    def bound(self, lowest: float) -> _Order:
+        """The best order a draft here can have, no application placed here being less
+        important than ``lowest``: short of room, a draft has a victim, so with none
+        stopped at least one moved, and were it one, of priority ``lowest`` at least."""
+        if self.need.fits(self.free):  # (the Capacity filter saw less free: no bound)
+            return (0, float("-inf"), 0, float("-inf"), float("-inf"), self.short,
+                    self.cluster.key)
+        return (0, float("-inf"), 1, lowest, lowest, self.short, self.cluster.key)
 
 
 @dataclass(slots=True)
@@ -234,12 +269,6 @@ class _Draft:
         return _order([v.occupant.priority for v in self.victims if v.action is Yield.STOP],
                       [v.occupant.priority for v in self.victims], self.short,
                       self.cluster.key)
-
-
-def _shortfall(need: Resources, alloc: Resources, free: Resources) -> int:
-    """How short of ``need`` a cluster is, in thousandths of its size per resource."""
-    return sum(max(0, want - free.get(name)) * 1000 // max(alloc.get(name), 1)
-               for name, want in need.items() if want > 0)
 
 
 def _victims(priority: int, preemptor: Subject, need: Resources, c: Candidate,

@@ -191,9 +191,9 @@ class _Looks:
 
     def room(self, subject: Subject, priority: int, evaluation: Evaluation) -> Plan | NoPlan:
         p = self.config.preemption
+        occupants = makeroom.Occupants(self.cache, self.clock.time(), p.deadline, priority)
         return preempt.plan(self.framework, subject, priority, evaluation, self.cache,
-                            makeroom.Occupants(self.cache, self.clock.time(), p.deadline,
-                                               priority), limit=p.candidates)
+                            occupants, limit=p.candidates, lowest=occupants.lowest)
 
     def held(self, move: acts.OptionalMove) -> Held | None:
         back = [t for t in (self.cache.returned(t.kind, t.namespace, t.name)

@@ -26,8 +26,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from berth.controllers.scheduler.framework.fleet import bits_of, ordinals
+from berth.controllers.scheduler.framework.fleet import as_indices, bits_of, ordinals
 from berth.controllers.scheduler.framework.types import Room
+from berth.store.documents.resources import Resources
 
 STEP: Final = 32  # positions per kept prefix (against 64: a shortage read much faster over
 #            large fleets, a move as fast, for twice the prefixes)
@@ -181,6 +182,33 @@ class Rooms:
             self._divisor.clear()  # rare (a cluster's Nodes changed): made again when asked
             self._everywhere.clear()
 
+    def least_short(self, need: Resources, bits: int, limit: int) -> list[tuple[int, int]]:
+        """The ``limit`` judged candidates of ``bits`` least short of ``need``
+        (:func:`shortfall`), as (shortfall, ordinal), least first, ties by ordinal: one
+        pass over the free and allocatable arrays (a preemption plan orders the hundreds
+        of candidates refused for room so)."""
+        asked = [(name, want) for name, want in need.items() if want > 0]
+        at = as_indices(bits & self.judged, len(self.rooms))
+        short = np.zeros(len(at), dtype=np.int64)
+        exact = len(asked) <= 32 and all(want < _EXACT for _, want in asked)
+        for name, want in asked if exact else ():
+            free, divisor = self.free(name), self.divisor(name)
+            if free.dtype != np.int64 or divisor.dtype != np.int64:
+                exact = False
+                break
+            missing = np.maximum(want - free[at], 0)  # |free| < LIMIT: no overflow
+            if len(at) and int(missing.max()) >= _EXACT:
+                exact = False
+                break
+            short += missing * 1000 // divisor[at]
+        if not exact:  # beyond what int64 sums exactly: Python ints, one by one
+            rooms = self.rooms
+            found = sorted((shortfall(need, r.allocatable, r.free), i)
+                           for i in at.tolist() if (r := rooms[i]) is not None)
+            return found[:limit]
+        first = np.lexsort((at, short))[:limit]
+        return list(zip(short[first].tolist(), at[first].tolist(), strict=True))
+
     def members(self, bits: int) -> list[tuple[int, Room]]:
         """The judged candidates of ``bits`` with their Rooms."""
         rooms = self.rooms
@@ -188,6 +216,14 @@ class Rooms:
 
 
 LIMIT: Final = 1 << 54  # quantities the score's int64 arithmetic holds exactly (3 x 100 x LIMIT)
+_EXACT: Final = 1 << 48  # what may be missing of a resource for int64 to sum 32 shortfalls
+
+
+def shortfall(need: Resources, alloc: Resources, free: Resources) -> int:
+    """How short of ``need`` a cluster with ``alloc`` and ``free`` is: per resource asked,
+    what is missing in thousandths of what it has allocatable (at least 1), summed."""
+    return sum(max(0, want - free.get(name)) * 1000 // max(alloc.get(name), 1)
+               for name, want in need.items() if want > 0)
 
 
 def _array(values: list[int]) -> npt.NDArray[np.int64]:
@@ -205,4 +241,4 @@ def _set(values: npt.NDArray[np.int64], i: int, value: int) -> bool:
     return True
 
 
-__all__ = ["LIMIT", "Rooms"]
+__all__ = ["LIMIT", "Rooms", "shortfall"]

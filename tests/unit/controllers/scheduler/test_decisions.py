@@ -320,3 +320,36 @@ def test_a_binding_that_outlives_its_application_holds_its_share_until_it_goes()
     fresh, bindings, _ = setup()
     bindings.deliver(bkey("x"), view("x", "c1", "c2"), 9)
     assert fresh.used("default").listed() == {"applications": 1, "copies": 2}
+
+
+def test_the_ranks_on_each_cluster_follow_placements_moves_and_deletions() -> None:
+    """A plan bounds a cluster by the ranks placed there, before reading its occupants:
+    they follow a Binding's targets and its application's priority, and go with them."""
+    from dataclasses import replace
+
+    from berth.controllers.scheduler.framework.types import candidate_key
+    from berth.store.documents.resources import Demand, Resources
+
+    d, bindings, applications = setup(a={}, b={})
+    for name, priority in (("a", 1), ("b", 7)):
+        key = keys.resource_key("Application", name, "default")
+        asks = Demand(fixed=Resources(cpu=100), whole=Resources(cpu=100))
+        applications.cache[key] = Item(key, replace(app(name, {}), priority=priority,
+                                                    demand=asks), 1)
+    one, seven = ("default", 1, None), ("default", 7, None)
+    bindings.deliver(bkey("a"), view("a", "c1", "c2"), 5)
+    bindings.deliver(bkey("b"), view("b", "c2"), 6)
+
+    def on(cluster: str) -> list[object]:
+        return sorted(d.ranks_on(candidate_key("Cluster", "default", cluster)), key=str)
+
+    assert (on("c1"), on("c2"), sorted(d.ranks(), key=str)) == ([one], [one, seven],
+                                                                 [one, seven])
+    d.assume(bkey("a"), view("a", "c3"))  # moved
+    assert (on("c1"), on("c2"), on("c3")) == ([], [seven], [one])
+    key = keys.resource_key("Application", "b", "default")
+    old = applications.cache[key].obj
+    applications.deliver(key, replace(old, priority=3), 7, old=old)  # its priority changed
+    assert on("c2") == [("default", 3, None)]
+    bindings.deliver(bkey("b"), view("b", "c2"), 8, EventType.DELETED)
+    assert on("c2") == [] and d.ranks() == [one]

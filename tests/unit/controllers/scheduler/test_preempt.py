@@ -63,7 +63,11 @@ class World:
         nofit = decide(self.framework, preemptor, self.snapshot, [])
         assert isinstance(nofit, NoFit) and nofit.evaluation is not None, nofit
         return plan(self.framework, preemptor, priority, nofit.evaluation, self.snapshot,
-                    self.occupants)
+                    self.occupants, lowest=self.lowest)
+
+    def lowest(self, key: str) -> float:
+        """No application placed on ``key`` is less important (the scheduler's bound)."""
+        return min((o.priority for o in self.placed.get(key, [])), default=float("inf"))
 
 
 def taken(found: Plan | NoPlan) -> tuple[str, dict[str, str]]:
@@ -228,10 +232,26 @@ def test_a_victim_on_several_clusters_moves_only_its_copy_there() -> None:
 
 # -- best first: the plan every draft would choose (issue #77) -------------------------------
 
+def test_a_cluster_more_short_of_room_is_read_when_its_victims_could_matter_less() -> None:
+    """Candidates are read least short first, but one more short whose occupants are
+    unread is bounded by the lowest priority placed there: its victim, less important
+    than the first's, makes the better plan (a bound above that lowest would have the
+    first's draft tried before it is read)."""
+    keeps = workload("x-low", 600, preemptible=Preemptible(move=False, stop=False))
+    w = World({"x": (4000, [("x-low", 0, 600), ("x-high", 2, 1000), ("x-top", 9, 1800)]),
+               "y": (4000, [("y-mid", 1, 1000), ("y-top", 9, 2500)]),  # 500 free
+               "spare": (2500, [("s", 9, 1500)])},  # room for a victim, not for p
+              {"x-low": keeps})
+    # p needs 1500: x is less short (600 free: 225 thousandths against 250), and its
+    # draft moves x-high (2) to spare, x-low giving nothing up; y's moves y-mid (1)
+    assert taken(w.plan(workload("p", 1500), 5)) == ("y", {"y-mid": "move:spare"})
+
+
 def _every_draft(w: World, preemptor: Subject, priority: int) -> Plan | NoPlan:
     """The plan made the one-by-one way: every candidate drafted, the drafts sorted, each
     tried in turn (the planner before it drafted best first)."""
     from berth.controllers.scheduler.framework import ordinals
+    from berth.controllers.scheduler.framework.rooms import shortfall
     from berth.controllers.scheduler.overlay import Overlay
     from berth.controllers.scheduler.preempt import (
         CAPACITY,
@@ -239,7 +259,6 @@ def _every_draft(w: World, preemptor: Subject, priority: int) -> Plan | NoPlan:
         _Draft,
         _draft,
         _placed,
-        _shortfall,
         _victims,
         need_of,
     )
@@ -255,7 +274,7 @@ def _every_draft(w: World, preemptor: Subject, priority: int) -> Plan | NoPlan:
                 room = w.snapshot.capacity(c)
                 assert room is not None
                 need = need_of(preemptor, w.snapshot.demand_on(preemptor, c))
-                tried.append((_shortfall(need, room.allocatable, room.free), c, room.free, need))
+                tried.append((shortfall(need, room.allocatable, room.free), c, room.free, need))
     tried.sort(key=lambda t: (t[0], t[1].key))
     overlay, drafts = Overlay(w.snapshot), []
     for short, c, free, need in tried:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from berth.controllers.scheduler.framework.rooms import LIMIT, STEP, Rooms
+from berth.controllers.scheduler.framework.rooms import LIMIT, STEP, Rooms, shortfall
 from berth.controllers.scheduler.framework.types import Room
 from berth.store.documents.resources import Resources
 
@@ -50,3 +50,10 @@ def test_short_agrees_with_a_scan_through_random_updates(seed: int) -> None:
         assert index.everywhere(name) == all(r.allocatable.get(name) > 0 for r in rooms if r)
         assert index.listed(name) == ([r.allocatable.get(name) if r else 0 for r in rooms],
                                       [r.free.get(name) if r else 0 for r in rooms])
+        # a preemption plan's order: 1 << 49 and 1 << 60 asked are summed as Python ints
+        need = Resources(rng.choice([0, 500, 3000]), rng.choice([0, 1 << 30, 1 << 49, 1 << 60]),
+                         rng.choice([0, 1]))
+        bits, limit = rng.getrandbits(max(n, 1)), rng.choice([0, 1, 5, 100])
+        scan = sorted((shortfall(need, r.allocatable, r.free), i) for i, r in enumerate(rooms)
+                      if r is not None and bits >> i & 1)
+        assert index.least_short(need, bits, limit) == scan[:limit], need
