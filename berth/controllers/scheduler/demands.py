@@ -6,7 +6,7 @@ GlobalOverrides that select the application and the cluster
 replicas or requests there, an ``annotations`` rule what berth reads of them.
 So the scheduler counts, per cluster, the demand of the workloads as those
 rules make them (:meth:`Demands.on`): the same ``render`` on the application's
-workload objects alone (``Subject.workloads``), with only the rules that can
+workload objects alone (``Subject.workloads``, :mod:`packed`), with only the rules that can
 change demand — patches of those objects, annotations. Rules of other kinds
 (image, command, args, env, labels) never change what a Pod asks for. A
 workload's replica share of a divided application is set after the overrides,
@@ -30,6 +30,7 @@ import msgspec
 
 from berth.controllers.runtime import Event, Informer
 from berth.controllers.scheduler.framework import Candidate, Subject
+from berth.controllers.scheduler.packed import unpack
 from berth.store.documents.overrides import GlobalOverride, Override
 from berth.store.documents.render import RenderError, Where, render, selects_application
 from berth.store.documents.resources import Demand, QuantityError, demand
@@ -123,7 +124,7 @@ def _relevant(o: Override) -> Override:
 
 def _rendered(subject: Subject, chosen: tuple[Override, ...], where: Where) -> Demand:
     """What the workloads ask once the overrides render them for ``where``."""
-    bodies = [_DECODE(b) for b in subject.workloads]
+    bodies = [_DECODE(unpack(b)) for b in subject.workloads]
     present = {(b.get("kind"), (b.get("metadata") or {}).get("name")) for b in bodies}
     usable = []
     for o in chosen:  # patches of objects that are no workload change no demand

@@ -20,12 +20,13 @@ Rank = tuple[str | None, int | None, str | None]  # (namespace, own priority, cl
 class Ranks:
     """Each Binding's rank, where it is counted (its candidates), counted."""
 
-    __slots__ = ("_counts", "_of", "_on")
+    __slots__ = ("_counts", "_of", "_on", "_one")
 
     def __init__(self) -> None:
         self._of: dict[str, Rank] = {}  # binding key → its application's rank
         self._counts: Counter[Rank] = Counter()
         self._on: dict[str, Counter[Rank]] = {}  # candidate key → the ranks there
+        self._one: dict[Rank, Rank] = {}  # each rank placed, one tuple for all its Bindings
 
     def placed(self) -> list[Rank]:
         """The distinct ranks placed anywhere."""
@@ -37,6 +38,7 @@ class Ranks:
 
     def count(self, key: str, rank: Rank, where: Iterable[str]) -> None:
         """Binding ``key`` (not counted) places ``rank`` on the candidates ``where``."""
+        rank = self._one.setdefault(rank, rank)
         self._of[key] = rank
         self._counts[rank] += 1
         for c in where:
@@ -51,6 +53,8 @@ class Ranks:
         if rank is None:
             return
         _less(self._counts, rank)
+        if rank not in self._counts:
+            del self._one[rank]
         for c in where:
             there = self._on[c]
             _less(there, rank)

@@ -22,6 +22,7 @@ import msgspec
 
 from berth.controllers.scheduler.framework import Ref, Subject
 from berth.controllers.scheduler.framework.types import candidate_key
+from berth.controllers.scheduler.packed import pack
 from berth.controllers.scheduler.views import (
     AppView,
     BindingStatusView,
@@ -53,7 +54,8 @@ _HEADER = msgspec.json.Decoder(ObjectHeader)
 
 def app_demand(key: str, manifest: list[msgspec.Raw]) -> tuple[Demand, tuple[bytes, ...]]:
     """What the application's workloads ask for, and those workload objects as written
-    (JSON: an override may change what they ask of one cluster, :mod:`demands`); only
+    (JSON, packed: an override may change what they ask of one cluster, :mod:`demands`,
+    :mod:`packed`); only
     workload objects are decoded in full (a ConfigMap's data costs nothing). A manifest
     berth cannot read asks for nothing (bootstrap and apply refuse it; garbage written
     by hand is logged)."""
@@ -66,7 +68,7 @@ def app_demand(key: str, manifest: list[msgspec.Raw]) -> tuple[Demand, tuple[byt
                       or REPLICAS_PATH in head.metadata.annotations)
             objects.append(msgspec.json.decode(raw) if wanted else None)
             if wanted:
-                kept.append(bytes(raw))
+                kept.append(pack(bytes(raw)))
         return demand(objects), tuple(kept)
     except (msgspec.DecodeError, QuantityError) as exc:
         log.warning("%s: its manifest's resource requests cannot be read (%s): it is "

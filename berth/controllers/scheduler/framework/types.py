@@ -87,8 +87,8 @@ class Subject:
     migration: bool = True
     gang: Gang | None = None
     demand: Demand = NO_DEMAND  # what its workloads ask of a cluster, as written
-    # Its workload objects as written (JSON), for what an override makes them ask of one
-    # cluster (Snapshot.demand_on)
+    # Its workload objects as written (JSON, packed: scheduler/packed.py), for what an
+    # override makes them ask of one cluster (Snapshot.demand_on)
     workloads: tuple[bytes, ...] = ()
     pace: PaceOverride | None = None  # its own over the fleet's (docs/pace.md)
     # The keys of the applications it is placed with (spec.dependsOn: docs/order.md)

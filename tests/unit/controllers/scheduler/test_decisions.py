@@ -353,3 +353,23 @@ def test_the_ranks_on_each_cluster_follow_placements_moves_and_deletions() -> No
     assert on("c2") == [("default", 3, None)]
     bindings.deliver(bkey("b"), view("b", "c2"), 8, EventType.DELETED)
     assert on("c2") == [] and d.ranks() == [one]
+
+
+def test_placements_that_ask_alike_share_what_they_ask() -> None:
+    """What each placement asks is kept while it runs: equal asks are one object (memory
+    at 100,000 placements), and each namespace's use still counts every one of them."""
+    from dataclasses import replace
+
+    from berth.controllers.scheduler.framework.types import candidate_key
+    from berth.store.documents.resources import Demand, Resources
+
+    d, bindings, applications = setup(a={}, b={})
+    for name in ("a", "b"):
+        key = keys.resource_key("Application", name, "default")
+        asks = Demand(fixed=Resources(cpu=250), whole=Resources(cpu=250))  # equal, not one
+        applications.cache[key] = Item(key, replace(app(name, {}), demand=asks), 1)
+    bindings.deliver(bkey("a"), view("a", "c1"), 5)
+    bindings.deliver(bkey("b"), view("b", "c1"), 6)
+    (_, first), (_, second) = d.occupants(candidate_key("Cluster", "default", "c1"))
+    assert first.ask is second.ask and first.ask == Resources(cpu=250)
+    assert d.used("default").listed() == {"applications": 2, "copies": 2, "cpu": 500}
