@@ -61,11 +61,14 @@ class Occupants:
     def lowest(self, candidate: str) -> float:
         """No application placed on ``candidate`` is less important (inf: none is placed
         there): what bounds a plan there before its occupants are read."""
-        ranks = self.cache.decisions.ranks_on(candidate)
-        for rank in ranks:
-            if rank not in self._ranked:
-                self._ranked[rank] = self.cache.priorities.lowest([rank]) or 0
-        return min((self._ranked[rank] for rank in ranks), default=float("inf"))
+        values = []
+        for rank in self.cache.decisions.ranks_on(candidate):
+            value = self._ranked.get(rank)
+            if value is None:
+                found = self.cache.priorities.lowest([rank])  # (one rank: never None)
+                value = self._ranked[rank] = found if found is not None else 0
+            values.append(value)
+        return min(values, default=float("inf"))
 
     def __call__(self, candidate: str) -> list[Occupant]:
         cache, now = self.cache, self.now

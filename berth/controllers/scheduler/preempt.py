@@ -148,9 +148,8 @@ def plan(framework: Framework, preemptor: Subject, priority: int, evaluation: Ev
     """The best plan to make room for ``preemptor`` (at ``priority``), nothing fitting it
     in ``evaluation``; ``occupants``: who is placed on a candidate (by key); ``lowest``:
     no application placed on it is less important (None: no bound known). At most
-    ``limit`` candidates are tried,
-    those least short of room first; the preemptor is decided with the room made on the
-    best first, then the next, until it fits."""
+    ``limit`` candidates are tried, those least short of room first; the preemptor is
+    decided with the room made on the best first, then the next, until it fits."""
     out = NoPlan()
     fleet = evaluation.fleet
     refused = 0
