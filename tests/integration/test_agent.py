@@ -19,8 +19,8 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap
 
-from berth.store import Store, decode, keys
-from berth.store.documents import ApplicationStatus, ClusterStatus
+from berth.store import Store, Watch, decode, keys
+from berth.store.documents import ApplicationStatus, ClusterState, ClusterStatus
 from berth.store.documents.work import Heartbeat, Report, Work
 from berth_testkit.rbac import RBAC, cluster_admin, deployer, in_kube_system
 from berth_testkit.scheduler_env import AgentProcess, PropagatorProcess, put, record_puts, wait_for
@@ -85,11 +85,31 @@ def cluster_state(store: Store, name: str) -> str:
     return decode(kv.value, ClusterStatus, kv.key).status.state if kv else ""
 
 
+def first_online(store: Store, name: str) -> ClusterState:
+    """The first ONLINE the cluster's status key said, from its history."""
+    key = keys.status_key("Cluster", "default", name)
+    kv = store.get(key)
+    assert kv is not None
+    watch = Watch(store, key, kv.create_revision)
+    try:
+        for batch in watch:
+            for ev in batch.events:
+                if ev.type == "PUT" and (said := decode(
+                        ev.value, ClusterStatus, ev.key).status).state == "ONLINE":
+                    return said
+    finally:
+        watch.close()
+    raise AssertionError(f"{name}: never ONLINE")
+
+
 def test_a_pull_cluster_runs_its_work_and_moves_go_both_ways(
     store: Store, fleet: dict[str, Any], kube: dict[str, Client]
 ) -> None:
-    # The agent's heartbeat makes the cluster ONLINE, with what it counted of the cluster.
-    wait_for(lambda: cluster_state(store, "west"), lambda s: s == "ONLINE", timeout=30)
+    # The agent's heartbeat makes the cluster ONLINE, with what it counted of the cluster:
+    # from its first ONLINE on, as the observer's probe says a push cluster is
+    for name in ("west", "east"):
+        wait_for(lambda n=name: cluster_state(store, n), lambda s: s == "ONLINE", timeout=30)
+        assert first_online(store, name).capacity is not None, name
     beat = wait_for(lambda: store.get(keys.heartbeat_key("default/west")), lambda kv: decode(
         kv.value, Heartbeat, kv.key).status.capacity is not None, timeout=30)
     assert beat.lease != 0  # on the leader's lease

@@ -295,6 +295,8 @@ class _Watched:
             if self.totals is not None:
                 self.totals = _Totals(entries)
             self.synced = True
+            if self.tracker.nodes.synced and self.tracker.pods.synced:
+                self.tracker.synced.set()
         return was
 
 
@@ -312,6 +314,7 @@ class Tracker:
         self.on_pods = on_pods
         self.lock = threading.Lock()
         self.stopped = threading.Event()
+        self.synced = threading.Event()  # both lists came back once
         self.nodes = _Watched(self, "/api/v1/nodes", _Node, _node_entry, self.node_changed)
         self.pods = _Watched(self, "/api/v1/pods", _Pod, _pod_entry, self.pod_changed,
                              totals=True)
@@ -395,6 +398,14 @@ class Tracker:
         """``owner``'s pods (under the lock)."""
         totals = self.pods.totals
         return totals.owned.get(owner, {}) if totals is not None else {}
+
+    def first(self, timeout: float) -> Capacity | None:
+        """The summary, once both lists came back or ``timeout`` seconds passed (then None).
+        A cluster said ONLINE says with it what it holds, as a Node's first Ready status
+        carries its allocatable: else the scheduler judges it full for a moment, places
+        elsewhere, and moves back when the summary comes."""
+        self.synced.wait(timeout)
+        return self.capacity()
 
     def capacity(self) -> Capacity | None:
         """The summary now; None until both lists came back."""

@@ -18,7 +18,9 @@ API server and user, whatever the number of clusters that are namespaces of
 it) and their summary — allocatable and requested CPU, memory, pods and every other resource
 by name, and how many pods each application has — goes into the status as
 ``capacity``: with each probe, and between probes at most every
-``capacity_interval`` seconds when it changed.
+``capacity_interval`` seconds when it changed. A cluster turning ONLINE is
+said so with its summary: the probe waits up to ``probe_timeout`` for the
+first lists (an agent's heartbeat too).
 """
 
 from __future__ import annotations
@@ -284,9 +286,13 @@ class Observer:
         else:
             probe = conn.probe(self.config.probe_timeout)
         capacity = None
-        if conn is not None and probe.state == Reachability.ONLINE:
-            tracker = self._track(key, conn)
-            capacity = tracker.capacity() if tracker is not None else None
+        tracker = self._track(key, conn) if (
+            conn is not None and probe.state == Reachability.ONLINE) else None
+        if tracker is not None:  # turning ONLINE, said with what it holds (Tracker.first)
+            current = self.statuses.get(keys.status_key(
+                "Cluster", view.metadata.namespace or "", view.metadata.name))
+            turning = current is None or current.status.state != Reachability.ONLINE
+            capacity = tracker.first(self.config.probe_timeout if turning else 0.0)
         self._settle(key, view, probe, capacity)
 
     def _hear(self, key: str, view: ClusterView) -> None:

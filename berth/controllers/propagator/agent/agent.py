@@ -111,7 +111,7 @@ class Agent:
         self.reports = Reports(store, cluster, idle_timeout=idle)
         self.reports.on_garbage.append(lambda rkey: self.queue.add(_work_of(rkey)))
         self.beat = Beat(store, config, cluster, self.identity, probe=self._probe,
-                         capacity=lambda: self.tracker.capacity() if self.tracker else None,
+                         capacity=lambda wait: self.tracker.first(wait) if self.tracker else None,
                          held=lambda: self._held, renewal=self.renewal)
         self.queue: WorkQueue[keys.Key] = WorkQueue(base_delay=config.retry_base_delay,
                                                max_delay=config.retry_max_delay)

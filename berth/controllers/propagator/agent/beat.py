@@ -42,14 +42,14 @@ def heartbeat_body(cid: str, identity: str, since: float) -> bytes:
 
 class Beat:
     def __init__(self, store: Store, config: AgentConfig, cid: str, identity: str, *,
-                 probe: Callable[[], Probe], capacity: Callable[[], Capacity | None],
+                 probe: Callable[[], Probe], capacity: Callable[[float], Capacity | None],
                  held: Callable[[], str], renewal: Renewal) -> None:
         self.store = store
         self.config = config
         self.cid = cid
         self.identity = identity
         self.probe = probe
-        self.capacity = capacity
+        self.capacity = capacity  # the summary, waiting up to so many seconds for a first
         self.held = held
         self.renewal = renewal
         self.informer: Informer[Heartbeat] = Informer(
@@ -93,7 +93,13 @@ class Beat:
             self._renew_checked = time.monotonic()
             self.renewal.step(datetime.now(UTC))
         probe = self.probe()
-        capacity = self.capacity() if probe.state == Reachability.ONLINE else None
+        capacity = None
+        if probe.state == Reachability.ONLINE:
+            with self._lock:
+                was = self._said
+            # turning ONLINE, it says what the cluster holds with it (Tracker.first)
+            turning = was is None or was.state != Reachability.ONLINE
+            capacity = self.capacity(self.config.probe_timeout if turning else 0.0)
         state = AgentState(self.identity, probe.state, probe.reason,
                            list(probe.custom_resources), capacity, self._since,
                            expires=self.renewal.expires, held=self.held(), version=VERSION,

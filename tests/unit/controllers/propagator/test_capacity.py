@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -118,3 +120,16 @@ def test_watch_lines_split_over_chunks_and_chunks_holding_many() -> None:
         assert _split(parts) == events, size
     assert _split([b'{"a":1}\n{"b"', b':2}']) == [b'{"a":1}', b'{"b":2}']  # no last newline
     assert _split([]) == [] and _split([b"\n", b"  \n"]) == []
+
+
+def test_the_first_summary_waits_for_both_lists_and_no_longer_than_told() -> None:
+    tracker, _ = _tracker()
+    assert tracker.first(0.05) is None  # nothing listed: None once the wait is over
+    tracker.nodes.listed({("", "n1"): (Resources(4000, 2**34, 110),)})
+    assert tracker.first(0.05) is None  # the Pods not yet
+    lister = threading.Timer(0.2, tracker.pods.listed, [{("ns", "p"): _pod(random.Random(1))}])
+    lister.start()
+    began = time.monotonic()
+    first = tracker.first(30.0)
+    assert first is not None and first.nodes == 1 and 0.1 < time.monotonic() - began < 10
+    lister.join()
