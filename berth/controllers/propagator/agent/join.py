@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from berth.controllers.propagator.agent.pems import pem_files
 from berth.controllers.propagator.kube import Connection, Unavailable
 from berth.store import EtcdConfig, Put, Store, StoreError, Unauthorized, certs, encode, keys
 from berth.store import agents as reg
@@ -137,12 +138,12 @@ class Credentials:
     key_pem: str = ""
 
     def config(self) -> EtcdConfig:
-        """The connection's settings; the agent's own certificate written to files only
-        this process reads (the same files again after a renewal: a new connection
-        takes the renewed one)."""
+        """The connection's settings; the agent's own certificate as files only this
+        process reads (``pems.py``: the same names again after a renewal, so a new
+        connection takes the renewed one)."""
         cert, key = self.cert, self.key
         if self.cert_pem and self.key_pem:
-            cert, key = _pem_files(self.cluster, self.cert_pem, self.key_pem)
+            cert, key = pem_files(self.cluster, self.cert_pem, self.key_pem)
         return EtcdConfig(url=self.endpoints, ca=self.ca, cert=cert, key=key,
                           user=self.user, password=self.password)
 
@@ -152,23 +153,6 @@ class Credentials:
     @classmethod
     def load(cls, path: Path) -> Credentials:
         return FileKeeper(path).load()
-
-
-_PRIVATE: list[Path] = []  # this process's directory for keys (mode 0700), made once
-
-
-def _pem_files(cluster: str, cert_pem: str, key_pem: str) -> tuple[str, str]:
-    if not _PRIVATE:
-        _PRIVATE.append(Path(tempfile.mkdtemp(prefix="berth-agent-")))
-    base = _PRIVATE[0] / cluster.replace("/", "_")
-    paths = []
-    for suffix, text in ((".crt", cert_pem), (".key", key_pem)):
-        fd, tmp = tempfile.mkstemp(dir=_PRIVATE[0])
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, f"{base}{suffix}")  # whole or not at all, as a connection reads it
-        paths.append(f"{base}{suffix}")
-    return paths[0], paths[1]
 
 
 class Keeper(Protocol):
