@@ -31,7 +31,6 @@ import contextlib
 import os
 import secrets
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -70,6 +69,7 @@ from berth.store.documents.work import (
 from berth_testkit.figures import pct
 from berth_testkit.measure import cpu_seconds, rss_mb
 from berth_testkit.scheduler_env import PropagatorProcess
+from berth_testkit.scratch import run_bench, scratch
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 
@@ -374,9 +374,10 @@ def main() -> None:
     ap.add_argument("--servers", type=int, default=4)
     ap.add_argument("--no-push", action="store_true")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="berth-agents-scale-"))
+    work = scratch("berth-agents-scale-")
     print(f"{args.agents} clusters, {args.apps} applications (a ConfigMap each), "
-          f"{args.move:.0%} moved; {os.cpu_count()} cores; logs in {work}", flush=True)
+          f"{args.move:.0%} moved; {os.cpu_count()} cores; logs in {work} (kept if it fails)",
+          flush=True)
     results = {"pull": pull(args, work)}
     if not args.no_push:
         results["push"] = push(args, work)
@@ -390,4 +391,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -66,13 +66,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 import threading
 import time
 import urllib.request
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
@@ -90,6 +88,7 @@ from berth_testkit.scheduler_env import (
     PropagatorProcess,
     SchedulerProcess,
 )
+from berth_testkit.scratch import run_bench, scratch
 from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
@@ -245,7 +244,7 @@ def main() -> None:
     rollout: dict[str, Any] = {"strategy": args.rollout}
     if args.rollout == "Staged":
         rollout["stages"] = [{"name": "all"}]
-    work = Path(tempfile.mkdtemp(prefix="berth-availability-"))
+    work = scratch("berth-availability-")
     n_clusters = args.servers * args.contexts
     pairs: int = n_clusters // 2
     chain: int = args.chain if args.chain > 1 else 0
@@ -637,4 +636,4 @@ def move_floor(kubes: list[KubeCluster], moves: int, workers: int, avail: Availa
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -35,7 +35,6 @@ import ssl
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +61,7 @@ from berth.controllers.exporter.shapes import (
 )
 from berth.controllers.exporter.views import AppStatusView, BindingView, placement
 from berth.store import EtcdConfig, Put, Store, encode, keys
+from berth_testkit.scratch import run_bench, scratch
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 
@@ -242,7 +242,7 @@ def main() -> None:
     etcd = EtcdServer().start()
     kube = KubeCluster("export-bench", nodes=0).start()
     proc: subprocess.Popen[bytes] | None = None
-    workdir = Path(tempfile.mkdtemp(prefix="berth-export-bench-"))
+    workdir = scratch("berth-export-bench-")
     try:
         store = Store(EtcdConfig(url=etcd.url))
         names, docs = seed(store, args.apps, args.clusters, rng)
@@ -341,4 +341,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -45,6 +43,7 @@ from berth.store.documents import (
     Target,
 )
 from berth_testkit.measure import cpu_seconds
+from berth_testkit.scratch import run_bench, scratch
 from berth_testkit.servers.etcd import EtcdServer
 from berth_testkit.servers.kube import KubeCluster
 
@@ -96,7 +95,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--workers", type=int, default=16)
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="berth-overrides-bench-"))
+    work = scratch("berth-overrides-bench-")
     server = EtcdServer().start()
     kubes: list[KubeCluster] = []
     proc: subprocess.Popen[bytes] | None = None
@@ -153,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

@@ -22,7 +22,6 @@ import argparse
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -47,6 +46,7 @@ from berth.store.documents import (
     Target,
 )
 from berth_testkit.measure import rss_mb
+from berth_testkit.scratch import run_bench, scratch
 from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
@@ -156,7 +156,7 @@ def main() -> None:
     ap.add_argument("--apps", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=16)
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="berth-propagator-bench-"))
+    work = scratch("berth-propagator-bench-")
     server = EtcdServer().start()
     kubes: list[KubeCluster] = []
     proc: subprocess.Popen[bytes] | None = None
@@ -228,4 +228,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

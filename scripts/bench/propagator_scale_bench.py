@@ -36,7 +36,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -57,6 +56,7 @@ from berth.store.documents import (
     Target,
 )
 from berth_testkit.measure import Profile, cpu_seconds, rss_mb
+from berth_testkit.scratch import run_bench, scratch
 from berth_testkit.servers.etcd import EtcdServer, free_port
 from berth_testkit.servers.kube import KubeCluster
 
@@ -118,7 +118,7 @@ def main() -> None:
     ap.add_argument("--profile", metavar="PREFIX",
                     help="record py-spy profiles of the first replica: PREFIX-<replicas>.txt")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="berth-propagator-scale-"))
+    work = scratch("berth-propagator-scale-")
     names = [f"c{i:03d}" for i in range(args.clusters)]
     print(f"{args.clusters} clusters on {args.servers} kube-apiservers, {args.apps} "
           f"applications (Deployment + Service) per run, {args.workers} workers per replica; "
@@ -229,4 +229,4 @@ def run(args: argparse.Namespace, replicas: int, names: list[str], store: Store,
 
 
 if __name__ == "__main__":
-    main()
+    run_bench(main)

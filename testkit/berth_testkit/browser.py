@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,15 +50,18 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
                 f"--window-size={width},{height}", "--no-first-run",
                 "--disable-background-networking", "--disable-extensions"):
         options.add_argument(arg)
-    try:
-        driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    except WebDriverException as exc:
-        raise ServerUnavailable(f"chromium did not start under {driver_path}: {exc.msg}; "
-                                f"{HOW}") from None
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    # a profile of its own, removed after: else chromium leaves one in /tmp per run
+    with tempfile.TemporaryDirectory(prefix="berth-chromium-") as profile:
+        options.add_argument(f"--user-data-dir={profile}")
+        try:
+            driver = webdriver.Chrome(service=Service(driver_path), options=options)
+        except WebDriverException as exc:
+            raise ServerUnavailable(f"chromium did not start under {driver_path}: "
+                                    f"{exc.msg}; {HOW}") from None
+        try:
+            yield driver
+        finally:
+            driver.quit()
 
 
 def screenshot(driver: Any, name: str, *, full: bool = True) -> Path:

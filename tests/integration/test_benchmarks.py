@@ -107,13 +107,16 @@ def test_every_benchmark_is_run_here() -> None:
 @pytest.mark.parametrize(("script", "args", "printed"), RUNS,
                          ids=[r[0] + (" pull" if "Pull" in r[1] else "") for r in RUNS])
 def test_a_benchmark_completes_and_prints_its_figures(script: str, args: list[str],
-                                                      printed: list[str]) -> None:
+                                                      printed: list[str], tmp_path: Path
+                                                      ) -> None:
     began = time.monotonic()
     done = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)})
     said = f"{script} {' '.join(args)} ({done.returncode}, {time.monotonic() - began:.0f} s)" \
            f":\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert done.returncode == 0, said
     for figure in printed:
         assert re.search(figure, done.stdout), f"{figure!r} not printed by {said}"
+    left = sorted(p.name for p in tmp_path.iterdir())  # a run that ended well keeps nothing
+    assert not left, f"{script} left {left} in its temporary directory"

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,7 +181,9 @@ def make_tls(directory: Path) -> Tls:
 
 
 class EtcdServer:
-    """One etcd member; ``restart`` keeps its ports and data."""
+    """One etcd member; ``restart`` keeps its ports and data. Its data directory goes
+    with :meth:`cleanup`, or when the object does (at the latest, as the process
+    exits: a benchmark that only stopped it left a data directory per run)."""
 
     def __init__(self, *, tls: Tls | None = None, client_cert_auth: bool = False,
                  progress_interval: str = "1s", extra: list[str] | None = None,
@@ -193,6 +196,7 @@ class EtcdServer:
         self.progress_interval = progress_interval
         self.extra = extra or []
         self.workdir = Path(tempfile.mkdtemp(prefix="berth-etcd-"))
+        weakref.finalize(self, shutil.rmtree, self.workdir, True)
         self.port = free_port()
         self.peer_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
