@@ -472,7 +472,7 @@ def main() -> None:
         for k in kubes:
             k.cleanup()
         server.cleanup()
-    print(f"logs in {work}; {os.cpu_count()} cores")
+    print(f"{os.cpu_count()} cores")
 
 
 def _cpu(procs: list[Any]) -> float:
