@@ -7,10 +7,11 @@
    each with its own role as ``berth cluster approve`` makes it (its work prefix to
    read, its agent prefix to write: ``berth.store.agents.agent_grants``), and as many
    Clusters in Pull mode. Starts that many simulated agents in this process: each
-   authenticates as its own user, watches its own work prefix (a berth informer: one
-   watch stream each), keeps a heartbeat on a lease of its own, and answers each work
-   with a report at once — a stand-in for applying (nothing is applied anywhere: this
-   measures what goes through etcd). Starts ``berth propagator``, writes ``--apps``
+   authenticates as its own user, watches what ``berth agent`` watches (its works, its
+   reports, its heartbeat: berth informers, a watch stream each), keeps a heartbeat on
+   a lease of its own, and answers each work with a report at once, written as the
+   agent writes them (its ``Reports``) — a stand-in for applying (nothing is applied
+   anywhere: this measures what goes through etcd). Starts ``berth propagator``, writes ``--apps``
    applications (a ConfigMap each) with their Bindings, round robin over the clusters,
    and times each Binding's write → its agent's report of it → the application's
    status RUNNING; then moves ``--move`` of them to another cluster and times the same
@@ -39,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from berth.controllers.propagator.agent.reports import Reports
 from berth.controllers.runtime import Event, EventType, Informer
 from berth.store import EtcdConfig, Put, Store, StoreError, Watch, auth, encode, keys
 from berth.store.agents import agent_grants, agent_user
@@ -94,8 +96,10 @@ class Times:
 
 
 class SimAgent:
-    """One pull cluster's agent, simulated: its own etcd user and watch; each work is
-    answered with a report at once, as if applied and healthy."""
+    """One pull cluster's agent, simulated: its own etcd user; its watches and writes
+    as ``berth agent``'s (its works, its reports through the agent's own
+    :class:`Reports`, its heartbeat); each work is answered with a report at once, as if
+    applied and healthy."""
 
     def __init__(self, url: str, cid: str, password: str, pool: ThreadPoolExecutor,
                  times: Times) -> None:
@@ -108,6 +112,10 @@ class SimAgent:
                                               layout=keys.cluster_key_problem,
                                               idle_timeout=120)
         self.works.add_handler(self._on_work)
+        self.reports = Reports(self.store, cid, idle_timeout=120)
+        self.beat: Informer[Heartbeat] = Informer(self.store, keys.heartbeat_key(cid), Heartbeat,
+                                                  layout=keys.cluster_key_problem,
+                                                  idle_timeout=120)
         self.lease = 0
 
     def start(self) -> None:
@@ -115,7 +123,12 @@ class SimAgent:
         namespace, _, name = self.cid.partition("/")
         self.store.commit([Put(keys.heartbeat_key(self.cid), encode(Heartbeat(
             StatusMeta(name, namespace), AgentState("sim", Reachability.ONLINE))), 0, self.lease)])
-        self.works.start()
+        for informer in self.informers:
+            informer.start()
+
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return self.works, self.reports.informer, self.beat
 
     def _on_work(self, event: Event[Work]) -> None:
         if event.type is not EventType.DELETED:
@@ -137,11 +150,9 @@ class SimAgent:
                        for b in spec.objects]
             state = ReportState(item.mod_revision, Intent.APPLY, ClusterApplied(
                 spec.generation, objects, spec.replicas, health=HealthState.HEALTHY))
-        try:
-            self.store.commit([Put(keys.report_key(self.cid, ref.namespace, ref.name), encode(
-                Report(WorkMeta(ref.name, ref.namespace, self.cid), state)), None)])
-        except StoreError as exc:
-            print(f"agent {self.cid}: {exc}", file=sys.stderr)
+        if not self.reports.write(keys.report_key(self.cid, ref.namespace, ref.name),
+                                  Report(WorkMeta(ref.name, ref.namespace, self.cid), state)):
+            print(f"agent {self.cid}: the report of {key} not written", file=sys.stderr)
             return
         if spec.intent is Intent.APPLY:
             with self.times.lock:
@@ -151,7 +162,8 @@ class SimAgent:
         self.store.keep_alive(self.lease)
 
     def stop(self) -> None:
-        self.works.stop(wait=False)
+        for informer in self.informers:
+            informer.stop(wait=False)
         self.store.close()
 
 
@@ -262,8 +274,13 @@ def measure(args: argparse.Namespace, store: Store, clusters: list[str], times: 
     return {"first": first, "moves": second}
 
 
+# etcd's progress notifications as deployed (deploy/compose: 10 s), not the tests' 1 s: a
+# watch stream each gets one per interval, and pull mode has three per agent
+PROGRESS = "10s"
+
+
 def pull(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    server = EtcdServer().start()
+    server = EtcdServer(progress_interval=PROGRESS).start()
     agents: list[SimAgent] = []
     stop = threading.Event()
     prop: PropagatorProcess | None = None
@@ -295,7 +312,8 @@ def pull(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             agent.start()
             agents.append(agent)
         for agent in agents:
-            agent.works.wait_synced(120)
+            for informer in agent.informers:
+                informer.wait_synced(120)
         print(f"pull: {args.agents} agents authenticated, heartbeating and watching their "
               f"own prefix in {time.perf_counter() - t:.1f} s (etcd CPU "
               f"{cpu_seconds(etcd_pid) - cpu0:.1f} s)", flush=True)
@@ -330,7 +348,7 @@ def pull(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def push(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    server = EtcdServer().start()
+    server = EtcdServer(progress_interval=PROGRESS).start()
     kubes: list[KubeCluster] = []
     stop = threading.Event()
     prop: PropagatorProcess | None = None
