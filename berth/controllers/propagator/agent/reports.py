@@ -4,7 +4,8 @@
 what this agent last wrote (a work carried out right after a write must not
 decide on the value before it), writes only what changed, guarded by the
 revision read, and replaces a value that is not a report (written by hand)
-once, saying so.
+once, saying so. The workers' writes go to etcd together (a group commit:
+one transaction for those that meet, each with its own guard).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from berth.controllers.runtime import Informer
 from berth.store import Conflict, Delete, Put, Store, StoreError, encode, keys
 from berth.store.documents.work import Report
+from berth.store.group import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 class Reports:
     def __init__(self, store: Store, cid: str, *, idle_timeout: float) -> None:
         self.store = store
+        self.group = GroupCommit(store, "agent-reports")
         self.informer: Informer[Report] = Informer(
             store, keys.reports_prefix(cid), Report, idle_timeout=idle_timeout,
             layout=keys.cluster_key_problem)
@@ -57,7 +60,7 @@ class Reports:
         if old == report and not self.garbled(key):
             return True
         try:
-            landed = self.store.commit([Put(key, encode(report), revision)])
+            landed = self.group.commit([Put(key, encode(report), revision)])
         except Conflict:
             log.info("%s changed meanwhile; deciding again", key)
             return False
@@ -84,7 +87,7 @@ class Reports:
         if revision == 0:
             return
         try:
-            landed = self.store.commit([Delete(key, revision)])
+            landed = self.group.commit([Delete(key, revision)])
         except StoreError as exc:
             log.info("%s not removed: %s", key, exc)
             return

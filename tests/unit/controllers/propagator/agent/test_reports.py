@@ -6,6 +6,8 @@ the propagator reads them: tests/integration/test_agent.py."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from berth.controllers.propagator.agent.reports import Reports
 from berth.store import keys
@@ -79,5 +81,28 @@ def test_garbage_written_by_hand_is_replaced_by_the_next_report() -> None:
         assert reports.write(KEY, report(3))  # the same report would be written: it is
         assert not reports.garbled(KEY)
         until(lambda: reports.informer.get(KEY) == report(3))
+    finally:
+        reports.informer.stop()
+
+
+def test_reports_written_at_once_share_transactions_and_each_lands() -> None:
+    store = MemoryStore()
+    reports = started(store)
+    commits: list[int] = []
+    alone = store.commit
+
+    def slow(ops: Any, *args: Any, **kwargs: Any) -> int:  # a round trip to etcd
+        commits.append(len(ops))
+        time.sleep(0.05)
+        return alone(ops, *args, **kwargs)
+
+    store.commit = slow  # type: ignore[method-assign]
+    names = [keys.report_key(CID, "default", f"web-{i}") for i in range(8)]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            landed = list(pool.map(lambda k: reports.write(k, report(1)), names))
+        assert all(landed) and all(store.get(k) is not None for k in names)
+        assert sum(commits) == 8 and len(commits) < 8  # fewer transactions than reports
+        assert reports.read(names[0])[1] == store.get(names[0]).mod_revision  # type: ignore[union-attr]
     finally:
         reports.informer.stop()
