@@ -50,11 +50,15 @@ def chromium(width: int = 1400, height: int = 900) -> Iterator[Any]:
                 f"--window-size={width},{height}", "--no-first-run",
                 "--disable-background-networking", "--disable-extensions"):
         options.add_argument(arg)
-    # a profile of its own, removed after: else chromium leaves one in /tmp per run
-    with tempfile.TemporaryDirectory(prefix="berth-chromium-") as profile:
-        options.add_argument(f"--user-data-dir={profile}")
+    # A directory of its own for its profile and temporary files, removed after (else
+    # chromium leaves a profile in the temporary directory per run); under /tmp itself,
+    # as a socket's path it holds must stay short (108 bytes), whatever TMPDIR says
+    with tempfile.TemporaryDirectory(prefix="berth-chromium-",
+                                     dir="/tmp" if os.path.isdir("/tmp") else None) as own:
+        options.add_argument(f"--user-data-dir={own}/profile")
+        service = Service(driver_path, env={**os.environ, "TMPDIR": own})
         try:
-            driver = webdriver.Chrome(service=Service(driver_path), options=options)
+            driver = webdriver.Chrome(service=service, options=options)
         except WebDriverException as exc:
             raise ServerUnavailable(f"chromium did not start under {driver_path}: "
                                     f"{exc.msg}; {HOW}") from None

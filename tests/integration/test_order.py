@@ -116,13 +116,14 @@ class Sampler:
     def _sample(self) -> None:
         while not self._stop.wait(0.1):
             crd = self._get(CRD)
+            # (a CRD just made may say ``conditions: null``: none yet)
             established = any(c.get("type") == "Established" and c.get("status") == "True"
-                              for c in crd.get("status", {}).get("conditions", []))
+                              for c in (crd.get("status") or {}).get("conditions") or [])
             op = self._get(PATHS["operator"])
             widget = self._get(PATHS["widget"]) if crd else {}
             self.samples.append(Sample(
                 time.monotonic(), established, bool(self._get(PATHS["cfg"])),
-                op.get("status", {}).get("availableReplicas", 0) if op else None,
+                (op.get("status") or {}).get("availableReplicas") or 0 if op else None,
                 "" if not widget else
                 "going" if widget["metadata"].get("deletionTimestamp") else "there"))
             kv = self.store.get(keys.status_key("Application", "default", "op"))
