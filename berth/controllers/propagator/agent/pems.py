@@ -9,8 +9,8 @@ directory under /tmp, as before, outlived every agent that was stopped or killed
 key in it). A renewal puts the new pair behind the same names at once (``dup2``): a
 connection opened later reads the renewed one.
 
-Where the system has no memory files (not Linux), a directory of the process's own
-(mode 0700) holds them, removed when the process exits.
+Where the system has no memory files (not Linux, or a sandbox refusing the call), a
+directory of the process's own (mode 0700) holds them, removed when the process exits.
 """
 
 from __future__ import annotations
@@ -31,21 +31,28 @@ def pem_files(cluster: str, cert_pem: str, key_pem: str) -> tuple[str, str]:
     """Paths this process alone reads ``cluster``'s certificate and key from: the same
     paths for the same cluster each time, holding what was given last."""
     with _LOCK:
-        if not hasattr(os, "memfd_create"):
-            return _in_directory(cluster, cert_pem, key_pem)
-        held = _HELD.get(cluster)
-        fds = []
-        for i, text in enumerate((cert_pem, key_pem)):
-            fd = os.memfd_create(f"berth-agent-{('cert', 'key')[i]}", os.MFD_CLOEXEC)
-            with open(fd, "w", closefd=False) as f:
-                f.write(text)
-            if held is not None:  # whole or not at all, as a connection opens it
-                os.dup2(fd, held[i], inheritable=False)
-                os.close(fd)
-                fd = held[i]
-            fds.append(fd)
-        _HELD[cluster] = (fds[0], fds[1])
-        return f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}"
+        if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+            try:
+                return _in_memory(cluster, cert_pem, key_pem)
+            except OSError:  # a sandbox that refuses the call: the directory, then
+                pass
+        return _in_directory(cluster, cert_pem, key_pem)
+
+
+def _in_memory(cluster: str, cert_pem: str, key_pem: str) -> tuple[str, str]:
+    held = _HELD.get(cluster)
+    made = [os.memfd_create(f"berth-agent-{what}", os.MFD_CLOEXEC) for what in ("cert", "key")]
+    fds = []
+    for i, (fd, text) in enumerate(zip(made, (cert_pem, key_pem), strict=True)):
+        with open(fd, "w", closefd=False) as f:
+            f.write(text)
+        if held is not None:  # whole or not at all, as a connection opens it
+            os.dup2(fd, held[i], inheritable=False)
+            os.close(fd)
+            fd = held[i]
+        fds.append(fd)
+    _HELD[cluster] = (fds[0], fds[1])
+    return f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}"
 
 
 def _in_directory(cluster: str, cert_pem: str, key_pem: str) -> tuple[str, str]:
