@@ -19,7 +19,9 @@
 2. **Push, on the same machine** (``--no-push`` skips it): the same applications on as
    many Clusters in Push mode, kubeconfig contexts over ``--servers`` bare
    kube-apiservers (this machine holds no thousand API servers), the propagator
-   applying them itself: Binding → status RUNNING, etcd's CPU and RSS.
+   applying them itself: Binding → status RUNNING, etcd's CPU and RSS. etcd has
+   authentication on in both, and the propagator is root in both (since 2026-12-05;
+   push's etcd had it off before).
 
 The agents' passwords are hashed with bcrypt cost 4, not berth's 10: etcd checks each
 once, when its agent authenticates (and again after each change to users or roles).
@@ -354,8 +356,12 @@ def push(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     prop: PropagatorProcess | None = None
     try:
         t = time.perf_counter()
+        # authentication on, as pull's etcd (and as berth is deployed: every process
+        # has a role), the propagator as root in both: the same checks per request
+        server.etcdctl("user", "add", f"root:{ROOT_PW}")
+        server.etcdctl("auth", "enable")
         kubes = [KubeCluster(f"agents-push{i}", nodes=0).start() for i in range(args.servers)]
-        store = Store(EtcdConfig(url=server.url, timeout=60))
+        store = Store(EtcdConfig(url=server.url, user="root", password=ROOT_PW, timeout=60))
         clusters = [f"p{i:04d}" for i in range(args.agents)]
         store.commit_chunks([Put(keys.resource_key("Cluster", c, "default"), encode({
             "api": "kubernetes", "kind": "Cluster", "metadata": {"name": c, "namespace": "default"},
@@ -363,7 +369,9 @@ def push(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             for i, c in enumerate(clusters)])
         print(f"push: {args.servers} kube-apiservers and {args.agents} Clusters (contexts over "
               f"them) in {time.perf_counter() - t:.1f} s", flush=True)
-        prop = PropagatorProcess(server.url, work, config=CONFIG, name="push")
+        prop = PropagatorProcess(server.url, work, config=CONFIG, name="push",
+                                 env={"BERTH_ETCD_USER": "root",
+                                      "BERTH_ETCD_PASSWORD": ROOT_PW})
         prop.args[prop.args.index("DEBUG")] = "WARNING"
         del prop.args[prop.args.index("--lease-ttl"):prop.args.index("--lease-ttl") + 2]
         prop.start()
