@@ -285,15 +285,9 @@ class Observer:
             probe = Probe(Reachability.OFFLINE, f"unusable kubeconfig: {safe(exc)}")
         else:
             probe = conn.probe(self.config.probe_timeout)
-        capacity = None
         tracker = self._track(key, conn) if (
             conn is not None and probe.state == Reachability.ONLINE) else None
-        if tracker is not None:  # turning ONLINE, said with what it holds (Tracker.first)
-            current = self.statuses.get(keys.status_key(
-                "Cluster", view.metadata.namespace or "", view.metadata.name))
-            turning = current is None or current.status.state != Reachability.ONLINE
-            capacity = tracker.first(self.config.probe_timeout if turning else 0.0)
-        self._settle(key, view, probe, capacity)
+        self._settle(key, view, probe, tracker)
 
     def _hear(self, key: str, view: ClusterView) -> None:
         """A pull cluster is what its agent's heartbeat says: the agent probes it, and
@@ -332,11 +326,16 @@ class Observer:
         self._write(skey, view, probe, current, beat.capacity if beat is not None else None,
                     held)
 
-    def _settle(self, key: str, view: ClusterView, probe: Probe, capacity: Capacity | None
+    def _settle(self, key: str, view: ClusterView, probe: Probe, tracker: Tracker | None
                 ) -> None:
-        """Write what a probe found, once ``grace`` probes in a row agree it failed."""
+        """Write what a probe found, once ``grace`` probes in a row agree it failed; with
+        the capacity ``tracker`` sums (turning ONLINE, said with it: Tracker.first)."""
         skey = keys.status_key("Cluster", view.metadata.namespace or "", view.metadata.name)
         current = self.statuses.get(skey)
+        capacity = None
+        if tracker is not None:
+            turning = current is None or current.status.state != Reachability.ONLINE
+            capacity = tracker.first(self.config.probe_timeout if turning else 0.0)
         if probe.state != Reachability.ONLINE:
             with self._failures_lock:  # probes run on the pool's threads
                 failures = self._failures[key] = self._failures.get(key, 0) + 1
